@@ -1,0 +1,23 @@
+# The two commands of the quick start: `make run` and `make test`.
+GO ?= go
+BIN := bin/allot
+
+.PHONY: run test build bench vet fmt
+
+build:
+	$(GO) build -o $(BIN) ./cmd/allot
+
+# The demo: four teams share two 8-GPU nodes, borrow idle GPUs and get them back.
+run: build
+	./$(BIN) sim --scenario examples/demo.yaml
+
+test:
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
+	$(GO) vet ./...
+	$(GO) test ./...
+
+bench:
+	$(GO) test ./engine -run '^$$' -bench . -benchmem -benchtime 3x
+
+fmt:
+	gofmt -w $$(git ls-files '*.go')

@@ -1,0 +1,259 @@
+package engine
+
+import "math"
+
+// pass is one sweep of the allocate action.
+type pass int
+
+const (
+	// passGangs starts pending jobs (their MinMember pods) within fair share.
+	passGangs pass = iota
+	// passGrow adds elastic pods beyond MinMember, one at a time, within fair share.
+	passGrow
+	// passIdleGangs and passIdleGrow lend what is still free after reclaim to whoever can
+	// use it, over fair share; such work is preemptible and is taken back by reclaim when
+	// owners need it. Whole jobs go first so that small elastic pods do not fragment
+	// the free GPUs a pending gang could use.
+	passIdleGangs
+	passIdleGrow
+)
+
+func (p pass) starts() bool { return p == passGangs || p == passIdleGangs }
+
+// item is the pods a job needs next: its gang (MinMember) if it has not started, or one
+// elastic pod if it has.
+func (s *session) item(j *jobState, p pass) []*podState {
+	unbound := j.unboundPods()
+	if len(unbound) == 0 {
+		return nil
+	}
+	if !j.started() {
+		if !p.starts() {
+			return nil
+		}
+		need := max(j.j.MinMember-j.bound, 1)
+		return unbound[:min(need, len(unbound))]
+	}
+	if p.starts() {
+		return nil
+	}
+	return unbound[:1]
+}
+
+func (s *session) need(pods []*podState) Resources {
+	var r Resources
+	for _, p := range pods {
+		r = r.Add(s.pendingCost(p.p.Request))
+	}
+	return r
+}
+
+// allocate places pending work on free capacity, queue by queue: always from the queue
+// furthest below its fair share, inside it by priority and submission time.
+func (s *session) allocate(p pass) {
+	cursor := make(map[*queueState]int, len(s.queues))
+	fails := failCache{}
+	for {
+		q := s.pickQueue(s.roots, cursor, p)
+		if q == nil {
+			return
+		}
+		j := q.jobs[cursor[q]]
+		pods := s.item(j, p)
+		mode := gateFairShare
+		switch {
+		case p >= passIdleGangs:
+			mode = gateIdle
+		case p == passGangs:
+			mode = gateBelowFairShare
+		}
+		need := s.need(pods)
+		if r, ok := s.admit(j, need, mode); !ok {
+			j.setReason(r)
+			cursor[q]++
+			continue
+		}
+		key := shapeKey(j, pods)
+		if r, ok := fails.get(key, s.freed); ok {
+			j.setReason(r)
+			cursor[q]++
+			continue
+		}
+		if s.placeGang(j, pods, nil) {
+			if s.item(j, p) == nil {
+				cursor[q]++
+			}
+			continue
+		}
+		r := s.explainNoFit(j, pods)
+		fails.put(key, s.freed, r)
+		j.setReason(r)
+		cursor[q]++
+	}
+}
+
+// pickQueue descends the tree choosing, at each level, the child with work left for this
+// pass whose allocation is the smallest fraction of its fair share.
+func (s *session) pickQueue(level []*queueState, cursor map[*queueState]int, p pass) *queueState {
+	var best *queueState
+	bestRatio := math.Inf(1)
+	for _, q := range level {
+		if !s.hasWork(q, cursor, p) {
+			continue
+		}
+		r := shareRatio(q)
+		if best == nil || r < bestRatio || (r == bestRatio && q.q.Priority > best.q.Priority) {
+			best, bestRatio = q, r
+		}
+	}
+	if best == nil || len(best.children) == 0 {
+		return best
+	}
+	return s.pickQueue(best.children, cursor, p)
+}
+
+// hasWork advances a leaf's cursor past jobs with nothing to do in this pass.
+func (s *session) hasWork(q *queueState, cursor map[*queueState]int, p pass) bool {
+	if len(q.children) == 0 {
+		for cursor[q] < len(q.jobs) && s.item(q.jobs[cursor[q]], p) == nil {
+			cursor[q]++
+		}
+		return cursor[q] < len(q.jobs)
+	}
+	for _, c := range q.children {
+		if s.hasWork(c, cursor, p) {
+			return true
+		}
+	}
+	return false
+}
+
+func shareRatio(q *queueState) float64 {
+	f := q.fair[ResourceGPU]
+	a := q.alloc[ResourceGPU]
+	if f <= 0 {
+		if a <= 0 {
+			return math.MaxFloat64 / 2 // no share, nothing held: after everyone with a share
+		}
+		return math.MaxFloat64
+	}
+	return float64(a) / float64(f)
+}
+
+// gateMode says how far a queue may go.
+type gateMode int
+
+const (
+	// gateFairShare: the queue ends at or below its fair share.
+	gateFairShare gateMode = iota
+	// gateBelowFairShare: the queue is below its fair share before the job, which may
+	// overshoot it. Without this a queue whose fair share is not a multiple of its job
+	// size could never start its next job, and free GPUs would stay idle; the overshoot
+	// is reclaimable, down to the fair share, by queues below theirs.
+	gateBelowFairShare
+	// gateIdle: beyond the fair share, on capacity nobody else can use now.
+	gateIdle
+)
+
+// admit checks the queue rules for adding need to the job's queue and its ancestors:
+// limits, non-preemptible work within quota, and (in gateFairShare) the fair share.
+func (s *session) admit(j *jobState, need Resources, mode gateMode) (Reason, bool) {
+	for q := j.q; q != nil; q = q.parent {
+		for r := Resource(0); r < numResources; r++ {
+			if l := q.q.Resources[r].Limit; l != nil && need[r] > 0 && q.alloc[r]+need[r] > *l {
+				return reasonf(ReasonQueueLimit, "%s %s is at its %s limit: %s allocated of %s, the job needs %s more",
+					q.kind(), q.q.ID, r, Format(r, q.alloc[r]), Format(r, *l), Format(r, need[r])), false
+			}
+		}
+		if !j.preemptible && need[ResourceGPU] > 0 {
+			quota := q.q.Resources[ResourceGPU].Quota
+			if q.allocNP[ResourceGPU]+need[ResourceGPU] > quota {
+				return reasonf(ReasonNonPreemptibleQuota,
+					"%s work is not preemptible and runs only within quota: %s %s has %s of its %s quota GPUs in non-preemptible use, the job needs %s",
+					j.j.Class, q.kind(), q.q.ID, Format(ResourceGPU, q.allocNP[ResourceGPU]), Format(ResourceGPU, quota),
+					Format(ResourceGPU, need[ResourceGPU])), false
+			}
+		}
+		if mode != gateIdle {
+			for r := Resource(0); r < numResources; r++ {
+				if !s.fairShareGated(q, r) || need[r] == 0 || q.alloc[r]+need[r] <= q.fair[r] ||
+					(mode == gateBelowFairShare && q.alloc[r] < q.fair[r]) {
+					continue
+				}
+				return s.fairShareReason(j, q, r, need), false
+			}
+		}
+	}
+	return Reason{}, true
+}
+
+// fairShareGated: GPUs always count; CPU and memory only for queues that set a quota
+// for them, so that a GPU team is not held back by CPU nobody has divided.
+func (s *session) fairShareGated(q *queueState, r Resource) bool {
+	return r == ResourceGPU || q.q.Resources[r].Quota > 0
+}
+
+func (s *session) fairShareReason(j *jobState, q *queueState, r Resource, need Resources) Reason {
+	unit := " " + r.String()
+	if r == ResourceGPU {
+		unit = " GPUs"
+	}
+	var msg string
+	if q.alloc[r] >= q.fair[r] {
+		msg = "%s %s is at its fair share %s/%s%s"
+	} else {
+		msg = "%s %s would pass its fair share: %s/%s%s allocated, the job needs " + Format(r, need[r])
+	}
+	reason := reasonf(ReasonFairShare, msg, q.kind(), q.q.ID, Format(r, q.alloc[r]), Format(r, q.fair[r]), unit)
+	if ahead := s.jobsAhead(j); ahead > 0 {
+		reason.Message += "; " + plural(ahead, "job") + " ahead"
+	}
+	return reason
+}
+
+// jobsAhead counts pending jobs of the same queue ordered before j.
+func (s *session) jobsAhead(j *jobState) int {
+	n := 0
+	for _, o := range j.q.jobs {
+		if o == j {
+			break
+		}
+		if !o.started() {
+			n++
+		}
+	}
+	return n
+}
+
+func (q *queueState) kind() string {
+	if len(q.children) > 0 {
+		return "department"
+	}
+	return "queue"
+}
+
+// setReason keeps the first explanation of the cycle, unless a later one is more specific:
+// a gate that held the job back explains more than "nothing fits" found afterwards.
+func (j *jobState) setReason(r Reason) {
+	if j.reason.Code == ReasonNone {
+		j.reason = r
+	}
+}
+
+// failCache remembers that a job shape did not fit, valid until something is freed.
+type failCache map[string]failEntry
+
+type failEntry struct {
+	freed  int
+	reason Reason
+}
+
+func (c failCache) get(key string, freed int) (Reason, bool) {
+	e, ok := c[key]
+	if !ok || e.freed != freed {
+		return Reason{}, false
+	}
+	return e.reason, true
+}
+
+func (c failCache) put(key string, freed int, r Reason) { c[key] = failEntry{freed, r} }

@@ -1,0 +1,112 @@
+package engine
+
+import "sort"
+
+// Options configures the engine. The zero value is the default: bin-packing.
+type Options struct {
+	Placement Placement
+	// MaxNodeTrials bounds how many nodes reclaim, preemption and consolidation try per
+	// pending job, which keeps a cycle fast on large clusters. Zero means 64.
+	MaxNodeTrials int
+}
+
+// Engine turns snapshots into plans. It holds no state between cycles: everything it
+// needs is in the snapshot, so a restarted scheduler continues where it stopped.
+type Engine struct {
+	opts Options
+}
+
+// New returns an engine with the given options.
+func New(opts Options) *Engine {
+	if opts.MaxNodeTrials <= 0 {
+		opts.MaxNodeTrials = 64
+	}
+	return &Engine{opts: opts}
+}
+
+// Schedule runs one cycle. The same snapshot always yields the same plan.
+func (e *Engine) Schedule(snap *Snapshot) *Plan {
+	s := newSession(snap, e.opts)
+	s.computeFairShares()
+	s.orderJobs()
+	s.allocate(passGangs)
+	s.allocate(passGrow)
+	s.consolidate()
+	s.reclaim()
+	s.preempt()
+	s.allocate(passIdleGangs)
+	s.allocate(passIdleGrow)
+	return s.plan(snap)
+}
+
+// orderJobs sorts each queue's jobs: priority first, then submission time (DESIGN.md 3.2).
+func (s *session) orderJobs() {
+	for _, q := range s.queues {
+		sort.SliceStable(q.jobs, func(a, b int) bool { return jobBefore(q.jobs[a].j, q.jobs[b].j) })
+	}
+}
+
+func jobBefore(a, b *Job) bool {
+	if a.Priority != b.Priority {
+		return a.Priority > b.Priority
+	}
+	if !a.SubmitTime.Equal(b.SubmitTime) {
+		return a.SubmitTime.Before(b.SubmitTime)
+	}
+	return a.ID < b.ID
+}
+
+// plan compares the session with the snapshot it started from.
+func (s *session) plan(snap *Snapshot) *Plan {
+	p := &Plan{Pending: map[JobID]Reason{}, Queues: make(map[QueueID]QueueStatus, len(s.queues))}
+	for _, j := range s.jobs {
+		for _, ps := range j.pods {
+			moved := ps.orig != nil && (ps.node == nil || ps.orig.Node != ps.node.n.ID ||
+				!equalInts(ps.orig.GPUs, ps.gpus) || ps.orig.Share != ps.share)
+			if moved {
+				p.Evictions = append(p.Evictions, Eviction{Job: j.j.ID, Pod: ps.p.ID, Reason: ps.evictReason, For: ps.evictFor})
+			}
+			if ps.node != nil && (ps.orig == nil || moved) {
+				p.Binds = append(p.Binds, Bind{Job: j.j.ID, Pod: ps.p.ID,
+					Binding: Binding{Node: ps.node.n.ID, GPUs: ps.gpus, Share: ps.share}})
+			}
+		}
+		if j.bound < len(j.pods) {
+			p.Pending[j.j.ID] = s.pendingReason(j)
+		}
+	}
+	for _, id := range s.orphans {
+		p.Pending[id] = reasonf(ReasonConstraint, "queue does not exist or has child queues; submit to a leaf queue")
+	}
+	for _, q := range s.queues {
+		st := QueueStatus{FairShare: q.fair, Allocated: q.alloc, AllocatedNonPreemptible: q.allocNP, Requested: q.request}
+		s.countJobs(q, &st)
+		p.Queues[q.q.ID] = st
+	}
+	return p
+}
+
+func (s *session) countJobs(q *queueState, st *QueueStatus) {
+	for _, j := range q.jobs {
+		if j.started() {
+			st.Running++
+		} else {
+			st.Pending++
+		}
+	}
+	for _, c := range q.children {
+		s.countJobs(c, st)
+	}
+}
+
+func equalInts(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,237 @@
+package engine
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// shapeKey identifies jobs that fit or fail alike: same pods, same constraints.
+func shapeKey(j *jobState, pods []*podState) string {
+	var b strings.Builder
+	b.WriteString(j.j.NodePool)
+	b.WriteByte('|')
+	b.WriteString(strings.Join(j.j.GPUTypes, ","))
+	for _, p := range pods {
+		r := p.p.Request
+		fmt.Fprintf(&b, "|%d/%d/%d/%d/%d", r.GPUs, r.GPUFraction, r.GPUMemory, r.CPU, r.Memory)
+	}
+	return b.String()
+}
+
+func plural(n int, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	return strconv.Itoa(n) + " " + word + "s"
+}
+
+// describeRequest renders one pod's GPU request: "2 GPUs", "0.5 of a GPU", "8Gi of GPU memory".
+func describeRequest(r PodRequest) string {
+	switch {
+	case r.GPUs > 0:
+		return plural(r.GPUs, "GPU")
+	case r.GPUFraction > 0:
+		return r.GPUFraction.String() + " of a GPU"
+	case r.GPUMemory > 0:
+		return Format(ResourceMemory, r.GPUMemory) + " of GPU memory"
+	}
+	return Format(ResourceCPU, r.CPU) + " CPU"
+}
+
+// explainNoFit says why the pods cannot be placed now, naming the constraint that binds
+// and the best the cluster offers, so that the user knows what to change or wait for.
+func (s *session) explainNoFit(j *jobState, pods []*podState) Reason {
+	r := pods[0].p.Request
+	var eligible []*nodeState
+	for _, n := range s.nodes {
+		if s.eligible(j, n) {
+			eligible = append(eligible, n)
+		}
+	}
+	if len(eligible) == 0 {
+		return s.explainConstraint(j)
+	}
+	// Static limits: the job cannot run here even on an empty cluster.
+	var capGPU MilliGPU
+	maxGPUs := 0
+	var maxCPU, maxMem, maxDev int64
+	for _, n := range eligible {
+		capGPU += MilliGPU(len(n.n.GPUs)) * OneGPU
+		maxGPUs = max(maxGPUs, len(n.n.GPUs))
+		maxCPU, maxMem = max(maxCPU, n.n.CPU), max(maxMem, n.n.Memory)
+		for _, g := range n.n.GPUs {
+			maxDev = max(maxDev, g.Memory)
+		}
+	}
+	total := s.need(pods)[ResourceGPU]
+	switch {
+	case r.GPUs > maxGPUs:
+		return reasonf(ReasonTooLarge, "needs %s on one node; the largest node it may use has %d", plural(r.GPUs, "GPU"), maxGPUs)
+	case r.GPUMemory > maxDev:
+		return reasonf(ReasonTooLarge, "needs %s of memory on one GPU; the largest GPU it may use has %s",
+			Format(ResourceMemory, r.GPUMemory), Format(ResourceMemory, maxDev))
+	case r.CPU > maxCPU:
+		return reasonf(ReasonTooLarge, "needs %s CPU on one node; the largest node it may use has %s", Format(ResourceCPU, r.CPU), Format(ResourceCPU, maxCPU))
+	case r.Memory > maxMem:
+		return reasonf(ReasonTooLarge, "needs %s memory on one node; the largest node it may use has %s", Format(ResourceMemory, r.Memory), Format(ResourceMemory, maxMem))
+	case MilliGPU(total) > capGPU:
+		return reasonf(ReasonTooLarge, "needs %s GPUs in all; the nodes it may use have %s", MilliGPU(total), capGPU)
+	}
+	block := s.largestBlock(j, r, eligible)
+	if len(pods) > 1 {
+		fit := s.countFit(j, pods)
+		return reasonf(ReasonGangPartial, "gang of %d pods × %s must start together; only %d fit now (%s)",
+			len(pods), describeRequest(r), fit, block)
+	}
+	return reasonf(ReasonNoFit, "needs %s on one node; %s", describeRequest(r), block)
+}
+
+// largestBlock describes the most the cluster has free for this kind of request.
+func (s *session) largestBlock(j *jobState, r PodRequest, nodes []*nodeState) string {
+	var best *nodeState
+	switch {
+	case r.GPUs > 0:
+		bestFree, gpuOK := -1, 0
+		for _, n := range nodes {
+			free := 0
+			for g := range n.n.GPUs {
+				if n.gpuUsed[g] == 0 && gpuTypeOK(j.j, &n.n.GPUs[g]) {
+					free++
+				}
+			}
+			if free >= r.GPUs {
+				gpuOK++
+			}
+			if free > bestFree {
+				best, bestFree = n, free
+			}
+		}
+		if gpuOK > 0 {
+			return s.hostShortage(r, nodes, func(n *nodeState) bool { return n.free >= r.GPUs })
+		}
+		if bestFree == 0 {
+			return "no GPU is wholly free"
+		}
+		return fmt.Sprintf("largest free block is %s on %s", plural(bestFree, "GPU"), best.n.ID)
+	case r.Shared():
+		var bestFree MilliGPU = -1
+		bestGPU := 0
+		for _, n := range nodes {
+			for g := range n.n.GPUs {
+				if !gpuTypeOK(j.j, &n.n.GPUs[g]) {
+					continue
+				}
+				if f := OneGPU - n.gpuUsed[g]; f > bestFree {
+					best, bestFree, bestGPU = n, f, g
+				}
+			}
+		}
+		if r.GPUMemory > 0 {
+			dev := best.n.GPUs[bestGPU].Memory
+			return fmt.Sprintf("the most GPU memory free on one GPU is %s (%s GPU %d)",
+				Format(ResourceMemory, dev*int64(bestFree)/int64(OneGPU)), best.n.ID, bestGPU)
+		}
+		if bestFree >= r.GPUFraction {
+			return s.hostShortage(r, nodes, func(n *nodeState) bool {
+				_, _, ok := s.pickGPUs(j, r, n, n.gpuUsed)
+				return ok
+			})
+		}
+		return fmt.Sprintf("the most free on one GPU is %s (%s GPU %d)", bestFree, best.n.ID, bestGPU)
+	}
+	return s.hostShortage(r, nodes, func(*nodeState) bool { return true })
+}
+
+// hostShortage explains a pod whose GPUs are available but whose CPU or memory is not.
+func (s *session) hostShortage(r PodRequest, nodes []*nodeState, gpuFits func(*nodeState) bool) string {
+	var cpuBest, memBest *nodeState
+	for _, n := range nodes {
+		if !gpuFits(n) {
+			continue
+		}
+		if cpuBest == nil || n.n.CPU-n.cpuUsed > cpuBest.n.CPU-cpuBest.cpuUsed {
+			cpuBest = n
+		}
+		if memBest == nil || n.n.Memory-n.memUsed > memBest.n.Memory-memBest.memUsed {
+			memBest = n
+		}
+	}
+	if cpuBest == nil {
+		return "no node has room"
+	}
+	if free := cpuBest.n.CPU - cpuBest.cpuUsed; free < r.CPU {
+		return fmt.Sprintf("nodes with free GPUs lack CPU: needs %s, most free is %s on %s",
+			Format(ResourceCPU, r.CPU), Format(ResourceCPU, free), cpuBest.n.ID)
+	}
+	if free := memBest.n.Memory - memBest.memUsed; free < r.Memory {
+		return fmt.Sprintf("nodes with free GPUs lack memory: needs %s, most free is %s on %s",
+			Format(ResourceMemory, r.Memory), Format(ResourceMemory, free), memBest.n.ID)
+	}
+	return "free capacity is scattered across nodes"
+}
+
+// countFit is how many of the pods could be placed now, one by one.
+func (s *session) countFit(j *jobState, pods []*podState) int {
+	cp := s.checkpoint()
+	n := 0
+	for _, p := range pods {
+		if !s.placeOne(p, nil) {
+			break
+		}
+		n++
+	}
+	s.rollback(cp)
+	return n
+}
+
+// explainConstraint names the pool or GPU model that no schedulable node offers.
+func (s *session) explainConstraint(j *jobState) Reason {
+	inPool := 0
+	models := map[string]bool{}
+	for _, n := range s.nodes {
+		if n.n.Unschedulable || n.n.Pool != j.j.NodePool {
+			continue
+		}
+		inPool++
+		for _, g := range n.n.GPUs {
+			models[g.Model] = true
+		}
+	}
+	pool := j.j.NodePool
+	if pool == "" {
+		pool = "default"
+	}
+	if inPool == 0 {
+		return reasonf(ReasonConstraint, "no schedulable node in node pool %q", pool)
+	}
+	have := make([]string, 0, len(models))
+	for m := range models {
+		have = append(have, m)
+	}
+	slices.Sort(have)
+	return reasonf(ReasonConstraint, "no node in pool %q has GPU type %s; models there: %s",
+		pool, strings.Join(j.j.GPUTypes, " or "), strings.Join(have, ", "))
+}
+
+// pendingReason is the final word on a job that still waits after this cycle.
+func (s *session) pendingReason(j *jobState) Reason {
+	r := j.reason
+	if r.Code == ReasonNone {
+		for _, p := range j.pods {
+			if p.node == nil && p.evictReason.Code != ReasonNone {
+				r = Reason{Code: p.evictReason.Code, Message: "evicted: " + p.evictReason.Message}
+				break
+			}
+		}
+	}
+	if r.Code == ReasonNone {
+		r = reasonf(ReasonNotTried, "waiting for the next scheduling cycle")
+	}
+	if j.started() {
+		return Reason{Code: ReasonElasticWaiting, Message: fmt.Sprintf("running %d of %d pods (at least %d); grows when GPUs free up: %s",
+			j.bound, len(j.pods), j.j.MinMember, r.Message)}
+	}
+	return r
+}

@@ -1,0 +1,171 @@
+package engine
+
+import (
+	"math"
+	"slices"
+	"sort"
+)
+
+// computeFairShares divides the cluster top-down through the queue tree, per resource
+// (DESIGN.md 3.1): every queue first gets min(quota, demand, limit); what is left goes to
+// queues that still want more, by priority and then in proportion to overQuotaWeight,
+// water-filling so that a queue needing less than its portion hands the rest back.
+func (s *session) computeFairShares() {
+	// Demand bottom-up: leaves from their jobs, parents from their children; limits cap both.
+	for i := len(s.queues) - 1; i >= 0; i-- {
+		q := s.queues[i]
+		var d, req Resources
+		if len(q.children) == 0 {
+			for _, j := range q.jobs {
+				for _, p := range j.pods {
+					if p.node != nil {
+						req = req.Add(p.cost)
+					} else {
+						req = req.Add(s.pendingCost(p.p.Request))
+					}
+				}
+			}
+			d = req
+		} else {
+			for _, c := range q.children {
+				d = d.Add(c.demand)
+				req = req.Add(c.request)
+			}
+		}
+		for r := range d {
+			if l := q.q.Resources[r].Limit; l != nil && d[r] > *l {
+				d[r] = *l
+			}
+			q.deserved[r] = min(q.q.Resources[r].Quota, d[r])
+		}
+		q.demand, q.request = d, req
+	}
+	for r := Resource(0); r < numResources; r++ {
+		divide(s.capacity[r], s.roots, r)
+	}
+}
+
+// divide hands amount to the siblings of one level and recurses into their children.
+func divide(amount int64, kids []*queueState, r Resource) {
+	if len(kids) == 0 {
+		return
+	}
+	share := make([]int64, len(kids))
+	want := make([]int64, len(kids))
+	var sumWant int64
+	for i, k := range kids {
+		want[i] = max(k.deserved[r], 0)
+		sumWant += want[i]
+	}
+	if sumWant >= amount {
+		// Quotas oversubscribe what this level has: split it in proportion to quota.
+		weights := make([]float64, len(kids))
+		for i, k := range kids {
+			weights[i] = float64(k.q.Resources[r].Quota)
+		}
+		waterfill(amount, share, want, weights, all(len(kids)))
+	} else {
+		copy(share, want)
+		left := amount - sumWant
+		// Over quota, higher-priority queues are served first; equals share by weight.
+		byPrio := all(len(kids))
+		sort.SliceStable(byPrio, func(a, b int) bool { return kids[byPrio[a]].q.Priority > kids[byPrio[b]].q.Priority })
+		for start := 0; start < len(byPrio) && left > 0; {
+			end := start
+			for end < len(byPrio) && kids[byPrio[end]].q.Priority == kids[byPrio[start]].q.Priority {
+				end++
+			}
+			level := byPrio[start:end]
+			caps := make([]int64, len(kids))
+			weights := make([]float64, len(kids))
+			for _, i := range level {
+				caps[i] = max(kids[i].demand[r]-share[i], 0)
+				weights[i] = kids[i].q.Resources[r].Weight()
+			}
+			extra := make([]int64, len(kids))
+			left = waterfill(left, extra, caps, weights, level)
+			for _, i := range level {
+				share[i] += extra[i]
+			}
+			start = end
+		}
+	}
+	for i, k := range kids {
+		k.fair[r] = share[i]
+		divide(share[i], k.children, r)
+	}
+}
+
+func all(n int) []int {
+	idx := make([]int, n)
+	for i := range idx {
+		idx[i] = i
+	}
+	return idx
+}
+
+// waterfill gives amount to the members in proportion to weight, none beyond its cap,
+// passing what a capped member cannot take to the others. If every member still wanting
+// has zero weight they share equally: idle capacity is lent rather than left idle.
+// Integer remainders go one unit at a time in member order. It returns what is left.
+func waterfill(amount int64, out, caps []int64, weights []float64, members []int) int64 {
+	active := make([]int, 0, len(members))
+	for _, i := range members {
+		if caps[i] > out[i] {
+			active = append(active, i)
+		}
+	}
+	for amount > 0 && len(active) > 0 {
+		var total float64
+		for _, i := range active {
+			total += math.Max(weights[i], 0)
+		}
+		weightOf := func(i int) float64 {
+			if total == 0 {
+				return 1
+			}
+			return math.Max(weights[i], 0)
+		}
+		sum := total
+		if sum == 0 {
+			sum = float64(len(active))
+		}
+		// Every member whose portion would pass its cap is filled and leaves the round.
+		var saturated []int
+		for _, i := range active {
+			if float64(amount)*weightOf(i)/sum >= float64(caps[i]-out[i]) {
+				saturated = append(saturated, i)
+			}
+		}
+		if len(saturated) > 0 {
+			for _, i := range saturated {
+				give := min(caps[i]-out[i], amount) // float rounding must never overdraw
+				out[i] += give
+				amount -= give
+			}
+			active = slices.DeleteFunc(active, func(i int) bool { return out[i] >= caps[i] })
+			if amount == 0 {
+				break
+			}
+			continue
+		}
+		given := int64(0)
+		for _, i := range active {
+			p := int64(float64(amount) * weightOf(i) / sum)
+			out[i] += p
+			given += p
+		}
+		amount -= given
+		for _, i := range active {
+			if amount == 0 {
+				break
+			}
+			if out[i] < caps[i] && weightOf(i) > 0 {
+				out[i]++
+				amount--
+			}
+		}
+		active = slices.DeleteFunc(active, func(i int) bool { return out[i] >= caps[i] })
+	}
+	return amount
+}

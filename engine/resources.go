@@ -1,0 +1,79 @@
+package engine
+
+import (
+	"fmt"
+	"strconv"
+)
+
+// MilliGPU counts GPU capacity in thousandths of one device, so that fractions add up
+// exactly and the engine never compares floats.
+type MilliGPU int64
+
+// OneGPU is a whole device.
+const OneGPU MilliGPU = 1000
+
+// GPUs converts to a float for reports.
+func (m MilliGPU) GPUs() float64 { return float64(m) / 1000 }
+
+func (m MilliGPU) String() string {
+	return strconv.FormatFloat(m.GPUs(), 'f', -1, 64)
+}
+
+// Resource names one of the three resources queues account for.
+type Resource int
+
+const (
+	ResourceGPU Resource = iota
+	ResourceCPU
+	ResourceMemory
+	numResources
+)
+
+func (r Resource) String() string {
+	switch r {
+	case ResourceGPU:
+		return "GPU"
+	case ResourceCPU:
+		return "CPU"
+	case ResourceMemory:
+		return "memory"
+	}
+	return fmt.Sprintf("Resource(%d)", int(r))
+}
+
+// Resources is an amount of each accounted resource: GPU in MilliGPU, CPU in millicores,
+// memory in bytes.
+type Resources [numResources]int64
+
+// GPU returns the GPU amount.
+func (r Resources) GPU() MilliGPU { return MilliGPU(r[ResourceGPU]) }
+
+func (r Resources) Add(o Resources) Resources {
+	for i := range r {
+		r[i] += o[i]
+	}
+	return r
+}
+
+func (r Resources) Sub(o Resources) Resources {
+	for i := range r {
+		r[i] -= o[i]
+	}
+	return r
+}
+
+// Format renders an amount of resource r for a person.
+func Format(r Resource, v int64) string {
+	switch r {
+	case ResourceGPU:
+		return MilliGPU(v).String()
+	case ResourceCPU:
+		return strconv.FormatFloat(float64(v)/1000, 'f', -1, 64)
+	default:
+		const gi = 1 << 30
+		if v%gi == 0 {
+			return strconv.FormatInt(v/gi, 10) + "Gi"
+		}
+		return strconv.FormatFloat(float64(v)/gi, 'f', 1, 64) + "Gi"
+	}
+}

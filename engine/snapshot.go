@@ -1,0 +1,121 @@
+package engine
+
+import "time"
+
+// Snapshot is everything one scheduling cycle may look at. The engine reads it and never
+// changes it; the caller builds a new one per cycle.
+type Snapshot struct {
+	Now    time.Time
+	Nodes  []Node
+	Queues []Queue
+	Jobs   []Job
+}
+
+// Node is a schedulable machine with its GPUs.
+type Node struct {
+	ID     NodeID
+	Labels map[string]string
+	// Pool is the node pool (label allot.dev/node-pool); empty means the default pool.
+	Pool string
+	GPUs []GPU
+	// CPU in millicores and Memory in bytes that pods may request on this node.
+	CPU    int64
+	Memory int64
+	// Unschedulable nodes keep their running pods but take no new ones.
+	Unschedulable bool
+}
+
+// GPU is one physical device of a node.
+type GPU struct {
+	Model  string
+	Memory int64 // bytes
+	UUID   string
+	// Island groups GPUs that share NVLink or a NUMA node; multi-GPU pods prefer one island.
+	Island int
+}
+
+// Queue is a node of the queue tree. Jobs are submitted to leaf queues.
+type Queue struct {
+	ID     QueueID
+	Parent QueueID // empty for a top-level queue
+	// Quota, weight and limit per resource; index with ResourceGPU, ResourceCPU, ResourceMemory.
+	Resources [numResources]QueueResource
+	// Priority orders queues when dividing what is left over quota: higher first.
+	Priority int32
+	// InteractiveTimeLimit stops interactive jobs that ran this long; zero means none.
+	InteractiveTimeLimit time.Duration
+}
+
+// QueueResource is the guarantee and cap of one resource for a queue.
+type QueueResource struct {
+	Quota int64
+	// OverQuotaWeight divides what is left after quotas; nil means "equal to Quota".
+	OverQuotaWeight *float64
+	// Limit caps the allocation; nil means no cap.
+	Limit *int64
+}
+
+// Weight returns the effective over-quota weight.
+func (r QueueResource) Weight() float64 {
+	if r.OverQuotaWeight != nil {
+		return *r.OverQuotaWeight
+	}
+	return float64(r.Quota)
+}
+
+// Job is a gang of pods scheduled together: MinMember pods start at once or none do;
+// pods beyond MinMember are elastic and added one at a time.
+type Job struct {
+	ID          JobID
+	Queue       QueueID
+	Class       Class
+	Preemptible Preemptibility
+	Priority    int32
+	MinMember   int
+	Pods        []Pod
+	SubmitTime  time.Time
+	// StartTime is when the job last reached MinMember running pods (zero if pending).
+	StartTime time.Time
+	NodePool  string
+	// GPUTypes lists acceptable GPU models; empty accepts any.
+	GPUTypes []string
+}
+
+// IsPreemptible resolves the class default and the override.
+func (j *Job) IsPreemptible() bool {
+	switch j.Preemptible {
+	case PreemptibleYes:
+		return true
+	case PreemptibleNo:
+		return false
+	}
+	return j.Class == ClassTrain
+}
+
+// Pod is one member of a job.
+type Pod struct {
+	ID      PodID
+	Request PodRequest
+	// Binding is where the pod runs; nil while pending.
+	Binding *Binding
+}
+
+// PodRequest is what one pod needs. At most one of GPUs, GPUFraction and GPUMemory is set.
+type PodRequest struct {
+	GPUs        int      // whole devices
+	GPUFraction MilliGPU // a share of one device, 1..999
+	GPUMemory   int64    // bytes of one device's memory
+	CPU         int64    // millicores
+	Memory      int64    // bytes
+}
+
+// Shared reports whether the pod takes part of one GPU rather than whole ones.
+func (r PodRequest) Shared() bool { return r.GPUFraction > 0 || r.GPUMemory > 0 }
+
+// Binding is a pod's place: the node, the GPU indices on it, and for a shared GPU the share
+// it holds (a memory request is converted to a share of the device it landed on).
+type Binding struct {
+	Node  NodeID
+	GPUs  []int
+	Share MilliGPU // set only for shared pods
+}

@@ -1,0 +1,379 @@
+package engine
+
+import (
+	"slices"
+	"time"
+)
+
+// session is the mutable working copy of one snapshot for one cycle. Every change goes
+// through bind/unbind, which append to an undo log, so that an action can try a move and
+// roll it back (the statement pattern) without copying the cluster.
+type session struct {
+	opts     Options
+	now      time.Time
+	nodes    []*nodeState
+	nodeByID map[NodeID]*nodeState
+	queues   []*queueState // all queues, parents before children
+	roots    []*queueState
+	queueBy  map[QueueID]*queueState
+	jobs     []*jobState // in snapshot order
+	orphans  []JobID     // jobs whose queue is missing or not a leaf
+	capacity Resources
+
+	maxGPUMemory int64 // largest device memory; sizes pending memory requests
+	maxGPUs      int   // most GPUs on one node
+
+	log []op
+	// freed counts unbinds; a fit failure stays valid while nothing was freed.
+	freed int
+	// commits counts successful evicting moves; a failed search stays valid until one.
+	commits int
+	// freeWhole[k] counts schedulable nodes with exactly k fully free GPUs.
+	freeWhole []int
+}
+
+type nodeState struct {
+	n       *Node
+	idx     int
+	gpuUsed []MilliGPU
+	cpuUsed int64
+	memUsed int64
+	free    int // fully free GPUs
+	pods    []*podState
+}
+
+type queueState struct {
+	q        *Queue
+	parent   *queueState
+	children []*queueState
+	alloc    Resources
+	allocNP  Resources // non-preemptible part
+	demand   Resources // capped by limits, used for fair share
+	request  Resources // uncapped, reported
+	fair     Resources
+	deserved Resources // min(quota, demand, limit)
+	jobs     []*jobState
+}
+
+type jobState struct {
+	j           *Job
+	q           *queueState
+	preemptible bool
+	pods        []*podState
+	bound       int
+	reason      Reason
+}
+
+type podState struct {
+	p    *Pod
+	job  *jobState
+	idx  int // index in job.pods
+	orig *Binding
+
+	node  *nodeState
+	gpus  []int
+	share MilliGPU
+	cost  Resources
+	slot  int // index in node.pods
+
+	evictReason Reason
+	evictFor    JobID
+}
+
+type opKind int
+
+const (
+	opBind opKind = iota
+	opUnbind
+)
+
+// op records one change; undo reverses it.
+type op struct {
+	kind  opKind
+	pod   *podState
+	node  *nodeState
+	gpus  []int
+	share MilliGPU
+	// reason and beneficiary of an unbind, restored on undo of a later bind
+	prevReason Reason
+	prevFor    JobID
+}
+
+func (j *jobState) started() bool { return j.bound >= j.j.MinMember && j.bound > 0 }
+
+func (j *jobState) unboundPods() []*podState {
+	var out []*podState
+	for _, p := range j.pods {
+		if p.node == nil {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// podCost is what a pod counts against its queue when placed on the given GPUs.
+func (s *session) podCost(r PodRequest, n *nodeState, gpus []int) (Resources, MilliGPU) {
+	var c Resources
+	c[ResourceCPU] = r.CPU
+	c[ResourceMemory] = r.Memory
+	var share MilliGPU
+	switch {
+	case r.GPUs > 0:
+		c[ResourceGPU] = int64(r.GPUs) * int64(OneGPU)
+	case r.GPUFraction > 0:
+		share = r.GPUFraction
+		c[ResourceGPU] = int64(share)
+	case r.GPUMemory > 0:
+		share = memoryShare(r.GPUMemory, n.n.GPUs[gpus[0]].Memory)
+		c[ResourceGPU] = int64(share)
+	}
+	return c, share
+}
+
+// memoryShare converts a memory request to the share of a device of the given size,
+// rounding up so that shares never promise more memory than the device has.
+func memoryShare(req, device int64) MilliGPU {
+	if device <= 0 {
+		return OneGPU + 1
+	}
+	s := (req*int64(OneGPU) + device - 1) / device
+	if s < 1 {
+		s = 1
+	}
+	return MilliGPU(s)
+}
+
+// pendingCost estimates a pending pod's demand; memory requests are sized against the
+// largest device, the most favourable place they could land.
+func (s *session) pendingCost(r PodRequest) Resources {
+	var c Resources
+	c[ResourceCPU] = r.CPU
+	c[ResourceMemory] = r.Memory
+	switch {
+	case r.GPUs > 0:
+		c[ResourceGPU] = int64(r.GPUs) * int64(OneGPU)
+	case r.GPUFraction > 0:
+		c[ResourceGPU] = int64(r.GPUFraction)
+	case r.GPUMemory > 0:
+		c[ResourceGPU] = int64(min(memoryShare(r.GPUMemory, s.maxGPUMemory), OneGPU))
+	}
+	return c
+}
+
+// bind places a pending pod.
+func (s *session) bind(p *podState, n *nodeState, gpus []int, share MilliGPU) {
+	s.log = append(s.log, op{kind: opBind, pod: p, node: n, gpus: gpus, share: share,
+		prevReason: p.evictReason, prevFor: p.evictFor})
+	// A moved pod keeps its eviction reason: the plan reports why it moved.
+	s.doBind(p, n, gpus, share)
+}
+
+func (s *session) doBind(p *podState, n *nodeState, gpus []int, share MilliGPU) {
+	cost, _ := s.podCost(p.p.Request, n, gpus)
+	p.node, p.gpus, p.share, p.cost = n, gpus, share, cost
+	wasFree := n.free
+	amount := gpuAmount(share)
+	for _, g := range gpus {
+		if n.gpuUsed[g] == 0 {
+			n.free--
+		}
+		n.gpuUsed[g] += amount
+	}
+	s.moveFreeBucket(n, wasFree)
+	n.cpuUsed += p.p.Request.CPU
+	n.memUsed += p.p.Request.Memory
+	p.slot = len(n.pods)
+	n.pods = append(n.pods, p)
+	j := p.job
+	j.bound++
+	np := !j.preemptible
+	for q := j.q; q != nil; q = q.parent {
+		q.alloc = q.alloc.Add(cost)
+		if np {
+			q.allocNP = q.allocNP.Add(cost)
+		}
+	}
+}
+
+// unbind evicts a running pod; reason and beneficiary are kept for the plan.
+func (s *session) unbind(p *podState, reason Reason, forJob JobID) {
+	s.log = append(s.log, op{kind: opUnbind, pod: p, node: p.node, gpus: p.gpus, share: p.share,
+		prevReason: p.evictReason, prevFor: p.evictFor})
+	s.doUnbind(p)
+	p.evictReason, p.evictFor = reason, forJob
+}
+
+func (s *session) doUnbind(p *podState) {
+	n := p.node
+	wasFree := n.free
+	amount := gpuAmount(p.share)
+	for _, g := range p.gpus {
+		n.gpuUsed[g] -= amount
+		if n.gpuUsed[g] == 0 {
+			n.free++
+		}
+	}
+	s.moveFreeBucket(n, wasFree)
+	n.cpuUsed -= p.p.Request.CPU
+	n.memUsed -= p.p.Request.Memory
+	last := n.pods[len(n.pods)-1]
+	n.pods[p.slot] = last
+	last.slot = p.slot
+	n.pods = n.pods[:len(n.pods)-1]
+	j := p.job
+	j.bound--
+	np := !j.preemptible
+	for q := j.q; q != nil; q = q.parent {
+		q.alloc = q.alloc.Sub(p.cost)
+		if np {
+			q.allocNP = q.allocNP.Sub(p.cost)
+		}
+	}
+	p.node, p.gpus, p.share, p.cost = nil, nil, 0, Resources{}
+	s.freed++
+}
+
+// gpuAmount is how much of each of its devices a pod holds: its share, or all of it.
+func gpuAmount(share MilliGPU) MilliGPU {
+	if share > 0 {
+		return share
+	}
+	return OneGPU
+}
+
+func (s *session) moveFreeBucket(n *nodeState, was int) {
+	if n.n.Unschedulable || was == n.free {
+		return
+	}
+	s.freeWhole[was]--
+	s.freeWhole[n.free]++
+}
+
+// mark is a checkpoint in the undo log.
+type mark struct{ log, freed int }
+
+func (s *session) checkpoint() mark { return mark{len(s.log), s.freed} }
+
+// rollback undoes every change made since the checkpoint.
+func (s *session) rollback(m mark) {
+	for i := len(s.log) - 1; i >= m.log; i-- {
+		o := s.log[i]
+		switch o.kind {
+		case opBind:
+			s.doUnbind(o.pod)
+		case opUnbind:
+			s.doBind(o.pod, o.node, o.gpus, o.share)
+		}
+		o.pod.evictReason, o.pod.evictFor = o.prevReason, o.prevFor
+	}
+	s.log = s.log[:m.log]
+	s.freed = m.freed // undone moves free nothing new
+}
+
+// maxFreeWhole is the largest number of fully free GPUs on one schedulable node.
+func (s *session) maxFreeWhole() int {
+	for k := len(s.freeWhole) - 1; k > 0; k-- {
+		if s.freeWhole[k] > 0 {
+			return k
+		}
+	}
+	return 0
+}
+
+func newSession(snap *Snapshot, opts Options) *session {
+	s := &session{opts: opts, now: snap.Now, nodeByID: make(map[NodeID]*nodeState, len(snap.Nodes)),
+		queueBy: make(map[QueueID]*queueState, len(snap.Queues))}
+	for i := range snap.Nodes {
+		n := &snap.Nodes[i]
+		ns := &nodeState{n: n, idx: i, gpuUsed: make([]MilliGPU, len(n.GPUs)), free: len(n.GPUs)}
+		s.nodes = append(s.nodes, ns)
+		s.nodeByID[n.ID] = ns
+		s.maxGPUs = max(s.maxGPUs, len(n.GPUs))
+		for _, g := range n.GPUs {
+			s.maxGPUMemory = max(s.maxGPUMemory, g.Memory)
+		}
+		s.capacity[ResourceGPU] += int64(len(n.GPUs)) * int64(OneGPU)
+		s.capacity[ResourceCPU] += n.CPU
+		s.capacity[ResourceMemory] += n.Memory
+	}
+	s.freeWhole = make([]int, s.maxGPUs+1)
+	for _, n := range s.nodes {
+		if !n.n.Unschedulable {
+			s.freeWhole[n.free]++
+		}
+	}
+	s.buildQueues(snap.Queues)
+	for i := range snap.Jobs {
+		j := &snap.Jobs[i]
+		q := s.queueBy[j.Queue]
+		orphan := q == nil || len(q.children) > 0
+		if orphan {
+			// The caller validates; a bad queue reference never crashes a cycle, and the
+			// job's running pods still hold their GPUs so that nothing is double-booked.
+			s.orphans = append(s.orphans, j.ID)
+			q = nil
+		}
+		js := &jobState{j: j, q: q, preemptible: j.IsPreemptible()}
+		for k := range j.Pods {
+			p := &j.Pods[k]
+			ps := &podState{p: p, job: js, idx: k, orig: p.Binding}
+			js.pods = append(js.pods, ps)
+		}
+		if !orphan {
+			s.jobs = append(s.jobs, js)
+			q.jobs = append(q.jobs, js)
+		}
+		for _, ps := range js.pods {
+			b := ps.p.Binding
+			if b == nil {
+				continue
+			}
+			n := s.nodeByID[b.Node]
+			if n == nil || !validGPUs(n, b) {
+				ps.orig = nil // bound to something that no longer exists: treat as pending
+				continue
+			}
+			s.doBind(ps, n, slices.Clone(b.GPUs), b.Share)
+		}
+	}
+	s.freed = 0
+	return s
+}
+
+func validGPUs(n *nodeState, b *Binding) bool {
+	for _, g := range b.GPUs {
+		if g < 0 || g >= len(n.gpuUsed) {
+			return false
+		}
+	}
+	return true
+}
+
+// buildQueues links the tree, parents first so that fair share can go top-down.
+func (s *session) buildQueues(qs []Queue) {
+	for i := range qs {
+		s.queueBy[qs[i].ID] = &queueState{q: &qs[i]}
+	}
+	for i := range qs {
+		qs := s.queueBy[qs[i].ID]
+		if p := s.queueBy[qs.q.Parent]; p != nil && qs.q.Parent != "" && p != qs {
+			qs.parent = p
+			p.children = append(p.children, qs)
+		} else {
+			s.roots = append(s.roots, qs)
+		}
+	}
+	var walk func(q *queueState, depth int)
+	walk = func(q *queueState, depth int) {
+		if depth > len(qs) {
+			return // a cycle in parents; validation reports it
+		}
+		s.queues = append(s.queues, q)
+		for _, c := range q.children {
+			walk(c, depth+1)
+		}
+	}
+	for _, r := range s.roots {
+		walk(r, 0)
+	}
+}

@@ -1,0 +1,356 @@
+package engine
+
+import (
+	"slices"
+	"sort"
+	"strings"
+)
+
+// unit is what is evicted together: one elastic pod beyond MinMember, or a whole job
+// (a gang never runs half).
+type unit struct {
+	job  *jobState
+	pods []*podState
+	gpu  int64
+}
+
+// place remembers where a pod ran so that an eviction found unnecessary can be undone.
+type place struct {
+	node  *nodeState
+	gpus  []int
+	share MilliGPU
+}
+
+// units splits a running job into its victim units, elastic pods first (highest index
+// first), so that an elastic job shrinks before it stops.
+func units(j *jobState) []unit {
+	var bound []*podState
+	for _, p := range j.pods {
+		if p.node != nil {
+			bound = append(bound, p)
+		}
+	}
+	var out []unit
+	for len(bound) > max(j.j.MinMember, 1) {
+		p := bound[len(bound)-1]
+		out = append(out, unit{job: j, pods: []*podState{p}, gpu: p.cost[ResourceGPU]})
+		bound = bound[:len(bound)-1]
+	}
+	if len(bound) > 0 {
+		u := unit{job: j, pods: bound}
+		for _, p := range bound {
+			u.gpu += p.cost[ResourceGPU]
+		}
+		out = append(out, u)
+	}
+	return out
+}
+
+func (u unit) bound() bool {
+	for _, p := range u.pods {
+		if p.node == nil {
+			return false
+		}
+	}
+	return true
+}
+
+func (u unit) on(n *nodeState) bool {
+	for _, p := range u.pods {
+		if p.node == n {
+			return true
+		}
+	}
+	return false
+}
+
+// evicted is a unit taken out during a trial, with where its pods were.
+type evicted struct {
+	u      unit
+	places []place
+}
+
+func (s *session) evict(u unit, r Reason, forJob JobID) evicted {
+	e := evicted{u: u}
+	for _, p := range u.pods {
+		e.places = append(e.places, place{p.node, p.gpus, p.share})
+		s.unbind(p, r, forJob)
+	}
+	return e
+}
+
+// restore puts an evicted unit back exactly where it was, if that room is still free.
+func (s *session) restore(e evicted) bool {
+	cp := s.checkpoint()
+	for i, p := range e.u.pods {
+		pl := e.places[i]
+		if !s.roomAt(p.p.Request, pl) {
+			s.rollback(cp)
+			return false
+		}
+		s.bind(p, pl.node, pl.gpus, pl.share)
+	}
+	return true
+}
+
+func (s *session) roomAt(r PodRequest, pl place) bool {
+	if !fitsHost(pl.node, r.CPU, r.Memory) {
+		return false
+	}
+	for _, g := range pl.gpus {
+		if pl.node.gpuUsed[g]+gpuAmount(pl.share) > OneGPU {
+			return false
+		}
+	}
+	return true
+}
+
+// victimSearch is one use of the evict-to-fit machinery: reclaim, preempt or consolidate.
+type victimSearch struct {
+	job  *jobState
+	pods []*podState
+	// cands are the units that may be evicted, in the order they should go.
+	cands []unit
+	// reason is written on every evicted pod.
+	reason func(u unit) Reason
+	// accept judges the end state of a trial; it may reject it (queue rules).
+	accept func() bool
+	// replace: evicted units must be placed again in the same decision (consolidation),
+	// and no more GPUs may move than the pending pods gain.
+	replace bool
+}
+
+// outcome of one trial, kept to replay the best.
+type trial struct {
+	node    *nodeState
+	victims []unit
+	gpu     int64
+}
+
+func (t trial) better(o *trial) bool {
+	if o == nil {
+		return true
+	}
+	if len(t.victims) != len(o.victims) {
+		return len(t.victims) < len(o.victims)
+	}
+	return t.gpu < o.gpu
+}
+
+// run finds the fewest victims (then the fewest GPUs) that let the pods start, applies
+// that choice and reports success. It tries single nodes first, where most jobs land;
+// gangs too large for one node evict across the cluster in candidate order.
+func (vs *victimSearch) run(s *session) bool {
+	if len(vs.cands) == 0 {
+		return false
+	}
+	byNode := map[*nodeState][]unit{}
+	var nodes []*nodeState
+	for _, u := range vs.cands {
+		seen := map[*nodeState]bool{}
+		for _, p := range u.pods {
+			if n := p.node; n != nil && !seen[n] && s.eligible(vs.job, n) {
+				seen[n] = true
+				if _, ok := byNode[n]; !ok {
+					nodes = append(nodes, n)
+				}
+				byNode[n] = append(byNode[n], u)
+			}
+		}
+	}
+	need := s.need(vs.pods)
+	// Try the nodes that need the least evicted first, and only as many as the budget allows.
+	sort.SliceStable(nodes, func(a, b int) bool { return freeMilli(nodes[a]) > freeMilli(nodes[b]) })
+	var best *trial
+	trials := 0
+	for _, n := range nodes {
+		if trials >= s.opts.MaxNodeTrials {
+			break
+		}
+		if !roomWithVictims(n, byNode[n], need) {
+			continue
+		}
+		trials++
+		if t, ok := vs.tryNode(s, n, byNode[n]); ok && t.better(best) {
+			best = &t
+		}
+	}
+	if best != nil {
+		return vs.apply(s, best)
+	}
+	if vs.replace {
+		return false
+	}
+	return vs.tryCluster(s)
+}
+
+// roomWithVictims is a quick necessary condition: the node's free capacity plus what its
+// candidates hold covers the request.
+func roomWithVictims(n *nodeState, us []unit, need Resources) bool {
+	gpu := int64(freeMilli(n))
+	cpu := n.n.CPU - n.cpuUsed
+	mem := n.n.Memory - n.memUsed
+	for _, u := range us {
+		for _, p := range u.pods {
+			if p.node == n {
+				gpu += p.cost[ResourceGPU]
+				cpu += p.p.Request.CPU
+				mem += p.p.Request.Memory
+			}
+		}
+	}
+	return gpu >= need[ResourceGPU] && cpu >= need[ResourceCPU] && mem >= need[ResourceMemory]
+}
+
+// tryNode evicts candidates from one node until the pods fit there, places them, returns
+// unneeded victims, checks the rules, and undoes it all, reporting what it would cost.
+func (vs *victimSearch) tryNode(s *session, n *nodeState, cands []unit) (trial, bool) {
+	cp := s.checkpoint()
+	defer s.rollback(cp)
+	only := []*nodeState{n}
+	var out []evicted
+	fits := false
+	for _, u := range cands {
+		if !u.bound() {
+			continue
+		}
+		out = append(out, s.evict(u, vs.reason(u), vs.job.j.ID))
+		if _, _, ok := s.fitsAllOn(vs.job, vs.pods, n); ok {
+			fits = true
+			break
+		}
+	}
+	if !fits || !s.placeGang(vs.job, vs.pods, only) {
+		return trial{}, false
+	}
+	victims, ok := vs.settle(s, out)
+	if !ok {
+		return trial{}, false
+	}
+	t := trial{node: n, victims: victims}
+	for _, u := range victims {
+		t.gpu += u.gpu
+	}
+	return t, true
+}
+
+// settle gives back every eviction the placed pods turned out not to need (largest
+// first), re-places the rest when moving, and applies the rules.
+func (vs *victimSearch) settle(s *session, out []evicted) ([]unit, bool) {
+	sort.SliceStable(out, func(a, b int) bool { return out[a].u.gpu > out[b].u.gpu })
+	var victims []unit
+	for _, e := range out {
+		if !s.restore(e) {
+			victims = append(victims, e.u)
+		}
+	}
+	if vs.replace {
+		var moved int64
+		for _, u := range victims {
+			if !s.placeGang(u.job, u.pods, nil) {
+				return nil, false
+			}
+			moved += u.gpu
+		}
+		if moved > s.need(vs.pods)[ResourceGPU] {
+			return nil, false
+		}
+	}
+	return victims, vs.accept()
+}
+
+// apply replays the chosen trial for real.
+func (vs *victimSearch) apply(s *session, t *trial) bool {
+	cp := s.checkpoint()
+	var out []evicted
+	for _, u := range t.victims {
+		out = append(out, s.evict(u, vs.reason(u), vs.job.j.ID))
+	}
+	if !s.placeGang(vs.job, vs.pods, []*nodeState{t.node}) {
+		s.rollback(cp)
+		return false
+	}
+	if _, ok := vs.settle(s, out); !ok {
+		s.rollback(cp)
+		return false
+	}
+	return true
+}
+
+// tryCluster evicts candidates in order until the pods fit anywhere, for gangs that need
+// several nodes.
+func (vs *victimSearch) tryCluster(s *session) bool {
+	cp := s.checkpoint()
+	need := s.need(vs.pods)[ResourceGPU]
+	var out []evicted
+	var freed int64
+	for _, u := range vs.cands {
+		if !u.bound() {
+			continue
+		}
+		out = append(out, s.evict(u, vs.reason(u), vs.job.j.ID))
+		freed += u.gpu
+		if freed < need {
+			continue
+		}
+		if !s.placeGang(vs.job, vs.pods, nil) {
+			continue
+		}
+		if _, ok := vs.settle(s, out); ok {
+			return true
+		}
+		break
+	}
+	s.rollback(cp)
+	return false
+}
+
+// queueAllocs records every queue's GPU allocation before a trial, for the rules.
+func (s *session) queueAllocs() map[*queueState]int64 {
+	m := make(map[*queueState]int64, len(s.queues))
+	for _, q := range s.queues {
+		m[q] = q.alloc[ResourceGPU]
+	}
+	return m
+}
+
+// waiting lists jobs with pods to place, in allocation order: jobs that have not
+// started, and with growth also running elastic jobs below their full size.
+func (s *session) waiting(growth bool) []*jobState {
+	var out []*jobState
+	for _, j := range s.jobs {
+		if (growth || !j.started()) && len(j.unboundPods()) > 0 {
+			out = append(out, j)
+		}
+	}
+	sort.SliceStable(out, func(a, b int) bool {
+		ra, rb := shareRatio(out[a].q), shareRatio(out[b].q)
+		if ra != rb {
+			return ra < rb
+		}
+		return jobBefore(out[a].j, out[b].j)
+	})
+	return out
+}
+
+func sortVictims(us []unit) {
+	slices.SortStableFunc(us, func(a, b unit) int {
+		ea, eb := len(a.pods) == 1 && a.job.bound > a.job.j.MinMember, len(b.pods) == 1 && b.job.bound > b.job.j.MinMember
+		switch {
+		case ea != eb:
+			if ea {
+				return -1
+			}
+			return 1
+		case a.job.j.Priority != b.job.j.Priority:
+			return int(a.job.j.Priority) - int(b.job.j.Priority)
+		case !a.job.j.StartTime.Equal(b.job.j.StartTime):
+			return b.job.j.StartTime.Compare(a.job.j.StartTime) // newest first: least work lost
+		case !a.job.j.SubmitTime.Equal(b.job.j.SubmitTime):
+			return b.job.j.SubmitTime.Compare(a.job.j.SubmitTime) // last in line goes first
+		case a.gpu != b.gpu:
+			return int(a.gpu - b.gpu)
+		}
+		return strings.Compare(string(b.job.j.ID), string(a.job.j.ID))
+	})
+}

@@ -1,0 +1,25 @@
+// Package cli holds the allot command tree. Commands parse flags and print; the work is
+// done by the packages they call.
+package cli
+
+import (
+	"github.com/spf13/cobra"
+)
+
+// Version is set at build time with -ldflags "-X .../internal/cli.Version=...".
+var Version = "dev"
+
+// NewRoot builds the allot command.
+func NewRoot() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "allot",
+		Short:         "Allot shares a cluster's GPUs fairly among teams",
+		Long:          "Allot is a GPU scheduler for AI teams: guaranteed quotas, idle GPUs lent and taken back,\nfractional GPUs, gangs that start whole, and a reason for every job that waits.",
+		Version:       Version,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddGroup(&cobra.Group{ID: "study", Title: "Study and simulate:"})
+	root.AddCommand(newSimCmd())
+	return root
+}

@@ -1,0 +1,158 @@
+package sim
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/allot-dev/allot/engine"
+)
+
+// StepReport is the state after one step, the unit of `allot sim -o json`.
+type StepReport struct {
+	Step   string                 `json:"step"`
+	Time   string                 `json:"time"`
+	Cycles int                    `json:"cycles"`
+	Jobs   map[string]JobReport   `json:"jobs"`
+	Queues map[string]QueueReport `json:"queues"`
+	Events []string               `json:"events,omitempty"`
+}
+
+type JobReport struct {
+	Queue  string      `json:"queue"`
+	Status string      `json:"status"`
+	GPUs   float64     `json:"gpus"`
+	Pods   []PodReport `json:"pods"`
+	Reason string      `json:"reason,omitempty"`
+}
+
+type PodReport struct {
+	Node string `json:"node"`
+	GPUs []int  `json:"gpus"`
+	// Share is the part of the GPU a shared pod holds; omitted for whole GPUs.
+	Share float64 `json:"share,omitempty"`
+}
+
+type QueueReport struct {
+	Parent    string  `json:"parent,omitempty"`
+	Quota     float64 `json:"quota"`
+	FairShare float64 `json:"fairShare"`
+	Allocated float64 `json:"allocated"`
+	Pending   int     `json:"pending"`
+}
+
+// Report describes the world now.
+func (w *World) Report(name string) StepReport {
+	r := StepReport{Step: name, Time: w.now.Sub(Epoch).String(), Cycles: w.cycles,
+		Jobs: map[string]JobReport{}, Queues: map[string]QueueReport{}, Events: w.events}
+	w.events, w.cycles = nil, 0
+	for _, j := range w.jobs {
+		jr := JobReport{Queue: string(j.job.Queue), Status: j.status, Reason: j.reason, Pods: []PodReport{}}
+		var gpus engine.MilliGPU
+		for _, p := range j.job.Pods {
+			b := p.Binding
+			if b == nil {
+				continue
+			}
+			pr := PodReport{Node: string(b.Node), GPUs: b.GPUs}
+			if b.Share > 0 {
+				pr.Share = b.Share.GPUs()
+				gpus += b.Share
+			} else {
+				gpus += engine.MilliGPU(len(b.GPUs)) * engine.OneGPU
+			}
+			jr.Pods = append(jr.Pods, pr)
+		}
+		jr.GPUs = gpus.GPUs()
+		r.Jobs[string(j.job.ID)] = jr
+	}
+	for _, q := range w.queues {
+		st := w.plan.Queues[q.ID]
+		r.Queues[string(q.ID)] = QueueReport{Parent: string(q.Parent),
+			Quota:     engine.MilliGPU(q.Resources[engine.ResourceGPU].Quota).GPUs(),
+			FairShare: st.FairShare.GPU().GPUs(), Allocated: st.Allocated.GPU().GPUs(), Pending: st.Pending}
+	}
+	return r
+}
+
+// WriteJSON prints the reports as one JSON array.
+func WriteJSON(out io.Writer, reports []StepReport) error {
+	enc := json.NewEncoder(out)
+	enc.SetIndent("", "  ")
+	return enc.Encode(reports)
+}
+
+// WriteTable prints the reports for people: per step, the queues and the jobs.
+func WriteTable(out io.Writer, reports []StepReport) error {
+	for i, r := range reports {
+		if i > 0 {
+			fmt.Fprintln(out)
+		}
+		fmt.Fprintf(out, "── step %s · t=%s · %d cycles\n", r.Step, r.Time, r.Cycles)
+		tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "QUEUE\tPARENT\tQUOTA\tFAIR SHARE\tALLOCATED\tPENDING\t")
+		for _, name := range sortedKeys(r.Queues) {
+			q := r.Queues[name]
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t\n", name, dash(q.Parent), num(q.Quota), num(q.FairShare), num(q.Allocated), q.Pending)
+		}
+		tw.Flush()
+		fmt.Fprintln(out)
+		tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "JOB\tQUEUE\tSTATUS\tGPUS\tPLACEMENT\tREASON")
+		for _, name := range sortedKeys(r.Jobs) {
+			j := r.Jobs[name]
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", name, j.Queue, j.Status, num(j.GPUs), placement(j.Pods), j.Reason)
+		}
+		tw.Flush()
+		for _, e := range r.Events {
+			fmt.Fprintf(out, "  • %s\n", e)
+		}
+	}
+	return nil
+}
+
+// placement renders pods as node[gpus], grouping pods on the same node: dgx-1[0,1] dgx-2[3].
+func placement(pods []PodReport) string {
+	if len(pods) == 0 {
+		return "-"
+	}
+	byNode := map[string][]string{}
+	var order []string
+	for _, p := range pods {
+		if _, ok := byNode[p.Node]; !ok {
+			order = append(order, p.Node)
+		}
+		for _, g := range p.GPUs {
+			s := fmt.Sprint(g)
+			if p.Share > 0 {
+				s += "@" + num(p.Share)
+			}
+			byNode[p.Node] = append(byNode[p.Node], s)
+		}
+	}
+	parts := make([]string, 0, len(order))
+	for _, n := range order {
+		gs := byNode[n]
+		slices.Sort(gs)
+		parts = append(parts, n+"["+strings.Join(gs, ",")+"]")
+	}
+	return strings.Join(parts, " ")
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func num(v float64) string {
+	if v == math.Trunc(v) {
+		return fmt.Sprintf("%.0f", v)
+	}
+	return strings.TrimRight(fmt.Sprintf("%.3f", v), "0")
+}

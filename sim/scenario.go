@@ -1,0 +1,258 @@
+package sim
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Scenario is a scenario file: a cluster, its queues, and steps that change it over time.
+type Scenario struct {
+	// Placement is the engine's placement strategy: binpack (default) or spread.
+	Placement string      `yaml:"placement"`
+	Cluster   ClusterSpec `yaml:"cluster"`
+	Queues    []QueueSpec `yaml:"queues"`
+	Steps     []StepSpec  `yaml:"steps"`
+
+	file  string
+	lines map[string]int // field path → line, for errors
+	model *compiled
+}
+
+type ClusterSpec struct {
+	Nodes []NodeSpec `yaml:"nodes"`
+}
+
+type NodeSpec struct {
+	Name       string `yaml:"name"`
+	NamePrefix string `yaml:"namePrefix"`
+	Count      int    `yaml:"count"`
+	GPUs       int    `yaml:"gpus"`
+	GPUMemory  string `yaml:"gpuMemory"`
+	GPUType    string `yaml:"gpuType"`
+	// Islands splits the GPUs into this many NVLink/NUMA groups (default 1).
+	Islands       int               `yaml:"islands"`
+	CPU           string            `yaml:"cpu"`
+	Memory        string            `yaml:"memory"`
+	Labels        map[string]string `yaml:"labels"`
+	Unschedulable bool              `yaml:"unschedulable"`
+}
+
+type QueueSpec struct {
+	Name                 string   `yaml:"name"`
+	Parent               string   `yaml:"parent"`
+	Quota                *float64 `yaml:"quota"`
+	OverQuotaWeight      *float64 `yaml:"overQuotaWeight"`
+	Limit                *float64 `yaml:"limit"`
+	Priority             int32    `yaml:"priority"`
+	InteractiveTimeLimit string   `yaml:"interactiveTimeLimit"`
+	CPU                  *ResSpec `yaml:"cpu"`
+	Memory               *ResSpec `yaml:"memory"`
+}
+
+// ResSpec is a queue's CPU or memory quota, written as Kubernetes quantities.
+type ResSpec struct {
+	Quota           string   `yaml:"quota"`
+	OverQuotaWeight *float64 `yaml:"overQuotaWeight"`
+	Limit           string   `yaml:"limit"`
+}
+
+type StepSpec struct {
+	Name    string    `yaml:"name"`
+	Submit  []JobSpec `yaml:"submit"`
+	Delete  []string  `yaml:"delete"`
+	Advance string    `yaml:"advance"`
+	Expect  *Expect   `yaml:"expect"`
+}
+
+type JobSpec struct {
+	Name        string   `yaml:"name"`
+	Queue       string   `yaml:"queue"`
+	Class       string   `yaml:"class"`
+	GPU         *float64 `yaml:"gpu"`
+	GPUMemory   string   `yaml:"gpuMemory"`
+	CPU         string   `yaml:"cpu"`
+	Memory      string   `yaml:"memory"`
+	Pods        *int     `yaml:"pods"`
+	MinPods     *int     `yaml:"minPods"`
+	Priority    int32    `yaml:"priority"`
+	Preemptible *bool    `yaml:"preemptible"`
+	NodePool    string   `yaml:"nodePool"`
+	GPUType     []string `yaml:"gpuType"`
+	Duration    string   `yaml:"duration"`
+}
+
+// Expect states what must hold after a step; the simulator fails when it does not, which
+// turns every scenario file into a test.
+type Expect struct {
+	Jobs   map[string]JobExpect   `yaml:"jobs"`
+	Queues map[string]QueueExpect `yaml:"queues"`
+}
+
+type JobExpect struct {
+	Status string   `yaml:"status"`
+	GPUs   *float64 `yaml:"gpus"`
+	// Nodes lists the nodes the job's pods run on, in any order, without repeats.
+	Nodes []string `yaml:"nodes"`
+	// Reason must appear in the pending reason.
+	Reason string `yaml:"reason"`
+	// Placement must equal the rendered placement, such as "n1[0@0.6]" or "dgx-1[0,1]".
+	Placement string `yaml:"placement"`
+}
+
+type QueueExpect struct {
+	FairShare *float64 `yaml:"fairShare"`
+	Allocated *float64 `yaml:"allocated"`
+	Pending   *int     `yaml:"pending"`
+}
+
+// LoadFile reads and validates a scenario file.
+func LoadFile(path string) (*Scenario, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading scenario: %w", err)
+	}
+	return Parse(path, data)
+}
+
+// Parse reads a scenario; errors name the file, the line and the field.
+func Parse(file string, data []byte) (*Scenario, error) {
+	var root yaml.Node
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&root); err != nil {
+		return nil, fmt.Errorf("%s: %w", file, err)
+	}
+	if len(root.Content) == 0 {
+		return nil, fmt.Errorf("%s: the file is empty; it needs cluster, queues and steps", file)
+	}
+	sc := &Scenario{file: file, lines: map[string]int{}}
+	if err := checkFields(file, root.Content[0], reflect.TypeOf(*sc), ""); err != nil {
+		return nil, err
+	}
+	if err := root.Decode(sc); err != nil {
+		var te *yaml.TypeError
+		if errors.As(err, &te) {
+			return nil, fmt.Errorf("%s: %s", file, strings.Join(te.Errors, "; "))
+		}
+		return nil, fmt.Errorf("%s: %w", file, err)
+	}
+	indexLines(root.Content[0], "", sc.lines)
+	if err := sc.validate(); err != nil {
+		return nil, err
+	}
+	return sc, nil
+}
+
+// indexLines records the line of every field path, like "steps[0].submit[1].gpu".
+func indexLines(n *yaml.Node, path string, out map[string]int) {
+	switch n.Kind {
+	case yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			p := join(path, n.Content[i].Value)
+			out[p] = n.Content[i].Line
+			indexLines(n.Content[i+1], p, out)
+		}
+	case yaml.SequenceNode:
+		for i, c := range n.Content {
+			p := path + "[" + strconv.Itoa(i) + "]"
+			out[p] = c.Line
+			indexLines(c, p, out)
+		}
+	}
+}
+
+func join(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+// checkFields rejects keys the schema does not know, listing those it does.
+func checkFields(file string, n *yaml.Node, t reflect.Type, path string) error {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		if n.Kind != yaml.MappingNode {
+			return nil // the decoder reports the type mismatch
+		}
+		fields := map[string]reflect.Type{}
+		var names []string
+		for i := 0; i < t.NumField(); i++ {
+			f := t.Field(i)
+			tag := strings.Split(f.Tag.Get("yaml"), ",")[0]
+			if tag == "" || !f.IsExported() {
+				continue
+			}
+			fields[tag] = f.Type
+			names = append(names, tag)
+		}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k := n.Content[i]
+			ft, ok := fields[k.Value]
+			if !ok {
+				return fmt.Errorf("%s:%d: %s: unknown field %q; allowed fields: %s",
+					file, k.Line, orTop(path), k.Value, strings.Join(names, ", "))
+			}
+			if err := checkFields(file, n.Content[i+1], ft, join(path, k.Value)); err != nil {
+				return err
+			}
+		}
+	case reflect.Slice:
+		if n.Kind == yaml.SequenceNode {
+			for i, c := range n.Content {
+				if err := checkFields(file, c, t.Elem(), path+"["+strconv.Itoa(i)+"]"); err != nil {
+					return err
+				}
+			}
+		}
+	case reflect.Map:
+		if n.Kind == yaml.MappingNode {
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				if err := checkFields(file, n.Content[i+1], t.Elem(), join(path, n.Content[i].Value)); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+func orTop(path string) string {
+	if path == "" {
+		return "top level"
+	}
+	return path
+}
+
+// fieldError is a validation error located in the file.
+func (sc *Scenario) errorf(path, format string, args ...any) error {
+	line := sc.lines[path]
+	for p := path; line == 0 && p != ""; {
+		i := strings.LastIndexAny(p, ".[")
+		if i < 0 {
+			break
+		}
+		p = p[:i]
+		line = sc.lines[p]
+	}
+	return fmt.Errorf("%s:%d: %s: %s", sc.file, line, path, fmt.Sprintf(format, args...))
+}
+
+func sortedKeys[M ~map[string]V, V any](m M) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}

@@ -1,0 +1,236 @@
+package sim
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/allot-dev/allot/engine"
+)
+
+// Job statuses in reports.
+const (
+	StatusRunning   = "Running"
+	StatusPending   = "Pending"
+	StatusCompleted = "Completed"
+)
+
+// MaxCycles bounds the cycles after one step. A settled cluster yields an empty plan
+// (DESIGN.md 3.9); hitting the bound means the engine flaps, and the run fails loudly.
+const MaxCycles = 50
+
+// Epoch is the simulated clock's start; any fixed instant keeps runs reproducible.
+var Epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// World is a simulated cluster driven by the engine with a simulated clock.
+type World struct {
+	eng    *engine.Engine
+	now    time.Time
+	nodes  []engine.Node
+	queues []engine.Queue
+	limits map[engine.QueueID]time.Duration
+	jobs   []*simJob // live jobs in submission order
+	byID   map[engine.JobID]*simJob
+	seq    int
+	plan   *engine.Plan
+	events []string
+	cycles int
+}
+
+type simJob struct {
+	job      engine.Job
+	duration time.Duration
+	// ran is the running time accumulated before the current run started.
+	ran     time.Duration
+	started time.Time // zero while not running
+	status  string
+	reason  string
+}
+
+// NewWorld builds an empty cluster.
+func NewWorld(eng *engine.Engine, nodes []engine.Node, queues []engine.Queue) *World {
+	w := &World{eng: eng, now: Epoch, nodes: nodes, queues: queues,
+		limits: map[engine.QueueID]time.Duration{}, byID: map[engine.JobID]*simJob{}}
+	for _, q := range queues {
+		if q.InteractiveTimeLimit > 0 {
+			w.limits[q.ID] = q.InteractiveTimeLimit
+		}
+	}
+	return w
+}
+
+// Submit adds a pending job; submissions in one step keep their order.
+func (w *World) Submit(j engine.Job, duration time.Duration) {
+	w.seq++
+	// Submission order must survive equal timestamps: a nanosecond per job orders them.
+	j.SubmitTime = w.now.Add(time.Duration(w.seq))
+	sj := &simJob{job: j, duration: duration, status: StatusPending}
+	w.jobs = append(w.jobs, sj)
+	w.byID[j.ID] = sj
+}
+
+// Delete removes a job, freeing what it holds.
+func (w *World) Delete(id engine.JobID) {
+	w.jobs = slices.DeleteFunc(w.jobs, func(j *simJob) bool { return j.job.ID == id })
+	delete(w.byID, id)
+}
+
+// Snapshot is the engine's view: every job that has not ended.
+func (w *World) Snapshot() *engine.Snapshot {
+	s := &engine.Snapshot{Now: w.now, Nodes: w.nodes, Queues: w.queues}
+	for _, j := range w.jobs {
+		if j.status != StatusCompleted {
+			job := j.job
+			job.StartTime = j.started
+			s.Jobs = append(s.Jobs, job)
+		}
+	}
+	return s
+}
+
+// Settle runs cycles until the plan is empty.
+func (w *World) Settle() error {
+	for i := 0; i < MaxCycles; i++ {
+		plan := w.eng.Schedule(w.Snapshot())
+		w.plan = plan
+		w.cycles++
+		if plan.Empty() {
+			w.refreshReasons()
+			return nil
+		}
+		w.apply(plan)
+	}
+	return fmt.Errorf("scheduling did not settle after %d cycles at t=%s: the engine keeps changing its plan (last: %d binds, %d evictions)",
+		MaxCycles, w.now.Sub(Epoch), len(w.plan.Binds), len(w.plan.Evictions))
+}
+
+func (w *World) apply(p *engine.Plan) {
+	for _, e := range p.Evictions {
+		j := w.byID[e.Job]
+		w.pod(j, e.Pod).Binding = nil
+		w.events = append(w.events, fmt.Sprintf("%s evicted: %s", e.Pod, e.Reason.Message))
+	}
+	for _, b := range p.Binds {
+		j := w.byID[b.Job]
+		bind := b.Binding
+		w.pod(j, b.Pod).Binding = &bind
+	}
+	for _, j := range w.jobs {
+		w.updateStatus(j)
+	}
+}
+
+func (w *World) pod(j *simJob, id engine.PodID) *engine.Pod {
+	for i := range j.job.Pods {
+		if j.job.Pods[i].ID == id {
+			return &j.job.Pods[i]
+		}
+	}
+	panic(fmt.Sprintf("engine returned unknown pod %s of job %s", id, j.job.ID))
+}
+
+func bound(j *engine.Job) int {
+	n := 0
+	for _, p := range j.Pods {
+		if p.Binding != nil {
+			n++
+		}
+	}
+	return n
+}
+
+// updateStatus tracks run time: a job runs while at least MinMember pods are placed.
+func (w *World) updateStatus(j *simJob) {
+	if j.status == StatusCompleted {
+		return
+	}
+	running := bound(&j.job) >= j.job.MinMember
+	switch {
+	case running && j.status != StatusRunning:
+		j.status, j.started = StatusRunning, w.now
+	case !running && j.status == StatusRunning:
+		j.ran += w.now.Sub(j.started)
+		j.status, j.started = StatusPending, time.Time{}
+	}
+}
+
+func (w *World) refreshReasons() {
+	for _, j := range w.jobs {
+		if j.status == StatusCompleted {
+			continue
+		}
+		j.reason = ""
+		if r, ok := w.plan.Pending[j.job.ID]; ok {
+			j.reason = r.Message
+		}
+	}
+}
+
+// Advance moves the clock, completing jobs whose duration is reached and stopping
+// interactive jobs past their queue's limit, scheduling after every such event.
+func (w *World) Advance(d time.Duration) error {
+	end := w.now.Add(d)
+	for {
+		next, ok := w.nextEvent()
+		if !ok || next.After(end) {
+			w.now = end
+			return w.Settle()
+		}
+		w.now = next
+		for _, j := range w.jobs {
+			w.finishIfDue(j)
+		}
+		if err := w.Settle(); err != nil {
+			return err
+		}
+	}
+}
+
+// nextEvent is the earliest time a running job completes or hits its time limit.
+func (w *World) nextEvent() (time.Time, bool) {
+	var next time.Time
+	for _, j := range w.jobs {
+		for _, t := range w.deadlines(j) {
+			if next.IsZero() || t.Before(next) {
+				next = t
+			}
+		}
+	}
+	return next, !next.IsZero()
+}
+
+func (w *World) deadlines(j *simJob) []time.Time {
+	if j.status != StatusRunning {
+		return nil
+	}
+	var out []time.Time
+	if j.duration > 0 {
+		out = append(out, j.started.Add(j.duration-j.ran))
+	}
+	if l, ok := w.limits[j.job.Queue]; ok && j.job.Class == engine.ClassInteractive {
+		out = append(out, j.started.Add(l))
+	}
+	return out
+}
+
+func (w *World) finishIfDue(j *simJob) {
+	if j.status != StatusRunning {
+		return
+	}
+	if j.duration > 0 && !w.now.Before(j.started.Add(j.duration-j.ran)) {
+		w.complete(j, fmt.Sprintf("completed after running %s", j.duration))
+		return
+	}
+	if l, ok := w.limits[j.job.Queue]; ok && j.job.Class == engine.ClassInteractive && !w.now.Before(j.started.Add(l)) {
+		w.complete(j, fmt.Sprintf("stopped: reached queue %s's interactive time limit of %s", j.job.Queue, l))
+		w.events = append(w.events, fmt.Sprintf("%s %s", j.job.ID, j.reason))
+	}
+}
+
+func (w *World) complete(j *simJob, why string) {
+	j.ran += w.now.Sub(j.started)
+	j.status, j.started, j.reason = StatusCompleted, time.Time{}, why
+	for i := range j.job.Pods {
+		j.job.Pods[i].Binding = nil
+	}
+}

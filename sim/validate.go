@@ -1,0 +1,476 @@
+package sim
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/allot-dev/allot/engine"
+)
+
+// Defaults for node fields a scenario leaves out.
+const (
+	defaultGPUType   = "GPU"
+	defaultGPUMemory = "80Gi"
+	defaultCPU       = "64"
+	defaultMemory    = "512Gi"
+)
+
+// compiled is a validated scenario in the engine's terms.
+type compiled struct {
+	placement engine.Placement
+	nodes     []engine.Node
+	queues    []engine.Queue
+	steps     []step
+}
+
+type step struct {
+	name    string
+	deletes []engine.JobID
+	submits []submission
+	advance time.Duration
+	expect  *Expect
+	path    string
+}
+
+type submission struct {
+	job      engine.Job
+	duration time.Duration
+}
+
+func (sc *Scenario) validate() error {
+	c, err := sc.compile()
+	if err != nil {
+		return err
+	}
+	sc.model = c
+	return nil
+}
+
+func (sc *Scenario) compile() (*compiled, error) {
+	c := &compiled{}
+	var err error
+	if c.placement, err = engine.ParsePlacement(sc.Placement); err != nil {
+		return nil, sc.errorf("placement", "%v", err)
+	}
+	if err := sc.compileNodes(c); err != nil {
+		return nil, err
+	}
+	if err := sc.compileQueues(c); err != nil {
+		return nil, err
+	}
+	if len(sc.Steps) == 0 {
+		return nil, sc.errorf("steps", "a scenario needs at least one step (submit, delete or advance)")
+	}
+	live := map[string]bool{}
+	for i, st := range sc.Steps {
+		path := fmt.Sprintf("steps[%d]", i)
+		s := step{name: st.Name, path: path, expect: st.Expect}
+		if s.name == "" {
+			s.name = strconv.Itoa(i + 1)
+		}
+		if len(st.Submit) == 0 && len(st.Delete) == 0 && st.Advance == "" {
+			return nil, sc.errorf(path, "a step needs submit, delete or advance")
+		}
+		for k, name := range st.Delete {
+			if !live[name] {
+				return nil, sc.errorf(fmt.Sprintf("%s.delete[%d]", path, k), "job %q was not submitted before this step", name)
+			}
+			delete(live, name)
+			s.deletes = append(s.deletes, engine.JobID(name))
+		}
+		for k, js := range st.Submit {
+			jp := fmt.Sprintf("%s.submit[%d]", path, k)
+			sub, err := sc.compileJob(c, js, jp)
+			if err != nil {
+				return nil, err
+			}
+			if live[js.Name] {
+				return nil, sc.errorf(jp+".name", "job %q already exists; job names are unique", js.Name)
+			}
+			live[js.Name] = true
+			s.submits = append(s.submits, sub)
+		}
+		if st.Advance != "" {
+			d, err := time.ParseDuration(st.Advance)
+			if err != nil || d < 0 {
+				return nil, sc.errorf(path+".advance", "%q is not a duration: use a non-negative Go duration such as 30s, 10m, 2h", st.Advance)
+			}
+			s.advance = d
+		}
+		if err := sc.checkExpect(st.Expect, path+".expect", live); err != nil {
+			return nil, err
+		}
+		c.steps = append(c.steps, s)
+	}
+	return c, nil
+}
+
+func (sc *Scenario) compileNodes(c *compiled) error {
+	if len(sc.Cluster.Nodes) == 0 {
+		return sc.errorf("cluster.nodes", "the cluster needs at least one node")
+	}
+	seen := map[string]bool{}
+	for i, ns := range sc.Cluster.Nodes {
+		path := fmt.Sprintf("cluster.nodes[%d]", i)
+		var names []string
+		switch {
+		case ns.Name != "" && ns.NamePrefix != "":
+			return sc.errorf(path, "set name or namePrefix with count, not both")
+		case ns.Name != "":
+			if ns.Count > 1 {
+				return sc.errorf(path+".count", "count needs namePrefix instead of name")
+			}
+			names = []string{ns.Name}
+		case ns.NamePrefix != "":
+			if ns.Count < 1 {
+				return sc.errorf(path+".count", "count must be at least 1 with namePrefix, got %d", ns.Count)
+			}
+			for k := 1; k <= ns.Count; k++ {
+				names = append(names, fmt.Sprintf("%s-%d", ns.NamePrefix, k))
+			}
+		default:
+			return sc.errorf(path, "a node needs name, or namePrefix with count")
+		}
+		if ns.GPUs < 0 {
+			return sc.errorf(path+".gpus", "%d is not allowed: GPUs per node must be 0 or more", ns.GPUs)
+		}
+		gpuMem, err := sc.quantity(path+".gpuMemory", ns.GPUMemory, defaultGPUMemory, false)
+		if err != nil {
+			return err
+		}
+		cpu, err := sc.quantity(path+".cpu", ns.CPU, defaultCPU, true)
+		if err != nil {
+			return err
+		}
+		mem, err := sc.quantity(path+".memory", ns.Memory, defaultMemory, false)
+		if err != nil {
+			return err
+		}
+		islands := max(ns.Islands, 1)
+		if ns.Islands < 0 || (ns.GPUs > 0 && islands > ns.GPUs) {
+			return sc.errorf(path+".islands", "%d is not allowed: islands must be between 1 and the node's GPU count", ns.Islands)
+		}
+		model := ns.GPUType
+		if model == "" {
+			model = defaultGPUType
+		}
+		for _, name := range names {
+			if seen[name] {
+				return sc.errorf(path, "node %q is defined twice", name)
+			}
+			seen[name] = true
+			n := engine.Node{ID: engine.NodeID(name), Labels: ns.Labels, Pool: ns.Labels[PoolLabel],
+				CPU: cpu, Memory: mem, Unschedulable: ns.Unschedulable}
+			for g := 0; g < ns.GPUs; g++ {
+				n.GPUs = append(n.GPUs, engine.GPU{Model: model, Memory: gpuMem,
+					UUID: fmt.Sprintf("GPU-sim-%s-%d", name, g), Island: g * islands / ns.GPUs})
+			}
+			c.nodes = append(c.nodes, n)
+		}
+	}
+	return nil
+}
+
+// PoolLabel is the node label naming its pool.
+const PoolLabel = "allot.dev/node-pool"
+
+// quantity parses a Kubernetes quantity; CPU is returned in millicores, the rest in units.
+func (sc *Scenario) quantity(path, s, def string, milli bool) (int64, error) {
+	if s == "" {
+		s = def
+	}
+	q, err := resource.ParseQuantity(s)
+	if err != nil || q.Sign() < 0 {
+		return 0, sc.errorf(path, "%q is not a quantity: use a non-negative Kubernetes quantity such as 8, 500m, 16Gi", s)
+	}
+	if milli {
+		return q.MilliValue(), nil
+	}
+	return q.Value(), nil
+}
+
+func (sc *Scenario) compileQueues(c *compiled) error {
+	if len(sc.Queues) == 0 {
+		return sc.errorf("queues", "the scenario needs at least one queue")
+	}
+	byName := map[string]int{}
+	for i, qs := range sc.Queues {
+		path := fmt.Sprintf("queues[%d]", i)
+		if qs.Name == "" {
+			return sc.errorf(path, "a queue needs a name")
+		}
+		if _, dup := byName[qs.Name]; dup {
+			return sc.errorf(path+".name", "queue %q is defined twice", qs.Name)
+		}
+		byName[qs.Name] = i
+		q := engine.Queue{ID: engine.QueueID(qs.Name), Parent: engine.QueueID(qs.Parent), Priority: qs.Priority}
+		gpu := &q.Resources[engine.ResourceGPU]
+		if qs.Quota != nil {
+			if *qs.Quota < 0 {
+				return sc.errorf(path+".quota", "%v is not allowed: quota is a number of GPUs, 0 or more", *qs.Quota)
+			}
+			gpu.Quota = milliGPU(*qs.Quota)
+		}
+		if w := qs.OverQuotaWeight; w != nil {
+			if *w < 0 {
+				return sc.errorf(path+".overQuotaWeight", "%v is not allowed: the weight must be 0 or more", *w)
+			}
+			gpu.OverQuotaWeight = w
+		}
+		if l := qs.Limit; l != nil {
+			if *l < 0 || milliGPU(*l) < gpu.Quota {
+				return sc.errorf(path+".limit", "%v is not allowed: the limit must be at least the quota (%v GPUs)", *l, float64(gpu.Quota)/1000)
+			}
+			v := milliGPU(*l)
+			gpu.Limit = &v
+		}
+		for r, spec := range map[engine.Resource]*ResSpec{engine.ResourceCPU: qs.CPU, engine.ResourceMemory: qs.Memory} {
+			if spec == nil {
+				continue
+			}
+			field := map[engine.Resource]string{engine.ResourceCPU: "cpu", engine.ResourceMemory: "memory"}[r]
+			rq := &q.Resources[r]
+			var err error
+			if rq.Quota, err = sc.quantity(path+"."+field+".quota", spec.Quota, "0", r == engine.ResourceCPU); err != nil {
+				return err
+			}
+			if spec.Limit != "" {
+				l, err := sc.quantity(path+"."+field+".limit", spec.Limit, "", r == engine.ResourceCPU)
+				if err != nil {
+					return err
+				}
+				rq.Limit = &l
+			}
+			rq.OverQuotaWeight = spec.OverQuotaWeight
+		}
+		if qs.InteractiveTimeLimit != "" {
+			d, err := time.ParseDuration(qs.InteractiveTimeLimit)
+			if err != nil || d <= 0 {
+				return sc.errorf(path+".interactiveTimeLimit", "%q is not a duration: use a positive Go duration such as 30m or 4h", qs.InteractiveTimeLimit)
+			}
+			q.InteractiveTimeLimit = d
+		}
+		c.queues = append(c.queues, q)
+	}
+	for i, qs := range sc.Queues {
+		if qs.Parent == "" {
+			continue
+		}
+		if _, ok := byName[qs.Parent]; !ok {
+			return sc.errorf(fmt.Sprintf("queues[%d].parent", i), "unknown queue %q; queues: %s", qs.Parent, strings.Join(queueNames(sc.Queues), ", "))
+		}
+		// Walk up; coming back here means the parents form a cycle.
+		seen := map[string]bool{qs.Name: true}
+		for p := qs.Parent; p != ""; p = sc.Queues[byName[p]].Parent {
+			if seen[p] {
+				return sc.errorf(fmt.Sprintf("queues[%d].parent", i), "queue %q is its own ancestor; parents must form a tree", qs.Name)
+			}
+			seen[p] = true
+		}
+	}
+	return nil
+}
+
+func milliGPU(v float64) int64 { return int64(math.Round(v * 1000)) }
+
+func queueNames(qs []QueueSpec) []string {
+	var out []string
+	for _, q := range qs {
+		out = append(out, q.Name)
+	}
+	return out
+}
+
+func (sc *Scenario) leafQueues() []string {
+	parents := map[string]bool{}
+	for _, q := range sc.Queues {
+		parents[q.Parent] = true
+	}
+	var out []string
+	for _, q := range sc.Queues {
+		if !parents[q.Name] {
+			out = append(out, q.Name)
+		}
+	}
+	return out
+}
+
+func (sc *Scenario) compileJob(c *compiled, js JobSpec, path string) (submission, error) {
+	var sub submission
+	if js.Name == "" {
+		return sub, sc.errorf(path, "a job needs a name")
+	}
+	leaves := sc.leafQueues()
+	if js.Queue == "" {
+		return sub, sc.errorf(path, "job %q needs a queue; queues that take jobs: %s", js.Name, strings.Join(leaves, ", "))
+	}
+	if !slices.Contains(leaves, js.Queue) {
+		if slices.Contains(queueNames(sc.Queues), js.Queue) {
+			return sub, sc.errorf(path+".queue", "queue %q has child queues; submit to one of: %s", js.Queue, strings.Join(leaves, ", "))
+		}
+		return sub, sc.errorf(path+".queue", "unknown queue %q; queues that take jobs: %s", js.Queue, strings.Join(leaves, ", "))
+	}
+	j := engine.Job{ID: engine.JobID(js.Name), Queue: engine.QueueID(js.Queue), Priority: js.Priority, NodePool: js.NodePool, GPUTypes: js.GPUType}
+	if js.Class != "" {
+		cl, err := engine.ParseClass(js.Class)
+		if err != nil {
+			return sub, sc.errorf(path+".class", "%v", err)
+		}
+		j.Class = cl
+	}
+	if js.Preemptible != nil {
+		j.Preemptible = engine.PreemptibleNo
+		if *js.Preemptible {
+			j.Preemptible = engine.PreemptibleYes
+		}
+	}
+	var req engine.PodRequest
+	if js.GPU != nil && js.GPUMemory != "" {
+		return sub, sc.errorf(path+".gpuMemory", "set gpu or gpuMemory, not both")
+	}
+	if g := js.GPU; g != nil {
+		switch {
+		case *g > 0 && *g < 1:
+			req.GPUFraction = engine.MilliGPU(milliGPU(*g))
+			if req.GPUFraction < 1 || req.GPUFraction > 999 {
+				return sub, sc.errorf(path+".gpu", "%v is too fine: fractions are counted in thousandths of a GPU", *g)
+			}
+		case *g >= 1 && *g == math.Trunc(*g):
+			req.GPUs = int(*g)
+		default:
+			return sub, sc.errorf(path+".gpu", "%v is not allowed: gpu is a whole number of GPUs (1, 2, …) or a fraction between 0 and 1 (such as 0.5)", *g)
+		}
+	}
+	if js.GPUMemory != "" {
+		m, err := sc.quantity(path+".gpuMemory", js.GPUMemory, "", false)
+		if err != nil {
+			return sub, err
+		}
+		if m == 0 {
+			return sub, sc.errorf(path+".gpuMemory", "gpuMemory must be more than 0")
+		}
+		req.GPUMemory = m
+	}
+	var err error
+	if req.CPU, err = sc.quantity(path+".cpu", js.CPU, "1", true); err != nil {
+		return sub, err
+	}
+	if req.Memory, err = sc.quantity(path+".memory", js.Memory, "1Gi", false); err != nil {
+		return sub, err
+	}
+	pods := 1
+	if js.Pods != nil {
+		if *js.Pods < 1 {
+			return sub, sc.errorf(path+".pods", "%d is not allowed: a job has 1 pod or more", *js.Pods)
+		}
+		pods = *js.Pods
+	}
+	j.MinMember = pods
+	if js.MinPods != nil {
+		if *js.MinPods < 1 || *js.MinPods > pods {
+			return sub, sc.errorf(path+".minPods", "%d is not allowed: minPods is between 1 and pods (%d)", *js.MinPods, pods)
+		}
+		j.MinMember = *js.MinPods
+	}
+	for k := 0; k < pods; k++ {
+		j.Pods = append(j.Pods, engine.Pod{ID: engine.PodID(fmt.Sprintf("%s-%d", js.Name, k)), Request: req})
+	}
+	if err := sc.checkFits(c, j, path); err != nil {
+		return sub, err
+	}
+	if js.Duration != "" {
+		d, err := time.ParseDuration(js.Duration)
+		if err != nil || d <= 0 {
+			return sub, sc.errorf(path+".duration", "%q is not a duration: use a positive Go duration such as 10m", js.Duration)
+		}
+		sub.duration = d
+	}
+	sub.job = j
+	return sub, nil
+}
+
+// checkFits refuses jobs no node of the cluster could ever run: they would wait forever.
+func (sc *Scenario) checkFits(c *compiled, j engine.Job, path string) error {
+	req := j.Pods[0].Request
+	var pool []engine.Node
+	pools := map[string]bool{}
+	models := map[string]bool{}
+	for _, n := range c.nodes {
+		pools[n.Pool] = true
+		for _, g := range n.GPUs {
+			models[g.Model] = true
+		}
+		if n.Pool == j.NodePool {
+			pool = append(pool, n)
+		}
+	}
+	if len(pool) == 0 {
+		return sc.errorf(path+".nodePool", "no node is in pool %q; pools: %s", j.NodePool, strings.Join(sortedKeys(pools), ", "))
+	}
+	for k, t := range j.GPUTypes {
+		if !models[t] {
+			return sc.errorf(fmt.Sprintf("%s.gpuType[%d]", path, k), "no node has GPU type %q; types: %s", t, strings.Join(sortedKeys(models), ", "))
+		}
+	}
+	maxGPUs, total := 0, 0
+	var maxDev, maxCPU, maxMem int64
+	for _, n := range pool {
+		ok := 0
+		for _, g := range n.GPUs {
+			if len(j.GPUTypes) == 0 || slices.Contains(j.GPUTypes, g.Model) {
+				ok++
+				maxDev = max(maxDev, g.Memory)
+			}
+		}
+		maxGPUs = max(maxGPUs, ok)
+		total += ok
+		maxCPU, maxMem = max(maxCPU, n.CPU), max(maxMem, n.Memory)
+	}
+	switch {
+	case req.GPUs > maxGPUs:
+		return sc.errorf(path+".gpu", "each pod needs %d GPUs but the largest node it may use has %d", req.GPUs, maxGPUs)
+	case req.Shared() && maxGPUs == 0:
+		return sc.errorf(path+".gpu", "the job needs a GPU but no node it may use has one")
+	case req.GPUMemory > maxDev && req.GPUMemory > 0:
+		return sc.errorf(path+".gpuMemory", "%s is more than the largest GPU it may use (%s)",
+			engine.Format(engine.ResourceMemory, req.GPUMemory), engine.Format(engine.ResourceMemory, maxDev))
+	case req.CPU > maxCPU:
+		return sc.errorf(path+".cpu", "each pod needs %s CPU but the largest node has %s", engine.Format(engine.ResourceCPU, req.CPU), engine.Format(engine.ResourceCPU, maxCPU))
+	case req.Memory > maxMem:
+		return sc.errorf(path+".memory", "each pod needs %s memory but the largest node has %s",
+			engine.Format(engine.ResourceMemory, req.Memory), engine.Format(engine.ResourceMemory, maxMem))
+	case req.GPUs*j.MinMember > total:
+		return sc.errorf(path+".pods", "the gang needs %d GPUs at once but the nodes it may use have %d", req.GPUs*j.MinMember, total)
+	}
+	return nil
+}
+
+func (sc *Scenario) checkExpect(e *Expect, path string, live map[string]bool) error {
+	if e == nil {
+		return nil
+	}
+	for _, name := range sortedKeys(e.Jobs) {
+		if !live[name] {
+			return sc.errorf(path+".jobs."+name, "job %q does not exist at this step", name)
+		}
+		switch s := e.Jobs[name].Status; s {
+		case "", StatusRunning, StatusPending, StatusCompleted:
+		default:
+			return sc.errorf(path+".jobs."+name+".status", "unknown status %q: allowed values are Running, Pending, Completed", s)
+		}
+	}
+	names := queueNames(sc.Queues)
+	for _, name := range sortedKeys(e.Queues) {
+		if !slices.Contains(names, name) {
+			return sc.errorf(path+".queues."+name, "unknown queue %q; queues: %s", name, strings.Join(names, ", "))
+		}
+	}
+	return nil
+}
+
