@@ -161,7 +161,7 @@ func (s *session) admit(j *jobState, need Resources, mode gateMode) (Reason, boo
 	for q := j.q; q != nil; q = q.parent {
 		for r := Resource(0); r < numResources; r++ {
 			if l := q.q.Resources[r].Limit; l != nil && need[r] > 0 && q.alloc[r]+need[r] > *l {
-				return reasonf(ReasonQueueLimit, "%s %s is at its %s limit: %s allocated of %s, the job needs %s more",
+				return reasonf(ReasonQueueLimit, "%s %s would pass its %s limit: %s allocated of %s, the job needs %s more",
 					q.kind(), q.q.ID, r, Format(r, q.alloc[r]), Format(r, *l), Format(r, need[r])), false
 			}
 		}

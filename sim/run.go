@@ -12,7 +12,16 @@ import (
 // Run plays a scenario and reports the state after every step. It fails if the engine
 // does not settle or an expectation written in the file does not hold; the reports up to
 // that point are returned either way.
-func Run(sc *Scenario) ([]StepReport, error) {
+func Run(sc *Scenario) ([]StepReport, error) { return RunWith(sc, RunOptions{}) }
+
+// RunOptions tunes a run.
+type RunOptions struct {
+	// ExtraCycles are run after each step settles; each must plan nothing.
+	ExtraCycles int
+}
+
+// RunWith is Run with options.
+func RunWith(sc *Scenario, opts RunOptions) ([]StepReport, error) {
 	m := sc.model
 	w := NewWorld(engine.New(engine.Options{Placement: m.placement}), m.nodes, m.queues)
 	var reports []StepReport
@@ -25,6 +34,9 @@ func Run(sc *Scenario) ([]StepReport, error) {
 			w.Submit(sub.job, sub.duration)
 		}
 		if err := w.Advance(st.advance); err != nil {
+			return reports, fmt.Errorf("%s: step %s: %w", sc.file, st.name, err)
+		}
+		if err := w.checkQuiet(opts.ExtraCycles); err != nil {
 			return reports, fmt.Errorf("%s: step %s: %w", sc.file, st.name, err)
 		}
 		r := w.Report(st.name)

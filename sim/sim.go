@@ -104,6 +104,16 @@ func (w *World) Settle() error {
 		MaxCycles, w.now.Sub(Epoch), len(w.plan.Binds), len(w.plan.Evictions))
 }
 
+// checkQuiet runs n more cycles on a settled world; any change is a flapping engine.
+func (w *World) checkQuiet(n int) error {
+	for i := 0; i < n; i++ {
+		if p := w.eng.Schedule(w.Snapshot()); !p.Empty() {
+			return fmt.Errorf("not stable: extra cycle %d after settling planned %d binds and %d evictions", i+1, len(p.Binds), len(p.Evictions))
+		}
+	}
+	return nil
+}
+
 func (w *World) apply(p *engine.Plan) {
 	for _, e := range p.Evictions {
 		j := w.byID[e.Job]

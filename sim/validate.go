@@ -473,4 +473,3 @@ func (sc *Scenario) checkExpect(e *Expect, path string, live map[string]bool) er
 	}
 	return nil
 }
-
