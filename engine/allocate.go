@@ -79,7 +79,15 @@ func (s *session) allocate(p pass) {
 			cursor[q]++
 			continue
 		}
+		cp := s.checkpoint()
 		if s.placeGang(j, pods, nil) {
+			if !s.queueRulesHold(j) {
+				// A memory request costs more on a smaller GPU than its estimate.
+				s.rollback(cp)
+				j.setReason(reasonf(ReasonQueueLimit, "on the GPUs free now the job would pass its queue's limit or quota"))
+				cursor[q]++
+				continue
+			}
 			if s.item(j, p) == nil {
 				cursor[q]++
 			}
@@ -185,6 +193,23 @@ func (s *session) admit(j *jobState, need Resources, mode gateMode) (Reason, boo
 		}
 	}
 	return Reason{}, true
+}
+
+// queueRulesHold re-checks limits and the non-preemptible quota with the real cost of
+// what was placed: admission used estimates, and a GPU-memory request costs a larger
+// share of a smaller device.
+func (s *session) queueRulesHold(j *jobState) bool {
+	for q := j.q; q != nil; q = q.parent {
+		for r := Resource(0); r < numResources; r++ {
+			if l := q.q.Resources[r].Limit; l != nil && q.alloc[r] > *l {
+				return false
+			}
+		}
+		if !j.preemptible && q.allocNP[ResourceGPU] > q.q.Resources[ResourceGPU].Quota {
+			return false
+		}
+	}
+	return true
 }
 
 // fairShareGated: GPUs always count; CPU and memory only for queues that set a quota

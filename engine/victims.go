@@ -12,6 +12,9 @@ type unit struct {
 	job  *jobState
 	pods []*podState
 	gpu  int64
+	// whole units take every pod the job still runs, elastic ones included, so that an
+	// eviction never leaves a gang below MinMember.
+	whole bool
 }
 
 // place remembers where a pod ran so that an eviction found unnecessary can be undone.
@@ -37,7 +40,7 @@ func units(j *jobState) []unit {
 		bound = bound[:len(bound)-1]
 	}
 	if len(bound) > 0 {
-		u := unit{job: j, pods: bound}
+		u := unit{job: j, pods: bound, whole: true}
 		for _, p := range bound {
 			u.gpu += p.cost[ResourceGPU]
 		}
@@ -47,6 +50,9 @@ func units(j *jobState) []unit {
 }
 
 func (u unit) bound() bool {
+	if u.whole {
+		return u.job.bound > 0
+	}
 	for _, p := range u.pods {
 		if p.node == nil {
 			return false
@@ -71,8 +77,21 @@ type evicted struct {
 }
 
 func (s *session) evict(u unit, r Reason, forJob JobID) evicted {
-	e := evicted{u: u}
+	if u.whole {
+		u.pods = nil
+		for _, p := range u.job.pods {
+			if p.node != nil {
+				u.pods = append(u.pods, p)
+			}
+		}
+	}
+	e := evicted{u: unit{job: u.job, whole: u.whole}}
 	for _, p := range u.pods {
+		if p.node == nil {
+			continue // already taken with its whole job
+		}
+		e.u.pods = append(e.u.pods, p)
+		e.u.gpu += p.cost[ResourceGPU]
 		e.places = append(e.places, place{p.node, p.gpus, p.share})
 		s.unbind(p, r, forJob)
 	}
@@ -89,6 +108,11 @@ func (s *session) restore(e evicted) bool {
 			return false
 		}
 		s.bind(p, pl.node, pl.gpus, pl.share)
+	}
+	// An elastic pod comes back only to a job that still runs.
+	if j := e.u.job; j.bound < j.j.MinMember {
+		s.rollback(cp)
+		return false
 	}
 	return true
 }
@@ -256,7 +280,7 @@ func (vs *victimSearch) settle(s *session, out []evicted) ([]unit, bool) {
 			return nil, false
 		}
 	}
-	return victims, vs.accept()
+	return victims, s.queueRulesHold(vs.job) && vs.accept()
 }
 
 // apply replays the chosen trial for real.

@@ -1,0 +1,284 @@
+package engine
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"pgregory.net/rapid"
+)
+
+// genCluster draws a random cluster, queue tree and job mix.
+func genCluster(t *rapid.T) *Snapshot {
+	snap := &Snapshot{Now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	nNodes := rapid.IntRange(1, 6).Draw(t, "nodes")
+	for i := 0; i < nNodes; i++ {
+		gpus := rapid.SampledFrom([]int{0, 1, 2, 4, 8}).Draw(t, "gpus")
+		mem := int64(rapid.SampledFrom([]int{16, 40, 80}).Draw(t, "gpuMem")) << 30
+		n := Node{ID: NodeID(fmt.Sprintf("n%d", i)), CPU: 64000, Memory: 256 << 30}
+		model := rapid.SampledFrom([]string{"A100", "H100"}).Draw(t, "model")
+		for g := 0; g < gpus; g++ {
+			n.GPUs = append(n.GPUs, GPU{Model: model, Memory: mem, Island: g / 4})
+		}
+		snap.Nodes = append(snap.Nodes, n)
+	}
+	nQueues := rapid.IntRange(1, 4).Draw(t, "queues")
+	withDept := rapid.Bool().Draw(t, "dept")
+	if withDept {
+		snap.Queues = append(snap.Queues, Queue{ID: "dept", Resources: [numResources]QueueResource{{Quota: int64(rapid.IntRange(0, 8).Draw(t, "deptQuota")) * 1000}}})
+	}
+	for i := 0; i < nQueues; i++ {
+		q := Queue{ID: QueueID(fmt.Sprintf("q%d", i)), Priority: int32(rapid.IntRange(0, 1).Draw(t, "qprio"))}
+		if withDept && i%2 == 0 {
+			q.Parent = "dept"
+		}
+		q.Resources[ResourceGPU].Quota = int64(rapid.IntRange(0, 6).Draw(t, "quota")) * 1000
+		if rapid.Bool().Draw(t, "hasLimit") {
+			l := q.Resources[ResourceGPU].Quota + int64(rapid.IntRange(0, 8).Draw(t, "limitExtra"))*1000
+			q.Resources[ResourceGPU].Limit = &l
+		}
+		snap.Queues = append(snap.Queues, q)
+	}
+	nJobs := rapid.IntRange(0, 25).Draw(t, "jobs")
+	for i := 0; i < nJobs; i++ {
+		snap.Jobs = append(snap.Jobs, genJob(t, i, nQueues, snap.Now))
+	}
+	return snap
+}
+
+func genJob(t *rapid.T, i, nQueues int, now time.Time) Job {
+	j := Job{ID: JobID(fmt.Sprintf("j%d", i)), Queue: QueueID(fmt.Sprintf("q%d", rapid.IntRange(0, nQueues-1).Draw(t, "jq"))),
+		Class:      Class(rapid.IntRange(0, 2).Draw(t, "class")),
+		Priority:   int32(rapid.IntRange(0, 2).Draw(t, "prio")),
+		SubmitTime: now.Add(time.Duration(i) * time.Second)}
+	var req PodRequest
+	switch rapid.IntRange(0, 3).Draw(t, "kind") {
+	case 0, 1:
+		req.GPUs = rapid.IntRange(1, 4).Draw(t, "whole")
+	case 2:
+		req.GPUFraction = MilliGPU(rapid.IntRange(1, 999).Draw(t, "fraction"))
+	case 3:
+		req.GPUMemory = int64(rapid.IntRange(1, 40).Draw(t, "memGi")) << 30
+	}
+	req.CPU = int64(rapid.IntRange(0, 16).Draw(t, "cpu")) * 1000
+	req.Memory = int64(rapid.IntRange(0, 64).Draw(t, "mem")) << 30
+	pods := rapid.IntRange(1, 4).Draw(t, "pods")
+	j.MinMember = rapid.IntRange(1, pods).Draw(t, "min")
+	for k := 0; k < pods; k++ {
+		j.Pods = append(j.Pods, Pod{ID: PodID(fmt.Sprintf("%s-%d", j.ID, k)), Request: req})
+	}
+	if rapid.IntRange(0, 4).Draw(t, "typed") == 0 {
+		j.GPUTypes = []string{"H100"}
+	}
+	return j
+}
+
+// applyPlan does what a binder would: evictions first, then binds.
+func applyPlan(t *rapid.T, snap *Snapshot, p *Plan) {
+	pods := map[PodID]*Pod{}
+	for i := range snap.Jobs {
+		for k := range snap.Jobs[i].Pods {
+			pods[snap.Jobs[i].Pods[k].ID] = &snap.Jobs[i].Pods[k]
+		}
+	}
+	for _, e := range p.Evictions {
+		if pods[e.Pod].Binding == nil {
+			t.Fatalf("evicted pod %s was not running", e.Pod)
+		}
+		pods[e.Pod].Binding = nil
+	}
+	for _, b := range p.Binds {
+		if pods[b.Pod].Binding != nil {
+			t.Fatalf("bound pod %s that is running", b.Pod)
+		}
+		bb := b.Binding
+		pods[b.Pod].Binding = &bb
+	}
+}
+
+// checkInvariants asserts DESIGN.md section 5 on a snapshot and the plan that led to it.
+func checkInvariants(t *rapid.T, snap *Snapshot, p *Plan) {
+	nodes := map[NodeID]*Node{}
+	for i := range snap.Nodes {
+		nodes[snap.Nodes[i].ID] = &snap.Nodes[i]
+	}
+	type gpuKey struct {
+		n NodeID
+		g int
+	}
+	used := map[gpuKey]MilliGPU{}
+	cpu, mem := map[NodeID]int64{}, map[NodeID]int64{}
+	np := map[QueueID]int64{}
+	parent := map[QueueID]QueueID{}
+	quota := map[QueueID]int64{}
+	for _, q := range snap.Queues {
+		parent[q.ID], quota[q.ID] = q.Parent, q.Resources[ResourceGPU].Quota
+	}
+	for _, j := range snap.Jobs {
+		bound := 0
+		for _, pod := range j.Pods {
+			b := pod.Binding
+			if b == nil {
+				continue
+			}
+			bound++
+			n := nodes[b.Node]
+			cpu[b.Node] += pod.Request.CPU
+			mem[b.Node] += pod.Request.Memory
+			r := pod.Request
+			if r.Shared() {
+				if len(b.GPUs) != 1 {
+					t.Fatalf("shared pod %s on %d GPUs", pod.ID, len(b.GPUs))
+				}
+				dev := n.GPUs[b.GPUs[0]]
+				if r.GPUMemory > 0 && int64(b.Share)*dev.Memory < r.GPUMemory*int64(OneGPU) {
+					t.Fatalf("pod %s wants %d bytes, got share %d of %d", pod.ID, r.GPUMemory, b.Share, dev.Memory)
+				}
+				if r.GPUFraction > 0 && b.Share != r.GPUFraction {
+					t.Fatalf("pod %s wants %d, holds %d", pod.ID, r.GPUFraction, b.Share)
+				}
+			} else if len(b.GPUs) != r.GPUs {
+				t.Fatalf("pod %s wants %d GPUs, holds %d", pod.ID, r.GPUs, len(b.GPUs))
+			}
+			for _, g := range b.GPUs {
+				if len(j.GPUTypes) > 0 && n.GPUs[g].Model != j.GPUTypes[0] {
+					t.Fatalf("pod %s on model %s, wants %v", pod.ID, n.GPUs[g].Model, j.GPUTypes)
+				}
+				used[gpuKey{b.Node, g}] += gpuAmount(b.Share)
+				if used[gpuKey{b.Node, g}] > OneGPU {
+					t.Fatalf("GPU %s/%d over-committed: %d", b.Node, g, used[gpuKey{b.Node, g}])
+				}
+			}
+			if !j.IsPreemptible() {
+				for q := j.Queue; q != ""; q = parent[q] {
+					np[q] += int64(len(b.GPUs))*int64(OneGPU)*boolInt(b.Share == 0) + int64(b.Share)
+				}
+			}
+		}
+		if bound > 0 && bound < j.MinMember {
+			t.Fatalf("gang %s runs %d of its %d minimum pods", j.ID, bound, j.MinMember)
+		}
+	}
+	for id, n := range nodes {
+		if cpu[id] > n.CPU || mem[id] > n.Memory {
+			t.Fatalf("node %s over-committed: cpu %d/%d mem %d/%d", id, cpu[id], n.CPU, mem[id], n.Memory)
+		}
+	}
+	for q, v := range np {
+		if v > quota[q] {
+			t.Fatalf("queue %s runs %d non-preemptible milli-GPUs over its quota %d", q, v, quota[q])
+		}
+	}
+	// Fair shares add up to what there is to divide whenever demand exceeds it.
+	var capacity, demand, sum int64
+	for _, n := range snap.Nodes {
+		capacity += int64(len(n.GPUs)) * int64(OneGPU)
+	}
+	// Demand as the engine divides it: leaves' requests, summed upwards, capped by limits.
+	var capped func(q Queue) int64
+	capped = func(q Queue) int64 {
+		d, leaf := int64(0), true
+		for _, c := range snap.Queues {
+			if c.Parent == q.ID {
+				d += capped(c)
+				leaf = false
+			}
+		}
+		if leaf {
+			d = p.Queues[q.ID].Requested[ResourceGPU]
+		}
+		if l := q.Resources[ResourceGPU].Limit; l != nil {
+			d = min(d, *l)
+		}
+		return d
+	}
+	for _, q := range snap.Queues {
+		if q.Parent == "" {
+			sum += p.Queues[q.ID].FairShare[ResourceGPU]
+			demand += capped(q)
+		}
+	}
+	if demand >= capacity && sum != capacity {
+		t.Fatalf("fair shares sum to %d of capacity %d with demand %d", sum, capacity, demand)
+	}
+	if sum > capacity {
+		t.Fatalf("fair shares sum to %d, more than capacity %d", sum, capacity)
+	}
+}
+
+func boolInt(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// TestInvariantsOnRandomClusters schedules random clusters to a settled state, deleting
+// random jobs on the way, and checks the invariants after every cycle and that the
+// engine settles (stability).
+func TestInvariantsOnRandomClusters(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		snap := genCluster(t)
+		eng := New(Options{Placement: Placement(rapid.IntRange(0, 1).Draw(t, "placement"))})
+		rounds := rapid.IntRange(1, 3).Draw(t, "rounds")
+		for round := 0; round < rounds; round++ {
+			settled := false
+			for cycle := 0; cycle < 50; cycle++ {
+				p := eng.Schedule(snap)
+				if p.Empty() {
+					settled = true
+					checkInvariants(t, snap, p)
+					for _, j := range snap.Jobs {
+						if countBound(j) < len(j.Pods) && p.Pending[j.ID].Message == "" {
+							t.Fatalf("job %s waits without a reason", j.ID)
+						}
+					}
+					break
+				}
+				applyPlan(t, snap, p)
+				checkInvariants(t, snap, p)
+			}
+			if !settled {
+				t.Fatalf("no empty plan after 50 cycles: the engine flaps")
+			}
+			// Churn: some jobs end, new ones arrive.
+			if len(snap.Jobs) > 0 {
+				k := rapid.IntRange(0, len(snap.Jobs)-1).Draw(t, "delete")
+				snap.Jobs = append(snap.Jobs[:k], snap.Jobs[k+1:]...)
+			}
+			snap.Jobs = append(snap.Jobs, genJob(t, 100+round, countLeaves(snap), snap.Now))
+		}
+	})
+}
+
+func countBound(j Job) int {
+	n := 0
+	for _, p := range j.Pods {
+		if p.Binding != nil {
+			n++
+		}
+	}
+	return n
+}
+
+func countLeaves(s *Snapshot) int {
+	n := 0
+	for _, q := range s.Queues {
+		if q.ID != "dept" {
+			n++
+		}
+	}
+	return n
+}
+
+// TestDeterminism: the same snapshot yields the same plan.
+func TestDeterminism(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		snap := genCluster(t)
+		a := fmt.Sprintf("%+v", New(Options{}).Schedule(snap))
+		b := fmt.Sprintf("%+v", New(Options{}).Schedule(snap))
+		if a != b {
+			t.Fatalf("two plans for one snapshot:\n%s\n%s", a, b)
+		}
+	})
+}
