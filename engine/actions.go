@@ -1,38 +1,65 @@
 package engine
 
-import "fmt"
+import (
+	"fmt"
+	"iter"
+	"sort"
+)
 
-// candidatePool gathers victim units once and again only after a committed move, so
-// that a thousand pending jobs do not each walk every running job.
+// candidatePool gathers the victim units of one action once, per queue and in victim
+// order. Units evicted since are skipped when read, so a thousand pending jobs do not
+// each walk and sort every running job.
 type candidatePool struct {
-	s       *session
-	commits int
-	units   []unit
-	filter  func(j *jobState) bool
+	byQueue map[*queueState][]unit
+	queues  []*queueState
 }
 
-func (c *candidatePool) get() []unit {
-	if c.units != nil && c.commits == c.s.commits {
-		return c.units
-	}
-	c.units, c.commits = []unit{}, c.s.commits
-	for _, j := range c.s.jobs {
-		if j.preemptible && j.bound > 0 && c.filter(j) {
-			c.units = append(c.units, units(j)...)
+func (s *session) newPool() *candidatePool {
+	c := &candidatePool{byQueue: map[*queueState][]unit{}}
+	for _, j := range s.jobs {
+		if j.preemptible && j.bound > 0 {
+			if _, ok := c.byQueue[j.q]; !ok {
+				c.queues = append(c.queues, j.q)
+			}
+			c.byQueue[j.q] = append(c.byQueue[j.q], units(j)...)
 		}
 	}
-	sortVictims(c.units)
-	return c.units
+	for _, us := range c.byQueue {
+		sortVictims(us)
+	}
+	return c
+}
+
+// from yields the units of the queues include accepts, the queue furthest over its fair
+// share first, skipping units no longer running and those keep rejects. It is lazy: a
+// search stops reading once it has found enough places to try.
+func (c *candidatePool) from(include func(*queueState) bool, keep func(unit) bool) iter.Seq[unit] {
+	var qs []*queueState
+	for _, q := range c.queues {
+		if include(q) {
+			qs = append(qs, q)
+		}
+	}
+	sort.SliceStable(qs, func(a, b int) bool { return shareRatio(qs[a]) > shareRatio(qs[b]) })
+	return func(yield func(unit) bool) {
+		for _, q := range qs {
+			for _, u := range c.byQueue[q] {
+				if u.bound() && (keep == nil || keep(u)) && !yield(u) {
+					return
+				}
+			}
+		}
+	}
 }
 
 // reclaim lets a queue below its fair share take GPUs back from queues above theirs
 // (DESIGN.md 3.4). Within the reclaimer's quota the victims may fall below their fair
 // share (a large job may have to make way for the owner); beyond quota they may not.
 func (s *session) reclaim() {
-	pool := &candidatePool{s: s, filter: func(j *jobState) bool {
-		return j.q.alloc[ResourceGPU] > j.q.fair[ResourceGPU]
-	}}
-	fails := map[string]int{}
+	pool := s.newPool()
+	// Within this action a failure is final: reclaimers only gain and victims only lose,
+	// so what could not be reclaimed once cannot be later.
+	fails := map[string]bool{}
 	for _, j := range s.waiting(true) {
 		// An elastic job reclaims its growth too, one pod at a time, so that its queue
 		// reaches its fair share whatever the size of its other jobs.
@@ -42,7 +69,7 @@ func (s *session) reclaim() {
 }
 
 // reclaimFor tries to start the job's next pods by reclaiming; it reports success.
-func (s *session) reclaimFor(j *jobState, pool *candidatePool, fails map[string]int) bool {
+func (s *session) reclaimFor(j *jobState, pool *candidatePool, fails map[string]bool) bool {
 	pods := s.item(j, passGangs)
 	if j.started() {
 		pods = s.item(j, passGrow)
@@ -58,15 +85,12 @@ func (s *session) reclaimFor(j *jobState, pool *candidatePool, fails map[string]
 		return false
 	}
 	key := string(j.q.q.ID) + "#" + shapeKey(j, pods)
-	if c, ok := fails[key]; ok && c == s.commits {
+	if fails[key] {
 		return false
 	}
-	var cands []unit
-	for _, u := range pool.get() {
-		if u.job.q != j.q {
-			cands = append(cands, u)
-		}
-	}
+	cands := pool.from(func(q *queueState) bool {
+		return q != j.q && q.alloc[ResourceGPU] > q.fair[ResourceGPU]
+	}, nil)
 	before := s.queueAllocs()
 	vs := &victimSearch{job: j, pods: pods, cands: cands,
 		reason: func(u unit) Reason {
@@ -77,7 +101,7 @@ func (s *session) reclaimFor(j *jobState, pool *candidatePool, fails map[string]
 		accept: func() bool { return s.reclaimRules(j.q, before) },
 	}
 	if !vs.run(s) {
-		fails[key] = s.commits
+		fails[key] = true
 		return false
 	}
 	s.commits++
@@ -118,8 +142,8 @@ func (s *session) reclaimRules(reclaimer *queueState, before map[*queueState]int
 // preempt lets a pending job evict lower-priority preemptible work of its own queue
 // (DESIGN.md 3.5), without the queue growing past its fair share.
 func (s *session) preempt() {
-	pool := &candidatePool{s: s, filter: func(*jobState) bool { return true }}
-	fails := map[string]int{}
+	pool := s.newPool()
+	fails := map[string]bool{} // final within the action, as in reclaim
 	for _, j := range s.waiting(false) {
 		pods := s.item(j, passGangs)
 		if pods == nil {
@@ -129,19 +153,12 @@ func (s *session) preempt() {
 		if _, ok := s.admit(j, need, gateIdle); !ok {
 			continue
 		}
-		var cands []unit
-		for _, u := range pool.get() {
-			if u.job.q == j.q && u.job.j.Priority < j.j.Priority {
-				cands = append(cands, u)
-			}
-		}
-		if len(cands) == 0 {
-			continue
-		}
 		key := string(j.q.q.ID) + "#" + fmt.Sprint(j.j.Priority) + "#" + shapeKey(j, pods)
-		if c, ok := fails[key]; ok && c == s.commits {
+		if fails[key] {
 			continue
 		}
+		cands := pool.from(func(q *queueState) bool { return q == j.q },
+			func(u unit) bool { return u.job.j.Priority < j.j.Priority })
 		before := s.queueAllocs()
 		vs := &victimSearch{job: j, pods: pods, cands: cands,
 			reason: func(u unit) Reason {
@@ -160,7 +177,7 @@ func (s *session) preempt() {
 		if vs.run(s) {
 			s.commits++
 		} else {
-			fails[key] = s.commits
+			fails[key] = true
 		}
 	}
 }
@@ -169,7 +186,7 @@ func (s *session) preempt() {
 // preemptible jobs elsewhere in the same decision (DESIGN.md 3.7): every moved job is
 // placed again at once, and no more GPUs move than the pending job gains.
 func (s *session) consolidate() {
-	pool := &candidatePool{s: s, filter: func(*jobState) bool { return true }}
+	pool := s.newPool()
 	fails := map[string]int{}
 	for _, j := range s.waiting(false) {
 		if j.reason.Code != ReasonNoFit && j.reason.Code != ReasonGangPartial {
@@ -190,7 +207,7 @@ func (s *session) consolidate() {
 		if c, ok := fails[key]; ok && c == s.commits {
 			continue
 		}
-		vs := &victimSearch{job: j, pods: pods, cands: pool.get(), replace: true,
+		vs := &victimSearch{job: j, pods: pods, cands: pool.from(func(*queueState) bool { return true }, nil), replace: true,
 			reason: func(Unit unit) Reason {
 				return reasonf(ReasonConsolidated, "moved to make room for job %s (%s needs contiguous GPUs)", j.j.ID, j.q.q.ID)
 			},

@@ -67,56 +67,62 @@ func (s *session) pickGPUs(j *jobState, r PodRequest, n *nodeState, used []Milli
 }
 
 // pickWhole takes k fully free devices, preferring one island: the fullest island that
-// still holds all k when bin-packing, the emptiest when spreading.
+// still holds all k when bin-packing, the emptiest when spreading; failing that, the
+// islands with the most free devices first, so the pod spans as few as possible.
 func (s *session) pickWhole(j *jobState, k int, n *nodeState, used []MilliGPU) ([]int, MilliGPU, bool) {
 	if k > len(n.n.GPUs) {
 		return nil, 0, false
 	}
-	var freeBy map[int]int
+	// Islands are numbered from 0 per node; count free devices per island.
+	var counts [64]int
 	total := 0
 	for g := range n.n.GPUs {
 		if used[g] == 0 && gpuTypeOK(j.j, &n.n.GPUs[g]) {
-			if freeBy == nil {
-				freeBy = map[int]int{}
-			}
-			freeBy[n.n.GPUs[g].Island]++
+			counts[islandOf(n, g)]++
 			total++
 		}
 	}
 	if total < k {
 		return nil, 0, false
 	}
-	islands := make([]int, 0, len(freeBy))
-	for isl := range freeBy {
-		islands = append(islands, isl)
-	}
 	spread := s.opts.Placement == PlacementSpread
-	sort.Slice(islands, func(a, b int) bool {
-		fa, fb := freeBy[islands[a]], freeBy[islands[b]]
-		// Islands that hold the whole pod come first.
-		if (fa >= k) != (fb >= k) {
-			return fa >= k
+	best := -1
+	for isl, c := range counts {
+		if c >= k && (best < 0 || (!spread && c < counts[best]) || (spread && c > counts[best])) {
+			best = isl
 		}
-		if fa != fb {
-			if fa >= k && !spread {
-				return fa < fb
-			}
-			return fa > fb
-		}
-		return islands[a] < islands[b]
-	})
+	}
 	out := make([]int, 0, k)
-	for _, isl := range islands {
+	take := func(isl int) {
 		for g := range n.n.GPUs {
 			if len(out) == k {
-				break
+				return
 			}
-			if used[g] == 0 && n.n.GPUs[g].Island == isl && gpuTypeOK(j.j, &n.n.GPUs[g]) {
+			if used[g] == 0 && islandOf(n, g) == isl && gpuTypeOK(j.j, &n.n.GPUs[g]) {
 				out = append(out, g)
 			}
 		}
 	}
+	if best >= 0 {
+		take(best)
+		return out, 0, true
+	}
+	for len(out) < k {
+		most := 0
+		for isl, c := range counts {
+			if c > counts[most] {
+				most = isl
+			}
+		}
+		take(most)
+		counts[most] = 0
+	}
 	return out, 0, true
+}
+
+// islandOf folds a device's island into the small range pickWhole counts.
+func islandOf(n *nodeState, g int) int {
+	return ((n.n.GPUs[g].Island % 64) + 64) % 64
 }
 
 // fitsHost checks CPU and memory.
@@ -124,13 +130,9 @@ func fitsHost(n *nodeState, cpu, mem int64) bool {
 	return n.n.CPU-n.cpuUsed >= cpu && n.n.Memory-n.memUsed >= mem
 }
 
-func freeMilli(n *nodeState) MilliGPU {
-	var f MilliGPU
-	for _, u := range n.gpuUsed {
-		f += OneGPU - min(u, OneGPU)
-	}
-	return f
-}
+// freeMilli is the node's free GPU capacity. Over-committed devices (possible only in a
+// snapshot from outside) make it smaller, never larger, than the sum of free devices.
+func freeMilli(n *nodeState) MilliGPU { return max(n.idle, 0) }
 
 // better reports whether a node leaving (gpuLeft, cpuLeft) free is preferred to the
 // incumbent. Bin-packing leaves as little as possible; spreading as much as possible.
@@ -213,6 +215,10 @@ func (s *session) fitsAllOn(j *jobState, pods []*podState, n *nodeState) (gpuLef
 	if !fitsHost(n, cpu, mem) || whole > n.free {
 		return 0, 0, false
 	}
+	if onlyWhole(pods) && len(j.j.GPUTypes) == 0 {
+		// Whole devices of any model: enough free ones is enough.
+		return int64(freeMilli(n)) - int64(whole)*int64(OneGPU), n.n.CPU - n.cpuUsed - cpu, true
+	}
 	used := slices.Clone(n.gpuUsed)
 	for _, p := range pods {
 		gpus, share, ok := s.pickGPUs(j, p.p.Request, n, used)
@@ -228,6 +234,15 @@ func (s *session) fitsAllOn(j *jobState, pods []*podState, n *nodeState) (gpuLef
 		left += OneGPU - min(u, OneGPU)
 	}
 	return int64(left), n.n.CPU - n.cpuUsed - cpu, true
+}
+
+func onlyWhole(pods []*podState) bool {
+	for _, p := range pods {
+		if p.p.Request.Shared() {
+			return false
+		}
+	}
+	return true
 }
 
 // placeGang binds all the given pods or none. It prefers one node, then the fewest nodes

@@ -38,7 +38,8 @@ type nodeState struct {
 	gpuUsed []MilliGPU
 	cpuUsed int64
 	memUsed int64
-	free    int // fully free GPUs
+	free    int      // fully free GPUs
+	idle    MilliGPU // free GPU capacity, fractions included
 	pods    []*podState
 }
 
@@ -178,6 +179,7 @@ func (s *session) doBind(p *podState, n *nodeState, gpus []int, share MilliGPU) 
 			n.free--
 		}
 		n.gpuUsed[g] += amount
+		n.idle -= amount
 	}
 	s.moveFreeBucket(n, wasFree)
 	n.cpuUsed += p.p.Request.CPU
@@ -209,6 +211,7 @@ func (s *session) doUnbind(p *podState) {
 	amount := gpuAmount(p.share)
 	for _, g := range p.gpus {
 		n.gpuUsed[g] -= amount
+		n.idle += amount
 		if n.gpuUsed[g] == 0 {
 			n.free++
 		}
@@ -285,7 +288,8 @@ func newSession(snap *Snapshot, opts Options) *session {
 		queueBy: make(map[QueueID]*queueState, len(snap.Queues))}
 	for i := range snap.Nodes {
 		n := &snap.Nodes[i]
-		ns := &nodeState{n: n, idx: i, gpuUsed: make([]MilliGPU, len(n.GPUs)), free: len(n.GPUs)}
+		ns := &nodeState{n: n, idx: i, gpuUsed: make([]MilliGPU, len(n.GPUs)), free: len(n.GPUs),
+			idle: MilliGPU(len(n.GPUs)) * OneGPU}
 		s.nodes = append(s.nodes, ns)
 		s.nodeByID[n.ID] = ns
 		s.maxGPUs = max(s.maxGPUs, len(n.GPUs))

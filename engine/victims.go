@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"iter"
 	"slices"
 	"sort"
 	"strings"
@@ -134,7 +135,7 @@ type victimSearch struct {
 	job  *jobState
 	pods []*podState
 	// cands are the units that may be evicted, in the order they should go.
-	cands []unit
+	cands iter.Seq[unit]
 	// reason is written on every evicted pod.
 	reason func(u unit) Reason
 	// accept judges the end state of a trial; it may reject it (queue rules).
@@ -165,65 +166,67 @@ func (t trial) better(o *trial) bool {
 // that choice and reports success. It tries single nodes first, where most jobs land;
 // gangs too large for one node evict across the cluster in candidate order.
 func (vs *victimSearch) run(s *session) bool {
-	if len(vs.cands) == 0 {
-		return false
+	need := s.need(vs.pods)
+	// Walk the candidates in victim order, collecting per node, until enough nodes could
+	// hold the pods with their victims gone: preferred victims decide where to look.
+	type room struct {
+		gpu, cpu, mem int64
+		units         []unit
+		listed        bool
 	}
-	byNode := map[*nodeState][]unit{}
+	byNode := map[*nodeState]*room{}
 	var nodes []*nodeState
-	for _, u := range vs.cands {
-		seen := map[*nodeState]bool{}
+	found := false
+	for u := range vs.cands {
+		found = true
+		if len(nodes) >= s.opts.MaxNodeTrials {
+			break
+		}
 		for _, p := range u.pods {
-			if n := p.node; n != nil && !seen[n] && s.eligible(vs.job, n) {
-				seen[n] = true
-				if _, ok := byNode[n]; !ok {
-					nodes = append(nodes, n)
+			n := p.node
+			if n == nil {
+				continue
+			}
+			r := byNode[n]
+			if r == nil {
+				if !s.eligible(vs.job, n) {
+					continue
 				}
-				byNode[n] = append(byNode[n], u)
+				r = &room{gpu: int64(freeMilli(n)), cpu: n.n.CPU - n.cpuUsed, mem: n.n.Memory - n.memUsed}
+				byNode[n] = r
+			}
+			if k := len(r.units); k == 0 || !sameUnit(r.units[k-1], u) {
+				r.units = append(r.units, u) // a unit with several pods here is listed once
+			}
+			r.gpu += p.cost[ResourceGPU]
+			r.cpu += p.p.Request.CPU
+			r.mem += p.p.Request.Memory
+			if !r.listed && r.gpu >= need[ResourceGPU] && r.cpu >= need[ResourceCPU] && r.mem >= need[ResourceMemory] {
+				r.listed = true
+				nodes = append(nodes, n)
 			}
 		}
 	}
-	need := s.need(vs.pods)
-	// Try the nodes that need the least evicted first, and only as many as the budget allows.
-	sort.SliceStable(nodes, func(a, b int) bool { return freeMilli(nodes[a]) > freeMilli(nodes[b]) })
 	var best *trial
-	trials := 0
 	for _, n := range nodes {
-		if trials >= s.opts.MaxNodeTrials {
-			break
-		}
-		if !roomWithVictims(n, byNode[n], need) {
-			continue
-		}
-		trials++
-		if t, ok := vs.tryNode(s, n, byNode[n]); ok && t.better(best) {
+		if t, ok := vs.tryNode(s, n, byNode[n].units); ok && t.better(best) {
 			best = &t
+			if len(t.victims) <= 1 && t.gpu <= need[ResourceGPU] {
+				break // one victim no larger than the need: nothing is better
+			}
 		}
 	}
 	if best != nil {
 		return vs.apply(s, best)
 	}
-	if vs.replace {
-		return false
+	if !found || vs.replace || len(vs.pods) == 1 {
+		return false // a single pod that fits no node with its victims gone fits nowhere
 	}
 	return vs.tryCluster(s)
 }
 
-// roomWithVictims is a quick necessary condition: the node's free capacity plus what its
-// candidates hold covers the request.
-func roomWithVictims(n *nodeState, us []unit, need Resources) bool {
-	gpu := int64(freeMilli(n))
-	cpu := n.n.CPU - n.cpuUsed
-	mem := n.n.Memory - n.memUsed
-	for _, u := range us {
-		for _, p := range u.pods {
-			if p.node == n {
-				gpu += p.cost[ResourceGPU]
-				cpu += p.p.Request.CPU
-				mem += p.p.Request.Memory
-			}
-		}
-	}
-	return gpu >= need[ResourceGPU] && cpu >= need[ResourceCPU] && mem >= need[ResourceMemory]
+func sameUnit(a, b unit) bool {
+	return len(a.pods) == len(b.pods) && len(a.pods) > 0 && a.pods[0] == b.pods[0]
 }
 
 // tryNode evicts candidates from one node until the pods fit there, places them, returns
@@ -238,7 +241,7 @@ func (vs *victimSearch) tryNode(s *session, n *nodeState, cands []unit) (trial, 
 		if !u.bound() {
 			continue
 		}
-		out = append(out, s.evict(u, vs.reason(u), vs.job.j.ID))
+		out = append(out, s.evict(u, Reason{}, "")) // trials are undone: no reason needed
 		if _, _, ok := s.fitsAllOn(vs.job, vs.pods, n); ok {
 			fits = true
 			break
@@ -302,22 +305,42 @@ func (vs *victimSearch) apply(s *session, t *trial) bool {
 }
 
 // tryCluster evicts candidates in order until the pods fit anywhere, for gangs that need
-// several nodes.
+// several nodes. Placement is tried only on nodes that had room or lost a victim.
 func (vs *victimSearch) tryCluster(s *session) bool {
 	cp := s.checkpoint()
 	need := s.need(vs.pods)[ResourceGPU]
+	var where []*nodeState
+	seen := map[*nodeState]bool{}
+	freed := int64(0)
+	for _, n := range s.nodes {
+		if n.idle > 0 && s.eligible(vs.job, n) {
+			where = append(where, n)
+			seen[n] = true
+			freed += int64(n.idle)
+		}
+	}
 	var out []evicted
-	var freed int64
-	for _, u := range vs.cands {
+	attempts := 0
+	for u := range vs.cands {
 		if !u.bound() {
 			continue
 		}
-		out = append(out, s.evict(u, vs.reason(u), vs.job.j.ID))
-		freed += u.gpu
+		e := s.evict(u, vs.reason(u), vs.job.j.ID)
+		out = append(out, e)
+		freed += e.u.gpu
+		for _, pl := range e.places {
+			if !seen[pl.node] && s.eligible(vs.job, pl.node) {
+				seen[pl.node] = true
+				where = append(where, pl.node)
+			}
+		}
 		if freed < need {
 			continue
 		}
-		if !s.placeGang(vs.job, vs.pods, nil) {
+		if attempts++; attempts > s.opts.MaxNodeTrials {
+			break
+		}
+		if !s.placeGang(vs.job, vs.pods, where) {
 			continue
 		}
 		if _, ok := vs.settle(s, out); ok {
@@ -358,7 +381,7 @@ func (s *session) waiting(growth bool) []*jobState {
 }
 
 func sortVictims(us []unit) {
-	slices.SortStableFunc(us, func(a, b unit) int {
+	slices.SortFunc(us, func(a, b unit) int {
 		ea, eb := len(a.pods) == 1 && a.job.bound > a.job.j.MinMember, len(b.pods) == 1 && b.job.bound > b.job.j.MinMember
 		switch {
 		case ea != eb:
@@ -374,7 +397,9 @@ func sortVictims(us []unit) {
 			return b.job.j.SubmitTime.Compare(a.job.j.SubmitTime) // last in line goes first
 		case a.gpu != b.gpu:
 			return int(a.gpu - b.gpu)
+		case a.job != b.job:
+			return strings.Compare(string(b.job.j.ID), string(a.job.j.ID))
 		}
-		return strings.Compare(string(b.job.j.ID), string(a.job.j.ID))
+		return b.pods[0].idx - a.pods[0].idx // a job's elastic pods: highest index first
 	})
 }
