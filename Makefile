@@ -17,7 +17,7 @@ test:
 	$(GO) test ./...
 
 bench:
-	$(GO) test ./engine -run '^$$' -bench . -benchmem -benchtime 3x
+	$(GO) test ./engine -run '^$$' -bench . -benchmem -benchtime 5x -cpu 1
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')

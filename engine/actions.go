@@ -6,9 +6,10 @@ import (
 	"sort"
 )
 
-// candidatePool gathers the victim units of one action once, per queue and in victim
-// order. Units evicted since are skipped when read, so a thousand pending jobs do not
-// each walk and sort every running job.
+// candidatePool gathers the victim units once per cycle, after allocation, per queue and
+// in victim order. Units evicted since are skipped when read, so a thousand pending jobs
+// do not each walk and sort every running job. Jobs started later in the cycle are not
+// candidates: evicting what was just placed would only undo the cycle's own work.
 type candidatePool struct {
 	byQueue map[*queueState][]unit
 	queues  []*queueState
@@ -55,8 +56,7 @@ func (c *candidatePool) from(include func(*queueState) bool, keep func(unit) boo
 // reclaim lets a queue below its fair share take GPUs back from queues above theirs
 // (DESIGN.md 3.4). Within the reclaimer's quota the victims may fall below their fair
 // share (a large job may have to make way for the owner); beyond quota they may not.
-func (s *session) reclaim() {
-	pool := s.newPool()
+func (s *session) reclaim(pool *candidatePool) {
 	// Within this action a failure is final: reclaimers only gain and victims only lose,
 	// so what could not be reclaimed once cannot be later.
 	fails := map[string]bool{}
@@ -141,8 +141,7 @@ func (s *session) reclaimRules(reclaimer *queueState, before map[*queueState]int
 
 // preempt lets a pending job evict lower-priority preemptible work of its own queue
 // (DESIGN.md 3.5), without the queue growing past its fair share.
-func (s *session) preempt() {
-	pool := s.newPool()
+func (s *session) preempt(pool *candidatePool) {
 	fails := map[string]bool{} // final within the action, as in reclaim
 	for _, j := range s.waiting(false) {
 		pods := s.item(j, passGangs)
@@ -185,8 +184,7 @@ func (s *session) preempt() {
 // consolidate starts a job that failed only because free GPUs are scattered, by moving
 // preemptible jobs elsewhere in the same decision (DESIGN.md 3.7): every moved job is
 // placed again at once, and no more GPUs move than the pending job gains.
-func (s *session) consolidate() {
-	pool := s.newPool()
+func (s *session) consolidate(pool *candidatePool) {
 	fails := map[string]int{}
 	for _, j := range s.waiting(false) {
 		if j.reason.Code != ReasonNoFit && j.reason.Code != ReasonGangPartial {

@@ -169,13 +169,16 @@ func (vs *victimSearch) run(s *session) bool {
 	need := s.need(vs.pods)
 	// Walk the candidates in victim order, collecting per node, until enough nodes could
 	// hold the pods with their victims gone: preferred victims decide where to look.
-	type room struct {
-		gpu, cpu, mem int64
-		units         []unit
-		listed        bool
+	// The per-node tallies live in a scratch slice indexed like s.nodes, reset after.
+	if s.rooms == nil {
+		s.rooms = make([]room, len(s.nodes))
 	}
-	byNode := map[*nodeState]*room{}
-	var nodes []*nodeState
+	var touched, nodes []*nodeState
+	defer func() {
+		for _, n := range touched {
+			s.rooms[n.idx] = room{}
+		}
+	}()
 	found := false
 	for u := range vs.cands {
 		found = true
@@ -187,13 +190,14 @@ func (vs *victimSearch) run(s *session) bool {
 			if n == nil {
 				continue
 			}
-			r := byNode[n]
-			if r == nil {
-				if !s.eligible(vs.job, n) {
-					continue
-				}
-				r = &room{gpu: int64(freeMilli(n)), cpu: n.n.CPU - n.cpuUsed, mem: n.n.Memory - n.memUsed}
-				byNode[n] = r
+			r := &s.rooms[n.idx]
+			if !r.seen {
+				touched = append(touched, n)
+				r.seen, r.eligible = true, s.eligible(vs.job, n)
+				r.gpu, r.cpu, r.mem = int64(freeMilli(n)), n.n.CPU-n.cpuUsed, n.n.Memory-n.memUsed
+			}
+			if !r.eligible {
+				continue
 			}
 			if k := len(r.units); k == 0 || !sameUnit(r.units[k-1], u) {
 				r.units = append(r.units, u) // a unit with several pods here is listed once
@@ -209,7 +213,7 @@ func (vs *victimSearch) run(s *session) bool {
 	}
 	var best *trial
 	for _, n := range nodes {
-		if t, ok := vs.tryNode(s, n, byNode[n].units); ok && t.better(best) {
+		if t, ok := vs.tryNode(s, n, s.rooms[n.idx].units); ok && t.better(best) {
 			best = &t
 			if len(t.victims) <= 1 && t.gpu <= need[ResourceGPU] {
 				break // one victim no larger than the need: nothing is better
@@ -223,6 +227,13 @@ func (vs *victimSearch) run(s *session) bool {
 		return false // a single pod that fits no node with its victims gone fits nowhere
 	}
 	return vs.tryCluster(s)
+}
+
+// room tallies what a node would have free if its candidate victims left.
+type room struct {
+	seen, eligible, listed bool
+	gpu, cpu, mem          int64
+	units                  []unit
 }
 
 func sameUnit(a, b unit) bool {

@@ -94,10 +94,10 @@ func WriteTable(out io.Writer, reports []StepReport) error {
 		}
 		fmt.Fprintf(out, "── step %s · t=%s · %d cycles\n", r.Step, r.Time, r.Cycles)
 		tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "QUEUE\tPARENT\tQUOTA\tFAIR SHARE\tALLOCATED\tPENDING\t")
+		fmt.Fprintln(tw, "QUEUE\tPARENT\tQUOTA\tFAIR SHARE\tALLOCATED\tPENDING")
 		for _, name := range sortedKeys(r.Queues) {
 			q := r.Queues[name]
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t\n", name, dash(q.Parent), num(q.Quota), num(q.FairShare), num(q.Allocated), q.Pending)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\n", name, dash(q.Parent), num(q.Quota), num(q.FairShare), num(q.Allocated), q.Pending)
 		}
 		tw.Flush()
 		fmt.Fprintln(out)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"reflect"
 	"slices"
@@ -126,7 +127,7 @@ func LoadFile(path string) (*Scenario, error) {
 func Parse(file string, data []byte) (*Scenario, error) {
 	var root yaml.Node
 	dec := yaml.NewDecoder(bytes.NewReader(data))
-	if err := dec.Decode(&root); err != nil {
+	if err := dec.Decode(&root); err != nil && !errors.Is(err, io.EOF) {
 		return nil, fmt.Errorf("%s: %w", file, err)
 	}
 	if len(root.Content) == 0 {

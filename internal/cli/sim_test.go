@@ -1,0 +1,89 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+func run(args ...string) (string, error) {
+	cmd := NewRoot()
+	var out bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetErr(&out)
+	cmd.SetArgs(args)
+	err := cmd.Execute()
+	return out.String(), err
+}
+
+// TestSimJSON checks the documented JSON shape on the reclaim example.
+func TestSimJSON(t *testing.T) {
+	out, err := run("sim", "--scenario", "../../examples/reclaim.yaml", "-o", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var steps []struct {
+		Step string `json:"step"`
+		Jobs map[string]struct {
+			Queue  string  `json:"queue"`
+			Status string  `json:"status"`
+			GPUs   float64 `json:"gpus"`
+			Pods   []struct {
+				Node string `json:"node"`
+				GPUs []int  `json:"gpus"`
+			} `json:"pods"`
+			Reason string `json:"reason"`
+		} `json:"jobs"`
+		Queues map[string]struct {
+			Quota     float64 `json:"quota"`
+			FairShare float64 `json:"fairShare"`
+			Allocated float64 `json:"allocated"`
+			Pending   int     `json:"pending"`
+		} `json:"queues"`
+	}
+	if err := json.Unmarshal([]byte(out), &steps); err != nil {
+		t.Fatalf("not a JSON array of steps: %v\n%s", err, out)
+	}
+	if len(steps) != 2 || steps[1].Step != "team-b arrives and gets 2 back" {
+		t.Fatalf("steps: %+v", steps)
+	}
+	last := steps[1]
+	if b := last.Queues["team-b"]; b.FairShare != 2 || b.Allocated != 2 || b.Quota != 1 {
+		t.Errorf("team-b: %+v", b)
+	}
+	if a := last.Queues["team-a"]; a.Pending != 2 {
+		t.Errorf("team-a pending: %+v", a)
+	}
+	b1 := last.Jobs["b-1"]
+	if b1.Status != "Running" || b1.GPUs != 1 || len(b1.Pods) != 1 || b1.Pods[0].Node != "node-1" || len(b1.Pods[0].GPUs) != 1 {
+		t.Errorf("b-1: %+v", b1)
+	}
+	if a3 := last.Jobs["a-3"]; a3.Status != "Pending" || !strings.Contains(a3.Reason, "fair share") {
+		t.Errorf("a-3: %+v", a3)
+	}
+}
+
+func TestSimTable(t *testing.T) {
+	out, err := run("sim", "--scenario", "../../examples/reclaim.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"QUEUE", "FAIR SHARE", "team-b  -       1      2           2", "b-1  team-b  Running  1", "evicted: reclaimed by queue team-b"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestSimErrors(t *testing.T) {
+	if _, err := run("sim"); err == nil || !strings.Contains(err.Error(), "--scenario is required") {
+		t.Errorf("missing flag: %v", err)
+	}
+	if _, err := run("sim", "-f", "../../examples/reclaim.yaml", "-o", "yaml"); err == nil || !strings.Contains(err.Error(), "allowed values are table, json") {
+		t.Errorf("bad output: %v", err)
+	}
+	if _, err := run("sim", "-f", "nope.yaml"); err == nil || !strings.Contains(err.Error(), "nope.yaml") {
+		t.Errorf("missing file: %v", err)
+	}
+}

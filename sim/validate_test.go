@@ -1,0 +1,94 @@
+package sim
+
+import (
+	"strings"
+	"testing"
+)
+
+const validHead = `cluster:
+  nodes:
+    - {name: n1, gpus: 8, gpuMemory: 40Gi}
+queues:
+  - {name: dept}
+  - {name: team-a, parent: dept, quota: 4}
+steps:
+`
+
+// TestInvalidScenarios: bad input gets an error naming the file, the line and the field,
+// and the allowed values; nothing panics.
+func TestInvalidScenarios(t *testing.T) {
+	cases := []struct {
+		name, yaml string
+		want       []string
+	}{
+		{"fraction above one", validHead + "  - submit:\n      - {name: j, queue: team-a, gpu: 1.5}\n",
+			[]string{"bad.yaml:9:", "steps[0].submit[0].gpu", "1.5 is not allowed", "fraction between 0 and 1"}},
+		{"negative quota", strings.Replace(validHead, "quota: 4", "quota: -2", 1) + "  - advance: 1m\n",
+			[]string{"bad.yaml:6:", "queues[1].quota", "-2 is not allowed", "0 or more"}},
+		{"unknown queue", validHead + "  - submit:\n      - {name: j, queue: team-z, gpu: 1}\n",
+			[]string{"bad.yaml:9:", "steps[0].submit[0].queue", `unknown queue "team-z"`, "team-a"}},
+		{"parent queue", validHead + "  - submit:\n      - {name: j, queue: dept, gpu: 1}\n",
+			[]string{"bad.yaml:9:", `queue "dept" has child queues`}},
+		{"job bigger than any node", validHead + "  - submit:\n      - {name: j, queue: team-a, gpu: 16}\n",
+			[]string{"bad.yaml:9:", "steps[0].submit[0].gpu", "needs 16 GPUs", "largest node it may use has 8"}},
+		{"gang bigger than the cluster", validHead + "  - submit:\n      - {name: j, queue: team-a, gpu: 4, pods: 3}\n",
+			[]string{"bad.yaml:9:", "steps[0].submit[0].pods", "needs 12 GPUs at once", "have 8"}},
+		{"memory bigger than any GPU", validHead + "  - submit:\n      - {name: j, queue: team-a, gpuMemory: 80Gi}\n",
+			[]string{"bad.yaml:9:", "steps[0].submit[0].gpuMemory", "80Gi is more than the largest GPU", "40Gi"}},
+		{"fraction and memory", validHead + "  - submit:\n      - {name: j, queue: team-a, gpu: 0.5, gpuMemory: 8Gi}\n",
+			[]string{"steps[0].submit[0].gpuMemory", "set gpu or gpuMemory, not both"}},
+		{"unknown class", validHead + "  - submit:\n      - {name: j, queue: team-a, class: batch}\n",
+			[]string{"steps[0].submit[0].class", `unknown class "batch"`, "train, interactive, inference"}},
+		{"unknown field", validHead + "  - submit:\n      - {name: j, queue: team-a, gpus: 1}\n",
+			[]string{"bad.yaml:9:", "steps[0].submit[0]", `unknown field "gpus"`, "allowed fields:", "gpu,"}},
+		{"minPods above pods", validHead + "  - submit:\n      - {name: j, queue: team-a, gpu: 1, pods: 2, minPods: 3}\n",
+			[]string{"steps[0].submit[0].minPods", "between 1 and pods (2)"}},
+		{"bad duration", validHead + "  - advance: soon\n",
+			[]string{"bad.yaml:8:", "steps[0].advance", `"soon" is not a duration`}},
+		{"delete unknown", validHead + "  - delete: [ghost]\n",
+			[]string{"steps[0].delete[0]", `job "ghost" was not submitted`}},
+		{"duplicate job", validHead + "  - submit:\n      - {name: j, queue: team-a}\n      - {name: j, queue: team-a}\n",
+			[]string{"bad.yaml:10:", `job "j" already exists`}},
+		{"parent cycle", "cluster:\n  nodes: [{name: n, gpus: 1}]\nqueues:\n  - {name: a, parent: b}\n  - {name: b, parent: a}\nsteps:\n  - advance: 1m\n",
+			[]string{"queues[0].parent", "its own ancestor"}},
+		{"bad quantity", "cluster:\n  nodes: [{name: n, gpus: 1, gpuMemory: lots}]\nqueues: [{name: a}]\nsteps: [{advance: 1m}]\n",
+			[]string{"bad.yaml:2:", "cluster.nodes[0].gpuMemory", `"lots" is not a quantity`}},
+		{"wrong type", validHead + "  - submit:\n      - {name: j, queue: team-a, pods: many}\n",
+			[]string{"bad.yaml:", "line 9", "many"}},
+		{"unknown placement", "placement: pack\n" + validHead + "  - advance: 1m\n",
+			[]string{"bad.yaml:1:", "placement", "binpack, spread"}},
+		{"unknown status in expect", validHead + "  - submit:\n      - {name: j, queue: team-a}\n    expect:\n      jobs:\n        j: {status: Done}\n",
+			[]string{"expect.jobs.j.status", "Running, Pending, Completed"}},
+		{"empty", "", []string{"bad.yaml", "empty"}},
+		{"not yaml", "cluster: [", []string{"bad.yaml"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := Parse("bad.yaml", []byte(c.yaml))
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			for _, w := range c.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not contain %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+// TestExpectationFailureIsReported: a scenario whose expectation does not hold fails,
+// naming the step and what differed.
+func TestExpectationFailureIsReported(t *testing.T) {
+	sc, err := Parse("exp.yaml", []byte(validHead+"  - name: s1\n    submit:\n      - {name: j, queue: team-a, gpu: 1}\n    expect:\n      jobs:\n        j: {status: Pending}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reports, err := Run(sc)
+	if err == nil || !strings.Contains(err.Error(), "step s1: job j: status Running, want Pending") {
+		t.Fatalf("got %v", err)
+	}
+	if len(reports) != 1 || reports[0].Jobs["j"].Status != StatusRunning {
+		t.Fatalf("reports %+v", reports)
+	}
+}
