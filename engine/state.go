@@ -28,7 +28,7 @@ type session struct {
 	freed int
 	// commits counts successful evicting moves; a failed search stays valid until one.
 	commits int
-	rooms []room // scratch for victim searches, indexed like nodes
+	rooms   []room // scratch for victim searches, indexed like nodes
 	// freeWhole[k] counts schedulable nodes with exactly k fully free GPUs.
 	freeWhole []int
 }
