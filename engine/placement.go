@@ -245,8 +245,8 @@ func onlyWhole(pods []*podState) bool {
 	return true
 }
 
-// placeGang binds all the given pods or none. It prefers one node, then the fewest nodes
-// (filling the emptiest first).
+// placeGang binds all the given pods or none. It prefers one node, then one topology
+// domain, then the fewest nodes (filling the emptiest first).
 func (s *session) placeGang(j *jobState, pods []*podState, only []*nodeState) bool {
 	if len(pods) == 1 {
 		return s.placeOne(pods[0], only)
@@ -263,25 +263,63 @@ func (s *session) placeGang(j *jobState, pods []*podState, only []*nodeState) bo
 			best, bestGPU, bestCPU = n, gl, cl
 		}
 	}
-	cp := s.checkpoint()
 	if best != nil {
-		one := []*nodeState{best}
-		for _, p := range pods {
-			if !s.placeOne(p, one) {
-				s.rollback(cp)
-				return false
-			}
-		}
-		return true
+		return s.fillNodes(pods, []*nodeState{best})
 	}
-	// Across nodes: take the emptiest nodes first so that the gang spans as few as possible.
-	order := make([]*nodeState, 0, len(nodes))
+	// Across nodes: within one topology domain if any can hold the gang (the one with
+	// the most room first), else across the cluster; either way the emptiest nodes first
+	// so that the gang spans as few as possible.
+	var order []*nodeState
 	for _, n := range nodes {
 		if s.eligible(j, n) {
 			order = append(order, n)
 		}
 	}
 	sort.SliceStable(order, func(a, b int) bool { return freeMilli(order[a]) > freeMilli(order[b]) })
+	for _, dom := range domainsByRoom(order) {
+		if s.fillNodes(pods, dom) {
+			return true
+		}
+	}
+	return s.fillNodes(pods, order)
+}
+
+// domainsByRoom splits nodes (already in preference order) by topology domain, the
+// domain with the most free GPU capacity first. Nodes without a domain form none.
+func domainsByRoom(nodes []*nodeState) [][]*nodeState {
+	idx := map[string]int{}
+	var out [][]*nodeState
+	var room []MilliGPU
+	for _, n := range nodes {
+		d := n.n.Domain
+		if d == "" {
+			continue
+		}
+		i, ok := idx[d]
+		if !ok {
+			i = len(out)
+			idx[d] = i
+			out = append(out, nil)
+			room = append(room, 0)
+		}
+		out[i] = append(out[i], n)
+		room[i] += freeMilli(n)
+	}
+	if len(out) < 2 {
+		return out
+	}
+	order := all(len(out))
+	sort.SliceStable(order, func(a, b int) bool { return room[order[a]] > room[order[b]] })
+	sorted := make([][]*nodeState, len(out))
+	for k, i := range order {
+		sorted[k] = out[i]
+	}
+	return sorted
+}
+
+// fillNodes places the pods filling nodes in order; all or none.
+func (s *session) fillNodes(pods []*podState, order []*nodeState) bool {
+	cp := s.checkpoint()
 	k := 0
 	for _, p := range pods {
 		placed := false

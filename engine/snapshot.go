@@ -17,6 +17,9 @@ type Node struct {
 	Labels map[string]string
 	// Pool is the node pool (label allot.dev/node-pool); empty means the default pool.
 	Pool string
+	// Domain is the node's topology domain (a rack or a network block); a gang that needs
+	// several nodes prefers nodes of one domain.
+	Domain string
 	GPUs []GPU
 	// CPU in millicores and Memory in bytes that pods may request on this node.
 	CPU    int64

@@ -21,6 +21,13 @@ const (
 	defaultMemory    = "512Gi"
 )
 
+// Bounds that keep a typo (count: 1000000000) from exhausting memory.
+const (
+	maxNodes       = 100000
+	maxGPUsPerNode = 64
+	maxPods        = 100000
+)
+
 // compiled is a validated scenario in the engine's terms.
 type compiled struct {
 	placement engine.Placement
@@ -137,8 +144,11 @@ func (sc *Scenario) compileNodes(c *compiled) error {
 		default:
 			return sc.errorf(path, "a node needs name, or namePrefix with count")
 		}
-		if ns.GPUs < 0 {
-			return sc.errorf(path+".gpus", "%d is not allowed: GPUs per node must be 0 or more", ns.GPUs)
+		if ns.GPUs < 0 || ns.GPUs > maxGPUsPerNode {
+			return sc.errorf(path+".gpus", "%d is not allowed: GPUs per node are between 0 and %d", ns.GPUs, maxGPUsPerNode)
+		}
+		if ns.Count > maxNodes {
+			return sc.errorf(path+".count", "%d is not allowed: a scenario has at most %d nodes", ns.Count, maxNodes)
 		}
 		gpuMem, err := sc.quantity(path+".gpuMemory", ns.GPUMemory, defaultGPUMemory, false)
 		if err != nil {
@@ -165,7 +175,7 @@ func (sc *Scenario) compileNodes(c *compiled) error {
 				return sc.errorf(path, "node %q is defined twice", name)
 			}
 			seen[name] = true
-			n := engine.Node{ID: engine.NodeID(name), Labels: ns.Labels, Pool: ns.Labels[PoolLabel],
+			n := engine.Node{ID: engine.NodeID(name), Labels: ns.Labels, Pool: ns.Labels[PoolLabel], Domain: ns.Labels[DomainLabel],
 				CPU: cpu, Memory: mem, Unschedulable: ns.Unschedulable}
 			for g := 0; g < ns.GPUs; g++ {
 				n.GPUs = append(n.GPUs, engine.GPU{Model: model, Memory: gpuMem,
@@ -177,8 +187,11 @@ func (sc *Scenario) compileNodes(c *compiled) error {
 	return nil
 }
 
-// PoolLabel is the node label naming its pool.
-const PoolLabel = "allot.dev/node-pool"
+// Node labels the simulator reads, as the Kubernetes adapter will.
+const (
+	PoolLabel   = "allot.dev/node-pool"
+	DomainLabel = "allot.dev/topology-domain"
+)
 
 // quantity parses a Kubernetes quantity; CPU is returned in millicores, the rest in units.
 func (sc *Scenario) quantity(path, s, def string, milli bool) (int64, error) {
@@ -366,8 +379,8 @@ func (sc *Scenario) compileJob(c *compiled, js JobSpec, path string) (submission
 	}
 	pods := 1
 	if js.Pods != nil {
-		if *js.Pods < 1 {
-			return sub, sc.errorf(path+".pods", "%d is not allowed: a job has 1 pod or more", *js.Pods)
+		if *js.Pods < 1 || *js.Pods > maxPods {
+			return sub, sc.errorf(path+".pods", "%d is not allowed: a job has between 1 and %d pods", *js.Pods, maxPods)
 		}
 		pods = *js.Pods
 	}
