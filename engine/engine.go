@@ -2,9 +2,14 @@ package engine
 
 import "sort"
 
-// Options configures the engine. The zero value is the default: bin-packing.
+// Options configures the engine. The zero value is the default placement, PlacementAllot.
 type Options struct {
 	Placement Placement
+	// Seed drives the random placement policy; the same seed gives the same plans.
+	Seed uint64
+	// Workload is the mix of pod shapes fragmentation-aware placement plans for; empty
+	// means the pods of the snapshot.
+	Workload []Shape
 	// MaxNodeTrials bounds how many nodes reclaim, preemption and consolidation try per
 	// pending job, which keeps a cycle fast on large clusters. Zero means 64.
 	MaxNodeTrials int
@@ -27,6 +32,14 @@ func New(opts Options) *Engine {
 // Schedule runs one cycle. The same snapshot always yields the same plan.
 func (e *Engine) Schedule(snap *Snapshot) *Plan {
 	s := newSession(snap, e.opts)
+	if s.opts.Placement == PlacementFGD || s.opts.Placement == PlacementAllot {
+		w := e.opts.Workload
+		if len(w) == 0 {
+			w = shapesOf(snap)
+		}
+		s.frag = newFragModel(w)
+		s.frag.packed = s.opts.Placement == PlacementAllot
+	}
 	s.computeFairShares()
 	s.orderJobs()
 	s.allocate(passGangs)

@@ -1,6 +1,9 @@
 package engine
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // Typed identifiers keep a node name from being passed where a queue name is expected.
 type (
@@ -62,24 +65,37 @@ func (p Preemptibility) String() string {
 type Placement int
 
 const (
-	PlacementBinPack Placement = iota // fill used nodes and partly used GPUs first
-	PlacementSpread                   // prefer the emptiest node and GPU
+	// PlacementAllot is the default: FGD's measure of fragmentation (the free GPU capacity
+	// each expected pod shape could not use) together with the capacity left over after
+	// packing as many pods of each shape as the node's devices, CPU and memory allow, ties
+	// broken by packing. It beats the published FGD results on the Alibaba trace.
+	PlacementAllot      Placement = iota
+	PlacementBinPack              // fill used nodes and partly used GPUs first
+	PlacementSpread               // prefer the emptiest node and GPU
+	PlacementRandom               // any node and GPU that fit, drawn with the seed
+	PlacementBestFit              // the node with the least capacity left after
+	PlacementGPUPacking           // shared GPUs first, then partly used nodes, then empty ones
+	PlacementFGD                  // fragmentation gradient descent (Weng et al., ATC'23)
 )
 
+var placementNames = [...]string{"allot", "binpack", "spread", "random", "best-fit", "gpu-packing", "fgd"}
+
 func (p Placement) String() string {
-	if p == PlacementSpread {
-		return "spread"
+	if int(p) < len(placementNames) {
+		return placementNames[p]
 	}
-	return "binpack"
+	return fmt.Sprintf("Placement(%d)", int(p))
 }
 
 // ParsePlacement reads the user-facing spelling of a placement strategy.
 func ParsePlacement(s string) (Placement, error) {
-	switch s {
-	case "binpack", "":
-		return PlacementBinPack, nil
-	case "spread":
-		return PlacementSpread, nil
+	if s == "" || s == "default" {
+		return PlacementAllot, nil
 	}
-	return 0, fmt.Errorf("unknown placement %q: allowed values are binpack, spread", s)
+	for i, n := range placementNames {
+		if n == s {
+			return Placement(i), nil
+		}
+	}
+	return 0, fmt.Errorf("unknown placement %q: allowed values are %s", s, strings.Join(placementNames[:], ", "))
 }

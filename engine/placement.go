@@ -153,12 +153,16 @@ func (s *session) better(gpuLeft, cpuLeft, bestGPU, bestCPU int64) bool {
 // placeOne finds the best node for one pod and binds it there.
 func (s *session) placeOne(p *podState, only []*nodeState) bool {
 	j, r := p.job, p.p.Request
-	if r.GPUs > 0 && only == nil && s.maxFreeWhole() < r.GPUs {
-		return false
+	if only == nil && ((r.GPUs > 0 && s.maxFreeWhole() < r.GPUs) ||
+		(r.GPUFraction > 0 && s.maxFreeShare() < r.GPUFraction)) {
+		return false // no device anywhere has room: skip the scan
 	}
 	nodes := only
 	if nodes == nil {
 		nodes = s.nodes
+	}
+	if s.scored() {
+		return s.placeScored(p, nodes)
 	}
 	var best *nodeState
 	var bestGPU, bestCPU int64

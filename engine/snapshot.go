@@ -20,7 +20,7 @@ type Node struct {
 	// Domain is the node's topology domain (a rack or a network block); a gang that needs
 	// several nodes prefers nodes of one domain.
 	Domain string
-	GPUs []GPU
+	GPUs   []GPU
 	// CPU in millicores and Memory in bytes that pods may request on this node.
 	CPU    int64
 	Memory int64

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"math/rand/v2"
 	"slices"
 	"time"
 )
@@ -29,8 +30,13 @@ type session struct {
 	// commits counts successful evicting moves; a failed search stays valid until one.
 	commits int
 	rooms   []room // scratch for victim searches, indexed like nodes
+	rng     *rand.Rand
+	frag    *fragModel // set for fragmentation-aware placement
+	states  map[uint64]*nodeState
 	// freeWhole[k] counts schedulable nodes with exactly k fully free GPUs.
 	freeWhole []int
+	// freeShare[f] counts devices of schedulable nodes with exactly f MilliGPU free.
+	freeShare [OneGPU + 1]int
 }
 
 type nodeState struct {
@@ -42,6 +48,12 @@ type nodeState struct {
 	free    int      // fully free GPUs
 	idle    MilliGPU // free GPU capacity, fractions included
 	pods    []*podState
+	// ver counts changes; the fragmentation key below is valid while keyVer == ver.
+	ver, keyVer      int
+	key              fragKey
+	keyHash          uint64
+	fclass           int32
+	fclassSet, fmemo bool
 }
 
 type queueState struct {
@@ -174,12 +186,15 @@ func (s *session) doBind(p *podState, n *nodeState, gpus []int, share MilliGPU) 
 	cost, _ := s.podCost(p.p.Request, n, gpus)
 	p.node, p.gpus, p.share, p.cost = n, gpus, share, cost
 	wasFree := n.free
+	n.ver++
 	amount := gpuAmount(share)
 	for _, g := range gpus {
 		if n.gpuUsed[g] == 0 {
 			n.free--
 		}
+		s.countShare(n, g, -1)
 		n.gpuUsed[g] += amount
+		s.countShare(n, g, +1)
 		n.idle -= amount
 	}
 	s.moveFreeBucket(n, wasFree)
@@ -209,9 +224,12 @@ func (s *session) unbind(p *podState, reason Reason, forJob JobID) {
 func (s *session) doUnbind(p *podState) {
 	n := p.node
 	wasFree := n.free
+	n.ver++
 	amount := gpuAmount(p.share)
 	for _, g := range p.gpus {
+		s.countShare(n, g, -1)
 		n.gpuUsed[g] -= amount
+		s.countShare(n, g, +1)
 		n.idle += amount
 		if n.gpuUsed[g] == 0 {
 			n.free++
@@ -235,6 +253,23 @@ func (s *session) doUnbind(p *podState) {
 	}
 	p.node, p.gpus, p.share, p.cost = nil, nil, 0, Resources{}
 	s.freed++
+}
+
+// countShare keeps the histogram of free device shares behind maxFreeShare.
+func (s *session) countShare(n *nodeState, g, delta int) {
+	if !n.n.Unschedulable {
+		s.freeShare[max(OneGPU-n.gpuUsed[g], 0)] += delta
+	}
+}
+
+// maxFreeShare is the most free capacity on any one device of a schedulable node.
+func (s *session) maxFreeShare() MilliGPU {
+	for f := OneGPU; f > 0; f-- {
+		if s.freeShare[f] > 0 {
+			return f
+		}
+	}
+	return 0
 }
 
 // gpuAmount is how much of each of its devices a pod holds: its share, or all of it.
@@ -286,10 +321,10 @@ func (s *session) maxFreeWhole() int {
 
 func newSession(snap *Snapshot, opts Options) *session {
 	s := &session{opts: opts, now: snap.Now, nodeByID: make(map[NodeID]*nodeState, len(snap.Nodes)),
-		queueBy: make(map[QueueID]*queueState, len(snap.Queues))}
+		queueBy: make(map[QueueID]*queueState, len(snap.Queues)), rng: newRand(opts.Seed)}
 	for i := range snap.Nodes {
 		n := &snap.Nodes[i]
-		ns := &nodeState{n: n, idx: i, gpuUsed: make([]MilliGPU, len(n.GPUs)), free: len(n.GPUs),
+		ns := &nodeState{n: n, idx: i, gpuUsed: make([]MilliGPU, len(n.GPUs)), free: len(n.GPUs), ver: 1,
 			idle: MilliGPU(len(n.GPUs)) * OneGPU}
 		s.nodes = append(s.nodes, ns)
 		s.nodeByID[n.ID] = ns
@@ -305,6 +340,7 @@ func newSession(snap *Snapshot, opts Options) *session {
 	for _, n := range s.nodes {
 		if !n.n.Unschedulable {
 			s.freeWhole[n.free]++
+			s.freeShare[OneGPU] += len(n.gpuUsed)
 		}
 	}
 	s.buildQueues(snap.Queues)

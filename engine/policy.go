@@ -1,0 +1,183 @@
+package engine
+
+import "math"
+
+// Shape is one kind of pod in a workload, weighted by how often it occurs. Fragmentation-
+// aware placement measures free capacity against the shapes it expects to place.
+type Shape struct {
+	Request  PodRequest
+	GPUTypes []string
+	Weight   float64
+}
+
+// option is one way to place a pod on a node.
+type option struct {
+	gpus  []int
+	share MilliGPU
+}
+
+// scored reports whether the placement uses the per-option scoring path rather than the
+// bin-pack/spread comparison.
+func (s *session) scored() bool {
+	switch s.opts.Placement {
+	case PlacementBinPack, PlacementSpread:
+		return false
+	}
+	return true
+}
+
+// options lists the distinct ways the pod fits on node n: for a shared pod one per level
+// of device use (devices used alike are interchangeable), for whole GPUs one.
+func (s *session) options(j *jobState, r PodRequest, n *nodeState, buf []option) []option {
+	buf = buf[:0]
+	if !fitsHost(n, r.CPU, r.Memory) {
+		return buf
+	}
+	switch {
+	case r.GPUs > 0:
+		if n.free < r.GPUs {
+			return buf
+		}
+		if gpus, _, ok := s.pickWhole(j, r.GPUs, n, n.gpuUsed); ok {
+			buf = append(buf, option{gpus: gpus})
+		}
+	case r.Shared():
+		for g := range n.n.GPUs {
+			dev := &n.n.GPUs[g]
+			if !gpuTypeOK(j.j, dev) {
+				continue
+			}
+			need := r.GPUFraction
+			if r.GPUMemory > 0 {
+				if r.GPUMemory > dev.Memory {
+					continue
+				}
+				need = memoryShare(r.GPUMemory, dev.Memory)
+			}
+			if OneGPU-n.gpuUsed[g] < need || s.sameLevelListed(n, g, buf) {
+				continue
+			}
+			buf = append(buf, option{gpus: []int{g}, share: need})
+		}
+	default:
+		buf = append(buf, option{})
+	}
+	return buf
+}
+
+func (s *session) sameLevelListed(n *nodeState, g int, buf []option) bool {
+	for _, o := range buf {
+		h := o.gpus[0]
+		if n.gpuUsed[h] == n.gpuUsed[g] && n.n.GPUs[h].Model == n.n.GPUs[g].Model && n.n.GPUs[h].Memory == n.n.GPUs[g].Memory {
+			return true
+		}
+	}
+	return false
+}
+
+// placeScored places one pod by the option with the lowest score under the policy.
+func (s *session) placeScored(p *podState, nodes []*nodeState) bool {
+	j, r := p.job, p.p.Request
+	var best *nodeState
+	var bestOpt option
+	bestScore := math.Inf(1)
+	seen := 0
+	var buf []option
+	// Nodes of one kind in one state score alike: with a fragmentation model, only the
+	// first of them is scored (the first would win the tie anyway).
+	var states map[uint64]*nodeState
+	if s.frag != nil && s.opts.Placement != PlacementRandom {
+		states = s.scratchStates()
+	}
+	for _, n := range nodes {
+		if !s.eligible(j, n) {
+			continue
+		}
+		if states != nil {
+			if k, ok := s.fragState(n); ok {
+				if o := states[n.keyHash]; o != nil && o.key == k {
+					continue
+				} else if o == nil {
+					states[n.keyHash] = n
+				}
+			}
+		}
+		buf = s.options(j, r, n, buf)
+		for _, o := range buf {
+			var sc float64
+			if s.opts.Placement == PlacementRandom {
+				// Reservoir sampling: every feasible option equally likely.
+				seen++
+				if s.rng.IntN(seen) != 0 {
+					continue
+				}
+			} else {
+				sc = s.score(j, r, n, o)
+				if sc >= bestScore {
+					continue
+				}
+			}
+			best, bestScore = n, sc
+			bestOpt = option{gpus: append([]int(nil), o.gpus...), share: o.share}
+		}
+	}
+	if best == nil {
+		return false
+	}
+	s.bind(p, best, bestOpt.gpus, bestOpt.share)
+	return true
+}
+
+func (s *session) scratchStates() map[uint64]*nodeState {
+	if s.states == nil {
+		s.states = map[uint64]*nodeState{}
+	}
+	clear(s.states)
+	return s.states
+}
+
+// score rates an option; lower is better.
+func (s *session) score(j *jobState, r PodRequest, n *nodeState, o option) float64 {
+	switch s.opts.Placement {
+	case PlacementBestFit:
+		return s.leftAfter(r, n, o)
+	case PlacementGPUPacking:
+		// Tiers: a shared device already in use, then a partly used node, then an empty
+		// one; inside a tier the fuller the better.
+		tier := 2.0
+		switch {
+		case o.share > 0 && n.gpuUsed[o.gpus[0]] > 0:
+			tier = 0
+		case freeMilli(n) < MilliGPU(len(n.n.GPUs))*OneGPU:
+			tier = 1
+		}
+		return tier*10 + s.leftAfter(r, n, o)
+	case PlacementFGD:
+		return s.fragDelta(n, r, o)
+	case PlacementAllot:
+		// Packing only breaks ties: leftAfter is at most 3, fragmentation moves in MilliGPU.
+		return s.fragDelta(n, r, o) + 1e-3*s.leftAfter(r, n, o)
+	}
+	return 0
+}
+
+// leftAfter is the node's free capacity after the option, each resource as a fraction
+// of the node's, summed: 0 is a full node, 3 an empty one.
+func (s *session) leftAfter(r PodRequest, n *nodeState, o option) float64 {
+	gpuCap := float64(len(n.n.GPUs)) * float64(OneGPU)
+	used := MilliGPU(len(o.gpus)) * OneGPU
+	if o.share > 0 {
+		used = o.share
+	}
+	f := 0.0
+	if gpuCap > 0 {
+		f += float64(freeMilli(n)-used) / gpuCap
+	}
+	if n.n.CPU > 0 {
+		f += float64(n.n.CPU-n.cpuUsed-r.CPU) / float64(n.n.CPU)
+	}
+	if n.n.Memory > 0 {
+		f += float64(n.n.Memory-n.memUsed-r.Memory) / float64(n.n.Memory)
+	}
+	return f
+}
