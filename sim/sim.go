@@ -35,6 +35,8 @@ type World struct {
 	plan   *engine.Plan
 	events []string
 	cycles int
+	// observe, if set, sees every settled state: the time and the last (empty) plan.
+	observe func(now time.Time, p *engine.Plan)
 }
 
 type simJob struct {
@@ -45,6 +47,9 @@ type simJob struct {
 	started time.Time // zero while not running
 	status  string
 	reason  string
+	// firstStart is when the job first ran; preemptions counts how often it stopped.
+	firstStart  time.Time
+	preemptions int
 }
 
 // NewWorld builds an empty cluster.
@@ -96,6 +101,9 @@ func (w *World) Settle() error {
 		w.cycles++
 		if plan.Empty() {
 			w.refreshReasons()
+			if w.observe != nil {
+				w.observe(w.now, plan)
+			}
 			return nil
 		}
 		w.apply(plan)
@@ -158,9 +166,13 @@ func (w *World) updateStatus(j *simJob) {
 	switch {
 	case running && j.status != StatusRunning:
 		j.status, j.started = StatusRunning, w.now
+		if j.firstStart.IsZero() {
+			j.firstStart = w.now
+		}
 	case !running && j.status == StatusRunning:
 		j.ran += w.now.Sub(j.started)
 		j.status, j.started = StatusPending, time.Time{}
+		j.preemptions++
 	}
 }
 

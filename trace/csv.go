@@ -8,10 +8,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/allot-dev/allot/engine"
 )
@@ -187,4 +189,21 @@ func readCSV(path string, required []string) ([]row, error) {
 		return nil, fmt.Errorf("%s: no rows after the header", path)
 	}
 	return rows, nil
+}
+
+// ReadRuntimes reads a CSV with a runtime column in seconds (the Philly run times).
+func ReadRuntimes(path string) ([]time.Duration, error) {
+	rows, err := readCSV(path, []string{"runtime"})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]time.Duration, 0, len(rows))
+	for _, r := range rows {
+		v, err := strconv.ParseFloat(r.get("runtime"), 64)
+		if err != nil || v < 0 || math.IsNaN(v) || math.IsInf(v, 0) {
+			return nil, r.errorf("runtime", "%q is not a number of seconds (0 or more)", r.get("runtime"))
+		}
+		out = append(out, time.Duration(v*float64(time.Second)))
+	}
+	return out, nil
 }

@@ -116,7 +116,7 @@ func replayOne(nodes []engine.Node, pods []Pod, shapes []engine.Shape, policy en
 	list := Tune(pods, target, rng)
 	Shuffle(list, rng)
 	placer := engine.NewPlacer(nodes, engine.Options{Placement: policy, Seed: seed, Workload: shapes})
-	run := Run{Policy: policy.String(), Seed: seed, Pods: len(list)}
+	run := Run{Policy: PolicyLabel(policy), Seed: seed, Pods: len(list)}
 	var arrived, alloc engine.MilliGPU
 	step := capacity / 100 // one curve point per 1% of capacity arrived
 	next := step
@@ -139,4 +139,12 @@ func replayOne(nodes []engine.Node, pods []Pod, shapes []engine.Shape, policy en
 	run.AtEnd = float64(alloc) / float64(capacity)
 	run.Stranded = float64(placer.Stranded()) / float64(capacity)
 	return run
+}
+
+// PolicyLabel names a policy in reports; the engine's default says so.
+func PolicyLabel(p engine.Placement) string {
+	if p == engine.PlacementAllot {
+		return "allot (default)"
+	}
+	return p.String()
 }

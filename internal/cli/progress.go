@@ -1,0 +1,22 @@
+package cli
+
+import (
+	"io"
+	"os"
+
+	"github.com/schollz/progressbar/v3"
+	"golang.org/x/term"
+)
+
+// progress returns a callback that draws a progress bar on w when w is a terminal, and
+// does nothing otherwise (logs and pipes stay clean).
+func progress(w io.Writer, total int, what string) func(done, total int) {
+	f, ok := w.(*os.File)
+	if !ok || !term.IsTerminal(int(f.Fd())) {
+		return func(int, int) {}
+	}
+	bar := progressbar.NewOptions(total, progressbar.OptionSetWriter(w), progressbar.OptionSetDescription(what),
+		progressbar.OptionShowCount(), progressbar.OptionSetElapsedTime(true), progressbar.OptionSetPredictTime(true),
+		progressbar.OptionClearOnFinish())
+	return func(done, _ int) { _ = bar.Set(done) }
+}

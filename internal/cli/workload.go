@@ -1,0 +1,130 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/allot-dev/allot/sim"
+	"github.com/allot-dev/allot/trace"
+)
+
+func newWorkloadCmd() *cobra.Command {
+	var o sim.WorkloadOptions
+	var teams, sizes, runtimes, output string
+	var days, sampleHours float64
+	cmd := &cobra.Command{
+		Use:   "workload",
+		Short: "Simulate days of multi-team arrivals and report what each team received",
+		Long: `Generate job arrivals from several teams over simulated days (a Poisson process, job sizes
+from --sizes, run times drawn from the Philly distribution) and play them through the engine
+with a simulated clock. Reports per team the GPU-hours received against the fair-share
+GPU-hours, wait-time percentiles and preemptions, and the cluster's utilisation over time.`,
+		Example: "  allot sim workload --teams a:4,b:2,c:2,d:8 --nodes 2 --gpus-per-node 8 --days 7 --rate 2",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if output != "table" && output != "json" {
+				return fmt.Errorf("-o %q is not supported: allowed values are table, json", output)
+			}
+			var err error
+			if o.Teams, err = parseTeams(teams); err != nil {
+				return err
+			}
+			if o.Sizes, err = parseSizes(sizes); err != nil {
+				return err
+			}
+			if o.Runtimes, err = trace.ReadRuntimes(runtimes); err != nil {
+				return err
+			}
+			o.Duration = time.Duration(days * 24 * float64(time.Hour))
+			o.Sample = time.Duration(sampleHours * float64(time.Hour))
+			o.Progress = progress(cmd.ErrOrStderr(), int(o.Duration/time.Minute), "simulating")
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt)
+			defer stop()
+			rep, err := sim.RunWorkload(ctx, o)
+			if err != nil {
+				return err
+			}
+			if output == "json" {
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				return enc.Encode(rep)
+			}
+			writeWorkloadTable(cmd.OutOrStdout(), rep)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.IntVar(&o.Nodes, "nodes", 2, "nodes in the cluster")
+	f.IntVar(&o.GPUsPerNode, "gpus-per-node", 8, "GPUs per node")
+	f.StringVar(&teams, "teams", "a:4,b:2,c:2,d:8", "teams as name:quota[:share of arrivals], comma-separated")
+	f.Float64Var(&days, "days", 7, "simulated days")
+	f.Float64Var(&o.Rate, "rate", 2, "job arrivals per hour, all teams together")
+	f.StringVar(&sizes, "sizes", "1:60,2:15,4:15,8:10", "job sizes as gpus:weight, comma-separated")
+	f.StringVar(&runtimes, "runtimes", "../shared/traces/philly_runtime.csv", "CSV with a runtime column in seconds")
+	f.Uint64Var(&o.Seed, "seed", 42, "seed of the arrivals, sizes and run times")
+	f.Float64Var(&sampleHours, "sample", 12, "hours per utilisation sample")
+	f.StringVarP(&output, "output", "o", "table", "output format: table or json")
+	return cmd
+}
+
+func parseTeams(s string) ([]sim.Team, error) {
+	var out []sim.Team
+	for _, part := range strings.Split(s, ",") {
+		f := strings.Split(strings.TrimSpace(part), ":")
+		bad := fmt.Errorf("--teams: %q is not valid: write name:quota or name:quota:share, such as a:4 or a:4:2", part)
+		if len(f) < 2 || len(f) > 3 || f[0] == "" {
+			return nil, bad
+		}
+		q, err := strconv.ParseFloat(f[1], 64)
+		if err != nil || q < 0 {
+			return nil, bad
+		}
+		t := sim.Team{Name: f[0], Quota: q}
+		if len(f) == 3 {
+			if t.Share, err = strconv.ParseFloat(f[2], 64); err != nil || t.Share < 0 {
+				return nil, bad
+			}
+		}
+		out = append(out, t)
+	}
+	return out, nil
+}
+
+func parseSizes(s string) (map[int]float64, error) {
+	out := map[int]float64{}
+	for _, part := range strings.Split(s, ",") {
+		g, wgt, ok := strings.Cut(strings.TrimSpace(part), ":")
+		n, err1 := strconv.Atoi(g)
+		v, err2 := strconv.ParseFloat(wgt, 64)
+		if !ok || err1 != nil || err2 != nil || n < 1 || v < 0 {
+			return nil, fmt.Errorf("--sizes: %q is not valid: write gpus:weight, such as 1:60,8:10", part)
+		}
+		out[n] = v
+	}
+	return out, nil
+}
+
+func writeWorkloadTable(out io.Writer, r *sim.WorkloadReport) {
+	fmt.Fprintf(out, "%d jobs on %d GPUs; mean GPU utilisation %.1f%%\n\n", r.Jobs, r.GPUs, 100*r.Mean)
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "TEAM\tQUOTA\tJOBS\tDONE\tGPU-HOURS\tFAIR-SHARE GPU-HOURS\tRECEIVED\tWAIT P50\tWAIT P95\tPREEMPTIONS")
+	for _, t := range r.Teams {
+		fmt.Fprintf(tw, "%s\t%g\t%d\t%d\t%.0f\t%.0f\t%.0f%%\t%s\t%s\t%d\n", t.Team, t.Quota, t.Jobs, t.Completed,
+			t.GPUHours, t.FairShareHours, 100*t.Received, t.WaitP50, t.WaitP95, t.Preemptions)
+	}
+	tw.Flush()
+	fmt.Fprintln(out, "\nUTILISATION")
+	for _, u := range r.Utilization {
+		n := int(u.Utilization*40 + 0.5)
+		fmt.Fprintf(out, "  %6.0fh %-40s %5.1f%%\n", u.Hour, strings.Repeat("█", n), 100*u.Utilization)
+	}
+}

@@ -1,0 +1,131 @@
+package trace
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/allot-dev/allot/engine"
+)
+
+const traces = "../../shared/traces/alibaba-gpu-v2023/"
+
+func write(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "list.csv")
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestReadPodsErrorsNameFileAndLine(t *testing.T) {
+	head := "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec\n"
+	cases := map[string]struct{ body, want string }{
+		"not a number":     {head + "p0,1000,10,1,1000,\np1,lots,10,1,1000,\n", `list.csv:3: column cpu_milli: "lots" is not a whole number`},
+		"negative":         {head + "p0,1000,-5,1,1000,\n", "list.csv:2: column memory_mib: -5 is not allowed"},
+		"milli above 1000": {head + "p0,1000,10,1,1500,\n", "list.csv:2: column gpu_milli: 1500 is not allowed: gpu_milli is between 0 and 1000"},
+		"fraction of many": {head + "p0,1000,10,2,500,\n", "list.csv:2: column gpu_milli: 500 is not allowed with num_gpu 2"},
+		"missing column":   {"name,cpu_milli,memory_mib,num_gpu\np0,1,1,1\n", `list.csv:1: the header lacks column "gpu_milli"`},
+		"short row":        {head + "p0,1000,10\n", "list.csv:2: 3 columns, the header has 6"},
+		"empty":            {head, "no rows after the header"},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			_, err := ReadPods(write(t, c.body))
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("got %v, want %q", err, c.want)
+			}
+		})
+	}
+	if _, err := ReadNodes(write(t, "sn,cpu_milli,memory_mib,gpu,model\nn0,1000,10,two,T4\n")); err == nil || !strings.Contains(err.Error(), `list.csv:2: column gpu: "two"`) {
+		t.Fatalf("nodes: %v", err)
+	}
+}
+
+func TestReadPublishedTrace(t *testing.T) {
+	nodes, err := ReadNodes(traces + "openb_node_list_gpu_node.csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(nodes) != 1213 || Capacity(nodes) != 6212*engine.OneGPU {
+		t.Fatalf("%d nodes, %s GPUs; the README says 1213 and 6212", len(nodes), Capacity(nodes))
+	}
+	for _, f := range []string{"default", "multigpu20", "gpuspec20"} {
+		pods, err := ReadPods(traces + "openb_pod_list_" + f + ".csv")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(pods) < 7000 {
+			t.Fatalf("%s: %d pods", f, len(pods))
+		}
+	}
+}
+
+// TestTuneLandsWithinOnePodOf130 checks the protocol's tuning step on the real list.
+func TestTuneLandsWithinOnePodOf130(t *testing.T) {
+	nodes, _ := ReadNodes(traces + "openb_node_list_gpu_node.csv")
+	pods, err := ReadPods(traces + "openb_pod_list_default.csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var largest engine.MilliGPU
+	for _, p := range pods {
+		largest = max(largest, p.Demand())
+	}
+	target := Capacity(nodes) * 13 / 10
+	for seed := uint64(1); seed <= 5; seed++ {
+		tuned := Tune(pods, target, NewRand(seed))
+		var total engine.MilliGPU
+		for _, p := range tuned {
+			total += p.Demand()
+		}
+		if total > target || target-total > largest {
+			t.Fatalf("seed %d: demand %s for target %s (largest pod %s)", seed, total, target, largest)
+		}
+		if len(tuned) <= len(pods) {
+			t.Fatalf("seed %d: nothing appended", seed)
+		}
+	}
+}
+
+func TestReplayIsDeterministic(t *testing.T) {
+	nodes, _ := ReadNodes(traces + "openb_node_list_gpu_node.csv")
+	pods, _ := ReadPods(traces + "openb_pod_list_gpushare40.csv")
+	opts := ReplayOptions{Policies: []engine.Placement{engine.PlacementRandom, engine.PlacementBestFit}, Seeds: []uint64{7}, Tune: 1.3}
+	a, err := Replay(context.Background(), nodes, pods, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.Workers = 1
+	b, _ := Replay(context.Background(), nodes, pods, opts)
+	if !reflect.DeepEqual(a, b) {
+		t.Fatal("same seeds gave different replays")
+	}
+	opts.Seeds = []uint64{8}
+	c, _ := Replay(context.Background(), nodes, pods, opts)
+	if reflect.DeepEqual(a[0].Curve, c[0].Curve) {
+		t.Fatal("different seeds gave the same random replay")
+	}
+}
+
+// TestDefaultBeatsPublishedFGD replays one seed of the default list: the engine's default
+// placement must reach at least the paper's FGD mean at 130%, and beat our own FGD.
+func TestDefaultBeatsPublishedFGD(t *testing.T) {
+	nodes, _ := ReadNodes(traces + "openb_node_list_gpu_node.csv")
+	pods, _ := ReadPods(traces + "openb_pod_list_default.csv")
+	runs, err := Replay(context.Background(), nodes, pods, ReplayOptions{
+		Policies: []engine.Placement{engine.PlacementAllot, engine.PlacementFGD}, Seeds: []uint64{42}, Tune: 1.3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if runs[0].AtEnd < PublishedFGD["default"] || runs[0].AtEnd <= runs[1].AtEnd {
+		t.Fatalf("default placement %.4f, our FGD %.4f, published FGD %.4f", runs[0].AtEnd, runs[1].AtEnd, PublishedFGD["default"])
+	}
+	if runs[0].At100 <= 0 || runs[0].At100 > runs[0].AtEnd || runs[0].Stranded <= 0 {
+		t.Fatalf("implausible run: %+v", runs[0])
+	}
+}
