@@ -1,0 +1,52 @@
+package sim
+
+import (
+	"context"
+	"reflect"
+	"testing"
+	"time"
+)
+
+func studyOptions() WorkloadOptions {
+	var runtimes []time.Duration
+	for i := 1; i <= 50; i++ {
+		runtimes = append(runtimes, time.Duration(i)*10*time.Minute)
+	}
+	return WorkloadOptions{Nodes: 2, GPUsPerNode: 8, Duration: 3 * 24 * time.Hour, Rate: 10, Seed: 1,
+		Teams: []Team{{Name: "a", Quota: 4}, {Name: "b", Quota: 4}, {Name: "c", Quota: 8}},
+		Sizes: map[int]float64{1: 1}, Runtimes: runtimes, Sample: 12 * time.Hour}
+}
+
+// TestWorkloadFairUnderLoad: with more single-GPU work than GPUs, every team receives
+// close to its fair share of GPU-hours and the cluster stays busy.
+func TestWorkloadFairUnderLoad(t *testing.T) {
+	rep, err := RunWorkload(context.Background(), studyOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Mean < 0.9 {
+		t.Errorf("utilisation %.2f with a backlog", rep.Mean)
+	}
+	for _, tr := range rep.Teams {
+		if tr.Received < 0.9 || tr.Received > 1.1 {
+			t.Errorf("team %s received %.2f of its fair share (%+v)", tr.Team, tr.Received, tr)
+		}
+	}
+	if len(rep.Utilization) != 6 {
+		t.Errorf("%d utilisation samples for 3 days at 12h", len(rep.Utilization))
+	}
+}
+
+func TestWorkloadDeterministicAndValidated(t *testing.T) {
+	o := studyOptions()
+	o.Duration = 24 * time.Hour
+	a, _ := RunWorkload(context.Background(), o)
+	b, _ := RunWorkload(context.Background(), o)
+	if !reflect.DeepEqual(a, b) {
+		t.Fatal("same seed, different study")
+	}
+	o.Sizes = map[int]float64{12: 1}
+	if _, err := RunWorkload(context.Background(), o); err == nil {
+		t.Fatal("a 12-GPU job on 8-GPU nodes was accepted")
+	}
+}
