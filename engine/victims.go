@@ -180,9 +180,13 @@ func (vs *victimSearch) run(s *session) bool {
 		}
 	}()
 	found := false
+	// The walk is bounded: on a big cluster whose victims are single GPUs scattered one
+	// per node, finding a node with room for a large pod could otherwise read every
+	// running job for every pending one.
+	budget := 64 * s.opts.MaxNodeTrials
 	for u := range vs.cands {
 		found = true
-		if len(nodes) >= s.opts.MaxNodeTrials {
+		if budget--; len(nodes) >= s.opts.MaxNodeTrials || budget < 0 {
 			break
 		}
 		for _, p := range u.pods {
