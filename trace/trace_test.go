@@ -46,11 +46,22 @@ func TestReadPodsErrorsNameFileAndLine(t *testing.T) {
 	}
 }
 
-func TestReadPublishedTrace(t *testing.T) {
+// published reads the GPU node list and one pod list of ../shared/traces.
+func published(t *testing.T, list string) ([]engine.Node, []Pod) {
+	t.Helper()
 	nodes, err := ReadNodes(traces + "openb_node_list_gpu_node.csv")
 	if err != nil {
 		t.Fatal(err)
 	}
+	pods, err := ReadPods(traces + "openb_pod_list_" + list + ".csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nodes, pods
+}
+
+func TestReadPublishedTrace(t *testing.T) {
+	nodes, _ := published(t, "default")
 	if len(nodes) != 1213 || Capacity(nodes) != 6212*engine.OneGPU {
 		t.Fatalf("%d nodes, %s GPUs; the README says 1213 and 6212", len(nodes), Capacity(nodes))
 	}
@@ -67,11 +78,7 @@ func TestReadPublishedTrace(t *testing.T) {
 
 // TestTuneLandsWithinOnePodOf130 checks the protocol's tuning step on the real list.
 func TestTuneLandsWithinOnePodOf130(t *testing.T) {
-	nodes, _ := ReadNodes(traces + "openb_node_list_gpu_node.csv")
-	pods, err := ReadPods(traces + "openb_pod_list_default.csv")
-	if err != nil {
-		t.Fatal(err)
-	}
+	nodes, pods := published(t, "default")
 	var largest engine.MilliGPU
 	for _, p := range pods {
 		largest = max(largest, p.Demand())
@@ -93,8 +100,7 @@ func TestTuneLandsWithinOnePodOf130(t *testing.T) {
 }
 
 func TestReplayIsDeterministic(t *testing.T) {
-	nodes, _ := ReadNodes(traces + "openb_node_list_gpu_node.csv")
-	pods, _ := ReadPods(traces + "openb_pod_list_gpushare40.csv")
+	nodes, pods := published(t, "gpushare40")
 	opts := ReplayOptions{Policies: []engine.Placement{engine.PlacementRandom, engine.PlacementBestFit}, Seeds: []uint64{7}, Tune: 1.3}
 	a, err := Replay(context.Background(), nodes, pods, opts)
 	if err != nil {
@@ -115,8 +121,7 @@ func TestReplayIsDeterministic(t *testing.T) {
 // TestDefaultBeatsPublishedFGD replays one seed of the default list: the engine's default
 // placement must reach at least the paper's FGD mean at 130%, and beat our own FGD.
 func TestDefaultBeatsPublishedFGD(t *testing.T) {
-	nodes, _ := ReadNodes(traces + "openb_node_list_gpu_node.csv")
-	pods, _ := ReadPods(traces + "openb_pod_list_default.csv")
+	nodes, pods := published(t, "default")
 	runs, err := Replay(context.Background(), nodes, pods, ReplayOptions{
 		Policies: []engine.Placement{engine.PlacementAllot, engine.PlacementFGD}, Seeds: []uint64{42}, Tune: 1.3})
 	if err != nil {
