@@ -22,6 +22,21 @@ func (s *session) eligible(j *jobState, n *nodeState) bool {
 	return false
 }
 
+// shareOn is the share of device dev a shared request takes (a memory request is sized
+// to the device); ok is false if the device's model or memory rules it out.
+func shareOn(j *Job, r PodRequest, dev *GPU) (need MilliGPU, ok bool) {
+	if !gpuTypeOK(j, dev) {
+		return 0, false
+	}
+	if r.GPUMemory > 0 {
+		if r.GPUMemory > dev.Memory {
+			return 0, false
+		}
+		return memoryShare(r.GPUMemory, dev.Memory), true
+	}
+	return r.GPUFraction, true
+}
+
 func gpuTypeOK(j *Job, g *GPU) bool {
 	return len(j.GPUTypes) == 0 || slices.Contains(j.GPUTypes, g.Model)
 }
@@ -38,16 +53,9 @@ func (s *session) pickGPUs(j *jobState, r PodRequest, n *nodeState, used []Milli
 		best := -1
 		var bestFree MilliGPU
 		for g := range n.n.GPUs {
-			dev := &n.n.GPUs[g]
-			if !gpuTypeOK(j.j, dev) {
+			need, ok := shareOn(j.j, r, &n.n.GPUs[g])
+			if !ok {
 				continue
-			}
-			need := r.GPUFraction
-			if r.GPUMemory > 0 {
-				if r.GPUMemory > dev.Memory {
-					continue
-				}
-				need = memoryShare(r.GPUMemory, dev.Memory)
 			}
 			free := OneGPU - used[g]
 			if free < need {

@@ -43,16 +43,9 @@ func (s *session) options(j *jobState, r PodRequest, n *nodeState, buf []option)
 		}
 	case r.Shared():
 		for g := range n.n.GPUs {
-			dev := &n.n.GPUs[g]
-			if !gpuTypeOK(j.j, dev) {
+			need, ok := shareOn(j.j, r, &n.n.GPUs[g])
+			if !ok {
 				continue
-			}
-			need := r.GPUFraction
-			if r.GPUMemory > 0 {
-				if r.GPUMemory > dev.Memory {
-					continue
-				}
-				need = memoryShare(r.GPUMemory, dev.Memory)
 			}
 			if OneGPU-n.gpuUsed[g] < need || s.sameLevelListed(n, g, buf) {
 				continue

@@ -124,27 +124,35 @@ func (w *World) checkQuiet(n int) error {
 
 func (w *World) apply(p *engine.Plan) {
 	for _, e := range p.Evictions {
-		j := w.byID[e.Job]
-		w.pod(j, e.Pod).Binding = nil
-		w.events = append(w.events, fmt.Sprintf("%s evicted: %s", e.Pod, e.Reason.Message))
+		if pod := w.pod(e.Job, e.Pod); pod != nil {
+			pod.Binding = nil
+			w.events = append(w.events, fmt.Sprintf("%s evicted: %s", e.Pod, e.Reason.Message))
+		}
 	}
 	for _, b := range p.Binds {
-		j := w.byID[b.Job]
-		bind := b.Binding
-		w.pod(j, b.Pod).Binding = &bind
+		if pod := w.pod(b.Job, b.Pod); pod != nil {
+			bind := b.Binding
+			pod.Binding = &bind
+		}
 	}
 	for _, j := range w.jobs {
 		w.updateStatus(j)
 	}
 }
 
-func (w *World) pod(j *simJob, id engine.PodID) *engine.Pod {
+// pod finds a pod of a live job; a plan naming anything else is ignored, as a binder
+// ignores a pod deleted since the snapshot.
+func (w *World) pod(job engine.JobID, id engine.PodID) *engine.Pod {
+	j := w.byID[job]
+	if j == nil {
+		return nil
+	}
 	for i := range j.job.Pods {
 		if j.job.Pods[i].ID == id {
 			return &j.job.Pods[i]
 		}
 	}
-	panic(fmt.Sprintf("engine returned unknown pod %s of job %s", id, j.job.ID))
+	return nil
 }
 
 func bound(j *engine.Job) int {
