@@ -46,12 +46,20 @@ func newFragModel(shapes []Shape) *fragModel {
 
 // shapesOf derives the workload from the pods of a snapshot, when none was given.
 func shapesOf(snap *Snapshot) []Shape {
-	idx := map[string]int{}
+	type key struct {
+		r     PodRequest
+		types string
+	}
+	idx := map[key]int{}
 	var out []Shape
 	for i := range snap.Jobs {
 		j := &snap.Jobs[i]
+		types := ""
+		if len(j.GPUTypes) > 0 {
+			types = strings.Join(j.GPUTypes, "|")
+		}
 		for _, p := range j.Pods {
-			k := shapeString(p.Request, j.GPUTypes)
+			k := key{p.Request, types}
 			if at, ok := idx[k]; ok {
 				out[at].Weight++
 				continue
@@ -61,12 +69,6 @@ func shapesOf(snap *Snapshot) []Shape {
 		}
 	}
 	return out
-}
-
-func shapeString(r PodRequest, types []string) string {
-	return strings.Join([]string{strconv.Itoa(r.GPUs), strconv.FormatInt(int64(r.GPUFraction), 10),
-		strconv.FormatInt(r.GPUMemory, 10), strconv.FormatInt(r.CPU, 10), strconv.FormatInt(r.Memory, 10),
-		strings.Join(types, "|")}, "/")
 }
 
 // classOf names a homogeneous node's kind (one model and memory size, at most 8 devices,
