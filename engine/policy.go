@@ -79,6 +79,7 @@ func (s *session) placeScored(p *podState, nodes []*nodeState) bool {
 	// Nodes of one kind in one state score alike: with a fragmentation model, only the
 	// first of them is scored (the first would win the tie anyway).
 	var states map[uint64]*nodeState
+	var prev *nodeState
 	if s.frag != nil && s.opts.Placement != PlacementRandom {
 		states = s.scratchStates()
 	}
@@ -88,11 +89,16 @@ func (s *session) placeScored(p *podState, nodes []*nodeState) bool {
 		}
 		if states != nil {
 			if k, ok := s.fragState(n); ok {
+				// Runs of alike nodes (the empty ones, say) are common: check the last first.
+				if prev != nil && prev.keyHash == n.keyHash && prev.key == k {
+					continue
+				}
 				if o := states[n.keyHash]; o != nil && o.key == k {
 					continue
 				} else if o == nil {
 					states[n.keyHash] = n
 				}
+				prev = n
 			}
 		}
 		buf = s.options(j, r, n, buf)
