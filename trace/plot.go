@@ -16,19 +16,24 @@ var palette = []color.RGBA{
 }
 
 // Plot writes allocation ratio against arrived demand, one line per policy, to an SVG or
-// PNG file (by extension).
-func Plot(path, title string, sums []Summary) error {
+// PNG file (by extension). Below 70% every policy places everything, so the axes start
+// there to show where they differ.
+func Plot(path, title string, sums []Summary, tune float64) error {
 	p := plot.New()
 	p.Title.Text = title
 	p.X.Label.Text = "arrived GPU demand (% of capacity)"
 	p.Y.Label.Text = "GPU allocation ratio (%)"
-	p.Legend.Top = true
-	p.Legend.Left = true
+	p.X.Min, p.Y.Min = 70, 70
+	p.X.Max = 100 * tune
+	p.Legend.Top = false // bottom right, clear of the lines
+	p.Legend.Left = false
 	p.Add(plotter.NewGrid())
 	for i, s := range sums {
-		pts := make(plotter.XYs, len(s.Curve))
-		for k, c := range s.Curve {
-			pts[k].X, pts[k].Y = 100*c.Arrived, 100*c.Allocated
+		var pts plotter.XYs
+		for _, c := range s.Curve {
+			if c.Arrived >= 0.7 {
+				pts = append(pts, plotter.XY{X: 100 * c.Arrived, Y: 100 * c.Allocated})
+			}
 		}
 		line, err := plotter.NewLine(pts)
 		if err != nil {
@@ -37,17 +42,10 @@ func Plot(path, title string, sums []Summary) error {
 		line.Color = palette[i%len(palette)]
 		line.Width = vg.Points(1.5)
 		p.Add(line)
-		p.Legend.Add(fmt.Sprintf("%s (%.2f%% at %.0f%%)", s.Policy, 100*s.AtEndMean, 100*lastArrived(s)), line)
+		p.Legend.Add(fmt.Sprintf("%s: %.2f%% at %.0f%%", s.Policy, 100*s.AtEndMean, 100*tune), line)
 	}
 	if err := p.Save(7*vg.Inch, 4.5*vg.Inch, path); err != nil {
 		return fmt.Errorf("writing plot: %w", err)
 	}
 	return nil
-}
-
-func lastArrived(s Summary) float64 {
-	if len(s.Curve) == 0 {
-		return 0
-	}
-	return s.Curve[len(s.Curve)-1].Arrived
 }

@@ -68,8 +68,8 @@ of the trace could use. For the published pod lists the paper's FGD figure is sh
 			list := trace.PodListName(podsPath)
 			sums := trace.Summarize(runs, list)
 			if plotPath != "" {
-				title := fmt.Sprintf("%s: %d nodes, %d GPUs, %d seeds", orDefault(list, podsPath), len(nodes), trace.Capacity(nodes)/engine.OneGPU, len(seedList))
-				if err := trace.Plot(plotPath, title, sums); err != nil {
+				title := fmt.Sprintf("openb %s: %d nodes, %d GPUs, mean of %d seeds", orDefault(list, podsPath), len(nodes), trace.Capacity(nodes)/engine.OneGPU, len(seedList))
+				if err := trace.Plot(plotPath, title, sums, tune); err != nil {
 					return err
 				}
 			}
