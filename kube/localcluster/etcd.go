@@ -1,0 +1,58 @@
+package localcluster
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/url"
+	"path/filepath"
+	"time"
+
+	"go.etcd.io/etcd/server/v3/embed"
+	"go.uber.org/zap"
+)
+
+// startEtcd runs an etcd member in this process, on loopback ports chosen by the kernel,
+// keeping its data under dir so that a restart finds the cluster as it was.
+func startEtcd(ctx context.Context, dir string) (*embed.Etcd, string, error) {
+	cfg := embed.NewConfig()
+	cfg.Dir = filepath.Join(dir, "etcd")
+	cfg.Logger = "zap"
+	cfg.LogLevel = "error"
+	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
+	client, peer, err := freeURLs(2)
+	if err != nil {
+		return nil, "", err
+	}
+	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{client}, []url.URL{client}
+	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{peer}, []url.URL{peer}
+	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
+	e, err := embed.StartEtcd(cfg)
+	if err != nil {
+		return nil, "", fmt.Errorf("starting etcd: %w", err)
+	}
+	select {
+	case <-e.Server.ReadyNotify():
+	case <-time.After(60 * time.Second):
+		e.Close()
+		return nil, "", fmt.Errorf("etcd did not become ready within 60s")
+	case <-ctx.Done():
+		e.Close()
+		return nil, "", ctx.Err()
+	}
+	return e, client.String(), nil
+}
+
+// freeURLs reserves loopback ports (a brief race with other processes is possible).
+func freeURLs(n int) (url.URL, url.URL, error) {
+	var out []url.URL
+	for i := 0; i < n; i++ {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return url.URL{}, url.URL{}, err
+		}
+		out = append(out, url.URL{Scheme: "http", Host: l.Addr().String()})
+		l.Close()
+	}
+	return out[0], out[1], nil
+}
