@@ -2,7 +2,7 @@
 GO ?= go
 BIN := bin/allot
 
-.PHONY: run test build bench vet fmt
+.PHONY: run test build bench vet fmt generate
 
 build:
 	$(GO) build -o $(BIN) ./cmd/allot
@@ -21,3 +21,9 @@ bench:
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')
+
+# Regenerate deepcopy functions and CRD manifests from api/ (controller-gen from the Go
+# module proxy, pinned).
+generate:
+	$(GO) run sigs.k8s.io/controller-tools/cmd/controller-gen@v0.20.0 object paths=./api/...
+	$(GO) run sigs.k8s.io/controller-tools/cmd/controller-gen@v0.20.0 crd paths=./api/... output:crd:dir=./deploy/crds

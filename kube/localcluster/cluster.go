@@ -1,5 +1,5 @@
 // Package localcluster runs a real Kubernetes control plane in one process: etcd and
-// kube-apiserver built from the upstream modules. It backs `allot up` and every test that
+// kube-apiserver built from the upstream modules, with Allot's CRDs installed. It backs `allot up` and every test that
 // concerns Kubernetes.
 package localcluster
 
@@ -39,7 +39,12 @@ func Start(ctx context.Context, dir string) (*Cluster, error) {
 		e.Close()
 		return nil, err
 	}
-	return &Cluster{Config: rc, etcd: e, cancel: cancel, done: done}, nil
+	c := &Cluster{Config: rc, etcd: e, cancel: cancel, done: done}
+	if err := installCRDs(ctx, rc); err != nil {
+		c.Stop()
+		return nil, err
+	}
+	return c, nil
 }
 
 // Stop shuts the control plane down and waits for the API server to finish.

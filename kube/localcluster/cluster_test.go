@@ -3,10 +3,14 @@ package localcluster
 import (
 	"context"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 )
@@ -41,5 +45,40 @@ func TestControlPlaneServesAndKeepsState(t *testing.T) {
 	client2 := kubernetes.NewForConfigOrDie(c2.Config)
 	if _, err := client2.CoreV1().Nodes().Get(ctx, "dgx-1", metav1.GetOptions{}); err != nil {
 		t.Fatalf("node lost across restart: %v", err)
+	}
+}
+
+// TestAPIServerRefusesBadQueues: the CRD schema makes the API server itself refuse a bad
+// Queue with a message naming the field.
+func TestAPIServerRefusesBadQueues(t *testing.T) {
+	ctx := context.Background()
+	c, err := Start(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Stop()
+	queues := dynamic.NewForConfigOrDie(c.Config).Resource(schema.GroupVersionResource{Group: "allot.dev", Version: "v1alpha1", Resource: "queues"})
+	queue := func(name string, gpu map[string]any) *unstructured.Unstructured {
+		return &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "allot.dev/v1alpha1", "kind": "Queue",
+			"metadata": map[string]any{"name": name}, "spec": map[string]any{"gpu": gpu}}}
+	}
+	for name, c := range map[string]struct {
+		gpu  map[string]any
+		want string
+	}{
+		"negative": {map[string]any{"quota": int64(-2)}, "spec.gpu.quota: Invalid value: -2: spec.gpu.quota in body should be greater than or equal to 0"},
+		"limit":    {map[string]any{"quota": int64(4), "limit": int64(2)}, "gpu.limit must be at least gpu.quota"},
+	} {
+		_, err := queues.Create(ctx, queue("bad-"+name, c.gpu), metav1.CreateOptions{})
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: got %v, want %q", name, err, c.want)
+		}
+	}
+	if _, err := queues.Create(ctx, queue("team-a", map[string]any{"quota": int64(4), "limit": int64(8)}), metav1.CreateOptions{}); err != nil {
+		t.Fatalf("a valid queue was refused: %v", err)
+	}
+	if _, err := queues.Create(ctx, queue("no-quota", map[string]any{"limit": int64(2)}), metav1.CreateOptions{}); err != nil {
+		t.Fatalf("a queue with only a limit was refused: %v", err)
 	}
 }

@@ -1,0 +1,53 @@
+package v1alpha1
+
+import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+// PodGroup is a gang: at least MinMember of its pods start together or none do.
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:shortName=pg
+// +kubebuilder:subresource:status
+// +kubebuilder:printcolumn:name="Queue",type=string,JSONPath=`.spec.queue`
+// +kubebuilder:printcolumn:name="Min",type=integer,JSONPath=`.spec.minMember`
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+type PodGroup struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   PodGroupSpec   `json:"spec,omitempty"`
+	Status PodGroupStatus `json:"status,omitempty"`
+}
+
+// PodGroupSpec is the gang's shape.
+type PodGroupSpec struct {
+	// MinMember pods must be placed together for any to start.
+	// +kubebuilder:validation:Minimum=1
+	MinMember int32 `json:"minMember"`
+	// Queue the group is submitted to.
+	// +kubebuilder:validation:MinLength=1
+	Queue string `json:"queue"`
+	// +optional
+	PriorityClassName string `json:"priorityClassName,omitempty"`
+	// Topology names a node label whose value the group's nodes should share.
+	// +optional
+	Topology string `json:"topology,omitempty"`
+}
+
+// PodGroupStatus is the scheduler's view of the group.
+type PodGroupStatus struct {
+	// +kubebuilder:validation:Enum=Pending;Running;Completed
+	// +optional
+	Phase string `json:"phase,omitempty"`
+	// +optional
+	Running int32 `json:"running,omitempty"`
+	// Reason says why the group waits.
+	// +optional
+	Reason string `json:"reason,omitempty"`
+}
+
+// PodGroupList is a list of pod groups.
+// +kubebuilder:object:root=true
+type PodGroupList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []PodGroup `json:"items"`
+}

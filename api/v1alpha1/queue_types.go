@@ -1,0 +1,101 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Queue is a node of the queue tree: departments over projects. Workloads name their
+// queue with the label allot.dev/queue.
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:scope=Cluster,shortName=aq
+// +kubebuilder:subresource:status
+// +kubebuilder:printcolumn:name="Parent",type=string,JSONPath=`.spec.parent`
+// +kubebuilder:printcolumn:name="GPU Quota",type=integer,JSONPath=`.spec.gpu.quota`
+// +kubebuilder:printcolumn:name="Fair Share",type=string,JSONPath=`.status.fairShare.gpu`
+// +kubebuilder:printcolumn:name="Allocated",type=string,JSONPath=`.status.allocated.gpu`
+// +kubebuilder:printcolumn:name="Pending",type=integer,JSONPath=`.status.pending`
+type Queue struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   QueueSpec   `json:"spec,omitempty"`
+	Status QueueStatus `json:"status,omitempty"`
+}
+
+// QueueSpec is what an admin sets.
+type QueueSpec struct {
+	// Parent is the department this queue belongs to; empty for a top-level queue.
+	// +optional
+	Parent string `json:"parent,omitempty"`
+	// GPU is the queue's guarantee and cap in whole GPUs.
+	// +optional
+	GPU GPUQuota `json:"gpu,omitempty"`
+	// CPU and Memory are optional guarantees and caps as Kubernetes quantities.
+	// +optional
+	CPU *ResourceQuota `json:"cpu,omitempty"`
+	// +optional
+	Memory *ResourceQuota `json:"memory,omitempty"`
+	// Priority orders queues when dividing what is left over quota: higher first.
+	// +optional
+	Priority int32 `json:"priority,omitempty"`
+	// NodePools the queue's workloads may use; empty means any.
+	// +optional
+	NodePools []string `json:"nodePools,omitempty"`
+	// InteractiveTimeLimit stops interactive workloads that ran this long.
+	// +optional
+	InteractiveTimeLimit *metav1.Duration `json:"interactiveTimeLimit,omitempty"`
+}
+
+// GPUQuota is a queue's GPU guarantee, over-quota weight and cap.
+// +kubebuilder:validation:XValidation:rule="!has(self.limit) || self.limit >= (has(self.quota) ? self.quota : 0)",message="gpu.limit must be at least gpu.quota"
+type GPUQuota struct {
+	// Quota is the number of GPUs guaranteed.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	Quota int32 `json:"quota,omitempty"`
+	// OverQuotaWeight divides idle GPUs among queues that want more; default: the quota.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	OverQuotaWeight *int32 `json:"overQuotaWeight,omitempty"`
+	// Limit caps the GPUs the queue may hold; absent means no cap.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	Limit *int32 `json:"limit,omitempty"`
+}
+
+// ResourceQuota is a CPU or memory guarantee and cap.
+type ResourceQuota struct {
+	// +optional
+	Quota *resource.Quantity `json:"quota,omitempty"`
+	// +optional
+	Limit *resource.Quantity `json:"limit,omitempty"`
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	OverQuotaWeight *int32 `json:"overQuotaWeight,omitempty"`
+}
+
+// QueueStatus is the scheduler's accounting of the queue, keyed nvidia.com/gpu, cpu, memory.
+type QueueStatus struct {
+	// +optional
+	FairShare corev1.ResourceList `json:"fairShare,omitempty"`
+	// +optional
+	Allocated corev1.ResourceList `json:"allocated,omitempty"`
+	// +optional
+	AllocatedNonPreemptible corev1.ResourceList `json:"allocatedNonPreemptible,omitempty"`
+	// +optional
+	Requested corev1.ResourceList `json:"requested,omitempty"`
+	// +optional
+	Running int32 `json:"running,omitempty"`
+	// +optional
+	Pending int32 `json:"pending,omitempty"`
+}
+
+// QueueList is a list of queues.
+// +kubebuilder:object:root=true
+type QueueList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Queue `json:"items"`
+}
