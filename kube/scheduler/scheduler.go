@@ -1,0 +1,341 @@
+package scheduler
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/allot-dev/allot/api/v1alpha1"
+	"github.com/allot-dev/allot/engine"
+)
+
+var (
+	queuesGVR    = schema.GroupVersionResource{Group: "allot.dev", Version: "v1alpha1", Resource: "queues"}
+	podGroupsGVR = schema.GroupVersionResource{Group: "allot.dev", Version: "v1alpha1", Resource: "podgroups"}
+)
+
+// Options configure the scheduler.
+type Options struct {
+	Engine engine.Options
+	// Interval is the longest time between cycles; changes trigger one sooner.
+	Interval time.Duration
+	// LeaderElection makes replicas safe: only the holder of the Lease schedules.
+	LeaderElection bool
+	Identity       string
+	Now            func() time.Time
+}
+
+// Scheduler runs cycles against the API server.
+type Scheduler struct {
+	opts     Options
+	client   kubernetes.Interface
+	dyn      dynamic.Interface
+	eng      *engine.Engine
+	recorder record.EventRecorder
+
+	mu sync.Mutex
+	// assumed holds binds made but not yet seen by the informer, so that the next cycle
+	// does not hand their GPUs out again.
+	assumed map[types.UID]engine.Binding
+	// reasons remembers the last reason written per pod, to write only changes.
+	reasons map[types.UID]string
+
+	pods, nodes, queues, groups cache.SharedIndexInformer
+	wake                        chan struct{}
+}
+
+// New connects to the cluster.
+func New(rc *rest.Config, opts Options) (*Scheduler, error) {
+	client, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return nil, err
+	}
+	dyn, err := dynamic.NewForConfig(rc)
+	if err != nil {
+		return nil, err
+	}
+	if opts.Interval <= 0 {
+		opts.Interval = time.Second
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Identity == "" {
+		opts.Identity = fmt.Sprintf("allot-scheduler-%d", time.Now().UnixNano())
+	}
+	b := record.NewBroadcaster()
+	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
+	return &Scheduler{opts: opts, client: client, dyn: dyn, eng: engine.New(opts.Engine),
+		recorder: b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: SchedulerName}),
+		assumed:  map[types.UID]engine.Binding{}, reasons: map[types.UID]string{}, wake: make(chan struct{}, 1)}, nil
+}
+
+// Run schedules until ctx ends, as leader if leader election is on.
+func (s *Scheduler) Run(ctx context.Context) error {
+	if !s.opts.LeaderElection {
+		return s.run(ctx)
+	}
+	lock := &resourcelock.LeaseLock{LeaseMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "allot-scheduler"},
+		Client: s.client.CoordinationV1(), LockConfig: resourcelock.ResourceLockConfig{Identity: s.opts.Identity}}
+	var runErr error
+	leaderelection.RunOrDie(ctx, leaderelection.LeaderElectionConfig{Lock: lock, ReleaseOnCancel: true,
+		LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second,
+		Callbacks: leaderelection.LeaderCallbacks{
+			OnStartedLeading: func(ctx context.Context) { runErr = s.run(ctx) },
+			OnStoppedLeading: func() { slog.Info("allot scheduler: leadership lost", "identity", s.opts.Identity) },
+		}})
+	return runErr
+}
+
+func (s *Scheduler) run(ctx context.Context) error {
+	factory := informers.NewSharedInformerFactory(s.client, 0)
+	s.pods = factory.Core().V1().Pods().Informer()
+	s.nodes = factory.Core().V1().Nodes().Informer()
+	dfactory := dynamicinformer.NewDynamicSharedInformerFactory(s.dyn, 0)
+	s.queues = dfactory.ForResource(queuesGVR).Informer()
+	s.groups = dfactory.ForResource(podGroupsGVR).Informer()
+	poke := cache.ResourceEventHandlerFuncs{AddFunc: func(any) { s.poke() }, UpdateFunc: func(_, _ any) { s.poke() }, DeleteFunc: func(any) { s.poke() }}
+	for _, inf := range []cache.SharedIndexInformer{s.pods, s.nodes, s.queues, s.groups} {
+		_, _ = inf.AddEventHandler(poke)
+	}
+	factory.Start(ctx.Done())
+	dfactory.Start(ctx.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), s.pods.HasSynced, s.nodes.HasSynced, s.queues.HasSynced, s.groups.HasSynced) {
+		return ctx.Err()
+	}
+	ticker := time.NewTicker(s.opts.Interval)
+	defer ticker.Stop()
+	for {
+		if err := s.Cycle(ctx); err != nil {
+			slog.Warn("allot scheduler: cycle", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-s.wake:
+			// Let a burst of events land before the next cycle.
+			time.Sleep(20 * time.Millisecond)
+		case <-ticker.C:
+		}
+	}
+}
+
+func (s *Scheduler) poke() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Cycle takes one snapshot, asks the engine for a plan and applies it.
+func (s *Scheduler) Cycle(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var nodes []*corev1.Node
+	for _, o := range s.nodes.GetStore().List() {
+		nodes = append(nodes, o.(*corev1.Node))
+	}
+	var pods []*corev1.Pod
+	live := map[types.UID]bool{}
+	for _, o := range s.pods.GetStore().List() {
+		p := o.(*corev1.Pod)
+		live[p.UID] = true
+		if b, ok := s.assumed[p.UID]; ok {
+			if p.Spec.NodeName != "" {
+				delete(s.assumed, p.UID) // the informer caught up
+			} else {
+				p = p.DeepCopy()
+				p.Spec.NodeName = string(b.Node)
+				if p.Annotations == nil {
+					p.Annotations = map[string]string{}
+				}
+				p.Annotations[AnnotationGPUs] = formatIndices(b.GPUs)
+			}
+		}
+		pods = append(pods, p)
+	}
+	for uid := range s.assumed {
+		if !live[uid] {
+			delete(s.assumed, uid)
+		}
+	}
+	var queues []*v1alpha1.Queue
+	for _, o := range s.queues.GetStore().List() {
+		var q v1alpha1.Queue
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.(*unstructured.Unstructured).Object, &q); err == nil {
+			queues = append(queues, &q)
+		}
+	}
+	groups := map[string]int{}
+	for _, o := range s.groups.GetStore().List() {
+		var g v1alpha1.PodGroup
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.(*unstructured.Unstructured).Object, &g); err == nil {
+			groups[g.Namespace+"/"+g.Name] = int(g.Spec.MinMember)
+		}
+	}
+	snap, idx := buildSnapshot(s.opts.Now(), nodes, pods, queues, groups)
+	plan := s.eng.Schedule(snap)
+	s.apply(ctx, plan, idx)
+	s.writeStatus(ctx, plan, idx, queues)
+	return nil
+}
+
+// apply evicts, then binds. A bind onto a node that lost a pod in this plan waits for the
+// next cycle: the evicted pod still holds its devices until it is gone.
+func (s *Scheduler) apply(ctx context.Context, plan *engine.Plan, idx *index) {
+	evictedOn := map[engine.NodeID]bool{}
+	for _, e := range plan.Evictions {
+		p := idx.pods[e.Pod]
+		if p == nil {
+			continue
+		}
+		evictedOn[engine.NodeID(p.Spec.NodeName)] = true
+		ev := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace}}
+		err := s.client.PolicyV1().Evictions(p.Namespace).Evict(ctx, ev)
+		switch {
+		case err == nil:
+			s.recorder.Eventf(p, corev1.EventTypeNormal, "Evicted", "%s", e.Reason.Message)
+		case apierrors.IsTooManyRequests(err):
+			s.recorder.Eventf(p, corev1.EventTypeWarning, "EvictionBlocked", "not evicted: a PodDisruptionBudget does not allow it (%s)", e.Reason.Message)
+		case !apierrors.IsNotFound(err):
+			slog.Warn("allot scheduler: evict", "pod", e.Pod, "err", err)
+		}
+	}
+	for _, b := range plan.Binds {
+		p := idx.pods[b.Pod]
+		if p == nil || evictedOn[b.Binding.Node] {
+			continue
+		}
+		if err := s.bind(ctx, p, b.Binding); err != nil {
+			slog.Warn("allot scheduler: bind", "pod", b.Pod, "err", err)
+			continue
+		}
+		s.assumed[p.UID] = b.Binding
+	}
+}
+
+// bind records the devices on the pod, then binds it to the node.
+func (s *Scheduler) bind(ctx context.Context, p *corev1.Pod, b engine.Binding) error {
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, AnnotationGPUs, formatIndices(b.GPUs))
+	if _, err := s.client.CoreV1().Pods(p.Namespace).Patch(ctx, p.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		return err
+	}
+	binding := &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, UID: p.UID},
+		Target: corev1.ObjectReference{Kind: "Node", Name: string(b.Node)}}
+	if err := s.client.CoreV1().Pods(p.Namespace).Bind(ctx, binding, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	s.recorder.Eventf(p, corev1.EventTypeNormal, "Scheduled", "bound to %s, GPUs %s", b.Node, formatIndices(b.GPUs))
+	delete(s.reasons, p.UID)
+	return nil
+}
+
+// writeStatus puts the engine's reason on every waiting pod (condition and Event, when it
+// changes) and each queue's accounting on its status.
+func (s *Scheduler) writeStatus(ctx context.Context, plan *engine.Plan, idx *index, queues []*v1alpha1.Queue) {
+	for jid, r := range plan.Pending {
+		for _, p := range idx.jobs[jid] {
+			if p.Spec.NodeName != "" || s.reasons[p.UID] == r.Message {
+				continue
+			}
+			if _, ok := s.assumed[p.UID]; ok {
+				continue
+			}
+			cp := p.DeepCopy()
+			setCondition(cp, corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionFalse,
+				Reason: corev1.PodReasonUnschedulable, Message: r.Message, LastTransitionTime: metav1.Now()})
+			if _, err := s.client.CoreV1().Pods(p.Namespace).UpdateStatus(ctx, cp, metav1.UpdateOptions{}); err != nil {
+				if !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+					slog.Warn("allot scheduler: pod status", "pod", p.Name, "err", err)
+				}
+				continue
+			}
+			s.recorder.Eventf(p, corev1.EventTypeWarning, "FailedScheduling", "%s", r.Message)
+			s.reasons[p.UID] = r.Message
+		}
+	}
+	for _, q := range queues {
+		st, ok := plan.Queues[engine.QueueID(q.Name)]
+		if !ok {
+			continue
+		}
+		want := map[string]any{
+			"fairShare": resources(st.FairShare), "allocated": resources(st.Allocated),
+			"allocatedNonPreemptible": resources(st.AllocatedNonPreemptible), "requested": resources(st.Requested),
+			"running": int64(st.Running), "pending": int64(st.Pending)}
+		var cur v1alpha1.QueueStatus
+		if statusEqual(q.Status, want, &cur) {
+			continue
+		}
+		u := &unstructured.Unstructured{}
+		obj, _ := runtime.DefaultUnstructuredConverter.ToUnstructured(q)
+		u.Object = obj
+		u.SetAPIVersion("allot.dev/v1alpha1")
+		u.SetKind("Queue")
+		u.Object["status"] = want
+		if _, err := s.dyn.Resource(queuesGVR).UpdateStatus(ctx, u, metav1.UpdateOptions{}); err != nil && !apierrors.IsConflict(err) {
+			slog.Warn("allot scheduler: queue status", "queue", q.Name, "err", err)
+		}
+	}
+}
+
+func resources(r engine.Resources) map[string]any {
+	return map[string]any{
+		string(GPUResource): engine.Format(engine.ResourceGPU, r[engine.ResourceGPU]),
+		"cpu":               fmt.Sprintf("%dm", r[engine.ResourceCPU]),
+		"memory":            fmt.Sprintf("%d", r[engine.ResourceMemory]),
+	}
+}
+
+// statusEqual compares the status the queue has with the one to write.
+func statusEqual(have v1alpha1.QueueStatus, want map[string]any, scratch *v1alpha1.QueueStatus) bool {
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(want, scratch); err != nil {
+		return false
+	}
+	eq := func(a, b corev1.ResourceList) bool {
+		if len(a) != len(b) {
+			return false
+		}
+		for k, v := range a {
+			if w, ok := b[k]; !ok || v.Cmp(w) != 0 {
+				return false
+			}
+		}
+		return true
+	}
+	return have.Running == scratch.Running && have.Pending == scratch.Pending && eq(have.FairShare, scratch.FairShare) &&
+		eq(have.Allocated, scratch.Allocated) && eq(have.AllocatedNonPreemptible, scratch.AllocatedNonPreemptible) &&
+		eq(have.Requested, scratch.Requested)
+}
+
+func setCondition(p *corev1.Pod, c corev1.PodCondition) {
+	for i := range p.Status.Conditions {
+		if p.Status.Conditions[i].Type == c.Type {
+			p.Status.Conditions[i] = c
+			return
+		}
+	}
+	p.Status.Conditions = append(p.Status.Conditions, c)
+}

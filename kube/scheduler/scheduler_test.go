@@ -1,0 +1,255 @@
+package scheduler
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/allot-dev/allot/kube/localcluster"
+	"github.com/allot-dev/allot/kube/simnode"
+)
+
+// env is a real API server with simulated GPU nodes and their kubelet.
+type env struct {
+	ctx    context.Context
+	client kubernetes.Interface
+	dyn    dynamic.Interface
+	c      *localcluster.Cluster
+}
+
+func newEnv(t *testing.T, nodes, gpus int) *env {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	c, err := localcluster.Start(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cancel(); c.Stop() })
+	client := kubernetes.NewForConfigOrDie(c.Config)
+	if err := simnode.Create(ctx, client, simnode.Spec{Prefix: "dgx", Count: nodes, GPUs: gpus, GPUType: "A100-80GB",
+		GPUMemoryMi: 81920, CPU: "64", Memory: "512Gi"}); err != nil {
+		t.Fatal(err)
+	}
+	go simnode.NewKubelet(client).Run(ctx)
+	return &env{ctx: ctx, client: client, dyn: dynamic.NewForConfigOrDie(c.Config), c: c}
+}
+
+// startScheduler runs a scheduler until the returned stop is called.
+func (e *env) startScheduler(t *testing.T) (stop func()) {
+	t.Helper()
+	s, err := New(e.c.Config, Options{Interval: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(e.ctx)
+	done := make(chan struct{})
+	go func() { _ = s.Run(ctx); close(done) }()
+	return func() { cancel(); <-done }
+}
+
+func (e *env) queue(t *testing.T, name string, quota int64) {
+	t.Helper()
+	u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "allot.dev/v1alpha1", "kind": "Queue",
+		"metadata": map[string]any{"name": name}, "spec": map[string]any{"gpu": map[string]any{"quota": quota}}}}
+	if _, err := e.dyn.Resource(queuesGVR).Create(e.ctx, u, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (e *env) pod(t *testing.T, name, queue string, gpus int64, labels map[string]string) {
+	t.Helper()
+	l := map[string]string{LabelQueue: queue}
+	for k, v := range labels {
+		l[k] = v
+	}
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", Labels: l},
+		Spec: corev1.PodSpec{SchedulerName: SchedulerName, Containers: []corev1.Container{{Name: "main", Image: "train",
+			Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{GPUResource: *resource.NewQuantity(gpus, resource.DecimalSI)},
+				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}}}}}}
+	if _, err := e.client.CoreV1().Pods("default").Create(e.ctx, p, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(5 * time.Millisecond) // distinct creation order
+}
+
+// waitFor polls cond until it holds or 30 s pass.
+func (e *env) waitFor(t *testing.T, what string, cond func() (bool, string)) {
+	t.Helper()
+	last := ""
+	err := wait.PollUntilContextTimeout(e.ctx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		ok, msg := cond()
+		last = msg
+		return ok, nil
+	})
+	if err != nil {
+		t.Fatalf("%s: %v (last: %s)", what, err, last)
+	}
+}
+
+func (e *env) pods(t *testing.T) map[string]*corev1.Pod {
+	t.Helper()
+	list, err := e.client.CoreV1().Pods("default").List(e.ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]*corev1.Pod{}
+	for i := range list.Items {
+		out[list.Items[i].Name] = &list.Items[i]
+	}
+	return out
+}
+
+func running(p *corev1.Pod) bool {
+	return p != nil && p.Spec.NodeName != "" && p.Status.Phase == corev1.PodRunning
+}
+
+// noDoubleBooking fails if two live pods hold one device.
+func noDoubleBooking(t *testing.T, pods map[string]*corev1.Pod) {
+	t.Helper()
+	held := map[string]string{}
+	for name, p := range pods {
+		if p.Spec.NodeName == "" || p.DeletionTimestamp != nil {
+			continue
+		}
+		for _, g := range parseIndices(p.Annotations[AnnotationGPUs]) {
+			k := fmt.Sprintf("%s/%d", p.Spec.NodeName, g)
+			if other, ok := held[k]; ok {
+				t.Fatalf("GPU %s held by %s and %s", k, other, name)
+			}
+			held[k] = name
+		}
+	}
+}
+
+func TestPodsBindAndQueueStatus(t *testing.T) {
+	e := newEnv(t, 1, 8)
+	defer e.startScheduler(t)()
+	e.queue(t, "team-a", 4)
+	for i := 0; i < 4; i++ {
+		e.pod(t, fmt.Sprintf("a-%d", i), "team-a", 1, nil)
+	}
+	e.waitFor(t, "4 pods running", func() (bool, string) {
+		n := 0
+		for _, p := range e.pods(t) {
+			if running(p) {
+				n++
+			}
+		}
+		return n == 4, fmt.Sprintf("%d running", n)
+	})
+	noDoubleBooking(t, e.pods(t))
+	e.waitFor(t, "queue status", func() (bool, string) {
+		q, err := e.dyn.Resource(queuesGVR).Get(e.ctx, "team-a", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		alloc, _, _ := unstructured.NestedString(q.Object, "status", "allocated", string(GPUResource))
+		running, _, _ := unstructured.NestedInt64(q.Object, "status", "running")
+		return alloc == "4" && running == 4, fmt.Sprintf("allocated %q running %d", alloc, running)
+	})
+}
+
+func TestGangThatDoesNotFitWaitsWhole(t *testing.T) {
+	e := newEnv(t, 1, 4)
+	defer e.startScheduler(t)()
+	e.queue(t, "team-a", 4)
+	e.pod(t, "busy", "team-a", 2, nil)
+	e.waitFor(t, "busy running", func() (bool, string) { return running(e.pods(t)["busy"]), "" })
+	for i := 0; i < 3; i++ {
+		e.pod(t, fmt.Sprintf("gang-%d", i), "team-a", 1, map[string]string{LabelPodGroup: "gang"})
+	}
+	e.waitFor(t, "reason on every gang pod", func() (bool, string) {
+		pods := e.pods(t)
+		for i := 0; i < 3; i++ {
+			p := pods[fmt.Sprintf("gang-%d", i)]
+			if p.Spec.NodeName != "" {
+				t.Fatalf("gang pod %s bound while the gang cannot fit", p.Name)
+			}
+			found := false
+			for _, c := range p.Status.Conditions {
+				if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && strings.Contains(c.Message, "gang of 3 pods") {
+					found = true
+				}
+			}
+			if !found {
+				return false, fmt.Sprintf("%s: %+v", p.Name, p.Status.Conditions)
+			}
+		}
+		return true, ""
+	})
+}
+
+func TestOwnerReclaimsFromBorrower(t *testing.T) {
+	e := newEnv(t, 1, 4)
+	defer e.startScheduler(t)()
+	e.queue(t, "team-a", 2)
+	e.queue(t, "team-b", 2)
+	for i := 0; i < 4; i++ {
+		e.pod(t, fmt.Sprintf("a-%d", i), "team-a", 1, nil)
+	}
+	e.waitFor(t, "team-a borrows all 4", func() (bool, string) {
+		n := 0
+		for _, p := range e.pods(t) {
+			if running(p) {
+				n++
+			}
+		}
+		return n == 4, fmt.Sprintf("%d running", n)
+	})
+	e.pod(t, "b-0", "team-b", 1, nil)
+	e.waitFor(t, "b-0 runs after reclaim", func() (bool, string) {
+		pods := e.pods(t)
+		return running(pods["b-0"]), fmt.Sprintf("b-0 %+v", pods["b-0"].Status.Conditions)
+	})
+	if _, ok := e.pods(t)["a-3"]; ok {
+		t.Errorf("the newest borrower pod a-3 was not the one evicted")
+	}
+	noDoubleBooking(t, e.pods(t))
+}
+
+func TestRestartDoesNotDoubleBook(t *testing.T) {
+	e := newEnv(t, 2, 4)
+	e.queue(t, "team-a", 8)
+	stop := e.startScheduler(t)
+	for i := 0; i < 3; i++ {
+		e.pod(t, fmt.Sprintf("first-%d", i), "team-a", 2, nil)
+	}
+	e.waitFor(t, "first wave bound", func() (bool, string) {
+		n := 0
+		for _, p := range e.pods(t) {
+			if p.Spec.NodeName != "" {
+				n++
+			}
+		}
+		return n == 3, fmt.Sprintf("%d bound", n)
+	})
+	stop()
+	for i := 0; i < 3; i++ {
+		e.pod(t, fmt.Sprintf("second-%d", i), "team-a", 1, nil)
+	}
+	defer e.startScheduler(t)()
+	e.waitFor(t, "8 GPUs in use after restart", func() (bool, string) {
+		n := 0
+		for _, p := range e.pods(t) {
+			if p.Spec.NodeName != "" {
+				n++
+			}
+		}
+		return n == 5, fmt.Sprintf("%d bound", n)
+	})
+	pods := e.pods(t)
+	noDoubleBooking(t, pods)
+	if pods["second-2"].Spec.NodeName != "" && pods["second-0"].Spec.NodeName != "" && pods["second-1"].Spec.NodeName != "" {
+		t.Fatalf("8 GPUs hold 3×2 + 3×1 pods")
+	}
+}

@@ -1,0 +1,266 @@
+// Package scheduler runs the engine on a Kubernetes cluster: informers → snapshot →
+// engine → plan → bind / evict / status. All of Allot's Kubernetes I/O for scheduling
+// lives here; the engine stays pure.
+package scheduler
+
+import (
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/allot-dev/allot/api/v1alpha1"
+	"github.com/allot-dev/allot/engine"
+)
+
+// Names users and other components see.
+const (
+	SchedulerName      = "allot"
+	GPUResource        = corev1.ResourceName("nvidia.com/gpu")
+	LabelQueue         = "allot.dev/queue"
+	LabelPodGroup      = "allot.dev/pod-group"
+	LabelClass         = "allot.dev/class"
+	LabelPreemptible   = "allot.dev/preemptible"
+	LabelNodePool      = "allot.dev/node-pool"
+	LabelDomain        = "allot.dev/topology-domain"
+	LabelProduct       = "nvidia.com/gpu.product"
+	LabelGPUMemory     = "nvidia.com/gpu.memory"
+	AnnotationGPUs     = "allot.dev/gpu-indices"
+	AnnotationGPUTypes = "allot.dev/gpu-type"
+)
+
+// index maps the engine's IDs back to pods.
+type index struct {
+	pods map[engine.PodID]*corev1.Pod
+	jobs map[engine.JobID][]*corev1.Pod
+}
+
+// buildSnapshot turns cluster objects into the engine's input. Pods of other schedulers
+// that hold GPUs are included as running work of no queue, so that their GPUs are never
+// handed out again.
+func buildSnapshot(now time.Time, nodes []*corev1.Node, pods []*corev1.Pod, queues []*v1alpha1.Queue, groups map[string]int) (*engine.Snapshot, *index) {
+	snap := &engine.Snapshot{Now: now}
+	idx := &index{pods: map[engine.PodID]*corev1.Pod{}, jobs: map[engine.JobID][]*corev1.Pod{}}
+	sort.Slice(nodes, func(a, b int) bool { return nodes[a].Name < nodes[b].Name })
+	for _, n := range nodes {
+		snap.Nodes = append(snap.Nodes, convertNode(n))
+	}
+	for _, q := range queues {
+		snap.Queues = append(snap.Queues, convertQueue(q))
+	}
+	// Device indices of bound pods; pods without an annotation get free indices.
+	used := map[string]map[int]bool{}
+	byJob := map[engine.JobID]*engine.Job{}
+	var order []engine.JobID
+	sort.Slice(pods, func(a, b int) bool {
+		if !pods[a].CreationTimestamp.Equal(&pods[b].CreationTimestamp) {
+			return pods[a].CreationTimestamp.Before(&pods[b].CreationTimestamp)
+		}
+		return pods[a].Name < pods[b].Name
+	})
+	for _, p := range pods {
+		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		ours := p.Spec.SchedulerName == SchedulerName
+		if !ours && (p.Spec.NodeName == "" || podGPUs(p) == 0) {
+			continue
+		}
+		if !ours && p.DeletionTimestamp != nil {
+			continue
+		}
+		jid, min := jobOf(p, groups)
+		if !ours {
+			jid, min = engine.JobID("external/"+string(p.UID)), 1
+		}
+		job := byJob[jid]
+		if job == nil {
+			job = &engine.Job{ID: jid, Queue: engine.QueueID(p.Labels[LabelQueue]), MinMember: min,
+				SubmitTime: p.CreationTimestamp.Time, NodePool: p.Spec.NodeSelector[LabelNodePool]}
+			if !ours {
+				job.Queue = "" // no queue: holds its GPUs, never scheduled
+			}
+			if p.Spec.Priority != nil {
+				job.Priority = *p.Spec.Priority
+			}
+			if c, err := engine.ParseClass(p.Labels[LabelClass]); err == nil {
+				job.Class = c
+			}
+			switch p.Labels[LabelPreemptible] {
+			case "true":
+				job.Preemptible = engine.PreemptibleYes
+			case "false":
+				job.Preemptible = engine.PreemptibleNo
+			}
+			if t := p.Annotations[AnnotationGPUTypes]; t != "" {
+				job.GPUTypes = strings.Split(t, ",")
+			}
+			byJob[jid] = job
+			order = append(order, jid)
+		}
+		pid := engine.PodID(p.Namespace + "/" + p.Name)
+		pod := engine.Pod{ID: pid, Request: podRequest(p)}
+		if p.Spec.NodeName != "" {
+			b := &engine.Binding{Node: engine.NodeID(p.Spec.NodeName), GPUs: parseIndices(p.Annotations[AnnotationGPUs])}
+			if len(b.GPUs) != pod.Request.GPUs {
+				b.GPUs = nil // assigned below, after the annotated pods claim theirs
+			}
+			for _, g := range b.GPUs {
+				if used[p.Spec.NodeName] == nil {
+					used[p.Spec.NodeName] = map[int]bool{}
+				}
+				used[p.Spec.NodeName][g] = true
+			}
+			pod.Binding = b
+		}
+		job.Pods = append(job.Pods, pod)
+		idx.pods[pid] = p
+		idx.jobs[jid] = append(idx.jobs[jid], p)
+	}
+	for _, jid := range order {
+		snap.Jobs = append(snap.Jobs, *byJob[jid])
+	}
+	// Pods bound without device indices (other schedulers' pods) get the lowest free ones.
+	for i := range snap.Jobs {
+		job := &snap.Jobs[i]
+		if job.MinMember < 0 {
+			job.MinMember = len(job.Pods)
+		}
+		for k := range job.Pods {
+			pod := &job.Pods[k]
+			b := pod.Binding
+			if b == nil || len(b.GPUs) >= pod.Request.GPUs {
+				continue
+			}
+			n := string(b.Node)
+			if used[n] == nil {
+				used[n] = map[int]bool{}
+			}
+			for g := 0; len(b.GPUs) < pod.Request.GPUs && g < 64; g++ {
+				if !used[n][g] {
+					used[n][g] = true
+					b.GPUs = append(b.GPUs, g)
+				}
+			}
+		}
+	}
+	return snap, idx
+}
+
+// jobOf groups pods: by the allot.dev/pod-group label (minMember from the PodGroup, else
+// every pod of the group), else each pod is its own job.
+func jobOf(p *corev1.Pod, groups map[string]int) (engine.JobID, int) {
+	if g := p.Labels[LabelPodGroup]; g != "" {
+		key := p.Namespace + "/" + g
+		if m, ok := groups[key]; ok && m > 0 {
+			return engine.JobID(key), m
+		}
+		return engine.JobID(key), -1 // filled in by the caller's count
+	}
+	return engine.JobID(p.Namespace + "/" + p.Name), 1
+}
+
+func podGPUs(p *corev1.Pod) int64 {
+	var n int64
+	for _, c := range p.Spec.Containers {
+		if q, ok := c.Resources.Limits[GPUResource]; ok {
+			n += q.Value()
+		} else if q, ok := c.Resources.Requests[GPUResource]; ok {
+			n += q.Value()
+		}
+	}
+	return n
+}
+
+func podRequest(p *corev1.Pod) engine.PodRequest {
+	r := engine.PodRequest{GPUs: int(podGPUs(p))}
+	for _, c := range p.Spec.Containers {
+		r.CPU += c.Resources.Requests.Cpu().MilliValue()
+		r.Memory += c.Resources.Requests.Memory().Value()
+	}
+	return r
+}
+
+func parseIndices(s string) []int {
+	if s == "" {
+		return nil
+	}
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		if v, err := strconv.Atoi(strings.TrimSpace(f)); err == nil && v >= 0 {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+func formatIndices(gpus []int) string {
+	parts := make([]string, len(gpus))
+	for i, g := range gpus {
+		parts[i] = strconv.Itoa(g)
+	}
+	return strings.Join(parts, ",")
+}
+
+func convertNode(n *corev1.Node) engine.Node {
+	out := engine.Node{ID: engine.NodeID(n.Name), Labels: n.Labels, Pool: n.Labels[LabelNodePool], Domain: n.Labels[LabelDomain],
+		CPU: n.Status.Allocatable.Cpu().MilliValue(), Memory: n.Status.Allocatable.Memory().Value(),
+		Unschedulable: n.Spec.Unschedulable || !ready(n)}
+	count := n.Status.Allocatable[GPUResource]
+	memMi, _ := strconv.ParseInt(n.Labels[LabelGPUMemory], 10, 64)
+	for g := 0; g < int(count.Value()) && g < 64; g++ {
+		out.GPUs = append(out.GPUs, engine.GPU{Model: n.Labels[LabelProduct], Memory: memMi << 20,
+			UUID: "GPU-" + string(n.UID) + "-" + strconv.Itoa(g), Island: g * 2 / max(int(count.Value()), 1)})
+	}
+	return out
+}
+
+func ready(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func convertQueue(q *v1alpha1.Queue) engine.Queue {
+	out := engine.Queue{ID: engine.QueueID(q.Name), Parent: engine.QueueID(q.Spec.Parent), Priority: q.Spec.Priority}
+	gpu := &out.Resources[engine.ResourceGPU]
+	gpu.Quota = int64(q.Spec.GPU.Quota) * int64(engine.OneGPU)
+	if w := q.Spec.GPU.OverQuotaWeight; w != nil {
+		f := float64(*w) * float64(engine.OneGPU)
+		gpu.OverQuotaWeight = &f
+	}
+	if l := q.Spec.GPU.Limit; l != nil {
+		v := int64(*l) * int64(engine.OneGPU)
+		gpu.Limit = &v
+	}
+	set := func(r engine.Resource, rq *v1alpha1.ResourceQuota, milli bool) {
+		if rq == nil {
+			return
+		}
+		val := func(q *resource.Quantity) int64 {
+			if milli {
+				return q.MilliValue()
+			}
+			return q.Value()
+		}
+		if rq.Quota != nil {
+			out.Resources[r].Quota = val(rq.Quota)
+		}
+		if rq.Limit != nil {
+			v := val(rq.Limit)
+			out.Resources[r].Limit = &v
+		}
+	}
+	set(engine.ResourceCPU, q.Spec.CPU, true)
+	set(engine.ResourceMemory, q.Spec.Memory, false)
+	if d := q.Spec.InteractiveTimeLimit; d != nil {
+		out.InteractiveTimeLimit = d.Duration
+	}
+	return out
+}

@@ -1,0 +1,171 @@
+// Package simnode simulates GPU nodes for the embedded cluster: Node objects with the
+// labels NVIDIA GPU Feature Discovery puts on real nodes and an nvidia.com/gpu capacity,
+// and a small kubelet that runs the pods bound to them. No GPU is needed.
+package simnode
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+)
+
+// Well-known names.
+const (
+	GPUResource    = corev1.ResourceName("nvidia.com/gpu")
+	LabelProduct   = "nvidia.com/gpu.product"
+	LabelMemory    = "nvidia.com/gpu.memory" // MiB per GPU, as GFD writes it
+	LabelCount     = "nvidia.com/gpu.count"
+	LabelSimulated = "allot.dev/simulated"
+	// AnnotationDuration makes a simulated pod succeed after running this long.
+	AnnotationDuration = "allot.dev/sim-duration"
+)
+
+// Spec describes a group of identical simulated nodes.
+type Spec struct {
+	Prefix      string
+	Count       int
+	GPUs        int
+	GPUType     string
+	GPUMemoryMi int64
+	CPU, Memory string
+	Labels      map[string]string
+}
+
+// Create makes the Node objects (existing ones are kept) and marks them Ready.
+func Create(ctx context.Context, client kubernetes.Interface, spec Spec) error {
+	for i := 1; i <= spec.Count; i++ {
+		name := fmt.Sprintf("%s-%d", spec.Prefix, i)
+		labels := map[string]string{LabelProduct: spec.GPUType, LabelMemory: strconv.FormatInt(spec.GPUMemoryMi, 10),
+			LabelCount: strconv.Itoa(spec.GPUs), LabelSimulated: "true", corev1.LabelHostname: name}
+		for k, v := range spec.Labels {
+			labels[k] = v
+		}
+		capacity := corev1.ResourceList{
+			GPUResource:           *resource.NewQuantity(int64(spec.GPUs), resource.DecimalSI),
+			corev1.ResourceCPU:    resource.MustParse(spec.CPU),
+			corev1.ResourceMemory: resource.MustParse(spec.Memory),
+			corev1.ResourcePods:   resource.MustParse("250"),
+		}
+		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
+		created, err := client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
+		if apierrors.IsAlreadyExists(err) {
+			if created, err = client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{}); err != nil {
+				return err
+			}
+		} else if err != nil {
+			return fmt.Errorf("creating node %s: %w", name, err)
+		}
+		created.Status.Capacity, created.Status.Allocatable = capacity, capacity
+		created.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue,
+			Reason: "SimulatedKubeletReady", LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()}}
+		if _, err := client.CoreV1().Nodes().UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
+			return fmt.Errorf("node %s status: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// Kubelet runs pods bound to simulated nodes: they become Running at once, succeed after
+// their allot.dev/sim-duration, and are removed when deleted.
+type Kubelet struct {
+	client kubernetes.Interface
+	now    func() time.Time
+}
+
+// NewKubelet returns a kubelet for all simulated nodes.
+func NewKubelet(client kubernetes.Interface) *Kubelet {
+	return &Kubelet{client: client, now: time.Now}
+}
+
+// Run works until ctx ends.
+func (k *Kubelet) Run(ctx context.Context) {
+	factory := informers.NewSharedInformerFactory(k.client, 0)
+	pods := factory.Core().V1().Pods().Informer()
+	queue := make(chan *corev1.Pod, 1024)
+	enqueue := func(obj any) {
+		if p, ok := obj.(*corev1.Pod); ok && p.Spec.NodeName != "" {
+			select {
+			case queue <- p:
+			default:
+				go func() { queue <- p }()
+			}
+		}
+	}
+	_, _ = pods.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: enqueue, UpdateFunc: func(_, n any) { enqueue(n) }})
+	factory.Start(ctx.Done())
+	ticker := time.NewTicker(time.Second)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case p := <-queue:
+			k.sync(ctx, p)
+		case <-ticker.C:
+			for _, obj := range pods.GetStore().List() {
+				if p := obj.(*corev1.Pod); p.Spec.NodeName != "" && p.Status.Phase == corev1.PodRunning {
+					k.sync(ctx, p)
+				}
+			}
+		}
+	}
+}
+
+func (k *Kubelet) sync(ctx context.Context, p *corev1.Pod) {
+	if p.DeletionTimestamp != nil {
+		zero := int64(0)
+		err := k.client.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
+		if err != nil && !apierrors.IsNotFound(err) {
+			slog.Warn("simulated kubelet: delete", "pod", p.Name, "err", err)
+		}
+		return
+	}
+	switch p.Status.Phase {
+	case corev1.PodPending, "":
+		p = p.DeepCopy()
+		now := metav1.NewTime(k.now())
+		p.Status.Phase = corev1.PodRunning
+		p.Status.StartTime = &now
+		for _, t := range []corev1.PodConditionType{corev1.PodInitialized, corev1.PodReady, corev1.ContainersReady, corev1.PodScheduled} {
+			setCondition(p, corev1.PodCondition{Type: t, Status: corev1.ConditionTrue, LastTransitionTime: now})
+		}
+		for _, c := range p.Spec.Containers {
+			p.Status.ContainerStatuses = append(p.Status.ContainerStatuses, corev1.ContainerStatus{Name: c.Name, Image: c.Image,
+				Ready: true, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}}})
+		}
+		if _, err := k.client.CoreV1().Pods(p.Namespace).UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			slog.Warn("simulated kubelet: start", "pod", p.Name, "err", err)
+		}
+	case corev1.PodRunning:
+		d, err := time.ParseDuration(p.Annotations[AnnotationDuration])
+		if err != nil || p.Status.StartTime == nil || k.now().Sub(p.Status.StartTime.Time) < d {
+			return
+		}
+		p = p.DeepCopy()
+		p.Status.Phase = corev1.PodSucceeded
+		setCondition(p, corev1.PodCondition{Type: corev1.PodReady, Status: corev1.ConditionFalse, Reason: "PodCompleted", LastTransitionTime: metav1.NewTime(k.now())})
+		if _, err := k.client.CoreV1().Pods(p.Namespace).UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			slog.Warn("simulated kubelet: complete", "pod", p.Name, "err", err)
+		}
+	}
+}
+
+func setCondition(p *corev1.Pod, c corev1.PodCondition) {
+	for i := range p.Status.Conditions {
+		if p.Status.Conditions[i].Type == c.Type {
+			p.Status.Conditions[i] = c
+			return
+		}
+	}
+	p.Status.Conditions = append(p.Status.Conditions, c)
+}
