@@ -2,13 +2,18 @@
 GO ?= go
 BIN := bin/allot
 
-.PHONY: run test build bench vet fmt generate
+.PHONY: run sim-demo test build bench vet fmt generate
 
 build:
 	$(GO) build -o $(BIN) ./cmd/allot
 
-# The demo: four teams share two 8-GPU nodes, borrow idle GPUs and get them back.
+# The main job: a real control plane with simulated GPU nodes, the scheduler and the demo
+# queues, until Ctrl-C. The kubeconfig path is printed.
 run: build
+	./$(BIN) up --demo
+
+# The same four teams in the simulator: borrowing, reclaim, fractions, in a few steps.
+sim-demo: build
 	./$(BIN) sim --scenario examples/demo.yaml
 
 test:

@@ -19,7 +19,7 @@ func NewRoot() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddGroup(&cobra.Group{ID: "study", Title: "Study and simulate:"})
-	root.AddCommand(newSimCmd())
+	root.AddGroup(&cobra.Group{ID: "run", Title: "Run Allot:"}, &cobra.Group{ID: "study", Title: "Study and simulate:"})
+	root.AddCommand(newUpCmd(), newSimCmd())
 	return root
 }

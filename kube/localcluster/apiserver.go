@@ -37,6 +37,8 @@ func startAPIServer(ctx context.Context, dir, etcdURL string) (*rest.Config, <-c
 	s.SecureServing.ServerCert.CertDirectory = filepath.Join(dir, "pki")
 	s.SecureServing.ExternalAddress = net.ParseIP("127.0.0.1")
 	s.ServiceClusterIPRanges = "10.96.0.0/16"
+	// The "kubernetes" Service cannot point at a loopback address; nothing here needs it.
+	s.EndpointReconcilerType = "none"
 	s.Etcd.StorageConfig = *storagebackend.NewDefaultConfig("/registry", nil)
 	s.Etcd.StorageConfig.Transport.ServerList = []string{etcdURL}
 	key, err := serviceAccountKey(dir)

@@ -1,0 +1,88 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// syncBuffer lets the test read what the command prints while it runs.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
+func (s *syncBuffer) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+
+// TestUpDemo runs `allot up --demo` and uses its kubeconfig as a user would: nodes and
+// queues are there, team-a borrows beyond its quota of 4, and Ctrl-C stops it cleanly.
+func TestUpDemo(t *testing.T) {
+	dir := t.TempDir()
+	kc := filepath.Join(dir, "config")
+	ctx, cancel := context.WithCancel(context.Background())
+	cmd := NewRoot()
+	out := &syncBuffer{}
+	cmd.SetOut(out)
+	cmd.SetErr(out)
+	cmd.SetArgs([]string{"up", "--demo", "--data-dir", filepath.Join(dir, "state"), "--kubeconfig", kc})
+	done := make(chan error, 1)
+	go func() { done <- cmd.ExecuteContext(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("allot up stopped with %v", err)
+		}
+	}()
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(context.Context) (bool, error) {
+		return strings.Contains(out.String(), "kubeconfig: "+kc), nil
+	})
+	if err != nil {
+		t.Fatalf("no kubeconfig path printed: %s", out.String())
+	}
+	if _, err := os.Stat(kc); err != nil {
+		t.Fatal(err)
+	}
+	rc, err := clientcmd.BuildConfigFromFlags("", kc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := kubernetes.NewForConfigOrDie(rc)
+	nodes, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil || len(nodes.Items) != 2 || nodes.Items[0].Labels["nvidia.com/gpu.product"] == "" {
+		t.Fatalf("nodes: %v %+v", err, nodes)
+	}
+	qs, err := dynamic.NewForConfigOrDie(rc).Resource(schema.GroupVersionResource{Group: "allot.dev", Version: "v1alpha1", Resource: "queues"}).List(ctx, metav1.ListOptions{})
+	if err != nil || len(qs.Items) != 4 {
+		t.Fatalf("queues: %v", err)
+	}
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		pods, err := client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, nil
+		}
+		running := 0
+		for _, p := range pods.Items {
+			if p.Status.Phase == corev1.PodRunning {
+				running++
+			}
+		}
+		return running == 8, nil
+	})
+	if err != nil {
+		t.Fatal("the demo's 8 pods (6 of team-a, beyond its quota of 4, and 2 of team-b) did not all run")
+	}
+}
