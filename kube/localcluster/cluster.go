@@ -1,5 +1,6 @@
 // Package localcluster runs a real Kubernetes control plane in one process: etcd and
-// kube-apiserver built from the upstream modules, with Allot's CRDs installed. It backs `allot up` and every test that
+// kube-apiserver built from the upstream modules, with Allot's CRDs installed and the Job
+// controller of kube-controller-manager running. It backs `allot up` and every test that
 // concerns Kubernetes.
 package localcluster
 
@@ -41,6 +42,10 @@ func Start(ctx context.Context, dir string) (*Cluster, error) {
 	}
 	c := &Cluster{Config: rc, etcd: e, cancel: cancel, done: done}
 	if err := installCRDs(ctx, rc); err != nil {
+		c.Stop()
+		return nil, err
+	}
+	if err := startControllers(ctx, rc); err != nil {
 		c.Stop()
 		return nil, err
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -252,4 +253,40 @@ func TestRestartDoesNotDoubleBook(t *testing.T) {
 	if pods["second-2"].Spec.NodeName != "" && pods["second-0"].Spec.NodeName != "" && pods["second-1"].Spec.NodeName != "" {
 		t.Fatalf("8 GPUs hold 3×2 + 3×1 pods")
 	}
+}
+
+// TestBatchJobBinds: a batch Job of 4 one-GPU pods in a queue is bound (the embedded Job
+// controller creates the pods) and the queue's status shows 4 allocated.
+func TestBatchJobBinds(t *testing.T) {
+	e := newEnv(t, 1, 8)
+	defer e.startScheduler(t)()
+	e.queue(t, "team-a", 4)
+	four := int32(4)
+	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "train", Namespace: "default"},
+		Spec: batchv1.JobSpec{Parallelism: &four, Completions: &four, Template: corev1.PodTemplateSpec{
+			ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{LabelQueue: "team-a"}},
+			Spec: corev1.PodSpec{SchedulerName: SchedulerName, RestartPolicy: corev1.RestartPolicyNever,
+				Containers: []corev1.Container{{Name: "train", Image: "pytorch",
+					Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{GPUResource: resource.MustParse("1")}}}}}}}}
+	if _, err := e.client.BatchV1().Jobs("default").Create(e.ctx, job, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitFor(t, "the Job's 4 pods run", func() (bool, string) {
+		n := 0
+		for _, p := range e.pods(t) {
+			if running(p) && p.Labels["job-name"] == "train" {
+				n++
+			}
+		}
+		return n == 4, fmt.Sprintf("%d running", n)
+	})
+	e.waitFor(t, "queue status 4 allocated", func() (bool, string) {
+		q, err := e.dyn.Resource(queuesGVR).Get(e.ctx, "team-a", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		alloc, _, _ := unstructured.NestedString(q.Object, "status", "allocated", string(GPUResource))
+		return alloc == "4", alloc
+	})
+	noDoubleBooking(t, e.pods(t))
 }
