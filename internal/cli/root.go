@@ -20,6 +20,6 @@ func NewRoot() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.AddGroup(&cobra.Group{ID: "run", Title: "Run Allot:"}, &cobra.Group{ID: "study", Title: "Study and simulate:"})
-	root.AddCommand(newUpCmd(), newSimCmd())
+	root.AddCommand(newUpCmd(), newSchedulerCmd(), newBenchCmd(), newSimCmd())
 	return root
 }

@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 
 	"github.com/allot-dev/allot/kube/localcluster"
@@ -86,7 +87,9 @@ A kubeconfig is written so that kubectl works against it. Ctrl-C stops everythin
 				GPUMemoryMi: mem.Value() >> 20, CPU: "128", Memory: "1Ti"}); err != nil {
 				return err
 			}
-			go simnode.NewKubelet(client).Run(ctx)
+			kubeletConfig := rest.CopyConfig(c.Config)
+			kubeletConfig.QPS, kubeletConfig.Burst = 1000, 2000
+			go simnode.NewKubelet(kubernetes.NewForConfigOrDie(kubeletConfig)).Run(ctx)
 			s, err := scheduler.New(c.Config, scheduler.Options{})
 			if err != nil {
 				return err

@@ -68,6 +68,10 @@ type Scheduler struct {
 
 // New connects to the cluster.
 func New(rc *rest.Config, opts Options) (*Scheduler, error) {
+	rc = rest.CopyConfig(rc)
+	// A scheduler binds hundreds of pods a second; client-go's default of 5 QPS would
+	// make it crawl. The API server's own priority and fairness still protects it.
+	rc.QPS, rc.Burst = 2000, 4000
 	client, err := kubernetes.NewForConfig(rc)
 	if err != nil {
 		return nil, err
@@ -223,32 +227,51 @@ func (s *Scheduler) apply(ctx context.Context, plan *engine.Plan, idx *index) {
 			slog.Warn("allot scheduler: evict", "pod", e.Pod, "err", err)
 		}
 	}
-	for _, b := range plan.Binds {
-		p := idx.pods[b.Pod]
-		if p == nil || evictedOn[b.Binding.Node] {
-			continue
-		}
-		if err := s.bind(ctx, p, b.Binding); err != nil {
-			slog.Warn("allot scheduler: bind", "pod", b.Pod, "err", err)
-			continue
-		}
-		s.assumed[p.UID] = b.Binding
+	// Binds are independent API calls: issue them in parallel.
+	type job struct {
+		p *corev1.Pod
+		b engine.Binding
 	}
+	work := make(chan job)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	for w := 0; w < bindWorkers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range work {
+				if err := s.bind(ctx, j.p, j.b); err != nil {
+					slog.Warn("allot scheduler: bind", "pod", j.p.Name, "err", err)
+					continue
+				}
+				mu.Lock()
+				s.assumed[j.p.UID] = j.b
+				delete(s.reasons, j.p.UID)
+				mu.Unlock()
+			}
+		}()
+	}
+	for _, b := range plan.Binds {
+		if p := idx.pods[b.Pod]; p != nil && !evictedOn[b.Binding.Node] {
+			work <- job{p, b.Binding}
+		}
+	}
+	close(work)
+	wg.Wait()
 }
 
-// bind records the devices on the pod, then binds it to the node.
+// bindWorkers is how many binds are in flight at once.
+const bindWorkers = 32
+
+// bind binds the pod to the node in one call; the API server copies the Binding's
+// annotations onto the pod, so the device indices land with the node name.
 func (s *Scheduler) bind(ctx context.Context, p *corev1.Pod, b engine.Binding) error {
-	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, AnnotationGPUs, formatIndices(b.GPUs))
-	if _, err := s.client.CoreV1().Pods(p.Namespace).Patch(ctx, p.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
-		return err
-	}
-	binding := &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, UID: p.UID},
+	binding := &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, UID: p.UID,
+		Annotations: map[string]string{AnnotationGPUs: formatIndices(b.GPUs)}},
 		Target: corev1.ObjectReference{Kind: "Node", Name: string(b.Node)}}
 	if err := s.client.CoreV1().Pods(p.Namespace).Bind(ctx, binding, metav1.CreateOptions{}); err != nil {
 		return err
 	}
-	s.recorder.Eventf(p, corev1.EventTypeNormal, "Scheduled", "bound to %s, GPUs %s", b.Node, formatIndices(b.GPUs))
-	delete(s.reasons, p.UID)
 	return nil
 }
 

@@ -122,7 +122,11 @@ func noDoubleBooking(t *testing.T, pods map[string]*corev1.Pod) {
 		if p.Spec.NodeName == "" || p.DeletionTimestamp != nil {
 			continue
 		}
-		for _, g := range parseIndices(p.Annotations[AnnotationGPUs]) {
+		gpus := parseIndices(p.Annotations[AnnotationGPUs])
+		if int64(len(gpus)) != podGPUs(p) {
+			t.Fatalf("pod %s on %s holds %d GPUs but its %s annotation is %q", name, p.Spec.NodeName, podGPUs(p), AnnotationGPUs, p.Annotations[AnnotationGPUs])
+		}
+		for _, g := range gpus {
 			k := fmt.Sprintf("%s/%d", p.Spec.NodeName, g)
 			if other, ok := held[k]; ok {
 				t.Fatalf("GPU %s held by %s and %s", k, other, name)
@@ -289,4 +293,35 @@ func TestBatchJobBinds(t *testing.T) {
 		return alloc == "4", alloc
 	})
 	noDoubleBooking(t, e.pods(t))
+}
+
+// TestTwoReplicasWithLeaderElection: two schedulers run; one holds the Lease and schedules,
+// and nothing is double-booked.
+func TestTwoReplicasWithLeaderElection(t *testing.T) {
+	e := newEnv(t, 1, 4)
+	e.queue(t, "team-a", 4)
+	for _, id := range []string{"replica-1", "replica-2"} {
+		s, err := New(e.c.Config, Options{Interval: 200 * time.Millisecond, LeaderElection: true, Identity: id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() { _ = s.Run(e.ctx) }()
+	}
+	for i := 0; i < 6; i++ {
+		e.pod(t, fmt.Sprintf("p-%d", i), "team-a", 1, nil)
+	}
+	e.waitFor(t, "4 of 6 pods bound", func() (bool, string) {
+		n := 0
+		for _, p := range e.pods(t) {
+			if p.Spec.NodeName != "" {
+				n++
+			}
+		}
+		return n == 4, fmt.Sprintf("%d bound", n)
+	})
+	noDoubleBooking(t, e.pods(t))
+	lease, err := e.client.CoordinationV1().Leases("kube-system").Get(e.ctx, "allot-scheduler", metav1.GetOptions{})
+	if err != nil || lease.Spec.HolderIdentity == nil || !strings.HasPrefix(*lease.Spec.HolderIdentity, "replica-") {
+		t.Fatalf("lease: %v %+v", err, lease)
+	}
 }

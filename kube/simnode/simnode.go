@@ -82,7 +82,8 @@ type Kubelet struct {
 	now    func() time.Time
 }
 
-// NewKubelet returns a kubelet for all simulated nodes.
+// NewKubelet returns a kubelet for all simulated nodes. Give it a client with a high QPS:
+// it writes one status per pod.
 func NewKubelet(client kubernetes.Interface) *Kubelet {
 	return &Kubelet{client: client, now: time.Now}
 }

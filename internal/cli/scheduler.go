@@ -1,0 +1,57 @@
+package cli
+
+import (
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/allot-dev/allot/engine"
+	"github.com/allot-dev/allot/kube/scheduler"
+)
+
+func newSchedulerCmd() *cobra.Command {
+	var kubeconfig, identity, placement string
+	var leaderElect bool
+	cmd := &cobra.Command{
+		Use:     "scheduler",
+		GroupID: "run",
+		Short:   "Run the Allot scheduler against a cluster (pods with schedulerName: allot)",
+		Long: `Schedule the pods that set schedulerName: allot on the cluster of --kubeconfig (or, inside
+a pod, the in-cluster configuration). With --leader-elect, replicas take turns through a
+Lease in kube-system, so that only one schedules at a time.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			pl, err := engine.ParsePlacement(placement)
+			if err != nil {
+				return fmt.Errorf("--placement: %w", err)
+			}
+			var rc *rest.Config
+			if kubeconfig == "" {
+				rc, err = rest.InClusterConfig()
+			} else {
+				rc, err = clientcmd.BuildConfigFromFlags("", kubeconfig)
+			}
+			if err != nil {
+				return fmt.Errorf("no cluster: %w (set --kubeconfig)", err)
+			}
+			s, err := scheduler.New(rc, scheduler.Options{Engine: engine.Options{Placement: pl}, LeaderElection: leaderElect, Identity: identity})
+			if err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return s.Run(ctx)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig of the cluster; empty inside a pod")
+	f.BoolVar(&leaderElect, "leader-elect", false, "take turns with other replicas through a Lease")
+	f.StringVar(&identity, "identity", "", "this replica's name in leader election (default: generated)")
+	f.StringVar(&placement, "placement", "allot", "placement policy: allot, binpack, spread, best-fit, gpu-packing, fgd, random")
+	return cmd
+}
