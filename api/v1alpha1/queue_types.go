@@ -13,8 +13,8 @@ import (
 // +kubebuilder:subresource:status
 // +kubebuilder:printcolumn:name="Parent",type=string,JSONPath=`.spec.parent`
 // +kubebuilder:printcolumn:name="GPU Quota",type=integer,JSONPath=`.spec.gpu.quota`
-// +kubebuilder:printcolumn:name="Fair Share",type=string,JSONPath=`.status.fairShare.gpu`
-// +kubebuilder:printcolumn:name="Allocated",type=string,JSONPath=`.status.allocated.gpu`
+// +kubebuilder:printcolumn:name="Fair Share",type=string,JSONPath=`.status.fairShare.nvidia\.com/gpu`
+// +kubebuilder:printcolumn:name="Allocated",type=string,JSONPath=`.status.allocated.nvidia\.com/gpu`
 // +kubebuilder:printcolumn:name="Pending",type=integer,JSONPath=`.status.pending`
 type Queue struct {
 	metav1.TypeMeta   `json:",inline"`

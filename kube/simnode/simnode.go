@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -106,6 +107,8 @@ func (k *Kubelet) Run(ctx context.Context) {
 	factory.Start(ctx.Done())
 	ticker := time.NewTicker(time.Second)
 	defer ticker.Stop()
+	k.renewLeases(ctx)
+	beats := 0
 	for {
 		select {
 		case <-ctx.Done():
@@ -113,11 +116,41 @@ func (k *Kubelet) Run(ctx context.Context) {
 		case p := <-queue:
 			k.sync(ctx, p)
 		case <-ticker.C:
+			if beats++; beats%10 == 0 {
+				k.renewLeases(ctx)
+			}
 			for _, obj := range pods.GetStore().List() {
 				if p := obj.(*corev1.Pod); p.Spec.NodeName != "" && p.Status.Phase == corev1.PodRunning {
 					k.sync(ctx, p)
 				}
 			}
+		}
+	}
+}
+
+// renewLeases keeps each simulated node's Lease in kube-node-lease fresh, as a kubelet's
+// heartbeat does, so that node lifecycle controllers see the nodes alive.
+func (k *Kubelet) renewLeases(ctx context.Context) {
+	nodes, err := k.client.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: LabelSimulated + "=true"})
+	if err != nil {
+		return
+	}
+	leases := k.client.CoordinationV1().Leases(corev1.NamespaceNodeLease)
+	duration := int32(40)
+	for _, n := range nodes.Items {
+		now := metav1.NewMicroTime(k.now())
+		l, err := leases.Get(ctx, n.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			l = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: n.Name, Namespace: corev1.NamespaceNodeLease,
+				OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: n.Name, UID: n.UID}}},
+				Spec: coordinationv1.LeaseSpec{HolderIdentity: &n.Name, LeaseDurationSeconds: &duration, RenewTime: &now}}
+			_, err = leases.Create(ctx, l, metav1.CreateOptions{})
+		} else if err == nil {
+			l.Spec.RenewTime = &now
+			_, err = leases.Update(ctx, l, metav1.UpdateOptions{})
+		}
+		if err != nil && ctx.Err() == nil {
+			slog.Warn("simulated kubelet: node lease", "node", n.Name, "err", err)
 		}
 	}
 }
