@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/pprof"
 	"strconv"
 	"syscall"
 
@@ -32,6 +33,7 @@ func newUpCmd() *cobra.Command {
 	var nodes, gpus int
 	var gpuType, gpuMemory, dataDir, kubeconfig string
 	var demo bool
+	var cpuProfile string
 	cmd := &cobra.Command{
 		Use:     "up",
 		GroupID: "run",
@@ -58,6 +60,16 @@ A kubeconfig is written so that kubectl works against it. Ctrl-C stops everythin
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			if cpuProfile != "" {
+				f, err := os.Create(cpuProfile)
+				if err != nil {
+					return err
+				}
+				if err := pprof.StartCPUProfile(f); err != nil {
+					return err
+				}
+				defer pprof.StopCPUProfile()
+			}
 			out := cmd.OutOrStdout()
 			if err := os.MkdirAll(dataDir, 0o700); err != nil {
 				return err
@@ -115,6 +127,8 @@ A kubeconfig is written so that kubectl works against it. Ctrl-C stops everythin
 	f.StringVar(&gpuMemory, "gpu-memory", "80Gi", "memory per GPU")
 	f.StringVar(&dataDir, "data-dir", filepath.Join(os.TempDir(), "allot-up"), "where the cluster keeps its state")
 	f.StringVar(&kubeconfig, "kubeconfig", "", "where to write the kubeconfig (default: DATA-DIR/kubeconfig)")
+	f.StringVar(&cpuProfile, "cpu-profile", "", "write a CPU profile of the whole process here (for performance work)")
+	_ = f.MarkHidden("cpu-profile")
 	f.BoolVar(&demo, "demo", false, "the demo: queues team-a/b/c/d with quotas 4/2/2/8 on 2 nodes of 8 GPUs, with work submitted")
 	return cmd
 }

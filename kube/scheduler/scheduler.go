@@ -121,9 +121,20 @@ func (s *Scheduler) run(ctx context.Context) error {
 	s.queues = dfactory.ForResource(queuesGVR).Informer()
 	s.groups = dfactory.ForResource(podGroupsGVR).Informer()
 	poke := cache.ResourceEventHandlerFuncs{AddFunc: func(any) { s.poke() }, UpdateFunc: func(_, _ any) { s.poke() }, DeleteFunc: func(any) { s.poke() }}
-	for _, inf := range []cache.SharedIndexInformer{s.pods, s.nodes, s.queues, s.groups} {
+	for _, inf := range []cache.SharedIndexInformer{s.nodes, s.queues, s.groups} {
 		_, _ = inf.AddEventHandler(poke)
 	}
+	// A running pod's status changes (the kubelet reporting it started) change nothing the
+	// engine decides on; waking for them would rebuild the snapshot for nothing.
+	_, _ = s.pods.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: func(any) { s.poke() }, DeleteFunc: func(any) { s.poke() },
+		UpdateFunc: func(o, n any) {
+			op, ok1 := o.(*corev1.Pod)
+			np, ok2 := n.(*corev1.Pod)
+			if !ok1 || !ok2 || np.Spec.NodeName == "" || op.Spec.NodeName != np.Spec.NodeName ||
+				(op.DeletionTimestamp == nil) != (np.DeletionTimestamp == nil) || terminal(op) != terminal(np) {
+				s.poke()
+			}
+		}})
 	factory.Start(ctx.Done())
 	dfactory.Start(ctx.Done())
 	if !cache.WaitForCacheSync(ctx.Done(), s.pods.HasSynced, s.nodes.HasSynced, s.queues.HasSynced, s.groups.HasSynced) {
@@ -139,11 +150,15 @@ func (s *Scheduler) run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-s.wake:
-			// Let a burst of events land before the next cycle.
-			time.Sleep(20 * time.Millisecond)
+			// Let a burst of events land before the next cycle: one cycle then places many.
+			time.Sleep(50 * time.Millisecond)
 		case <-ticker.C:
 		}
 	}
+}
+
+func terminal(p *corev1.Pod) bool {
+	return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
 }
 
 func (s *Scheduler) poke() {
