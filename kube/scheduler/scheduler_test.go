@@ -110,6 +110,19 @@ func (e *env) pods(t *testing.T) map[string]*corev1.Pod {
 	return out
 }
 
+// count is how many pods satisfy pred.
+func (e *env) count(t *testing.T, pred func(*corev1.Pod) bool) int {
+	n := 0
+	for _, p := range e.pods(t) {
+		if pred(p) {
+			n++
+		}
+	}
+	return n
+}
+
+func bound(p *corev1.Pod) bool { return p.Spec.NodeName != "" }
+
 func running(p *corev1.Pod) bool {
 	return p != nil && p.Spec.NodeName != "" && p.Status.Phase == corev1.PodRunning
 }
@@ -144,12 +157,7 @@ func TestPodsBindAndQueueStatus(t *testing.T) {
 		e.pod(t, fmt.Sprintf("a-%d", i), "team-a", 1, nil)
 	}
 	e.waitFor(t, "4 pods running", func() (bool, string) {
-		n := 0
-		for _, p := range e.pods(t) {
-			if running(p) {
-				n++
-			}
-		}
+		n := e.count(t, running)
 		return n == 4, fmt.Sprintf("%d running", n)
 	})
 	noDoubleBooking(t, e.pods(t))
@@ -203,12 +211,7 @@ func TestOwnerReclaimsFromBorrower(t *testing.T) {
 		e.pod(t, fmt.Sprintf("a-%d", i), "team-a", 1, nil)
 	}
 	e.waitFor(t, "team-a borrows all 4", func() (bool, string) {
-		n := 0
-		for _, p := range e.pods(t) {
-			if running(p) {
-				n++
-			}
-		}
+		n := e.count(t, running)
 		return n == 4, fmt.Sprintf("%d running", n)
 	})
 	e.pod(t, "b-0", "team-b", 1, nil)
@@ -230,12 +233,7 @@ func TestRestartDoesNotDoubleBook(t *testing.T) {
 		e.pod(t, fmt.Sprintf("first-%d", i), "team-a", 2, nil)
 	}
 	e.waitFor(t, "first wave bound", func() (bool, string) {
-		n := 0
-		for _, p := range e.pods(t) {
-			if p.Spec.NodeName != "" {
-				n++
-			}
-		}
+		n := e.count(t, bound)
 		return n == 3, fmt.Sprintf("%d bound", n)
 	})
 	stop()
@@ -244,12 +242,7 @@ func TestRestartDoesNotDoubleBook(t *testing.T) {
 	}
 	defer e.startScheduler(t)()
 	e.waitFor(t, "8 GPUs in use after restart", func() (bool, string) {
-		n := 0
-		for _, p := range e.pods(t) {
-			if p.Spec.NodeName != "" {
-				n++
-			}
-		}
+		n := e.count(t, bound)
 		return n == 5, fmt.Sprintf("%d bound", n)
 	})
 	pods := e.pods(t)
@@ -276,12 +269,7 @@ func TestBatchJobBinds(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.waitFor(t, "the Job's 4 pods run", func() (bool, string) {
-		n := 0
-		for _, p := range e.pods(t) {
-			if running(p) && p.Labels["job-name"] == "train" {
-				n++
-			}
-		}
+		n := e.count(t, func(p *corev1.Pod) bool { return running(p) && p.Labels["job-name"] == "train" })
 		return n == 4, fmt.Sprintf("%d running", n)
 	})
 	e.waitFor(t, "queue status 4 allocated", func() (bool, string) {
@@ -311,12 +299,7 @@ func TestTwoReplicasWithLeaderElection(t *testing.T) {
 		e.pod(t, fmt.Sprintf("p-%d", i), "team-a", 1, nil)
 	}
 	e.waitFor(t, "4 of 6 pods bound", func() (bool, string) {
-		n := 0
-		for _, p := range e.pods(t) {
-			if p.Spec.NodeName != "" {
-				n++
-			}
-		}
+		n := e.count(t, bound)
 		return n == 4, fmt.Sprintf("%d bound", n)
 	})
 	noDoubleBooking(t, e.pods(t))
