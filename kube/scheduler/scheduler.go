@@ -208,16 +208,20 @@ func (s *Scheduler) Cycle(ctx context.Context) error {
 		}
 	}
 	groups := map[string]int{}
+	var podGroups []*unstructured.Unstructured
 	for _, o := range s.groups.GetStore().List() {
+		u := o.(*unstructured.Unstructured)
 		var g v1alpha1.PodGroup
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.(*unstructured.Unstructured).Object, &g); err == nil {
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &g); err == nil {
 			groups[g.Namespace+"/"+g.Name] = int(g.Spec.MinMember)
+			podGroups = append(podGroups, u)
 		}
 	}
 	snap, idx := buildSnapshot(s.opts.Now(), nodes, pods, queues, groups)
 	plan := s.eng.Schedule(snap)
 	s.apply(ctx, plan, idx)
 	s.writeStatus(ctx, plan, idx, queues)
+	s.writeGroupStatus(ctx, plan, podGroups)
 	return nil
 }
 
@@ -335,6 +339,39 @@ func (s *Scheduler) writeStatus(ctx context.Context, plan *engine.Plan, idx *ind
 		u.Object["status"] = want
 		if _, err := s.dyn.Resource(queuesGVR).UpdateStatus(ctx, u, metav1.UpdateOptions{}); err != nil && !apierrors.IsConflict(err) {
 			slog.Warn("allot scheduler: queue status", "queue", q.Name, "err", err)
+		}
+	}
+}
+
+// writeGroupStatus records each PodGroup's phase, running pods and reason as the plan
+// leaves them.
+func (s *Scheduler) writeGroupStatus(ctx context.Context, plan *engine.Plan, groups []*unstructured.Unstructured) {
+	running := map[engine.JobID]int64{}
+	for _, o := range s.pods.GetStore().List() {
+		p := o.(*corev1.Pod)
+		_, assumed := s.assumed[p.UID]
+		if g := p.Labels[LabelPodGroup]; g != "" && (p.Spec.NodeName != "" || assumed) && !terminal(p) {
+			running[engine.JobID(p.Namespace+"/"+g)]++
+		}
+	}
+	for _, u := range groups {
+		jid := engine.JobID(u.GetNamespace() + "/" + u.GetName())
+		min, _, _ := unstructured.NestedInt64(u.Object, "spec", "minMember")
+		want := map[string]any{"phase": "Pending", "running": running[jid]}
+		if running[jid] >= min && min > 0 {
+			want["phase"] = "Running"
+		}
+		if r, ok := plan.Pending[jid]; ok {
+			want["reason"] = r.Message
+		}
+		have, _, _ := unstructured.NestedMap(u.Object, "status")
+		if fmt.Sprint(have) == fmt.Sprint(want) {
+			continue
+		}
+		cp := u.DeepCopy()
+		cp.Object["status"] = want
+		if _, err := s.dyn.Resource(podGroupsGVR).Namespace(u.GetNamespace()).UpdateStatus(ctx, cp, metav1.UpdateOptions{}); err != nil && !apierrors.IsConflict(err) {
+			slog.Warn("allot scheduler: pod group status", "group", jid, "err", err)
 		}
 	}
 }

@@ -178,6 +178,11 @@ func TestGangThatDoesNotFitWaitsWhole(t *testing.T) {
 	e.queue(t, "team-a", 4)
 	e.pod(t, "busy", "team-a", 2, nil)
 	e.waitFor(t, "busy running", func() (bool, string) { return running(e.pods(t)["busy"]), "" })
+	pg := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "allot.dev/v1alpha1", "kind": "PodGroup",
+		"metadata": map[string]any{"name": "gang", "namespace": "default"}, "spec": map[string]any{"minMember": int64(3), "queue": "team-a"}}}
+	if _, err := e.dyn.Resource(podGroupsGVR).Namespace("default").Create(e.ctx, pg, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	for i := 0; i < 3; i++ {
 		e.pod(t, fmt.Sprintf("gang-%d", i), "team-a", 1, map[string]string{LabelPodGroup: "gang"})
 	}
@@ -199,6 +204,15 @@ func TestGangThatDoesNotFitWaitsWhole(t *testing.T) {
 			}
 		}
 		return true, ""
+	})
+	e.waitFor(t, "pod group status", func() (bool, string) {
+		g, err := e.dyn.Resource(podGroupsGVR).Namespace("default").Get(e.ctx, "gang", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		phase, _, _ := unstructured.NestedString(g.Object, "status", "phase")
+		reason, _, _ := unstructured.NestedString(g.Object, "status", "reason")
+		return phase == "Pending" && strings.Contains(reason, "only 2 fit now"), phase + ": " + reason
 	})
 }
 
