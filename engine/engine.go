@@ -1,6 +1,9 @@
 package engine
 
-import "sort"
+import (
+	"slices"
+	"sort"
+)
 
 // Options configures the engine. The zero value is the default placement, PlacementAllot.
 type Options struct {
@@ -76,7 +79,7 @@ func (s *session) plan(snap *Snapshot) *Plan {
 	for _, j := range s.jobs {
 		for _, ps := range j.pods {
 			moved := ps.orig != nil && (ps.node == nil || ps.orig.Node != ps.node.n.ID ||
-				!equalInts(ps.orig.GPUs, ps.gpus) || ps.orig.Share != ps.share)
+				!slices.Equal(ps.orig.GPUs, ps.gpus) || ps.orig.Share != ps.share)
 			if moved {
 				p.Evictions = append(p.Evictions, Eviction{Job: j.j.ID, Pod: ps.p.ID, Reason: ps.evictReason, For: ps.evictFor})
 			}
@@ -111,16 +114,4 @@ func (s *session) countJobs(q *queueState, st *QueueStatus) {
 	for _, c := range q.children {
 		s.countJobs(c, st)
 	}
-}
-
-func equalInts(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }

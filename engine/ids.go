@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -86,6 +87,9 @@ func (p Placement) String() string {
 	}
 	return fmt.Sprintf("Placement(%d)", int(p))
 }
+
+// PlacementNames lists every placement policy by its user-facing name.
+func PlacementNames() []string { return slices.Clone(placementNames[:]) }
 
 // ParsePlacement reads the user-facing spelling of a placement strategy.
 func ParsePlacement(s string) (Placement, error) {

@@ -62,15 +62,6 @@ func (u unit) bound() bool {
 	return true
 }
 
-func (u unit) on(n *nodeState) bool {
-	for _, p := range u.pods {
-		if p.node == n {
-			return true
-		}
-	}
-	return false
-}
-
 // evicted is a unit taken out during a trial, with where its pods were.
 type evicted struct {
 	u      unit

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -95,7 +96,7 @@ func WriteTable(out io.Writer, reports []StepReport) error {
 		fmt.Fprintf(out, "── step %s · t=%s · %d cycles\n", r.Step, r.Time, r.Cycles)
 		tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "QUEUE\tPARENT\tQUOTA\tFAIR SHARE\tALLOCATED\tPENDING")
-		for _, name := range sortedKeys(r.Queues) {
+		for _, name := range slices.Sorted(maps.Keys(r.Queues)) {
 			q := r.Queues[name]
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\n", name, dash(q.Parent), num(q.Quota), num(q.FairShare), num(q.Allocated), q.Pending)
 		}
@@ -103,7 +104,7 @@ func WriteTable(out io.Writer, reports []StepReport) error {
 		fmt.Fprintln(out)
 		tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "JOB\tQUEUE\tSTATUS\tGPUS\tPLACEMENT\tREASON")
-		for _, name := range sortedKeys(r.Jobs) {
+		for _, name := range slices.Sorted(maps.Keys(r.Jobs)) {
 			j := r.Jobs[name]
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", name, j.Queue, j.Status, num(j.GPUs), placement(j.Pods), j.Reason)
 		}

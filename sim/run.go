@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -56,7 +57,7 @@ func checkExpect(e *Expect, r StepReport) []string {
 		return nil
 	}
 	var out []string
-	for _, name := range sortedKeys(e.Jobs) {
+	for _, name := range slices.Sorted(maps.Keys(e.Jobs)) {
 		want, got := e.Jobs[name], r.Jobs[name]
 		ctx := ""
 		if got.Reason != "" {
@@ -89,7 +90,7 @@ func checkExpect(e *Expect, r StepReport) []string {
 			out = append(out, fmt.Sprintf("job %s: placed %s, want %s", name, placement(got.Pods), want.Placement))
 		}
 	}
-	for _, name := range sortedKeys(e.Queues) {
+	for _, name := range slices.Sorted(maps.Keys(e.Queues)) {
 		want, got := e.Queues[name], r.Queues[name]
 		if want.FairShare != nil && !near(*want.FairShare, got.FairShare) {
 			out = append(out, fmt.Sprintf("queue %s: fair share %v, want %v", name, got.FairShare, *want.FairShare))

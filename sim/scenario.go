@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"reflect"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -235,7 +234,8 @@ func orTop(path string) string {
 	return path
 }
 
-// fieldError is a validation error located in the file.
+// errorf makes a validation error located in the file: the field's line, else its nearest
+// parent's.
 func (sc *Scenario) errorf(path, format string, args ...any) error {
 	line := sc.lines[path]
 	for p := path; line == 0 && p != ""; {
@@ -247,13 +247,4 @@ func (sc *Scenario) errorf(path, format string, args ...any) error {
 		line = sc.lines[p]
 	}
 	return fmt.Errorf("%s:%d: %s: %s", sc.file, line, path, fmt.Sprintf(format, args...))
-}
-
-func sortedKeys[M ~map[string]V, V any](m M) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }

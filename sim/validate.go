@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -424,11 +425,11 @@ func (sc *Scenario) checkFits(c *compiled, j engine.Job, path string) error {
 		}
 	}
 	if len(pool) == 0 {
-		return sc.errorf(path+".nodePool", "no node is in pool %q; pools: %s", j.NodePool, strings.Join(sortedKeys(pools), ", "))
+		return sc.errorf(path+".nodePool", "no node is in pool %q; pools: %s", j.NodePool, strings.Join(slices.Sorted(maps.Keys(pools)), ", "))
 	}
 	for k, t := range j.GPUTypes {
 		if !models[t] {
-			return sc.errorf(fmt.Sprintf("%s.gpuType[%d]", path, k), "no node has GPU type %q; types: %s", t, strings.Join(sortedKeys(models), ", "))
+			return sc.errorf(fmt.Sprintf("%s.gpuType[%d]", path, k), "no node has GPU type %q; types: %s", t, strings.Join(slices.Sorted(maps.Keys(models)), ", "))
 		}
 	}
 	maxGPUs, total := 0, 0
@@ -468,7 +469,7 @@ func (sc *Scenario) checkExpect(e *Expect, path string, live map[string]bool) er
 	if e == nil {
 		return nil
 	}
-	for _, name := range sortedKeys(e.Jobs) {
+	for _, name := range slices.Sorted(maps.Keys(e.Jobs)) {
 		if !live[name] {
 			return sc.errorf(path+".jobs."+name, "job %q does not exist at this step", name)
 		}
@@ -479,7 +480,7 @@ func (sc *Scenario) checkExpect(e *Expect, path string, live map[string]bool) er
 		}
 	}
 	names := queueNames(sc.Queues)
-	for _, name := range sortedKeys(e.Queues) {
+	for _, name := range slices.Sorted(maps.Keys(e.Queues)) {
 		if !slices.Contains(names, name) {
 			return sc.errorf(path+".queues."+name, "unknown queue %q; queues: %s", name, strings.Join(names, ", "))
 		}

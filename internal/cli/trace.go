@@ -105,13 +105,7 @@ func orDefault(s, d string) string {
 	return s
 }
 
-func policyNames() []string {
-	names := []string{"default"}
-	for p := engine.Placement(0); p.String() != fmt.Sprintf("Placement(%d)", int(p)); p++ {
-		names = append(names, p.String())
-	}
-	return names
-}
+func policyNames() []string { return append([]string{"default"}, engine.PlacementNames()...) }
 
 func parsePolicies(s string) ([]engine.Placement, error) {
 	var out []engine.Placement

@@ -29,6 +29,7 @@ import (
 
 	"github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/engine"
+	"github.com/allot-dev/allot/kube/podutil"
 )
 
 var (
@@ -306,7 +307,7 @@ func (s *Scheduler) writeStatus(ctx context.Context, plan *engine.Plan, idx *ind
 				continue
 			}
 			cp := p.DeepCopy()
-			setCondition(cp, corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionFalse,
+			podutil.SetCondition(cp, corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionFalse,
 				Reason: corev1.PodReasonUnschedulable, Message: r.Message, LastTransitionTime: metav1.Now()})
 			if _, err := s.client.CoreV1().Pods(p.Namespace).UpdateStatus(ctx, cp, metav1.UpdateOptions{}); err != nil {
 				if !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
@@ -346,6 +347,9 @@ func (s *Scheduler) writeStatus(ctx context.Context, plan *engine.Plan, idx *ind
 // writeGroupStatus records each PodGroup's phase, running pods and reason as the plan
 // leaves them.
 func (s *Scheduler) writeGroupStatus(ctx context.Context, plan *engine.Plan, groups []*unstructured.Unstructured) {
+	if len(groups) == 0 {
+		return // no PodGroup objects: skip the walk over every pod
+	}
 	running := map[engine.JobID]int64{}
 	for _, o := range s.pods.GetStore().List() {
 		p := o.(*corev1.Pod)
@@ -403,14 +407,4 @@ func statusEqual(have v1alpha1.QueueStatus, want map[string]any, scratch *v1alph
 	return have.Running == scratch.Running && have.Pending == scratch.Pending && eq(have.FairShare, scratch.FairShare) &&
 		eq(have.Allocated, scratch.Allocated) && eq(have.AllocatedNonPreemptible, scratch.AllocatedNonPreemptible) &&
 		eq(have.Requested, scratch.Requested)
-}
-
-func setCondition(p *corev1.Pod, c corev1.PodCondition) {
-	for i := range p.Status.Conditions {
-		if p.Status.Conditions[i].Type == c.Type {
-			p.Status.Conditions[i] = c
-			return
-		}
-	}
-	p.Status.Conditions = append(p.Status.Conditions, c)
 }

@@ -18,6 +18,8 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/allot-dev/allot/kube/podutil"
 )
 
 // Well-known names.
@@ -171,7 +173,7 @@ func (k *Kubelet) sync(ctx context.Context, p *corev1.Pod) {
 		p.Status.Phase = corev1.PodRunning
 		p.Status.StartTime = &now
 		for _, t := range []corev1.PodConditionType{corev1.PodInitialized, corev1.PodReady, corev1.ContainersReady, corev1.PodScheduled} {
-			setCondition(p, corev1.PodCondition{Type: t, Status: corev1.ConditionTrue, LastTransitionTime: now})
+			podutil.SetCondition(p, corev1.PodCondition{Type: t, Status: corev1.ConditionTrue, LastTransitionTime: now})
 		}
 		for _, c := range p.Spec.Containers {
 			p.Status.ContainerStatuses = append(p.Status.ContainerStatuses, corev1.ContainerStatus{Name: c.Name, Image: c.Image,
@@ -187,19 +189,9 @@ func (k *Kubelet) sync(ctx context.Context, p *corev1.Pod) {
 		}
 		p = p.DeepCopy()
 		p.Status.Phase = corev1.PodSucceeded
-		setCondition(p, corev1.PodCondition{Type: corev1.PodReady, Status: corev1.ConditionFalse, Reason: "PodCompleted", LastTransitionTime: metav1.NewTime(k.now())})
+		podutil.SetCondition(p, corev1.PodCondition{Type: corev1.PodReady, Status: corev1.ConditionFalse, Reason: "PodCompleted", LastTransitionTime: metav1.NewTime(k.now())})
 		if _, err := k.client.CoreV1().Pods(p.Namespace).UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 			slog.Warn("simulated kubelet: complete", "pod", p.Name, "err", err)
 		}
 	}
-}
-
-func setCondition(p *corev1.Pod, c corev1.PodCondition) {
-	for i := range p.Status.Conditions {
-		if p.Status.Conditions[i].Type == c.Type {
-			p.Status.Conditions[i] = c
-			return
-		}
-	}
-	p.Status.Conditions = append(p.Status.Conditions, c)
 }
