@@ -49,9 +49,6 @@ func startAPIServer(ctx context.Context, dir, etcdURL string) (*rest.Config, <-c
 	s.Authentication.ServiceAccounts.Issuers = []string{"https://allot.local"}
 	s.Authentication.ServiceAccounts.KeyFiles = []string{key}
 	s.Authorization.Modes = []string{"RBAC"}
-	// No kube-controller-manager runs here yet to create each namespace's default service
-	// account, so pods are admitted without one.
-	s.Admission.GenericAdmission.DisablePlugins = []string{"ServiceAccount"}
 
 	completed, err := s.Complete(ctx)
 	if err != nil {

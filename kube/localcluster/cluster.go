@@ -1,15 +1,19 @@
-// Package localcluster runs a real Kubernetes control plane in one process: etcd and
-// kube-apiserver built from the upstream modules, with Allot's CRDs installed and the Job
-// controller of kube-controller-manager running. It backs `allot up` and every test that
-// concerns Kubernetes.
+// Package localcluster runs a real Kubernetes control plane in one process: etcd,
+// kube-apiserver and kube-controller-manager built from the upstream modules, with Allot's
+// CRDs installed. It backs `allot up` and every test that concerns Kubernetes.
 package localcluster
 
 import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
+	"time"
 
 	"go.etcd.io/etcd/server/v3/embed"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -20,7 +24,7 @@ type Cluster struct {
 	Config *rest.Config
 	etcd   *embed.Etcd
 	cancel context.CancelFunc
-	done   <-chan error
+	done   []<-chan error
 }
 
 // Start brings up etcd and kube-apiserver with their state under dir.
@@ -40,32 +44,70 @@ func Start(ctx context.Context, dir string) (*Cluster, error) {
 		e.Close()
 		return nil, err
 	}
-	c := &Cluster{Config: rc, etcd: e, cancel: cancel, done: done}
+	c := &Cluster{Config: rc, etcd: e, cancel: cancel, done: []<-chan error{done}}
 	if err := installCRDs(ctx, rc); err != nil {
 		c.Stop()
 		return nil, err
 	}
-	if err := startControllers(ctx, rc); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "pki", "ca.crt"), rc.CAData, 0o600); err != nil {
+		c.Stop()
+		return nil, err
+	}
+	cm, err := startControllers(ctx, dir, rc)
+	if err != nil {
+		c.Stop()
+		return nil, err
+	}
+	c.done = append(c.done, cm)
+	if err := waitForServiceAccount(ctx, rc, cm); err != nil {
 		c.Stop()
 		return nil, err
 	}
 	return c, nil
 }
 
+// waitForServiceAccount returns once the controller manager has created the default
+// namespace's service account: until then the ServiceAccount admission plugin refuses pods.
+func waitForServiceAccount(ctx context.Context, rc *rest.Config, cm <-chan error) error {
+	client, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return err
+	}
+	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		select {
+		case err := <-cm:
+			return false, fmt.Errorf("kube-controller-manager stopped: %v", err)
+		default:
+		}
+		_, err := client.CoreV1().ServiceAccounts(metav1.NamespaceDefault).Get(ctx, "default", metav1.GetOptions{})
+		return err == nil, nil
+	})
+	if err != nil {
+		return fmt.Errorf("waiting for the default service account: %w", err)
+	}
+	return nil
+}
+
 // Stop shuts the control plane down and waits for the API server to finish.
 func (c *Cluster) Stop() {
 	c.cancel()
-	for range c.done {
+	for _, done := range c.done {
+		for range done {
+		}
 	}
 	c.etcd.Close()
 }
 
 // WriteKubeconfig writes a kubeconfig for kubectl and the allot CLI.
 func (c *Cluster) WriteKubeconfig(path string) error {
+	return writeKubeconfig(c.Config, path)
+}
+
+func writeKubeconfig(rc *rest.Config, path string) error {
 	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters["allot"] = &clientcmdapi.Cluster{Server: c.Config.Host, CertificateAuthorityData: c.Config.CAData,
-		TLSServerName: c.Config.ServerName, InsecureSkipTLSVerify: len(c.Config.CAData) == 0}
-	cfg.AuthInfos["allot-admin"] = &clientcmdapi.AuthInfo{Token: c.Config.BearerToken}
+	cfg.Clusters["allot"] = &clientcmdapi.Cluster{Server: rc.Host, CertificateAuthorityData: rc.CAData,
+		TLSServerName: rc.ServerName, InsecureSkipTLSVerify: len(rc.CAData) == 0}
+	cfg.AuthInfos["allot-admin"] = &clientcmdapi.AuthInfo{Token: rc.BearerToken}
 	cfg.Contexts["allot"] = &clientcmdapi.Context{Cluster: "allot", AuthInfo: "allot-admin"}
 	cfg.CurrentContext = "allot"
 	if err := clientcmd.WriteToFile(*cfg, path); err != nil {

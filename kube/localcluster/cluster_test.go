@@ -5,11 +5,14 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
@@ -81,4 +84,48 @@ func TestAPIServerRefusesBadQueues(t *testing.T) {
 	if _, err := queues.Create(ctx, queue("no-quota", map[string]any{"limit": int64(2)}), metav1.CreateOptions{}); err != nil {
 		t.Fatalf("a queue with only a limit was refused: %v", err)
 	}
+}
+
+// TestControllerManagerRunsWorkloads: the embedded kube-controller-manager turns a
+// Deployment into pods in a fresh namespace (which gets its service account, so the
+// ServiceAccount admission plugin lets them in) and garbage-collects them with it.
+func TestControllerManagerRunsWorkloads(t *testing.T) {
+	ctx := context.Background()
+	c, err := Start(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Stop()
+	client := kubernetes.NewForConfigOrDie(c.Config)
+	if _, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-a"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	replicas := int32(2)
+	labels := map[string]string{"app": "serve"}
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "serve", Namespace: "team-a"}, Spec: appsv1.DeploymentSpec{
+		Replicas: &replicas, Selector: &metav1.LabelSelector{MatchLabels: labels},
+		Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "main", Image: "vllm"}}}}}}
+	if _, err := client.AppsV1().Deployments("team-a").Create(ctx, d, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pods := func() int {
+		l, err := client.CoreV1().Pods("team-a").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(l.Items)
+	}
+	poll := func(what string, ok func() bool) {
+		t.Helper()
+		if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) { return ok(), nil }); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	poll("deployment's pods", func() bool { return pods() == 2 })
+	bg := metav1.DeletePropagationBackground
+	if err := client.AppsV1().Deployments("team-a").Delete(ctx, "serve", metav1.DeleteOptions{PropagationPolicy: &bg}); err != nil {
+		t.Fatal(err)
+	}
+	poll("pods garbage-collected with their deployment", func() bool { return pods() == 0 })
 }
