@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/debug"
 	"runtime/pprof"
 	"strconv"
 	"syscall"
@@ -18,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -60,6 +62,16 @@ A kubeconfig is written so that kubectl works against it. Ctrl-C stops everythin
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			if os.Getenv("GOGC") == "" {
+				// The whole control plane allocates in one heap; with Go's default the
+				// collector takes a third of the CPU under load. Trading memory for it
+				// (about 1 GiB at 2,000 pods/250 nodes) lifts throughput by a quarter; the
+				// soft limit brings the default back if the heap grows large.
+				debug.SetGCPercent(400)
+				if os.Getenv("GOMEMLIMIT") == "" {
+					debug.SetMemoryLimit(2 << 30)
+				}
+			}
 			if cpuProfile != "" {
 				f, err := os.Create(cpuProfile)
 				if err != nil {
@@ -101,6 +113,7 @@ A kubeconfig is written so that kubectl works against it. Ctrl-C stops everythin
 			}
 			kubeletConfig := rest.CopyConfig(c.Config)
 			kubeletConfig.QPS, kubeletConfig.Burst = 1000, 2000
+			kubeletConfig.ContentType = runtime.ContentTypeProtobuf
 			go simnode.NewKubelet(kubernetes.NewForConfigOrDie(kubeletConfig)).Run(ctx)
 			s, err := scheduler.New(c.Config, scheduler.Options{})
 			if err != nil {

@@ -56,10 +56,13 @@ type Scheduler struct {
 	eng      *engine.Engine
 	recorder record.EventRecorder
 
-	mu sync.Mutex
+	mu sync.Mutex // one cycle at a time
 	// assumed holds binds made but not yet seen by the informer, so that the next cycle
-	// does not hand their GPUs out again.
+	// does not hand their GPUs out again. amu guards it: bind workers drop failed ones.
+	amu     sync.Mutex
 	assumed map[types.UID]engine.Binding
+	binds   chan bindJob
+	conv    convCache // touched only by cycles
 	// reasons remembers the last reason written per pod, to write only changes.
 	reasons map[types.UID]string
 
@@ -73,6 +76,10 @@ func New(rc *rest.Config, opts Options) (*Scheduler, error) {
 	// A scheduler binds hundreds of pods a second; client-go's default of 5 QPS would
 	// make it crawl. The API server's own priority and fairness still protects it.
 	rc.QPS, rc.Burst = 2000, 4000
+	// Protobuf costs the API server a fraction of JSON's encoding work, as for the built-in
+	// components; the dynamic client for Allot's own resources keeps JSON.
+	rc.ContentType = runtime.ContentTypeProtobuf
+	rc.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
 	client, err := kubernetes.NewForConfig(rc)
 	if err != nil {
 		return nil, err
@@ -125,14 +132,15 @@ func (s *Scheduler) run(ctx context.Context) error {
 	for _, inf := range []cache.SharedIndexInformer{s.nodes, s.queues, s.groups} {
 		_, _ = inf.AddEventHandler(poke)
 	}
-	// A running pod's status changes (the kubelet reporting it started) change nothing the
-	// engine decides on; waking for them would rebuild the snapshot for nothing.
+	// A running pod's status changes (the kubelet reporting it started) and the arrival of
+	// our own binds change nothing the engine decides on; waking for them would rebuild the
+	// snapshot for nothing.
 	_, _ = s.pods.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: func(any) { s.poke() }, DeleteFunc: func(any) { s.poke() },
 		UpdateFunc: func(o, n any) {
 			op, ok1 := o.(*corev1.Pod)
 			np, ok2 := n.(*corev1.Pod)
-			if !ok1 || !ok2 || np.Spec.NodeName == "" || op.Spec.NodeName != np.Spec.NodeName ||
-				(op.DeletionTimestamp == nil) != (np.DeletionTimestamp == nil) || terminal(op) != terminal(np) {
+			if !ok1 || !ok2 || np.Spec.NodeName == "" || (op.DeletionTimestamp == nil) != (np.DeletionTimestamp == nil) ||
+				terminal(op) != terminal(np) || (op.Spec.NodeName != np.Spec.NodeName && !s.confirms(np)) {
 				s.poke()
 			}
 		}})
@@ -141,6 +149,14 @@ func (s *Scheduler) run(ctx context.Context) error {
 	if !cache.WaitForCacheSync(ctx.Done(), s.pods.HasSynced, s.nodes.HasSynced, s.queues.HasSynced, s.groups.HasSynced) {
 		return ctx.Err()
 	}
+	s.binds = make(chan bindJob, 1024)
+	var workers sync.WaitGroup
+	for w := 0; w < bindWorkers; w++ {
+		workers.Add(1)
+		go func() { defer workers.Done(); s.bindLoop(ctx) }()
+	}
+	defer workers.Wait()
+	defer close(s.binds)
 	ticker := time.NewTicker(s.opts.Interval)
 	defer ticker.Stop()
 	for {
@@ -179,6 +195,7 @@ func (s *Scheduler) Cycle(ctx context.Context) error {
 	}
 	var pods []*corev1.Pod
 	live := map[types.UID]bool{}
+	s.amu.Lock()
 	for _, o := range s.pods.GetStore().List() {
 		p := o.(*corev1.Pod)
 		live[p.UID] = true
@@ -201,6 +218,7 @@ func (s *Scheduler) Cycle(ctx context.Context) error {
 			delete(s.assumed, uid)
 		}
 	}
+	s.amu.Unlock()
 	var queues []*v1alpha1.Queue
 	for _, o := range s.queues.GetStore().List() {
 		var q v1alpha1.Queue
@@ -218,7 +236,7 @@ func (s *Scheduler) Cycle(ctx context.Context) error {
 			podGroups = append(podGroups, u)
 		}
 	}
-	snap, idx := buildSnapshot(s.opts.Now(), nodes, pods, queues, groups)
+	snap, idx := buildSnapshot(s.opts.Now(), nodes, pods, queues, groups, &s.conv)
 	plan := s.eng.Schedule(snap)
 	s.apply(ctx, plan, idx)
 	s.writeStatus(ctx, plan, idx, queues)
@@ -247,41 +265,63 @@ func (s *Scheduler) apply(ctx context.Context, plan *engine.Plan, idx *index) {
 			slog.Warn("allot scheduler: evict", "pod", e.Pod, "err", err)
 		}
 	}
-	// Binds are independent API calls: issue them in parallel.
-	type job struct {
-		p *corev1.Pod
-		b engine.Binding
-	}
-	work := make(chan job)
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	for w := 0; w < bindWorkers; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for j := range work {
-				if err := s.bind(ctx, j.p, j.b); err != nil {
-					slog.Warn("allot scheduler: bind", "pod", j.p.Name, "err", err)
-					continue
-				}
-				mu.Lock()
-				s.assumed[j.p.UID] = j.b
-				delete(s.reasons, j.p.UID)
-				mu.Unlock()
-			}
-		}()
-	}
 	for _, b := range plan.Binds {
-		if p := idx.pods[b.Pod]; p != nil && !evictedOn[b.Binding.Node] {
-			work <- job{p, b.Binding}
+		p := idx.pods[b.Pod]
+		if p == nil || evictedOn[b.Binding.Node] {
+			continue
+		}
+		// Assume first, then bind in the background: the next cycle already counts these
+		// devices as taken and can start while the API calls are in flight.
+		s.amu.Lock()
+		s.assumed[p.UID] = b.Binding
+		s.amu.Unlock()
+		delete(s.reasons, p.UID)
+		select {
+		case s.binds <- bindJob{p, b.Binding}:
+		case <-ctx.Done():
+			return
 		}
 	}
-	close(work)
-	wg.Wait()
+}
+
+// confirms tells whether a pod's new binding is one of ours the next cycle already counts.
+func (s *Scheduler) confirms(p *corev1.Pod) bool {
+	s.amu.Lock()
+	defer s.amu.Unlock()
+	b, ok := s.assumed[p.UID]
+	return ok && string(b.Node) == p.Spec.NodeName
+}
+
+func (s *Scheduler) isAssumed(uid types.UID) bool {
+	s.amu.Lock()
+	defer s.amu.Unlock()
+	_, ok := s.assumed[uid]
+	return ok
+}
+
+type bindJob struct {
+	p *corev1.Pod
+	b engine.Binding
 }
 
 // bindWorkers is how many binds are in flight at once.
 const bindWorkers = 32
+
+// bindLoop issues binds until s.binds closes. A failed bind drops its assumption, so the
+// pod is pending again at the next cycle.
+func (s *Scheduler) bindLoop(ctx context.Context) {
+	for j := range s.binds {
+		if err := s.bind(ctx, j.p, j.b); err != nil {
+			if ctx.Err() == nil {
+				slog.Warn("allot scheduler: bind", "pod", j.p.Name, "err", err)
+			}
+			s.amu.Lock()
+			delete(s.assumed, j.p.UID)
+			s.amu.Unlock()
+			s.poke()
+		}
+	}
+}
 
 // bind binds the pod to the node in one call; the API server copies the Binding's
 // annotations onto the pod, so the device indices land with the node name.
@@ -303,7 +343,7 @@ func (s *Scheduler) writeStatus(ctx context.Context, plan *engine.Plan, idx *ind
 			if p.Spec.NodeName != "" || s.reasons[p.UID] == r.Message {
 				continue
 			}
-			if _, ok := s.assumed[p.UID]; ok {
+			if s.isAssumed(p.UID) {
 				continue
 			}
 			cp := p.DeepCopy()
@@ -353,8 +393,7 @@ func (s *Scheduler) writeGroupStatus(ctx context.Context, plan *engine.Plan, gro
 	running := map[engine.JobID]int64{}
 	for _, o := range s.pods.GetStore().List() {
 		p := o.(*corev1.Pod)
-		_, assumed := s.assumed[p.UID]
-		if g := p.Labels[LabelPodGroup]; g != "" && (p.Spec.NodeName != "" || assumed) && !terminal(p) {
+		if g := p.Labels[LabelPodGroup]; g != "" && (p.Spec.NodeName != "" || s.isAssumed(p.UID)) && !terminal(p) {
 			running[engine.JobID(p.Namespace+"/"+g)]++
 		}
 	}

@@ -11,6 +11,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/engine"
@@ -38,15 +39,88 @@ type index struct {
 	jobs map[engine.JobID][]*corev1.Pod
 }
 
+// convCache keeps what buildSnapshot derived from an object until the object changes:
+// parsing quantities and building GPU lists anew for every node and pod in every cycle was
+// most of a cycle's cost under a stream of submissions. The engine only reads a snapshot,
+// so cached values are shared between cycles.
+type convCache struct {
+	nodes map[types.UID]cachedNode
+	reqs  map[types.UID]cachedRequest
+}
+
+type cachedNode struct {
+	version string
+	node    engine.Node
+}
+
+type cachedRequest struct {
+	generation int64 // a pod's resources change only with its spec (in-place resize)
+	req        engine.PodRequest
+}
+
+func (c *convCache) node(n *corev1.Node) engine.Node {
+	if c.nodes == nil {
+		c.nodes = map[types.UID]cachedNode{}
+	}
+	if e, ok := c.nodes[n.UID]; ok && e.version == n.ResourceVersion {
+		return e.node
+	}
+	out := convertNode(n)
+	c.nodes[n.UID] = cachedNode{n.ResourceVersion, out}
+	return out
+}
+
+func (c *convCache) request(p *corev1.Pod) engine.PodRequest {
+	if c.reqs == nil {
+		c.reqs = map[types.UID]cachedRequest{}
+	}
+	if e, ok := c.reqs[p.UID]; ok && e.generation == p.Generation {
+		return e.req
+	}
+	r := podRequest(p)
+	c.reqs[p.UID] = cachedRequest{p.Generation, r}
+	return r
+}
+
+// prune forgets objects that are gone.
+func (c *convCache) prune(nodes []*corev1.Node, pods []*corev1.Pod) {
+	if len(c.nodes) > len(nodes) {
+		live := make(map[types.UID]bool, len(nodes))
+		for _, n := range nodes {
+			live[n.UID] = true
+		}
+		for uid := range c.nodes {
+			if !live[uid] {
+				delete(c.nodes, uid)
+			}
+		}
+	}
+	if len(c.reqs) > len(pods) {
+		live := make(map[types.UID]bool, len(pods))
+		for _, p := range pods {
+			live[p.UID] = true
+		}
+		for uid := range c.reqs {
+			if !live[uid] {
+				delete(c.reqs, uid)
+			}
+		}
+	}
+}
+
 // buildSnapshot turns cluster objects into the engine's input. Pods of other schedulers
 // that hold GPUs are included as running work of no queue, so that their GPUs are never
-// handed out again.
-func buildSnapshot(now time.Time, nodes []*corev1.Node, pods []*corev1.Pod, queues []*v1alpha1.Queue, groups map[string]int) (*engine.Snapshot, *index) {
-	snap := &engine.Snapshot{Now: now}
-	idx := &index{pods: map[engine.PodID]*corev1.Pod{}, jobs: map[engine.JobID][]*corev1.Pod{}}
+// handed out again. cache may be nil.
+func buildSnapshot(now time.Time, nodes []*corev1.Node, pods []*corev1.Pod, queues []*v1alpha1.Queue, groups map[string]int, cache *convCache) (*engine.Snapshot, *index) {
+	if cache == nil {
+		cache = &convCache{}
+	}
+	defer cache.prune(nodes, pods)
+	snap := &engine.Snapshot{Now: now, Nodes: make([]engine.Node, 0, len(nodes))}
+	idx := &index{pods: make(map[engine.PodID]*corev1.Pod, len(pods)), jobs: make(map[engine.JobID][]*corev1.Pod, len(pods))}
 	sort.Slice(nodes, func(a, b int) bool { return nodes[a].Name < nodes[b].Name })
 	for _, n := range nodes {
-		snap.Nodes = append(snap.Nodes, convertNode(n))
+		snap.Nodes = append(snap.Nodes, cache.node(n))
 	}
 	for _, q := range queues {
 		snap.Queues = append(snap.Queues, convertQueue(q))
@@ -66,7 +140,7 @@ func buildSnapshot(now time.Time, nodes []*corev1.Node, pods []*corev1.Pod, queu
 			continue
 		}
 		ours := p.Spec.SchedulerName == SchedulerName
-		if !ours && (p.Spec.NodeName == "" || podGPUs(p) == 0) {
+		if !ours && (p.Spec.NodeName == "" || cache.request(p).GPUs == 0) {
 			continue
 		}
 		if !ours && p.DeletionTimestamp != nil {
@@ -102,7 +176,7 @@ func buildSnapshot(now time.Time, nodes []*corev1.Node, pods []*corev1.Pod, queu
 			order = append(order, jid)
 		}
 		pid := engine.PodID(p.Namespace + "/" + p.Name)
-		pod := engine.Pod{ID: pid, Request: podRequest(p)}
+		pod := engine.Pod{ID: pid, Request: cache.request(p)}
 		if p.Spec.NodeName != "" {
 			b := &engine.Binding{Node: engine.NodeID(p.Spec.NodeName), GPUs: parseIndices(p.Annotations[AnnotationGPUs])}
 			if len(b.GPUs) != pod.Request.GPUs {
