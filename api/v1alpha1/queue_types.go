@@ -40,6 +40,10 @@ type QueueSpec struct {
 	// Priority orders queues when dividing what is left over quota: higher first.
 	// +optional
 	Priority int32 `json:"priority,omitempty"`
+	// Namespaces whose workloads may submit to this queue; empty means any. The admission
+	// webhook refuses a pod from any other namespace.
+	// +optional
+	Namespaces []string `json:"namespaces,omitempty"`
 	// NodePools the queue's workloads may use; empty means any.
 	// +optional
 	NodePools []string `json:"nodePools,omitempty"`

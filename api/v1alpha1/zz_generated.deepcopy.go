@@ -197,6 +197,11 @@ func (in *QueueSpec) DeepCopyInto(out *QueueSpec) {
 		*out = new(ResourceQuota)
 		(*in).DeepCopyInto(*out)
 	}
+	if in.Namespaces != nil {
+		in, out := &in.Namespaces, &out.Namespaces
+		*out = make([]string, len(*in))
+		copy(*out, *in)
+	}
 	if in.NodePools != nil {
 		in, out := &in.NodePools, &out.NodePools
 		*out = make([]string, len(*in))

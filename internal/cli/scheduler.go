@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"os/signal"
 	"syscall"
@@ -11,19 +12,25 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/allot-dev/allot/engine"
+	"github.com/allot-dev/allot/kube/admission"
 	"github.com/allot-dev/allot/kube/scheduler"
+	"github.com/allot-dev/allot/kube/stack"
 )
 
 func newSchedulerCmd() *cobra.Command {
 	var kubeconfig, identity, placement string
 	var leaderElect bool
+	var webhookPort int
+	var certDir string
 	cmd := &cobra.Command{
 		Use:     "scheduler",
 		GroupID: "run",
 		Short:   "Run the Allot scheduler against a cluster (pods with schedulerName: allot)",
 		Long: `Schedule the pods that set schedulerName: allot on the cluster of --kubeconfig (or, inside
 a pod, the in-cluster configuration). With --leader-elect, replicas take turns through a
-Lease in kube-system, so that only one schedules at a time.`,
+Lease in kube-system, so that only one schedules at a time. The same process runs the
+controller that makes gangs (PodGroups) of Jobs, JobSets and Kubeflow jobs, and with
+--webhook-port the admission webhooks (the Helm chart registers them).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			pl, err := engine.ParsePlacement(placement)
@@ -39,19 +46,26 @@ Lease in kube-system, so that only one schedules at a time.`,
 			if err != nil {
 				return fmt.Errorf("no cluster: %w (set --kubeconfig)", err)
 			}
-			s, err := scheduler.New(rc, scheduler.Options{Engine: engine.Options{Placement: pl}, LeaderElection: leaderElect, Identity: identity})
-			if err != nil {
-				return err
-			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			return s.Run(ctx)
+			opts := stack.Options{Scheduler: scheduler.Options{Engine: engine.Options{Placement: pl}, LeaderElection: leaderElect, Identity: identity}}
+			if webhookPort > 0 {
+				if opts.Cert, err = admission.CertFiles(ctx, certDir); err != nil {
+					return err
+				}
+				if opts.Webhook, err = net.Listen("tcp", fmt.Sprintf(":%d", webhookPort)); err != nil {
+					return fmt.Errorf("--webhook-port %d: %w", webhookPort, err)
+				}
+			}
+			return stack.Run(ctx, rc, opts)
 		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig of the cluster; empty inside a pod")
 	f.BoolVar(&leaderElect, "leader-elect", false, "take turns with other replicas through a Lease")
 	f.StringVar(&identity, "identity", "", "this replica's name in leader election (default: generated)")
+	f.IntVar(&webhookPort, "webhook-port", 0, "serve the admission webhooks on this port (0: none)")
+	f.StringVar(&certDir, "webhook-cert-dir", "/etc/allot/webhook", "directory with the webhooks' tls.crt and tls.key (reloaded when they change)")
 	f.StringVar(&placement, "placement", "allot", "placement policy: allot, binpack, spread, best-fit, gpu-packing, fgd, random")
 	return cmd
 }

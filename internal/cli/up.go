@@ -29,6 +29,7 @@ import (
 	"github.com/allot-dev/allot/kube/localcluster"
 	"github.com/allot-dev/allot/kube/scheduler"
 	"github.com/allot-dev/allot/kube/simnode"
+	"github.com/allot-dev/allot/kube/stack"
 )
 
 func newUpCmd() *cobra.Command {
@@ -115,12 +116,10 @@ A kubeconfig is written so that kubectl works against it. Ctrl-C stops everythin
 			kubeletConfig.QPS, kubeletConfig.Burst = 1000, 2000
 			kubeletConfig.ContentType = runtime.ContentTypeProtobuf
 			go simnode.NewKubelet(kubernetes.NewForConfigOrDie(kubeletConfig)).Run(ctx)
-			s, err := scheduler.New(c.Config, scheduler.Options{})
+			schedDone, err := stack.Local(ctx, c.Config, dataDir, scheduler.Options{})
 			if err != nil {
 				return err
 			}
-			schedDone := make(chan error, 1)
-			go func() { schedDone <- s.Run(ctx) }()
 			if demo {
 				if err := startDemo(ctx, client, dynamic.NewForConfigOrDie(c.Config)); err != nil {
 					return err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"sync"
 	"time"
 
@@ -61,8 +62,12 @@ type Scheduler struct {
 	// does not hand their GPUs out again. amu guards it: bind workers drop failed ones.
 	amu     sync.Mutex
 	assumed map[types.UID]engine.Binding
+	backoff map[types.UID]time.Time // pods whose bind failed, and when to try again
 	binds   chan bindJob
 	conv    convCache // touched only by cycles
+	// occWritten remembers the occupancy last written per node; occAt when.
+	occWritten map[engine.NodeID]string
+	occAt      time.Time
 	// reasons remembers the last reason written per pod, to write only changes.
 	reasons map[types.UID]string
 
@@ -101,7 +106,8 @@ func New(rc *rest.Config, opts Options) (*Scheduler, error) {
 	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
 	return &Scheduler{opts: opts, client: client, dyn: dyn, eng: engine.New(opts.Engine),
 		recorder: b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: SchedulerName}),
-		assumed:  map[types.UID]engine.Binding{}, reasons: map[types.UID]string{}, wake: make(chan struct{}, 1)}, nil
+		assumed:  map[types.UID]engine.Binding{}, backoff: map[types.UID]time.Time{}, reasons: map[types.UID]string{}, wake: make(chan struct{}, 1),
+		occWritten: map[engine.NodeID]string{}}, nil
 }
 
 // Run schedules until ctx ends, as leader if leader election is on.
@@ -144,6 +150,9 @@ func (s *Scheduler) run(ctx context.Context) error {
 				s.poke()
 			}
 		}})
+	if err := s.ensureSystemNamespace(ctx); err != nil {
+		return fmt.Errorf("namespace %s: %w", v1alpha1.SystemNamespace, err)
+	}
 	factory.Start(ctx.Done())
 	dfactory.Start(ctx.Done())
 	if !cache.WaitForCacheSync(ctx.Done(), s.pods.HasSynced, s.nodes.HasSynced, s.queues.HasSynced, s.groups.HasSynced) {
@@ -218,6 +227,11 @@ func (s *Scheduler) Cycle(ctx context.Context) error {
 			delete(s.assumed, uid)
 		}
 	}
+	for uid := range s.backoff {
+		if !live[uid] {
+			delete(s.backoff, uid)
+		}
+	}
 	s.amu.Unlock()
 	var queues []*v1alpha1.Queue
 	for _, o := range s.queues.GetStore().List() {
@@ -226,19 +240,28 @@ func (s *Scheduler) Cycle(ctx context.Context) error {
 			queues = append(queues, &q)
 		}
 	}
-	groups := map[string]int{}
+	groups := map[string]group{}
 	var podGroups []*unstructured.Unstructured
 	for _, o := range s.groups.GetStore().List() {
 		u := o.(*unstructured.Unstructured)
 		var g v1alpha1.PodGroup
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &g); err == nil {
-			groups[g.Namespace+"/"+g.Name] = int(g.Spec.MinMember)
+			groups[g.Namespace+"/"+g.Name] = group{int(g.Spec.MinMember), g.CreationTimestamp.Time}
 			podGroups = append(podGroups, u)
 		}
 	}
-	snap, idx := buildSnapshot(s.opts.Now(), nodes, pods, queues, groups, &s.conv)
+	now := s.opts.Now()
+	s.stopOverdue(ctx, now, pods, queues)
+	snap, idx := buildSnapshot(now, nodes, pods, queues, groups, &s.conv)
 	plan := s.eng.Schedule(snap)
 	s.apply(ctx, plan, idx)
+	s.releaseReservations(ctx, snap, plan)
+	// Occupancy is for people and dashboards: once a second is fresh enough, and spares
+	// the API server a node write per bind under a stream of submissions.
+	if now := time.Now(); now.Sub(s.occAt) >= time.Second {
+		s.occAt = now
+		s.writeOccupancy(ctx, occupancy(snap, plan))
+	}
 	s.writeStatus(ctx, plan, idx, queues)
 	s.writeGroupStatus(ctx, plan, podGroups)
 	return nil
@@ -270,14 +293,28 @@ func (s *Scheduler) apply(ctx context.Context, plan *engine.Plan, idx *index) {
 		if p == nil || evictedOn[b.Binding.Node] {
 			continue
 		}
+		s.amu.Lock()
+		until, waiting := s.backoff[p.UID]
+		if waiting && time.Now().Before(until) {
+			s.amu.Unlock()
+			continue
+		}
+		delete(s.backoff, p.UID)
+		s.amu.Unlock()
 		// Assume first, then bind in the background: the next cycle already counts these
 		// devices as taken and can start while the API calls are in flight.
 		s.amu.Lock()
 		s.assumed[p.UID] = b.Binding
 		s.amu.Unlock()
 		delete(s.reasons, p.UID)
+		j := bindJob{p: p, b: b.Binding}
+		if b.Binding.Share > 0 && len(b.Binding.GPUs) == 1 {
+			if n := idx.nodes[b.Binding.Node]; n != nil && b.Binding.GPUs[0] < len(n.GPUs) {
+				j.env = shareEnv(p, n, b.Binding)
+			}
+		}
 		select {
-		case s.binds <- bindJob{p, b.Binding}:
+		case s.binds <- j:
 		case <-ctx.Done():
 			return
 		}
@@ -300,9 +337,13 @@ func (s *Scheduler) isAssumed(uid types.UID) bool {
 }
 
 type bindJob struct {
-	p *corev1.Pod
-	b engine.Binding
+	p   *corev1.Pod
+	b   engine.Binding
+	env map[string]string // a shared GPU's environment, written before the bind
 }
+
+// bindBackoff is how long a pod whose bind failed waits before the next try.
+const bindBackoff = 5 * time.Second
 
 // bindWorkers is how many binds are in flight at once.
 const bindWorkers = 32
@@ -311,28 +352,41 @@ const bindWorkers = 32
 // pod is pending again at the next cycle.
 func (s *Scheduler) bindLoop(ctx context.Context) {
 	for j := range s.binds {
-		if err := s.bind(ctx, j.p, j.b); err != nil {
+		if err := s.bind(ctx, j); err != nil {
 			if ctx.Err() == nil {
 				slog.Warn("allot scheduler: bind", "pod", j.p.Name, "err", err)
 			}
+			s.recorder.Eventf(j.p, corev1.EventTypeWarning, "FailedBinding", "placed on %s but not bound: %v", j.b.Node, err)
 			s.amu.Lock()
 			delete(s.assumed, j.p.UID)
+			// Back off before binding it again: a bind that failed will likely fail again.
+			s.backoff[j.p.UID] = time.Now().Add(bindBackoff)
 			s.amu.Unlock()
-			s.poke()
 		}
 	}
 }
 
 // bind binds the pod to the node in one call; the API server copies the Binding's
-// annotations onto the pod, so the device indices land with the node name.
-func (s *Scheduler) bind(ctx context.Context, p *corev1.Pod, b engine.Binding) error {
-	binding := &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, UID: p.UID,
-		Annotations: map[string]string{AnnotationGPUs: formatIndices(b.GPUs)}},
-		Target: corev1.ObjectReference{Kind: "Node", Name: string(b.Node)}}
-	if err := s.client.CoreV1().Pods(p.Namespace).Bind(ctx, binding, metav1.CreateOptions{}); err != nil {
-		return err
+// annotations onto the pod, so the device indices land with the node name. A pod sharing a
+// GPU first gets the GPU's reservation and its ConfigMap, so that its container starts
+// with the device and limits set.
+func (s *Scheduler) bind(ctx context.Context, j bindJob) error {
+	p, b := j.p, j.b
+	ann := map[string]string{AnnotationGPUs: formatIndices(b.GPUs)}
+	if b.Share > 0 {
+		ann[v1alpha1.AnnotationGPUShare] = strconv.Itoa(int(b.Share))
+		if err := s.ensureReservation(ctx, b.Node, b.GPUs[0]); err != nil {
+			return err
+		}
+		if j.env != nil {
+			if err := s.writeConfigMap(ctx, p, j.env); err != nil {
+				return err
+			}
+		}
 	}
-	return nil
+	binding := &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, UID: p.UID, Annotations: ann},
+		Target: corev1.ObjectReference{Kind: "Node", Name: string(b.Node)}}
+	return s.client.CoreV1().Pods(p.Namespace).Bind(ctx, binding, metav1.CreateOptions{})
 }
 
 // writeStatus puts the engine's reason on every waiting pod (condition and Event, when it

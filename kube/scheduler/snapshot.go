@@ -4,6 +4,7 @@
 package scheduler
 
 import (
+	"math"
 	"sort"
 	"strconv"
 	"strings"
@@ -17,26 +18,27 @@ import (
 	"github.com/allot-dev/allot/engine"
 )
 
-// Names users and other components see.
+// Names users and other components see (defined with the API types).
 const (
-	SchedulerName      = "allot"
-	GPUResource        = corev1.ResourceName("nvidia.com/gpu")
-	LabelQueue         = "allot.dev/queue"
-	LabelPodGroup      = "allot.dev/pod-group"
-	LabelClass         = "allot.dev/class"
-	LabelPreemptible   = "allot.dev/preemptible"
-	LabelNodePool      = "allot.dev/node-pool"
-	LabelDomain        = "allot.dev/topology-domain"
+	SchedulerName      = v1alpha1.SchedulerName
+	GPUResource        = corev1.ResourceName(v1alpha1.GPUResource)
+	LabelQueue         = v1alpha1.LabelQueue
+	LabelPodGroup      = v1alpha1.LabelPodGroup
+	LabelClass         = v1alpha1.LabelClass
+	LabelPreemptible   = v1alpha1.LabelPreemptible
+	LabelNodePool      = v1alpha1.LabelNodePool
+	LabelDomain        = v1alpha1.LabelDomain
 	LabelProduct       = "nvidia.com/gpu.product"
 	LabelGPUMemory     = "nvidia.com/gpu.memory"
-	AnnotationGPUs     = "allot.dev/gpu-indices"
-	AnnotationGPUTypes = "allot.dev/gpu-type"
+	AnnotationGPUs     = v1alpha1.AnnotationGPUs
+	AnnotationGPUTypes = v1alpha1.AnnotationGPUTypes
 )
 
 // index maps the engine's IDs back to pods.
 type index struct {
-	pods map[engine.PodID]*corev1.Pod
-	jobs map[engine.JobID][]*corev1.Pod
+	pods  map[engine.PodID]*corev1.Pod
+	jobs  map[engine.JobID][]*corev1.Pod
+	nodes map[engine.NodeID]*engine.Node
 }
 
 // convCache keeps what buildSnapshot derived from an object until the object changes:
@@ -111,7 +113,7 @@ func (c *convCache) prune(nodes []*corev1.Node, pods []*corev1.Pod) {
 // buildSnapshot turns cluster objects into the engine's input. Pods of other schedulers
 // that hold GPUs are included as running work of no queue, so that their GPUs are never
 // handed out again. cache may be nil.
-func buildSnapshot(now time.Time, nodes []*corev1.Node, pods []*corev1.Pod, queues []*v1alpha1.Queue, groups map[string]int, cache *convCache) (*engine.Snapshot, *index) {
+func buildSnapshot(now time.Time, nodes []*corev1.Node, pods []*corev1.Pod, queues []*v1alpha1.Queue, groups map[string]group, cache *convCache) (*engine.Snapshot, *index) {
 	if cache == nil {
 		cache = &convCache{}
 	}
@@ -121,6 +123,10 @@ func buildSnapshot(now time.Time, nodes []*corev1.Node, pods []*corev1.Pod, queu
 	sort.Slice(nodes, func(a, b int) bool { return nodes[a].Name < nodes[b].Name })
 	for _, n := range nodes {
 		snap.Nodes = append(snap.Nodes, cache.node(n))
+	}
+	idx.nodes = make(map[engine.NodeID]*engine.Node, len(nodes))
+	for i := range snap.Nodes {
+		idx.nodes[snap.Nodes[i].ID] = &snap.Nodes[i]
 	}
 	for _, q := range queues {
 		snap.Queues = append(snap.Queues, convertQueue(q))
@@ -139,6 +145,9 @@ func buildSnapshot(now time.Time, nodes []*corev1.Node, pods []*corev1.Pod, queu
 		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 			continue
 		}
+		if p.Labels[v1alpha1.LabelReservation] == "true" {
+			continue // holds a shared GPU for the kubelet; its fractions are counted instead
+		}
 		ours := p.Spec.SchedulerName == SchedulerName
 		if !ours && (p.Spec.NodeName == "" || cache.request(p).GPUs == 0) {
 			continue
@@ -146,14 +155,14 @@ func buildSnapshot(now time.Time, nodes []*corev1.Node, pods []*corev1.Pod, queu
 		if !ours && p.DeletionTimestamp != nil {
 			continue
 		}
-		jid, min := jobOf(p, groups)
+		jid, min, submitted := jobOf(p, groups)
 		if !ours {
 			jid, min = engine.JobID("external/"+string(p.UID)), 1
 		}
 		job := byJob[jid]
 		if job == nil {
 			job = &engine.Job{ID: jid, Queue: engine.QueueID(p.Labels[LabelQueue]), MinMember: min,
-				SubmitTime: p.CreationTimestamp.Time, NodePool: p.Spec.NodeSelector[LabelNodePool]}
+				SubmitTime: submitted, NodePool: p.Spec.NodeSelector[LabelNodePool]}
 			if !ours {
 				job.Queue = "" // no queue: holds its GPUs, never scheduled
 			}
@@ -179,7 +188,14 @@ func buildSnapshot(now time.Time, nodes []*corev1.Node, pods []*corev1.Pod, queu
 		pod := engine.Pod{ID: pid, Request: cache.request(p)}
 		if p.Spec.NodeName != "" {
 			b := &engine.Binding{Node: engine.NodeID(p.Spec.NodeName), GPUs: parseIndices(p.Annotations[AnnotationGPUs])}
-			if len(b.GPUs) != pod.Request.GPUs {
+			if pod.Request.Shared() {
+				share, _ := strconv.Atoi(p.Annotations[v1alpha1.AnnotationGPUShare])
+				b.Share = engine.MilliGPU(share)
+				if len(b.GPUs) != 1 || b.Share <= 0 {
+					// Bound by hand without our annotations: count the whole request on GPU 0.
+					b.GPUs, b.Share = []int{0}, max(pod.Request.GPUFraction, 1)
+				}
+			} else if len(b.GPUs) != pod.Request.GPUs {
 				b.GPUs = nil // assigned below, after the annotated pods claim theirs
 			}
 			for _, g := range b.GPUs {
@@ -224,17 +240,24 @@ func buildSnapshot(now time.Time, nodes []*corev1.Node, pods []*corev1.Pod, queu
 	return snap, idx
 }
 
+// group is what a cycle needs of a PodGroup.
+type group struct {
+	minMember int
+	created   time.Time
+}
+
 // jobOf groups pods: by the allot.dev/pod-group label (minMember from the PodGroup, else
-// every pod of the group), else each pod is its own job.
-func jobOf(p *corev1.Pod, groups map[string]int) (engine.JobID, int) {
+// every pod of the group), else each pod is its own job. A group's place in its queue is
+// the PodGroup's creation, so that pods recreated after an eviction keep it.
+func jobOf(p *corev1.Pod, groups map[string]group) (engine.JobID, int, time.Time) {
 	if g := p.Labels[LabelPodGroup]; g != "" {
 		key := p.Namespace + "/" + g
-		if m, ok := groups[key]; ok && m > 0 {
-			return engine.JobID(key), m
+		if pg, ok := groups[key]; ok && pg.minMember > 0 {
+			return engine.JobID(key), pg.minMember, pg.created
 		}
-		return engine.JobID(key), -1 // filled in by the caller's count
+		return engine.JobID(key), -1, p.CreationTimestamp.Time // minMember filled in by the caller's count
 	}
-	return engine.JobID(p.Namespace + "/" + p.Name), 1
+	return engine.JobID(p.Namespace + "/" + p.Name), 1, p.CreationTimestamp.Time
 }
 
 func podGPUs(p *corev1.Pod) int64 {
@@ -249,8 +272,15 @@ func podGPUs(p *corev1.Pod) int64 {
 	return n
 }
 
+// podRequest reads what a pod asks for. A sharing annotation the webhook would have
+// refused (it may not be installed) leaves the pod asking for nothing shared; invalid
+// reports why, for the pod's pending reason.
 func podRequest(p *corev1.Pod) engine.PodRequest {
 	r := engine.PodRequest{GPUs: int(podGPUs(p))}
+	if share, err := v1alpha1.ParseGPUShare(p.Annotations); err == nil && r.GPUs == 0 {
+		r.GPUFraction = engine.MilliGPU(math.Round(share.Fraction * float64(engine.OneGPU)))
+		r.GPUMemory = share.Memory
+	}
 	for _, c := range p.Spec.Containers {
 		r.CPU += c.Resources.Requests.Cpu().MilliValue()
 		r.Memory += c.Resources.Requests.Memory().Value()
@@ -285,9 +315,14 @@ func convertNode(n *corev1.Node) engine.Node {
 		Unschedulable: n.Spec.Unschedulable || !ready(n)}
 	count := n.Status.Allocatable[GPUResource]
 	memMi, _ := strconv.ParseInt(n.Labels[LabelGPUMemory], 10, 64)
+	uuids := strings.Split(n.Annotations[v1alpha1.AnnotationGPUUUIDs], ",")
 	for g := 0; g < int(count.Value()) && g < 64; g++ {
+		uuid := "GPU-" + string(n.UID) + "-" + strconv.Itoa(g)
+		if g < len(uuids) && strings.TrimSpace(uuids[g]) != "" {
+			uuid = strings.TrimSpace(uuids[g])
+		}
 		out.GPUs = append(out.GPUs, engine.GPU{Model: n.Labels[LabelProduct], Memory: memMi << 20,
-			UUID: "GPU-" + string(n.UID) + "-" + strconv.Itoa(g), Island: g * 2 / max(int(count.Value()), 1)})
+			UUID: uuid, Island: g * 2 / max(int(count.Value()), 1)})
 	}
 	return out
 }

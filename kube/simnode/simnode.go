@@ -5,9 +5,12 @@ package simnode
 
 import (
 	"context"
+	"crypto/sha1"
+	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -17,6 +20,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/allot-dev/allot/api/v1alpha1"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/allot-dev/allot/kube/podutil"
@@ -59,7 +64,12 @@ func Create(ctx context.Context, client kubernetes.Interface, spec Spec) error {
 			corev1.ResourceMemory: resource.MustParse(spec.Memory),
 			corev1.ResourcePods:   resource.MustParse("250"),
 		}
-		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
+		uuids := make([]string, spec.GPUs)
+		for g := range uuids {
+			uuids[g] = simulatedUUID(name, g)
+		}
+		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels,
+			Annotations: map[string]string{v1alpha1.AnnotationGPUUUIDs: strings.Join(uuids, ",")}}}
 		created, err := client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
 		if apierrors.IsAlreadyExists(err) {
 			if created, err = client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{}); err != nil {
@@ -76,6 +86,14 @@ func Create(ctx context.Context, client kubernetes.Interface, spec Spec) error {
 		}
 	}
 	return nil
+}
+
+// simulatedUUID gives a device a stable UUID in NVIDIA's format, derived from its node and
+// index, so that a restarted cluster names its GPUs as before.
+func simulatedUUID(node string, index int) string {
+	h := sha1.Sum([]byte(node + "/" + strconv.Itoa(index)))
+	x := hex.EncodeToString(h[:16])
+	return "GPU-" + x[0:8] + "-" + x[8:12] + "-" + x[12:16] + "-" + x[16:20] + "-" + x[20:32]
 }
 
 // Kubelet runs pods bound to simulated nodes: they become Running at once, succeed after
@@ -122,7 +140,7 @@ func (k *Kubelet) Run(ctx context.Context) {
 				k.renewLeases(ctx)
 			}
 			for _, obj := range pods.GetStore().List() {
-				if p := obj.(*corev1.Pod); p.Spec.NodeName != "" && p.Status.Phase == corev1.PodRunning {
+				if p := obj.(*corev1.Pod); p.Spec.NodeName != "" && (p.Status.Phase == corev1.PodRunning || p.Status.Phase == corev1.PodPending) {
 					k.sync(ctx, p)
 				}
 			}
@@ -157,6 +175,23 @@ func (k *Kubelet) renewLeases(ctx context.Context) {
 	}
 }
 
+// configReady tells whether every ConfigMap the pod's containers read environment from
+// exists (optional ones aside).
+func (k *Kubelet) configReady(ctx context.Context, p *corev1.Pod) bool {
+	for _, c := range p.Spec.Containers {
+		for _, from := range c.EnvFrom {
+			ref := from.ConfigMapRef
+			if ref == nil || (ref.Optional != nil && *ref.Optional) {
+				continue
+			}
+			if _, err := k.client.CoreV1().ConfigMaps(p.Namespace).Get(ctx, ref.Name, metav1.GetOptions{}); err != nil {
+				return false
+			}
+		}
+	}
+	return true
+}
+
 func (k *Kubelet) sync(ctx context.Context, p *corev1.Pod) {
 	if p.DeletionTimestamp != nil {
 		zero := int64(0)
@@ -168,6 +203,9 @@ func (k *Kubelet) sync(ctx context.Context, p *corev1.Pod) {
 	}
 	switch p.Status.Phase {
 	case corev1.PodPending, "":
+		if !k.configReady(ctx, p) {
+			return // as a kubelet does: the container waits for its ConfigMaps
+		}
 		p = p.DeepCopy()
 		now := metav1.NewTime(k.now())
 		p.Status.Phase = corev1.PodRunning

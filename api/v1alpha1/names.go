@@ -1,0 +1,96 @@
+package v1alpha1
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+)
+
+// The labels and annotations users set on pods and workloads (DESIGN.md section 2), and
+// the ones Allot writes.
+const (
+	SchedulerName = "allot"
+	GPUResource   = "nvidia.com/gpu"
+
+	LabelQueue       = "allot.dev/queue"       // pod, owner or namespace
+	LabelPodGroup    = "allot.dev/pod-group"   // pod
+	LabelClass       = "allot.dev/class"       // train | interactive | inference
+	LabelPreemptible = "allot.dev/preemptible" // "true" | "false"
+	LabelNodePool    = "allot.dev/node-pool"   // node label and pod node selector
+	LabelDomain      = "allot.dev/topology-domain"
+
+	AnnotationGPUFraction = "allot.dev/gpu-fraction" // "0.5"
+	AnnotationGPUMemory   = "allot.dev/gpu-memory"   // "8Gi"
+	AnnotationGPUCompute  = "allot.dev/gpu-compute"  // percent of the GPU's SMs, "30"
+	AnnotationGPUTypes    = "allot.dev/gpu-type"     // "A100-80GB,H100"
+
+	// Written by Allot.
+	AnnotationGPUs      = "allot.dev/gpu-indices"   // pod: device indices on its node
+	AnnotationGPUShare  = "allot.dev/gpu-share"     // pod: its share of a shared GPU, in thousandths
+	AnnotationConfigMap = "allot.dev/gpu-configmap" // pod: the ConfigMap its containers read their GPU from
+	AnnotationGPUUUIDs  = "allot.dev/gpu-uuids"     // node: device UUIDs by index, comma-separated
+	AnnotationOccupancy = "allot.dev/gpu-occupancy" // node: JSON, who holds each GPU
+	LabelReservation    = "allot.dev/reservation"   // reservation pods holding shared GPUs
+
+	// SystemNamespace holds Allot's own objects, such as reservation pods.
+	SystemNamespace = "allot-system"
+)
+
+// Classes of workload.
+const (
+	ClassTrain       = "train"
+	ClassInteractive = "interactive"
+	ClassInference   = "inference"
+)
+
+// GPUShare is what a pod asks of one shared GPU.
+type GPUShare struct {
+	Fraction float64 // of one device, in (0, 1); 0 when memory is asked instead
+	Memory   int64   // bytes of one device's memory; 0 when a fraction is asked
+	Compute  int32   // percent of the device's compute; 0 = in proportion to the share
+}
+
+// Shared tells whether the pod asks for part of a GPU.
+func (s GPUShare) Shared() bool { return s.Fraction > 0 || s.Memory > 0 }
+
+// ParseGPUShare reads a pod's sharing annotations. Its errors name the annotation and the
+// allowed values, for the admission webhook to show as they are.
+func ParseGPUShare(annotations map[string]string) (GPUShare, error) {
+	var s GPUShare
+	frac, hasFrac := annotations[AnnotationGPUFraction]
+	mem, hasMem := annotations[AnnotationGPUMemory]
+	if hasFrac && hasMem {
+		return s, fmt.Errorf("%s and %s are both set: ask for a fraction or for memory, not both", AnnotationGPUFraction, AnnotationGPUMemory)
+	}
+	if hasFrac {
+		f, err := strconv.ParseFloat(strings.TrimSpace(frac), 64)
+		if err != nil || !(f > 0 && f < 1) {
+			return s, fmt.Errorf("%s: %q is not allowed: a fraction is a number between 0 and 1 such as 0.5 (for whole GPUs request nvidia.com/gpu)", AnnotationGPUFraction, frac)
+		}
+		// The engine counts thousandths of a GPU: a fraction that rounds to nothing is none.
+		if f < 0.001 {
+			return s, fmt.Errorf("%s: %q is not allowed: the smallest fraction is 0.001", AnnotationGPUFraction, frac)
+		}
+		s.Fraction = f
+	}
+	if hasMem {
+		q, err := resource.ParseQuantity(strings.TrimSpace(mem))
+		if err != nil || q.Sign() <= 0 {
+			return s, fmt.Errorf("%s: %q is not allowed: a positive quantity of GPU memory such as 8Gi or 20000Mi", AnnotationGPUMemory, mem)
+		}
+		s.Memory = q.Value()
+	}
+	if c, ok := annotations[AnnotationGPUCompute]; ok {
+		v, err := strconv.Atoi(strings.TrimSpace(c))
+		if err != nil || v < 1 || v > 100 {
+			return s, fmt.Errorf("%s: %q is not allowed: a whole percentage from 1 to 100", AnnotationGPUCompute, c)
+		}
+		if !s.Shared() {
+			return s, fmt.Errorf("%s is set without %s or %s: a compute share applies to a shared GPU", AnnotationGPUCompute, AnnotationGPUFraction, AnnotationGPUMemory)
+		}
+		s.Compute = int32(v)
+	}
+	return s, nil
+}

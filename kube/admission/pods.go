@@ -1,0 +1,222 @@
+package admission
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/allot-dev/allot/api/v1alpha1"
+)
+
+// Workload is what the mutating webhook learns from a pod's owners.
+type Workload struct {
+	Kind, Name string            // the top owner Allot knows, e.g. Job train-1; empty for a bare pod
+	Labels     map[string]string // merged, nearest owner first
+}
+
+// Owners walks a pod's controller references up through the kinds Allot knows.
+type Owners func(ctx context.Context, p *corev1.Pod) Workload
+
+// DynamicOwners reads owners with a dynamic client.
+func DynamicOwners(dyn dynamic.Interface) Owners {
+	return func(ctx context.Context, p *corev1.Pod) Workload {
+		w := Workload{Labels: map[string]string{}}
+		refs := p.OwnerReferences
+		for depth := 0; depth < 4; depth++ {
+			ref := metav1.GetControllerOfNoCopy(&metav1.ObjectMeta{OwnerReferences: refs})
+			if ref == nil {
+				break
+			}
+			gvr, ok := gvrOf(ref.APIVersion, ref.Kind)
+			if !ok {
+				break
+			}
+			o, err := dyn.Resource(gvr).Namespace(p.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+			if err != nil {
+				// Not readable (yet): group by the reference alone.
+				w.Kind, w.Name = ref.Kind, ref.Name
+				break
+			}
+			w.Kind, w.Name = ref.Kind, ref.Name
+			for k, v := range o.GetLabels() {
+				if _, set := w.Labels[k]; !set {
+					w.Labels[k] = v
+				}
+			}
+			refs = o.GetOwnerReferences()
+		}
+		return w
+	}
+}
+
+// Mutator fills in what a pod scheduled by Allot leaves out: its queue (from the pod, its
+// owners, else its namespace's default), its class (Deployments and StatefulSets serve
+// inference, batch and training jobs train), its gang (all pods of a Job, JobSet or
+// Kubeflow job), and for a pod sharing a GPU an envFrom reference to the ConfigMap the
+// scheduler fills with its device and limits before binding.
+type Mutator struct {
+	View   View
+	Owners Owners
+}
+
+// Handle implements admission.Handler.
+func (m *Mutator) Handle(ctx context.Context, req admission.Request) admission.Response {
+	var p corev1.Pod
+	if err := json.Unmarshal(req.Object.Raw, &p); err != nil {
+		return admission.Errored(http.StatusBadRequest, err)
+	}
+	if p.Namespace == "" {
+		p.Namespace = req.Namespace
+	}
+	if !subject(&p) {
+		return admission.Allowed("not a workload scheduled by allot")
+	}
+	out := p.DeepCopy()
+	if out.Labels == nil {
+		out.Labels = map[string]string{}
+	}
+	if out.Annotations == nil {
+		out.Annotations = map[string]string{}
+	}
+	w := m.Owners(ctx, &p)
+	setDefault := func(key, val string) {
+		if _, ok := out.Labels[key]; !ok && val != "" {
+			out.Labels[key] = val
+		}
+	}
+	setDefault(v1alpha1.LabelQueue, w.Labels[v1alpha1.LabelQueue])
+	setDefault(v1alpha1.LabelQueue, m.View.NamespaceLabels(p.Namespace)[v1alpha1.LabelQueue])
+	setDefault(v1alpha1.LabelClass, w.Labels[v1alpha1.LabelClass])
+	setDefault(v1alpha1.LabelPreemptible, w.Labels[v1alpha1.LabelPreemptible])
+	if k, ok := workloadKinds[w.Kind]; ok {
+		setDefault(v1alpha1.LabelClass, k.class)
+		if k.gang {
+			setDefault(v1alpha1.LabelPodGroup, w.Name)
+		}
+	}
+	if share, err := v1alpha1.ParseGPUShare(p.Annotations); err == nil && share.Shared() && out.Annotations[v1alpha1.AnnotationConfigMap] == "" {
+		name := gpuConfigMapName(&p)
+		out.Annotations[v1alpha1.AnnotationConfigMap] = name
+		ref := corev1.EnvFromSource{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: name}}}
+		for i := range out.Spec.Containers {
+			out.Spec.Containers[i].EnvFrom = append(out.Spec.Containers[i].EnvFrom, ref)
+		}
+	}
+	cur, err := json.Marshal(out)
+	if err != nil {
+		return admission.Errored(http.StatusInternalServerError, err)
+	}
+	return admission.PatchResponseFromRaw(req.Object.Raw, cur)
+}
+
+// gpuConfigMapName names a pod's GPU ConfigMap. A pod from generateName has no name yet
+// at admission, so the name carries a random suffix rather than the pod's.
+func gpuConfigMapName(p *corev1.Pod) string {
+	base := p.Name
+	if base == "" {
+		base = strings.TrimSuffix(p.GenerateName, "-")
+	}
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	base = strings.TrimSuffix(base[:min(len(base), 200)], "-")
+	return base + "-gpu-" + hex.EncodeToString(b[:])
+}
+
+// Validator refuses pods that could never run as asked.
+type Validator struct {
+	View View
+}
+
+// Handle implements admission.Handler.
+func (v *Validator) Handle(_ context.Context, req admission.Request) admission.Response {
+	var p corev1.Pod
+	if err := json.Unmarshal(req.Object.Raw, &p); err != nil {
+		return admission.Errored(http.StatusBadRequest, err)
+	}
+	if p.Namespace == "" {
+		p.Namespace = req.Namespace
+	}
+	if err := ValidatePod(&p, v.View); err != nil {
+		return admission.Denied(err.Error())
+	}
+	return admission.Allowed("")
+}
+
+// ValidatePod checks a pod scheduled by Allot against the cluster: its sharing annotations,
+// its queue and its gang.
+func ValidatePod(p *corev1.Pod, view View) error {
+	if !subject(p) {
+		return nil
+	}
+	share, err := v1alpha1.ParseGPUShare(p.Annotations)
+	if err != nil {
+		return err
+	}
+	whole := wholeGPUs(p)
+	if share.Shared() && whole > 0 {
+		return fmt.Errorf("%s or %s with nvidia.com/gpu: a pod takes part of one GPU or whole GPUs, not both", v1alpha1.AnnotationGPUFraction, v1alpha1.AnnotationGPUMemory)
+	}
+	total, maxMem := view.GPUs()
+	if share.Memory > 0 && maxMem > 0 && share.Memory > maxMem {
+		return fmt.Errorf("%s: %q is more than any GPU in the cluster has: at most %s", v1alpha1.AnnotationGPUMemory,
+			p.Annotations[v1alpha1.AnnotationGPUMemory], resource.NewQuantity(maxMem, resource.BinarySI))
+	}
+	qname := p.Labels[v1alpha1.LabelQueue]
+	if qname == "" {
+		return fmt.Errorf("%s: no queue: set the label on the pod or its workload, or a default on namespace %s; queues: %s",
+			v1alpha1.LabelQueue, p.Namespace, queueList(view))
+	}
+	q, ok := view.Queue(qname)
+	if !ok {
+		return fmt.Errorf("%s: queue %q does not exist; queues: %s", v1alpha1.LabelQueue, qname, queueList(view))
+	}
+	if len(q.Spec.Namespaces) > 0 && !slices.Contains(q.Spec.Namespaces, p.Namespace) {
+		return fmt.Errorf("%s: namespace %q may not use queue %q; it admits namespaces %s", v1alpha1.LabelQueue, p.Namespace, qname,
+			strings.Join(q.Spec.Namespaces, ", "))
+	}
+	if g := p.Labels[v1alpha1.LabelPodGroup]; g != "" && whole > 0 && total > 0 {
+		if pg, ok := view.PodGroup(p.Namespace, g); ok && int64(pg.Spec.MinMember)*whole > total {
+			return fmt.Errorf("%s: gang %q needs %d GPUs at once (%d pods × %d) but the cluster has %d", v1alpha1.LabelPodGroup, g,
+				int64(pg.Spec.MinMember)*whole, pg.Spec.MinMember, whole, total)
+		}
+	}
+	return nil
+}
+
+// subject tells whether the webhooks act on a pod: Allot schedules it, and it is not one of
+// the scheduler's own reservations.
+func subject(p *corev1.Pod) bool {
+	return p.Spec.SchedulerName == v1alpha1.SchedulerName &&
+		!(p.Namespace == v1alpha1.SystemNamespace && p.Labels[v1alpha1.LabelReservation] == "true")
+}
+
+func wholeGPUs(p *corev1.Pod) int64 {
+	var n int64
+	for _, c := range p.Spec.Containers {
+		if q, ok := c.Resources.Limits[v1alpha1.GPUResource]; ok {
+			n += q.Value()
+		} else if q, ok := c.Resources.Requests[v1alpha1.GPUResource]; ok {
+			n += q.Value()
+		}
+	}
+	return n
+}
+
+func queueList(view View) string {
+	names := view.QueueNames()
+	if len(names) == 0 {
+		return "none yet (an admin creates Queue objects)"
+	}
+	return strings.Join(names, ", ")
+}

@@ -1,0 +1,129 @@
+package admission
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	admissionregv1 "k8s.io/api/admissionregistration/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	certutil "k8s.io/client-go/util/cert"
+	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+)
+
+// Paths the webhooks answer on.
+const (
+	PathMutatePods   = "/mutate-pods"
+	PathValidatePods = "/validate-pods"
+)
+
+// Serve answers admission reviews on l, with the TLS certificate getCert returns, until ctx
+// ends.
+func Serve(ctx context.Context, l net.Listener, getCert func(*tls.ClientHelloInfo) (*tls.Certificate, error), m *Mutator, v *Validator) error {
+	mux := http.NewServeMux()
+	mux.Handle(PathMutatePods, &admission.Webhook{Handler: m})
+	mux.Handle(PathValidatePods, &admission.Webhook{Handler: v})
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second,
+		TLSConfig: &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: getCert}}
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}()
+	if err := srv.ServeTLS(l, "", ""); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// CertFiles serves the certificate in dir/tls.crt and dir/tls.key, reloading it when the
+// files change (as a cert-manager or Helm-rotated Secret mounted there does).
+func CertFiles(ctx context.Context, dir string) (func(*tls.ClientHelloInfo) (*tls.Certificate, error), error) {
+	w, err := certwatcher.New(filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key"))
+	if err != nil {
+		return nil, fmt.Errorf("webhook certificate in %s: %w", dir, err)
+	}
+	go func() { _ = w.Start(ctx) }()
+	return w.GetCertificate, nil
+}
+
+// SelfSigned writes a self-signed certificate for a webhook on 127.0.0.1 into dir (kept
+// across restarts) and returns the CA bundle the API server must trust.
+func SelfSigned(dir string) (caBundle []byte, err error) {
+	crt, key := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	if b, err := os.ReadFile(crt); err == nil {
+		if _, err := os.Stat(key); err == nil {
+			return b, nil
+		}
+	}
+	certPEM, keyPEM, err := certutil.GenerateSelfSignedCertKey("127.0.0.1", []net.IP{net.ParseIP("127.0.0.1")}, nil)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(key, keyPEM, 0o600); err != nil {
+		return nil, err
+	}
+	return certPEM, os.WriteFile(crt, certPEM, 0o600)
+}
+
+// Register creates or updates the webhook configurations that send pods scheduled by
+// Allot to the webhooks at baseURL. Only pods with schedulerName allot are sent: a webhook
+// that is down never blocks anyone else's pods.
+func Register(ctx context.Context, client kubernetes.Interface, baseURL string, caBundle []byte) error {
+	fail := admissionregv1.Fail
+	none := admissionregv1.SideEffectClassNone
+	timeout := int32(10)
+	rules := []admissionregv1.RuleWithOperations{{Operations: []admissionregv1.OperationType{admissionregv1.Create},
+		Rule: admissionregv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"}}}}
+	ours := []admissionregv1.MatchCondition{{Name: "scheduled-by-allot", Expression: "object.spec.schedulerName == 'allot'"}}
+	url := func(path string) admissionregv1.WebhookClientConfig {
+		u := baseURL + path
+		return admissionregv1.WebhookClientConfig{URL: &u, CABundle: caBundle}
+	}
+	mut := &admissionregv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "allot"},
+		Webhooks: []admissionregv1.MutatingWebhook{{Name: "pods.mutate.allot.dev", ClientConfig: url(PathMutatePods),
+			Rules: rules, MatchConditions: ours, FailurePolicy: &fail, SideEffects: &none, TimeoutSeconds: &timeout,
+			AdmissionReviewVersions: []string{"v1"}}}}
+	val := &admissionregv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "allot"},
+		Webhooks: []admissionregv1.ValidatingWebhook{{Name: "pods.validate.allot.dev", ClientConfig: url(PathValidatePods),
+			Rules: rules, MatchConditions: ours, FailurePolicy: &fail, SideEffects: &none, TimeoutSeconds: &timeout,
+			AdmissionReviewVersions: []string{"v1"}}}}
+	mc := client.AdmissionregistrationV1().MutatingWebhookConfigurations()
+	if cur, err := mc.Get(ctx, mut.Name, metav1.GetOptions{}); err == nil {
+		mut.ResourceVersion = cur.ResourceVersion
+		_, err = mc.Update(ctx, mut, metav1.UpdateOptions{})
+		if err != nil {
+			return err
+		}
+	} else if apierrors.IsNotFound(err) {
+		if _, err := mc.Create(ctx, mut, metav1.CreateOptions{}); err != nil {
+			return err
+		}
+	} else {
+		return err
+	}
+	vc := client.AdmissionregistrationV1().ValidatingWebhookConfigurations()
+	if cur, err := vc.Get(ctx, val.Name, metav1.GetOptions{}); err == nil {
+		val.ResourceVersion = cur.ResourceVersion
+		_, err = vc.Update(ctx, val, metav1.UpdateOptions{})
+		return err
+	} else if !apierrors.IsNotFound(err) {
+		return err
+	}
+	_, err := vc.Create(ctx, val, metav1.CreateOptions{})
+	return err
+}

@@ -1,0 +1,136 @@
+// Package admission holds Allot's admission webhooks: the mutating one that fills in a
+// pod's queue, class and gang from its workload and points a GPU-sharing pod's containers
+// at the ConfigMap the scheduler fills, and the validating one that refuses what could
+// never run, with a message naming the annotation or label and the allowed values.
+package admission
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/allot-dev/allot/api/v1alpha1"
+)
+
+var (
+	queuesGVR    = v1alpha1.GroupVersion.WithResource("queues")
+	podGroupsGVR = v1alpha1.GroupVersion.WithResource("podgroups")
+)
+
+// View is what validation reads of the cluster.
+type View interface {
+	Queue(name string) (*v1alpha1.Queue, bool)
+	QueueNames() []string
+	PodGroup(namespace, name string) (*v1alpha1.PodGroup, bool)
+	NamespaceLabels(name string) map[string]string
+	// GPUs is the cluster's whole-GPU capacity and the largest memory of one GPU in bytes.
+	GPUs() (total int64, maxMemory int64)
+}
+
+// informerView answers from informer caches, so that admission costs no API call.
+type informerView struct {
+	nodes, namespaces, queues, groups cache.SharedIndexInformer
+}
+
+// NewView starts informers for what validation reads and waits for them to sync.
+func NewView(ctx context.Context, client kubernetes.Interface, dyn dynamic.Interface) (View, error) {
+	f := informers.NewSharedInformerFactory(client, 0)
+	df := dynamicinformer.NewDynamicSharedInformerFactory(dyn, 0)
+	v := &informerView{nodes: f.Core().V1().Nodes().Informer(), namespaces: f.Core().V1().Namespaces().Informer(),
+		queues: df.ForResource(queuesGVR).Informer(), groups: df.ForResource(podGroupsGVR).Informer()}
+	f.Start(ctx.Done())
+	df.Start(ctx.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), v.nodes.HasSynced, v.namespaces.HasSynced, v.queues.HasSynced, v.groups.HasSynced) {
+		return nil, fmt.Errorf("admission: informers did not sync")
+	}
+	return v, nil
+}
+
+func (v *informerView) Queue(name string) (*v1alpha1.Queue, bool) {
+	o, ok, _ := v.queues.GetStore().GetByKey(name)
+	if !ok {
+		return nil, false
+	}
+	var q v1alpha1.Queue
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.(*unstructured.Unstructured).Object, &q); err != nil {
+		return nil, false
+	}
+	return &q, true
+}
+
+func (v *informerView) QueueNames() []string {
+	names := v.queues.GetStore().ListKeys()
+	sort.Strings(names)
+	return names
+}
+
+func (v *informerView) PodGroup(namespace, name string) (*v1alpha1.PodGroup, bool) {
+	o, ok, _ := v.groups.GetStore().GetByKey(namespace + "/" + name)
+	if !ok {
+		return nil, false
+	}
+	var g v1alpha1.PodGroup
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.(*unstructured.Unstructured).Object, &g); err != nil {
+		return nil, false
+	}
+	return &g, true
+}
+
+func (v *informerView) NamespaceLabels(name string) map[string]string {
+	o, ok, _ := v.namespaces.GetStore().GetByKey(name)
+	if !ok {
+		return nil
+	}
+	return o.(*corev1.Namespace).Labels
+}
+
+func (v *informerView) GPUs() (total, maxMemory int64) {
+	for _, o := range v.nodes.GetStore().List() {
+		n := o.(*corev1.Node)
+		q := n.Status.Allocatable[corev1.ResourceName(v1alpha1.GPUResource)]
+		total += q.Value()
+		if mi, err := strconv.ParseInt(n.Labels["nvidia.com/gpu.memory"], 10, 64); err == nil && q.Value() > 0 {
+			maxMemory = max(maxMemory, mi<<20)
+		}
+	}
+	return total, maxMemory
+}
+
+// workloadKinds are the owners Allot knows how to group, by kind.
+var workloadKinds = map[string]struct {
+	resource string
+	class    string
+	gang     bool
+}{
+	"Job":         {"jobs", v1alpha1.ClassTrain, true},
+	"JobSet":      {"jobsets", v1alpha1.ClassTrain, true},
+	"PyTorchJob":  {"pytorchjobs", v1alpha1.ClassTrain, true},
+	"MPIJob":      {"mpijobs", v1alpha1.ClassTrain, true},
+	"ReplicaSet":  {"replicasets", v1alpha1.ClassInference, false},
+	"Deployment":  {"deployments", v1alpha1.ClassInference, false},
+	"StatefulSet": {"statefulsets", v1alpha1.ClassInference, false},
+}
+
+// gvrOf maps an owner reference to its resource, for the kinds Allot knows.
+func gvrOf(apiVersion, kind string) (schema.GroupVersionResource, bool) {
+	k, ok := workloadKinds[kind]
+	if !ok {
+		return schema.GroupVersionResource{}, false
+	}
+	gv, err := schema.ParseGroupVersion(apiVersion)
+	if err != nil {
+		return schema.GroupVersionResource{}, false
+	}
+	return gv.WithResource(k.resource), true
+}

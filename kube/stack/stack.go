@@ -1,0 +1,93 @@
+// Package stack starts what Allot runs against a cluster, in one process: the admission
+// webhooks, the workload controller that makes gangs of Jobs, and the scheduler. `allot up`
+// and the integration tests run it next to the embedded control plane; `allot scheduler`
+// runs it on a real cluster.
+package stack
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"net"
+	"path/filepath"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/allot-dev/allot/kube/admission"
+	"github.com/allot-dev/allot/kube/scheduler"
+	"github.com/allot-dev/allot/kube/workload"
+)
+
+// Options say what to run.
+type Options struct {
+	Scheduler scheduler.Options
+	// Webhook serves admission on this listener with this certificate; nil runs none.
+	Webhook net.Listener
+	Cert    func(*tls.ClientHelloInfo) (*tls.Certificate, error)
+}
+
+// Run runs until ctx ends; it returns the scheduler's error.
+func Run(ctx context.Context, rc *rest.Config, opts Options) error {
+	rc = rest.CopyConfig(rc)
+	rc.QPS, rc.Burst = 500, 1000
+	client, err := kubernetes.NewForConfig(protobuf(rc))
+	if err != nil {
+		return err
+	}
+	dyn, err := dynamic.NewForConfig(rc)
+	if err != nil {
+		return err
+	}
+	if opts.Webhook != nil {
+		view, err := admission.NewView(ctx, client, dyn)
+		if err != nil {
+			return err
+		}
+		m := &admission.Mutator{View: view, Owners: admission.DynamicOwners(dyn)}
+		go func() { _ = admission.Serve(ctx, opts.Webhook, opts.Cert, m, &admission.Validator{View: view}) }()
+	}
+	go workload.New(client, dyn).Run(ctx)
+	s, err := scheduler.New(rc, opts.Scheduler)
+	if err != nil {
+		return err
+	}
+	return s.Run(ctx)
+}
+
+func protobuf(rc *rest.Config) *rest.Config {
+	rc = rest.CopyConfig(rc)
+	rc.ContentType = runtime.ContentTypeProtobuf
+	return rc
+}
+
+// Local runs the stack next to an embedded control plane: the webhooks listen on a
+// loopback port with a self-signed certificate kept under dataDir, and are registered with
+// the API server. It returns once the webhooks are registered; errc reports the end.
+func Local(ctx context.Context, rc *rest.Config, dataDir string, opts scheduler.Options) (errc <-chan error, err error) {
+	ca, err := admission.SelfSigned(filepath.Join(dataDir, "pki", "webhook"))
+	if err != nil {
+		return nil, fmt.Errorf("webhook certificate: %w", err)
+	}
+	cert, err := admission.CertFiles(ctx, filepath.Join(dataDir, "pki", "webhook"))
+	if err != nil {
+		return nil, err
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	client, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return nil, err
+	}
+	if err := admission.Register(ctx, client, "https://"+l.Addr().String(), ca); err != nil {
+		l.Close()
+		return nil, fmt.Errorf("registering webhooks: %w", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- Run(ctx, rc, Options{Scheduler: opts, Webhook: l, Cert: cert}) }()
+	return done, nil
+}

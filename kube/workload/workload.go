@@ -1,0 +1,220 @@
+// Package workload makes gangs of the workloads people already run: it creates a PodGroup
+// for every batch Job, JobSet and Kubeflow PyTorchJob or MPIJob whose pods Allot
+// schedules, with minMember from the workload's shape, so that its pods start together or
+// not at all. The admission webhook labels the pods with the group's name.
+package workload
+
+import (
+	"context"
+	"log/slog"
+
+	batchv1 "k8s.io/api/batch/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/allot-dev/allot/api/v1alpha1"
+)
+
+var podGroupsGVR = v1alpha1.GroupVersion.WithResource("podgroups")
+
+// kind is a custom workload kind Allot groups when its CRD is installed.
+type kind struct {
+	gvr  schema.GroupVersionResource
+	kind string
+	// shape returns whether any pod of the workload is scheduled by Allot, and how many
+	// pods make up the gang.
+	shape func(u *unstructured.Unstructured) (ours bool, pods int64)
+}
+
+var customKinds = []kind{
+	{schema.GroupVersionResource{Group: "jobset.x-k8s.io", Version: "v1alpha2", Resource: "jobsets"}, "JobSet", jobSetShape},
+	{schema.GroupVersionResource{Group: "kubeflow.org", Version: "v1", Resource: "pytorchjobs"}, "PyTorchJob", replicaSpecsShape("pytorchReplicaSpecs")},
+	{schema.GroupVersionResource{Group: "kubeflow.org", Version: "v2beta1", Resource: "mpijobs"}, "MPIJob", replicaSpecsShape("mpiReplicaSpecs")},
+}
+
+// Controller keeps the PodGroups of gang workloads.
+type Controller struct {
+	client kubernetes.Interface
+	dyn    dynamic.Interface
+}
+
+// New returns a controller.
+func New(client kubernetes.Interface, dyn dynamic.Interface) *Controller {
+	return &Controller{client: client, dyn: dyn}
+}
+
+// Run works until ctx ends. Custom kinds are watched when their CRDs are installed at start.
+func (c *Controller) Run(ctx context.Context) {
+	f := informers.NewSharedInformerFactory(c.client, 0)
+	jobs := f.Batch().V1().Jobs().Informer()
+	onJob := func(o any) {
+		if j, ok := o.(*batchv1.Job); ok {
+			c.syncJob(ctx, j)
+		}
+	}
+	_, _ = jobs.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: onJob, UpdateFunc: func(_, n any) { onJob(n) }})
+	df := dynamicinformer.NewDynamicSharedInformerFactory(c.dyn, 0)
+	for _, k := range customKinds {
+		if !c.served(k.gvr) {
+			continue
+		}
+		k := k
+		on := func(o any) {
+			if u, ok := o.(*unstructured.Unstructured); ok {
+				if ours, pods := k.shape(u); ours {
+					c.ensure(ctx, u.GetNamespace(), u.GetName(), u.GetLabels(), pods,
+						metav1.OwnerReference{APIVersion: k.gvr.GroupVersion().String(), Kind: k.kind, Name: u.GetName(), UID: u.GetUID()})
+				}
+			}
+		}
+		_, _ = df.ForResource(k.gvr).Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: on, UpdateFunc: func(_, n any) { on(n) }})
+	}
+	f.Start(ctx.Done())
+	df.Start(ctx.Done())
+	<-ctx.Done()
+}
+
+// served tells whether the API server knows the resource (its CRD is installed).
+func (c *Controller) served(gvr schema.GroupVersionResource) bool {
+	l, err := c.client.Discovery().ServerResourcesForGroupVersion(gvr.GroupVersion().String())
+	if err != nil {
+		return false
+	}
+	for _, r := range l.APIResources {
+		if r.Name == gvr.Resource {
+			return true
+		}
+	}
+	return false
+}
+
+// JobGang is a batch Job's gang size: the pods it runs at once.
+func JobGang(j *batchv1.Job) int64 {
+	n := int64(1)
+	if j.Spec.Parallelism != nil {
+		n = int64(*j.Spec.Parallelism)
+	}
+	if j.Spec.Completions != nil && int64(*j.Spec.Completions) < n {
+		n = int64(*j.Spec.Completions)
+	}
+	return n
+}
+
+func (c *Controller) syncJob(ctx context.Context, j *batchv1.Job) {
+	if j.Spec.Template.Spec.SchedulerName != v1alpha1.SchedulerName {
+		return
+	}
+	if ref := metav1.GetControllerOf(j); ref != nil && ref.Kind == "JobSet" {
+		return // one of a JobSet's jobs: the JobSet is the gang
+	}
+	if JobGang(j) < 1 {
+		return // parallelism 0: nothing runs
+	}
+	c.ensure(ctx, j.Namespace, j.Name, j.Labels, JobGang(j),
+		metav1.OwnerReference{APIVersion: "batch/v1", Kind: "Job", Name: j.Name, UID: j.UID})
+}
+
+// ensure creates or corrects the PodGroup named after the workload, owned by it so that
+// it goes with it.
+func (c *Controller) ensure(ctx context.Context, ns, name string, labels map[string]string, minMember int64, owner metav1.OwnerReference) {
+	queue := labels[v1alpha1.LabelQueue]
+	if queue == "" {
+		if n, err := c.client.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{}); err == nil {
+			queue = n.Labels[v1alpha1.LabelQueue]
+		}
+	}
+	if queue == "" {
+		return // no queue: the admission webhook refuses the pods and says why
+	}
+	groups := c.dyn.Resource(podGroupsGVR).Namespace(ns)
+	cur, err := groups.Get(ctx, name, metav1.GetOptions{})
+	if err == nil {
+		m, _, _ := unstructured.NestedInt64(cur.Object, "spec", "minMember")
+		q, _, _ := unstructured.NestedString(cur.Object, "spec", "queue")
+		if m == minMember && q == queue {
+			return
+		}
+		_ = unstructured.SetNestedField(cur.Object, minMember, "spec", "minMember")
+		_ = unstructured.SetNestedField(cur.Object, queue, "spec", "queue")
+		if _, err := groups.Update(ctx, cur, metav1.UpdateOptions{}); err != nil && !apierrors.IsConflict(err) {
+			slog.Warn("allot workload: pod group", "group", ns+"/"+name, "err", err)
+		}
+		return
+	}
+	if !apierrors.IsNotFound(err) {
+		slog.Warn("allot workload: pod group", "group", ns+"/"+name, "err", err)
+		return
+	}
+	owner.Controller = new(bool)
+	*owner.Controller = true
+	pg := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": v1alpha1.GroupVersion.String(), "kind": "PodGroup",
+		"metadata": map[string]any{"name": name, "namespace": ns,
+			"labels": map[string]any{v1alpha1.LabelQueue: queue}},
+		"spec": map[string]any{"minMember": minMember, "queue": queue}}}
+	pg.SetOwnerReferences([]metav1.OwnerReference{owner})
+	if _, err := groups.Create(ctx, pg, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		slog.Warn("allot workload: pod group", "group", ns+"/"+name, "err", err)
+	}
+}
+
+// jobSetShape: each replicated job runs replicas Jobs of parallelism pods.
+func jobSetShape(u *unstructured.Unstructured) (bool, int64) {
+	rjs, _, _ := unstructured.NestedSlice(u.Object, "spec", "replicatedJobs")
+	var ours bool
+	var pods int64
+	for _, o := range rjs {
+		rj, ok := o.(map[string]any)
+		if !ok {
+			continue
+		}
+		replicas := intOr(rj, 1, "replicas")
+		par := intOr(rj, 1, "template", "spec", "parallelism")
+		pods += replicas * par
+		if s, _, _ := unstructured.NestedString(rj, "template", "spec", "template", "spec", "schedulerName"); s == v1alpha1.SchedulerName {
+			ours = true
+		}
+	}
+	return ours, pods
+}
+
+// replicaSpecsShape: Kubeflow jobs list their roles (master, worker, launcher) with replicas.
+func replicaSpecsShape(field string) func(*unstructured.Unstructured) (bool, int64) {
+	return func(u *unstructured.Unstructured) (bool, int64) {
+		specs, _, _ := unstructured.NestedMap(u.Object, "spec", field)
+		var ours bool
+		var pods int64
+		for _, o := range specs {
+			rs, ok := o.(map[string]any)
+			if !ok {
+				continue
+			}
+			pods += intOr(rs, 1, "replicas")
+			if s, _, _ := unstructured.NestedString(rs, "template", "spec", "schedulerName"); s == v1alpha1.SchedulerName {
+				ours = true
+			}
+		}
+		return ours, pods
+	}
+}
+
+func intOr(m map[string]any, def int64, path ...string) int64 {
+	v, ok, err := unstructured.NestedFieldNoCopy(m, path...)
+	if !ok || err != nil {
+		return def
+	}
+	switch x := v.(type) {
+	case int64:
+		return x
+	case float64:
+		return int64(x)
+	}
+	return def
+}
