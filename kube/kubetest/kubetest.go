@@ -1,0 +1,179 @@
+// Package kubetest gives integration tests a real Kubernetes to talk to: the embedded
+// control plane (etcd, kube-apiserver, kube-controller-manager), simulated GPU nodes and
+// their kubelet, and helpers that read like the cluster they build. What Allot runs on
+// top (the scheduler, or the whole stack) each test starts itself.
+package kubetest
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/allot-dev/allot/api/v1alpha1"
+	"github.com/allot-dev/allot/kube/localcluster"
+	"github.com/allot-dev/allot/kube/simnode"
+)
+
+// Resources of Allot's API.
+var (
+	Queues    = v1alpha1.GroupVersion.WithResource("queues")
+	PodGroups = v1alpha1.GroupVersion.WithResource("podgroups")
+)
+
+// Env is a running cluster with simulated GPU nodes named dgx-1, dgx-2, ….
+type Env struct {
+	Ctx     context.Context
+	Client  kubernetes.Interface
+	Dyn     dynamic.Interface
+	Cluster *localcluster.Cluster
+	Dir     string
+}
+
+// Start brings up a cluster of nodes × gpus A100-80GB GPUs; it stops with the test.
+func Start(t *testing.T, nodes, gpus int) *Env {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	dir := t.TempDir()
+	c, err := localcluster.Start(ctx, dir)
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	// Clients stop before the API server, or its shutdown waits for their watches.
+	t.Cleanup(func() { cancel(); c.Stop() })
+	client := kubernetes.NewForConfigOrDie(c.Config)
+	if err := simnode.Create(ctx, client, simnode.Spec{Prefix: "dgx", Count: nodes, GPUs: gpus, GPUType: "A100-80GB",
+		GPUMemoryMi: 81920, CPU: "64", Memory: "512Gi"}); err != nil {
+		t.Fatal(err)
+	}
+	go simnode.NewKubelet(client).Run(ctx)
+	return &Env{Ctx: ctx, Client: client, Dyn: dynamic.NewForConfigOrDie(c.Config), Cluster: c, Dir: dir}
+}
+
+// Queue creates a queue; spec fields beyond the GPU quota go in extra.
+func (e *Env) Queue(t *testing.T, name string, quota int64, extra map[string]any) {
+	t.Helper()
+	spec := map[string]any{"gpu": map[string]any{"quota": quota}}
+	for k, v := range extra {
+		spec[k] = v
+	}
+	u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": v1alpha1.GroupVersion.String(), "kind": "Queue",
+		"metadata": map[string]any{"name": name}, "spec": spec}}
+	if _, err := e.Dyn.Resource(Queues).Create(e.Ctx, u, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// PodSpec describes a test pod in a few words.
+type PodSpec struct {
+	Name, Namespace, Queue string
+	GPUs                   int64             // whole GPUs
+	Labels, Annotations    map[string]string // added to the queue label
+}
+
+// Pod builds the pod object: scheduler allot, one container, one CPU.
+func (s PodSpec) Pod() *corev1.Pod {
+	ns := s.Namespace
+	if ns == "" {
+		ns = metav1.NamespaceDefault
+	}
+	labels := map[string]string{}
+	if s.Queue != "" {
+		labels[v1alpha1.LabelQueue] = s.Queue
+	}
+	for k, v := range s.Labels {
+		labels[k] = v
+	}
+	res := corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}}
+	if s.GPUs > 0 {
+		res.Limits = corev1.ResourceList{v1alpha1.GPUResource: *resource.NewQuantity(s.GPUs, resource.DecimalSI)}
+	}
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: s.Name, Namespace: ns, Labels: labels, Annotations: s.Annotations},
+		Spec: corev1.PodSpec{SchedulerName: v1alpha1.SchedulerName, Containers: []corev1.Container{{Name: "main", Image: "train", Resources: res}}}}
+}
+
+// CreatePod creates the pod and returns the API server's answer.
+func (e *Env) CreatePod(s PodSpec) error {
+	p := s.Pod()
+	_, err := e.Client.CoreV1().Pods(p.Namespace).Create(e.Ctx, p, metav1.CreateOptions{})
+	time.Sleep(5 * time.Millisecond) // distinct creation order
+	return err
+}
+
+// MustPod creates the pod or fails the test.
+func (e *Env) MustPod(t *testing.T, s PodSpec) {
+	t.Helper()
+	if err := e.CreatePod(s); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// WaitFor polls cond until it holds or 30 s pass.
+func (e *Env) WaitFor(t *testing.T, what string, cond func() (bool, string)) {
+	t.Helper()
+	last := ""
+	err := wait.PollUntilContextTimeout(e.Ctx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		ok, msg := cond()
+		last = msg
+		return ok, nil
+	})
+	if err != nil {
+		t.Fatalf("%s: %v (last: %s)", what, err, last)
+	}
+}
+
+// Pods lists a namespace's pods by name.
+func (e *Env) Pods(t *testing.T, namespace string) map[string]*corev1.Pod {
+	t.Helper()
+	list, err := e.Client.CoreV1().Pods(namespace).List(e.Ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]*corev1.Pod{}
+	for i := range list.Items {
+		out[list.Items[i].Name] = &list.Items[i]
+	}
+	return out
+}
+
+// Count is how many of a namespace's pods satisfy pred.
+func (e *Env) Count(t *testing.T, namespace string, pred func(*corev1.Pod) bool) int {
+	n := 0
+	for _, p := range e.Pods(t, namespace) {
+		if pred(p) {
+			n++
+		}
+	}
+	return n
+}
+
+// Bound tells whether the pod has a node.
+func Bound(p *corev1.Pod) bool { return p != nil && p.Spec.NodeName != "" }
+
+// Running tells whether the pod runs on its node.
+func Running(p *corev1.Pod) bool {
+	return p != nil && p.Spec.NodeName != "" && p.Status.Phase == corev1.PodRunning
+}
+
+// Events returns the reasons and messages of the events about an object, one per line.
+func (e *Env) Events(t *testing.T, namespace, name string) []string {
+	t.Helper()
+	l, err := e.Client.CoreV1().Events(namespace).List(e.Ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, ev := range l.Items {
+		out = append(out, fmt.Sprintf("%s: %s", ev.Reason, ev.Message))
+	}
+	return out
+}
