@@ -28,7 +28,9 @@ func (s *session) item(j *jobState, p pass) []*podState {
 		return nil
 	}
 	if !j.started() {
-		if !p.starts() {
+		if !p.starts() || len(j.pods) < j.j.MinMember {
+			// A gang whose pods are not all created yet (a Job controller creating them one
+			// by one) must not start with those that are.
 			return nil
 		}
 		need := max(j.j.MinMember-j.bound, 1)

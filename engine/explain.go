@@ -217,6 +217,9 @@ func (s *session) explainConstraint(j *jobState) Reason {
 
 // pendingReason is the final word on a job that still waits after this cycle.
 func (s *session) pendingReason(j *jobState) Reason {
+	if !j.started() && len(j.pods) < j.j.MinMember {
+		return reasonf(ReasonGangIncomplete, "gang of %d pods has %d so far; it starts when all are created", j.j.MinMember, len(j.pods))
+	}
 	r := j.reason
 	if r.Code == ReasonNone {
 		for _, p := range j.pods {

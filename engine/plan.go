@@ -57,11 +57,13 @@ const (
 	ReasonConsolidated
 	ReasonElasticWaiting
 	ReasonNotTried
+	ReasonGangIncomplete
 )
 
 var reasonCodeNames = [...]string{
 	"None", "FairShare", "QueueLimit", "NonPreemptibleQuota", "NoFit", "GangPartial",
 	"Constraint", "TooLarge", "Reclaimed", "Preempted", "Consolidated", "ElasticWaiting", "NotTried",
+	"GangIncomplete",
 }
 
 func (c ReasonCode) String() string {

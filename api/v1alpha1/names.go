@@ -30,6 +30,7 @@ const (
 	AnnotationGPUs      = "allot.dev/gpu-indices"   // pod: device indices on its node
 	AnnotationGPUShare  = "allot.dev/gpu-share"     // pod: its share of a shared GPU, in thousandths
 	AnnotationConfigMap = "allot.dev/gpu-configmap" // pod: the ConfigMap its containers read their GPU from
+	AnnotationMinMember = "allot.dev/min-member"    // pod: its gang's size, from the workload at admission
 	AnnotationGPUUUIDs  = "allot.dev/gpu-uuids"     // node: device UUIDs by index, comma-separated
 	AnnotationOccupancy = "allot.dev/gpu-occupancy" // node: JSON, who holds each GPU
 	LabelReservation    = "allot.dev/reservation"   // reservation pods holding shared GPUs

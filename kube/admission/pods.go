@@ -8,21 +8,25 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/allot-dev/allot/api/v1alpha1"
+	"github.com/allot-dev/allot/kube/workload"
 )
 
 // Workload is what the mutating webhook learns from a pod's owners.
 type Workload struct {
 	Kind, Name string            // the top owner Allot knows, e.g. Job train-1; empty for a bare pod
 	Labels     map[string]string // merged, nearest owner first
+	Object     *unstructured.Unstructured
 }
 
 // Owners walks a pod's controller references up through the kinds Allot knows.
@@ -48,7 +52,7 @@ func DynamicOwners(dyn dynamic.Interface) Owners {
 				w.Kind, w.Name = ref.Kind, ref.Name
 				break
 			}
-			w.Kind, w.Name = ref.Kind, ref.Name
+			w.Kind, w.Name, w.Object = ref.Kind, ref.Name, o
 			for k, v := range o.GetLabels() {
 				if _, set := w.Labels[k]; !set {
 					w.Labels[k] = v
@@ -103,6 +107,13 @@ func (m *Mutator) Handle(ctx context.Context, req admission.Request) admission.R
 		setDefault(v1alpha1.LabelClass, k.class)
 		if k.gang {
 			setDefault(v1alpha1.LabelPodGroup, w.Name)
+			// The gang's size travels with the pod: the PodGroup the workload controller
+			// makes may land after the first pods, which must not start alone meanwhile.
+			if w.Object != nil && out.Labels[v1alpha1.LabelPodGroup] == w.Name {
+				if n, _, ok := workload.Gang(w.Object); ok && n > 0 {
+					out.Annotations[v1alpha1.AnnotationMinMember] = strconv.FormatInt(n, 10)
+				}
+			}
 		}
 	}
 	if share, err := v1alpha1.ParseGPUShare(p.Annotations); err == nil && share.Shared() && out.Annotations[v1alpha1.AnnotationConfigMap] == "" {

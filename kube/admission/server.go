@@ -5,11 +5,15 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
+
+	"github.com/go-logr/logr"
 
 	admissionregv1 "k8s.io/api/admissionregistration/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -17,13 +21,18 @@ import (
 	"k8s.io/client-go/kubernetes"
 	certutil "k8s.io/client-go/util/cert"
 	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 )
+
+// logOnce routes controller-runtime's logs (the certificate watcher's) to slog.
+var logOnce sync.Once
 
 // Paths the webhooks answer on.
 const (
 	PathMutatePods   = "/mutate-pods"
 	PathValidatePods = "/validate-pods"
+	PathMutateJobs   = "/mutate-jobs"
 )
 
 // Serve answers admission reviews on l, with the TLS certificate getCert returns, until ctx
@@ -32,6 +41,7 @@ func Serve(ctx context.Context, l net.Listener, getCert func(*tls.ClientHelloInf
 	mux := http.NewServeMux()
 	mux.Handle(PathMutatePods, &admission.Webhook{Handler: m})
 	mux.Handle(PathValidatePods, &admission.Webhook{Handler: v})
+	mux.Handle(PathMutateJobs, &admission.Webhook{Handler: JobMutator{}})
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second,
 		TLSConfig: &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: getCert}}
@@ -50,6 +60,7 @@ func Serve(ctx context.Context, l net.Listener, getCert func(*tls.ClientHelloInf
 // CertFiles serves the certificate in dir/tls.crt and dir/tls.key, reloading it when the
 // files change (as a cert-manager or Helm-rotated Secret mounted there does).
 func CertFiles(ctx context.Context, dir string) (func(*tls.ClientHelloInfo) (*tls.Certificate, error), error) {
+	logOnce.Do(func() { ctrllog.SetLogger(logr.FromSlogHandler(slog.Default().Handler())) })
 	w, err := certwatcher.New(filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key"))
 	if err != nil {
 		return nil, fmt.Errorf("webhook certificate in %s: %w", dir, err)
@@ -97,7 +108,12 @@ func Register(ctx context.Context, client kubernetes.Interface, baseURL string, 
 	mut := &admissionregv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "allot"},
 		Webhooks: []admissionregv1.MutatingWebhook{{Name: "pods.mutate.allot.dev", ClientConfig: url(PathMutatePods),
 			Rules: rules, MatchConditions: ours, FailurePolicy: &fail, SideEffects: &none, TimeoutSeconds: &timeout,
-			AdmissionReviewVersions: []string{"v1"}}}}
+			AdmissionReviewVersions: []string{"v1"}},
+			{Name: "jobs.mutate.allot.dev", ClientConfig: url(PathMutateJobs),
+				Rules: []admissionregv1.RuleWithOperations{{Operations: []admissionregv1.OperationType{admissionregv1.Create},
+					Rule: admissionregv1.Rule{APIGroups: []string{"batch"}, APIVersions: []string{"v1"}, Resources: []string{"jobs"}}}},
+				MatchConditions: []admissionregv1.MatchCondition{{Name: "scheduled-by-allot", Expression: "object.spec.template.spec.schedulerName == 'allot'"}},
+				FailurePolicy:   &fail, SideEffects: &none, TimeoutSeconds: &timeout, AdmissionReviewVersions: []string{"v1"}}}}
 	val := &admissionregv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "allot"},
 		Webhooks: []admissionregv1.ValidatingWebhook{{Name: "pods.validate.allot.dev", ClientConfig: url(PathValidatePods),
 			Rules: rules, MatchConditions: ours, FailurePolicy: &fail, SideEffects: &none, TimeoutSeconds: &timeout,

@@ -218,6 +218,9 @@ func (s *Scheduler) Cycle(ctx context.Context) error {
 					p.Annotations = map[string]string{}
 				}
 				p.Annotations[AnnotationGPUs] = formatIndices(b.GPUs)
+				if b.Share > 0 {
+					p.Annotations[v1alpha1.AnnotationGPUShare] = strconv.Itoa(int(b.Share))
+				}
 			}
 		}
 		pods = append(pods, p)

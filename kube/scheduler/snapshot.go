@@ -255,6 +255,9 @@ func jobOf(p *corev1.Pod, groups map[string]group) (engine.JobID, int, time.Time
 		if pg, ok := groups[key]; ok && pg.minMember > 0 {
 			return engine.JobID(key), pg.minMember, pg.created
 		}
+		if m, err := strconv.Atoi(p.Annotations[v1alpha1.AnnotationMinMember]); err == nil && m > 0 {
+			return engine.JobID(key), m, p.CreationTimestamp.Time // the PodGroup is on its way
+		}
 		return engine.JobID(key), -1, p.CreationTimestamp.Time // minMember filled in by the caller's count
 	}
 	return engine.JobID(p.Namespace + "/" + p.Name), 1, p.CreationTimestamp.Time

@@ -194,6 +194,21 @@ func (k *Kubelet) configReady(ctx context.Context, p *corev1.Pod) bool {
 
 func (k *Kubelet) sync(ctx context.Context, p *corev1.Pod) {
 	if p.DeletionTimestamp != nil {
+		// As a kubelet does: the containers are killed, the pod reports its end, then it is
+		// removed. Controllers (a Job's pod failure policy) read that last status.
+		if p.Status.Phase == corev1.PodRunning {
+			p = p.DeepCopy()
+			p.Status.Phase = corev1.PodFailed
+			now := metav1.NewTime(k.now())
+			for i := range p.Status.ContainerStatuses {
+				c := &p.Status.ContainerStatuses[i]
+				c.Ready, c.State = false, corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "Killed", FinishedAt: now}}
+			}
+			podutil.SetCondition(p, corev1.PodCondition{Type: corev1.PodReady, Status: corev1.ConditionFalse, Reason: "PodTerminated", LastTransitionTime: now})
+			if _, err := k.client.CoreV1().Pods(p.Namespace).UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+				slog.Warn("simulated kubelet: stop", "pod", p.Name, "err", err)
+			}
+		}
 		zero := int64(0)
 		err := k.client.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
 		if err != nil && !apierrors.IsNotFound(err) {

@@ -223,7 +223,11 @@ func TestJobStartsWholeOrNotAtAll(t *testing.T) {
 	}
 	time.Sleep(2 * time.Second) // several cycles with two GPUs free
 	if n := e.Count(t, "default", func(p *corev1.Pod) bool { return jobPods(p) && kubetest.Bound(p) }); n != 0 {
-		t.Fatalf("%d of the job's pods bound with 2 GPUs free: a gang starts whole or not at all", n)
+		var seen []string
+		for _, p := range e.Pods(t, "default") {
+			seen = append(seen, fmt.Sprintf("%s %s %v", p.Name, p.Spec.NodeName, p.Annotations))
+		}
+		t.Fatalf("%d of the job's pods bound with 2 GPUs free: a gang starts whole or not at all (%s)", n, strings.Join(seen, "; "))
 	}
 	if err := e.Client.CoreV1().Pods("default").Delete(e.Ctx, "busy", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
@@ -316,4 +320,59 @@ func TestDeploymentIsInferenceInNamespaceQueue(t *testing.T) {
 		}
 		return n == 2, fmt.Sprintf("%d", n)
 	})
+}
+
+// TestEvictedJobPodIsRecreatedWithoutFailing: Allot's Jobs ignore evictions in their failure
+// count (the webhook adds the pod failure policy); an evicted pod comes back and the gang
+// runs whole again.
+func TestEvictedJobPodIsRecreatedWithoutFailing(t *testing.T) {
+	e := start(t, 1, 2)
+	e.Queue(t, "team-a", 2, nil)
+	two := int32(2)
+	backoff := int32(0)
+	tmpl := kubetest.PodSpec{GPUs: 1}.Pod()
+	tmpl.Spec.RestartPolicy = corev1.RestartPolicyNever
+	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "train", Namespace: "default", Labels: map[string]string{v1alpha1.LabelQueue: "team-a"}},
+		Spec: batchv1.JobSpec{Parallelism: &two, BackoffLimit: &backoff, Template: corev1.PodTemplateSpec{Spec: tmpl.Spec}}}
+	created, err := e.Client.BatchV1().Jobs("default").Create(e.Ctx, job, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if created.Spec.PodFailurePolicy == nil || len(created.Spec.PodFailurePolicy.Rules) != 1 ||
+		created.Spec.PodFailurePolicy.Rules[0].Action != batchv1.PodFailurePolicyActionIgnore {
+		t.Fatalf("pod failure policy %+v, want evictions ignored", created.Spec.PodFailurePolicy)
+	}
+	running := func() map[string]bool {
+		out := map[string]bool{}
+		for name, p := range e.Pods(t, "default") {
+			if kubetest.Running(p) && p.DeletionTimestamp == nil {
+				out[name] = true
+			}
+		}
+		return out
+	}
+	e.WaitFor(t, "job running", func() (bool, string) { return len(running()) == 2, fmt.Sprint(running()) })
+	before := running()
+	var victim string
+	for name := range before {
+		victim = name
+		break
+	}
+	ev := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: victim, Namespace: "default"}}
+	if err := e.Client.PolicyV1().Evictions("default").Evict(e.Ctx, ev); err != nil {
+		t.Fatal(err)
+	}
+	e.WaitFor(t, "a new pod in the evicted one's place", func() (bool, string) {
+		now := running()
+		return len(now) == 2 && !now[victim], fmt.Sprint(now)
+	})
+	j, err := e.Client.BatchV1().Jobs("default").Get(e.Ctx, "train", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range j.Status.Conditions {
+		if c.Type == batchv1.JobFailed && c.Status == corev1.ConditionTrue {
+			t.Fatalf("the job failed after an eviction (backoffLimit 0): %s", c.Message)
+		}
+	}
 }

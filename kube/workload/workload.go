@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
@@ -93,6 +94,26 @@ func (c *Controller) served(gvr schema.GroupVersionResource) bool {
 		}
 	}
 	return false
+}
+
+// Gang is the gang size of a workload Allot groups (a Job, JobSet, PyTorchJob or MPIJob as
+// read from the API), and whether its pods are scheduled by Allot; ok is false for other
+// kinds.
+func Gang(u *unstructured.Unstructured) (pods int64, ours, ok bool) {
+	if u.GetKind() == "Job" {
+		var j batchv1.Job
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &j); err != nil {
+			return 0, false, false
+		}
+		return JobGang(&j), j.Spec.Template.Spec.SchedulerName == v1alpha1.SchedulerName, true
+	}
+	for _, k := range customKinds {
+		if k.kind == u.GetKind() {
+			ours, pods := k.shape(u)
+			return pods, ours, true
+		}
+	}
+	return 0, false, false
 }
 
 // JobGang is a batch Job's gang size: the pods it runs at once.
