@@ -32,3 +32,4 @@ fmt:
 generate:
 	$(GO) run sigs.k8s.io/controller-tools/cmd/controller-gen@v0.20.0 object paths=./api/...
 	$(GO) run sigs.k8s.io/controller-tools/cmd/controller-gen@v0.20.0 crd paths=./api/... output:crd:dir=./deploy/crds
+	cp deploy/crds/*.yaml deploy/helm/allot/crds/

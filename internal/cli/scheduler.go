@@ -20,7 +20,7 @@ import (
 func newSchedulerCmd() *cobra.Command {
 	var kubeconfig, identity, placement string
 	var leaderElect bool
-	var webhookPort int
+	var webhookPort, metricsPort int
 	var certDir string
 	cmd := &cobra.Command{
 		Use:     "scheduler",
@@ -57,6 +57,11 @@ controller that makes gangs (PodGroups) of Jobs, JobSets and Kubeflow jobs, and 
 					return fmt.Errorf("--webhook-port %d: %w", webhookPort, err)
 				}
 			}
+			if metricsPort > 0 {
+				if opts.Metrics, err = net.Listen("tcp", fmt.Sprintf(":%d", metricsPort)); err != nil {
+					return fmt.Errorf("--metrics-port %d: %w", metricsPort, err)
+				}
+			}
 			return stack.Run(ctx, rc, opts)
 		},
 	}
@@ -66,6 +71,7 @@ controller that makes gangs (PodGroups) of Jobs, JobSets and Kubeflow jobs, and 
 	f.StringVar(&identity, "identity", "", "this replica's name in leader election (default: generated)")
 	f.IntVar(&webhookPort, "webhook-port", 0, "serve the admission webhooks on this port (0: none)")
 	f.StringVar(&certDir, "webhook-cert-dir", "/etc/allot/webhook", "directory with the webhooks' tls.crt and tls.key (reloaded when they change)")
+	f.IntVar(&metricsPort, "metrics-port", 0, "serve Prometheus metrics at /metrics on this port (0: none)")
 	f.StringVar(&placement, "placement", "allot", "placement policy: allot, binpack, spread, best-fit, gpu-packing, fgd, random")
 	return cmd
 }

@@ -116,17 +116,18 @@ A kubeconfig is written so that kubectl works against it. Ctrl-C stops everythin
 			kubeletConfig.QPS, kubeletConfig.Burst = 1000, 2000
 			kubeletConfig.ContentType = runtime.ContentTypeProtobuf
 			go simnode.NewKubelet(kubernetes.NewForConfigOrDie(kubeletConfig)).Run(ctx)
-			schedDone, err := stack.Local(ctx, c.Config, dataDir, scheduler.Options{})
+			running, err := stack.Local(ctx, c.Config, dataDir, scheduler.Options{})
 			if err != nil {
 				return err
 			}
+			schedDone := running.Done
 			if demo {
 				if err := startDemo(ctx, client, dynamic.NewForConfigOrDie(c.Config)); err != nil {
 					return err
 				}
 			}
-			fmt.Fprintf(out, "Allot is up: %d simulated nodes × %d %s GPUs.\nkubeconfig: %s\n  kubectl --kubeconfig %s get nodes,queues,pods\nCtrl-C stops it.\n",
-				nodes, gpus, gpuType, kubeconfig, kubeconfig)
+			fmt.Fprintf(out, "Allot is up: %d simulated nodes × %d %s GPUs.\nkubeconfig: %s\n  kubectl --kubeconfig %s get nodes,queues,pods\nmetrics: %s\nCtrl-C stops it.\n",
+				nodes, gpus, gpuType, kubeconfig, kubeconfig, running.MetricsURL)
 			<-ctx.Done()
 			fmt.Fprintln(out, "\nstopping …")
 			return <-schedDone

@@ -47,6 +47,8 @@ type Options struct {
 	LeaderElection bool
 	Identity       string
 	Now            func() time.Time
+	// Metrics, if set, records each cycle.
+	Metrics *Metrics
 }
 
 // Scheduler runs cycles against the API server.
@@ -256,8 +258,10 @@ func (s *Scheduler) Cycle(ctx context.Context) error {
 	now := s.opts.Now()
 	s.stopOverdue(ctx, now, pods, queues)
 	snap, idx := buildSnapshot(now, nodes, pods, queues, groups, &s.conv)
+	started := time.Now()
 	plan := s.eng.Schedule(snap)
 	s.apply(ctx, plan, idx)
+	s.opts.Metrics.observe(time.Since(started).Seconds(), plan, queues)
 	s.releaseReservations(ctx, snap, plan)
 	// Occupancy is for people and dashboards: once a second is fresh enough, and spares
 	// the API server a node write per bind under a stream of submissions.
@@ -355,7 +359,9 @@ const bindWorkers = 32
 // pod is pending again at the next cycle.
 func (s *Scheduler) bindLoop(ctx context.Context) {
 	for j := range s.binds {
-		if err := s.bind(ctx, j); err != nil {
+		err := s.bind(ctx, j)
+		s.opts.Metrics.bindDone(err)
+		if err != nil {
 			if ctx.Err() == nil {
 				slog.Warn("allot scheduler: bind", "pod", j.p.Name, "err", err)
 			}

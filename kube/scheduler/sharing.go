@@ -97,7 +97,12 @@ func (s *Scheduler) ensureReservation(ctx context.Context, node engine.NodeID, g
 }
 
 // ensureSystemNamespace creates the namespace reservation pods live in.
+// On a real cluster the Helm chart installs into it, and the scheduler may not create
+// namespaces: look first.
 func (s *Scheduler) ensureSystemNamespace(ctx context.Context) error {
+	if _, err := s.client.CoreV1().Namespaces().Get(ctx, v1alpha1.SystemNamespace, metav1.GetOptions{}); err == nil {
+		return nil
+	}
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.SystemNamespace}}
 	if _, err := s.client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return err

@@ -9,7 +9,11 @@ import (
 	"crypto/tls"
 	"fmt"
 	"net"
+	"net/http"
 	"path/filepath"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
@@ -27,6 +31,8 @@ type Options struct {
 	// Webhook serves admission on this listener with this certificate; nil runs none.
 	Webhook net.Listener
 	Cert    func(*tls.ClientHelloInfo) (*tls.Certificate, error)
+	// Metrics serves Prometheus metrics at /metrics on this listener; nil serves none.
+	Metrics net.Listener
 }
 
 // Run runs until ctx ends; it returns the scheduler's error.
@@ -49,6 +55,15 @@ func Run(ctx context.Context, rc *rest.Config, opts Options) error {
 		m := &admission.Mutator{View: view, Owners: admission.DynamicOwners(dyn)}
 		go func() { _ = admission.Serve(ctx, opts.Webhook, opts.Cert, m, &admission.Validator{View: view}) }()
 	}
+	if opts.Metrics != nil {
+		m := scheduler.NewMetrics()
+		opts.Scheduler.Metrics = m
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{}))
+		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		go func() { _ = srv.Serve(opts.Metrics) }()
+		go func() { <-ctx.Done(); _ = srv.Close() }()
+	}
 	go workload.New(client, dyn).Run(ctx)
 	s, err := scheduler.New(rc, opts.Scheduler)
 	if err != nil {
@@ -63,10 +78,17 @@ func protobuf(rc *rest.Config) *rest.Config {
 	return rc
 }
 
+// Running is a stack started by Local.
+type Running struct {
+	Done       <-chan error // the scheduler's end
+	MetricsURL string       // where Prometheus metrics are served
+}
+
 // Local runs the stack next to an embedded control plane: the webhooks listen on a
 // loopback port with a self-signed certificate kept under dataDir, and are registered with
-// the API server. It returns once the webhooks are registered; errc reports the end.
-func Local(ctx context.Context, rc *rest.Config, dataDir string, opts scheduler.Options) (errc <-chan error, err error) {
+// the API server; metrics are served on another loopback port. It returns once the
+// webhooks are registered.
+func Local(ctx context.Context, rc *rest.Config, dataDir string, opts scheduler.Options) (*Running, error) {
 	ca, err := admission.SelfSigned(filepath.Join(dataDir, "pki", "webhook"))
 	if err != nil {
 		return nil, fmt.Errorf("webhook certificate: %w", err)
@@ -87,7 +109,12 @@ func Local(ctx context.Context, rc *rest.Config, dataDir string, opts scheduler.
 		l.Close()
 		return nil, fmt.Errorf("registering webhooks: %w", err)
 	}
+	ml, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		l.Close()
+		return nil, err
+	}
 	done := make(chan error, 1)
-	go func() { done <- Run(ctx, rc, Options{Scheduler: opts, Webhook: l, Cert: cert}) }()
-	return done, nil
+	go func() { done <- Run(ctx, rc, Options{Scheduler: opts, Webhook: l, Cert: cert, Metrics: ml}) }()
+	return &Running{Done: done, MetricsURL: "http://" + ml.Addr().String() + "/metrics"}, nil
 }

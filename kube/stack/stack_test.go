@@ -3,6 +3,8 @@ package stack_test
 import (
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -23,12 +25,30 @@ import (
 // start brings up a cluster of nodes × gpus with Allot's whole stack on it: webhooks,
 // workload controller and scheduler.
 func start(t *testing.T, nodes, gpus int) *kubetest.Env {
+	e, _ := startWithMetrics(t, nodes, gpus)
+	return e
+}
+
+func startWithMetrics(t *testing.T, nodes, gpus int) (*kubetest.Env, string) {
 	t.Helper()
 	e := kubetest.Start(t, nodes, gpus)
-	if _, err := stack.Local(e.Ctx, e.Cluster.Config, e.Dir, scheduler.Options{Interval: 200 * time.Millisecond}); err != nil {
+	r, err := stack.Local(e.Ctx, e.Cluster.Config, e.Dir, scheduler.Options{Interval: 200 * time.Millisecond})
+	if err != nil {
 		t.Fatal(err)
 	}
-	return e
+	return e, r.MetricsURL
+}
+
+// scrape returns the metrics page.
+func scrape(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
 }
 
 func fraction(name, f string) kubetest.PodSpec {
@@ -61,7 +81,7 @@ func reservations(t *testing.T, e *kubetest.Env) []string {
 //
 //	GPU a: nb-1 0.5 + nb-2 0.5      GPU b: big 0.6 + small 0.4      GPU c: extra 0.5
 func TestFractionsShareGPUsThroughConfigMaps(t *testing.T) {
-	e := start(t, 1, 4)
+	e, metrics := startWithMetrics(t, 1, 4)
 	e.Queue(t, "team-a", 4, nil)
 	e.MustPod(t, fraction("nb-1", "0.5"))
 	e.MustPod(t, fraction("nb-2", "0.5"))
@@ -114,6 +134,12 @@ func TestFractionsShareGPUsThroughConfigMaps(t *testing.T) {
 	if envb["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] != "60" || envs["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] != "40" {
 		t.Fatalf("compute shares %s and %s, want 60 and 40", envb["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"], envs["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"])
 	}
+	// The queue gauges count the fractions: 0.5 + 0.5 + 0.6 + 0.4 GPUs.
+	e.WaitFor(t, "queue gauges", func() (bool, string) {
+		m := scrape(t, metrics)
+		return strings.Contains(m, `allot_queue_allocated_gpus{queue="team-a"} 2`) && strings.Contains(m, `allot_queue_quota_gpus{queue="team-a"} 4`) &&
+			strings.Contains(m, "allot_pods_scheduled_total 4") && strings.Contains(m, "allot_scheduling_cycle_duration_seconds_count"), m
+	})
 	e.MustPod(t, fraction("extra", "0.5"))
 	e.WaitFor(t, "a further half running", func() (bool, string) { return kubetest.Running(e.Pods(t, "default")["extra"]), "" })
 	if _, ge, _ := gpuOf(t, e, "extra"); ge == g1 || ge == gb {

@@ -1,0 +1,191 @@
+package deploy
+
+import (
+	"bytes"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/pem"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"sigs.k8s.io/yaml"
+)
+
+// helm is pinned and built from the Go module proxy: no other download, and the same
+// Kubernetes libraries (v0.35) as the rest of the project.
+var helmCmd = []string{"run", "helm.sh/helm/v3/cmd/helm@v3.20.2"}
+
+const chart = "helm/allot"
+
+func helm(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Fatalf("the go command runs helm here: %v", err)
+	}
+	cmd := exec.Command("go", append(slices.Clone(helmCmd), args...)...)
+	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+t.TempDir(), "HELM_CONFIG_HOME="+t.TempDir(), "HELM_DATA_HOME="+t.TempDir())
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	return out.String(), err
+}
+
+func TestHelmLint(t *testing.T) {
+	out, err := helm(t, "lint", chart, "--strict")
+	if err != nil || !strings.Contains(out, "1 chart(s) linted, 0 chart(s) failed") {
+		t.Fatalf("helm lint: %v\n%s", err, out)
+	}
+}
+
+// rendered is one object of helm template's output.
+type rendered map[string]any
+
+func (r rendered) str(path ...string) string {
+	var v any = map[string]any(r)
+	for _, p := range path {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return ""
+		}
+		v = m[p]
+	}
+	s, _ := v.(string)
+	return s
+}
+
+func render(t *testing.T, args ...string) map[string]rendered {
+	t.Helper()
+	out, err := helm(t, append([]string{"template", "allot", chart, "--namespace", "allot-system"}, args...)...)
+	if err != nil {
+		t.Fatalf("helm template: %v\n%s", err, out)
+	}
+	objs := map[string]rendered{}
+	for _, doc := range strings.Split(out, "\n---\n") {
+		var o rendered
+		if err := yaml.Unmarshal([]byte(doc), &o); err != nil {
+			t.Fatalf("rendered YAML: %v\n%s", err, doc)
+		}
+		if len(o) == 0 {
+			continue
+		}
+		key := o.str("kind") + "/" + o.str("metadata", "name")
+		if ns := o.str("metadata", "namespace"); ns == "kube-system" {
+			key = ns + "/" + key
+		}
+		objs[key] = o
+	}
+	return objs
+}
+
+// TestHelmTemplateRendersAnInstall: the rendered chart runs replicated scheduling with
+// leader election and the chosen placement, serves webhooks behind a Service whose
+// certificate the registered CA signs, and grants no wildcard permission.
+func TestHelmTemplateRendersAnInstall(t *testing.T) {
+	objs := render(t, "--set", "placement=spread", "--set", "replicas=3")
+	for _, want := range []string{"Deployment/allot", "Service/allot-webhook", "Secret/allot-webhook-cert", "ServiceAccount/allot",
+		"ClusterRole/allot", "ClusterRoleBinding/allot", "kube-system/Role/allot-leader-election",
+		"MutatingWebhookConfiguration/allot", "ValidatingWebhookConfiguration/allot", "Service/allot-metrics"} {
+		if objs[want] == nil {
+			t.Errorf("missing %s", want)
+		}
+	}
+	d := objs["Deployment/allot"]
+	spec := d["spec"].(map[string]any)
+	if spec["replicas"] != float64(3) {
+		t.Errorf("replicas %v, want 3", spec["replicas"])
+	}
+	container := spec["template"].(map[string]any)["spec"].(map[string]any)["containers"].([]any)[0].(map[string]any)
+	var args []string
+	for _, a := range container["args"].([]any) {
+		args = append(args, a.(string))
+	}
+	for _, want := range []string{"scheduler", "--leader-elect", "--placement=spread", "--webhook-port=9443", "--metrics-port=8080"} {
+		if !slices.Contains(args, want) {
+			t.Errorf("args %v lack %s", args, want)
+		}
+	}
+
+	secret := objs["Secret/allot-webhook-cert"]
+	crtPEM, _ := base64.StdEncoding.DecodeString(secret.str("data", "tls.crt"))
+	block, _ := pem.Decode(crtPEM)
+	if block == nil {
+		t.Fatal("the webhook Secret holds no certificate")
+	}
+	crt, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, kind := range []string{"MutatingWebhookConfiguration/allot", "ValidatingWebhookConfiguration/allot"} {
+		for _, w := range objs[kind]["webhooks"].([]any) {
+			hook := rendered(w.(map[string]any))
+			if hook.str("clientConfig", "service", "name") != "allot-webhook" || hook.str("clientConfig", "service", "namespace") != "allot-system" {
+				t.Errorf("%s %s calls %v", kind, hook.str("name"), hook["clientConfig"])
+			}
+			caPEM, _ := base64.StdEncoding.DecodeString(hook.str("clientConfig", "caBundle"))
+			pool := x509.NewCertPool()
+			if !pool.AppendCertsFromPEM(caPEM) {
+				t.Fatalf("%s %s: no CA bundle", kind, hook.str("name"))
+			}
+			if _, err := crt.Verify(x509.VerifyOptions{Roots: pool, DNSName: "allot-webhook.allot-system.svc"}); err != nil {
+				t.Errorf("%s %s: the API server would not trust the webhook: %v", kind, hook.str("name"), err)
+			}
+			if !strings.Contains(string(mustJSON(t, hook["matchConditions"])), "allot") {
+				t.Errorf("%s %s is sent pods other schedulers own", kind, hook.str("name"))
+			}
+		}
+	}
+
+	var bindsPods bool
+	for _, r := range objs["ClusterRole/allot"]["rules"].([]any) {
+		rule := r.(map[string]any)
+		for _, field := range []string{"apiGroups", "resources", "verbs"} {
+			for _, v := range rule[field].([]any) {
+				if v == "*" {
+					t.Errorf("ClusterRole grants %s *", field)
+				}
+			}
+		}
+		if slices.Contains(rule["resources"].([]any), any("pods/binding")) && slices.Contains(rule["verbs"].([]any), any("create")) {
+			bindsPods = true
+		}
+	}
+	if !bindsPods {
+		t.Error("ClusterRole cannot bind pods")
+	}
+}
+
+func mustJSON(t *testing.T, v any) []byte {
+	b, err := yaml.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestHelmValuesAreChecked: a placement the scheduler does not know is refused at install,
+// naming the allowed values.
+func TestHelmValuesAreChecked(t *testing.T) {
+	out, err := helm(t, "template", "allot", chart, "--set", "placement=tetris")
+	if err == nil || !strings.Contains(out, "placement") || !strings.Contains(out, "'allot', 'binpack', 'spread'") {
+		t.Fatalf("placement=tetris: %v\n%s", err, out)
+	}
+}
+
+// TestChartCRDsMatchGenerated: the chart installs the CRDs make generate writes.
+func TestChartCRDsMatchGenerated(t *testing.T) {
+	files, err := filepath.Glob("crds/*.yaml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no CRDs: %v", err)
+	}
+	for _, f := range files {
+		want, _ := os.ReadFile(f)
+		got, err := os.ReadFile(filepath.Join(chart, "crds", filepath.Base(f)))
+		if err != nil || !bytes.Equal(got, want) {
+			t.Errorf("%s in the chart differs from %s: run make generate", filepath.Base(f), f)
+		}
+	}
+}

@@ -1,0 +1,95 @@
+package scheduler
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/allot-dev/allot/api/v1alpha1"
+	"github.com/allot-dev/allot/engine"
+)
+
+// Metrics are the scheduler's Prometheus series: one prefix, base units, counters ending
+// in _total, and labels of low cardinality (queues and reason codes, never pods).
+type Metrics struct {
+	Registry *prometheus.Registry
+
+	cycle     prometheus.Histogram
+	bound     prometheus.Counter
+	bindFails prometheus.Counter
+	evicted   *prometheus.CounterVec
+	waiting   *prometheus.GaugeVec
+	quota     *prometheus.GaugeVec
+	fairShare *prometheus.GaugeVec
+	allocated *prometheus.GaugeVec
+	pending   *prometheus.GaugeVec
+}
+
+// NewMetrics registers the series, with the Go runtime's and the process's, on a registry
+// of their own.
+func NewMetrics() *Metrics {
+	r := prometheus.NewRegistry()
+	r.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	queue := []string{"queue"}
+	m := &Metrics{Registry: r,
+		cycle: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "allot_scheduling_cycle_duration_seconds",
+			Help: "Time from snapshot to applied plan, per scheduling cycle.", Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)}),
+		bound:     prometheus.NewCounter(prometheus.CounterOpts{Name: "allot_pods_scheduled_total", Help: "Pods bound to a node."}),
+		bindFails: prometheus.NewCounter(prometheus.CounterOpts{Name: "allot_pod_bind_failures_total", Help: "Binds the API server refused."}),
+		evicted: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "allot_pods_evicted_total",
+			Help: "Pods evicted, by reason: Reclaimed, Preempted, Consolidated."}, []string{"reason"}),
+		waiting: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "allot_jobs_unschedulable",
+			Help: "Jobs waiting after the last cycle, by reason code."}, []string{"reason"}),
+		quota: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "allot_queue_quota_gpus",
+			Help: "GPUs guaranteed to the queue."}, queue),
+		fairShare: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "allot_queue_fair_share_gpus",
+			Help: "The queue's fair share of GPUs in the last cycle."}, queue),
+		allocated: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "allot_queue_allocated_gpus",
+			Help: "GPUs the queue's running pods hold."}, queue),
+		pending: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "allot_queue_pending_gpus",
+			Help: "GPUs the queue's waiting pods ask for."}, queue),
+	}
+	r.MustRegister(m.cycle, m.bound, m.bindFails, m.evicted, m.waiting, m.quota, m.fairShare, m.allocated, m.pending)
+	return m
+}
+
+// observe records one cycle's plan.
+func (m *Metrics) observe(seconds float64, plan *engine.Plan, queues []*v1alpha1.Queue) {
+	if m == nil {
+		return
+	}
+	m.cycle.Observe(seconds)
+	for _, e := range plan.Evictions {
+		m.evicted.WithLabelValues(e.Reason.Code.String()).Inc()
+	}
+	m.waiting.Reset()
+	for _, r := range plan.Pending {
+		m.waiting.WithLabelValues(r.Code.String()).Inc()
+	}
+	gpus := func(r engine.Resources) float64 { return float64(r[engine.ResourceGPU]) / float64(engine.OneGPU) }
+	// Queues that went away stop being reported.
+	m.quota.Reset()
+	m.fairShare.Reset()
+	m.allocated.Reset()
+	m.pending.Reset()
+	for _, q := range queues {
+		st, ok := plan.Queues[engine.QueueID(q.Name)]
+		if !ok {
+			continue
+		}
+		m.quota.WithLabelValues(q.Name).Set(float64(q.Spec.GPU.Quota))
+		m.fairShare.WithLabelValues(q.Name).Set(gpus(st.FairShare))
+		m.allocated.WithLabelValues(q.Name).Set(gpus(st.Allocated))
+		m.pending.WithLabelValues(q.Name).Set(max(0, gpus(st.Requested)-gpus(st.Allocated)))
+	}
+}
+
+func (m *Metrics) bindDone(err error) {
+	if m == nil {
+		return
+	}
+	if err != nil {
+		m.bindFails.Inc()
+		return
+	}
+	m.bound.Inc()
+}
