@@ -1,0 +1,221 @@
+package stack_test
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiextensions "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/restmapper"
+
+	"github.com/allot-dev/allot/api/v1alpha1"
+	"github.com/allot-dev/allot/kube/kubetest"
+	"github.com/allot-dev/allot/kube/workload"
+)
+
+// apply creates every object of a YAML file, as kubectl apply would on a fresh cluster,
+// and returns them for deletion.
+func apply(t *testing.T, e *kubetest.Env, mapper *restmapper.DeferredDiscoveryRESTMapper, path string) []*unstructured.Unstructured {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(b), 4096)
+	var out []*unstructured.Unstructured
+	for {
+		var o map[string]any
+		if err := dec.Decode(&o); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		if len(o) == 0 {
+			continue
+		}
+		u := &unstructured.Unstructured{Object: o}
+		gvk := u.GroupVersionKind()
+		m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		if err != nil {
+			t.Fatalf("%s: %s: %v", path, gvk, err)
+		}
+		r := e.Dyn.Resource(m.Resource)
+		var created *unstructured.Unstructured
+		if m.Scope.Name() == "namespace" {
+			created, err = r.Namespace("default").Create(e.Ctx, u, metav1.CreateOptions{})
+		} else {
+			created, err = r.Create(e.Ctx, u, metav1.CreateOptions{})
+		}
+		if err != nil {
+			t.Fatalf("%s: %s %s: %v", path, gvk.Kind, u.GetName(), err)
+		}
+		created.SetGroupVersionKind(gvk)
+		out = append(out, created)
+	}
+	return out
+}
+
+// remove deletes the objects with their dependents and waits until no pod is left.
+func remove(t *testing.T, e *kubetest.Env, mapper *restmapper.DeferredDiscoveryRESTMapper, objs []*unstructured.Unstructured) {
+	t.Helper()
+	bg := metav1.DeletePropagationBackground
+	for _, u := range objs {
+		gvk := u.GroupVersionKind()
+		m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.Dyn.Resource(m.Resource).Namespace(u.GetNamespace()).Delete(e.Ctx, u.GetName(), metav1.DeleteOptions{PropagationPolicy: &bg}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.WaitFor(t, "the example's pods gone", func() (bool, string) {
+		n := len(e.Pods(t, "default")) + len(e.Pods(t, v1alpha1.SystemNamespace))
+		return n == 0, fmt.Sprintf("%d pods left", n)
+	})
+}
+
+// runningPods waits until the named pods (prefixes of generated names) run.
+func runningPods(t *testing.T, e *kubetest.Env, what string, want int, match func(*corev1.Pod) bool) []*corev1.Pod {
+	t.Helper()
+	var got []*corev1.Pod
+	e.WaitFor(t, what, func() (bool, string) {
+		got = got[:0]
+		for _, p := range e.Pods(t, "default") {
+			if match(p) && kubetest.Running(p) {
+				got = append(got, p)
+			}
+		}
+		return len(got) == want, fmt.Sprintf("%d of %d running", len(got), want)
+	})
+	return got
+}
+
+func named(prefix string) func(*corev1.Pod) bool {
+	return func(p *corev1.Pod) bool { return strings.HasPrefix(p.Name, prefix) }
+}
+
+// TestExamplesRun applies every file of examples/kube to the demo cluster (two nodes of
+// eight GPUs, queues team-a/b/c/d with quotas 4/2/2/8) and checks each does what its
+// comment says. JobSet and Kubeflow jobs get their CRDs but no operator here: the check is
+// the gang Allot makes for them.
+func TestExamplesRun(t *testing.T) {
+	e := start(t, 2, 8)
+	for q, quota := range map[string]int64{"team-a": 4, "team-b": 2, "team-c": 2, "team-d": 8} {
+		e.Queue(t, q, quota, nil)
+	}
+	dc := e.Client.Discovery()
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
+	dir := filepath.Join("..", "..", "examples", "kube")
+
+	t.Run("pod", func(t *testing.T) {
+		objs := apply(t, e, mapper, filepath.Join(dir, "pod.yaml"))
+		p := runningPods(t, e, "train-resnet", 1, named("train-resnet"))[0]
+		if n := len(strings.Split(p.Annotations[v1alpha1.AnnotationGPUs], ",")); n != 2 || p.Labels[v1alpha1.LabelClass] != "" {
+			t.Fatalf("pod holds %d GPUs, class %q", n, p.Labels[v1alpha1.LabelClass])
+		}
+		remove(t, e, mapper, objs)
+	})
+	t.Run("fractions", func(t *testing.T) {
+		objs := apply(t, e, mapper, filepath.Join(dir, "fractions.yaml"))
+		runningPods(t, e, "notebooks and embedder", 3, func(*corev1.Pod) bool { return true })
+		_, ga, _ := gpuOf(t, e, "notebook-alice")
+		_, gb, _ := gpuOf(t, e, "notebook-bob")
+		_, _, env := gpuOf(t, e, "embed-service")
+		if ga != gb {
+			t.Fatalf("notebooks on GPUs %s and %s, want one", ga, gb)
+		}
+		if env["CUDA_DEVICE_MEMORY_LIMIT"] != "20480m" || env["CUDA_DEVICE_SM_LIMIT"] != "30" || env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] != "30" {
+			t.Fatalf("embedder environment %v, want 20Gi and 30%%", env)
+		}
+		remove(t, e, mapper, objs)
+	})
+	t.Run("job", func(t *testing.T) {
+		objs := apply(t, e, mapper, filepath.Join(dir, "job.yaml"))
+		for _, p := range runningPods(t, e, "sweep", 4, named("sweep-")) {
+			if p.Labels[v1alpha1.LabelPodGroup] != "sweep" || p.Labels[v1alpha1.LabelQueue] != "team-b" {
+				t.Fatalf("pod %s labels %v", p.Name, p.Labels)
+			}
+		}
+		remove(t, e, mapper, objs)
+	})
+	t.Run("distributed", func(t *testing.T) {
+		objs := apply(t, e, mapper, filepath.Join(dir, "distributed.yaml"))
+		hosts := map[string]bool{}
+		for _, p := range runningPods(t, e, "ddp workers", 2, named("ddp-")) {
+			hosts[p.Spec.Hostname+"."+p.Spec.Subdomain] = true
+		}
+		if !hosts["ddp-0.ddp"] || !hosts["ddp-1.ddp"] {
+			t.Fatalf("worker hostnames %v, want ddp-0.ddp and ddp-1.ddp", hosts)
+		}
+		remove(t, e, mapper, objs)
+	})
+	t.Run("inference", func(t *testing.T) {
+		objs := apply(t, e, mapper, filepath.Join(dir, "inference.yaml"))
+		for _, p := range runningPods(t, e, "llm replicas", 2, named("llm-")) {
+			if p.Labels[v1alpha1.LabelClass] != v1alpha1.ClassInference || p.Labels[v1alpha1.LabelQueue] != "team-c" {
+				t.Fatalf("replica %s labels %v", p.Name, p.Labels)
+			}
+		}
+		remove(t, e, mapper, objs)
+	})
+	t.Run("pod-group", func(t *testing.T) {
+		objs := apply(t, e, mapper, filepath.Join(dir, "pod-group.yaml"))
+		runningPods(t, e, "the pair", 2, named("pair-"))
+		remove(t, e, mapper, objs)
+	})
+
+	installCRD(t, e, "jobset.x-k8s.io", "v1alpha2", "JobSet", "jobsets")
+	installCRD(t, e, "kubeflow.org", "v1", "PyTorchJob", "pytorchjobs")
+	installCRD(t, e, "kubeflow.org", "v2beta1", "MPIJob", "mpijobs")
+	// The workload controller looks for the CRDs when it starts: start one that sees them.
+	go workload.New(e.Client, e.Dyn).Run(e.Ctx)
+	mapper.Reset()
+	for file, want := range map[string]struct {
+		name, queue string
+		min         int64
+	}{"jobset.yaml": {"llm-pretrain", "team-d", 3}, "pytorchjob.yaml": {"bert", "team-b", 4}, "mpijob.yaml": {"horovod", "team-b", 3}} {
+		apply(t, e, mapper, filepath.Join(dir, file))
+		e.WaitFor(t, file+" gang", func() (bool, string) {
+			pg, err := e.Dyn.Resource(kubetest.PodGroups).Namespace("default").Get(e.Ctx, want.name, metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			m, _, _ := unstructured.NestedInt64(pg.Object, "spec", "minMember")
+			q, _, _ := unstructured.NestedString(pg.Object, "spec", "queue")
+			return m == want.min && q == want.queue, fmt.Sprintf("minMember %d queue %q", m, q)
+		})
+	}
+}
+
+// installCRD serves a kind with an open schema, as a stand-in for an operator's CRD.
+func installCRD(t *testing.T, e *kubetest.Env, group, version, kind, plural string) {
+	t.Helper()
+	open := true
+	crd := &apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: plural + "." + group},
+		Spec: apiextensionsv1.CustomResourceDefinitionSpec{Group: group, Scope: apiextensionsv1.NamespaceScoped,
+			Names: apiextensionsv1.CustomResourceDefinitionNames{Kind: kind, Plural: plural},
+			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{Name: version, Served: true, Storage: true,
+				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
+					Type: "object", XPreserveUnknownFields: &open}}}}}}
+	client := apiextensions.NewForConfigOrDie(e.Cluster.Config)
+	if _, err := client.ApiextensionsV1().CustomResourceDefinitions().Create(e.Ctx, crd, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.WaitFor(t, kind+" served", func() (bool, string) {
+		_, err := e.Client.Discovery().ServerResourcesForGroupVersion(group + "/" + version)
+		return err == nil, fmt.Sprint(err)
+	})
+	time.Sleep(200 * time.Millisecond)
+}
