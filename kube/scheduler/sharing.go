@@ -158,8 +158,10 @@ func (s *Scheduler) releaseReservations(ctx context.Context, snap *engine.Snapsh
 	}
 }
 
-// Occupancy is what the node annotation allot.dev/gpu-occupancy holds: who holds each GPU
-// of the node and how much of it, for the CLI and the dashboard.
+// Occupancy is what the node annotation allot.dev/gpu-occupancy holds: the node's shared
+// GPUs, who holds each and how much, for the CLI and the dashboard. Whole GPUs are not
+// listed: their holders say so themselves (allot.dev/gpu-indices on the pod), and writing
+// them would cost a node write for nearly every bind.
 type Occupancy struct {
 	GPUs []GPUOccupancy `json:"gpus"`
 }
@@ -207,15 +209,22 @@ func occupancy(snap *engine.Snapshot, plan *engine.Plan) map[engine.NodeID]strin
 	}
 	out := make(map[engine.NodeID]string, len(snap.Nodes))
 	for _, n := range snap.Nodes {
-		occ := Occupancy{GPUs: make([]GPUOccupancy, len(n.GPUs))}
+		var occ Occupancy
 		for g, gpu := range n.GPUs {
 			h := holders[gpuKey{n.ID, g}]
+			if len(h) == 0 || (len(h) == 1 && h[0].Share == int(engine.OneGPU)) {
+				continue // free, or one pod's whole GPU
+			}
 			sort.Slice(h, func(a, b int) bool { return h[a].Pod < h[b].Pod })
 			used := 0
 			for _, x := range h {
 				used += x.Share
 			}
-			occ.GPUs[g] = GPUOccupancy{Index: g, UUID: gpu.UUID, Used: min(used, int(engine.OneGPU)), Holders: h}
+			occ.GPUs = append(occ.GPUs, GPUOccupancy{Index: g, UUID: gpu.UUID, Used: min(used, int(engine.OneGPU)), Holders: h})
+		}
+		if len(occ.GPUs) == 0 {
+			out[n.ID] = "" // nothing shared: no annotation
+			continue
 		}
 		b, _ := json.Marshal(occ)
 		out[n.ID] = string(b)
@@ -231,10 +240,17 @@ func (s *Scheduler) writeOccupancy(ctx context.Context, occ map[engine.NodeID]st
 			continue
 		}
 		n := o.(*corev1.Node)
-		if n.Annotations[v1alpha1.AnnotationOccupancy] == val || s.occWritten[node] == val {
+		if n.Annotations[v1alpha1.AnnotationOccupancy] == val {
 			continue
 		}
-		patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{v1alpha1.AnnotationOccupancy: val}}})
+		if last, ok := s.occWritten[node]; ok && last == val {
+			continue
+		}
+		var v any = val
+		if val == "" {
+			v = nil // a merge patch removes the annotation
+		}
+		patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{v1alpha1.AnnotationOccupancy: v}}})
 		if _, err := s.client.CoreV1().Nodes().Patch(ctx, string(node), types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 			if !apierrors.IsNotFound(err) {
 				slog.Warn("allot scheduler: node occupancy", "node", node, "err", err)

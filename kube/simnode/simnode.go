@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -18,6 +19,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 
@@ -101,12 +103,15 @@ func simulatedUUID(node string, index int) string {
 type Kubelet struct {
 	client kubernetes.Interface
 	now    func() time.Time
+
+	mu      sync.Mutex
+	waiting map[types.UID]bool // bound pods whose ConfigMaps are not there yet
 }
 
 // NewKubelet returns a kubelet for all simulated nodes. Give it a client with a high QPS:
 // it writes one status per pod.
 func NewKubelet(client kubernetes.Interface) *Kubelet {
-	return &Kubelet{client: client, now: time.Now}
+	return &Kubelet{client: client, now: time.Now, waiting: map[types.UID]bool{}}
 }
 
 // Run works until ctx ends.
@@ -125,6 +130,19 @@ func (k *Kubelet) Run(ctx context.Context) {
 	}
 	_, _ = pods.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: enqueue, UpdateFunc: func(_, n any) { enqueue(n) }})
 	factory.Start(ctx.Done())
+	// Nodes work in parallel, as real kubelets do.
+	for w := 0; w < 8; w++ {
+		go func() {
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case p := <-queue:
+					k.sync(ctx, p)
+				}
+			}
+		}()
+	}
 	ticker := time.NewTicker(time.Second)
 	defer ticker.Stop()
 	k.renewLeases(ctx)
@@ -133,14 +151,14 @@ func (k *Kubelet) Run(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case p := <-queue:
-			k.sync(ctx, p)
 		case <-ticker.C:
 			if beats++; beats%10 == 0 {
 				k.renewLeases(ctx)
 			}
+			// Pods waiting for their ConfigMaps are retried; running ones may be done.
 			for _, obj := range pods.GetStore().List() {
-				if p := obj.(*corev1.Pod); p.Spec.NodeName != "" && (p.Status.Phase == corev1.PodRunning || p.Status.Phase == corev1.PodPending) {
+				p := obj.(*corev1.Pod)
+				if p.Spec.NodeName != "" && (p.Status.Phase == corev1.PodRunning || k.isWaiting(p)) {
 					k.sync(ctx, p)
 				}
 			}
@@ -173,6 +191,22 @@ func (k *Kubelet) renewLeases(ctx context.Context) {
 			slog.Warn("simulated kubelet: node lease", "node", n.Name, "err", err)
 		}
 	}
+}
+
+func (k *Kubelet) setWaiting(p *corev1.Pod, waiting bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if waiting {
+		k.waiting[p.UID] = true
+	} else {
+		delete(k.waiting, p.UID)
+	}
+}
+
+func (k *Kubelet) isWaiting(p *corev1.Pod) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.waiting[p.UID]
 }
 
 // configReady tells whether every ConfigMap the pod's containers read environment from
@@ -219,8 +253,10 @@ func (k *Kubelet) sync(ctx context.Context, p *corev1.Pod) {
 	switch p.Status.Phase {
 	case corev1.PodPending, "":
 		if !k.configReady(ctx, p) {
-			return // as a kubelet does: the container waits for its ConfigMaps
+			k.setWaiting(p, true) // as a kubelet does: the container waits for its ConfigMaps
+			return
 		}
+		k.setWaiting(p, false)
 		p = p.DeepCopy()
 		now := metav1.NewTime(k.now())
 		p.Status.Phase = corev1.PodRunning
