@@ -19,7 +19,9 @@ func NewRoot() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddGroup(&cobra.Group{ID: "run", Title: "Run Allot:"}, &cobra.Group{ID: "study", Title: "Study and simulate:"})
-	root.AddCommand(newUpCmd(), newSchedulerCmd(), newBenchCmd(), newSimCmd())
+	root.AddGroup(&cobra.Group{ID: "work", Title: "Work with workloads:"}, &cobra.Group{ID: "admin", Title: "See and administer the cluster:"},
+		&cobra.Group{ID: "run", Title: "Run Allot:"}, &cobra.Group{ID: "study", Title: "Study and simulate:"})
+	root.AddCommand(newSubmitCmd(), newListCmd(), newDescribeCmd(), newDeleteCmd(), newConfigCmd(), newQueuesCmd(), newTopCmd(),
+		newUpCmd(), newSchedulerCmd(), newBenchCmd(), newSimCmd())
 	return root
 }

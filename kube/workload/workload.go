@@ -7,6 +7,7 @@ package workload
 import (
 	"context"
 	"log/slog"
+	"strconv"
 
 	batchv1 "k8s.io/api/batch/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -118,6 +119,12 @@ func Gang(u *unstructured.Unstructured) (pods int64, ours, ok bool) {
 
 // JobGang is a batch Job's gang size: the pods it runs at once.
 func JobGang(j *batchv1.Job) int64 {
+	// An elastic job (allot submit --min-workers) names its gang size itself.
+	if m, err := strconv.ParseInt(j.Annotations[v1alpha1.AnnotationMinMember], 10, 64); err == nil && m > 0 {
+		if j.Spec.Parallelism == nil || m <= int64(*j.Spec.Parallelism) {
+			return m
+		}
+	}
 	n := int64(1)
 	if j.Spec.Parallelism != nil {
 		n = int64(*j.Spec.Parallelism)

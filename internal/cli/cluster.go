@@ -1,0 +1,162 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/yaml"
+)
+
+// conn holds kubectl's connection flags (--kubeconfig, --context, -n, …) for the commands
+// that talk to a cluster running Allot.
+type conn struct {
+	flags  *genericclioptions.ConfigFlags
+	client kubernetes.Interface
+	dyn    dynamic.Interface
+	ns     string
+}
+
+func addConn(cmd *cobra.Command) *conn {
+	c := &conn{flags: genericclioptions.NewConfigFlags(true)}
+	c.flags.AddFlags(cmd.Flags())
+	return c
+}
+
+// connect builds clients and checks the cluster answers, saying which kubeconfig and
+// server it tried when it does not.
+func (c *conn) connect(ctx context.Context) error {
+	rc, err := c.flags.ToRESTConfig()
+	if err != nil {
+		return fmt.Errorf("no cluster configured: %w (tried kubeconfig %s; allot up writes one, or pass --kubeconfig)", err, c.kubeconfigPath())
+	}
+	rc.QPS, rc.Burst = 50, 100
+	rc.Timeout = 15 * time.Second
+	if c.client, err = kubernetes.NewForConfig(rc); err != nil {
+		return err
+	}
+	if c.dyn, err = dynamic.NewForConfig(rc); err != nil {
+		return err
+	}
+	if _, err := c.client.Discovery().ServerVersion(); err != nil {
+		return fmt.Errorf("no cluster reachable at %s (kubeconfig %s): %v", rc.Host, c.kubeconfigPath(), err)
+	}
+	ns, _, err := c.flags.ToRawKubeConfigLoader().Namespace()
+	if err != nil || ns == "" {
+		ns = "default"
+	}
+	c.ns = ns
+	return nil
+}
+
+func (c *conn) kubeconfigPath() string {
+	if c.flags.KubeConfig != nil && *c.flags.KubeConfig != "" {
+		return *c.flags.KubeConfig
+	}
+	if env := os.Getenv("KUBECONFIG"); env != "" {
+		return env
+	}
+	home, _ := os.UserHomeDir()
+	return filepath.Join(home, ".kube", "config")
+}
+
+// outputFormat checks -o.
+func outputFormat(o string, wide bool) error {
+	allowed := []string{"table", "json", "yaml"}
+	if wide {
+		allowed = append(allowed, "wide")
+	}
+	for _, a := range allowed {
+		if o == a {
+			return nil
+		}
+	}
+	return fmt.Errorf("-o %q is not allowed: %s", o, strings.Join(allowed, ", "))
+}
+
+// printData writes v as JSON or YAML.
+func printData(w io.Writer, format string, v any) error {
+	if format == "json" {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(v)
+	}
+	b, err := yaml.Marshal(v)
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(b)
+	return err
+}
+
+// config is the CLI's own settings, in the user's config directory.
+type config struct {
+	Queue string `json:"queue,omitempty"`
+}
+
+func configPath() string {
+	if p := os.Getenv("ALLOT_CONFIG"); p != "" {
+		return p
+	}
+	dir, err := os.UserConfigDir()
+	if err != nil {
+		dir = os.TempDir()
+	}
+	return filepath.Join(dir, "allot", "config.yaml")
+}
+
+func loadConfig() config {
+	var c config
+	if b, err := os.ReadFile(configPath()); err == nil {
+		_ = yaml.Unmarshal(b, &c)
+	}
+	return c
+}
+
+func saveConfig(c config) error {
+	b, err := yaml.Marshal(c)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(configPath()), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(configPath(), b, 0o644)
+}
+
+func age(t time.Time) string {
+	d := time.Since(t)
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh", int(d.Hours()))
+	}
+	return fmt.Sprintf("%dd", int(d.Hours()/24))
+}
+
+// gpuAmount prints 2, 0.5 or 1.25.
+func gpuAmount(v float64) string {
+	return strings.TrimSuffix(strings.TrimRight(fmt.Sprintf("%.3f", v), "0"), ".")
+}
+
+// bar draws used/total in width cells, with the part over mark (a quota) drawn apart.
+func bar(used, mark, total float64, width int) string {
+	if total <= 0 {
+		return ""
+	}
+	cells := func(v float64) int { return min(width, int(v/total*float64(width)+0.5)) }
+	in, over := cells(min(used, mark)), cells(used)-cells(min(used, mark))
+	return "[" + strings.Repeat("█", in) + strings.Repeat("▒", over) + strings.Repeat("·", max(0, width-in-over)) + "]"
+}

@@ -1,0 +1,347 @@
+package cli
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/yaml"
+
+	"github.com/allot-dev/allot/kube/inspect"
+	"github.com/allot-dev/allot/kube/submit"
+)
+
+func newSubmitCmd() *cobra.Command {
+	var c *conn // set below, once the command exists to carry its flags
+	var s submit.Spec
+	var dryRun, preemptible, nonPreemptible bool
+	cmd := &cobra.Command{
+		Use:     "submit NAME -p QUEUE -i IMAGE [flags] [-- COMMAND ARGS…]",
+		GroupID: "work",
+		Short:   "Submit a workload: training (default), distributed (--workers), interactive or inference",
+		Long: `Submit a workload without writing YAML. Training makes a batch Job; --workers N an indexed
+Job of N workers with a headless Service (worker i is NAME-i.NAME) started as one gang;
+--interactive a pod that is not preemptible and stops at the queue's time limit;
+--inference a Deployment (with a Service when --port is set).`,
+		Example: `  allot submit resnet -p team-a -i pytorch/pytorch -g 2 -- python train.py
+  allot submit notebook -p team-a -i jupyter/base -g 0.5 --interactive --port 8888
+  allot submit ddp -p team-d -i pytorch/pytorch -g 4 --workers 2 -- torchrun train.py
+  allot submit llm -p team-c -i vllm/vllm-openai -g 1 --inference --port 8000`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s.Name = args[0]
+			if dash := cmd.ArgsLenAtDash(); dash >= 0 {
+				if dash != 1 {
+					return fmt.Errorf("one NAME before --, got %v", args[:dash])
+				}
+				s.Command = args[1:]
+			} else if len(args) > 1 {
+				return fmt.Errorf("one NAME, got %v (put the command after --)", args)
+			}
+			if preemptible && nonPreemptible {
+				return fmt.Errorf("--preemptible and --non-preemptible are both set: choose one")
+			}
+			if preemptible || nonPreemptible {
+				s.Preemptible = &preemptible
+			}
+			if s.Queue == "" {
+				s.Queue = loadConfig().Queue
+			}
+			if !dryRun {
+				if err := c.connect(cmd.Context()); err != nil {
+					return err
+				}
+				s.Namespace = c.ns
+			} else if s.Namespace = "default"; c.flags.Namespace != nil && *c.flags.Namespace != "" {
+				s.Namespace = *c.flags.Namespace
+			}
+			objs, err := s.Objects()
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			if dryRun {
+				for i, o := range objs {
+					b, err := yaml.Marshal(o)
+					if err != nil {
+						return err
+					}
+					if i > 0 {
+						fmt.Fprintln(out, "---")
+					}
+					out.Write(b)
+				}
+				return nil
+			}
+			if names := inspect.QueueNames(cmd.Context(), c.dyn); !slices.Contains(names, s.Queue) {
+				return fmt.Errorf("queue %q does not exist; queues: %s", s.Queue, strings.Join(names, ", "))
+			}
+			for _, o := range objs {
+				if err := create(cmd, c, o); err != nil {
+					return err
+				}
+			}
+			fmt.Fprintf(out, "%s %s submitted to queue %s (allot describe %s)\n", s.Type(), s.Name, s.Queue, s.Name)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVarP(&s.Queue, "queue", "p", "", "queue (project) to submit to; default from allot config queue")
+	f.StringVarP(&s.Image, "image", "i", "", "container image")
+	f.StringVarP(&s.GPUs, "gpu", "g", "", "GPUs: a whole number, or a fraction of one GPU such as 0.5")
+	f.StringVar(&s.GPUMemory, "gpu-memory", "", "GPU memory of one shared GPU instead of -g, such as 8Gi")
+	f.IntVar(&s.GPUCompute, "gpu-compute", 0, "percent of a shared GPU's compute (default: its share)")
+	f.BoolVar(&s.Interactive, "interactive", false, "interactive work: not preemptible, subject to the queue's time limit")
+	f.BoolVar(&s.Inference, "inference", false, "inference: a Deployment (and a Service with --port)")
+	f.StringVar(&s.CPU, "cpu", "", "CPU request, such as 4")
+	f.StringVar(&s.Memory, "memory", "", "memory request, such as 16Gi")
+	f.StringArrayVarP(&s.Env, "env", "e", nil, "environment variable NAME=VALUE (repeatable)")
+	f.StringArrayVar(&s.PVCs, "pvc", nil, "mount a PersistentVolumeClaim: CLAIM:/path (repeatable)")
+	f.IntVar(&s.Port, "port", 0, "container port (inference: exposed by a Service)")
+	f.StringVar(&s.NodePool, "node-pool", "", "run in this node pool")
+	f.StringVar(&s.GPUType, "gpu-type", "", "GPU models allowed, comma-separated")
+	f.IntVar(&s.Workers, "workers", 0, "distributed training with this many workers")
+	f.IntVar(&s.MinWorkers, "min-workers", 0, "start with at least this many workers and grow to --workers (elastic)")
+	f.BoolVar(&preemptible, "preemptible", false, "may be evicted to give GPUs back (default for training)")
+	f.BoolVar(&nonPreemptible, "non-preemptible", false, "never evicted; runs within the queue's quota only")
+	f.DurationVar(&s.Duration, "duration", 0, "on simulated nodes (allot up): finish after this long")
+	f.BoolVar(&dryRun, "dry-run", false, "print the objects instead of creating them")
+	c = addConn(cmd)
+	return cmd
+}
+
+func create(cmd *cobra.Command, c *conn, o runtime.Object) error {
+	ctx, opts := cmd.Context(), metav1.CreateOptions{}
+	var err error
+	var kind, name string
+	switch x := o.(type) {
+	case *batchv1.Job:
+		kind, name = "Job", x.Name
+		_, err = c.client.BatchV1().Jobs(c.ns).Create(ctx, x, opts)
+	case *appsv1.Deployment:
+		kind, name = "Deployment", x.Name
+		_, err = c.client.AppsV1().Deployments(c.ns).Create(ctx, x, opts)
+	case *corev1.Service:
+		kind, name = "Service", x.Name
+		_, err = c.client.CoreV1().Services(c.ns).Create(ctx, x, opts)
+	case *corev1.Pod:
+		kind, name = "Pod", x.Name
+		_, err = c.client.CoreV1().Pods(c.ns).Create(ctx, x, opts)
+	default:
+		return fmt.Errorf("cannot create %T", o)
+	}
+	if apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("%s %s already exists in namespace %s (allot delete %s first)", kind, name, c.ns, name)
+	}
+	return err
+}
+
+func newListCmd() *cobra.Command {
+	var c *conn // set below, once the command exists to carry its flags
+	var queue, output string
+	var all, watch bool
+	cmd := &cobra.Command{
+		Use:     "list",
+		GroupID: "work",
+		Short:   "List workloads: name, queue, type, status, GPUs, pods, node, age",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := outputFormat(output, true); err != nil {
+				return err
+			}
+			if err := c.connect(cmd.Context()); err != nil {
+				return err
+			}
+			ns := c.ns
+			if all {
+				ns = ""
+			}
+			for {
+				ws, err := inspect.Workloads(cmd.Context(), c.client, ns, queue)
+				if err != nil {
+					return err
+				}
+				if err := printWorkloads(cmd, ws, output, all); err != nil || !watch {
+					return err
+				}
+				select {
+				case <-cmd.Context().Done():
+					return nil
+				case <-time.After(2 * time.Second):
+					fmt.Fprintln(cmd.OutOrStdout())
+				}
+			}
+		},
+	}
+	cmd.Flags().StringVarP(&queue, "queue", "p", "", "only this queue's workloads")
+	cmd.Flags().BoolVarP(&all, "all-namespaces", "A", false, "every namespace")
+	cmd.Flags().StringVarP(&output, "output", "o", "table", "table, wide, json or yaml")
+	cmd.Flags().BoolVarP(&watch, "watch", "w", false, "print again every 2 seconds")
+	c = addConn(cmd)
+	return cmd
+}
+
+func printWorkloads(cmd *cobra.Command, ws []inspect.Workload, output string, namespaces bool) error {
+	out := cmd.OutOrStdout()
+	if output == "json" || output == "yaml" {
+		return printData(out, output, ws)
+	}
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	head := "NAME\tQUEUE\tTYPE\tSTATUS\tGPUS\tPODS\tNODE\tAGE"
+	if namespaces {
+		head = "NAMESPACE\t" + head
+	}
+	if output == "wide" {
+		head += "\tREASON"
+	}
+	fmt.Fprintln(tw, head)
+	for _, w := range ws {
+		node := "-"
+		if len(w.Nodes) > 0 {
+			node = strings.Join(w.Nodes, ",")
+		}
+		row := fmt.Sprintf("%s\t%s\t%s\t%s\t%s (%s)\t%d (%d)\t%s\t%s", w.Name, w.Queue, w.Type, w.Status,
+			gpuAmount(w.GPUs), gpuAmount(w.Requested), w.Running, w.Pending, node, age(w.Created))
+		if namespaces {
+			row = w.Namespace + "\t" + row
+		}
+		if output == "wide" {
+			row += "\t" + w.Reason
+		}
+		fmt.Fprintln(tw, row)
+	}
+	return tw.Flush()
+}
+
+func newDescribeCmd() *cobra.Command {
+	var c *conn // set below, once the command exists to carry its flags
+	var output string
+	cmd := &cobra.Command{
+		Use:     "describe NAME",
+		GroupID: "work",
+		Short:   "Show a workload, its pods with node and GPUs, its events, and why it waits",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := outputFormat(output, false); err != nil {
+				return err
+			}
+			if err := c.connect(cmd.Context()); err != nil {
+				return err
+			}
+			w, err := inspect.Find(cmd.Context(), c.client, c.ns, args[0])
+			if err != nil {
+				return err
+			}
+			events, err := inspect.Events(cmd.Context(), c.client, w)
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			if output != "table" {
+				type ev struct{ Type, Reason, Object, Message string }
+				var evs []ev
+				for _, e := range events {
+					evs = append(evs, ev{e.Type, e.Reason, e.InvolvedObject.Name, e.Message})
+				}
+				return printData(out, output, struct {
+					*inspect.Workload
+					Events []ev `json:"events"`
+				}{w, evs})
+			}
+			fmt.Fprintf(out, "Name:       %s\nNamespace:  %s\nQueue:      %s\nType:       %s\nStatus:     %s\nGPUs:       %s allocated of %s requested\nPods:       %d running, %d pending\nCreated:    %s (%s ago)\n",
+				w.Name, w.Namespace, w.Queue, w.Type, w.Status, gpuAmount(w.GPUs), gpuAmount(w.Requested), w.Running, w.Pending,
+				w.Created.Format(time.RFC3339), age(w.Created))
+			if w.Reason != "" {
+				fmt.Fprintf(out, "Waiting:    %s\n", w.Reason)
+			}
+			fmt.Fprintln(out, "\nPods:")
+			tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+			fmt.Fprintln(tw, "  NAME\tNODE\tGPUS\tPHASE\tREASON")
+			for _, p := range w.Pods {
+				node, gpus := p.Node, p.GPUs
+				if node == "" {
+					node = "-"
+				}
+				if gpus == "" {
+					gpus = "-"
+				}
+				fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", p.Name, node, gpus, p.Phase, p.Reason)
+			}
+			tw.Flush()
+			fmt.Fprintln(out, "\nEvents:")
+			if len(events) == 0 {
+				fmt.Fprintln(out, "  none")
+			}
+			tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+			for _, e := range events {
+				fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", e.Type, e.Reason, e.InvolvedObject.Name, e.Message)
+			}
+			return tw.Flush()
+		},
+	}
+	cmd.Flags().StringVarP(&output, "output", "o", "table", "table, json or yaml")
+	c = addConn(cmd)
+	return cmd
+}
+
+func newDeleteCmd() *cobra.Command {
+	var c *conn // set below, once the command exists to carry its flags
+	cmd := &cobra.Command{
+		Use:     "delete NAME...",
+		GroupID: "work",
+		Short:   "Delete workloads and their pods",
+		Args:    cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := c.connect(cmd.Context()); err != nil {
+				return err
+			}
+			bg := metav1.DeletePropagationBackground
+			for _, name := range args {
+				if _, err := inspect.Find(cmd.Context(), c.client, c.ns, name); err != nil {
+					return err
+				}
+				sel := metav1.ListOptions{LabelSelector: submit.LabelWorkload + "=" + name}
+				opts := metav1.DeleteOptions{PropagationPolicy: &bg}
+				ctx := cmd.Context()
+				errs := []error{
+					c.client.BatchV1().Jobs(c.ns).DeleteCollection(ctx, opts, sel),
+					c.client.AppsV1().Deployments(c.ns).DeleteCollection(ctx, opts, sel),
+					deleteServices(cmd, c, sel),
+					c.client.CoreV1().Pods(c.ns).DeleteCollection(ctx, opts, sel),
+				}
+				for _, err := range errs {
+					if err != nil {
+						return fmt.Errorf("deleting %s: %w", name, err)
+					}
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "%s deleted\n", name)
+			}
+			return nil
+		},
+	}
+	c = addConn(cmd)
+	return cmd
+}
+
+// deleteServices: Services have no delete-collection verb.
+func deleteServices(cmd *cobra.Command, c *conn, sel metav1.ListOptions) error {
+	l, err := c.client.CoreV1().Services(c.ns).List(cmd.Context(), sel)
+	if err != nil {
+		return err
+	}
+	for _, s := range l.Items {
+		if err := c.client.CoreV1().Services(c.ns).Delete(cmd.Context(), s.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+	}
+	return nil
+}

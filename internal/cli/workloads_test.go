@@ -1,0 +1,211 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/allot-dev/allot/kube/inspect"
+	"github.com/allot-dev/allot/kube/kubetest"
+	"github.com/allot-dev/allot/kube/scheduler"
+	"github.com/allot-dev/allot/kube/stack"
+)
+
+// cliEnv is a cluster with Allot's stack on it and a kubeconfig the commands use.
+type cliEnv struct {
+	*kubetest.Env
+	kubeconfig string
+}
+
+func startCLI(t *testing.T) *cliEnv {
+	t.Helper()
+	e := kubetest.Start(t, 2, 8)
+	if _, err := stack.Local(e.Ctx, e.Cluster.Config, e.Dir, scheduler.Options{Interval: 200 * time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	for q, quota := range map[string]int64{"team-a": 4, "team-b": 2, "team-c": 2, "team-d": 8} {
+		e.Queue(t, q, quota, nil)
+	}
+	kc := filepath.Join(e.Dir, "kubeconfig")
+	if err := e.Cluster.WriteKubeconfig(kc); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("ALLOT_CONFIG", filepath.Join(e.Dir, "allot.yaml"))
+	return &cliEnv{Env: e, kubeconfig: kc}
+}
+
+// run runs one allot command against the cluster and returns what it printed.
+func (e *cliEnv) run(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	root := NewRoot()
+	var out bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&out)
+	full := append([]string(nil), args...)
+	if args[0] != "config" {
+		// Flags go before a "--" that starts the workload's command.
+		at := len(full)
+		for i, a := range full {
+			if a == "--" {
+				at = i
+				break
+			}
+		}
+		full = append(full[:at], append([]string{"--kubeconfig", e.kubeconfig}, full[at:]...)...)
+	}
+	root.SetArgs(full)
+	err := root.ExecuteContext(e.Ctx)
+	return out.String(), err
+}
+
+func (e *cliEnv) must(t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := e.run(t, args...)
+	if err != nil {
+		t.Fatalf("allot %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return out
+}
+
+// workload waits until allot list -o json shows the workload as cond wants.
+func (e *cliEnv) workload(t *testing.T, name string, cond func(inspect.Workload) bool) inspect.Workload {
+	t.Helper()
+	var got inspect.Workload
+	e.WaitFor(t, "workload "+name, func() (bool, string) {
+		var ws []inspect.Workload
+		if err := json.Unmarshal([]byte(e.must(t, "list", "-o", "json")), &ws); err != nil {
+			return false, err.Error()
+		}
+		for _, w := range ws {
+			if w.Name == name {
+				got = w
+				return cond(w), fmt.Sprintf("%+v", w)
+			}
+		}
+		return false, "not listed"
+	})
+	return got
+}
+
+func running(n int) func(inspect.Workload) bool {
+	return func(w inspect.Workload) bool { return w.Status == "Running" && w.Running == n }
+}
+
+// TestSubmitListDescribeDelete: each kind of workload, from one command to running, listed,
+// described with its pods, nodes and GPUs, and deleted.
+func TestSubmitListDescribeDelete(t *testing.T) {
+	e := startCLI(t)
+	for _, c := range []struct {
+		args       []string
+		name, typ  string
+		pods       int
+		gpus       float64
+		descrParts []string
+	}{
+		{[]string{"submit", "resnet", "-p", "team-a", "-i", "pytorch", "-g", "2", "--", "python", "train.py"}, "resnet", "train", 1, 2,
+			[]string{"Type:       train", "Queue:      team-a"}},
+		{[]string{"submit", "ddp", "-p", "team-d", "-i", "pytorch", "-g", "4", "--workers", "2"}, "ddp", "distributed", 2, 8,
+			[]string{"ddp-0-", "ddp-1-", "Type:       distributed"}},
+		{[]string{"submit", "notebook", "-p", "team-c", "-i", "jupyter", "-g", "0.5", "--interactive", "--port", "8888"}, "notebook", "interactive", 1, 0.5,
+			[]string{"Type:       interactive", "(0.5)"}},
+		{[]string{"submit", "llm", "-p", "team-b", "-i", "vllm", "-g", "1", "--inference", "--port", "8000"}, "llm", "inference", 1, 1,
+			[]string{"Type:       inference"}},
+	} {
+		t.Run(c.typ, func(t *testing.T) {
+			if out := e.must(t, c.args...); !strings.Contains(out, c.typ+" "+c.name+" submitted") {
+				t.Fatalf("submit said %q", out)
+			}
+			w := e.workload(t, c.name, running(c.pods))
+			if w.Type != c.typ || w.GPUs != c.gpus || len(w.Nodes) == 0 {
+				t.Fatalf("listed %+v, want type %s with %v GPUs on a node", w, c.typ, c.gpus)
+			}
+			table := e.must(t, "list")
+			if !strings.Contains(table, c.name) || !strings.Contains(table, "NAME  ") {
+				t.Fatalf("table:\n%s", table)
+			}
+			d := e.must(t, "describe", c.name)
+			for _, want := range append(c.descrParts, "Status:     Running", w.Nodes[0]) {
+				if !strings.Contains(d, want) {
+					t.Fatalf("describe lacks %q:\n%s", want, d)
+				}
+			}
+			e.must(t, "delete", c.name)
+			e.WaitFor(t, c.name+" gone", func() (bool, string) {
+				out := e.must(t, "list")
+				return !strings.Contains(out, c.name+" "), out
+			})
+		})
+	}
+}
+
+// TestPendingReasonAndTopNodes: a job too large for any node says why in list -o wide and
+// describe; two half-GPU notebooks show as one shared GPU in top nodes.
+func TestPendingReasonAndTopNodes(t *testing.T) {
+	e := startCLI(t)
+	e.must(t, "submit", "huge", "-p", "team-d", "-i", "pytorch", "-g", "9")
+	e.workload(t, "huge", func(w inspect.Workload) bool { return w.Status == "Pending" && w.Reason != "" })
+	want := "needs 9 GPUs on one node; the largest node it may use has 8"
+	if out := e.must(t, "list", "-o", "wide"); !strings.Contains(out, want) {
+		t.Fatalf("list -o wide lacks the reason:\n%s", out)
+	}
+	if out := e.must(t, "describe", "huge"); !strings.Contains(out, "Waiting:    "+want) {
+		t.Fatalf("describe lacks the reason:\n%s", out)
+	}
+	e.must(t, "submit", "nb-a", "-p", "team-a", "-i", "jupyter", "-g", "0.5", "--interactive")
+	e.must(t, "submit", "nb-b", "-p", "team-a", "-i", "jupyter", "-g", "0.5", "--interactive")
+	e.workload(t, "nb-b", running(1))
+	e.workload(t, "nb-a", running(1))
+	out := e.must(t, "top", "nodes")
+	var shared string
+	for _, line := range strings.Split(out, "\n") {
+		if strings.Contains(line, "nb-a") {
+			shared = line
+		}
+	}
+	if !strings.Contains(shared, "default/nb-a-") && !strings.Contains(shared, "default/nb-a (0.5)") ||
+		!strings.Contains(shared, "(0.5), default/nb-b") || !strings.Contains(out, "Allocated/Total GPUs: 1/16 (6%)") {
+		t.Fatalf("top nodes:\n%s", out)
+	}
+	q := e.must(t, "queues")
+	if !strings.Contains(q, "team-a") || !strings.Contains(q, "█ within quota") {
+		t.Fatalf("queues:\n%s", q)
+	}
+}
+
+// TestCLIErrorsSayWhatToDo: mistakes get messages a person can act on.
+func TestCLIErrorsSayWhatToDo(t *testing.T) {
+	e := startCLI(t)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"submit", "x", "-p", "team-z", "-i", "a"}, `queue "team-z" does not exist; queues: team-a, team-b, team-c, team-d`},
+		{[]string{"submit", "x", "-p", "team-a", "-i", "a", "-g", "1.5"}, `-g/--gpu "1.5" is not allowed: a fraction between 0 and 1 (such as 0.5) or a whole number of GPUs`},
+		{[]string{"submit", "x", "-i", "a"}, "-p/--queue is required (or set a default: allot config queue NAME)"},
+		{[]string{"describe", "nothing"}, `no workload "nothing" in namespace default`},
+		{[]string{"list", "-o", "csv"}, `-o "csv" is not allowed: table, json, yaml, wide`},
+	} {
+		out, err := e.run(t, c.args...)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("allot %s: %v (printed %q), want %q", strings.Join(c.args, " "), err, out, c.want)
+		}
+	}
+	// A default queue makes -p optional.
+	e.must(t, "config", "queue", "team-a")
+	if out := e.must(t, "submit", "x", "-i", "a", "--dry-run"); !strings.Contains(out, "allot.dev/queue: team-a") {
+		t.Fatalf("dry run with the default queue:\n%s", out)
+	}
+	// No cluster: the kubeconfig and server tried are named.
+	root := NewRoot()
+	root.SetArgs([]string{"list", "--server", "https://127.0.0.1:1", "--insecure-skip-tls-verify"})
+	var out bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&out)
+	if err := root.ExecuteContext(e.Ctx); err == nil || !strings.Contains(err.Error(), "no cluster reachable at https://127.0.0.1:1") {
+		t.Fatalf("unreachable cluster: %v", err)
+	}
+}

@@ -1,0 +1,124 @@
+package inspect
+
+import (
+	"context"
+	"sort"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/allot-dev/allot/api/v1alpha1"
+)
+
+// Node is one node of allot top nodes.
+type Node struct {
+	Name      string  `json:"name"`
+	Pool      string  `json:"pool,omitempty"`
+	Model     string  `json:"model"`
+	GPUs      []GPU   `json:"gpus"`
+	Allocated float64 `json:"allocated"` // GPUs, fractions included
+	MemoryMi  int64   `json:"gpuMemoryMi"`
+}
+
+// GPU is one device and who holds it.
+type GPU struct {
+	Index   int      `json:"index"`
+	Used    float64  `json:"used"` // 0..1
+	Holders []Holder `json:"holders,omitempty"`
+	FreeMi  int64    `json:"freeMemoryMi"`
+}
+
+// Holder is a pod's part of a GPU.
+type Holder struct {
+	Pod   string  `json:"pod"` // namespace/name
+	Share float64 `json:"share"`
+}
+
+// Nodes reads every GPU node and the pods bound to it.
+func Nodes(ctx context.Context, client kubernetes.Interface) ([]Node, error) {
+	nodes, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	pods, err := client.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	held := map[string]map[int][]Holder{}
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		if p.Spec.NodeName == "" || !live(p) || p.Labels[v1alpha1.LabelReservation] == "true" {
+			continue
+		}
+		share := 1.0
+		if s, err := strconv.Atoi(p.Annotations[v1alpha1.AnnotationGPUShare]); err == nil && s > 0 {
+			share = float64(s) / 1000
+		}
+		for _, f := range strings.Split(p.Annotations[v1alpha1.AnnotationGPUs], ",") {
+			g, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil {
+				continue
+			}
+			if held[p.Spec.NodeName] == nil {
+				held[p.Spec.NodeName] = map[int][]Holder{}
+			}
+			held[p.Spec.NodeName][g] = append(held[p.Spec.NodeName][g], Holder{Pod: p.Namespace + "/" + p.Name, Share: share})
+		}
+	}
+	var out []Node
+	for _, n := range nodes.Items {
+		count := n.Status.Allocatable[corev1.ResourceName(v1alpha1.GPUResource)]
+		if count.Value() == 0 {
+			continue
+		}
+		memMi, _ := strconv.ParseInt(n.Labels["nvidia.com/gpu.memory"], 10, 64)
+		node := Node{Name: n.Name, Pool: n.Labels[v1alpha1.LabelNodePool], Model: n.Labels["nvidia.com/gpu.product"], MemoryMi: memMi}
+		for g := 0; g < int(count.Value()); g++ {
+			h := held[n.Name][g]
+			sort.Slice(h, func(a, b int) bool { return h[a].Pod < h[b].Pod })
+			used := 0.0
+			for _, x := range h {
+				used += x.Share
+			}
+			used = min(used, 1)
+			node.Allocated += used
+			node.GPUs = append(node.GPUs, GPU{Index: g, Used: used, Holders: h, FreeMi: int64(float64(memMi) * (1 - used))})
+		}
+		out = append(out, node)
+	}
+	sort.Slice(out, func(a, b int) bool { return out[a].Name < out[b].Name })
+	return out, nil
+}
+
+// Queues reads the Queue objects with their status.
+func Queues(ctx context.Context, dyn dynamic.Interface) ([]v1alpha1.Queue, error) {
+	l, err := dyn.Resource(v1alpha1.GroupVersion.WithResource("queues")).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]v1alpha1.Queue, 0, len(l.Items))
+	for _, u := range l.Items {
+		var q v1alpha1.Queue
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &q); err == nil {
+			out = append(out, q)
+		}
+	}
+	sort.Slice(out, func(a, b int) bool { return out[a].Name < out[b].Name })
+	return out, nil
+}
+
+// QueueNames lists the queues' names, for errors that list the choices.
+func QueueNames(ctx context.Context, dyn dynamic.Interface) []string {
+	qs, _ := Queues(ctx, dyn)
+	var names []string
+	for _, q := range qs {
+		names = append(names, q.Name)
+	}
+	return names
+}
+

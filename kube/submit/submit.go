@@ -1,0 +1,256 @@
+// Package submit turns what a researcher asks for on the command line into the Kubernetes
+// objects Allot schedules: a batch Job for training, an indexed Job with a headless Service
+// for distributed training, a Pod for interactive work and a Deployment with a Service for
+// inference. It builds objects only; the CLI creates them (or prints them with --dry-run).
+package submit
+
+import (
+	"fmt"
+	"math"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/allot-dev/allot/api/v1alpha1"
+)
+
+// Labels on everything submit creates.
+const (
+	LabelWorkload = "allot.dev/workload" // the name the CLI knows the workload by
+	LabelType     = "allot.dev/type"     // train | distributed | interactive | inference
+	// AnnotationMinMember on a Job overrides its gang size (elastic distributed training).
+	AnnotationMinMember = v1alpha1.AnnotationMinMember
+	// AnnotationSimDuration makes a pod on a simulated node finish after this long.
+	AnnotationSimDuration = "allot.dev/sim-duration"
+)
+
+// Types of workload.
+const (
+	TypeTrain       = "train"
+	TypeDistributed = "distributed"
+	TypeInteractive = "interactive"
+	TypeInference   = "inference"
+)
+
+// Spec is one submission.
+type Spec struct {
+	Name, Namespace, Queue, Image string
+	Command                       []string
+	GPUs                          string // "1", "2", "0.5"
+	GPUMemory                     string // "8Gi"
+	GPUCompute                    int    // percent, 0 = by share
+	Interactive, Inference        bool
+	CPU, Memory                   string
+	Env                           []string // K=V
+	PVCs                          []string // CLAIM:/path
+	Port                          int
+	NodePool, GPUType             string
+	Workers, MinWorkers           int
+	Preemptible                   *bool
+	Duration                      time.Duration // simulated nodes: finish after this long
+}
+
+var dns1123 = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+
+// Type is what the spec makes.
+func (s Spec) Type() string {
+	switch {
+	case s.Inference:
+		return TypeInference
+	case s.Interactive:
+		return TypeInteractive
+	case s.Workers > 0:
+		return TypeDistributed
+	}
+	return TypeTrain
+}
+
+// Objects validates the spec and builds its objects. Errors name the flag and the allowed
+// values.
+func (s Spec) Objects() ([]runtime.Object, error) {
+	if !dns1123.MatchString(s.Name) || len(s.Name) > 52 {
+		return nil, fmt.Errorf("NAME %q is not allowed: lower-case letters, digits and '-', starting and ending with a letter or digit, at most 52 characters", s.Name)
+	}
+	if s.Queue == "" {
+		return nil, fmt.Errorf("-p/--queue is required (or set a default: allot config queue NAME)")
+	}
+	if s.Image == "" {
+		return nil, fmt.Errorf("-i/--image is required")
+	}
+	if s.Interactive && s.Inference {
+		return nil, fmt.Errorf("--interactive and --inference are both set: choose one")
+	}
+	if s.Workers < 0 || s.MinWorkers < 0 || (s.MinWorkers > 0 && s.Workers == 0) || s.MinWorkers > s.Workers {
+		return nil, fmt.Errorf("--workers %d --min-workers %d is not allowed: --min-workers needs --workers and is at most it", s.Workers, s.MinWorkers)
+	}
+	if s.Workers > 0 && (s.Interactive || s.Inference) {
+		return nil, fmt.Errorf("--workers is for distributed training, not with --interactive or --inference")
+	}
+	pod, shareAnn, err := s.podSpec()
+	if err != nil {
+		return nil, err
+	}
+	meta := s.meta()
+	tmpl := corev1.PodTemplateSpec{ObjectMeta: s.podMeta(), Spec: pod}
+	for k, v := range shareAnn {
+		tmpl.Annotations[k] = v
+	}
+	switch s.Type() {
+	case TypeInference:
+		replicas := int32(1)
+		sel := map[string]string{LabelWorkload: s.Name}
+		tmpl.Spec.RestartPolicy = corev1.RestartPolicyAlways
+		d := &appsv1.Deployment{TypeMeta: metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"}, ObjectMeta: meta,
+			Spec: appsv1.DeploymentSpec{Replicas: &replicas, Selector: &metav1.LabelSelector{MatchLabels: sel}, Template: tmpl}}
+		out := []runtime.Object{d}
+		if s.Port > 0 {
+			out = append(out, &corev1.Service{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Service"}, ObjectMeta: meta,
+				Spec: corev1.ServiceSpec{Selector: sel, Ports: []corev1.ServicePort{{Port: int32(s.Port), TargetPort: intstr.FromInt32(int32(s.Port))}}}})
+		}
+		return out, nil
+	case TypeInteractive:
+		tmpl.Spec.RestartPolicy = corev1.RestartPolicyAlways
+		p := &corev1.Pod{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"}, ObjectMeta: tmpl.ObjectMeta, Spec: tmpl.Spec}
+		p.Name, p.Namespace = s.Name, s.Namespace
+		for k, v := range meta.Labels {
+			p.Labels[k] = v
+		}
+		return []runtime.Object{p}, nil
+	case TypeDistributed:
+		n := int32(s.Workers)
+		indexed := batchv1.IndexedCompletion
+		tmpl.Spec.Subdomain = s.Name
+		tmpl.Spec.RestartPolicy = corev1.RestartPolicyNever
+		j := &batchv1.Job{TypeMeta: metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"}, ObjectMeta: meta,
+			Spec: batchv1.JobSpec{Parallelism: &n, Completions: &n, CompletionMode: &indexed, Template: tmpl}}
+		if s.MinWorkers > 0 && s.MinWorkers < s.Workers {
+			j.Annotations = map[string]string{AnnotationMinMember: strconv.Itoa(s.MinWorkers)}
+		}
+		svc := &corev1.Service{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Service"}, ObjectMeta: meta,
+			Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, Selector: map[string]string{LabelWorkload: s.Name},
+				PublishNotReadyAddresses: true, Ports: []corev1.ServicePort{{Name: "rendezvous", Port: 29500}}}}
+		return []runtime.Object{svc, j}, nil
+	}
+	one := int32(1)
+	tmpl.Spec.RestartPolicy = corev1.RestartPolicyNever
+	j := &batchv1.Job{TypeMeta: metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"}, ObjectMeta: meta,
+		Spec: batchv1.JobSpec{Parallelism: &one, Completions: &one, Template: tmpl}}
+	return []runtime.Object{j}, nil
+}
+
+func (s Spec) meta() metav1.ObjectMeta {
+	return metav1.ObjectMeta{Name: s.Name, Namespace: s.Namespace,
+		Labels: map[string]string{LabelWorkload: s.Name, LabelType: s.Type(), v1alpha1.LabelQueue: s.Queue}}
+}
+
+func (s Spec) podMeta() metav1.ObjectMeta {
+	m := metav1.ObjectMeta{Labels: map[string]string{LabelWorkload: s.Name, LabelType: s.Type(), v1alpha1.LabelQueue: s.Queue},
+		Annotations: map[string]string{}}
+	switch s.Type() {
+	case TypeInteractive:
+		m.Labels[v1alpha1.LabelClass] = v1alpha1.ClassInteractive
+	case TypeInference:
+		m.Labels[v1alpha1.LabelClass] = v1alpha1.ClassInference
+	default:
+		m.Labels[v1alpha1.LabelClass] = v1alpha1.ClassTrain
+	}
+	if s.Preemptible != nil {
+		m.Labels[v1alpha1.LabelPreemptible] = strconv.FormatBool(*s.Preemptible)
+	}
+	if s.GPUType != "" {
+		m.Annotations[v1alpha1.AnnotationGPUTypes] = s.GPUType
+	}
+	if s.Duration > 0 {
+		m.Annotations[AnnotationSimDuration] = s.Duration.String()
+	}
+	return m
+}
+
+// podSpec builds the pod and the sharing annotations its metadata needs.
+func (s Spec) podSpec() (corev1.PodSpec, map[string]string, error) {
+	c := corev1.Container{Name: "main", Image: s.Image, Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{}, Limits: corev1.ResourceList{}}}
+	if len(s.Command) > 0 {
+		c.Command = s.Command
+	}
+	ann := map[string]string{}
+	gpus := strings.TrimSpace(s.GPUs)
+	switch {
+	case gpus != "" && s.GPUMemory != "":
+		return corev1.PodSpec{}, nil, fmt.Errorf("-g/--gpu %s and --gpu-memory %s are both set: ask for GPUs or for GPU memory, not both", gpus, s.GPUMemory)
+	case s.GPUMemory != "":
+		ann[v1alpha1.AnnotationGPUMemory] = s.GPUMemory
+	case gpus != "":
+		f, err := strconv.ParseFloat(gpus, 64)
+		if err != nil || f <= 0 || (f > 1 && f != math.Trunc(f)) {
+			return corev1.PodSpec{}, nil, fmt.Errorf("-g/--gpu %q is not allowed: a fraction between 0 and 1 (such as 0.5) or a whole number of GPUs", gpus)
+		}
+		if f < 1 {
+			ann[v1alpha1.AnnotationGPUFraction] = gpus
+		} else {
+			c.Resources.Limits[v1alpha1.GPUResource] = *resource.NewQuantity(int64(f), resource.DecimalSI)
+		}
+	}
+	if s.GPUCompute != 0 {
+		if len(ann) == 0 {
+			return corev1.PodSpec{}, nil, fmt.Errorf("--gpu-compute needs a shared GPU: -g between 0 and 1, or --gpu-memory")
+		}
+		if s.GPUCompute < 1 || s.GPUCompute > 100 {
+			return corev1.PodSpec{}, nil, fmt.Errorf("--gpu-compute %d is not allowed: a percentage from 1 to 100", s.GPUCompute)
+		}
+		ann[v1alpha1.AnnotationGPUCompute] = strconv.Itoa(s.GPUCompute)
+	}
+	if _, err := v1alpha1.ParseGPUShare(ann); err != nil {
+		return corev1.PodSpec{}, nil, err
+	}
+	for flag, v := range map[string]string{"--cpu": s.CPU, "--memory": s.Memory} {
+		if v == "" {
+			continue
+		}
+		q, err := resource.ParseQuantity(v)
+		if err != nil || q.Sign() <= 0 {
+			return corev1.PodSpec{}, nil, fmt.Errorf("%s %q is not a positive quantity such as 4 or 500m (CPU), 16Gi (memory)", flag, v)
+		}
+		name := corev1.ResourceCPU
+		if flag == "--memory" {
+			name = corev1.ResourceMemory
+		}
+		c.Resources.Requests[name] = q
+	}
+	for _, kv := range s.Env {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return corev1.PodSpec{}, nil, fmt.Errorf("-e %q is not allowed: write NAME=VALUE", kv)
+		}
+		c.Env = append(c.Env, corev1.EnvVar{Name: k, Value: v})
+	}
+	var vols []corev1.Volume
+	for i, pv := range s.PVCs {
+		claim, path, ok := strings.Cut(pv, ":")
+		if !ok || claim == "" || !strings.HasPrefix(path, "/") {
+			return corev1.PodSpec{}, nil, fmt.Errorf("--pvc %q is not allowed: write CLAIM:/mount/path", pv)
+		}
+		name := fmt.Sprintf("pvc-%d", i)
+		vols = append(vols, corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim}}})
+		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: name, MountPath: path})
+	}
+	if s.Port > 0 {
+		if s.Port > 65535 {
+			return corev1.PodSpec{}, nil, fmt.Errorf("--port %d is not allowed: 1 to 65535", s.Port)
+		}
+		c.Ports = []corev1.ContainerPort{{ContainerPort: int32(s.Port)}}
+	}
+	spec := corev1.PodSpec{SchedulerName: v1alpha1.SchedulerName, Containers: []corev1.Container{c}, Volumes: vols}
+	if s.NodePool != "" {
+		spec.NodeSelector = map[string]string{v1alpha1.LabelNodePool: s.NodePool}
+	}
+	return spec, ann, nil
+}
