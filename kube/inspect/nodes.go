@@ -121,4 +121,3 @@ func QueueNames(ctx context.Context, dyn dynamic.Interface) []string {
 	}
 	return names
 }
-
