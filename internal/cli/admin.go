@@ -129,7 +129,24 @@ func newTopCmd() *cobra.Command {
 	}
 	nodes.Flags().StringVarP(&output, "output", "o", "table", "table, json or yaml")
 	c = addConn(nodes)
-	top.AddCommand(nodes)
+	var qc *conn
+	queues := &cobra.Command{
+		Use:   "queues",
+		Short: "Per queue: GPUs allocated against fair share and quota, running and pending pods",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := qc.connect(cmd.Context()); err != nil {
+				return err
+			}
+			qs, err := inspect.Queues(cmd.Context(), qc.dyn)
+			if err != nil {
+				return err
+			}
+			return printQueueTop(cmd.OutOrStdout(), qs)
+		},
+	}
+	qc = addConn(queues)
+	top.AddCommand(nodes, queues)
 	return top
 }
 

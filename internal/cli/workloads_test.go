@@ -209,3 +209,42 @@ func TestCLIErrorsSayWhatToDo(t *testing.T) {
 		t.Fatalf("unreachable cluster: %v", err)
 	}
 }
+
+// TestSuspendResumeQueuesAndLogs: a training job suspended gives its GPU back and resumes;
+// an admin creates, edits and deletes a queue, and the API server's refusal of a bad one
+// reaches the user; top queues shows the queue; logs on a simulated node says why there
+// are none.
+func TestSuspendResumeQueuesAndLogs(t *testing.T) {
+	e := startCLI(t)
+	e.must(t, "queue", "create", "research", "--quota", "2", "--limit", "4", "--interactive-time-limit", "4h")
+	if _, err := e.run(t, "queue", "create", "broken", "--quota", "4", "--limit", "2"); err == nil || !strings.Contains(err.Error(), "gpu.limit must be at least gpu.quota") {
+		t.Fatalf("limit below quota: %v", err)
+	}
+	e.must(t, "queue", "edit", "research", "--quota", "3")
+	if out := e.must(t, "queues"); !strings.Contains(out, "research") {
+		t.Fatalf("queues:\n%s", out)
+	}
+	e.must(t, "submit", "sweep", "-p", "research", "-i", "pytorch", "-g", "1")
+	e.workload(t, "sweep", running(1))
+	e.WaitFor(t, "top queues", func() (bool, string) {
+		out := e.must(t, "top", "queues")
+		for _, l := range strings.Split(out, "\n") {
+			if f := strings.Fields(l); len(f) >= 4 && f[0] == "research" && f[1] == "1" && f[3] == "3" {
+				return true, out
+			}
+		}
+		return false, out
+	})
+	if _, err := e.run(t, "logs", "sweep"); err == nil || !strings.Contains(err.Error(), "simulated nodes of allot up run no containers") {
+		t.Fatalf("logs on a simulated node: %v", err)
+	}
+	e.must(t, "suspend", "sweep")
+	e.workload(t, "sweep", func(w inspect.Workload) bool { return w.Status == "Suspended" && w.Running == 0 })
+	e.must(t, "resume", "sweep")
+	e.workload(t, "sweep", running(1))
+	e.must(t, "delete", "sweep")
+	e.must(t, "queue", "delete", "research")
+	if _, err := e.run(t, "queue", "delete", "research"); err == nil || !strings.Contains(err.Error(), `queue "research" does not exist; queues: team-a`) {
+		t.Fatalf("deleting a missing queue: %v", err)
+	}
+}

@@ -94,7 +94,13 @@ func Workloads(ctx context.Context, client kubernetes.Interface, namespace, queu
 	if queue != "" {
 		opts.LabelSelector += "," + sel.String()
 	}
-	pods, err := client.CoreV1().Pods(namespace).List(ctx, opts)
+	// Every pod Allot schedules carries its queue (the webhook sees to it): pods not made
+	// by allot submit are listed too, by their gang or owner, else alone.
+	podOpts := metav1.ListOptions{LabelSelector: v1alpha1.LabelQueue}
+	if queue != "" {
+		podOpts.LabelSelector = sel.String()
+	}
+	pods, err := client.CoreV1().Pods(namespace).List(ctx, podOpts)
 	if err != nil {
 		return nil, err
 	}
@@ -131,6 +137,17 @@ func Workloads(ctx context.Context, client kubernetes.Interface, namespace, queu
 	}
 	for i := range pods.Items {
 		p := &pods.Items[i]
+		if p.Labels[submit.LabelWorkload] == "" {
+			m := p.ObjectMeta.DeepCopy()
+			m.Labels[submit.LabelWorkload] = workloadName(p)
+			if m.Labels[submit.LabelType] == "" {
+				m.Labels[submit.LabelType] = p.Labels[v1alpha1.LabelClass]
+				if m.Labels[submit.LabelType] == "" {
+					m.Labels[submit.LabelType] = submit.TypeTrain
+				}
+			}
+			p = &corev1.Pod{ObjectMeta: *m, Spec: p.Spec, Status: p.Status}
+		}
 		w := get(p.ObjectMeta)
 		pod := Pod{Name: p.Name, Node: p.Spec.NodeName, Asks: PodGPUs(p), Phase: string(p.Status.Phase)}
 		if p.DeletionTimestamp != nil {
@@ -185,6 +202,18 @@ func Workloads(ctx context.Context, client kubernetes.Interface, namespace, queu
 		return out[a].Name < out[b].Name
 	})
 	return out, nil
+}
+
+// workloadName names a pod's workload when allot submit did not: its gang, else its
+// controlling owner, else the pod itself.
+func workloadName(p *corev1.Pod) string {
+	if g := p.Labels[v1alpha1.LabelPodGroup]; g != "" {
+		return g
+	}
+	if ref := metav1.GetControllerOf(p); ref != nil {
+		return ref.Name
+	}
+	return p.Name
 }
 
 func jobState(j *batchv1.Job) string {

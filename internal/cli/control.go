@@ -1,0 +1,358 @@
+package cli
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/remotecommand"
+
+	"github.com/allot-dev/allot/api/v1alpha1"
+	"github.com/allot-dev/allot/kube/inspect"
+	"github.com/allot-dev/allot/kube/submit"
+)
+
+// pickPod chooses a workload's pod: --pod N (its index among the pods, or a name), else the
+// first.
+func pickPod(w *inspect.Workload, which string) (string, error) {
+	if len(w.Pods) == 0 {
+		return "", fmt.Errorf("%s has no pods yet", w.Name)
+	}
+	if which == "" {
+		return w.Pods[0].Name, nil
+	}
+	var names []string
+	for i, p := range w.Pods {
+		if p.Name == which || strconv.Itoa(i) == which {
+			return p.Name, nil
+		}
+		names = append(names, p.Name)
+	}
+	return "", fmt.Errorf("--pod %q: %s has pods %s (or give their index from 0)", which, w.Name, strings.Join(names, ", "))
+}
+
+func newLogsCmd() *cobra.Command {
+	var c *conn
+	var follow bool
+	var pod string
+	cmd := &cobra.Command{
+		Use:     "logs NAME",
+		GroupID: "work",
+		Short:   "Print a workload's logs (its first pod, or --pod)",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := c.connect(cmd.Context()); err != nil {
+				return err
+			}
+			w, err := inspect.Find(cmd.Context(), c.client, c.ns, args[0])
+			if err != nil {
+				return err
+			}
+			name, err := pickPod(w, pod)
+			if err != nil {
+				return err
+			}
+			stream, err := c.client.CoreV1().Pods(c.ns).GetLogs(name, &corev1.PodLogOptions{Follow: follow}).Stream(cmd.Context())
+			if err != nil {
+				return fmt.Errorf("logs of %s: %w (logs come from the node's kubelet; simulated nodes of allot up run no containers)", name, err)
+			}
+			defer stream.Close()
+			_, err = io.Copy(cmd.OutOrStdout(), bufio.NewReader(stream))
+			return err
+		},
+	}
+	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing as the logs grow")
+	cmd.Flags().StringVar(&pod, "pod", "", "which pod: its name or index (distributed jobs)")
+	c = addConn(cmd)
+	return cmd
+}
+
+func newExecCmd() *cobra.Command {
+	var c *conn
+	var pod string
+	var tty bool
+	cmd := &cobra.Command{
+		Use:     "exec NAME -- COMMAND [ARGS…]",
+		GroupID: "work",
+		Short:   "Run a command in a workload's container",
+		Args:    cobra.MinimumNArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if cmd.ArgsLenAtDash() != 1 {
+				return fmt.Errorf("write allot exec NAME -- COMMAND")
+			}
+			if err := c.connect(cmd.Context()); err != nil {
+				return err
+			}
+			w, err := inspect.Find(cmd.Context(), c.client, c.ns, args[0])
+			if err != nil {
+				return err
+			}
+			name, err := pickPod(w, pod)
+			if err != nil {
+				return err
+			}
+			rc, err := c.flags.ToRESTConfig()
+			if err != nil {
+				return err
+			}
+			req := c.client.CoreV1().RESTClient().Post().Resource("pods").Name(name).Namespace(c.ns).SubResource("exec").
+				VersionedParams(&corev1.PodExecOptions{Container: "main", Command: args[1:], Stdin: true, Stdout: true, Stderr: !tty, TTY: tty}, scheme.ParameterCodec)
+			exec, err := remotecommand.NewSPDYExecutor(rc, "POST", req.URL())
+			if err != nil {
+				return err
+			}
+			err = exec.StreamWithContext(cmd.Context(), remotecommand.StreamOptions{Stdin: os.Stdin, Stdout: cmd.OutOrStdout(), Stderr: cmd.ErrOrStderr(), Tty: tty})
+			if err != nil {
+				return fmt.Errorf("exec in %s: %w (simulated nodes of allot up run no containers)", name, err)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&pod, "pod", "", "which pod: its name or index")
+	cmd.Flags().BoolVarP(&tty, "tty", "t", false, "allocate a terminal")
+	c = addConn(cmd)
+	return cmd
+}
+
+// newSuspendCmd makes suspend and resume: a Job is suspended (its pods go, its place in
+// the queue stays); a Deployment is scaled to zero and back.
+func newSuspendCmd(resume bool) *cobra.Command {
+	var c *conn
+	verb := "suspend"
+	if resume {
+		verb = "resume"
+	}
+	cmd := &cobra.Command{
+		Use:     verb + " NAME...",
+		GroupID: "work",
+		Short:   map[bool]string{false: "Stop a workload's pods and keep it, to resume later", true: "Start a suspended workload again"}[resume],
+		Args:    cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := c.connect(cmd.Context()); err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			for _, name := range args {
+				w, err := inspect.Find(ctx, c.client, c.ns, name)
+				if err != nil {
+					return err
+				}
+				switch w.Type {
+				case submit.TypeTrain, submit.TypeDistributed:
+					patch, _ := json.Marshal(map[string]any{"spec": map[string]any{"suspend": !resume}})
+					_, err = c.client.BatchV1().Jobs(c.ns).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
+				case submit.TypeInference:
+					replicas := 0
+					if resume {
+						d, gerr := c.client.AppsV1().Deployments(c.ns).Get(ctx, name, metav1.GetOptions{})
+						if gerr != nil {
+							return gerr
+						}
+						replicas, _ = strconv.Atoi(d.Annotations["allot.dev/suspended-replicas"])
+						replicas = max(replicas, 1)
+					}
+					var patch []byte
+					if resume {
+						patch, _ = json.Marshal(map[string]any{"spec": map[string]any{"replicas": replicas}})
+					} else {
+						d, gerr := c.client.AppsV1().Deployments(c.ns).Get(ctx, name, metav1.GetOptions{})
+						if gerr != nil {
+							return gerr
+						}
+						was := int32(1)
+						if d.Spec.Replicas != nil {
+							was = *d.Spec.Replicas
+						}
+						patch, _ = json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{"allot.dev/suspended-replicas": strconv.Itoa(int(was))}},
+							"spec": map[string]any{"replicas": 0}})
+					}
+					_, err = c.client.AppsV1().Deployments(c.ns).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
+				default:
+					return fmt.Errorf("%s is %s: it cannot be %sed; delete it and submit again", name, w.Type, verb)
+				}
+				if err != nil {
+					return fmt.Errorf("%s %s: %w", verb, name, err)
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "%s %sed\n", name, verb)
+			}
+			return nil
+		},
+	}
+	c = addConn(cmd)
+	return cmd
+}
+
+// newQueueCmd: allot queue create|edit|delete, for admins.
+func newQueueCmd() *cobra.Command {
+	q := &cobra.Command{Use: "queue", GroupID: "admin", Short: "Create, edit and delete queues"}
+	type queueFlags struct {
+		quota, limit, weight, priority int
+		parent, timeLimit              string
+		namespaces, pools              []string
+	}
+	bind := func(cmd *cobra.Command, f *queueFlags) {
+		fl := cmd.Flags()
+		fl.IntVar(&f.quota, "quota", 0, "GPUs guaranteed")
+		fl.IntVar(&f.limit, "limit", -1, "most GPUs the queue may hold (-1: no cap)")
+		fl.IntVar(&f.weight, "weight", -1, "over-quota weight (-1: the quota)")
+		fl.IntVar(&f.priority, "priority", 0, "queues of higher priority get idle GPUs first")
+		fl.StringVar(&f.parent, "parent", "", "the department this queue belongs to")
+		fl.StringVar(&f.timeLimit, "interactive-time-limit", "", "stop interactive workloads after this long, such as 4h")
+		fl.StringSliceVar(&f.namespaces, "namespaces", nil, "namespaces that may use the queue (default: any)")
+		fl.StringSliceVar(&f.pools, "node-pools", nil, "node pools the queue may use (default: any)")
+	}
+	// spec writes the flags the user set into a Queue's spec.
+	spec := func(cmd *cobra.Command, f *queueFlags, s map[string]any) error {
+		gpu, _ := s["gpu"].(map[string]any)
+		if gpu == nil {
+			gpu = map[string]any{}
+		}
+		set := cmd.Flags().Changed
+		if set("quota") {
+			if f.quota < 0 {
+				return fmt.Errorf("--quota %d is not allowed: 0 or more GPUs", f.quota)
+			}
+			gpu["quota"] = int64(f.quota)
+		}
+		if set("limit") {
+			if f.limit < 0 {
+				delete(gpu, "limit")
+			} else {
+				gpu["limit"] = int64(f.limit)
+			}
+		}
+		if set("weight") {
+			if f.weight < 0 {
+				delete(gpu, "overQuotaWeight")
+			} else {
+				gpu["overQuotaWeight"] = int64(f.weight)
+			}
+		}
+		s["gpu"] = gpu
+		if set("priority") {
+			s["priority"] = int64(f.priority)
+		}
+		if set("parent") {
+			s["parent"] = f.parent
+		}
+		if set("interactive-time-limit") {
+			s["interactiveTimeLimit"] = f.timeLimit
+		}
+		if set("namespaces") {
+			s["namespaces"] = toAny(f.namespaces)
+		}
+		if set("node-pools") {
+			s["nodePools"] = toAny(f.pools)
+		}
+		return nil
+	}
+	queues := v1alpha1.GroupVersion.WithResource("queues")
+
+	var cc *conn
+	var cf queueFlags
+	create := &cobra.Command{Use: "create NAME --quota N [flags]", Short: "Create a queue", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := cc.connect(cmd.Context()); err != nil {
+				return err
+			}
+			s := map[string]any{}
+			if err := spec(cmd, &cf, s); err != nil {
+				return err
+			}
+			u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": v1alpha1.GroupVersion.String(), "kind": "Queue",
+				"metadata": map[string]any{"name": args[0]}, "spec": s}}
+			if _, err := cc.dyn.Resource(queues).Create(cmd.Context(), u, metav1.CreateOptions{}); err != nil {
+				return fmt.Errorf("queue %s: %w", args[0], err)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "queue %s created\n", args[0])
+			return nil
+		}}
+	bind(create, &cf)
+	cc = addConn(create)
+
+	var ec *conn
+	var ef queueFlags
+	edit := &cobra.Command{Use: "edit NAME [flags]", Short: "Change a queue's quota, limit, weight, …", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := ec.connect(cmd.Context()); err != nil {
+				return err
+			}
+			u, err := ec.dyn.Resource(queues).Get(cmd.Context(), args[0], metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				return fmt.Errorf("queue %q does not exist; queues: %s", args[0], strings.Join(inspect.QueueNames(cmd.Context(), ec.dyn), ", "))
+			} else if err != nil {
+				return err
+			}
+			s, _, _ := unstructured.NestedMap(u.Object, "spec")
+			if s == nil {
+				s = map[string]any{}
+			}
+			if err := spec(cmd, &ef, s); err != nil {
+				return err
+			}
+			u.Object["spec"] = s
+			if _, err := ec.dyn.Resource(queues).Update(cmd.Context(), u, metav1.UpdateOptions{}); err != nil {
+				return fmt.Errorf("queue %s: %w", args[0], err)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "queue %s updated\n", args[0])
+			return nil
+		}}
+	bind(edit, &ef)
+	ec = addConn(edit)
+
+	var dc *conn
+	del := &cobra.Command{Use: "delete NAME...", Short: "Delete queues", Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := dc.connect(cmd.Context()); err != nil {
+				return err
+			}
+			for _, name := range args {
+				if err := dc.dyn.Resource(queues).Delete(cmd.Context(), name, metav1.DeleteOptions{}); err != nil {
+					if apierrors.IsNotFound(err) {
+						return fmt.Errorf("queue %q does not exist; queues: %s", name, strings.Join(inspect.QueueNames(cmd.Context(), dc.dyn), ", "))
+					}
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "queue %s deleted\n", name)
+			}
+			return nil
+		}}
+	dc = addConn(del)
+	q.AddCommand(create, edit, del)
+	return q
+}
+
+func toAny(l []string) []any {
+	out := make([]any, len(l))
+	for i, s := range l {
+		out[i] = s
+	}
+	return out
+}
+
+// printQueueTop is allot top queues: each queue's GPUs and its workloads' pods.
+func printQueueTop(w io.Writer, qs []v1alpha1.Queue) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "QUEUE\tALLOCATED\tFAIR SHARE\tQUOTA\tUSE OF FAIR SHARE\tRUNNING\tPENDING")
+	for _, q := range qs {
+		alloc, fair := queueGPUs(q.Status.Allocated), queueGPUs(q.Status.FairShare)
+		use := "-"
+		if fair > 0 {
+			use = fmt.Sprintf("%.0f%%", alloc/fair*100)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%d\t%d\n", q.Name, gpuAmount(alloc), gpuAmount(fair), q.Spec.GPU.Quota, use, q.Status.Running, q.Status.Pending)
+	}
+	return tw.Flush()
+}
