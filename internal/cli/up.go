@@ -14,7 +14,7 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
-	corev1 "k8s.io/api/core/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -30,6 +30,7 @@ import (
 	"github.com/allot-dev/allot/kube/scheduler"
 	"github.com/allot-dev/allot/kube/simnode"
 	"github.com/allot-dev/allot/kube/stack"
+	"github.com/allot-dev/allot/kube/submit"
 )
 
 func newUpCmd() *cobra.Command {
@@ -160,18 +161,23 @@ func startDemo(ctx context.Context, client kubernetes.Interface, dyn dynamic.Int
 			return fmt.Errorf("demo queue %s: %w", q.name, err)
 		}
 	}
+	// Training Jobs as allot submit makes them: pods evicted by a reclaim come back and
+	// wait, keeping their place, as a real team's work would.
 	work := []struct {
 		queue string
 		n     int
 	}{{"team-a", 6}, {"team-b", 2}}
 	for _, w := range work {
 		for i := 0; i < w.n; i++ {
-			p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: w.queue + "-train-" + strconv.Itoa(i), Namespace: "default",
-				Labels: map[string]string{scheduler.LabelQueue: w.queue}},
-				Spec: corev1.PodSpec{SchedulerName: scheduler.SchedulerName, Containers: []corev1.Container{{Name: "train", Image: "pytorch",
-					Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{scheduler.GPUResource: resource.MustParse("1")}}}}}}
-			if _, err := client.CoreV1().Pods("default").Create(ctx, p, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-				return fmt.Errorf("demo pod: %w", err)
+			spec := submit.Spec{Name: w.queue + "-train-" + strconv.Itoa(i), Namespace: "default", Queue: w.queue,
+				Image: "pytorch/pytorch", GPUs: "1", Command: []string{"python", "train.py"}}
+			objs, err := spec.Objects()
+			if err != nil {
+				return err
+			}
+			job := objs[0].(*batchv1.Job)
+			if _, err := client.BatchV1().Jobs("default").Create(ctx, job, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+				return fmt.Errorf("demo job: %w", err)
 			}
 		}
 	}

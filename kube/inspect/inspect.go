@@ -191,7 +191,7 @@ func Workloads(ctx context.Context, client kubernetes.Interface, namespace, queu
 		case w.Running > 0:
 			w.Status = "Running"
 		default:
-			w.Status = "Starting"
+			w.Status = "Pending"
 		}
 		out = append(out, *w)
 	}
