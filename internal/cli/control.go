@@ -24,6 +24,18 @@ import (
 	"github.com/allot-dev/allot/kube/submit"
 )
 
+// podOf connects and picks a workload's pod for logs and exec.
+func (c *conn) podOf(cmd *cobra.Command, workload, which string) (string, error) {
+	if err := c.connect(cmd.Context()); err != nil {
+		return "", err
+	}
+	w, err := inspect.Find(cmd.Context(), c.client, c.ns, workload)
+	if err != nil {
+		return "", err
+	}
+	return pickPod(w, which)
+}
+
 // pickPod chooses a workload's pod: --pod N (its index among the pods, or a name), else the
 // first.
 func pickPod(w *inspect.Workload, which string) (string, error) {
@@ -53,14 +65,7 @@ func newLogsCmd() *cobra.Command {
 		Short:   "Print a workload's logs (its first pod, or --pod)",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := c.connect(cmd.Context()); err != nil {
-				return err
-			}
-			w, err := inspect.Find(cmd.Context(), c.client, c.ns, args[0])
-			if err != nil {
-				return err
-			}
-			name, err := pickPod(w, pod)
+			name, err := c.podOf(cmd, args[0], pod)
 			if err != nil {
 				return err
 			}
@@ -92,14 +97,7 @@ func newExecCmd() *cobra.Command {
 			if cmd.ArgsLenAtDash() != 1 {
 				return fmt.Errorf("write allot exec NAME -- COMMAND")
 			}
-			if err := c.connect(cmd.Context()); err != nil {
-				return err
-			}
-			w, err := inspect.Find(cmd.Context(), c.client, c.ns, args[0])
-			if err != nil {
-				return err
-			}
-			name, err := pickPod(w, pod)
+			name, err := c.podOf(cmd, args[0], pod)
 			if err != nil {
 				return err
 			}

@@ -12,16 +12,17 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/allot-dev/allot/kube/kubetest"
 	"github.com/allot-dev/allot/kube/localcluster"
-	"github.com/allot-dev/allot/kube/simnode"
 )
 
-// env is a real API server with simulated GPU nodes and their kubelet.
+// env is a real API server with simulated GPU nodes and their kubelet (kubetest), with
+// the short names these tests use.
 type env struct {
+	*kubetest.Env
 	ctx    context.Context
 	client kubernetes.Interface
 	dyn    dynamic.Interface
@@ -30,19 +31,8 @@ type env struct {
 
 func newEnv(t *testing.T, nodes, gpus int) *env {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	c, err := localcluster.Start(ctx, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cancel(); c.Stop() })
-	client := kubernetes.NewForConfigOrDie(c.Config)
-	if err := simnode.Create(ctx, client, simnode.Spec{Prefix: "dgx", Count: nodes, GPUs: gpus, GPUType: "A100-80GB",
-		GPUMemoryMi: 81920, CPU: "64", Memory: "512Gi"}); err != nil {
-		t.Fatal(err)
-	}
-	go simnode.NewKubelet(client).Run(ctx)
-	return &env{ctx: ctx, client: client, dyn: dynamic.NewForConfigOrDie(c.Config), c: c}
+	k := kubetest.Start(t, nodes, gpus)
+	return &env{Env: k, ctx: k.Ctx, client: k.Client, dyn: k.Dyn, c: k.Cluster}
 }
 
 // startScheduler runs a scheduler until the returned stop is called.
@@ -58,57 +48,19 @@ func (e *env) startScheduler(t *testing.T) (stop func()) {
 	return func() { cancel(); <-done }
 }
 
-func (e *env) queue(t *testing.T, name string, quota int64) {
-	t.Helper()
-	u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "allot.dev/v1alpha1", "kind": "Queue",
-		"metadata": map[string]any{"name": name}, "spec": map[string]any{"gpu": map[string]any{"quota": quota}}}}
-	if _, err := e.dyn.Resource(queuesGVR).Create(e.ctx, u, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-}
+func (e *env) queue(t *testing.T, name string, quota int64) { t.Helper(); e.Queue(t, name, quota, nil) }
 
 func (e *env) pod(t *testing.T, name, queue string, gpus int64, labels map[string]string) {
 	t.Helper()
-	l := map[string]string{LabelQueue: queue}
-	for k, v := range labels {
-		l[k] = v
-	}
-	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", Labels: l},
-		Spec: corev1.PodSpec{SchedulerName: SchedulerName, Containers: []corev1.Container{{Name: "main", Image: "train",
-			Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{GPUResource: *resource.NewQuantity(gpus, resource.DecimalSI)},
-				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}}}}}}
-	if _, err := e.client.CoreV1().Pods("default").Create(e.ctx, p, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(5 * time.Millisecond) // distinct creation order
+	e.MustPod(t, kubetest.PodSpec{Name: name, Queue: queue, GPUs: gpus, Labels: labels})
 }
 
-// waitFor polls cond until it holds or 30 s pass.
 func (e *env) waitFor(t *testing.T, what string, cond func() (bool, string)) {
 	t.Helper()
-	last := ""
-	err := wait.PollUntilContextTimeout(e.ctx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-		ok, msg := cond()
-		last = msg
-		return ok, nil
-	})
-	if err != nil {
-		t.Fatalf("%s: %v (last: %s)", what, err, last)
-	}
+	e.WaitFor(t, what, cond)
 }
 
-func (e *env) pods(t *testing.T) map[string]*corev1.Pod {
-	t.Helper()
-	list, err := e.client.CoreV1().Pods("default").List(e.ctx, metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]*corev1.Pod{}
-	for i := range list.Items {
-		out[list.Items[i].Name] = &list.Items[i]
-	}
-	return out
-}
+func (e *env) pods(t *testing.T) map[string]*corev1.Pod { t.Helper(); return e.Pods(t, "default") }
 
 // count is how many pods satisfy pred.
 func (e *env) count(t *testing.T, pred func(*corev1.Pod) bool) int {
@@ -121,11 +73,7 @@ func (e *env) count(t *testing.T, pred func(*corev1.Pod) bool) int {
 	return n
 }
 
-func bound(p *corev1.Pod) bool { return p.Spec.NodeName != "" }
-
-func running(p *corev1.Pod) bool {
-	return p != nil && p.Spec.NodeName != "" && p.Status.Phase == corev1.PodRunning
-}
+var bound, running = kubetest.Bound, kubetest.Running
 
 // noDoubleBooking fails if two live pods hold one device.
 func noDoubleBooking(t *testing.T, pods map[string]*corev1.Pod) {
