@@ -1,0 +1,76 @@
+package submit
+
+import (
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/allot-dev/allot/api/v1alpha1"
+)
+
+func base() Spec {
+	return Spec{Name: "job", Namespace: "default", Queue: "team-a", Image: "pytorch"}
+}
+
+func TestShapes(t *testing.T) {
+	s := base()
+	s.Workers, s.MinWorkers, s.GPUs = 4, 2, "8"
+	objs, err := s.Objects()
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, job := objs[0].(*corev1.Service), objs[1].(*batchv1.Job)
+	if svc.Spec.ClusterIP != corev1.ClusterIPNone || job.Spec.Template.Spec.Subdomain != svc.Name {
+		t.Fatalf("workers do not find each other: service %+v, subdomain %q", svc.Spec, job.Spec.Template.Spec.Subdomain)
+	}
+	if *job.Spec.Parallelism != 4 || *job.Spec.CompletionMode != batchv1.IndexedCompletion || job.Annotations[AnnotationMinMember] != "2" {
+		t.Fatalf("distributed job %+v", job.Spec)
+	}
+	if q := job.Spec.Template.Spec.Containers[0].Resources.Limits[v1alpha1.GPUResource]; q.Value() != 8 {
+		t.Fatalf("GPUs %v", q.String())
+	}
+
+	s = base()
+	s.Inference, s.Port, s.GPUs = true, 8000, "1"
+	objs, _ = s.Objects()
+	if d := objs[0].(*appsv1.Deployment); d.Spec.Template.Labels[v1alpha1.LabelClass] != v1alpha1.ClassInference || len(objs) != 2 {
+		t.Fatalf("inference: %d objects, class %q", len(objs), d.Spec.Template.Labels[v1alpha1.LabelClass])
+	}
+
+	s = base()
+	s.Interactive, s.GPUs, s.GPUCompute = true, "0.25", 40
+	objs, _ = s.Objects()
+	p := objs[0].(*corev1.Pod)
+	if p.Labels[v1alpha1.LabelClass] != v1alpha1.ClassInteractive || p.Annotations[v1alpha1.AnnotationGPUFraction] != "0.25" ||
+		p.Annotations[v1alpha1.AnnotationGPUCompute] != "40" || p.Spec.SchedulerName != v1alpha1.SchedulerName {
+		t.Fatalf("interactive pod %+v %+v", p.ObjectMeta, p.Spec)
+	}
+}
+
+func TestRefusals(t *testing.T) {
+	for _, c := range []struct {
+		edit func(*Spec)
+		want string
+	}{
+		{func(s *Spec) { s.Name = "Bad_Name" }, `NAME "Bad_Name" is not allowed`},
+		{func(s *Spec) { s.Queue = "" }, "-p/--queue is required"},
+		{func(s *Spec) { s.GPUs = "1.5" }, `-g/--gpu "1.5" is not allowed: a fraction between 0 and 1 (such as 0.5) or a whole number of GPUs`},
+		{func(s *Spec) { s.GPUs = "0" }, `-g/--gpu "0" is not allowed`},
+		{func(s *Spec) { s.GPUs, s.GPUMemory = "1", "8Gi" }, "are both set"},
+		{func(s *Spec) { s.GPUCompute = 30 }, "--gpu-compute needs a shared GPU"},
+		{func(s *Spec) { s.Workers, s.MinWorkers = 2, 3 }, "--min-workers needs --workers and is at most it"},
+		{func(s *Spec) { s.Interactive, s.Inference = true, true }, "choose one"},
+		{func(s *Spec) { s.Env = []string{"NOVALUE"} }, `-e "NOVALUE" is not allowed: write NAME=VALUE`},
+		{func(s *Spec) { s.PVCs = []string{"data"} }, `--pvc "data" is not allowed: write CLAIM:/mount/path`},
+		{func(s *Spec) { s.CPU = "lots" }, `--cpu "lots" is not a positive quantity`},
+	} {
+		s := base()
+		c.edit(&s)
+		if _, err := s.Objects(); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("got %v, want %q", err, c.want)
+		}
+	}
+}
