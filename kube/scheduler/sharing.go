@@ -14,14 +14,15 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/engine"
 )
 
-// GPUEnv is what a pod sharing a GPU reads from its ConfigMap: the device, and its memory
+// gpuEnv is what a pod sharing a GPU reads from its ConfigMap: the device, and its memory
 // cap and compute share in the forms NVIDIA MPS and HAMi-core enforce.
-func GPUEnv(uuid string, memoryBytes int64, computePercent int32, share engine.MilliGPU) map[string]string {
+func gpuEnv(uuid string, memoryBytes int64, computePercent int32, share engine.MilliGPU) map[string]string {
 	mi := memoryBytes >> 20
 	return map[string]string{
 		"NVIDIA_VISIBLE_DEVICES": uuid,
@@ -47,7 +48,7 @@ func shareEnv(p *corev1.Pod, node *engine.Node, b engine.Binding) map[string]str
 	if compute == 0 {
 		compute = int32(max(1, (int64(b.Share)*100+int64(engine.OneGPU)/2)/int64(engine.OneGPU)))
 	}
-	return GPUEnv(gpu.UUID, mem, compute, b.Share)
+	return gpuEnv(gpu.UUID, mem, compute, b.Share)
 }
 
 // writeConfigMap fills the ConfigMap the admission webhook pointed the pod's containers
@@ -142,9 +143,11 @@ func (s *Scheduler) releaseReservations(ctx context.Context, snap *engine.Snapsh
 			shared[gpuKey{b.Binding.Node, b.Binding.GPUs[0]}] = true
 		}
 	}
-	for _, o := range s.pods.GetStore().List() {
+	// The namespace index keeps this off the cost of every other pod in the cluster.
+	inSystem, _ := s.pods.GetIndexer().ByIndex(cache.NamespaceIndex, v1alpha1.SystemNamespace)
+	for _, o := range inSystem {
 		p := o.(*corev1.Pod)
-		if p.Namespace != v1alpha1.SystemNamespace || p.Labels[v1alpha1.LabelReservation] != "true" || p.DeletionTimestamp != nil {
+		if p.Labels[v1alpha1.LabelReservation] != "true" || p.DeletionTimestamp != nil {
 			continue
 		}
 		g, err := strconv.Atoi(p.Annotations[v1alpha1.AnnotationGPUs])

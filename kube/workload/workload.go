@@ -45,6 +45,8 @@ var customKinds = []kind{
 type Controller struct {
 	client kubernetes.Interface
 	dyn    dynamic.Interface
+	// groups caches the PodGroups, so that a Job's status updates cost no API call.
+	groups cache.SharedIndexInformer
 }
 
 // New returns a controller.
@@ -63,6 +65,7 @@ func (c *Controller) Run(ctx context.Context) {
 	}
 	_, _ = jobs.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: onJob, UpdateFunc: func(_, n any) { onJob(n) }})
 	df := dynamicinformer.NewDynamicSharedInformerFactory(c.dyn, 0)
+	c.groups = df.ForResource(podGroupsGVR).Informer()
 	for _, k := range customKinds {
 		if !c.served(k.gvr) {
 			continue
@@ -78,8 +81,12 @@ func (c *Controller) Run(ctx context.Context) {
 		}
 		_, _ = df.ForResource(k.gvr).Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: on, UpdateFunc: func(_, n any) { on(n) }})
 	}
-	f.Start(ctx.Done())
+	// The cache of PodGroups first: ensure reads it (and falls back to the API before sync).
 	df.Start(ctx.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), c.groups.HasSynced) {
+		return
+	}
+	f.Start(ctx.Done())
 	<-ctx.Done()
 }
 
@@ -160,6 +167,14 @@ func (c *Controller) ensure(ctx context.Context, ns, name string, labels map[str
 	}
 	if queue == "" {
 		return // no queue: the admission webhook refuses the pods and says why
+	}
+	if o, ok, _ := c.groups.GetStore().GetByKey(ns + "/" + name); ok {
+		u := o.(*unstructured.Unstructured)
+		m, _, _ := unstructured.NestedInt64(u.Object, "spec", "minMember")
+		q, _, _ := unstructured.NestedString(u.Object, "spec", "queue")
+		if m == minMember && q == queue {
+			return // as it should be: no API call
+		}
 	}
 	groups := c.dyn.Resource(podGroupsGVR).Namespace(ns)
 	cur, err := groups.Get(ctx, name, metav1.GetOptions{})
