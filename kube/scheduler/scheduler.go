@@ -70,6 +70,8 @@ type Scheduler struct {
 	// occWritten remembers the occupancy last written per node; occAt when.
 	occWritten map[engine.NodeID]string
 	occAt      time.Time
+	// queueWritten is when each queue's status was last written.
+	queueWritten map[string]time.Time
 	// reasons remembers the last reason written per pod, to write only changes.
 	reasons map[types.UID]string
 
@@ -109,7 +111,7 @@ func New(rc *rest.Config, opts Options) (*Scheduler, error) {
 	return &Scheduler{opts: opts, client: client, dyn: dyn, eng: engine.New(opts.Engine),
 		recorder: b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: SchedulerName}),
 		assumed:  map[types.UID]engine.Binding{}, backoff: map[types.UID]time.Time{}, reasons: map[types.UID]string{}, wake: make(chan struct{}, 1),
-		occWritten: map[engine.NodeID]string{}}, nil
+		occWritten: map[engine.NodeID]string{}, queueWritten: map[string]time.Time{}}, nil
 }
 
 // Run schedules until ctx ends, as leader if leader election is on.
@@ -434,6 +436,13 @@ func (s *Scheduler) writeStatus(ctx context.Context, plan *engine.Plan, idx *ind
 		var cur v1alpha1.QueueStatus
 		if statusEqual(q.Status, want, &cur) {
 			continue
+		}
+		// At most one write a second per queue: under a stream of binds its counts change
+		// every cycle, and the cycle that follows (the ticker guarantees one) writes the rest.
+		if now := time.Now(); now.Sub(s.queueWritten[q.Name]) < time.Second {
+			continue
+		} else {
+			s.queueWritten[q.Name] = now
 		}
 		u := &unstructured.Unstructured{}
 		obj, _ := runtime.DefaultUnstructuredConverter.ToUnstructured(q)

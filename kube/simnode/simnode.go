@@ -105,13 +105,15 @@ type Kubelet struct {
 	now    func() time.Time
 
 	mu      sync.Mutex
-	waiting map[types.UID]bool // bound pods whose ConfigMaps are not there yet
+	waiting map[types.UID]bool               // bound pods whose ConfigMaps are not there yet
+	leases  map[string]*coordinationv1.Lease // the last written, by node; the run loop's only
+	removed map[types.UID]bool               // pods deleted, until the informer sees them go
 }
 
 // NewKubelet returns a kubelet for all simulated nodes. Give it a client with a high QPS:
 // it writes one status per pod.
 func NewKubelet(client kubernetes.Interface) *Kubelet {
-	return &Kubelet{client: client, now: time.Now, waiting: map[types.UID]bool{}}
+	return &Kubelet{client: client, now: time.Now, waiting: map[types.UID]bool{}, removed: map[types.UID]bool{}, leases: map[string]*coordinationv1.Lease{}}
 }
 
 // Run works until ctx ends.
@@ -128,7 +130,15 @@ func (k *Kubelet) Run(ctx context.Context) {
 			}
 		}
 	}
-	_, _ = pods.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: enqueue, UpdateFunc: func(_, n any) { enqueue(n) }})
+	forget := func(obj any) {
+		if p, ok := obj.(*corev1.Pod); ok {
+			k.mu.Lock()
+			delete(k.waiting, p.UID)
+			delete(k.removed, p.UID)
+			k.mu.Unlock()
+		}
+	}
+	_, _ = pods.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: enqueue, UpdateFunc: func(_, n any) { enqueue(n) }, DeleteFunc: forget})
 	factory.Start(ctx.Done())
 	// Nodes work in parallel, as real kubelets do.
 	for w := 0; w < 8; w++ {
@@ -177,15 +187,28 @@ func (k *Kubelet) renewLeases(ctx context.Context) {
 	duration := int32(40)
 	for _, n := range nodes.Items {
 		now := metav1.NewMicroTime(k.now())
+		// As a kubelet does, renew from the copy the last write returned; read only when
+		// there is none or it went stale.
+		if l := k.leases[n.Name]; l != nil {
+			l = l.DeepCopy()
+			l.Spec.RenewTime = &now
+			if updated, err := leases.Update(ctx, l, metav1.UpdateOptions{}); err == nil {
+				k.leases[n.Name] = updated
+				continue
+			}
+		}
 		l, err := leases.Get(ctx, n.Name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			l = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: n.Name, Namespace: corev1.NamespaceNodeLease,
 				OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: n.Name, UID: n.UID}}},
 				Spec: coordinationv1.LeaseSpec{HolderIdentity: &n.Name, LeaseDurationSeconds: &duration, RenewTime: &now}}
-			_, err = leases.Create(ctx, l, metav1.CreateOptions{})
+			l, err = leases.Create(ctx, l, metav1.CreateOptions{})
 		} else if err == nil {
 			l.Spec.RenewTime = &now
-			_, err = leases.Update(ctx, l, metav1.UpdateOptions{})
+			l, err = leases.Update(ctx, l, metav1.UpdateOptions{})
+		}
+		if err == nil {
+			k.leases[n.Name] = l
 		}
 		if err != nil && ctx.Err() == nil {
 			slog.Warn("simulated kubelet: node lease", "node", n.Name, "err", err)
@@ -228,6 +251,13 @@ func (k *Kubelet) configReady(ctx context.Context, p *corev1.Pod) bool {
 
 func (k *Kubelet) sync(ctx context.Context, p *corev1.Pod) {
 	if p.DeletionTimestamp != nil {
+		// Events queued before the pod went still arrive: remove it once.
+		k.mu.Lock()
+		done := k.removed[p.UID]
+		k.mu.Unlock()
+		if done {
+			return
+		}
 		// As a kubelet does: the containers are killed, the pod reports its end, then it is
 		// removed. Controllers (a Job's pod failure policy) read that last status.
 		if p.Status.Phase == corev1.PodRunning {
@@ -248,6 +278,9 @@ func (k *Kubelet) sync(ctx context.Context, p *corev1.Pod) {
 		if err != nil && !apierrors.IsNotFound(err) {
 			slog.Warn("simulated kubelet: delete", "pod", p.Name, "err", err)
 		}
+		k.mu.Lock()
+		k.removed[p.UID] = true
+		k.mu.Unlock()
 		return
 	}
 	switch p.Status.Phase {
