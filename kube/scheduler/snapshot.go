@@ -320,7 +320,9 @@ func convertNode(n *corev1.Node) engine.Node {
 	memMi, _ := strconv.ParseInt(n.Labels[LabelGPUMemory], 10, 64)
 	uuids := strings.Split(n.Annotations[v1alpha1.AnnotationGPUUUIDs], ",")
 	for g := 0; g < int(count.Value()) && g < 64; g++ {
-		uuid := "GPU-" + string(n.UID) + "-" + strconv.Itoa(g)
+		// Without the UUIDs (no agent on the node yet), the device index: NVIDIA's
+		// container runtime takes either in NVIDIA_VISIBLE_DEVICES.
+		uuid := strconv.Itoa(g)
 		if g < len(uuids) && strings.TrimSpace(uuids[g]) != "" {
 			uuid = strings.TrimSpace(uuids[g])
 		}
