@@ -7,7 +7,9 @@ package stack
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"path/filepath"
@@ -53,7 +55,12 @@ func Run(ctx context.Context, rc *rest.Config, opts Options) error {
 			return err
 		}
 		m := &admission.Mutator{View: view, Owners: admission.DynamicOwners(dyn)}
-		go func() { _ = admission.Serve(ctx, opts.Webhook, opts.Cert, m, &admission.Validator{View: view}) }()
+		go func() {
+			if err := admission.Serve(ctx, opts.Webhook, opts.Cert, m, &admission.Validator{View: view}); err != nil {
+				// The API server then refuses Allot's pods with a webhook error: say why here.
+				slog.Error("allot: admission webhooks stopped", "err", err)
+			}
+		}()
 	}
 	if opts.Metrics != nil {
 		m := scheduler.NewMetrics()
@@ -61,7 +68,11 @@ func Run(ctx context.Context, rc *rest.Config, opts Options) error {
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{}))
 		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-		go func() { _ = srv.Serve(opts.Metrics) }()
+		go func() {
+			if err := srv.Serve(opts.Metrics); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				slog.Error("allot: metrics server stopped", "err", err)
+			}
+		}()
 		go func() { <-ctx.Done(); _ = srv.Close() }()
 	}
 	go workload.New(client, dyn).Run(ctx)
