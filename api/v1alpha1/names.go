@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 )
 
@@ -38,6 +39,32 @@ const (
 	// SystemNamespace holds Allot's own objects, such as reservation pods.
 	SystemNamespace = "allot-system"
 )
+
+// Allot's resources, for dynamic clients and informers.
+var (
+	Queues    = GroupVersion.WithResource("queues")
+	PodGroups = GroupVersion.WithResource("podgroups")
+)
+
+// Node labels NVIDIA GPU Feature Discovery writes, which Allot reads its inventory from.
+const (
+	LabelGPUProduct = "nvidia.com/gpu.product"
+	LabelGPUMemory  = "nvidia.com/gpu.memory" // MiB per GPU
+	LabelGPUCount   = "nvidia.com/gpu.count"
+)
+
+// WholeGPUs is the whole GPUs a pod's containers ask for (limits, else requests).
+func WholeGPUs(p *corev1.Pod) int64 {
+	var n int64
+	for _, c := range p.Spec.Containers {
+		if q, ok := c.Resources.Limits[GPUResource]; ok {
+			n += q.Value()
+		} else if q, ok := c.Resources.Requests[GPUResource]; ok {
+			n += q.Value()
+		}
+	}
+	return n
+}
 
 // Classes of workload.
 const (

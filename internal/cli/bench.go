@@ -17,7 +17,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
@@ -25,6 +24,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/kube/scheduler"
 )
 
@@ -79,7 +79,7 @@ creation to binding. The pods are deleted afterwards.`,
 }
 
 func runBench(ctx context.Context, client kubernetes.Interface, dyn dynamic.Interface, queue string, n int, prog func(done, total int)) (*BenchResult, error) {
-	queues := dyn.Resource(schema.GroupVersionResource{Group: "allot.dev", Version: "v1alpha1", Resource: "queues"})
+	queues := dyn.Resource(v1alpha1.Queues)
 	q := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "allot.dev/v1alpha1", "kind": "Queue",
 		"metadata": map[string]any{"name": queue}, "spec": map[string]any{"gpu": map[string]any{"quota": int64(n)}}}}
 	if _, err := queues.Create(ctx, q, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {

@@ -256,7 +256,7 @@ func newQueueCmd() *cobra.Command {
 		}
 		return nil
 	}
-	queues := v1alpha1.GroupVersion.WithResource("queues")
+	queues := v1alpha1.Queues
 
 	var cc *conn
 	var cf queueFlags

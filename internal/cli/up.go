@@ -20,12 +20,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 
+	"github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/kube/localcluster"
 	"github.com/allot-dev/allot/kube/scheduler"
 	"github.com/allot-dev/allot/kube/simnode"
@@ -150,7 +150,7 @@ A kubeconfig is written so that kubectl works against it. Ctrl-C stops everythin
 // startDemo creates the reference queues and some work: team-a borrows idle GPUs beyond
 // its quota, team-b stays within its own.
 func startDemo(ctx context.Context, client kubernetes.Interface, dyn dynamic.Interface) error {
-	queues := dyn.Resource(schema.GroupVersionResource{Group: "allot.dev", Version: "v1alpha1", Resource: "queues"})
+	queues := dyn.Resource(v1alpha1.Queues)
 	for _, q := range []struct {
 		name  string
 		quota int64

@@ -174,7 +174,7 @@ func ValidatePod(p *corev1.Pod, view View) error {
 	if err != nil {
 		return err
 	}
-	whole := wholeGPUs(p)
+	whole := v1alpha1.WholeGPUs(p)
 	if share.Shared() && whole > 0 {
 		return fmt.Errorf("%s or %s with nvidia.com/gpu: a pod takes part of one GPU or whole GPUs, not both", v1alpha1.AnnotationGPUFraction, v1alpha1.AnnotationGPUMemory)
 	}
@@ -210,18 +210,6 @@ func ValidatePod(p *corev1.Pod, view View) error {
 func subject(p *corev1.Pod) bool {
 	return p.Spec.SchedulerName == v1alpha1.SchedulerName &&
 		!(p.Namespace == v1alpha1.SystemNamespace && p.Labels[v1alpha1.LabelReservation] == "true")
-}
-
-func wholeGPUs(p *corev1.Pod) int64 {
-	var n int64
-	for _, c := range p.Spec.Containers {
-		if q, ok := c.Resources.Limits[v1alpha1.GPUResource]; ok {
-			n += q.Value()
-		} else if q, ok := c.Resources.Requests[v1alpha1.GPUResource]; ok {
-			n += q.Value()
-		}
-	}
-	return n
 }
 
 func queueList(view View) string {

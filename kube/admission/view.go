@@ -24,8 +24,8 @@ import (
 )
 
 var (
-	queuesGVR    = v1alpha1.GroupVersion.WithResource("queues")
-	podGroupsGVR = v1alpha1.GroupVersion.WithResource("podgroups")
+	queuesGVR    = v1alpha1.Queues
+	podGroupsGVR = v1alpha1.PodGroups
 )
 
 // View is what validation reads of the cluster.
@@ -100,7 +100,7 @@ func (v *informerView) GPUs() (total, maxMemory int64) {
 		n := o.(*corev1.Node)
 		q := n.Status.Allocatable[corev1.ResourceName(v1alpha1.GPUResource)]
 		total += q.Value()
-		if mi, err := strconv.ParseInt(n.Labels["nvidia.com/gpu.memory"], 10, 64); err == nil && q.Value() > 0 {
+		if mi, err := strconv.ParseInt(n.Labels[v1alpha1.LabelGPUMemory], 10, 64); err == nil && q.Value() > 0 {
 			maxMemory = max(maxMemory, mi<<20)
 		}
 	}

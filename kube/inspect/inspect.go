@@ -6,6 +6,7 @@ package inspect
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -51,13 +52,7 @@ type Pod struct {
 // PodGPUs is what a pod asks: whole GPUs, or its fraction of one (a memory request counts
 // as its placed share once bound, else 0).
 func PodGPUs(p *corev1.Pod) float64 {
-	var n int64
-	for _, c := range p.Spec.Containers {
-		if q, ok := c.Resources.Limits[v1alpha1.GPUResource]; ok {
-			n += q.Value()
-		}
-	}
-	if n > 0 {
+	if n := v1alpha1.WholeGPUs(p); n > 0 {
 		return float64(n)
 	}
 	if share, err := strconv.Atoi(p.Annotations[v1alpha1.AnnotationGPUShare]); err == nil && share > 0 {
@@ -164,7 +159,7 @@ func Workloads(ctx context.Context, client kubernetes.Interface, namespace, queu
 			if p.Spec.NodeName != "" {
 				w.GPUs += pod.Asks
 				w.Running++
-				if !containsStr(w.Nodes, p.Spec.NodeName) {
+				if !slices.Contains(w.Nodes, p.Spec.NodeName) {
 					w.Nodes = append(w.Nodes, p.Spec.NodeName)
 				}
 			} else {
@@ -231,15 +226,6 @@ func jobState(j *batchv1.Job) string {
 		}
 	}
 	return "Running"
-}
-
-func containsStr(l []string, s string) bool {
-	for _, x := range l {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // Find returns one workload by name.

@@ -76,8 +76,8 @@ func Nodes(ctx context.Context, client kubernetes.Interface) ([]Node, error) {
 		if count.Value() == 0 {
 			continue
 		}
-		memMi, _ := strconv.ParseInt(n.Labels["nvidia.com/gpu.memory"], 10, 64)
-		node := Node{Name: n.Name, Pool: n.Labels[v1alpha1.LabelNodePool], Model: n.Labels["nvidia.com/gpu.product"], MemoryMi: memMi}
+		memMi, _ := strconv.ParseInt(n.Labels[v1alpha1.LabelGPUMemory], 10, 64)
+		node := Node{Name: n.Name, Pool: n.Labels[v1alpha1.LabelNodePool], Model: n.Labels[v1alpha1.LabelGPUProduct], MemoryMi: memMi}
 		for g := 0; g < int(count.Value()); g++ {
 			h := held[n.Name][g]
 			sort.Slice(h, func(a, b int) bool { return h[a].Pod < h[b].Pod })
@@ -97,7 +97,7 @@ func Nodes(ctx context.Context, client kubernetes.Interface) ([]Node, error) {
 
 // Queues reads the Queue objects with their status.
 func Queues(ctx context.Context, dyn dynamic.Interface) ([]v1alpha1.Queue, error) {
-	l, err := dyn.Resource(v1alpha1.GroupVersion.WithResource("queues")).List(ctx, metav1.ListOptions{})
+	l, err := dyn.Resource(v1alpha1.Queues).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, err
 	}

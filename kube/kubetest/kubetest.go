@@ -25,8 +25,8 @@ import (
 
 // Resources of Allot's API.
 var (
-	Queues    = v1alpha1.GroupVersion.WithResource("queues")
-	PodGroups = v1alpha1.GroupVersion.WithResource("podgroups")
+	Queues    = v1alpha1.Queues
+	PodGroups = v1alpha1.PodGroups
 )
 
 // Env is a running cluster with simulated GPU nodes named dgx-1, dgx-2, ….

@@ -14,7 +14,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
@@ -34,8 +33,8 @@ import (
 )
 
 var (
-	queuesGVR    = schema.GroupVersionResource{Group: "allot.dev", Version: "v1alpha1", Resource: "queues"}
-	podGroupsGVR = schema.GroupVersionResource{Group: "allot.dev", Version: "v1alpha1", Resource: "podgroups"}
+	queuesGVR    = v1alpha1.Queues
+	podGroupsGVR = v1alpha1.PodGroups
 )
 
 // Options configure the scheduler.

@@ -28,8 +28,8 @@ const (
 	LabelPreemptible   = v1alpha1.LabelPreemptible
 	LabelNodePool      = v1alpha1.LabelNodePool
 	LabelDomain        = v1alpha1.LabelDomain
-	LabelProduct       = "nvidia.com/gpu.product"
-	LabelGPUMemory     = "nvidia.com/gpu.memory"
+	LabelProduct       = v1alpha1.LabelGPUProduct
+	LabelGPUMemory     = v1alpha1.LabelGPUMemory
 	AnnotationGPUs     = v1alpha1.AnnotationGPUs
 	AnnotationGPUTypes = v1alpha1.AnnotationGPUTypes
 )
@@ -263,17 +263,7 @@ func jobOf(p *corev1.Pod, groups map[string]group) (engine.JobID, int, time.Time
 	return engine.JobID(p.Namespace + "/" + p.Name), 1, p.CreationTimestamp.Time
 }
 
-func podGPUs(p *corev1.Pod) int64 {
-	var n int64
-	for _, c := range p.Spec.Containers {
-		if q, ok := c.Resources.Limits[GPUResource]; ok {
-			n += q.Value()
-		} else if q, ok := c.Resources.Requests[GPUResource]; ok {
-			n += q.Value()
-		}
-	}
-	return n
-}
+func podGPUs(p *corev1.Pod) int64 { return v1alpha1.WholeGPUs(p) }
 
 // podRequest reads what a pod asks for. A sharing annotation the webhook would have
 // refused (it may not be installed) leaves the pod asking for nothing shared; invalid

@@ -32,9 +32,9 @@ import (
 // Well-known names.
 const (
 	GPUResource    = corev1.ResourceName("nvidia.com/gpu")
-	LabelProduct   = "nvidia.com/gpu.product"
-	LabelMemory    = "nvidia.com/gpu.memory" // MiB per GPU, as GFD writes it
-	LabelCount     = "nvidia.com/gpu.count"
+	LabelProduct   = v1alpha1.LabelGPUProduct
+	LabelMemory    = v1alpha1.LabelGPUMemory // MiB per GPU, as GFD writes it
+	LabelCount     = v1alpha1.LabelGPUCount
 	LabelSimulated = "allot.dev/simulated"
 	// AnnotationDuration makes a simulated pod succeed after running this long.
 	AnnotationDuration = "allot.dev/sim-duration"

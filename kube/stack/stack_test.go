@@ -14,6 +14,7 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/allot-dev/allot/api/v1alpha1"
@@ -333,8 +334,7 @@ func TestDeploymentIsInferenceInNamespaceQueue(t *testing.T) {
 	_ = json.Unmarshal([]byte(`{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"llm","namespace":"prod"},
 		"spec":{"replicas":2,"selector":{"matchLabels":{"app":"llm"}},"template":{"metadata":{"labels":{"app":"llm"}},
 		"spec":{"schedulerName":"allot","containers":[{"name":"vllm","image":"vllm","resources":{"limits":{"nvidia.com/gpu":1}}}]}}}}`), &d)
-	deployments := kubetest.Queues.GroupResource().WithVersion("v1")
-	deployments.Group, deployments.Resource = "apps", "deployments"
+	deployments := schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}
 	if _, err := e.Dyn.Resource(deployments).Namespace("prod").Create(e.Ctx, &unstructured.Unstructured{Object: d}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}

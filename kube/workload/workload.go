@@ -24,7 +24,7 @@ import (
 	"github.com/allot-dev/allot/api/v1alpha1"
 )
 
-var podGroupsGVR = v1alpha1.GroupVersion.WithResource("podgroups")
+var podGroupsGVR = v1alpha1.PodGroups
 
 // kind is a custom workload kind Allot groups when its CRD is installed.
 type kind struct {
