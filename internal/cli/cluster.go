@@ -83,6 +83,25 @@ func outputFormat(o string, wide bool) error {
 	return fmt.Errorf("-o %q is not allowed: %s", o, strings.Join(allowed, ", "))
 }
 
+// show is the shape of the read-only commands: check -o, connect, read, then print the
+// data as JSON or YAML, or as the command's table.
+func show[T any](cmd *cobra.Command, c *conn, output string, read func(context.Context) (T, error), table func(io.Writer, T) error) error {
+	if err := outputFormat(output, false); err != nil {
+		return err
+	}
+	if err := c.connect(cmd.Context()); err != nil {
+		return err
+	}
+	v, err := read(cmd.Context())
+	if err != nil {
+		return err
+	}
+	if output != "table" {
+		return printData(cmd.OutOrStdout(), output, v)
+	}
+	return table(cmd.OutOrStdout(), v)
+}
+
 // printData writes v as JSON or YAML.
 func printData(w io.Writer, format string, v any) error {
 	if format == "json" {
