@@ -14,6 +14,7 @@ import (
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
 )
 
@@ -23,6 +24,7 @@ type conn struct {
 	flags  *genericclioptions.ConfigFlags
 	client kubernetes.Interface
 	dyn    dynamic.Interface
+	rc     *rest.Config
 	ns     string
 }
 
@@ -40,6 +42,7 @@ func (c *conn) connect(ctx context.Context) error {
 		return fmt.Errorf("no cluster configured: %w (tried kubeconfig %s; allot up writes one, or pass --kubeconfig)", err, c.kubeconfigPath())
 	}
 	rc.QPS, rc.Burst = 50, 100
+	c.rc = rest.CopyConfig(rc)
 	rc.Timeout = 15 * time.Second
 	if c.client, err = kubernetes.NewForConfig(rc); err != nil {
 		return err

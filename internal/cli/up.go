@@ -37,7 +37,7 @@ func newUpCmd() *cobra.Command {
 	var nodes, gpus int
 	var gpuType, gpuMemory, dataDir, kubeconfig string
 	var demo bool
-	var cpuProfile string
+	var cpuProfile, dashboardAddr string
 	cmd := &cobra.Command{
 		Use:     "up",
 		GroupID: "run",
@@ -122,6 +122,11 @@ A kubeconfig is written so that kubectl works against it. Ctrl-C stops everythin
 				return err
 			}
 			schedDone := running.Done
+			if dashboardAddr != "" {
+				if err := serveDashboard(ctx, out, c.Config, "--dashboard-address", dashboardAddr, false); err != nil {
+					return err
+				}
+			}
 			if demo {
 				if err := startDemo(ctx, client, dynamic.NewForConfigOrDie(c.Config)); err != nil {
 					return err
@@ -143,6 +148,7 @@ A kubeconfig is written so that kubectl works against it. Ctrl-C stops everythin
 	f.StringVar(&kubeconfig, "kubeconfig", "", "where to write the kubeconfig (default: DATA-DIR/kubeconfig)")
 	f.StringVar(&cpuProfile, "cpu-profile", "", "write a CPU profile of the whole process here (for performance work)")
 	_ = f.MarkHidden("cpu-profile")
+	f.StringVar(&dashboardAddr, "dashboard-address", "127.0.0.1:8090", "serve the web dashboard on this host:port (empty: none)")
 	f.BoolVar(&demo, "demo", false, "the demo: queues team-a/b/c/d with quotas 4/2/2/8 on 2 nodes of 8 GPUs, with work submitted")
 	return cmd
 }

@@ -32,9 +32,17 @@ func (s *syncBuffer) Write(p []byte) (int, error) {
 }
 func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
-// TestUpDemo runs `allot up --demo` and uses its kubeconfig as a user would: nodes and
-// queues are there, team-a borrows beyond its quota of 4, and Ctrl-C stops it cleanly.
-func TestUpDemo(t *testing.T) {
+// upRun is `allot up` running in the test, with what it printed.
+type upRun struct {
+	ctx        context.Context
+	out        *syncBuffer
+	kubeconfig string
+}
+
+// startUp runs `allot up` with args until the test ends (then Ctrl-C, and it must stop
+// cleanly), waiting until it prints its kubeconfig.
+func startUp(t *testing.T, args ...string) *upRun {
+	t.Helper()
 	dir := t.TempDir()
 	kc := filepath.Join(dir, "config")
 	ctx, cancel := context.WithCancel(context.Background())
@@ -42,21 +50,30 @@ func TestUpDemo(t *testing.T) {
 	out := &syncBuffer{}
 	cmd.SetOut(out)
 	cmd.SetErr(out)
-	cmd.SetArgs([]string{"up", "--demo", "--data-dir", filepath.Join(dir, "state"), "--kubeconfig", kc})
+	cmd.SetArgs(append([]string{"up", "--data-dir", filepath.Join(dir, "state"), "--kubeconfig", kc,
+		"--dashboard-address", "127.0.0.1:0"}, args...))
 	done := make(chan error, 1)
 	go func() { done <- cmd.ExecuteContext(ctx) }()
-	defer func() {
+	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
 			t.Errorf("allot up stopped with %v", err)
 		}
-	}()
+	})
 	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(context.Context) (bool, error) {
 		return strings.Contains(out.String(), "kubeconfig: "+kc), nil
 	})
 	if err != nil {
 		t.Fatalf("no kubeconfig path printed: %s", out.String())
 	}
+	return &upRun{ctx: ctx, out: out, kubeconfig: kc}
+}
+
+// TestUpDemo runs `allot up --demo` and uses its kubeconfig as a user would: nodes and
+// queues are there, team-a borrows beyond its quota of 4, and Ctrl-C stops it cleanly.
+func TestUpDemo(t *testing.T) {
+	up := startUp(t, "--demo")
+	ctx, kc := up.ctx, up.kubeconfig
 	if _, err := os.Stat(kc); err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"path/filepath"
@@ -41,6 +42,11 @@ func startCLI(t *testing.T) *cliEnv {
 // run runs one allot command against the cluster and returns what it printed.
 func (e *cliEnv) run(t *testing.T, args ...string) (string, error) {
 	t.Helper()
+	return runAllot(e.Ctx, e.kubeconfig, args...)
+}
+
+// runAllot runs one allot command with a kubeconfig, as a user types it.
+func runAllot(ctx context.Context, kubeconfig string, args ...string) (string, error) {
 	root := NewRoot()
 	var out bytes.Buffer
 	root.SetOut(&out)
@@ -55,10 +61,10 @@ func (e *cliEnv) run(t *testing.T, args ...string) (string, error) {
 				break
 			}
 		}
-		full = append(full[:at], append([]string{"--kubeconfig", e.kubeconfig}, full[at:]...)...)
+		full = append(full[:at], append([]string{"--kubeconfig", kubeconfig}, full[at:]...)...)
 	}
 	root.SetArgs(full)
-	err := root.ExecuteContext(e.Ctx)
+	err := root.ExecuteContext(ctx)
 	return out.String(), err
 }
 

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -107,6 +108,21 @@ func Workloads(ctx context.Context, client kubernetes.Interface, namespace, queu
 	if err != nil {
 		return nil, err
 	}
+	return BuildWorkloads(ptrs(pods.Items), ptrs(jobs.Items), ptrs(deps.Items)), nil
+}
+
+func ptrs[T any](items []T) []*T {
+	out := make([]*T, len(items))
+	for i := range items {
+		out[i] = &items[i]
+	}
+	return out
+}
+
+// BuildWorkloads groups pods, Jobs and Deployments into workloads. It reads only what it
+// is given, so the CLI feeds it from lists and the dashboard from its informers' caches;
+// objects that are not Allot's (no workload label, pods without a queue) are left out.
+func BuildWorkloads(pods []*corev1.Pod, jobs []*batchv1.Job, deps []*appsv1.Deployment) []Workload {
 	byKey := map[string]*Workload{}
 	get := func(m metav1.ObjectMeta) *Workload {
 		key := m.Namespace + "/" + m.Labels[submit.LabelWorkload]
@@ -122,16 +138,22 @@ func Workloads(ctx context.Context, client kubernetes.Interface, namespace, queu
 		return w
 	}
 	jobStatus := map[string]string{}
-	for i := range jobs.Items {
-		j := &jobs.Items[i]
+	for _, j := range jobs {
+		if j.Labels[submit.LabelWorkload] == "" {
+			continue
+		}
 		get(j.ObjectMeta)
 		jobStatus[j.Namespace+"/"+j.Labels[submit.LabelWorkload]] = jobState(j)
 	}
-	for i := range deps.Items {
-		get(deps.Items[i].ObjectMeta)
+	for _, d := range deps {
+		if d.Labels[submit.LabelWorkload] != "" {
+			get(d.ObjectMeta)
+		}
 	}
-	for i := range pods.Items {
-		p := &pods.Items[i]
+	for _, p := range pods {
+		if p.Labels[v1alpha1.LabelQueue] == "" {
+			continue
+		}
 		if p.Labels[submit.LabelWorkload] == "" {
 			m := p.ObjectMeta.DeepCopy()
 			m.Labels[submit.LabelWorkload] = workloadName(p)
@@ -196,7 +218,7 @@ func Workloads(ctx context.Context, client kubernetes.Interface, namespace, queu
 		}
 		return out[a].Name < out[b].Name
 	})
-	return out, nil
+	return out
 }
 
 // workloadName names a pod's workload when allot submit did not: its gang, else its
@@ -253,21 +275,34 @@ func Events(ctx context.Context, client kubernetes.Interface, w *Workload) ([]co
 	if err != nil {
 		return nil, err
 	}
+	return WorkloadEvents(ptrs(l.Items), w), nil
+}
+
+// WorkloadEvents picks a workload's events, oldest first: those of its objects and pods,
+// and of pods that are gone but were its own (a Job's pod evicted by a reclaim is deleted
+// and replaced; its events stay, and the story of the workload needs them). Pods of Jobs
+// and Deployments are named after their workload, which is how the gone ones are known.
+func WorkloadEvents(events []*corev1.Event, w *Workload) []corev1.Event {
 	names := map[string]bool{w.Name: true}
 	for _, p := range w.Pods {
 		names[p.Name] = true
 	}
 	var out []corev1.Event
-	for _, e := range l.Items {
-		if names[e.InvolvedObject.Name] {
-			out = append(out, e)
+	for _, e := range events {
+		o := e.InvolvedObject
+		if e.Namespace != w.Namespace {
+			continue
+		}
+		if names[o.Name] || (o.Kind == "Pod" && strings.HasPrefix(o.Name, w.Name+"-")) {
+			out = append(out, *e)
 		}
 	}
-	sort.Slice(out, func(a, b int) bool { return eventTime(out[a]).Before(eventTime(out[b])) })
-	return out, nil
+	sort.SliceStable(out, func(a, b int) bool { return EventTime(out[a]).Before(EventTime(out[b])) })
+	return out
 }
 
-func eventTime(e corev1.Event) time.Time {
+// EventTime is when an event last happened.
+func EventTime(e corev1.Event) time.Time {
 	if !e.LastTimestamp.IsZero() {
 		return e.LastTimestamp.Time
 	}

@@ -49,9 +49,13 @@ func Nodes(ctx context.Context, client kubernetes.Interface) ([]Node, error) {
 	if err != nil {
 		return nil, err
 	}
+	return BuildNodes(ptrs(nodes.Items), ptrs(pods.Items)), nil
+}
+
+// BuildNodes lays out every GPU node's devices with the pods holding them.
+func BuildNodes(nodes []*corev1.Node, pods []*corev1.Pod) []Node {
 	held := map[string]map[int][]Holder{}
-	for i := range pods.Items {
-		p := &pods.Items[i]
+	for _, p := range pods {
 		if p.Spec.NodeName == "" || !live(p) || p.Labels[v1alpha1.LabelReservation] == "true" {
 			continue
 		}
@@ -71,7 +75,7 @@ func Nodes(ctx context.Context, client kubernetes.Interface) ([]Node, error) {
 		}
 	}
 	var out []Node
-	for _, n := range nodes.Items {
+	for _, n := range nodes {
 		count := n.Status.Allocatable[corev1.ResourceName(v1alpha1.GPUResource)]
 		if count.Value() == 0 {
 			continue
@@ -92,7 +96,7 @@ func Nodes(ctx context.Context, client kubernetes.Interface) ([]Node, error) {
 		out = append(out, node)
 	}
 	sort.Slice(out, func(a, b int) bool { return out[a].Name < out[b].Name })
-	return out, nil
+	return out
 }
 
 // Queues reads the Queue objects with their status.

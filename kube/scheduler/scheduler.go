@@ -279,11 +279,13 @@ func (s *Scheduler) Cycle(ctx context.Context) error {
 // next cycle: the evicted pod still holds its devices until it is gone.
 func (s *Scheduler) apply(ctx context.Context, plan *engine.Plan, idx *index) {
 	evictedOn := map[engine.NodeID]bool{}
+	evicted := map[engine.PodID]bool{}
 	for _, e := range plan.Evictions {
 		p := idx.pods[e.Pod]
 		if p == nil {
 			continue
 		}
+		evicted[e.Pod] = true
 		evictedOn[engine.NodeID(p.Spec.NodeName)] = true
 		ev := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace}}
 		err := s.client.PolicyV1().Evictions(p.Namespace).Evict(ctx, ev)
@@ -298,7 +300,10 @@ func (s *Scheduler) apply(ctx context.Context, plan *engine.Plan, idx *index) {
 	}
 	for _, b := range plan.Binds {
 		p := idx.pods[b.Pod]
-		if p == nil || evictedOn[b.Binding.Node] {
+		// A pod the plan moves (a consolidation, a reclaim that re-places its victim) is
+		// evicted here, and an evicted pod is gone for good: its controller makes a new
+		// one, which the next cycle places.
+		if p == nil || evictedOn[b.Binding.Node] || evicted[b.Pod] || p.DeletionTimestamp != nil {
 			continue
 		}
 		s.amu.Lock()
@@ -362,6 +367,18 @@ func (s *Scheduler) bindLoop(ctx context.Context) {
 	for j := range s.binds {
 		err := s.bind(ctx, j)
 		s.opts.Metrics.bindDone(err)
+		if err == nil {
+			// As kube-scheduler does: the pod's describe and the dashboard's timeline
+			// (started, resumed after a reclaim) read it.
+			msg := fmt.Sprintf("assigned %s/%s to %s", j.p.Namespace, j.p.Name, j.b.Node)
+			switch {
+			case j.b.Share > 0:
+				msg += fmt.Sprintf(", %.3g of GPU %s", float64(j.b.Share)/1000, formatIndices(j.b.GPUs))
+			case len(j.b.GPUs) > 0:
+				msg += ", GPUs " + formatIndices(j.b.GPUs)
+			}
+			s.recorder.Event(j.p, corev1.EventTypeNormal, "Scheduled", msg)
+		}
 		if err != nil {
 			if ctx.Err() == nil {
 				slog.Warn("allot scheduler: bind", "pod", j.p.Name, "err", err)

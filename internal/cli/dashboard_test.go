@@ -1,0 +1,185 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/allot-dev/allot/internal/browsertest"
+	"github.com/allot-dev/allot/kube/inspect"
+)
+
+// TestDashboard opens the dashboard of `allot up --demo` in headless Chromium after work
+// is submitted and reads each page as a user would: the numbers on the overview, two
+// notebooks sharing one GPU on the nodes page, a pending job's reason on the workloads
+// page and its detail, a reclaimed job's timeline, and the queue tree. A screenshot of
+// every page is written among the test's artifacts (ALLOT_ARTIFACTS, default artifacts/);
+// ALLOT_UPDATE_DOCS=1 also copies the overview and nodes pages to docs/ for the README.
+func TestDashboard(t *testing.T) {
+	b := browsertest.Start(t, 1280, 900)
+	up := startUp(t, "--demo")
+	m := regexp.MustCompile(`dashboard: (http://\S+)`).FindStringSubmatch(up.out.String())
+	if m == nil {
+		t.Fatalf("allot up printed no dashboard address:\n%s", up.out.String())
+	}
+	url := m[1]
+	allot := func(args ...string) string {
+		t.Helper()
+		out, err := runAllot(up.ctx, up.kubeconfig, args...)
+		if err != nil {
+			t.Fatalf("allot %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return out
+	}
+	list := func() map[string]inspect.Workload {
+		var ws []inspect.Workload
+		if err := json.Unmarshal([]byte(allot("list", "-o", "json")), &ws); err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]inspect.Workload{}
+		for _, w := range ws {
+			out[w.Name] = w
+		}
+		return out
+	}
+	waitList := func(what string, ok func(map[string]inspect.Workload) bool) {
+		t.Helper()
+		deadline := time.Now().Add(90 * time.Second)
+		for !ok(list()) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: never; allot list shows %+v", what, list())
+			}
+			time.Sleep(300 * time.Millisecond)
+		}
+	}
+	running := func(ws map[string]inspect.Workload) int {
+		n := 0
+		for _, w := range ws {
+			if w.Status == "Running" {
+				n++
+			}
+		}
+		return n
+	}
+	// The demo: team-a runs 6 one-GPU jobs on a quota of 4 (2 borrowed), team-b 2.
+	waitList("the demo's 8 jobs run", func(ws map[string]inspect.Workload) bool { return running(ws) == 8 })
+
+	// Two half-GPU notebooks for team-c, and a job of 8 GPUs for team-b that cannot start:
+	// no node has 8 free GPUs (and team-b is at its quota, so it may not reclaim).
+	allot("submit", "nb-1", "-p", "team-c", "-i", "jupyter", "-g", "0.5", "--interactive")
+	allot("submit", "nb-2", "-p", "team-c", "-i", "jupyter", "-g", "0.5", "--interactive")
+	allot("submit", "big", "-p", "team-b", "-i", "pytorch", "-g", "8")
+	waitList("notebooks run and big waits", func(ws map[string]inspect.Workload) bool {
+		return ws["nb-1"].Status == "Running" && ws["nb-2"].Status == "Running" && ws["big"].Reason != ""
+	})
+	bigReason := list()["big"].Reason
+
+	// Overview: the headline numbers and the queue bars' figures.
+	b.Open(t, url)
+	ms := browsertest.Eval[float64](t, b, `new Promise(done => { const t0 = performance.now(); (function wait() {
+		document.querySelector("[data-stat=gpus] .stat-value") ? done(performance.now()) : setTimeout(wait, 5) })() })`)
+	nav := browsertest.Eval[float64](t, b, `performance.getEntriesByType("navigation")[0].responseStart`)
+	t.Logf("first render: %.0f ms after navigation start (first byte at %.0f ms)", ms, nav)
+	stat := func(id string) string { return fmt.Sprintf("[data-stat=%s] .stat-value", id) }
+	b.WaitText(t, stat("gpus"), "16 GPUs in all", browsertest.Contains("16"))
+	b.WaitText(t, stat("shared"), "one shared GPU", browsertest.Contains("1"))
+	b.WaitText(t, stat("allocated"), "9 GPUs allocated (8 jobs and two halves)", browsertest.Contains("9"))
+	b.WaitText(t, stat("idle"), "7 idle", browsertest.Contains("7"))
+	b.WaitText(t, stat("running"), "10 running workloads", browsertest.Contains("10"))
+	b.WaitText(t, stat("pending"), "1 pending workload", browsertest.Contains("1"))
+	row := func(q string) string { return fmt.Sprintf("table.queues-overview tr[data-queue=%s]", q) }
+	// Allocated, quota, fair share, running, pending: team-a holds 6 on a quota of 4.
+	b.WaitText(t, row("team-a"), "team-a borrows 2", browsertest.Contains("6 (2 borrowed)\t4\t"))
+	b.WaitText(t, row("team-c"), "team-c's two notebooks", browsertest.Contains("team-c", "\t1\t2\t"))
+	b.WaitText(t, row("team-b"), "team-b's waiting job", func(s string) bool { return strings.HasSuffix(strings.TrimSpace(s), "\t2\t1") })
+	if n := browsertest.Eval[int](t, b, `document.querySelectorAll("figure.chart canvas").length`); n != 1 {
+		t.Errorf("the allocation chart is not drawn (%d canvases)", n)
+	}
+	b.Screenshot(t, "overview")
+
+	// Nodes: each GPU a cell; nb-1 and nb-2 are halves of one cell.
+	b.Open(t, url+"#/nodes")
+	shared := b.WaitText(t, ".gpu.gpu-shared", "two notebooks share one GPU", browsertest.Contains("nb-1", "nb-2"))
+	if strings.Count(shared, "0.5") != 2 {
+		t.Errorf("the shared GPU should show two halves, shows %q", shared)
+	}
+	parts := browsertest.Eval[[]string](t, b, `Array.from(document.querySelectorAll(".gpu-shared .gpu-part")).map(p => p.dataset.pod + "=" + p.dataset.share + "@" + Math.round(p.getBoundingClientRect().width))`)
+	if len(parts) != 2 || !strings.HasPrefix(parts[0], "default/nb-1=0.5@") || !strings.HasPrefix(parts[1], "default/nb-2=0.5@") ||
+		strings.Split(parts[0], "@")[1] != strings.Split(parts[1], "@")[1] {
+		t.Errorf("the shared GPU's parts should be two equal halves, nb-1 and nb-2: %v", parts)
+	}
+	b.WaitText(t, "article.node", "the nodes' free GPUs", browsertest.Contains("dgx-1", "dgx-2", "A100-SXM4-80GB", "7 free"))
+	if n := browsertest.Eval[int](t, b, `document.querySelectorAll(".gpu").length`); n != 16 {
+		t.Errorf("%d GPU cells, want 16", n)
+	}
+	b.Screenshot(t, "nodes")
+
+	// Workloads: big waits, with the scheduler's reason; the status filter leaves it alone.
+	b.Open(t, url+"#/workloads")
+	b.WaitText(t, "tr[data-workload=big]", "big pending with its reason", browsertest.Contains("team-b", "Pending", bigReason))
+	b.WaitText(t, "tr[data-workload=nb-1]", "nb-1 running half a GPU", browsertest.Contains("team-c", "interactive", "Running", "0.5", "dgx-"))
+	b.Screenshot(t, "workloads")
+	browsertest.Eval[bool](t, b, `(s => { s.value = "Pending"; s.dispatchEvent(new Event("change", {bubbles: true})); return true })(document.querySelector("#filter-status"))`)
+	b.WaitText(t, "table.workloads tbody", "only pending workloads", func(s string) bool {
+		return strings.Contains(s, "big") && !strings.Contains(s, "nb-1") && strings.Count(s, "\n") == 0
+	})
+	browsertest.Eval[bool](t, b, `(s => { s.value = ""; s.dispatchEvent(new Event("change", {bubbles: true})); s = document.querySelector("#filter-queue"); s.value = "team-c"; s.dispatchEvent(new Event("change", {bubbles: true})); return true })(document.querySelector("#filter-status"))`)
+	b.WaitText(t, "table.workloads tbody", "team-c's workloads", func(s string) bool {
+		return strings.Contains(s, "nb-1") && strings.Contains(s, "nb-2") && strings.Count(s, "\n") == 1
+	})
+	b.Screenshot(t, "workloads-filtered")
+
+	// Live: with the page open, a new job appears without a reload. team-d (quota 8,
+	// holding nothing) takes back the GPUs team-a borrowed.
+	b.Open(t, url+"#/workloads")
+	b.WaitText(t, "table.workloads", "the list", browsertest.Contains("big"))
+	allot("submit", "llama", "-p", "team-d", "-i", "pytorch", "-g", "4", "--workers", "2")
+	b.WaitText(t, "tr[data-workload=llama]", "llama appears and runs, live", browsertest.Contains("team-d", "distributed", "Running"))
+
+	// Detail: big's reason and timeline; a reclaimed team-a job's timeline.
+	b.Open(t, url+"#/workloads/default/big")
+	b.WaitText(t, ".detail", "big's detail", browsertest.Contains("Why it waits", bigReason, "Submitted", "Waiting", "Pods", "Events", "FailedScheduling"))
+	b.Screenshot(t, "workload-pending")
+	var reclaimed string
+	waitList("a team-a job is reclaimed", func(ws map[string]inspect.Workload) bool {
+		for name, w := range ws {
+			if strings.HasPrefix(name, "team-a-") && w.Running == 0 {
+				reclaimed = name
+				return true
+			}
+		}
+		return false
+	})
+	b.Open(t, url+"#/workloads/default/"+reclaimed)
+	b.WaitText(t, ".timeline", "the reclaimed job's story", browsertest.Contains("Submitted", "Started", "Preempted", "team-d"))
+	b.Screenshot(t, "workload-preempted")
+
+	// Queues: the tree with quotas and fair shares, and a history chart per queue.
+	b.Open(t, url+"#/queues")
+	b.WaitText(t, "table.queue-tree tr[data-queue=team-d]", "team-d's row", browsertest.Contains("team-d\t0\t8\t8\tnone\t8\t8\t0\t"))
+	// 16 GPUs: quotas a 4, b 2, d 8, and c wants only 1; the GPU left over goes to a and
+	// b, who want more, by their weights 4:2.
+	b.WaitText(t, "table.queue-tree tr[data-queue=team-a]", "team-a's fair share", browsertest.Contains("team-a\t0\t4\t4\tnone\t4.67\t"))
+	b.WaitText(t, "table.queue-tree tr[data-queue=team-b]", "team-b's fair share", browsertest.Contains("team-b\t0\t2\t2\tnone\t2.33\t"))
+	if n := browsertest.Eval[int](t, b, `document.querySelectorAll(".charts canvas").length`); n != 4 {
+		t.Errorf("%d queue history charts, want 4", n)
+	}
+	b.Screenshot(t, "queues")
+
+	if os.Getenv("ALLOT_UPDATE_DOCS") != "" {
+		for _, name := range []string{"overview", "nodes"} {
+			png, err := os.ReadFile(filepath.Join(b.Artifacts, name+".png"))
+			if err == nil {
+				err = os.WriteFile(filepath.Join("..", "..", "docs", "dashboard-"+name+".png"), png, 0o644)
+			}
+			if err != nil {
+				t.Error(err)
+			}
+		}
+	}
+}

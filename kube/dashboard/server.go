@@ -1,0 +1,341 @@
+// Package dashboard serves Allot's web dashboard: the pages (built into package web and
+// embedded in the binary), a JSON state made from informers, and a stream that pushes a
+// new state whenever the cluster changes. It only reads, with the identity it is given.
+package dashboard
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
+
+	"github.com/allot-dev/allot/api/v1alpha1"
+	"github.com/allot-dev/allot/kube/inspect"
+	"github.com/allot-dev/allot/web"
+)
+
+// Options tune the server; the zero value serves a real cluster.
+type Options struct {
+	Clock clock.WithTicker
+	// SampleEvery is the history charts' step; Keep how many points they hold.
+	SampleEvery time.Duration
+	Keep        int
+	// Settle gathers a burst of changes (a gang binding) into one new state.
+	Settle time.Duration
+}
+
+func (o *Options) defaults() {
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
+	}
+	if o.SampleEvery <= 0 {
+		o.SampleEvery = 5 * time.Second
+	}
+	if o.Keep <= 0 {
+		o.Keep = 720 // an hour at 5 s
+	}
+	if o.Settle <= 0 {
+		o.Settle = 250 * time.Millisecond
+	}
+}
+
+// Server holds the informers and the latest state.
+type Server struct {
+	opts    Options
+	factory informers.SharedInformerFactory
+	dynf    dynamicinformer.DynamicSharedInformerFactory
+	pods    cache.SharedIndexInformer
+	events  cache.SharedIndexInformer
+	nodes   cache.SharedIndexInformer
+	jobs    cache.SharedIndexInformer
+	deps    cache.SharedIndexInformer
+	queues  cache.SharedIndexInformer
+	dirty   chan struct{}
+	assets  http.Handler
+
+	mu      sync.Mutex
+	state   []byte // the latest State as JSON
+	version uint64
+	changed chan struct{} // closed and replaced when state changes
+	history []Sample
+	synced  bool
+}
+
+// New makes a server that reads the cluster with rc's identity.
+func New(rc *rest.Config, opts Options) (*Server, error) {
+	opts.defaults()
+	client, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return nil, err
+	}
+	dyn, err := dynamic.NewForConfig(rc)
+	if err != nil {
+		return nil, err
+	}
+	dist, err := fs.Sub(web.Dist, "dist")
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{opts: opts, dirty: make(chan struct{}, 1), changed: make(chan struct{}),
+		factory: informers.NewSharedInformerFactory(client, 0),
+		dynf:    dynamicinformer.NewDynamicSharedInformerFactory(dyn, 0),
+		assets:  http.FileServerFS(dist)}
+	s.pods = s.factory.Core().V1().Pods().Informer()
+	s.events = s.factory.Core().V1().Events().Informer()
+	s.nodes = s.factory.Core().V1().Nodes().Informer()
+	s.jobs = s.factory.Batch().V1().Jobs().Informer()
+	s.deps = s.factory.Apps().V1().Deployments().Informer()
+	s.queues = s.dynf.ForResource(v1alpha1.Queues).Informer()
+	for _, inf := range []cache.SharedIndexInformer{s.pods, s.events, s.nodes, s.jobs, s.deps, s.queues} {
+		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(any) { s.touch() },
+			UpdateFunc: func(any, any) { s.touch() },
+			DeleteFunc: func(any) { s.touch() },
+		}); err != nil {
+			return nil, err
+		}
+	}
+	s.state, _ = json.Marshal(State{Nodes: []inspect.Node{}, Workloads: []inspect.Workload{}, Queues: []Queue{}, History: []Sample{}})
+	return s, nil
+}
+
+func (s *Server) touch() {
+	select {
+	case s.dirty <- struct{}{}:
+	default:
+	}
+}
+
+// Run starts the informers and keeps the state current until ctx ends.
+func (s *Server) Run(ctx context.Context) error {
+	s.factory.Start(ctx.Done())
+	s.dynf.Start(ctx.Done())
+	for _, inf := range []cache.SharedIndexInformer{s.pods, s.events, s.nodes, s.jobs, s.deps, s.queues} {
+		if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return errors.New("dashboard: informers did not sync")
+		}
+	}
+	s.rebuild()
+	tick := s.opts.Clock.NewTicker(s.opts.SampleEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-s.dirty:
+			// Let a burst settle so a gang's binds arrive as one change.
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-s.opts.Clock.After(s.opts.Settle):
+			}
+			s.rebuild()
+		case <-tick.C():
+			s.rebuild()
+		}
+	}
+}
+
+func list[T any](inf cache.SharedIndexInformer) []*T { return typed[T](inf.GetStore().List()) }
+
+func (s *Server) queueObjects() []*v1alpha1.Queue {
+	var out []*v1alpha1.Queue
+	for _, o := range s.queues.GetStore().List() {
+		u, ok := o.(*unstructured.Unstructured)
+		if !ok {
+			continue
+		}
+		var q v1alpha1.Queue
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &q); err == nil {
+			out = append(out, &q)
+		}
+	}
+	return out
+}
+
+// rebuild makes a new state from the caches, adds a history point when one is due, and
+// wakes the streams.
+func (s *Server) rebuild() {
+	st := Build(Input{Now: s.opts.Clock.Now(), Nodes: list[corev1.Node](s.nodes), Pods: list[corev1.Pod](s.pods),
+		Jobs: list[batchv1.Job](s.jobs), Deployments: list[appsv1.Deployment](s.deps), Queues: s.queueObjects()})
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	// History keeps a point every SampleEvery; the charts end at the present moment.
+	pt := sample(&st)
+	if n := len(s.history); n == 0 || pt.Time.Sub(s.history[n-1].Time) >= s.opts.SampleEvery {
+		s.history = append(s.history, pt)
+		if len(s.history) > s.opts.Keep {
+			s.history = slices.Delete(s.history, 0, len(s.history)-s.opts.Keep)
+		}
+		st.History = s.history
+	} else {
+		st.History = append(s.history[:n:n], pt)
+	}
+	s.version++
+	st.Version = s.version
+	b, err := json.Marshal(st)
+	if err != nil {
+		slog.Error("dashboard: state", "err", err)
+		return
+	}
+	s.state = b
+	s.synced = true
+	close(s.changed)
+	s.changed = make(chan struct{})
+}
+
+func (s *Server) current() ([]byte, chan struct{}) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.state, s.changed
+}
+
+// ServeHTTP serves the pages, /api/state, /api/stream and /api/workloads/NS/NAME. Only GET
+// and HEAD: the dashboard never changes the cluster.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		http.Error(w, "the dashboard is read-only: GET and HEAD only", http.StatusMethodNotAllowed)
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("X-Frame-Options", "DENY")
+	switch p := r.URL.Path; {
+	case p == "/api/state":
+		b, _ := s.current()
+		h.Set("Content-Type", "application/json")
+		h.Set("Cache-Control", "no-store")
+		_, _ = w.Write(b)
+	case p == "/api/stream":
+		s.stream(w, r)
+	case strings.HasPrefix(p, "/api/workloads/"):
+		s.detail(w, strings.TrimPrefix(p, "/api/workloads/"))
+	case strings.HasPrefix(p, "/api/"):
+		http.Error(w, "no such API: /api/state, /api/stream and /api/workloads/NAMESPACE/NAME are served", http.StatusNotFound)
+	default:
+		s.assets.ServeHTTP(w, r)
+	}
+}
+
+// stream sends the state as server-sent events: now, and after every change.
+func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
+	flusher, ok := w.(http.Flusher)
+	if !ok {
+		http.Error(w, "streaming unsupported", http.StatusInternalServerError)
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-store")
+	for {
+		b, changed := s.current()
+		if _, err := fmt.Fprintf(w, "event: state\ndata: %s\n\n", b); err != nil {
+			return
+		}
+		flusher.Flush()
+		select {
+		case <-r.Context().Done():
+			return
+		case <-changed:
+		}
+	}
+}
+
+func (s *Server) detail(w http.ResponseWriter, key string) {
+	ns, name, ok := strings.Cut(key, "/")
+	if !ok || ns == "" || name == "" {
+		http.Error(w, "want /api/workloads/NAMESPACE/NAME", http.StatusBadRequest)
+		return
+	}
+	pods, err := s.pods.GetIndexer().ByIndex(cache.NamespaceIndex, ns)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	jobs, _ := s.jobs.GetIndexer().ByIndex(cache.NamespaceIndex, ns)
+	deps, _ := s.deps.GetIndexer().ByIndex(cache.NamespaceIndex, ns)
+	var found *inspect.Workload
+	for _, wl := range inspect.BuildWorkloads(typed[corev1.Pod](pods), typed[batchv1.Job](jobs), typed[appsv1.Deployment](deps)) {
+		if wl.Name == name {
+			found = &wl
+			break
+		}
+	}
+	if found == nil {
+		http.Error(w, fmt.Sprintf("no workload %s in namespace %s", name, ns), http.StatusNotFound)
+		return
+	}
+	evs, _ := s.events.GetIndexer().ByIndex(cache.NamespaceIndex, ns)
+	events := inspect.WorkloadEvents(typed[corev1.Event](evs), found)
+	d := Detail{Workload: *found, Events: showEvents(events), Timeline: Timeline(*found, events)}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	_ = json.NewEncoder(w).Encode(d)
+}
+
+func typed[T any](items []any) []*T {
+	out := make([]*T, 0, len(items))
+	for _, o := range items {
+		if t, ok := o.(*T); ok {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// Ready reports whether the first state has been built from synced caches.
+func (s *Server) Ready() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.synced
+}
+
+// Serve runs the server on ln until ctx ends.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	srv := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
+	errs := make(chan error, 2)
+	go func() { errs <- s.Run(ctx) }()
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			errs <- fmt.Errorf("dashboard: %w", err)
+		}
+	}()
+	select {
+	case <-ctx.Done():
+	case err := <-errs:
+		if err != nil {
+			_ = srv.Close()
+			return err
+		}
+		<-ctx.Done()
+	}
+	// Streams stay open until their clients go: close rather than wait for them.
+	return srv.Close()
+}

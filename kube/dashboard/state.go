@@ -1,0 +1,213 @@
+package dashboard
+
+import (
+	"sort"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/allot-dev/allot/api/v1alpha1"
+	"github.com/allot-dev/allot/kube/inspect"
+)
+
+// Input is what a State is made of: the informers' objects at one moment.
+type Input struct {
+	Now         time.Time
+	Nodes       []*corev1.Node
+	Pods        []*corev1.Pod
+	Jobs        []*batchv1.Job
+	Deployments []*appsv1.Deployment
+	Queues      []*v1alpha1.Queue
+}
+
+// State is everything the pages show, sent whole to the browser on every change: the demo
+// cluster's is a few kilobytes, and one document keeps the pages consistent with each other.
+type State struct {
+	Version   uint64             `json:"version"`
+	Time      time.Time          `json:"time"`
+	Totals    Totals             `json:"totals"`
+	Queues    []Queue            `json:"queues"`
+	Nodes     []inspect.Node     `json:"nodes"`
+	Workloads []inspect.Workload `json:"workloads"`
+	History   []Sample           `json:"history"`
+}
+
+// Totals are the overview's headline figures. Idle GPUs are those no pod holds;
+// fractions count as their part of a GPU.
+type Totals struct {
+	GPUs             float64 `json:"gpus"`
+	Allocated        float64 `json:"allocated"`
+	Idle             float64 `json:"idle"`
+	Nodes            int     `json:"nodes"`
+	Running          int     `json:"running"` // workloads
+	Pending          int     `json:"pending"`
+	SharedGPUs       int     `json:"sharedGPUs"` // GPUs held by more than one pod
+	PendingPods      int     `json:"pendingPods"`
+	RunningPods      int     `json:"runningPods"`
+	NonPreemptibleIn float64 `json:"allocatedNonPreemptible"`
+}
+
+// Queue is one row of the queue tree, in tree order (a parent before its children).
+type Queue struct {
+	Name      string   `json:"name"`
+	Parent    string   `json:"parent,omitempty"`
+	Depth     int      `json:"depth"`
+	Priority  int32    `json:"priority"`
+	Quota     float64  `json:"quota"`
+	Weight    float64  `json:"weight"`
+	Limit     *float64 `json:"limit,omitempty"`
+	FairShare float64  `json:"fairShare"`
+	Allocated float64  `json:"allocated"`
+	// Borrowed is what the queue holds beyond its quota: idle GPUs of others, lent.
+	Borrowed       float64 `json:"borrowed"`
+	NonPreemptible float64 `json:"allocatedNonPreemptible"`
+	Requested      float64 `json:"requested"`
+	PendingGPUs    float64 `json:"pendingGPUs"`
+	Running        int     `json:"running"` // workloads, the queue's and its children's
+	Pending        int     `json:"pending"`
+}
+
+// Sample is one point of the history charts.
+type Sample struct {
+	Time      time.Time              `json:"time"`
+	GPUs      float64                `json:"gpus"`
+	Allocated float64                `json:"allocated"`
+	Queues    map[string]QueueSample `json:"queues"`
+}
+
+// QueueSample is a queue's allocation beside its fair share at one moment.
+type QueueSample struct {
+	Allocated float64 `json:"allocated"`
+	FairShare float64 `json:"fairShare"`
+}
+
+func gpus(l corev1.ResourceList) float64 {
+	q, ok := l[corev1.ResourceName(v1alpha1.GPUResource)]
+	if !ok {
+		return 0
+	}
+	return q.AsApproximateFloat64()
+}
+
+// Build makes the pages' state from the cluster's objects (History and Version are the
+// server's to fill).
+func Build(in Input) State {
+	st := State{Time: in.Now, Nodes: inspect.BuildNodes(in.Nodes, in.Pods),
+		Workloads: inspect.BuildWorkloads(in.Pods, in.Jobs, in.Deployments)}
+	if st.Nodes == nil {
+		st.Nodes = []inspect.Node{}
+	}
+	t := &st.Totals
+	t.Nodes = len(st.Nodes)
+	for _, n := range st.Nodes {
+		t.GPUs += float64(len(n.GPUs))
+		t.Allocated += n.Allocated
+		for _, g := range n.GPUs {
+			if len(g.Holders) > 1 {
+				t.SharedGPUs++
+			}
+		}
+	}
+	t.Idle = t.GPUs - t.Allocated
+	running, pending := map[string]int{}, map[string]int{}
+	for _, w := range st.Workloads {
+		t.RunningPods += w.Running
+		t.PendingPods += w.Pending
+		switch {
+		case w.Running > 0:
+			t.Running++
+			running[w.Queue]++
+		case w.Pending > 0:
+			t.Pending++
+			pending[w.Queue]++
+		}
+	}
+	st.Queues = queueTree(in.Queues, running, pending)
+	for _, q := range st.Queues {
+		if q.Depth == 0 {
+			t.NonPreemptibleIn += q.NonPreemptible
+		}
+	}
+	return st
+}
+
+// queueTree orders queues parent first, children by name, and adds each child's workload
+// counts to its ancestors: a department shows its projects' work.
+func queueTree(qs []*v1alpha1.Queue, running, pending map[string]int) []Queue {
+	byName := map[string]*v1alpha1.Queue{}
+	children := map[string][]string{}
+	for _, q := range qs {
+		byName[q.Name] = q
+	}
+	var roots []string
+	for _, q := range qs {
+		if p := q.Spec.Parent; p != "" && byName[p] != nil {
+			children[p] = append(children[p], q.Name)
+		} else {
+			roots = append(roots, q.Name)
+		}
+	}
+	sort.Strings(roots)
+	out := []Queue{}
+	seen := map[string]bool{}
+	var walk func(name string, depth int) (int, int)
+	walk = func(name string, depth int) (int, int) {
+		q := byName[name]
+		seen[name] = true
+		row := Queue{Name: name, Parent: q.Spec.Parent, Depth: depth, Priority: q.Spec.Priority,
+			Quota: float64(q.Spec.GPU.Quota), Weight: float64(q.Spec.GPU.Quota),
+			FairShare: gpus(q.Status.FairShare), Allocated: gpus(q.Status.Allocated),
+			NonPreemptible: gpus(q.Status.AllocatedNonPreemptible), Requested: gpus(q.Status.Requested)}
+		if w := q.Spec.GPU.OverQuotaWeight; w != nil {
+			row.Weight = float64(*w)
+		}
+		if l := q.Spec.GPU.Limit; l != nil {
+			v := float64(*l)
+			row.Limit = &v
+		}
+		row.Borrowed = max(0, row.Allocated-row.Quota)
+		row.PendingGPUs = max(0, row.Requested-row.Allocated)
+		row.Running, row.Pending = running[name], pending[name]
+		i := len(out)
+		out = append(out, row)
+		kids := children[name]
+		sort.Strings(kids)
+		for _, k := range kids {
+			if seen[k] {
+				continue
+			}
+			r, p := walk(k, depth+1)
+			out[i].Running += r
+			out[i].Pending += p
+		}
+		return out[i].Running, out[i].Pending
+	}
+	for _, r := range roots {
+		walk(r, 0)
+	}
+	// A parent loop (the scheduler reports it) leaves queues unreached: show them anyway.
+	rest := []string{}
+	for _, q := range qs {
+		if !seen[q.Name] {
+			rest = append(rest, q.Name)
+		}
+	}
+	sort.Strings(rest)
+	for _, r := range rest {
+		if !seen[r] {
+			walk(r, 0)
+		}
+	}
+	return out
+}
+
+// sample is the state's point for the history charts.
+func sample(st *State) Sample {
+	s := Sample{Time: st.Time, GPUs: st.Totals.GPUs, Allocated: st.Totals.Allocated, Queues: map[string]QueueSample{}}
+	for _, q := range st.Queues {
+		s.Queues[q.Name] = QueueSample{Allocated: q.Allocated, FairShare: q.FairShare}
+	}
+	return s
+}

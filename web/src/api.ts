@@ -1,0 +1,47 @@
+// The shapes the Go server sends (kube/dashboard and kube/inspect): keep in step with them.
+
+export interface Holder { pod: string; share: number }
+export interface GPU { index: number; used: number; holders?: Holder[]; freeMemoryMi: number }
+export interface Node { name: string; pool?: string; model: string; gpus: GPU[]; allocated: number; gpuMemoryMi: number }
+
+export interface Pod { name: string; node?: string; gpus?: string; gpusRequested: number; phase: string; reason?: string }
+export interface Workload {
+  name: string; namespace: string; queue: string; type: string; status: string;
+  gpusAllocated: number; gpusRequested: number; running: number; pending: number;
+  nodes: string[]; created: string; reason?: string; pods?: Pod[];
+}
+
+export interface Queue {
+  name: string; parent?: string; depth: number; priority: number; quota: number; weight: number; limit?: number;
+  fairShare: number; allocated: number; borrowed: number; allocatedNonPreemptible: number;
+  requested: number; pendingGPUs: number; running: number; pending: number;
+}
+
+export interface Sample { time: string; gpus: number; allocated: number; queues: Record<string, { allocated: number; fairShare: number }> }
+
+export interface Totals {
+  gpus: number; allocated: number; idle: number; nodes: number; running: number; pending: number;
+  sharedGPUs: number; pendingPods: number; runningPods: number; allocatedNonPreemptible: number;
+}
+
+export interface State {
+  version: number; time: string; totals: Totals; queues: Queue[]; nodes: Node[]; workloads: Workload[]; history: Sample[];
+}
+
+export interface Step { time: string; what: string; message?: string; pods?: number }
+export interface Event { time: string; type: string; reason: string; object: string; message: string; count: number }
+export interface Detail { workload: Workload; events: Event[]; timeline: Step[] }
+
+// fmt shows a GPU count: whole numbers plain, fractions with up to two decimals.
+export function fmt(n: number): string {
+  return Number.isInteger(n) ? String(n) : n.toFixed(2).replace(/0+$/, "").replace(/\.$/, "");
+}
+
+// age says how long ago, as kubectl does: 45s, 12m, 3h, 2d.
+export function age(iso: string, now: Date): string {
+  const s = Math.max(0, Math.floor((now.getTime() - new Date(iso).getTime()) / 1000));
+  if (s < 120) return `${s}s`;
+  if (s < 7200) return `${Math.floor(s / 60)}m`;
+  if (s < 172800) return `${Math.floor(s / 3600)}h`;
+  return `${Math.floor(s / 86400)}d`;
+}

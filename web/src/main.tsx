@@ -1,0 +1,41 @@
+import { render } from "preact";
+import "./app.css";
+import { useLive, useRoute } from "./live";
+import { Overview } from "./overview";
+import { Nodes } from "./nodes";
+import { Workloads, WorkloadDetail } from "./workloads";
+import { Queues } from "./queues";
+
+const pages = [
+  { path: "", label: "Overview" },
+  { path: "nodes", label: "Nodes" },
+  { path: "workloads", label: "Workloads" },
+  { path: "queues", label: "Queues" },
+];
+
+function App() {
+  const [s, conn] = useLive();
+  const [route, query] = useRoute();
+  const page = route[0] ?? "";
+  let body;
+  if (!s) body = <p class="loading">Connecting to Allot…</p>;
+  else if (page === "nodes") body = <Nodes s={s} />;
+  else if (page === "workloads" && route.length === 3) body = <WorkloadDetail s={s} ns={route[1]} name={route[2]} />;
+  else if (page === "workloads") body = <Workloads s={s} query={query} />;
+  else if (page === "queues") body = <Queues s={s} />;
+  else body = <Overview s={s} />;
+  return (
+    <>
+      <header class="top">
+        <a class="brand" href="#/">Allot</a>
+        <nav aria-label="pages">
+          {pages.map((p) => <a key={p.path} href={`#/${p.path}`} aria-current={page === p.path ? "page" : undefined}>{p.label}</a>)}
+        </nav>
+        <span class={`conn conn-${conn}`} role="status">{conn === "live" ? "● live" : conn === "connecting" ? "connecting…" : "reconnecting…"}</span>
+      </header>
+      <main data-version={s?.version ?? 0}>{body}</main>
+    </>
+  );
+}
+
+render(<App />, document.getElementById("app")!);

@@ -1,0 +1,45 @@
+import type { State } from "./api";
+import { fmt } from "./api";
+import { TimeChart } from "./chart";
+
+export function Queues({ s }: { s: State }) {
+  return (
+    <section>
+      <h1>Queues</h1>
+      <table class="queue-tree">
+        <thead><tr>
+          <th scope="col">Queue</th><th scope="col">Priority</th><th scope="col">Quota</th><th scope="col">Weight</th><th scope="col">Limit</th>
+          <th scope="col">Fair share</th><th scope="col">Allocated</th><th scope="col">Borrowed</th><th scope="col">Non-preemptible</th>
+          <th scope="col">Pending GPUs</th><th scope="col">Running</th><th scope="col">Pending</th>
+        </tr></thead>
+        <tbody>
+          {s.queues.map((q) => (
+            <tr key={q.name} data-queue={q.name}>
+              <th scope="row" style={{ paddingLeft: `${0.5 + q.depth * 1.2}em` }}>{q.depth > 0 ? "└ " : ""}{q.name}</th>
+              <td class="num">{q.priority}</td>
+              <td class="num">{fmt(q.quota)}</td>
+              <td class="num">{fmt(q.weight)}</td>
+              <td class="num">{q.limit === undefined ? "none" : fmt(q.limit)}</td>
+              <td class="num">{fmt(q.fairShare)}</td>
+              <td class="num">{fmt(q.allocated)}</td>
+              <td class="num">{fmt(q.borrowed)}</td>
+              <td class="num">{fmt(q.allocatedNonPreemptible)}</td>
+              <td class="num">{fmt(q.pendingGPUs)}</td>
+              <td class="num">{q.running}</td>
+              <td class="num">{q.pending}</td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+      <h2>Allocated and fair share over time</h2>
+      <div class="charts">
+        {s.queues.map((q) => (
+          <TimeChart key={q.name} title={q.name} height={140} history={s.history} lines={[
+            { label: "allocated", color: "#0072B2", value: (p) => p.queues[q.name]?.allocated ?? null },
+            { label: "fair share", color: "#D55E00", dash: true, value: (p) => p.queues[q.name]?.fairShare ?? null },
+          ]} />
+        ))}
+      </div>
+    </section>
+  );
+}
