@@ -2,7 +2,7 @@
 GO ?= go
 BIN := bin/allot
 
-.PHONY: run sim-demo test build bench vet fmt generate
+.PHONY: run sim-demo test test-deps web build bench vet fmt generate
 
 build:
 	$(GO) build -o $(BIN) ./cmd/allot
@@ -16,10 +16,19 @@ run: build
 sim-demo: build
 	./$(BIN) sim --scenario examples/demo.yaml
 
-test:
+test: test-deps
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	$(GO) vet ./...
 	$(GO) test ./...
+
+# Chromium for the dashboard's browser tests (installed with apt-get when missing).
+test-deps:
+	./hack/test-deps.sh
+
+# Rebuild the dashboard's front end into web/dist (committed; the binary embeds it) from
+# the npm registry.
+web:
+	cd web && npm ci --no-audit --no-fund && npm run build
 
 bench:
 	$(GO) test ./engine -run '^$$' -bench . -benchmem -benchtime 5x -cpu 1
