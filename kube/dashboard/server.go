@@ -79,7 +79,6 @@ type Server struct {
 	version uint64
 	changed chan struct{} // closed and replaced when state changes
 	history []Sample
-	synced  bool
 }
 
 // New makes a server that reads the cluster with rc's identity.
@@ -203,7 +202,6 @@ func (s *Server) rebuild() {
 		return
 	}
 	s.state = b
-	s.synced = true
 	close(s.changed)
 	s.changed = make(chan struct{})
 }
@@ -308,13 +306,6 @@ func typed[T any](items []any) []*T {
 		}
 	}
 	return out
-}
-
-// Ready reports whether the first state has been built from synced caches.
-func (s *Server) Ready() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.synced
 }
 
 // Serve runs the server on ln until ctx ends.
