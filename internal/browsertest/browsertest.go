@@ -35,7 +35,6 @@ func Executable() (string, error) {
 type Browser struct {
 	Ctx       context.Context
 	Artifacts string // where screenshots go
-	console   []string
 }
 
 // Start launches Chromium for the test; it is stopped when the test ends.
@@ -91,18 +90,6 @@ func (b *Browser) Open(t *testing.T, url string) {
 	if err := chromedp.Do(b.Ctx, chromedp.Navigate(url)); err != nil {
 		t.Fatalf("open %s: %v", url, err)
 	}
-}
-
-// Text is the visible text of the first element sel matches, waiting for it to exist.
-func (b *Browser) Text(t *testing.T, sel string) string {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(b.Ctx, 30*time.Second)
-	defer cancel()
-	s, err := chromedp.Run(ctx, chromedp.Text(sel))
-	if err != nil {
-		t.Fatalf("text of %s: %v", sel, err)
-	}
-	return s
 }
 
 // Eval runs a JavaScript expression and returns its value (a promise's, once settled).

@@ -81,7 +81,7 @@ func TestDashboard(t *testing.T) {
 
 	// Overview: the headline numbers and the queue bars' figures.
 	b.Open(t, url)
-	ms := browsertest.Eval[float64](t, b, `new Promise(done => { const t0 = performance.now(); (function wait() {
+	ms := browsertest.Eval[float64](t, b, `new Promise(done => { (function wait() {
 		document.querySelector("[data-stat=gpus] .stat-value") ? done(performance.now()) : setTimeout(wait, 5) })() })`)
 	nav := browsertest.Eval[float64](t, b, `performance.getEntriesByType("navigation")[0].responseStart`)
 	t.Logf("first render: %.0f ms after navigation start (first byte at %.0f ms)", ms, nav)

@@ -37,16 +37,15 @@ type State struct {
 // Totals are the overview's headline figures. Idle GPUs are those no pod holds;
 // fractions count as their part of a GPU.
 type Totals struct {
-	GPUs             float64 `json:"gpus"`
-	Allocated        float64 `json:"allocated"`
-	Idle             float64 `json:"idle"`
-	Nodes            int     `json:"nodes"`
-	Running          int     `json:"running"` // workloads
-	Pending          int     `json:"pending"`
-	SharedGPUs       int     `json:"sharedGPUs"` // GPUs held by more than one pod
-	PendingPods      int     `json:"pendingPods"`
-	RunningPods      int     `json:"runningPods"`
-	NonPreemptibleIn float64 `json:"allocatedNonPreemptible"`
+	GPUs        float64 `json:"gpus"`
+	Allocated   float64 `json:"allocated"`
+	Idle        float64 `json:"idle"`
+	Nodes       int     `json:"nodes"`
+	Running     int     `json:"running"` // workloads
+	Pending     int     `json:"pending"`
+	SharedGPUs  int     `json:"sharedGPUs"` // GPUs held by more than one pod
+	PendingPods int     `json:"pendingPods"`
+	RunningPods int     `json:"runningPods"`
 }
 
 // Queue is one row of the queue tree, in tree order (a parent before its children).
@@ -125,11 +124,6 @@ func Build(in Input) State {
 		}
 	}
 	st.Queues = queueTree(in.Queues, running, pending)
-	for _, q := range st.Queues {
-		if q.Depth == 0 {
-			t.NonPreemptibleIn += q.NonPreemptible
-		}
-	}
 	return st
 }
 

@@ -378,8 +378,7 @@ func (s *Scheduler) bindLoop(ctx context.Context) {
 				msg += ", GPUs " + formatIndices(j.b.GPUs)
 			}
 			s.recorder.Event(j.p, corev1.EventTypeNormal, "Scheduled", msg)
-		}
-		if err != nil {
+		} else {
 			if ctx.Err() == nil {
 				slog.Warn("allot scheduler: bind", "pod", j.p.Name, "err", err)
 			}

@@ -21,7 +21,7 @@ export interface Sample { time: string; gpus: number; allocated: number; queues:
 
 export interface Totals {
   gpus: number; allocated: number; idle: number; nodes: number; running: number; pending: number;
-  sharedGPUs: number; pendingPods: number; runningPods: number; allocatedNonPreemptible: number;
+  sharedGPUs: number; pendingPods: number; runningPods: number;
 }
 
 export interface State {
