@@ -37,12 +37,12 @@ const (
 )
 
 // Serve answers admission reviews on l, with the TLS certificate getCert returns, until ctx
-// ends.
-func Serve(ctx context.Context, l net.Listener, getCert func(*tls.ClientHelloInfo) (*tls.Certificate, error), m *Mutator, v *Validator) error {
+// ends; metrics, when not nil, counts and times the answers.
+func Serve(ctx context.Context, l net.Listener, getCert func(*tls.ClientHelloInfo) (*tls.Certificate, error), m *Mutator, v *Validator, metrics *Metrics) error {
 	mux := http.NewServeMux()
-	mux.Handle(PathMutatePods, &admission.Webhook{Handler: m})
-	mux.Handle(PathValidatePods, &admission.Webhook{Handler: v})
-	mux.Handle(PathMutateJobs, &admission.Webhook{Handler: JobMutator{}})
+	mux.Handle(PathMutatePods, &admission.Webhook{Handler: metrics.instrument("mutate-pods", m)})
+	mux.Handle(PathValidatePods, &admission.Webhook{Handler: metrics.instrument("validate-pods", v)})
+	mux.Handle(PathMutateJobs, &admission.Webhook{Handler: metrics.instrument("mutate-jobs", JobMutator{})})
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second,
 		TLSConfig: &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: getCert}}

@@ -17,7 +17,10 @@ type Metrics struct {
 	bound     prometheus.Counter
 	bindFails prometheus.Counter
 	evicted   *prometheus.CounterVec
+	reclaims  *prometheus.CounterVec
+	consolid  prometheus.Counter
 	waiting   *prometheus.GaugeVec
+	waitPods  *prometheus.GaugeVec
 	quota     *prometheus.GaugeVec
 	fairShare *prometheus.GaugeVec
 	allocated *prometheus.GaugeVec
@@ -37,8 +40,14 @@ func NewMetrics() *Metrics {
 		bindFails: prometheus.NewCounter(prometheus.CounterOpts{Name: "allot_pod_bind_failures_total", Help: "Binds the API server refused."}),
 		evicted: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "allot_pods_evicted_total",
 			Help: "Pods evicted, by reason: Reclaimed, Preempted, Consolidated."}, []string{"reason"}),
+		reclaims: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "allot_reclaims_total",
+			Help: "Jobs placed by taking GPUs back from other queues, by the queue that took them."}, queue),
+		consolid: prometheus.NewCounter(prometheus.CounterOpts{Name: "allot_consolidations_total",
+			Help: "Jobs moved to another place to free room for a waiting job."}),
 		waiting: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "allot_jobs_unschedulable",
 			Help: "Jobs waiting after the last cycle, by reason code."}, []string{"reason"}),
+		waitPods: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "allot_pods_unschedulable",
+			Help: "Pods without a node after the last cycle, by their job's reason code."}, []string{"reason"}),
 		quota: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "allot_queue_quota_gpus",
 			Help: "GPUs guaranteed to the queue."}, queue),
 		fairShare: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "allot_queue_fair_share_gpus",
@@ -48,22 +57,52 @@ func NewMetrics() *Metrics {
 		pending: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "allot_queue_pending_gpus",
 			Help: "GPUs the queue's waiting pods ask for."}, queue),
 	}
-	r.MustRegister(m.cycle, m.bound, m.bindFails, m.evicted, m.waiting, m.quota, m.fairShare, m.allocated, m.pending)
+	r.MustRegister(m.cycle, m.bound, m.bindFails, m.evicted, m.reclaims, m.consolid, m.waiting, m.waitPods, m.quota, m.fairShare, m.allocated, m.pending)
 	return m
 }
 
-// observe records one cycle's plan.
-func (m *Metrics) observe(seconds float64, plan *engine.Plan, queues []*v1alpha1.Queue) {
+// observe records one cycle's plan on the snapshot it was made from.
+func (m *Metrics) observe(seconds float64, snap *engine.Snapshot, plan *engine.Plan, queues []*v1alpha1.Queue) {
 	if m == nil {
 		return
 	}
 	m.cycle.Observe(seconds)
+	// A reclaim or a consolidation evicts several pods for one job: count the jobs too.
+	reclaimedFor := map[engine.JobID]bool{}
+	moved := map[engine.JobID]bool{}
 	for _, e := range plan.Evictions {
 		m.evicted.WithLabelValues(e.Reason.Code.String()).Inc()
+		switch e.Reason.Code {
+		case engine.ReasonReclaimed:
+			reclaimedFor[e.For] = true
+		case engine.ReasonConsolidated:
+			moved[e.Job] = true
+		}
+	}
+	m.consolid.Add(float64(len(moved)))
+	bound := map[engine.JobID]int{}
+	for _, b := range plan.Binds {
+		bound[b.Job]++
 	}
 	m.waiting.Reset()
-	for _, r := range plan.Pending {
+	m.waitPods.Reset()
+	for i := range snap.Jobs {
+		j := &snap.Jobs[i]
+		if reclaimedFor[j.ID] {
+			m.reclaims.WithLabelValues(string(j.Queue)).Inc()
+		}
+		r, ok := plan.Pending[j.ID]
+		if !ok {
+			continue
+		}
 		m.waiting.WithLabelValues(r.Code.String()).Inc()
+		waiting := -bound[j.ID]
+		for _, p := range j.Pods {
+			if p.Binding == nil {
+				waiting++
+			}
+		}
+		m.waitPods.WithLabelValues(r.Code.String()).Add(float64(max(0, waiting)))
 	}
 	gpus := func(r engine.Resources) float64 { return float64(r[engine.ResourceGPU]) / float64(engine.OneGPU) }
 	// Queues that went away stop being reported.

@@ -1,63 +1,76 @@
 package scheduler
 
 import (
-	"encoding/json"
-	"os"
-	"regexp"
+	"strings"
 	"testing"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/allot-dev/allot/engine"
 )
 
-// TestGrafanaDashboardUsesRealSeries: every allot_ series the dashboard under deploy/grafana
-// queries is one the scheduler exports, so the dashboard cannot drift from the code.
-func TestGrafanaDashboardUsesRealSeries(t *testing.T) {
+// One cycle's plan, as the counters must read it:
+//
+//	team-b/infer  2 pods waiting → placed by reclaiming train's 2 pods (one reclaim, two evictions)
+//	team-a/nb     1 pod moved by consolidation for wide (one consolidation)
+//	team-c/wide   4 pods, gang: 1 bound this cycle, still pending (3 pods unschedulable)
+//	team-c/big    2 pods pending, too large
+func TestMetricsCountJobsAndPods(t *testing.T) {
+	pending := func(id engine.JobID, queue engine.QueueID, n int) engine.Job {
+		j := engine.Job{ID: id, Queue: queue}
+		for range n {
+			j.Pods = append(j.Pods, engine.Pod{ID: engine.PodID(string(id) + "-" + string(rune('a'+len(j.Pods))))})
+		}
+		return j
+	}
+	running := pending("team-a/train", "team-a", 2)
+	for i := range running.Pods {
+		running.Pods[i].Binding = &engine.Binding{Node: "n1"}
+	}
+	snap := &engine.Snapshot{Jobs: []engine.Job{running, pending("team-b/infer", "team-b", 2), pending("team-c/wide", "team-c", 4), pending("team-c/big", "team-c", 2)}}
+	plan := &engine.Plan{
+		Evictions: []engine.Eviction{
+			{Job: "team-a/train", Pod: "team-a/train-a", Reason: engine.Reason{Code: engine.ReasonReclaimed}, For: "team-b/infer"},
+			{Job: "team-a/train", Pod: "team-a/train-b", Reason: engine.Reason{Code: engine.ReasonReclaimed}, For: "team-b/infer"},
+			{Job: "team-a/nb", Pod: "team-a/nb-a", Reason: engine.Reason{Code: engine.ReasonConsolidated}, For: "team-c/wide"},
+		},
+		Binds: []engine.Bind{{Job: "team-c/wide", Pod: "team-c/wide-a"}},
+		Pending: map[engine.JobID]engine.Reason{
+			"team-b/infer": {Code: engine.ReasonNotTried}, // waits for its victims to go
+			"team-c/wide":  {Code: engine.ReasonGangIncomplete},
+			"team-c/big":   {Code: engine.ReasonTooLarge},
+		},
+		Queues: map[engine.QueueID]engine.QueueStatus{},
+	}
 	m := NewMetrics()
-	m.observe(0.01, &engine.Plan{Queues: map[engine.QueueID]engine.QueueStatus{}}, nil)
-	m.bindDone(nil)
-	m.evicted.WithLabelValues("Reclaimed")
-	m.quota.WithLabelValues("q")
-	m.fairShare.WithLabelValues("q")
-	m.allocated.WithLabelValues("q")
-	m.pending.WithLabelValues("q")
-	m.waiting.WithLabelValues("FairShare")
-	families, err := m.Registry.Gather()
-	if err != nil {
+	m.observe(0.01, snap, plan, nil)
+	want := `
+# HELP allot_consolidations_total Jobs moved to another place to free room for a waiting job.
+# TYPE allot_consolidations_total counter
+allot_consolidations_total 1
+# HELP allot_pods_evicted_total Pods evicted, by reason: Reclaimed, Preempted, Consolidated.
+# TYPE allot_pods_evicted_total counter
+allot_pods_evicted_total{reason="Consolidated"} 1
+allot_pods_evicted_total{reason="Reclaimed"} 2
+# HELP allot_pods_unschedulable Pods without a node after the last cycle, by their job's reason code.
+# TYPE allot_pods_unschedulable gauge
+allot_pods_unschedulable{reason="GangIncomplete"} 3
+allot_pods_unschedulable{reason="NotTried"} 2
+allot_pods_unschedulable{reason="TooLarge"} 2
+# HELP allot_reclaims_total Jobs placed by taking GPUs back from other queues, by the queue that took them.
+# TYPE allot_reclaims_total counter
+allot_reclaims_total{queue="team-b"} 1
+`
+	if err := testutil.GatherAndCompare(m.Registry, strings.NewReader(want), "allot_consolidations_total", "allot_pods_evicted_total",
+		"allot_pods_unschedulable", "allot_reclaims_total"); err != nil {
 		t.Fatal(err)
 	}
-	have := map[string]bool{}
-	for _, f := range families {
-		have[f.GetName()] = true
-		if f.GetType().String() == "HISTOGRAM" {
-			have[f.GetName()+"_bucket"] = true
-		}
+	// The next cycle finds nothing waiting: the gauges empty, the counters keep their counts.
+	m.observe(0.01, &engine.Snapshot{}, &engine.Plan{Queues: map[engine.QueueID]engine.QueueStatus{}}, nil)
+	if n := testutil.CollectAndCount(m.waitPods); n != 0 {
+		t.Fatalf("%d unschedulable series after a cycle with nothing waiting", n)
 	}
-	b, err := os.ReadFile("../../deploy/grafana/allot-dashboard.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var d struct {
-		Panels []struct {
-			Title   string
-			Targets []struct{ Expr string }
-		}
-	}
-	if err := json.Unmarshal(b, &d); err != nil {
-		t.Fatal(err)
-	}
-	series := regexp.MustCompile(`allot_[a-z_]+`)
-	n := 0
-	for _, p := range d.Panels {
-		for _, tg := range p.Targets {
-			for _, s := range series.FindAllString(tg.Expr, -1) {
-				n++
-				if !have[s] {
-					t.Errorf("panel %q queries %s, which the scheduler does not export", p.Title, s)
-				}
-			}
-		}
-	}
-	if n == 0 {
-		t.Fatal("the dashboard queries no allot_ series")
+	if v := testutil.ToFloat64(m.reclaims.WithLabelValues("team-b")); v != 1 {
+		t.Fatalf("reclaims %v after a quiet cycle, want 1", v)
 	}
 }

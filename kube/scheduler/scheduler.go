@@ -262,7 +262,7 @@ func (s *Scheduler) Cycle(ctx context.Context) error {
 	started := time.Now()
 	plan := s.eng.Schedule(snap)
 	s.apply(ctx, plan, idx)
-	s.opts.Metrics.observe(time.Since(started).Seconds(), plan, queues)
+	s.opts.Metrics.observe(time.Since(started).Seconds(), snap, plan, queues)
 	s.releaseReservations(ctx, snap, plan)
 	// Occupancy is for people and dashboards: once a second is fresh enough, and spares
 	// the API server a node write per bind under a stream of submissions.

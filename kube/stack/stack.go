@@ -49,21 +49,11 @@ func Run(ctx context.Context, rc *rest.Config, opts Options) error {
 	if err != nil {
 		return err
 	}
-	if opts.Webhook != nil {
-		view, err := admission.NewView(ctx, client, dyn)
-		if err != nil {
-			return err
-		}
-		m := &admission.Mutator{View: view, Owners: admission.DynamicOwners(dyn)}
-		go func() {
-			if err := admission.Serve(ctx, opts.Webhook, opts.Cert, m, &admission.Validator{View: view}); err != nil {
-				// The API server then refuses Allot's pods with a webhook error: say why here.
-				slog.Error("allot: admission webhooks stopped", "err", err)
-			}
-		}()
-	}
+	var hooks *admission.Metrics
+	gangs := workload.New(client, dyn)
 	if opts.Metrics != nil {
-		m := scheduler.NewMetrics()
+		var m *scheduler.Metrics
+		m, hooks = newMetrics(gangs)
 		opts.Scheduler.Metrics = m
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{}))
@@ -75,12 +65,34 @@ func Run(ctx context.Context, rc *rest.Config, opts Options) error {
 		}()
 		go func() { <-ctx.Done(); _ = srv.Close() }()
 	}
-	go workload.New(client, dyn).Run(ctx)
+	if opts.Webhook != nil {
+		view, err := admission.NewView(ctx, client, dyn)
+		if err != nil {
+			return err
+		}
+		m := &admission.Mutator{View: view, Owners: admission.DynamicOwners(dyn)}
+		go func() {
+			if err := admission.Serve(ctx, opts.Webhook, opts.Cert, m, &admission.Validator{View: view}, hooks); err != nil {
+				// The API server then refuses Allot's pods with a webhook error: say why here.
+				slog.Error("allot: admission webhooks stopped", "err", err)
+			}
+		}()
+	}
+	go gangs.Run(ctx)
 	s, err := scheduler.New(rc, opts.Scheduler)
 	if err != nil {
 		return err
 	}
 	return s.Run(ctx)
+}
+
+// newMetrics puts the process's series in one registry, served together at /metrics: the
+// scheduler's, the webhooks' and the workload controller's.
+func newMetrics(gangs *workload.Controller) (*scheduler.Metrics, *admission.Metrics) {
+	m := scheduler.NewMetrics()
+	hooks := admission.NewMetrics()
+	m.Registry.MustRegister(append(hooks.Collectors(), gangs.Collectors()...)...)
+	return m, hooks
 }
 
 func protobuf(rc *rest.Config) *rest.Config {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -402,4 +403,66 @@ func TestEvictedJobPodIsRecreatedWithoutFailing(t *testing.T) {
 			t.Fatalf("the job failed after an eviction (backoffLimit 0): %s", c.Message)
 		}
 	}
+}
+
+// TestMetricsCountReclaimsAndWaitingPods scrapes /metrics through a reclaim. One node of
+// four GPUs, team-a and team-b with quota 2 each:
+//
+//	team-a: Job train, gang of 4   → runs on all four (2 borrowed)
+//	team-b: Job infer, gang of 2   → takes its 2 back: train's four pods are evicted
+//	team-a: pod wide, 3 GPUs       → waits (2 free)
+//
+// (The Job controller recreates train's pods only after its failure backoff, 80 s for four
+// failures at once, so they do not come back within the test.)
+func TestMetricsCountReclaimsAndWaitingPods(t *testing.T) {
+	e, metrics := startWithMetrics(t, 1, 4)
+	e.Queue(t, "team-a", 2, nil)
+	e.Queue(t, "team-b", 2, nil)
+	job := func(name, queue string, n int32) {
+		tmpl := kubetest.PodSpec{GPUs: 1}.Pod()
+		tmpl.Spec.RestartPolicy = corev1.RestartPolicyNever
+		j := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", Labels: map[string]string{v1alpha1.LabelQueue: queue}},
+			Spec: batchv1.JobSpec{Parallelism: &n, Template: corev1.PodTemplateSpec{Spec: tmpl.Spec}}}
+		if _, err := e.Client.BatchV1().Jobs("default").Create(e.Ctx, j, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	running := func(job string) int {
+		return e.Count(t, "default", func(p *corev1.Pod) bool {
+			return p.Labels["job-name"] == job && kubetest.Running(p) && p.DeletionTimestamp == nil
+		})
+	}
+	job("train", "team-a", 4)
+	e.WaitFor(t, "train running on all four GPUs", func() (bool, string) { n := running("train"); return n == 4, fmt.Sprint(n) })
+	if err := e.CreatePod(kubetest.PodSpec{Name: "stray", GPUs: 1}); err == nil {
+		t.Fatal("a pod with no queue was admitted")
+	}
+	job("infer", "team-b", 2)
+	e.WaitFor(t, "infer running, train waiting", func() (bool, string) {
+		i, tr := running("infer"), running("train")
+		return i == 2 && tr == 0, fmt.Sprintf("infer %d, train %d running", i, tr)
+	})
+	e.MustPod(t, kubetest.PodSpec{Name: "wide", Queue: "team-a", GPUs: 3})
+	evicted := regexp.MustCompile(`allot_pods_evicted_total\{reason="Reclaimed"\} 4\n`)
+	waiting := regexp.MustCompile(`allot_pods_unschedulable\{reason="[A-Za-z]+"\} 1\n`)
+	e.WaitFor(t, "the reclaim and the waiting gang in /metrics", func() (bool, string) {
+		m := scrape(t, metrics)
+		for _, want := range []string{
+			`allot_reclaims_total{queue="team-b"} 1`,
+			`allot_queue_allocated_gpus{queue="team-b"} 2`,
+			`allot_queue_allocated_gpus{queue="team-a"} 0`,
+			`allot_queue_pending_gpus{queue="team-a"} 3`,
+			`allot_admission_requests_total{result="allowed",webhook="mutate-jobs"} 2`,
+			`allot_workload_pod_group_writes_total{action="create",result="ok"} 2`,
+		} {
+			if !strings.Contains(m, want) {
+				return false, "no " + want + " in\n" + m
+			}
+		}
+		if !evicted.MatchString(m) || !waiting.MatchString(m) {
+			return false, "not 4 pods evicted for the reclaim, or not 1 pod unschedulable, in\n" + m
+		}
+		refused := regexp.MustCompile(`allot_admission_requests_total\{result="refused",webhook="(mutate|validate)-pods"\} 1\n`)
+		return refused.MatchString(m), "the stray pod's refusal not counted in\n" + m
+	})
 }

@@ -21,6 +21,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/allot-dev/allot/api/v1alpha1"
 )
 
@@ -47,11 +49,28 @@ type Controller struct {
 	dyn    dynamic.Interface
 	// groups caches the PodGroups, so that a Job's status updates cost no API call.
 	groups cache.SharedIndexInformer
+	writes *prometheus.CounterVec
 }
 
 // New returns a controller.
 func New(client kubernetes.Interface, dyn dynamic.Interface) *Controller {
-	return &Controller{client: client, dyn: dyn}
+	return &Controller{client: client, dyn: dyn, writes: prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "allot_workload_pod_group_writes_total",
+		Help: "PodGroups the workload controller created or corrected, by action (create, update) and result (ok, error).",
+	}, []string{"action", "result"})}
+}
+
+// Collectors are the controller's Prometheus series, for the process's registry.
+func (c *Controller) Collectors() []prometheus.Collector { return []prometheus.Collector{c.writes} }
+
+// wrote counts one write; a conflict or an object that is already there is another
+// writer having got there first, not an error.
+func (c *Controller) wrote(action string, err error) {
+	result := "ok"
+	if err != nil && !apierrors.IsConflict(err) && !apierrors.IsAlreadyExists(err) {
+		result = "error"
+	}
+	c.writes.WithLabelValues(action, result).Inc()
 }
 
 // Run works until ctx ends. Custom kinds are watched when their CRDs are installed at start.
@@ -186,7 +205,9 @@ func (c *Controller) ensure(ctx context.Context, ns, name string, labels map[str
 		}
 		_ = unstructured.SetNestedField(cur.Object, minMember, "spec", "minMember")
 		_ = unstructured.SetNestedField(cur.Object, queue, "spec", "queue")
-		if _, err := groups.Update(ctx, cur, metav1.UpdateOptions{}); err != nil && !apierrors.IsConflict(err) {
+		_, err := groups.Update(ctx, cur, metav1.UpdateOptions{})
+		c.wrote("update", err)
+		if err != nil && !apierrors.IsConflict(err) {
 			slog.Warn("allot workload: pod group", "group", ns+"/"+name, "err", err)
 		}
 		return
@@ -203,7 +224,9 @@ func (c *Controller) ensure(ctx context.Context, ns, name string, labels map[str
 			"labels": map[string]any{v1alpha1.LabelQueue: queue}},
 		"spec": map[string]any{"minMember": minMember, "queue": queue}}}
 	pg.SetOwnerReferences([]metav1.OwnerReference{owner})
-	if _, err := groups.Create(ctx, pg, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+	_, err = groups.Create(ctx, pg, metav1.CreateOptions{})
+	c.wrote("create", err)
+	if err != nil && !apierrors.IsAlreadyExists(err) {
 		slog.Warn("allot workload: pod group", "group", ns+"/"+name, "err", err)
 	}
 }
