@@ -2,6 +2,7 @@ package deploy
 
 import (
 	"bytes"
+	"fmt"
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/pem"
@@ -88,7 +89,9 @@ func TestHelmTemplateRendersAnInstall(t *testing.T) {
 	objs := render(t, "--set", "placement=spread", "--set", "replicas=3")
 	for _, want := range []string{"Deployment/allot", "Service/allot-webhook", "Secret/allot-webhook-cert", "ServiceAccount/allot",
 		"ClusterRole/allot", "ClusterRoleBinding/allot", "kube-system/Role/allot-leader-election",
-		"MutatingWebhookConfiguration/allot", "ValidatingWebhookConfiguration/allot", "Service/allot-metrics"} {
+		"MutatingWebhookConfiguration/allot", "ValidatingWebhookConfiguration/allot", "Service/allot-metrics",
+		"Deployment/allot-dashboard", "Service/allot-dashboard", "ServiceAccount/allot-dashboard", "ClusterRole/allot-dashboard",
+		"ClusterRoleBinding/allot-dashboard"} {
 		if objs[want] == nil {
 			t.Errorf("missing %s", want)
 		}
@@ -155,6 +158,39 @@ func TestHelmTemplateRendersAnInstall(t *testing.T) {
 	}
 	if !bindsPods {
 		t.Error("ClusterRole cannot bind pods")
+	}
+}
+
+// TestHelmDashboard: the dashboard runs as its own read-only account behind a ClusterIP
+// Service, listens on every interface inside its pod, and goes away when turned off.
+// TestDashboardRoleIsEnoughAndReadOnly runs it with that role on a real API server.
+func TestHelmDashboard(t *testing.T) {
+	objs := render(t, "--set", "dashboard.port=9000")
+	svc := objs["Service/allot-dashboard"]
+	if svc.str("spec", "type") != "ClusterIP" {
+		t.Errorf("dashboard Service type %q, want ClusterIP (reached by port-forward)", svc.str("spec", "type"))
+	}
+	pod := objs["Deployment/allot-dashboard"]["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)
+	if pod["serviceAccountName"] != "allot-dashboard" {
+		t.Errorf("the dashboard runs as %v", pod["serviceAccountName"])
+	}
+	args := fmt.Sprint(pod["containers"].([]any)[0].(map[string]any)["args"])
+	if args != "[dashboard --address=:9000]" {
+		t.Errorf("dashboard args %s", args)
+	}
+	for _, r := range objs["ClusterRole/allot-dashboard"]["rules"].([]any) {
+		rule := r.(map[string]any)
+		if verbs := fmt.Sprint(rule["verbs"]); verbs != "[get list watch]" {
+			t.Errorf("dashboard role grants %s on %v", verbs, rule["resources"])
+		}
+		if slices.Contains(rule["resources"].([]any), any("secrets")) {
+			t.Error("dashboard role reads Secrets")
+		}
+	}
+	for key := range render(t, "--set", "dashboard.enabled=false") {
+		if strings.Contains(key, "dashboard") {
+			t.Errorf("dashboard.enabled=false still renders %s", key)
+		}
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -73,6 +74,9 @@ type Server struct {
 	queues  cache.SharedIndexInformer
 	dirty   chan struct{}
 	assets  http.Handler
+	// synced is set once every informer has listed: until then the page would show an
+	// empty cluster, so /healthz says not ready (a missing permission keeps it so).
+	synced atomic.Bool
 
 	mu      sync.Mutex
 	state   []byte // the latest State as JSON
@@ -139,6 +143,7 @@ func (s *Server) Run(ctx context.Context) error {
 		}
 	}
 	s.rebuild()
+	s.synced.Store(true)
 	tick := s.opts.Clock.NewTicker(s.opts.SampleEvery)
 	defer tick.Stop()
 	for {
@@ -212,8 +217,8 @@ func (s *Server) current() ([]byte, chan struct{}) {
 	return s.state, s.changed
 }
 
-// ServeHTTP serves the pages, /api/state, /api/stream and /api/workloads/NS/NAME. Only GET
-// and HEAD: the dashboard never changes the cluster.
+// ServeHTTP serves the pages, /api/state, /api/stream, /api/workloads/NS/NAME and /healthz.
+// Only GET and HEAD: the dashboard never changes the cluster.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD")
@@ -226,6 +231,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.Set("Referrer-Policy", "no-referrer")
 	h.Set("X-Frame-Options", "DENY")
 	switch p := r.URL.Path; {
+	case p == "/healthz":
+		if !s.synced.Load() {
+			http.Error(w, "not ready: still listing the cluster's objects (a permission missing from the dashboard's role keeps it so)", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ok"))
 	case p == "/api/state":
 		b, _ := s.current()
 		h.Set("Content-Type", "application/json")

@@ -14,3 +14,8 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 
 {{- define "allot.webhookService" -}}{{ .Release.Name }}-webhook{{- end -}}
+
+{{- define "allot.dashboardSelector" -}}
+app.kubernetes.io/name: allot-dashboard
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
