@@ -21,7 +21,8 @@ test: test-deps
 	$(GO) vet ./...
 	$(GO) test ./...
 
-# Chromium for the dashboard's browser tests (installed with apt-get when missing).
+# Chromium for the dashboard's browser tests, Node.js and npm for the check that web/dist is
+# built from web/src (installed with apt-get when missing).
 test-deps:
 	./hack/test-deps.sh
 

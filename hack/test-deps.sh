@@ -1,15 +1,22 @@
 #!/usr/bin/env bash
-# What the tests need beyond Go: Debian's Chromium for the dashboard's browser tests.
-# Installs it when missing and this machine can (root with apt-get); otherwise says how.
+# What the tests need beyond Go: Debian's Chromium for the dashboard's browser tests, and
+# Node.js with npm to check that web/dist is what the front end's sources build to.
+# Installs what is missing when this machine can (root with apt-get); otherwise says how.
 set -euo pipefail
+need=()
+have_chromium=
 for b in "${ALLOT_CHROMIUM:-}" chromium chromium-browser google-chrome; do
-  if [ -n "$b" ] && command -v "$b" >/dev/null; then exit 0; fi
+  if [ -n "$b" ] && command -v "$b" >/dev/null; then have_chromium=1; break; fi
 done
+[ -n "$have_chromium" ] || need+=(chromium)
+command -v node >/dev/null || need+=(nodejs)
+command -v npm >/dev/null || need+=(npm)
+[ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-  echo "installing Debian's chromium for the dashboard's browser tests …" >&2
+  echo "installing Debian's ${need[*]} for the dashboard's tests …" >&2
   apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
   exit 0
 fi
-echo "the dashboard's browser tests need Chromium: sudo apt-get install chromium (or set ALLOT_CHROMIUM to a Chrome binary)" >&2
+echo "the dashboard's tests need ${need[*]}: sudo apt-get install ${need[*]} (or set ALLOT_CHROMIUM to a Chrome binary)" >&2
 exit 1
