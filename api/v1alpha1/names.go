@@ -34,7 +34,11 @@ const (
 	AnnotationMinMember = "allot.dev/min-member"    // pod: its gang's size, from the workload at admission
 	AnnotationGPUUUIDs  = "allot.dev/gpu-uuids"     // node: device UUIDs by index, comma-separated
 	AnnotationOccupancy = "allot.dev/gpu-occupancy" // node: JSON, who holds each GPU
-	LabelReservation    = "allot.dev/reservation"   // reservation pods holding shared GPUs
+	// AnnotationGPUUtilization is how busy each device was over the agent's last report
+	// interval, in percent by index, comma-separated ("97,0,55,…"). The per-node agent
+	// writes it from the GPU's counters; on simulated nodes the simulated kubelet does.
+	AnnotationGPUUtilization = "allot.dev/gpu-utilization"
+	LabelReservation         = "allot.dev/reservation" // reservation pods holding shared GPUs
 
 	// SystemNamespace holds Allot's own objects, such as reservation pods.
 	SystemNamespace = "allot-system"

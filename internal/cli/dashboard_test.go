@@ -92,6 +92,9 @@ func TestDashboard(t *testing.T) {
 	b.WaitText(t, stat("idle"), "7 idle", browsertest.Contains("7"))
 	b.WaitText(t, stat("running"), "10 running workloads", browsertest.Contains("10"))
 	b.WaitText(t, stat("pending"), "1 pending workload", browsertest.Contains("1"))
+	// The simulated agent reports the notebooks' GPU idle and the training GPUs 95% busy:
+	// one GPU allocated and idle (the two halves).
+	b.WaitText(t, stat("idle-allocated"), "the notebooks' GPU allocated but idle", func(s string) bool { return strings.TrimSpace(s) == "1" })
 	row := func(q string) string { return fmt.Sprintf("table.queues-overview tr[data-queue=%s]", q) }
 	// Allocated, quota, fair share, running, pending: team-a holds 6 on a quota of 4.
 	b.WaitText(t, row("team-a"), "team-a borrows 2", browsertest.Contains("6 (2 borrowed)\t4\t"))
@@ -114,6 +117,10 @@ func TestDashboard(t *testing.T) {
 		t.Errorf("the shared GPU's parts should be two equal halves, nb-1 and nb-2: %v", parts)
 	}
 	b.WaitText(t, "article.node", "the nodes' free GPUs", browsertest.Contains("dgx-1", "dgx-2", "A100-SXM4-80GB", "7 free"))
+	b.WaitText(t, ".gpu.gpu-shared .gpu-index", "the notebooks' GPU marked idle", browsertest.Contains("idle 0%"))
+	if n := browsertest.Eval[int](t, b, `document.querySelectorAll(".gpu-util[data-util='95']").length`); n != 8 {
+		t.Errorf("%d GPUs shown 95%% busy, want the 8 the demo's training jobs hold", n)
+	}
 	if n := browsertest.Eval[int](t, b, `document.querySelectorAll(".gpu").length`); n != 16 {
 		t.Errorf("%d GPU cells, want 16", n)
 	}

@@ -34,18 +34,26 @@ type State struct {
 	History   []Sample           `json:"history"`
 }
 
+// IdleBelow is the utilisation, in percent, under which an allocated GPU counts as idle.
+const IdleBelow = 5
+
 // Totals are the overview's headline figures. Idle GPUs are those no pod holds;
 // fractions count as their part of a GPU.
 type Totals struct {
-	GPUs        float64 `json:"gpus"`
-	Allocated   float64 `json:"allocated"`
-	Idle        float64 `json:"idle"`
-	Nodes       int     `json:"nodes"`
-	Running     int     `json:"running"` // workloads
-	Pending     int     `json:"pending"`
-	SharedGPUs  int     `json:"sharedGPUs"` // GPUs held by more than one pod
-	PendingPods int     `json:"pendingPods"`
-	RunningPods int     `json:"runningPods"`
+	GPUs       float64 `json:"gpus"`
+	Allocated  float64 `json:"allocated"`
+	Idle       float64 `json:"idle"`
+	Nodes      int     `json:"nodes"`
+	Running    int     `json:"running"` // workloads
+	Pending    int     `json:"pending"`
+	SharedGPUs int     `json:"sharedGPUs"` // GPUs held by more than one pod
+	// IdleAllocated is the allocated part of GPUs the agent reports as idle (busy less
+	// than IdleBelow percent): GPUs held and not used, such as notebooks between cells.
+	// Reporting is how many GPUs have a report; without one a GPU counts as neither.
+	IdleAllocated float64 `json:"idleAllocated"`
+	Reporting     int     `json:"reporting"`
+	PendingPods   int     `json:"pendingPods"`
+	RunningPods   int     `json:"runningPods"`
 }
 
 // Queue is one row of the queue tree, in tree order (a parent before its children).
@@ -70,10 +78,11 @@ type Queue struct {
 
 // Sample is one point of the history charts.
 type Sample struct {
-	Time      time.Time              `json:"time"`
-	GPUs      float64                `json:"gpus"`
-	Allocated float64                `json:"allocated"`
-	Queues    map[string]QueueSample `json:"queues"`
+	Time          time.Time              `json:"time"`
+	GPUs          float64                `json:"gpus"`
+	Allocated     float64                `json:"allocated"`
+	IdleAllocated float64                `json:"idleAllocated"`
+	Queues        map[string]QueueSample `json:"queues"`
 }
 
 // QueueSample is a queue's allocation beside its fair share at one moment.
@@ -106,6 +115,12 @@ func Build(in Input) State {
 		for _, g := range n.GPUs {
 			if len(g.Holders) > 1 {
 				t.SharedGPUs++
+			}
+			if g.Utilization != nil {
+				t.Reporting++
+				if *g.Utilization < IdleBelow {
+					t.IdleAllocated += g.Used
+				}
 			}
 		}
 	}
@@ -199,7 +214,7 @@ func queueTree(qs []*v1alpha1.Queue, running, pending map[string]int) []Queue {
 
 // sample is the state's point for the history charts.
 func sample(st *State) Sample {
-	s := Sample{Time: st.Time, GPUs: st.Totals.GPUs, Allocated: st.Totals.Allocated, Queues: map[string]QueueSample{}}
+	s := Sample{Time: st.Time, GPUs: st.Totals.GPUs, Allocated: st.Totals.Allocated, IdleAllocated: st.Totals.IdleAllocated, Queues: map[string]QueueSample{}}
 	for _, q := range st.Queues {
 		s.Queues[q.Name] = QueueSample{Allocated: q.Allocated, FairShare: q.FairShare}
 	}

@@ -64,3 +64,46 @@ func TestTimeline(t *testing.T) {
 		}
 	}
 }
+
+// Two nodes; dgx-1's agent reports, dgx-2's does not:
+//
+//	dgx-1  GPU 0: nb (whole, 0%)   GPU 1: train (97%)   GPU 2: half-a + half-b (2%)   GPU 3: free (0%)
+//	dgx-2  GPU 0: other            GPU 1: free          (no report)
+//
+// Idle allocated: GPU 0 and GPU 2 of dgx-1, 2 GPUs; a free GPU is idle, not idle-allocated.
+func TestIdleAllocated(t *testing.T) {
+	node := func(name string, gpus int64, report string) *corev1.Node {
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{}}}
+		n.Status.Allocatable = corev1.ResourceList{v1alpha1.GPUResource: *resource.NewQuantity(gpus, resource.DecimalSI)}
+		if report != "" {
+			n.Annotations[v1alpha1.AnnotationGPUUtilization] = report
+		}
+		return n
+	}
+	pod := func(name, node, gpus, share string) *corev1.Pod {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default",
+			Annotations: map[string]string{v1alpha1.AnnotationGPUs: gpus}}, Spec: corev1.PodSpec{NodeName: node}}
+		p.Status.Phase = corev1.PodRunning
+		if share != "" {
+			p.Annotations[v1alpha1.AnnotationGPUShare] = share
+		}
+		return p
+	}
+	st := Build(Input{Nodes: []*corev1.Node{node("dgx-1", 4, "0,97,2,0"), node("dgx-2", 2, "")},
+		Pods: []*corev1.Pod{pod("nb", "dgx-1", "0", ""), pod("train", "dgx-1", "1", ""), pod("half-a", "dgx-1", "2", "500"),
+			pod("half-b", "dgx-1", "2", "500"), pod("other", "dgx-2", "0", "")}})
+	if tt := st.Totals; tt.IdleAllocated != 2 || tt.Reporting != 4 || tt.Allocated != 4 || tt.Idle != 2 {
+		t.Fatalf("totals %+v, want 2 idle-allocated of 4 allocated, 4 GPUs reporting, 2 idle", tt)
+	}
+	if u := st.Nodes[0].GPUs[1].Utilization; u == nil || *u != 97 {
+		t.Errorf("dgx-1 GPU 1 utilisation %v, want 97", u)
+	}
+	if u := st.Nodes[1].GPUs[0].Utilization; u != nil {
+		t.Errorf("dgx-2 has no report, yet GPU 0 shows %d%%", *u)
+	}
+	// A report that does not cover every device is not believed.
+	st = Build(Input{Nodes: []*corev1.Node{node("dgx-1", 4, "0,97")}, Pods: []*corev1.Pod{pod("nb", "dgx-1", "0", "")}})
+	if st.Totals.Reporting != 0 || st.Totals.IdleAllocated != 0 {
+		t.Errorf("a 2-device report for 4 GPUs counted: %+v", st.Totals)
+	}
+}

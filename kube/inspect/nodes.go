@@ -31,6 +31,9 @@ type GPU struct {
 	Used    float64  `json:"used"` // 0..1
 	Holders []Holder `json:"holders,omitempty"`
 	FreeMi  int64    `json:"freeMemoryMi"`
+	// Utilization is how busy the device was in the agent's last report, in percent; nil
+	// when no agent reports for the node.
+	Utilization *int `json:"utilization,omitempty"`
 }
 
 // Holder is a pod's part of a GPU.
@@ -82,6 +85,7 @@ func BuildNodes(nodes []*corev1.Node, pods []*corev1.Pod) []Node {
 		}
 		memMi, _ := strconv.ParseInt(n.Labels[v1alpha1.LabelGPUMemory], 10, 64)
 		node := Node{Name: n.Name, Pool: n.Labels[v1alpha1.LabelNodePool], Model: n.Labels[v1alpha1.LabelGPUProduct], MemoryMi: memMi}
+		util := utilization(n.Annotations[v1alpha1.AnnotationGPUUtilization], int(count.Value()))
 		for g := 0; g < int(count.Value()); g++ {
 			h := held[n.Name][g]
 			sort.Slice(h, func(a, b int) bool { return h[a].Pod < h[b].Pod })
@@ -91,11 +95,29 @@ func BuildNodes(nodes []*corev1.Node, pods []*corev1.Pod) []Node {
 			}
 			used = min(used, 1)
 			node.Allocated += used
-			node.GPUs = append(node.GPUs, GPU{Index: g, Used: used, Holders: h, FreeMi: int64(float64(memMi) * (1 - used))})
+			node.GPUs = append(node.GPUs, GPU{Index: g, Used: used, Holders: h, FreeMi: int64(float64(memMi) * (1 - used)), Utilization: util[g]})
 		}
 		out = append(out, node)
 	}
 	sort.Slice(out, func(a, b int) bool { return out[a].Name < out[b].Name })
+	return out
+}
+
+// utilization parses the agent's per-device report; a report that does not name every
+// device as a percentage is not trusted at all (nil for each).
+func utilization(report string, gpus int) []*int {
+	out := make([]*int, gpus)
+	fields := strings.Split(report, ",")
+	if report == "" || len(fields) != gpus {
+		return out
+	}
+	for i, f := range fields {
+		v, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || v < 0 || v > 100 {
+			return make([]*int, gpus)
+		}
+		out[i] = &v
+	}
 	return out
 }
 

@@ -7,6 +7,7 @@ import (
 	"context"
 	"crypto/sha1"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -22,10 +23,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
-
-	"github.com/allot-dev/allot/api/v1alpha1"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/kube/podutil"
 )
 
@@ -38,6 +38,10 @@ const (
 	LabelSimulated = "allot.dev/simulated"
 	// AnnotationDuration makes a simulated pod succeed after running this long.
 	AnnotationDuration = "allot.dev/sim-duration"
+	// AnnotationUtilization is how busy a simulated pod keeps its part of its GPUs, in
+	// percent. Without it a training or inference pod keeps them 95% busy and an interactive
+	// one (a notebook between cells) leaves them idle.
+	AnnotationUtilization = "allot.dev/sim-gpu-utilization"
 )
 
 // Spec describes a group of identical simulated nodes.
@@ -120,6 +124,7 @@ func NewKubelet(client kubernetes.Interface) *Kubelet {
 func (k *Kubelet) Run(ctx context.Context) {
 	factory := informers.NewSharedInformerFactory(k.client, 0)
 	pods := factory.Core().V1().Pods().Informer()
+	nodes := factory.Core().V1().Nodes().Informer()
 	queue := make(chan *corev1.Pod, 1024)
 	enqueue := func(obj any) {
 		if p, ok := obj.(*corev1.Pod); ok && p.Spec.NodeName != "" {
@@ -164,6 +169,9 @@ func (k *Kubelet) Run(ctx context.Context) {
 		case <-ticker.C:
 			if beats++; beats%10 == 0 {
 				k.renewLeases(ctx)
+			}
+			if beats%10 == 5 {
+				k.reportUtilization(ctx, nodes.GetStore().List(), pods.GetStore().List())
 			}
 			// Pods waiting for their ConfigMaps are retried; running ones may be done.
 			for _, obj := range pods.GetStore().List() {
@@ -214,6 +222,65 @@ func (k *Kubelet) renewLeases(ctx context.Context) {
 			slog.Warn("simulated kubelet: node lease", "node", n.Name, "err", err)
 		}
 	}
+}
+
+// reportUtilization writes each simulated node's per-GPU utilisation, as the agent does
+// on a real node, when it has changed since the last report.
+func (k *Kubelet) reportUtilization(ctx context.Context, nodes, pods []any) {
+	byNode := map[string][]*corev1.Pod{}
+	for _, o := range pods {
+		p := o.(*corev1.Pod)
+		if p.Spec.NodeName != "" && p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
+			byNode[p.Spec.NodeName] = append(byNode[p.Spec.NodeName], p)
+		}
+	}
+	for _, o := range nodes {
+		n := o.(*corev1.Node)
+		if n.Labels[LabelSimulated] != "true" {
+			continue
+		}
+		gpus := n.Status.Capacity[corev1.ResourceName(v1alpha1.GPUResource)]
+		util := Utilization(int(gpus.Value()), byNode[n.Name])
+		if n.Annotations[v1alpha1.AnnotationGPUUtilization] == util {
+			continue
+		}
+		patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{v1alpha1.AnnotationGPUUtilization: util}}})
+		if _, err := k.client.CoreV1().Nodes().Patch(ctx, n.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil && ctx.Err() == nil {
+			slog.Warn("simulated kubelet: GPU utilisation", "node", n.Name, "err", err)
+		}
+	}
+}
+
+// Utilization is the node annotation's value for a node of gpus devices running pods: a
+// device is as busy as the sum of its holders' shares times how busy each keeps it.
+func Utilization(gpus int, pods []*corev1.Pod) string {
+	busy := make([]float64, gpus)
+	for _, p := range pods {
+		if p.Labels[v1alpha1.LabelReservation] == "true" {
+			continue // a shared GPU's placeholder runs nothing
+		}
+		percent := 95.0
+		if p.Labels[v1alpha1.LabelClass] == v1alpha1.ClassInteractive {
+			percent = 0
+		}
+		if v, err := strconv.ParseFloat(p.Annotations[AnnotationUtilization], 64); err == nil && v >= 0 && v <= 100 {
+			percent = v
+		}
+		share := 1.0
+		if s, err := strconv.Atoi(p.Annotations[v1alpha1.AnnotationGPUShare]); err == nil && s > 0 {
+			share = float64(s) / 1000
+		}
+		for _, f := range strings.Split(p.Annotations[v1alpha1.AnnotationGPUs], ",") {
+			if g, err := strconv.Atoi(strings.TrimSpace(f)); err == nil && g >= 0 && g < gpus {
+				busy[g] += share * percent
+			}
+		}
+	}
+	out := make([]string, gpus)
+	for i, b := range busy {
+		out[i] = strconv.Itoa(int(min(100, b) + 0.5))
+	}
+	return strings.Join(out, ",")
 }
 
 func (k *Kubelet) setWaiting(p *corev1.Pod, waiting bool) {

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/kube/localcluster"
 )
 
@@ -59,6 +60,57 @@ func TestSimulatedNodesAndKubelet(t *testing.T) {
 	}
 	if _, err := client.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, "gpu-1", metav1.GetOptions{}); err != nil {
 		t.Fatalf("no node lease: %v", err)
+	}
+
+	// A pod keeping GPU 2 of gpu-2 70% busy shows in the node's utilisation report.
+	busy := pod.DeepCopy()
+	busy.Name, busy.Spec.NodeName = "busy", "gpu-2"
+	busy.Annotations = map[string]string{v1alpha1.AnnotationGPUs: "2", AnnotationUtilization: "70"}
+	if _, err := client.CoreV1().Pods("default").Create(ctx, busy, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var got map[string]string
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		got = map[string]string{}
+		for _, name := range []string{"gpu-1", "gpu-2"} {
+			n, err := client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return false, nil
+			}
+			got[name] = n.Annotations[v1alpha1.AnnotationGPUUtilization]
+		}
+		return got["gpu-1"] == "0,0,0,0" && got["gpu-2"] == "0,0,70,0", nil
+	})
+	if err != nil {
+		t.Fatalf("utilisation reports %v, want gpu-1 idle and GPU 2 of gpu-2 at 70%%: %v", got, err)
+	}
+}
+
+// Four GPUs: a training pod on 0 and 1, two notebooks halving 2 (one at 40% of its half),
+// a half-GPU inference pod on 3 with its reservation beside it.
+func TestUtilization(t *testing.T) {
+	pod := func(class, gpus, share, util string) *corev1.Pod {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{v1alpha1.LabelClass: class},
+			Annotations: map[string]string{v1alpha1.AnnotationGPUs: gpus}}}
+		if share != "" {
+			p.Annotations[v1alpha1.AnnotationGPUShare] = share
+		}
+		if util != "" {
+			p.Annotations[AnnotationUtilization] = util
+		}
+		return p
+	}
+	reservation := pod("", "3", "", "")
+	reservation.Labels[v1alpha1.LabelReservation] = "true"
+	pods := []*corev1.Pod{
+		pod(v1alpha1.ClassTrain, "0,1", "", ""),
+		pod(v1alpha1.ClassInteractive, "2", "500", ""),
+		pod(v1alpha1.ClassInteractive, "2", "500", "40"),
+		pod(v1alpha1.ClassInference, "3", "500", ""),
+		reservation,
+	}
+	if got := Utilization(4, pods); got != "95,95,20,48" {
+		t.Fatalf("utilisation %s, want 95,95,20,48", got)
 	}
 }
 

@@ -1,7 +1,7 @@
 // The shapes the Go server sends (kube/dashboard and kube/inspect): keep in step with them.
 
 export interface Holder { pod: string; share: number }
-export interface GPU { index: number; used: number; holders?: Holder[]; freeMemoryMi: number }
+export interface GPU { index: number; used: number; holders?: Holder[]; freeMemoryMi: number; utilization?: number }
 export interface Node { name: string; pool?: string; model: string; gpus: GPU[]; allocated: number; gpuMemoryMi: number }
 
 export interface Pod { name: string; node?: string; gpus?: string; gpusRequested: number; phase: string; reason?: string }
@@ -17,12 +17,16 @@ export interface Queue {
   requested: number; pendingGPUs: number; running: number; pending: number;
 }
 
-export interface Sample { time: string; gpus: number; allocated: number; queues: Record<string, { allocated: number; fairShare: number }> }
+export interface Sample { time: string; gpus: number; allocated: number; idleAllocated: number; queues: Record<string, { allocated: number; fairShare: number }> }
 
 export interface Totals {
   gpus: number; allocated: number; idle: number; nodes: number; running: number; pending: number;
-  sharedGPUs: number; pendingPods: number; runningPods: number;
+  sharedGPUs: number; pendingPods: number; runningPods: number; idleAllocated: number; reporting: number;
 }
+
+// IdleBelow is the server's threshold (kube/dashboard.IdleBelow): an allocated GPU less busy
+// than this, in percent, is idle-allocated.
+export const IdleBelow = 5;
 
 export interface State {
   version: number; time: string; totals: Totals; queues: Queue[]; nodes: Node[]; workloads: Workload[]; history: Sample[];

@@ -1,5 +1,5 @@
 import type { GPU, Node, State } from "./api";
-import { fmt } from "./api";
+import { fmt, IdleBelow } from "./api";
 
 // Holders get colours by workload so that a job spread over GPUs reads as one; the
 // palette is Okabe and Ito's, told apart with colour-blindness too.
@@ -20,9 +20,13 @@ function Cell({ g }: { g: GPU }) {
   const holders = g.holders ?? [];
   const label = holders.length === 0 ? `GPU ${g.index}: free` :
     `GPU ${g.index}: ` + holders.map((h) => `${short(h.pod)} ${fmt(h.share)}`).join(", ") + (g.used < 1 ? `, ${fmt(1 - g.used)} free` : "");
+  const util = g.utilization;
+  const idle = util !== undefined && util < IdleBelow && holders.length > 0;
   return (
-    <div class={`gpu ${holders.length === 0 ? "gpu-free" : ""} ${holders.length > 1 ? "gpu-shared" : ""}`} title={label} aria-label={label} data-gpu={g.index}>
-      <div class="gpu-index">GPU {g.index}</div>
+    <div class={`gpu ${holders.length === 0 ? "gpu-free" : ""} ${holders.length > 1 ? "gpu-shared" : ""}`}
+      title={label + (util !== undefined ? `; ${util}% busy` : "")} aria-label={label} data-gpu={g.index}>
+      <div class="gpu-index">GPU {g.index}{util !== undefined &&
+        <span class={`gpu-util ${idle ? "gpu-idle" : ""}`} data-util={util}>{idle ? `idle ${util}%` : `${util}%`}</span>}</div>
       <div class="gpu-parts">
         {holders.map((h) => (
           <div class="gpu-part" key={h.pod} style={{ flexGrow: h.share, background: colour(h.pod)[0], color: colour(h.pod)[1] }} data-pod={h.pod} data-share={h.share}>
@@ -53,7 +57,8 @@ export function Nodes({ s }: { s: State }) {
   return (
     <section>
       <h1>Nodes</h1>
-      <p class="summary">{fmt(s.totals.allocated)} of {fmt(s.totals.gpus)} GPUs allocated on {s.totals.nodes} nodes · {fmt(s.totals.idle)} free · {s.totals.sharedGPUs} shared</p>
+      <p class="summary">{fmt(s.totals.allocated)} of {fmt(s.totals.gpus)} GPUs allocated on {s.totals.nodes} nodes · {fmt(s.totals.idle)} free · {s.totals.sharedGPUs} shared
+        {s.totals.reporting > 0 && ` · ${fmt(s.totals.idleAllocated)} allocated but idle`}</p>
       {s.nodes.map((n) => <NodeCard n={n} key={n.name} />)}
       {s.nodes.length === 0 && <p class="empty">No GPU nodes.</p>}
     </section>

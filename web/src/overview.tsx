@@ -1,5 +1,5 @@
 import type { State } from "./api";
-import { fmt } from "./api";
+import { fmt, IdleBelow } from "./api";
 import { TimeChart } from "./chart";
 import { QueueBar, QueueLegend } from "./queuebar";
 
@@ -26,12 +26,15 @@ export function Overview({ s }: { s: State }) {
         <Stat id="gpus" label="GPUs" value={fmt(t.gpus)} note={`on ${plural(t.nodes, "node")}`} />
         <Stat id="allocated" label="Allocated" value={fmt(t.allocated)} note={`${pct}% of the cluster`} />
         <Stat id="idle" label="Idle" value={fmt(t.idle)} note="no pod holds them" />
+        <Stat id="idle-allocated" label="Idle allocated" value={t.reporting > 0 ? fmt(t.idleAllocated) : "–"}
+          note={t.reporting > 0 ? `held, under ${IdleBelow}% busy` : "no GPU utilisation reported"} />
         <Stat id="shared" label="Shared GPUs" value={String(t.sharedGPUs)} note="held by fractions of several pods" />
         <Stat id="running" label="Running workloads" value={String(t.running)} note={plural(t.runningPods, "pod")} />
         <Stat id="pending" label="Pending workloads" value={String(t.pending)} note={`${plural(t.pendingPods, "pod")} waiting`} />
       </div>
       <TimeChart title="Cluster GPU allocation over time" history={s.history} lines={[
         { label: "allocated", color: "#0072B2", value: (p) => p.allocated },
+        { label: "idle allocated", color: "#D55E00", value: (p) => p.idleAllocated },
         { label: "total", color: "#6b6b6b", dash: true, value: (p) => p.gpus },
       ]} />
       <h2>Queues</h2>
