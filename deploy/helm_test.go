@@ -2,10 +2,10 @@ package deploy
 
 import (
 	"bytes"
-	"fmt"
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/pem"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
