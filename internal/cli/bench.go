@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -17,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
@@ -31,27 +33,45 @@ import (
 // BenchResult is what `allot bench` measures.
 type BenchResult struct {
 	Pods, Bound   int
-	Elapsed       time.Duration // first creation to last binding
+	Elapsed       time.Duration // first creation (a backlog: the queue opening) to last binding
 	Submitted     time.Duration // first creation to last creation
 	PodsPerSecond float64
-	P50, P99      time.Duration // creation to binding
+	P50, P99      time.Duration // creation (a backlog: the queue opening) to binding
+	Mode          string
 }
+
+// Bench modes.
+const (
+	benchStream  = "stream"  // submit and bind at once: creation to binding
+	benchBacklog = "backlog" // submit into a closed queue, open it: opening to binding
+	benchCreate  = "create"  // submit pods no scheduler owns: the API server's own ceiling
+)
 
 func newBenchCmd() *cobra.Command {
 	var kubeconfig, queue string
 	var pods int
+	var mode string
 	cmd := &cobra.Command{
 		Use:     "bench",
 		GroupID: "run",
 		Short:   "Measure scheduling throughput: submit one-GPU pods and time their binding",
 		Long: `Submit --pods one-GPU pods to a running Allot (a real cluster, or allot up) in a queue of
 their own, watch them bind, and print pods bound per second and the p50/p99 time from
-creation to binding. The pods are deleted afterwards.`,
-		Example: "  allot up --nodes 250 --gpus-per-node 8 --data-dir /tmp/bench &\n  allot bench --kubeconfig /tmp/bench/kubeconfig --pods 2000",
+creation to binding. The pods are deleted afterwards.
+
+--mode backlog closes the queue (limit 0) while the pods are submitted and opens it once
+the scheduler counts them all: the figures are then from the opening to each binding, the
+scheduler draining a backlog rather than keeping pace with the API server's creations.
+--mode create submits pods that no scheduler owns (no webhook, no binding) and times only
+their creation: the most pods per second this API server can take, whatever schedules them.`,
+		Example: "  allot up --nodes 250 --gpus-per-node 8 --data-dir /tmp/bench &\n  allot bench --kubeconfig /tmp/bench/kubeconfig --pods 2000\n  allot bench --kubeconfig /tmp/bench/kubeconfig --pods 2000 --mode backlog",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if pods < 1 {
 				return fmt.Errorf("--pods %d is not allowed: 1 or more", pods)
+			}
+			if mode != benchStream && mode != benchBacklog && mode != benchCreate {
+				return fmt.Errorf("--mode %q is not allowed: %s, %s or %s", mode, benchStream, benchBacklog, benchCreate)
 			}
 			rc, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 			if err != nil {
@@ -61,13 +81,22 @@ creation to binding. The pods are deleted afterwards.`,
 			// Protobuf, as kubectl and the controllers use for built-in kinds: cheaper for
 			// the API server than JSON.
 			rc.ContentType = runtime.ContentTypeProtobuf
-			res, err := runBench(cmd.Context(), kubernetes.NewForConfigOrDie(rc), dynamic.NewForConfigOrDie(rc), queue, pods,
+			res, err := runBench(cmd.Context(), kubernetes.NewForConfigOrDie(rc), dynamic.NewForConfigOrDie(rc), queue, pods, mode,
 				progress(cmd.ErrOrStderr(), pods, "binding"))
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%d of %d pods bound in %s: %.0f pods/s; creation to binding p50 %s, p99 %s (all submitted within %s)\n",
-				res.Bound, res.Pods, res.Elapsed.Round(time.Millisecond), res.PodsPerSecond, res.P50.Round(time.Millisecond), res.P99.Round(time.Millisecond),
+			if mode == benchCreate {
+				fmt.Fprintf(cmd.OutOrStdout(), "%d pods created in %s: %.0f pods/s (no scheduler, no webhook: the API server's ceiling)\n",
+					res.Pods, res.Submitted.Round(time.Millisecond), res.PodsPerSecond)
+				return nil
+			}
+			from := "creation"
+			if mode == benchBacklog {
+				from = "the queue opening"
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%d of %d pods bound in %s: %.0f pods/s; %s to binding p50 %s, p99 %s (all submitted within %s)\n",
+				res.Bound, res.Pods, res.Elapsed.Round(time.Millisecond), res.PodsPerSecond, from, res.P50.Round(time.Millisecond), res.P99.Round(time.Millisecond),
 				res.Submitted.Round(time.Millisecond))
 			return nil
 		},
@@ -75,14 +104,33 @@ creation to binding. The pods are deleted afterwards.`,
 	cmd.Flags().StringVar(&kubeconfig, "kubeconfig", filepath.Join(os.TempDir(), "allot-up", "kubeconfig"), "kubeconfig of the cluster")
 	cmd.Flags().IntVar(&pods, "pods", 2000, "one-GPU pods to submit")
 	cmd.Flags().StringVar(&queue, "queue", "bench", "queue to create and submit to")
+	cmd.Flags().StringVar(&mode, "mode", benchStream, "stream (creation to binding), backlog (a closed queue opened: opening to binding) or create (creation alone)")
 	return cmd
 }
 
-func runBench(ctx context.Context, client kubernetes.Interface, dyn dynamic.Interface, queue string, n int, prog func(done, total int)) (*BenchResult, error) {
+func runBench(ctx context.Context, client kubernetes.Interface, dyn dynamic.Interface, queue string, n int, mode string, prog func(done, total int)) (*BenchResult, error) {
+	backlog := mode == benchBacklog
 	queues := dyn.Resource(v1alpha1.Queues)
+	// Open: room for all the pods; closed: limit 0, so they wait with a reason.
+	gpu := func(open bool) map[string]any {
+		if open {
+			return map[string]any{"quota": int64(n), "limit": nil}
+		}
+		return map[string]any{"quota": int64(0), "limit": int64(0)}
+	}
 	q := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "allot.dev/v1alpha1", "kind": "Queue",
-		"metadata": map[string]any{"name": queue}, "spec": map[string]any{"gpu": map[string]any{"quota": int64(n)}}}}
-	if _, err := queues.Create(ctx, q, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		"metadata": map[string]any{"name": queue}, "spec": map[string]any{"gpu": gpu(!backlog)}}}
+	setGPU := func(open bool) error {
+		patch, _ := json.Marshal(map[string]any{"spec": map[string]any{"gpu": gpu(open)}})
+		_, err := queues.Patch(ctx, queue, types.MergePatchType, patch, metav1.PatchOptions{})
+		return err
+	}
+	if _, err := queues.Create(ctx, q, metav1.CreateOptions{}); apierrors.IsAlreadyExists(err) {
+		err = setGPU(!backlog)
+		if err != nil {
+			return nil, fmt.Errorf("queue %s: %w", queue, err)
+		}
+	} else if err != nil {
 		return nil, fmt.Errorf("creating queue %s: %w", queue, err)
 	}
 	run := strconv.FormatInt(time.Now().UnixNano(), 36)
@@ -115,6 +163,10 @@ func runBench(ctx context.Context, client kubernetes.Interface, dyn dynamic.Inte
 	factory.Start(stop)
 	cache.WaitForCacheSync(stop, inf.HasSynced)
 
+	schedulerName := scheduler.SchedulerName
+	if mode == benchCreate {
+		schedulerName = "allot-bench-nobody" // neither Allot's webhooks nor its scheduler take these
+	}
 	names := make(chan string)
 	var wg sync.WaitGroup
 	var createErr error
@@ -125,7 +177,7 @@ func runBench(ctx context.Context, client kubernetes.Interface, dyn dynamic.Inte
 			for name := range names {
 				p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default",
 					Labels: map[string]string{scheduler.LabelQueue: queue, "allot.dev/bench": run}},
-					Spec: corev1.PodSpec{SchedulerName: scheduler.SchedulerName, Containers: []corev1.Container{{Name: "c", Image: "bench",
+					Spec: corev1.PodSpec{SchedulerName: schedulerName, Containers: []corev1.Container{{Name: "c", Image: "bench",
 						Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{scheduler.GPUResource: resource.MustParse("1")}}}}}}
 				start := time.Now()
 				if _, err := client.CoreV1().Pods("default").Create(ctx, p, metav1.CreateOptions{}); err != nil {
@@ -150,6 +202,36 @@ func runBench(ctx context.Context, client kubernetes.Interface, dyn dynamic.Inte
 	if createErr != nil {
 		return nil, fmt.Errorf("creating pods: %w", createErr)
 	}
+	sel := metav1.ListOptions{LabelSelector: "allot.dev/bench=" + run}
+	if mode == benchCreate {
+		cleanUp(ctx, client, sel)
+		return &BenchResult{Pods: n, Submitted: submitted, PodsPerSecond: float64(n) / submitted.Seconds(), Mode: mode}, nil
+	}
+	var opened time.Time
+	if backlog {
+		// Open the queue once the scheduler counts every pod as waiting in it.
+		err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+			u, err := queues.Get(ctx, queue, metav1.GetOptions{})
+			if err != nil {
+				return false, nil
+			}
+			pending, _, _ := unstructured.NestedInt64(u.Object, "status", "pending")
+			return pending == int64(n), nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("the scheduler did not count the %d pods waiting in queue %s: %w", n, queue, err)
+		}
+		mu.Lock()
+		early := len(bound)
+		mu.Unlock()
+		if early > 0 {
+			return nil, fmt.Errorf("%d pods bound while queue %s was closed", early, queue)
+		}
+		opened = time.Now()
+		if err := setGPU(true); err != nil {
+			return nil, fmt.Errorf("opening queue %s: %w", queue, err)
+		}
+	}
 	select {
 	case <-allBound:
 	case <-time.After(5 * time.Minute):
@@ -158,10 +240,13 @@ func runBench(ctx context.Context, client kubernetes.Interface, dyn dynamic.Inte
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	res := &BenchResult{Pods: n, Bound: len(bound), Submitted: submitted}
+	res := &BenchResult{Pods: n, Bound: len(bound), Submitted: submitted, Mode: mode}
 	var first, last time.Time
 	var lat []time.Duration
 	for name, c := range created {
+		if backlog {
+			c = opened
+		}
 		if first.IsZero() || c.Before(first) {
 			first = c
 		}
@@ -178,12 +263,16 @@ func runBench(ctx context.Context, client kubernetes.Interface, dyn dynamic.Inte
 		res.Elapsed = last.Sub(first)
 		res.PodsPerSecond = float64(len(lat)) / res.Elapsed.Seconds()
 	}
-	// Clean up and wait until the pods are gone: the next run must find the GPUs free.
-	sel := metav1.ListOptions{LabelSelector: "allot.dev/bench=" + run}
+	cleanUp(ctx, client, sel)
+	return res, nil
+}
+
+// cleanUp deletes the run's pods and waits until they are gone: the next run must find the
+// GPUs free.
+func cleanUp(ctx context.Context, client kubernetes.Interface, sel metav1.ListOptions) {
 	_ = client.CoreV1().Pods("default").DeleteCollection(ctx, metav1.DeleteOptions{}, sel)
 	_ = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
 		l, err := client.CoreV1().Pods("default").List(ctx, sel)
 		return err == nil && len(l.Items) == 0, nil
 	})
-	return res, nil
 }

@@ -146,18 +146,23 @@ func (s *Server) Run(ctx context.Context) error {
 	s.synced.Store(true)
 	tick := s.opts.Clock.NewTicker(s.opts.SampleEvery)
 	defer tick.Stop()
+	var took time.Duration // the last rebuild's
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-s.dirty:
-			// Let a burst settle so a gang's binds arrive as one change.
+			// Let a burst settle so a gang's binds arrive as one change. Under a stream of
+			// changes on a large cluster, wait longer, so that rebuilding takes at most a
+			// tenth of a core from the control plane it shares the machine with.
 			select {
 			case <-ctx.Done():
 				return nil
-			case <-s.opts.Clock.After(s.opts.Settle):
+			case <-s.opts.Clock.After(max(s.opts.Settle, 9*took)):
 			}
+			start := s.opts.Clock.Now()
 			s.rebuild()
+			took = s.opts.Clock.Since(start)
 		case <-tick.C():
 			s.rebuild()
 		}

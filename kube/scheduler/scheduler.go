@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"strconv"
 	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -138,9 +140,17 @@ func (s *Scheduler) run(ctx context.Context) error {
 	s.queues = dfactory.ForResource(queuesGVR).Informer()
 	s.groups = dfactory.ForResource(podGroupsGVR).Informer()
 	poke := cache.ResourceEventHandlerFuncs{AddFunc: func(any) { s.poke() }, UpdateFunc: func(_, _ any) { s.poke() }, DeleteFunc: func(any) { s.poke() }}
-	for _, inf := range []cache.SharedIndexInformer{s.nodes, s.queues, s.groups} {
+	for _, inf := range []cache.SharedIndexInformer{s.queues, s.groups} {
 		_, _ = inf.AddEventHandler(poke)
 	}
+	_, _ = s.nodes.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: func(any) { s.poke() }, DeleteFunc: func(any) { s.poke() },
+		UpdateFunc: func(o, n any) {
+			on, ok1 := o.(*corev1.Node)
+			nn, ok2 := n.(*corev1.Node)
+			if !ok1 || !ok2 || !reportOnly(on, nn) {
+				s.poke()
+			}
+		}})
 	// A running pod's status changes (the kubelet reporting it started) and the arrival of
 	// our own binds change nothing the engine decides on; waking for them would rebuild the
 	// snapshot for nothing.
@@ -184,6 +194,29 @@ func (s *Scheduler) run(ctx context.Context) error {
 		case <-ticker.C:
 		}
 	}
+}
+
+// reportOnly tells whether a node update changed nothing but the annotations written for
+// people: the scheduler's own occupancy and the agent's utilisation. The engine reads
+// neither, so they need no cycle (with an agent on every node they come every few seconds).
+func reportOnly(o, n *corev1.Node) bool {
+	if !equality.Semantic.DeepEqual(o.Spec, n.Spec) || !equality.Semantic.DeepEqual(o.Status, n.Status) || !maps.Equal(o.Labels, n.Labels) {
+		return false
+	}
+	reports := func(k string) bool {
+		return k == v1alpha1.AnnotationOccupancy || k == v1alpha1.AnnotationGPUUtilization
+	}
+	for k, v := range n.Annotations {
+		if ov, ok := o.Annotations[k]; (!ok || ov != v) && !reports(k) {
+			return false
+		}
+	}
+	for k := range o.Annotations {
+		if _, ok := n.Annotations[k]; !ok && !reports(k) {
+			return false
+		}
+	}
+	return true
 }
 
 func terminal(p *corev1.Pod) bool {
