@@ -3,3 +3,6 @@ package deploy
 // Render is helm template's output by kind/name, for the tests that run the chart's
 // objects on a real API server (package deploy_test, which may import the control plane).
 var Render = render
+
+// Rendered is one object of the chart's output.
+type Rendered = rendered

@@ -8,17 +8,24 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/deploy"
 	"github.com/allot-dev/allot/kube/dashboard"
 	"github.com/allot-dev/allot/kube/kubetest"
+	"github.com/allot-dev/allot/kube/scheduler"
+	"github.com/allot-dev/allot/kube/stack"
 )
 
 // as converts a rendered object to its typed form.
@@ -35,6 +42,67 @@ func as[T any](t *testing.T, o map[string]any) *T {
 	return &v
 }
 
+// install creates the rendered objects named kind/name (ServiceAccounts, ClusterRoles,
+// Roles and their bindings) in the namespaces the chart puts them.
+func install(t *testing.T, e *kubetest.Env, objs map[string]deploy.Rendered, keys ...string) {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "allot-system"}}
+	if _, err := e.Client.CoreV1().Namespaces().Create(e.Ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	for _, key := range keys {
+		o := objs[key]
+		if o == nil {
+			t.Fatalf("the chart renders no %s", key)
+		}
+		var err error
+		switch kind, _, _ := strings.Cut(strings.TrimPrefix(key, "kube-system/"), "/"); kind {
+		case "ServiceAccount":
+			_, err = e.Client.CoreV1().ServiceAccounts("allot-system").Create(e.Ctx, as[corev1.ServiceAccount](t, o), metav1.CreateOptions{})
+		case "ClusterRole":
+			_, err = e.Client.RbacV1().ClusterRoles().Create(e.Ctx, as[rbacv1.ClusterRole](t, o), metav1.CreateOptions{})
+		case "ClusterRoleBinding":
+			_, err = e.Client.RbacV1().ClusterRoleBindings().Create(e.Ctx, as[rbacv1.ClusterRoleBinding](t, o), metav1.CreateOptions{})
+		case "Role":
+			r := as[rbacv1.Role](t, o)
+			_, err = e.Client.RbacV1().Roles(r.Namespace).Create(e.Ctx, r, metav1.CreateOptions{})
+		case "RoleBinding":
+			r := as[rbacv1.RoleBinding](t, o)
+			_, err = e.Client.RbacV1().RoleBindings(r.Namespace).Create(e.Ctx, r, metav1.CreateOptions{})
+		default:
+			t.Fatalf("install: %s", key)
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", key, err)
+		}
+	}
+}
+
+// serviceAccount is a client config that the API server treats exactly as the pod's own
+// token for that ServiceAccount.
+func serviceAccount(e *kubetest.Env, name string) *rest.Config {
+	rc := rest.CopyConfig(e.Cluster.Config)
+	rc.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:allot-system:" + name,
+		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:allot-system", "system:authenticated"}}
+	return rc
+}
+
+// refused checks that rc's identity may do none of attrs.
+func refused(t *testing.T, e *kubetest.Env, rc *rest.Config, attrs ...authorizationv1.ResourceAttributes) {
+	t.Helper()
+	client := kubernetes.NewForConfigOrDie(rc)
+	for _, attr := range attrs {
+		r, err := client.AuthorizationV1().SelfSubjectAccessReviews().Create(e.Ctx, &authorizationv1.SelfSubjectAccessReview{
+			Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &attr}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Status.Allowed {
+			t.Errorf("%s may %s %s%s", rc.Impersonate.UserName, attr.Verb, attr.Resource, strings.TrimSpace(" "+attr.Subresource))
+		}
+	}
+}
+
 // TestDashboardRoleIsEnoughAndReadOnly installs the chart's dashboard ServiceAccount,
 // ClusterRole and binding on a real API server and runs the dashboard as that account: it
 // becomes ready and shows the cluster, and the account can neither read Secrets nor change
@@ -44,25 +112,8 @@ func TestDashboardRoleIsEnoughAndReadOnly(t *testing.T) {
 	e := kubetest.Start(t, 2, 8)
 	e.Queue(t, "team-a", 4, nil)
 	e.MustPod(t, kubetest.PodSpec{Name: "waiting", Queue: "team-a", GPUs: 1})
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "allot-system"}}
-	if _, err := e.Client.CoreV1().Namespaces().Create(e.Ctx, ns, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	sa := as[corev1.ServiceAccount](t, objs["ServiceAccount/allot-dashboard"])
-	if _, err := e.Client.CoreV1().ServiceAccounts("allot-system").Create(e.Ctx, sa, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := e.Client.RbacV1().ClusterRoles().Create(e.Ctx, as[rbacv1.ClusterRole](t, objs["ClusterRole/allot-dashboard"]), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := e.Client.RbacV1().ClusterRoleBindings().Create(e.Ctx, as[rbacv1.ClusterRoleBinding](t, objs["ClusterRoleBinding/allot-dashboard"]), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-
-	// The API server treats the impersonated name exactly as the pod's own token.
-	rc := rest.CopyConfig(e.Cluster.Config)
-	rc.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:allot-system:allot-dashboard",
-		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:allot-system", "system:authenticated"}}
+	install(t, e, objs, "ServiceAccount/allot-dashboard", "ClusterRole/allot-dashboard", "ClusterRoleBinding/allot-dashboard")
+	rc := serviceAccount(e, "allot-dashboard")
 	srv, err := dashboard.New(rc, dashboard.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -94,24 +145,90 @@ func TestDashboardRoleIsEnoughAndReadOnly(t *testing.T) {
 		return st.Totals.GPUs == 16 && len(st.Nodes) == 2 && len(st.Queues) == 1 && len(st.Workloads) == 1, body
 	})
 
-	client := kubernetes.NewForConfigOrDie(rc)
-	for _, attr := range []authorizationv1.ResourceAttributes{
-		{Verb: "list", Resource: "secrets"},
-		{Verb: "get", Resource: "secrets", Namespace: "allot-system"},
-		{Verb: "create", Resource: "pods", Namespace: "default"},
-		{Verb: "delete", Resource: "pods", Namespace: "default"},
-		{Verb: "create", Resource: "pods", Subresource: "eviction", Namespace: "default"},
-		{Verb: "update", Group: "allot.dev", Resource: "queues"},
-		{Verb: "patch", Resource: "nodes"},
-		{Verb: "list", Resource: "configmaps"},
-	} {
-		r, err := client.AuthorizationV1().SelfSubjectAccessReviews().Create(e.Ctx, &authorizationv1.SelfSubjectAccessReview{
-			Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &attr}}, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if r.Status.Allowed {
-			t.Errorf("the dashboard's account may %s %s%s", attr.Verb, attr.Resource, strings.TrimSpace(" "+attr.Subresource))
-		}
+	refused(t, e, rc,
+		authorizationv1.ResourceAttributes{Verb: "list", Resource: "secrets"},
+		authorizationv1.ResourceAttributes{Verb: "get", Resource: "secrets", Namespace: "allot-system"},
+		authorizationv1.ResourceAttributes{Verb: "create", Resource: "pods", Namespace: "default"},
+		authorizationv1.ResourceAttributes{Verb: "delete", Resource: "pods", Namespace: "default"},
+		authorizationv1.ResourceAttributes{Verb: "create", Resource: "pods", Subresource: "eviction", Namespace: "default"},
+		authorizationv1.ResourceAttributes{Verb: "update", Group: "allot.dev", Resource: "queues"},
+		authorizationv1.ResourceAttributes{Verb: "patch", Resource: "nodes"},
+		authorizationv1.ResourceAttributes{Verb: "list", Resource: "configmaps"})
+}
+
+// TestSchedulerRoleIsEnough runs the whole stack (webhooks, workload controller, scheduler
+// with leader election) as the chart's ServiceAccount with the chart's roles, on one node
+// of four GPUs: a Job's gang of 2 binds, then two half-GPU notebooks share a GPU through
+// their ConfigMaps and a reservation, a pod of 4 GPUs waits with its reason, and the queue's
+// status is written. The account reads no Secrets.
+func TestSchedulerRoleIsEnough(t *testing.T) {
+	objs := deploy.Render(t)
+	e := kubetest.Start(t, 1, 4)
+	install(t, e, objs, "ServiceAccount/allot", "ClusterRole/allot", "ClusterRoleBinding/allot",
+		"kube-system/Role/allot-leader-election", "kube-system/RoleBinding/allot-leader-election")
+	rc := serviceAccount(e, "allot")
+	if _, err := stack.LocalAs(e.Ctx, e.Cluster.Config, rc, e.Dir, scheduler.Options{Interval: 200 * time.Millisecond,
+		LeaderElection: true, Identity: "rbac-test"}); err != nil {
+		t.Fatal(err)
 	}
+	e.Queue(t, "team-a", 4, nil)
+	two := int32(2)
+	tmpl := kubetest.PodSpec{GPUs: 1}.Pod()
+	tmpl.Spec.RestartPolicy = corev1.RestartPolicyNever
+	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "train", Namespace: "default", Labels: map[string]string{v1alpha1.LabelQueue: "team-a"}},
+		Spec: batchv1.JobSpec{Parallelism: &two, Template: corev1.PodTemplateSpec{Spec: tmpl.Spec}}}
+	if _, err := e.Client.BatchV1().Jobs("default").Create(e.Ctx, job, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.WaitFor(t, "the Job's gang running", func() (bool, string) {
+		n := e.Count(t, "default", kubetest.Running)
+		return n == 2, fmt.Sprintf("%d running", n)
+	})
+	for _, name := range []string{"nb-1", "nb-2"} {
+		e.MustPod(t, kubetest.PodSpec{Name: name, Queue: "team-a", Annotations: map[string]string{v1alpha1.AnnotationGPUFraction: "0.5"}})
+	}
+	e.MustPod(t, kubetest.PodSpec{Name: "huge", Queue: "team-a", GPUs: 4})
+	e.WaitFor(t, "the gang and the notebooks running, huge waiting with a reason", func() (bool, string) {
+		pods := e.Pods(t, "default")
+		running := 0
+		for _, p := range pods {
+			if kubetest.Running(p) {
+				running++
+			}
+		}
+		var reason string
+		if h := pods["huge"]; h != nil {
+			for _, c := range h.Status.Conditions {
+				if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
+					reason = c.Message
+				}
+			}
+		}
+		nb := pods["nb-1"]
+		configured := nb != nil && nb.Annotations[v1alpha1.AnnotationConfigMap] != ""
+		var seen []string
+		for name, p := range pods {
+			seen = append(seen, fmt.Sprintf("%s %s on %q", name, p.Status.Phase, p.Spec.NodeName))
+		}
+		return running == 4 && reason != "" && configured, fmt.Sprintf("%d running (%s), huge's reason %q, nb-1 configured %v", running, strings.Join(seen, ", "), reason, configured)
+	})
+	if _, err := e.Dyn.Resource(kubetest.PodGroups).Namespace("default").Get(e.Ctx, "train", metav1.GetOptions{}); err != nil {
+		t.Errorf("no PodGroup for the Job: %v", err)
+	}
+	e.WaitFor(t, "the queue's status", func() (bool, string) {
+		u, err := e.Dyn.Resource(kubetest.Queues).Get(e.Ctx, "team-a", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		alloc, _, _ := unstructured.NestedString(u.Object, "status", "allocated", "nvidia.com/gpu")
+		return alloc == "3", fmt.Sprintf("allocated %q", alloc)
+	})
+	if evs := e.Events(t, "default", "huge"); len(evs) == 0 {
+		t.Error("no Event on the waiting pod")
+	}
+	refused(t, e, rc,
+		authorizationv1.ResourceAttributes{Verb: "list", Resource: "secrets"},
+		authorizationv1.ResourceAttributes{Verb: "get", Resource: "secrets", Namespace: "allot-system"},
+		authorizationv1.ResourceAttributes{Verb: "delete", Resource: "nodes"},
+		authorizationv1.ResourceAttributes{Verb: "update", Group: "allot.dev", Resource: "queues"})
 }

@@ -112,6 +112,13 @@ type Running struct {
 // the API server; metrics are served on another loopback port. It returns once the
 // webhooks are registered.
 func Local(ctx context.Context, rc *rest.Config, dataDir string, opts scheduler.Options) (*Running, error) {
+	return LocalAs(ctx, rc, rc, dataDir, opts)
+}
+
+// LocalAs is Local with two identities, as the Helm chart installs Allot: admin registers
+// the webhooks (the chart's objects), and everything else runs as identity (the pods'
+// ServiceAccount), so that a test sees what the chart's RBAC allows.
+func LocalAs(ctx context.Context, admin, identity *rest.Config, dataDir string, opts scheduler.Options) (*Running, error) {
 	ca, err := admission.SelfSigned(filepath.Join(dataDir, "pki", "webhook"))
 	if err != nil {
 		return nil, fmt.Errorf("webhook certificate: %w", err)
@@ -124,7 +131,7 @@ func Local(ctx context.Context, rc *rest.Config, dataDir string, opts scheduler.
 	if err != nil {
 		return nil, err
 	}
-	client, err := kubernetes.NewForConfig(rc)
+	client, err := kubernetes.NewForConfig(admin)
 	if err != nil {
 		return nil, err
 	}
@@ -138,6 +145,6 @@ func Local(ctx context.Context, rc *rest.Config, dataDir string, opts scheduler.
 		return nil, err
 	}
 	done := make(chan error, 1)
-	go func() { done <- Run(ctx, rc, Options{Scheduler: opts, Webhook: l, Cert: cert, Metrics: ml}) }()
+	go func() { done <- Run(ctx, identity, Options{Scheduler: opts, Webhook: l, Cert: cert, Metrics: ml}) }()
 	return &Running{Done: done, MetricsURL: "http://" + ml.Addr().String() + "/metrics"}, nil
 }
