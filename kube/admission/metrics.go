@@ -45,13 +45,14 @@ func (m *Metrics) instrument(name string, h admission.Handler) admission.Handler
 	})
 }
 
+// result names an answer: a review the webhook could not decode (400) or failed on (5xx)
+// is an error; any other refusal (403) is a pod refused with a reason.
 func result(r admission.Response) string {
-	switch {
-	case r.Allowed:
+	if r.Allowed {
 		return "allowed"
-	case r.Result != nil && r.Result.Code >= http.StatusInternalServerError, r.Result != nil && r.Result.Code == http.StatusBadRequest:
-		return "error"
-	default:
-		return "refused"
 	}
+	if r.Result != nil && (r.Result.Code == http.StatusBadRequest || r.Result.Code >= http.StatusInternalServerError) {
+		return "error"
+	}
+	return "refused"
 }

@@ -146,7 +146,7 @@ func (s *Server) Run(ctx context.Context) error {
 	s.synced.Store(true)
 	tick := s.opts.Clock.NewTicker(s.opts.SampleEvery)
 	defer tick.Stop()
-	var took time.Duration // the last rebuild's
+	var took time.Duration // how long the last rebuild took
 	for {
 		select {
 		case <-ctx.Done():
