@@ -240,7 +240,7 @@ func (k *Kubelet) reportUtilization(ctx context.Context, nodes, pods []any) {
 			continue
 		}
 		gpus := n.Status.Capacity[corev1.ResourceName(v1alpha1.GPUResource)]
-		util := Utilization(int(gpus.Value()), byNode[n.Name])
+		util := utilization(int(gpus.Value()), byNode[n.Name])
 		if n.Annotations[v1alpha1.AnnotationGPUUtilization] == util {
 			continue
 		}
@@ -251,9 +251,9 @@ func (k *Kubelet) reportUtilization(ctx context.Context, nodes, pods []any) {
 	}
 }
 
-// Utilization is the node annotation's value for a node of gpus devices running pods: a
+// utilization is the node annotation's value for a node of gpus devices running pods: a
 // device is as busy as the sum of its holders' shares times how busy each keeps it.
-func Utilization(gpus int, pods []*corev1.Pod) string {
+func utilization(gpus int, pods []*corev1.Pod) string {
 	busy := make([]float64, gpus)
 	for _, p := range pods {
 		if p.Labels[v1alpha1.LabelReservation] == "true" {

@@ -109,7 +109,7 @@ func TestUtilization(t *testing.T) {
 		pod(v1alpha1.ClassInference, "3", "500", ""),
 		reservation,
 	}
-	if got := Utilization(4, pods); got != "95,95,20,48" {
+	if got := utilization(4, pods); got != "95,95,20,48" {
 		t.Fatalf("utilisation %s, want 95,95,20,48", got)
 	}
 }
