@@ -126,3 +126,19 @@ func ParseGPUShare(annotations map[string]string) (GPUShare, error) {
 	}
 	return s, nil
 }
+
+// HeldGPUs reads where the scheduler placed a bound pod: the device indices on its node
+// (allot.dev/gpu-indices) and the part of each it holds, 1 for whole GPUs or its share of
+// a shared one (allot.dev/gpu-share, in thousandths).
+func HeldGPUs(p *corev1.Pod) (indices []int, share float64) {
+	share = 1
+	if s, err := strconv.Atoi(p.Annotations[AnnotationGPUShare]); err == nil && s > 0 {
+		share = float64(s) / 1000
+	}
+	for _, f := range strings.Split(p.Annotations[AnnotationGPUs], ",") {
+		if g, err := strconv.Atoi(strings.TrimSpace(f)); err == nil && g >= 0 {
+			indices = append(indices, g)
+		}
+	}
+	return indices, share
+}

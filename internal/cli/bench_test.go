@@ -11,8 +11,8 @@ import (
 )
 
 // TestBenchModes runs allot bench's three measurements on a small allot up: every pod binds
-// (streamed, and from a closed queue once it opens, none before), and the creation-only
-// run binds nothing and leaves nothing behind.
+// (streamed, and from a closed queue once it opens, none before: bench fails otherwise),
+// the creation-only run reports its rate, and no run leaves pods behind.
 func TestBenchModes(t *testing.T) {
 	up := startUp(t, "--nodes", "4", "--gpus-per-node", "8")
 	for mode, want := range map[string]*regexp.Regexp{

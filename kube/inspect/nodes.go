@@ -62,15 +62,8 @@ func BuildNodes(nodes []*corev1.Node, pods []*corev1.Pod) []Node {
 		if p.Spec.NodeName == "" || !live(p) || p.Labels[v1alpha1.LabelReservation] == "true" {
 			continue
 		}
-		share := 1.0
-		if s, err := strconv.Atoi(p.Annotations[v1alpha1.AnnotationGPUShare]); err == nil && s > 0 {
-			share = float64(s) / 1000
-		}
-		for _, f := range strings.Split(p.Annotations[v1alpha1.AnnotationGPUs], ",") {
-			g, err := strconv.Atoi(strings.TrimSpace(f))
-			if err != nil {
-				continue
-			}
+		indices, share := v1alpha1.HeldGPUs(p)
+		for _, g := range indices {
 			if held[p.Spec.NodeName] == nil {
 				held[p.Spec.NodeName] = map[int][]Holder{}
 			}

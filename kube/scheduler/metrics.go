@@ -80,12 +80,23 @@ func (m *Metrics) observe(seconds float64, snap *engine.Snapshot, plan *engine.P
 		}
 	}
 	m.consolid.Add(float64(len(moved)))
+	m.waiting.Reset()
+	m.waitPods.Reset()
+	// Only a cycle with waiting jobs or a reclaim needs the jobs themselves (their pods,
+	// the reclaimer's queue): spare the walk over every job otherwise.
+	if len(plan.Pending) > 0 || len(reclaimedFor) > 0 {
+		m.observeJobs(snap, plan, reclaimedFor)
+	}
+	m.observeQueues(plan, queues)
+}
+
+// observeJobs counts the reclaims by the reclaiming job's queue, and the waiting jobs and
+// their pods without a node by reason.
+func (m *Metrics) observeJobs(snap *engine.Snapshot, plan *engine.Plan, reclaimedFor map[engine.JobID]bool) {
 	bound := map[engine.JobID]int{}
 	for _, b := range plan.Binds {
 		bound[b.Job]++
 	}
-	m.waiting.Reset()
-	m.waitPods.Reset()
 	for i := range snap.Jobs {
 		j := &snap.Jobs[i]
 		if reclaimedFor[j.ID] {
@@ -104,6 +115,10 @@ func (m *Metrics) observe(seconds float64, snap *engine.Snapshot, plan *engine.P
 		}
 		m.waitPods.WithLabelValues(r.Code.String()).Add(float64(max(0, waiting)))
 	}
+}
+
+// observeQueues sets the per-queue gauges from the plan's accounting.
+func (m *Metrics) observeQueues(plan *engine.Plan, queues []*v1alpha1.Queue) {
 	gpus := func(r engine.Resources) float64 { return float64(r[engine.ResourceGPU]) / float64(engine.OneGPU) }
 	// Queues that went away stop being reported.
 	m.quota.Reset()

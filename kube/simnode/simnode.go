@@ -266,12 +266,9 @@ func utilization(gpus int, pods []*corev1.Pod) string {
 		if v, err := strconv.ParseFloat(p.Annotations[AnnotationUtilization], 64); err == nil && v >= 0 && v <= 100 {
 			percent = v
 		}
-		share := 1.0
-		if s, err := strconv.Atoi(p.Annotations[v1alpha1.AnnotationGPUShare]); err == nil && s > 0 {
-			share = float64(s) / 1000
-		}
-		for _, f := range strings.Split(p.Annotations[v1alpha1.AnnotationGPUs], ",") {
-			if g, err := strconv.Atoi(strings.TrimSpace(f)); err == nil && g >= 0 && g < gpus {
+		indices, share := v1alpha1.HeldGPUs(p)
+		for _, g := range indices {
+			if g < gpus {
 				busy[g] += share * percent
 			}
 		}
