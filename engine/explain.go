@@ -13,6 +13,13 @@ func shapeKey(j *jobState, pods []*podState) string {
 	b.WriteString(j.j.NodePool)
 	b.WriteByte('|')
 	b.WriteString(strings.Join(j.j.GPUTypes, ","))
+	if f := j.filter; f != nil {
+		// Jobs of one filter fit alike; a dynamic job's fit depends on its own pods.
+		fmt.Fprintf(&b, "|f%d", f.ord)
+		if f.f.Dynamic {
+			b.WriteString("|" + string(j.j.ID))
+		}
+	}
 	for _, p := range pods {
 		r := p.p.Request
 		fmt.Fprintf(&b, "|%d/%d/%d/%d/%d", r.GPUs, r.GPUFraction, r.GPUMemory, r.CPU, r.Memory)
@@ -43,7 +50,6 @@ func describeRequest(r PodRequest) string {
 // explainNoFit says why the pods cannot be placed now, naming the constraint that binds
 // and the best the cluster offers, so that the user knows what to change or wait for.
 func (s *session) explainNoFit(j *jobState, pods []*podState) Reason {
-	r := pods[0].p.Request
 	var eligible []*nodeState
 	for _, n := range s.nodes {
 		if s.eligible(j, n) {
@@ -53,6 +59,36 @@ func (s *session) explainNoFit(j *jobState, pods []*podState) Reason {
 	if len(eligible) == 0 {
 		return s.explainConstraint(j)
 	}
+	r0 := s.explainResources(j, pods, eligible)
+	if f := j.filter; f != nil && f.f.Excluded != "" {
+		r0.Message += fmt.Sprintf("; %d/%d nodes are ruled out by the pod's constraints: %s",
+			len(s.nodes)-len(eligible), len(s.nodes), f.f.Excluded)
+	}
+	return r0
+}
+
+// ruleReason asks the placement rules why a dynamic job's first waiting pod fits none of
+// the nodes that have room for it by GPUs, CPU and memory.
+func (s *session) ruleReason(j *jobState, pods []*podState, eligible []*nodeState) string {
+	if j.filter == nil || !j.filter.f.Dynamic || s.rules == nil {
+		return ""
+	}
+	p := pods[0]
+	var ids []NodeID
+	for _, n := range eligible {
+		if len(s.options(j, p.p.Request, n, nil)) > 0 {
+			ids = append(ids, n.n.ID)
+		}
+	}
+	if len(ids) == 0 {
+		return ""
+	}
+	return s.rules.Why(p.p.ID, ids)
+}
+
+// explainResources names the GPU, CPU or memory shortage among the eligible nodes.
+func (s *session) explainResources(j *jobState, pods []*podState, eligible []*nodeState) Reason {
+	r := pods[0].p.Request
 	// Static limits: the job cannot run here even on an empty cluster.
 	var capGPU MilliGPU
 	maxGPUs := 0
@@ -79,7 +115,10 @@ func (s *session) explainNoFit(j *jobState, pods []*podState) Reason {
 	case MilliGPU(total) > capGPU:
 		return reasonf(ReasonTooLarge, "needs %s GPUs in all; the nodes it may use have %s", MilliGPU(total), capGPU)
 	}
-	block := s.largestBlock(j, r, eligible)
+	block := s.ruleReason(j, pods, eligible)
+	if block == "" {
+		block = s.largestBlock(j, r, eligible)
+	}
 	if len(pods) > 1 {
 		fit := s.countFit(j, pods)
 		return reasonf(ReasonGangPartial, "gang of %d pods × %s must start together; only %d fit now (%s)",
@@ -186,12 +225,16 @@ func (s *session) countFit(j *jobState, pods []*podState) int {
 	return n
 }
 
-// explainConstraint names the pool or GPU model that no schedulable node offers.
+// explainConstraint names the pool, node constraint or GPU model that no schedulable
+// node offers.
 func (s *session) explainConstraint(j *jobState) Reason {
 	inPool := 0
 	models := map[string]bool{}
 	for _, n := range s.nodes {
 		if n.n.Unschedulable || n.n.Pool != j.j.NodePool {
+			continue
+		}
+		if j.filter != nil && !j.filter.allowed[n.idx] {
 			continue
 		}
 		inPool++
@@ -204,6 +247,20 @@ func (s *session) explainConstraint(j *jobState) Reason {
 		pool = "default"
 	}
 	if inPool == 0 {
+		if f := j.filter; f != nil && f.f.Excluded != "" {
+			allowed := 0
+			for _, ok := range f.allowed {
+				if ok {
+					allowed++
+				}
+			}
+			msg := fmt.Sprintf("0/%d nodes are available: %s", len(s.nodes), f.f.Excluded)
+			if allowed > 0 {
+				msg += fmt.Sprintf("; the %s that would take it %s not in node pool %q or not schedulable",
+					plural(allowed, "node"), map[bool]string{true: "is", false: "are"}[allowed == 1], pool)
+			}
+			return reasonf(ReasonConstraint, "%s", msg)
+		}
 		return reasonf(ReasonConstraint, "no schedulable node in node pool %q", pool)
 	}
 	have := make([]string, 0, len(models))

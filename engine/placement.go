@@ -6,9 +6,13 @@ import (
 )
 
 // eligible reports whether a node may host pods of the job at all: it takes new pods, is
-// in the job's pool, and (for GPU jobs) has a device of an accepted model.
+// in the job's pool, passes the job's node filter, and (for GPU jobs) has a device of an
+// accepted model.
 func (s *session) eligible(j *jobState, n *nodeState) bool {
 	if n.n.Unschedulable || n.n.Pool != j.j.NodePool {
+		return false
+	}
+	if j.filter != nil && !j.filter.allowed[n.idx] {
 		return false
 	}
 	if len(j.j.GPUTypes) == 0 {
@@ -133,9 +137,27 @@ func islandOf(n *nodeState, g int) int {
 	return ((n.n.GPUs[g].Island % 64) + 64) % 64
 }
 
-// fitsHost checks CPU and memory.
-func fitsHost(n *nodeState, cpu, mem int64) bool {
-	return n.n.CPU-n.cpuUsed >= cpu && n.n.Memory-n.memUsed >= mem
+// fitsHost checks CPU, memory and the node's pod capacity for pods more pods.
+func fitsHost(n *nodeState, cpu, mem int64, pods int) bool {
+	return n.n.CPU-n.cpuUsed >= cpu && n.n.Memory-n.memUsed >= mem && n.maxPods-len(n.pods) >= pods
+}
+
+// ruleFits asks the placement rules about a pod of a dynamic job (pod affinity, spread,
+// host ports, other resources); other jobs are decided by the engine alone.
+func (s *session) ruleFits(p *podState, n *nodeState) bool {
+	j := p.job
+	if j.filter == nil || !j.filter.f.Dynamic || s.rules == nil {
+		return true
+	}
+	return s.rules.Fits(p.p.ID, n.n.ID)
+}
+
+// preference is the job's node preference for n (zero without one).
+func (j *jobState) preference(n *nodeState) int64 {
+	if j.filter == nil || j.filter.pref == nil {
+		return 0
+	}
+	return j.filter.pref[n.idx]
 }
 
 // freeMilli is the node's free GPU capacity. Over-committed devices (possible only in a
@@ -144,16 +166,24 @@ func freeMilli(n *nodeState) MilliGPU { return max(n.idle, 0) }
 
 // better reports whether a node leaving (gpuLeft, cpuLeft) free is preferred to the
 // incumbent. Bin-packing leaves as little as possible; spreading as much as possible.
-// CPU-only pods bin-pack away from free GPUs so they do not strand them.
-func (s *session) better(gpuLeft, cpuLeft, bestGPU, bestCPU int64) bool {
+// CPU-only pods bin-pack away from free GPUs so they do not strand them. Between nodes
+// that leave the same GPUs free, the pod's own preference (preferred node affinity,
+// PreferNoSchedule taints) decides before CPU does.
+func (s *session) better(gpuLeft, cpuLeft, pref, bestGPU, bestCPU, bestPref int64) bool {
 	if s.opts.Placement == PlacementSpread {
 		if gpuLeft != bestGPU {
 			return gpuLeft > bestGPU
+		}
+		if pref != bestPref {
+			return pref > bestPref
 		}
 		return cpuLeft > bestCPU
 	}
 	if gpuLeft != bestGPU {
 		return gpuLeft < bestGPU
+	}
+	if pref != bestPref {
+		return pref > bestPref
 	}
 	return cpuLeft < bestCPU
 }
@@ -173,9 +203,9 @@ func (s *session) placeOne(p *podState, only []*nodeState) bool {
 		return s.placeScored(p, nodes)
 	}
 	var best *nodeState
-	var bestGPU, bestCPU int64
+	var bestGPU, bestCPU, bestPref int64
 	for _, n := range nodes {
-		if !s.eligible(j, n) || !fitsHost(n, r.CPU, r.Memory) {
+		if !s.eligible(j, n) || !fitsHost(n, r.CPU, r.Memory, 1) {
 			continue
 		}
 		var gpuLeft int64
@@ -200,8 +230,9 @@ func (s *session) placeOne(p *podState, only []*nodeState) bool {
 			gpuLeft = int64(freeMilli(n))
 		}
 		cpuLeft := n.n.CPU - n.cpuUsed - r.CPU
-		if best == nil || s.better(gpuLeft, cpuLeft, bestGPU, bestCPU) {
-			best, bestGPU, bestCPU = n, gpuLeft, cpuLeft
+		pref := j.preference(n)
+		if (best == nil || s.better(gpuLeft, cpuLeft, pref, bestGPU, bestCPU, bestPref)) && s.ruleFits(p, n) {
+			best, bestGPU, bestCPU, bestPref = n, gpuLeft, cpuLeft, pref
 		}
 	}
 	if best == nil {
@@ -224,7 +255,7 @@ func (s *session) fitsAllOn(j *jobState, pods []*podState, n *nodeState) (gpuLef
 		mem += p.p.Request.Memory
 		whole += p.p.Request.GPUs
 	}
-	if !fitsHost(n, cpu, mem) || whole > n.free {
+	if !fitsHost(n, cpu, mem, len(pods)) || whole > n.free {
 		return 0, 0, false
 	}
 	if onlyWhole(pods) && len(j.j.GPUTypes) == 0 {
@@ -268,15 +299,18 @@ func (s *session) placeGang(j *jobState, pods []*podState, only []*nodeState) bo
 		nodes = s.nodes
 	}
 	var best *nodeState
-	var bestGPU, bestCPU int64
+	var bestGPU, bestCPU, bestPref int64
 	for _, n := range nodes {
 		gl, cl, ok := s.fitsAllOn(j, pods, n)
-		if ok && (best == nil || s.better(gl, cl, bestGPU, bestCPU)) {
-			best, bestGPU, bestCPU = n, gl, cl
+		pref := j.preference(n)
+		if ok && (best == nil || s.better(gl, cl, pref, bestGPU, bestCPU, bestPref)) {
+			best, bestGPU, bestCPU, bestPref = n, gl, cl, pref
 		}
 	}
-	if best != nil {
-		return s.fillNodes(pods, []*nodeState{best})
+	// fitsAllOn counts resources only: the placement rules (anti-affinity among the
+	// gang's own pods, say) may still refuse one node, and then the gang spreads.
+	if best != nil && s.fillNodes(pods, []*nodeState{best}) {
+		return true
 	}
 	// Across nodes: within one topology domain if any can hold the gang (the one with
 	// the most room first), else across the cluster; either way the emptiest nodes first

@@ -30,7 +30,7 @@ func (s *session) scored() bool {
 // of device use (devices used alike are interchangeable), for whole GPUs one.
 func (s *session) options(j *jobState, r PodRequest, n *nodeState, buf []option) []option {
 	buf = buf[:0]
-	if !fitsHost(n, r.CPU, r.Memory) {
+	if !fitsHost(n, r.CPU, r.Memory, 1) {
 		return buf
 	}
 	switch {
@@ -80,9 +80,12 @@ func (s *session) placeScored(p *podState, nodes []*nodeState) bool {
 	// first of them is scored (the first would win the tie anyway).
 	var states map[uint64]*nodeState
 	var prev *nodeState
-	if s.frag != nil && s.opts.Placement != PlacementRandom {
+	// A job with node preferences or placement rules tells alike nodes apart.
+	plain := j.filter == nil || (j.filter.pref == nil && !j.filter.f.Dynamic)
+	if s.frag != nil && s.opts.Placement != PlacementRandom && plain {
 		states = s.scratchStates()
 	}
+	var bestPref int64
 	for _, n := range nodes {
 		if !s.eligible(j, n) {
 			continue
@@ -102,6 +105,10 @@ func (s *session) placeScored(p *podState, nodes []*nodeState) bool {
 			}
 		}
 		buf = s.options(j, r, n, buf)
+		if len(buf) > 0 && !s.ruleFits(p, n) {
+			continue
+		}
+		pref := j.preference(n)
 		for _, o := range buf {
 			var sc float64
 			if s.opts.Placement == PlacementRandom {
@@ -112,11 +119,11 @@ func (s *session) placeScored(p *podState, nodes []*nodeState) bool {
 				}
 			} else {
 				sc = s.score(j, r, n, o)
-				if sc >= bestScore {
+				if sc > bestScore || (sc == bestScore && pref <= bestPref) {
 					continue
 				}
 			}
-			best, bestScore = n, sc
+			best, bestScore, bestPref = n, sc, pref
 			bestOpt = option{gpus: append([]int(nil), o.gpus...), share: o.share}
 		}
 	}

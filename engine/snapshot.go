@@ -9,6 +9,41 @@ type Snapshot struct {
 	Nodes  []Node
 	Queues []Queue
 	Jobs   []Job
+	// Rules judges placements that depend on other pods' places in this same cycle (pod
+	// affinity and anti-affinity, topology spread, host ports, resources the engine does
+	// not count). The engine asks it only about jobs whose NodeFilter is Dynamic; nil when
+	// no job needs it.
+	Rules PlacementRules
+}
+
+// PlacementRules is how the engine learns the placement rules it does not evaluate itself:
+// the Kubernetes adapter answers with kube-scheduler's own plugins, the simulator with the
+// few rules scenario files express. The engine tells it every bind and unbind of the
+// session (trials that are rolled back included) so that its answers follow the session.
+type PlacementRules interface {
+	// Fits reports whether the pod may run on the node given the pods placed so far.
+	Fits(pod PodID, node NodeID) bool
+	// Placed and Removed report a pod bound to or unbound from a node in the session.
+	Placed(pod PodID, node NodeID)
+	Removed(pod PodID, node NodeID)
+	// Why says, for a person, why the pod fits none of the given nodes.
+	Why(pod PodID, nodes []NodeID) string
+}
+
+// NodeFilter is what a job's pod spec alone decides about nodes (node selectors and
+// affinity, taints and tolerations, volumes' zones, a node name the user set), worked out
+// by the caller once per pod shape and shared by the jobs of that shape.
+type NodeFilter struct {
+	// Allowed lists the nodes the pods may run on; every other node is ruled out.
+	Allowed []NodeID
+	// Excluded says why the other nodes are ruled out, in the words people know from
+	// kube-scheduler: "8 node(s) had untolerated taint {gpu: x}".
+	Excluded string
+	// Preference ranks allowed nodes (higher is better; preferred node affinity, taints
+	// the pod would rather avoid) among placements that are otherwise equal.
+	Preference map[NodeID]int64
+	// Dynamic marks jobs whose placements must also pass Snapshot.Rules.
+	Dynamic bool
 }
 
 // Node is a schedulable machine with its GPUs.
@@ -24,6 +59,9 @@ type Node struct {
 	// CPU in millicores and Memory in bytes that pods may request on this node.
 	CPU    int64
 	Memory int64
+	// MaxPods caps how many of the snapshot's pods the node may run (its pod capacity
+	// less the pods the snapshot does not hold); nil means no cap.
+	MaxPods *int
 	// Unschedulable nodes keep their running pods but take no new ones.
 	Unschedulable bool
 }
@@ -82,6 +120,8 @@ type Job struct {
 	NodePool  string
 	// GPUTypes lists acceptable GPU models; empty accepts any.
 	GPUTypes []string
+	// Nodes narrows the nodes the job's pods may use; nil allows every node.
+	Nodes *NodeFilter
 }
 
 // IsPreemptible resolves the class default and the override.

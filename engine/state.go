@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"math"
 	"math/rand/v2"
 	"slices"
 	"time"
@@ -37,6 +38,20 @@ type session struct {
 	freeWhole []int
 	// freeShare[f] counts devices of schedulable nodes with exactly f MilliGPU free.
 	freeShare [OneGPU + 1]int
+	// rules answers for dynamic jobs and hears of every change once live is set (the
+	// pods bound in the snapshot are already known to it).
+	rules PlacementRules
+	live  bool
+	// filters holds each distinct NodeFilter of the snapshot indexed by node.
+	filters map[*NodeFilter]*filterState
+}
+
+// filterState is a NodeFilter turned into slices indexed like session.nodes.
+type filterState struct {
+	f       *NodeFilter
+	ord     int // distinguishes filters in shape keys
+	allowed []bool
+	pref    []int64
 }
 
 type nodeState struct {
@@ -47,6 +62,7 @@ type nodeState struct {
 	memUsed int64
 	free    int      // fully free GPUs
 	idle    MilliGPU // free GPU capacity, fractions included
+	maxPods int      // math.MaxInt when the node has no cap
 	pods    []*podState
 	// ver counts changes; the fragmentation key below is valid while keyVer == ver.
 	ver, keyVer      int
@@ -76,6 +92,7 @@ type jobState struct {
 	pods        []*podState
 	bound       int
 	reason      Reason
+	filter      *filterState // nil: every node
 }
 
 type podState struct {
@@ -202,6 +219,9 @@ func (s *session) doBind(p *podState, n *nodeState, gpus []int, share MilliGPU) 
 	n.memUsed += p.p.Request.Memory
 	p.slot = len(n.pods)
 	n.pods = append(n.pods, p)
+	if s.live && s.rules != nil {
+		s.rules.Placed(p.p.ID, n.n.ID)
+	}
 	j := p.job
 	j.bound++
 	np := !j.preemptible
@@ -253,6 +273,9 @@ func (s *session) doUnbind(p *podState) {
 	}
 	p.node, p.gpus, p.share, p.cost = nil, nil, 0, Resources{}
 	s.freed++
+	if s.live && s.rules != nil {
+		s.rules.Removed(p.p.ID, n.n.ID)
+	}
 }
 
 // countShare keeps the histogram of free device shares behind maxFreeShare.
@@ -321,11 +344,14 @@ func (s *session) maxFreeWhole() int {
 
 func newSession(snap *Snapshot, opts Options) *session {
 	s := &session{opts: opts, now: snap.Now, nodeByID: make(map[NodeID]*nodeState, len(snap.Nodes)),
-		queueBy: make(map[QueueID]*queueState, len(snap.Queues)), rng: newRand(opts.Seed)}
+		queueBy: make(map[QueueID]*queueState, len(snap.Queues)), rng: newRand(opts.Seed), rules: snap.Rules}
 	for i := range snap.Nodes {
 		n := &snap.Nodes[i]
 		ns := &nodeState{n: n, idx: i, gpuUsed: make([]MilliGPU, len(n.GPUs)), free: len(n.GPUs), ver: 1,
-			idle: MilliGPU(len(n.GPUs)) * OneGPU}
+			idle: MilliGPU(len(n.GPUs)) * OneGPU, maxPods: math.MaxInt}
+		if n.MaxPods != nil {
+			ns.maxPods = *n.MaxPods
+		}
 		s.nodes = append(s.nodes, ns)
 		s.nodeByID[n.ID] = ns
 		s.maxGPUs = max(s.maxGPUs, len(n.GPUs))
@@ -354,7 +380,7 @@ func newSession(snap *Snapshot, opts Options) *session {
 			s.orphans = append(s.orphans, j.ID)
 			q = nil
 		}
-		js := &jobState{j: j, q: q, preemptible: j.IsPreemptible()}
+		js := &jobState{j: j, q: q, preemptible: j.IsPreemptible(), filter: s.filterOf(j.Nodes)}
 		for k := range j.Pods {
 			p := &j.Pods[k]
 			ps := &podState{p: p, job: js, idx: k, orig: p.Binding}
@@ -378,7 +404,38 @@ func newSession(snap *Snapshot, opts Options) *session {
 		}
 	}
 	s.freed = 0
+	s.live = true
 	return s
+}
+
+// filterOf indexes a job's NodeFilter by node, once per distinct filter: the jobs of one
+// pod shape share theirs.
+func (s *session) filterOf(f *NodeFilter) *filterState {
+	if f == nil {
+		return nil
+	}
+	if fs := s.filters[f]; fs != nil {
+		return fs
+	}
+	if s.filters == nil {
+		s.filters = map[*NodeFilter]*filterState{}
+	}
+	fs := &filterState{f: f, ord: len(s.filters) + 1, allowed: make([]bool, len(s.nodes))}
+	for _, id := range f.Allowed {
+		if n := s.nodeByID[id]; n != nil {
+			fs.allowed[n.idx] = true
+		}
+	}
+	if len(f.Preference) > 0 {
+		fs.pref = make([]int64, len(s.nodes))
+		for id, v := range f.Preference {
+			if n := s.nodeByID[id]; n != nil {
+				fs.pref[n.idx] = v
+			}
+		}
+	}
+	s.filters[f] = fs
+	return fs
 }
 
 func validGPUs(n *nodeState, b *Binding) bool {

@@ -110,7 +110,7 @@ func (s *session) restore(e evicted) bool {
 }
 
 func (s *session) roomAt(r PodRequest, pl place) bool {
-	if !fitsHost(pl.node, r.CPU, r.Memory) {
+	if !fitsHost(pl.node, r.CPU, r.Memory, 1) {
 		return false
 	}
 	for _, g := range pl.gpus {

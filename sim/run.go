@@ -25,6 +25,9 @@ type RunOptions struct {
 func RunWith(sc *Scenario, opts RunOptions) ([]StepReport, error) {
 	m := sc.model
 	w := NewWorld(engine.New(engine.Options{Placement: m.placement}), m.nodes, m.queues)
+	if m.anyAnti {
+		w.meta = m.meta
+	}
 	var reports []StepReport
 	var failures []string
 	for _, st := range m.steps {

@@ -42,6 +42,7 @@ type NodeSpec struct {
 	CPU           string            `yaml:"cpu"`
 	Memory        string            `yaml:"memory"`
 	Labels        map[string]string `yaml:"labels"`
+	Taints        []TaintSpec       `yaml:"taints"`
 	Unschedulable bool              `yaml:"unschedulable"`
 }
 
@@ -87,6 +88,14 @@ type JobSpec struct {
 	NodePool    string   `yaml:"nodePool"`
 	GPUType     []string `yaml:"gpuType"`
 	Duration    string   `yaml:"duration"`
+	// NodeSelector, Tolerations and AntiAffinity are the pod spec's: the job's pods run
+	// only on nodes whose labels match, tolerate the taints of the nodes they use, and
+	// never share a node with a pod whose job labels match AntiAffinity (nor with a pod
+	// whose anti-affinity matches their own Labels).
+	NodeSelector map[string]string `yaml:"nodeSelector"`
+	Tolerations  []TolerationSpec  `yaml:"tolerations"`
+	Labels       map[string]string `yaml:"labels"`
+	AntiAffinity map[string]string `yaml:"antiAffinity"`
 }
 
 // Expect states what must hold after a step; the simulator fails when it does not, which

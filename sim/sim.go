@@ -37,6 +37,8 @@ type World struct {
 	cycles int
 	// observe, if set, sees every settled state: the time and the last (empty) plan.
 	observe func(now time.Time, p *engine.Plan)
+	// meta feeds the placement rules (anti-affinity) of scenario files; nil without.
+	meta map[engine.JobID]jobMeta
 }
 
 type simJob struct {
@@ -89,6 +91,9 @@ func (w *World) Snapshot() *engine.Snapshot {
 			job.StartTime = j.started
 			s.Jobs = append(s.Jobs, job)
 		}
+	}
+	if w.meta != nil {
+		s.Rules = rulesFor(s.Jobs, w.meta)
 	}
 	return s
 }

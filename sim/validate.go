@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/allot-dev/allot/engine"
 )
@@ -35,6 +36,13 @@ type compiled struct {
 	nodes     []engine.Node
 	queues    []engine.Queue
 	steps     []step
+	// simNodes are the nodes as the node rules see them; filters holds one NodeFilter per
+	// distinct set of constraints; meta what the anti-affinity rules need of each job.
+	simNodes []simNode
+	filters  map[string]*engine.NodeFilter
+	meta     map[engine.JobID]jobMeta
+	// anyAnti: some job has anti-affinity, so every job's placements are checked.
+	anyAnti bool
 }
 
 type step struct {
@@ -74,6 +82,12 @@ func (sc *Scenario) compile() (*compiled, error) {
 	}
 	if len(sc.Steps) == 0 {
 		return nil, sc.errorf("steps", "a scenario needs at least one step (submit, delete or advance)")
+	}
+	c.filters, c.meta = map[string]*engine.NodeFilter{}, map[engine.JobID]jobMeta{}
+	for _, st := range sc.Steps {
+		for _, js := range st.Submit {
+			c.anyAnti = c.anyAnti || len(js.AntiAffinity) > 0
+		}
 	}
 	live := map[string]bool{}
 	for i, st := range sc.Steps {
@@ -171,11 +185,18 @@ func (sc *Scenario) compileNodes(c *compiled) error {
 		if model == "" {
 			model = defaultGPUType
 		}
+		taints, err := sc.compileTaints(path, ns.Taints)
+		if err != nil {
+			return err
+		}
 		for _, name := range names {
 			if seen[name] {
 				return sc.errorf(path, "node %q is defined twice", name)
 			}
 			seen[name] = true
+			lbls := labels.Set{hostnameLabel: name}
+			maps.Copy(lbls, ns.Labels)
+			c.simNodes = append(c.simNodes, simNode{id: engine.NodeID(name), labels: lbls, taints: taints})
 			n := engine.Node{ID: engine.NodeID(name), Labels: ns.Labels, Pool: ns.Labels[PoolLabel], Domain: ns.Labels[DomainLabel],
 				CPU: cpu, Memory: mem, Unschedulable: ns.Unschedulable}
 			for g := 0; g < ns.GPUs; g++ {
@@ -398,6 +419,18 @@ func (sc *Scenario) compileJob(c *compiled, js JobSpec, path string) (submission
 	if err := sc.checkFits(c, j, path); err != nil {
 		return sub, err
 	}
+	tols, err := sc.compileTolerations(path, js.Tolerations)
+	if err != nil {
+		return sub, err
+	}
+	key := filterKey(js.NodeSelector, tols, js.AntiAffinity)
+	f, ok := c.filters[key]
+	if !ok {
+		f = nodeFilter(c.simNodes, js.NodeSelector, tols, c.anyAnti)
+		c.filters[key] = f
+	}
+	j.Nodes = f
+	c.meta[j.ID] = jobMeta{labels: js.Labels, anti: js.AntiAffinity}
 	if js.Duration != "" {
 		d, err := time.ParseDuration(js.Duration)
 		if err != nil || d <= 0 {
