@@ -256,4 +256,3 @@ type jobMeta struct {
 	labels map[string]string
 	anti   map[string]string
 }
-
