@@ -100,8 +100,9 @@ func nodeFilter(nodes []simNode, selector map[string]string, tols []corev1.Toler
 		noSchedule := func(t *corev1.Taint) bool {
 			return t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute
 		}
-		if t, bad := v1helper.FindMatchingUntoleratedTaint(noLogger, n.taints, tols, noSchedule, comparisonTaint); bad {
-			why[fmt.Sprintf("node(s) had untolerated taint {%s: %s}", t.Key, t.Value)]++
+		if _, bad := v1helper.FindMatchingUntoleratedTaint(noLogger, n.taints, tols, noSchedule, comparisonTaint); bad {
+			// kube-scheduler's words since 1.33: it no longer names the taint.
+			why["node(s) had untolerated taint(s)"]++
 			continue
 		}
 		f.Allowed = append(f.Allowed, n.id)

@@ -31,6 +31,7 @@ import (
 
 	"github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/engine"
+	"github.com/allot-dev/allot/kube/podfit"
 	"github.com/allot-dev/allot/kube/podutil"
 )
 
@@ -75,6 +76,9 @@ type Scheduler struct {
 	queueWritten map[string]time.Time
 	// reasons remembers the last reason written per pod, to write only changes.
 	reasons map[types.UID]string
+
+	// fit holds kube-scheduler's plugins for the Kubernetes scheduling contract.
+	fit *podfit.Checker
 
 	pods, nodes, queues, groups cache.SharedIndexInformer
 	wake                        chan struct{}
@@ -166,10 +170,22 @@ func (s *Scheduler) run(ctx context.Context) error {
 	if err := s.ensureSystemNamespace(ctx); err != nil {
 		return fmt.Errorf("namespace %s: %w", v1alpha1.SystemNamespace, err)
 	}
+	// kube-scheduler's plugins add the informers they read (volumes, namespaces, services…)
+	// to the factory, so they are built before it starts.
+	fit, err := podfit.New(ctx, s.client, factory)
+	if err != nil {
+		return err
+	}
+	s.fit = fit
 	factory.Start(ctx.Done())
 	dfactory.Start(ctx.Done())
 	if !cache.WaitForCacheSync(ctx.Done(), s.pods.HasSynced, s.nodes.HasSynced, s.queues.HasSynced, s.groups.HasSynced) {
 		return ctx.Err()
+	}
+	for typ, ok := range factory.WaitForCacheSync(ctx.Done()) {
+		if !ok {
+			return fmt.Errorf("informer for %v did not sync: %w", typ, ctx.Err())
+		}
 	}
 	s.binds = make(chan bindJob, 1024)
 	var workers sync.WaitGroup
@@ -292,6 +308,7 @@ func (s *Scheduler) Cycle(ctx context.Context) error {
 	now := s.opts.Now()
 	s.stopOverdue(ctx, now, pods, queues)
 	snap, idx := buildSnapshot(now, nodes, pods, queues, groups, &s.conv)
+	constrain(ctx, s.fit, snap, idx, nodes, pods)
 	started := time.Now()
 	plan := s.eng.Schedule(snap)
 	s.apply(ctx, plan, idx)

@@ -44,7 +44,12 @@ func (e *env) startScheduler(t *testing.T) (stop func()) {
 	}
 	ctx, cancel := context.WithCancel(e.ctx)
 	done := make(chan struct{})
-	go func() { _ = s.Run(ctx); close(done) }()
+	go func() {
+		if err := s.Run(ctx); err != nil {
+			t.Logf("scheduler stopped: %v", err)
+		}
+		close(done)
+	}()
 	return func() { cancel(); <-done }
 }
 

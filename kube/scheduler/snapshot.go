@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
+	resourcehelper "k8s.io/component-helpers/resource"
 
 	"github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/engine"
@@ -274,10 +275,9 @@ func podRequest(p *corev1.Pod) engine.PodRequest {
 		r.GPUFraction = engine.MilliGPU(math.Round(share.Fraction * float64(engine.OneGPU)))
 		r.GPUMemory = share.Memory
 	}
-	for _, c := range p.Spec.Containers {
-		r.CPU += c.Resources.Requests.Cpu().MilliValue()
-		r.Memory += c.Resources.Requests.Memory().Value()
-	}
+	// As kube-scheduler counts them: init containers, sidecars and the pod's overhead.
+	req := resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{})
+	r.CPU, r.Memory = req.Cpu().MilliValue(), req.Memory().Value()
 	return r
 }
 

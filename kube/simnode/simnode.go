@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -87,8 +88,18 @@ func Create(ctx context.Context, client kubernetes.Interface, spec Spec) error {
 		created.Status.Capacity, created.Status.Allocatable = capacity, capacity
 		created.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue,
 			Reason: "SimulatedKubeletReady", LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()}}
-		if _, err := client.CoreV1().Nodes().UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
+		updated, err := client.CoreV1().Nodes().UpdateStatus(ctx, created, metav1.UpdateOptions{})
+		if err != nil {
 			return fmt.Errorf("node %s status: %w", name, err)
+		}
+		// The API server taints a new node not-ready; on a real cluster the node lifecycle
+		// controller lifts the taint once the kubelet reports Ready, as this does.
+		kept := slices.DeleteFunc(slices.Clone(updated.Spec.Taints), func(t corev1.Taint) bool { return t.Key == corev1.TaintNodeNotReady })
+		if len(kept) != len(updated.Spec.Taints) {
+			updated.Spec.Taints = kept
+			if _, err := client.CoreV1().Nodes().Update(ctx, updated, metav1.UpdateOptions{}); err != nil {
+				return fmt.Errorf("node %s: lifting the not-ready taint: %w", name, err)
+			}
 		}
 	}
 	return nil

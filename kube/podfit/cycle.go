@@ -1,0 +1,378 @@
+package podfit
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/backend/cache"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+
+	"github.com/allot-dev/allot/api/v1alpha1"
+	"github.com/allot-dev/allot/engine"
+)
+
+// Cycle is one scheduling cycle's view: the cluster as the snapshot was taken, and the
+// binds and unbinds the engine has made since. It implements engine.PlacementRules.
+type Cycle struct {
+	ctx    context.Context
+	c      *Checker
+	snap   *cache.Snapshot // as the cycle began; the plugins' PreFilter reads it
+	nodes  []fwk.NodeInfo
+	byName map[string]fwk.NodeInfo
+	// cur holds copies of the nodes the engine changed, with its binds and unbinds.
+	cur  map[string]*framework.NodeInfo
+	pods map[engine.PodID]*corev1.Pod
+	// log lists the engine's changes in order; a pod's state replays what it has not seen.
+	log     []change
+	dyn     map[engine.PodID]*dynPod
+	filters map[string]*engine.NodeFilter
+	// repels: some pod of the cluster has required anti-affinity, so every placement is
+	// checked against it.
+	repels bool
+	scores bool // some node has a PreferNoSchedule taint
+}
+
+type change struct {
+	info fwk.PodInfo
+	node string
+	add  bool
+}
+
+// dynPod is one pod's PreFilter state for the dynamic plugins.
+type dynPod struct {
+	pod     *corev1.Pod // what the plugins see: without the resources the engine counts
+	state   fwk.CycleState
+	failed  *fwk.Status // PreFilter refused every node
+	applied int         // log entries replayed into state
+}
+
+// Begin starts a cycle. pods are every pod the informer holds (any scheduler's, bound or
+// not); ours maps the engine's pod IDs to the pods the cycle schedules.
+func (c *Checker) Begin(ctx context.Context, nodes []*corev1.Node, pods []*corev1.Pod, ours map[engine.PodID]*corev1.Pod) *Cycle {
+	var bound []*corev1.Pod
+	cy := &Cycle{ctx: ctx, c: c, pods: ours, cur: map[string]*framework.NodeInfo{}, dyn: map[engine.PodID]*dynPod{},
+		filters: map[string]*engine.NodeFilter{}}
+	for _, p := range pods {
+		if hasRequiredAntiAffinity(p) {
+			cy.repels = true
+		}
+		if p.Spec.NodeName != "" && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
+			bound = append(bound, p)
+		}
+	}
+	for _, n := range nodes {
+		for _, t := range n.Spec.Taints {
+			if t.Effect == corev1.TaintEffectPreferNoSchedule {
+				cy.scores = true
+			}
+		}
+	}
+	cy.snap = cache.NewSnapshot(bound, nodes)
+	c.lister.snap = cy.snap
+	cy.nodes, _ = cy.snap.NodeInfos().List()
+	sort.Slice(cy.nodes, func(a, b int) bool { return cy.nodes[a].Node().Name < cy.nodes[b].Node().Name })
+	cy.byName = make(map[string]fwk.NodeInfo, len(cy.nodes))
+	for _, ni := range cy.nodes {
+		cy.byName[ni.Node().Name] = ni
+	}
+	return cy
+}
+
+// shape is what the static plugins read of a pod; pods of one shape share a filter.
+type shape struct {
+	Namespace    string
+	NodeName     string
+	NodeSelector map[string]string
+	NodeAffinity *corev1.NodeAffinity
+	Tolerations  []corev1.Toleration
+	Volumes      []corev1.Volume
+	Dynamic      bool
+}
+
+// NodeFilter is the engine's filter for a job whose pods look like p.
+func (cy *Cycle) NodeFilter(p *corev1.Pod) *engine.NodeFilter {
+	sh := shape{Namespace: p.Namespace, NodeName: p.Spec.NodeName, NodeSelector: p.Spec.NodeSelector,
+		Tolerations: p.Spec.Tolerations, Volumes: p.Spec.Volumes, Dynamic: cy.repels || needsRules(p)}
+	if a := p.Spec.Affinity; a != nil {
+		sh.NodeAffinity = a.NodeAffinity
+	}
+	if p.Spec.NodeName != "" && p.Labels[v1alpha1.LabelReservation] != "true" {
+		// A bound pod's own nodeName says where it is, not where it asked to go.
+		sh.NodeName = ""
+	}
+	raw, _ := json.Marshal(sh)
+	key := string(raw)
+	if f, ok := cy.filters[key]; ok {
+		return f
+	}
+	f := cy.staticFilter(p, sh)
+	cy.filters[key] = f
+	return f
+}
+
+func (cy *Cycle) staticFilter(p *corev1.Pod, sh shape) *engine.NodeFilter {
+	q := p.DeepCopy()
+	q.Spec.NodeName = sh.NodeName
+	f := &engine.NodeFilter{Dynamic: sh.Dynamic}
+	state := framework.NewCycleState()
+	_, st, _ := cy.c.static.RunPreFilterPlugins(cy.ctx, state, q)
+	if !st.IsSuccess() {
+		f.Excluded = fmt.Sprintf("%d %s", len(cy.nodes), st.Message())
+		return f
+	}
+	why := map[string]int{}
+	var allowed []fwk.NodeInfo
+	for _, ni := range cy.nodes {
+		if st := cy.c.static.RunFilterPlugins(cy.ctx, state, q, ni); !st.IsSuccess() {
+			for _, r := range st.Reasons() {
+				why[r]++
+			}
+			continue
+		}
+		f.Allowed = append(f.Allowed, engine.NodeID(ni.Node().Name))
+		allowed = append(allowed, ni)
+	}
+	f.Excluded = histogram(why)
+	if len(allowed) > 1 && (cy.scores || preferredNodes(q)) {
+		f.Preference = cy.preference(state, q, allowed)
+	}
+	return f
+}
+
+// preference scores the allowed nodes with kube-scheduler's NodeAffinity and
+// TaintToleration scores (preferred node affinity, PreferNoSchedule taints).
+func (cy *Cycle) preference(state fwk.CycleState, p *corev1.Pod, nodes []fwk.NodeInfo) map[engine.NodeID]int64 {
+	if st := cy.c.static.RunPreScorePlugins(cy.ctx, state, p, nodes); !st.IsSuccess() && !st.IsSkip() {
+		return nil
+	}
+	scores, st := cy.c.static.RunScorePlugins(cy.ctx, state, p, nodes)
+	if !st.IsSuccess() {
+		return nil
+	}
+	out := make(map[engine.NodeID]int64, len(scores))
+	differ := false
+	for _, s := range scores {
+		out[engine.NodeID(s.Name)] = s.TotalScore
+		differ = differ || s.TotalScore != scores[0].TotalScore
+	}
+	if !differ {
+		return nil
+	}
+	return out
+}
+
+func preferredNodes(p *corev1.Pod) bool {
+	a := p.Spec.Affinity
+	return a != nil && a.NodeAffinity != nil && len(a.NodeAffinity.PreferredDuringSchedulingIgnoredDuringExecution) > 0
+}
+
+// histogram renders per-node reasons as kube-scheduler's FitError does.
+func histogram(why map[string]int) string {
+	parts := make([]string, 0, len(why))
+	for r, c := range why {
+		parts = append(parts, fmt.Sprintf("%d %s", c, r))
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, ", ")
+}
+
+// needsRules reports whether a pod's placement depends on other pods' places or on
+// resources the engine does not count: then the dynamic plugins judge each placement.
+func needsRules(p *corev1.Pod) bool {
+	if a := p.Spec.Affinity; a != nil {
+		if (a.PodAffinity != nil && len(a.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution) > 0) ||
+			(a.PodAntiAffinity != nil && len(a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution) > 0) {
+			return true
+		}
+	}
+	for _, c := range p.Spec.TopologySpreadConstraints {
+		if c.WhenUnsatisfiable == corev1.DoNotSchedule {
+			return true
+		}
+	}
+	for _, cs := range [][]corev1.Container{p.Spec.InitContainers, p.Spec.Containers} {
+		for _, c := range cs {
+			for _, port := range c.Ports {
+				if port.HostPort > 0 {
+					return true
+				}
+			}
+			for _, rl := range []corev1.ResourceList{c.Resources.Requests, c.Resources.Limits} {
+				for name := range rl {
+					if !engineCounts(name) {
+						return true
+					}
+				}
+			}
+		}
+	}
+	for name := range p.Spec.Overhead {
+		if !engineCounts(name) {
+			return true
+		}
+	}
+	return false
+}
+
+// engineCounts names the resources the engine accounts for itself.
+func engineCounts(name corev1.ResourceName) bool {
+	return name == corev1.ResourceCPU || name == corev1.ResourceMemory || name == v1alpha1.GPUResource
+}
+
+// stripped is the pod as the dynamic plugins judge it: without CPU, memory and GPUs,
+// which the engine places itself (so that a victim the engine evicts frees them).
+func stripped(p *corev1.Pod) *corev1.Pod {
+	q := p.DeepCopy()
+	strip := func(rl corev1.ResourceList) {
+		for name := range rl {
+			if engineCounts(name) {
+				delete(rl, name)
+			}
+		}
+	}
+	for _, cs := range [][]corev1.Container{q.Spec.InitContainers, q.Spec.Containers} {
+		for i := range cs {
+			strip(cs[i].Resources.Requests)
+			strip(cs[i].Resources.Limits)
+		}
+	}
+	strip(q.Spec.Overhead)
+	return q
+}
+
+// Fits implements engine.PlacementRules with kube-scheduler's filters: resources the
+// engine does not count, host ports, pod affinity and anti-affinity, topology spread.
+func (cy *Cycle) Fits(pod engine.PodID, node engine.NodeID) bool {
+	return cy.filter(pod, node).IsSuccess()
+}
+
+func (cy *Cycle) filter(pod engine.PodID, node engine.NodeID) *fwk.Status {
+	d := cy.dynOf(pod)
+	if d == nil {
+		return nil // not ours: nothing to judge
+	}
+	if d.failed != nil {
+		return d.failed
+	}
+	cy.replay(d)
+	ni := cy.nodeInfo(string(node))
+	if ni == nil {
+		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "node(s) not found")
+	}
+	return cy.c.dynamic.RunFilterPlugins(cy.ctx, d.state, d.pod, ni)
+}
+
+func (cy *Cycle) dynOf(id engine.PodID) *dynPod {
+	if d, ok := cy.dyn[id]; ok {
+		return d
+	}
+	p := cy.pods[id]
+	if p == nil {
+		return nil
+	}
+	d := &dynPod{pod: stripped(p), state: framework.NewCycleState()}
+	d.pod.Spec.NodeName = ""
+	if _, st, _ := cy.c.dynamic.RunPreFilterPlugins(cy.ctx, d.state, d.pod); !st.IsSuccess() {
+		d.failed = st
+	}
+	cy.dyn[id] = d
+	return d
+}
+
+// replay brings a pod's PreFilter state up to the engine's latest changes, through the
+// plugins' own AddPod/RemovePod extensions (as kube-scheduler's preemption does).
+func (cy *Cycle) replay(d *dynPod) {
+	for ; d.applied < len(cy.log); d.applied++ {
+		ch := cy.log[d.applied]
+		ni := cy.nodeInfo(ch.node)
+		if ch.add {
+			cy.c.dynamic.RunPreFilterExtensionAddPod(cy.ctx, d.state, d.pod, ch.info, ni)
+		} else {
+			cy.c.dynamic.RunPreFilterExtensionRemovePod(cy.ctx, d.state, d.pod, ch.info, ni)
+		}
+	}
+}
+
+func (cy *Cycle) nodeInfo(name string) fwk.NodeInfo {
+	if ni, ok := cy.cur[name]; ok {
+		return ni
+	}
+	ni := cy.byName[name]
+	if ni == nil {
+		return nil
+	}
+	return ni
+}
+
+// current is the node's copy that the engine's changes go to.
+func (cy *Cycle) current(name string) *framework.NodeInfo {
+	if ni, ok := cy.cur[name]; ok {
+		return ni
+	}
+	orig, ok := cy.byName[name].(*framework.NodeInfo)
+	if !ok {
+		return nil
+	}
+	ni := orig.SnapshotConcrete()
+	cy.cur[name] = ni
+	return ni
+}
+
+// Placed implements engine.PlacementRules.
+func (cy *Cycle) Placed(pod engine.PodID, node engine.NodeID) {
+	p := cy.pods[pod]
+	ni := cy.current(string(node))
+	if p == nil || ni == nil {
+		return
+	}
+	q := p.DeepCopy()
+	q.Spec.NodeName = string(node)
+	info, err := framework.NewPodInfo(q)
+	if err != nil {
+		return
+	}
+	ni.AddPodInfo(info)
+	cy.log = append(cy.log, change{info: info, node: string(node), add: true})
+}
+
+// Removed implements engine.PlacementRules.
+func (cy *Cycle) Removed(pod engine.PodID, node engine.NodeID) {
+	p := cy.pods[pod]
+	ni := cy.current(string(node))
+	if p == nil || ni == nil {
+		return
+	}
+	q := p.DeepCopy()
+	q.Spec.NodeName = string(node)
+	info, err := framework.NewPodInfo(q)
+	if err != nil {
+		return
+	}
+	if err := ni.RemovePod(klog.FromContext(cy.ctx), q); err != nil {
+		return
+	}
+	cy.log = append(cy.log, change{info: info, node: string(node), add: false})
+}
+
+// Why implements engine.PlacementRules: kube-scheduler's reasons, counted over nodes.
+func (cy *Cycle) Why(pod engine.PodID, nodes []engine.NodeID) string {
+	why := map[string]int{}
+	for _, n := range nodes {
+		st := cy.filter(pod, n)
+		if st.IsSuccess() {
+			continue
+		}
+		for _, r := range st.Reasons() {
+			why[r]++
+		}
+	}
+	return histogram(why)
+}
+
+var _ engine.PlacementRules = (*Cycle)(nil)

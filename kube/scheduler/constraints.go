@@ -1,0 +1,82 @@
+package scheduler
+
+import (
+	"context"
+
+	corev1 "k8s.io/api/core/v1"
+	resourcehelper "k8s.io/component-helpers/resource"
+
+	"github.com/allot-dev/allot/engine"
+	"github.com/allot-dev/allot/kube/podfit"
+)
+
+// constrain adds the Kubernetes scheduling contract to a snapshot: each job's node filter
+// and the in-cycle rules from kube-scheduler's plugins (podfit), and each node's CPU,
+// memory and pod capacity less what pods outside the snapshot hold (other schedulers'
+// CPU-only pods, DaemonSets, the reservations that hold shared GPUs), so that the engine
+// counts a node as kube-scheduler and the kubelet do.
+func constrain(ctx context.Context, fit *podfit.Checker, snap *engine.Snapshot, idx *index, nodes []*corev1.Node, pods []*corev1.Pod) {
+	room(snap, idx, nodes, pods)
+	if fit == nil {
+		return
+	}
+	cy := fit.Begin(ctx, nodes, pods, idx.pods)
+	dynamic := false
+	for i := range snap.Jobs {
+		j := &snap.Jobs[i]
+		members := idx.jobs[j.ID]
+		if j.Queue == "" || len(members) == 0 {
+			continue // other schedulers' pods: they hold their GPUs and are never moved
+		}
+		j.Nodes = cy.NodeFilter(members[0])
+		dynamic = dynamic || j.Nodes.Dynamic
+	}
+	if dynamic {
+		snap.Rules = cy
+	}
+}
+
+// room subtracts from each node what the pods the engine does not see request.
+func room(snap *engine.Snapshot, idx *index, nodes []*corev1.Node, pods []*corev1.Pod) {
+	type held struct {
+		cpu, mem int64
+		pods     int
+	}
+	byNode := map[string]*held{}
+	for _, p := range pods {
+		if p.Spec.NodeName == "" || terminal(p) {
+			continue
+		}
+		if _, seen := idx.pods[engine.PodID(p.Namespace+"/"+p.Name)]; seen {
+			continue
+		}
+		h := byNode[p.Spec.NodeName]
+		if h == nil {
+			h = &held{}
+			byNode[p.Spec.NodeName] = h
+		}
+		req := resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{})
+		h.cpu += req.Cpu().MilliValue()
+		h.mem += req.Memory().Value()
+		h.pods++
+	}
+	capPods := make(map[string]int, len(nodes))
+	for _, n := range nodes {
+		if v, ok := n.Status.Allocatable[corev1.ResourcePods]; ok {
+			capPods[n.Name] = int(v.Value())
+		}
+	}
+	for i := range snap.Nodes {
+		n := &snap.Nodes[i]
+		h := byNode[string(n.ID)]
+		if h == nil {
+			h = &held{}
+		}
+		n.CPU -= h.cpu
+		n.Memory -= h.mem
+		if c, ok := capPods[string(n.ID)]; ok {
+			left := c - h.pods
+			n.MaxPods = &left
+		}
+	}
+}
