@@ -137,9 +137,11 @@ func islandOf(n *nodeState, g int) int {
 	return ((n.n.GPUs[g].Island % 64) + 64) % 64
 }
 
-// fitsHost checks CPU, memory and the node's pod capacity for pods more pods.
+// fitsHost checks CPU, memory and the node's pod capacity for pods more pods. As in
+// kube-scheduler, a resource the pods do not request is not checked: a node over-committed
+// by pods from elsewhere still takes pods that ask for none of it.
 func fitsHost(n *nodeState, cpu, mem int64, pods int) bool {
-	return n.n.CPU-n.cpuUsed >= cpu && n.n.Memory-n.memUsed >= mem && n.maxPods-len(n.pods) >= pods
+	return (cpu == 0 || n.n.CPU-n.cpuUsed >= cpu) && (mem == 0 || n.n.Memory-n.memUsed >= mem) && n.maxPods-len(n.pods) >= pods
 }
 
 // ruleFits asks the placement rules about a pod of a dynamic job (pod affinity, spread,
