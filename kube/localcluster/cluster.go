@@ -1,6 +1,7 @@
 // Package localcluster runs a real Kubernetes control plane in one process: etcd,
-// kube-apiserver and kube-controller-manager built from the upstream modules, with Allot's
-// CRDs installed. It backs `allot up` and every test that concerns Kubernetes.
+// kube-apiserver, kube-controller-manager and kube-scheduler (for the pods that are not
+// Allot's), built from the upstream modules, with Allot's CRDs installed. It backs
+// `allot up` and every test that concerns Kubernetes.
 package localcluster
 
 import (
@@ -59,6 +60,12 @@ func Start(ctx context.Context, dir string) (*Cluster, error) {
 		return nil, err
 	}
 	c.done = append(c.done, cm)
+	ks, err := startDefaultScheduler(ctx, rc)
+	if err != nil {
+		c.Stop()
+		return nil, err
+	}
+	c.done = append(c.done, ks)
 	if err := waitForServiceAccount(ctx, rc, cm); err != nil {
 		c.Stop()
 		return nil, err
