@@ -25,8 +25,8 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/names"
-	schedmetrics "k8s.io/kubernetes/pkg/scheduler/metrics"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
+	schedmetrics "k8s.io/kubernetes/pkg/scheduler/metrics"
 )
 
 // The plugins of each pass. Static plugins depend only on the pod and the node (and on

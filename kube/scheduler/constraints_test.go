@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -42,8 +43,16 @@ func TestKubernetesConstraints(t *testing.T) {
 	landsOn := func(t *testing.T, name, node string) {
 		t.Helper()
 		e.waitFor(t, name+" bound to "+node, func() (bool, string) {
-			n := nodeOf(name)
-			return n == node, "on " + n
+			p, err := pods.Get(e.ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			for _, c := range p.Status.Conditions {
+				if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
+					return false, c.Message
+				}
+			}
+			return p.Spec.NodeName == node, "on " + p.Spec.NodeName
 		})
 	}
 	waitsWith := func(t *testing.T, name string, words ...string) {
@@ -194,5 +203,83 @@ func TestKubernetesConstraints(t *testing.T) {
 		patchNode(t, "dgx-2", string(raw), "status")
 		landsOn(t, "nic", "dgx-2")
 		gone(t, "nic")
+	})
+
+	t.Run("a volume pinned to a node", func(t *testing.T) {
+		// A bound pair pinned to a node, as the PersistentVolume controller leaves it (the
+		// embedded cluster does not run that controller).
+		boundDisk := func(claim, disk, node string) {
+			class := "local"
+			pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: claim, Namespace: "default",
+				Annotations: map[string]string{"pv.kubernetes.io/bind-completed": "yes"}}, Spec: corev1.PersistentVolumeClaimSpec{
+				StorageClassName: &class, VolumeName: disk, AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+				Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}}}
+			pvc, err := e.Client.CoreV1().PersistentVolumeClaims("default").Create(e.ctx, pvc, metav1.CreateOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			pvc.Status.Phase = corev1.ClaimBound
+			if _, err := e.Client.CoreV1().PersistentVolumeClaims("default").UpdateStatus(e.ctx, pvc, metav1.UpdateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			pv := &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: disk}, Spec: corev1.PersistentVolumeSpec{
+				Capacity: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}, StorageClassName: "local",
+				AccessModes:            []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+				PersistentVolumeSource: corev1.PersistentVolumeSource{Local: &corev1.LocalVolumeSource{Path: "/mnt/" + disk}},
+				ClaimRef:               &corev1.ObjectReference{Namespace: "default", Name: claim, UID: pvc.UID},
+				NodeAffinity: &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+					MatchExpressions: []corev1.NodeSelectorRequirement{{Key: corev1.LabelHostname, Operator: corev1.NodeSelectorOpIn, Values: []string{node}}}}}}},
+			}}
+			pv, err = e.Client.CoreV1().PersistentVolumes().Create(e.ctx, pv, metav1.CreateOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			pv.Status.Phase = corev1.VolumeBound
+			if _, err := e.Client.CoreV1().PersistentVolumes().UpdateStatus(e.ctx, pv, metav1.UpdateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		boundDisk("data", "disk-1", "dgx-2")
+		boundDisk("data-gone", "disk-2", "dgx-9")
+		create(t, "uses-disk", 1, func(p *corev1.Pod) {
+			p.Spec.Volumes = []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
+				PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data"}}}}
+		})
+		landsOn(t, "uses-disk", "dgx-2")
+		create(t, "uses-lost-disk", 1, func(p *corev1.Pod) {
+			p.Spec.Volumes = []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
+				PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data-gone"}}}}
+		})
+		waitsWith(t, "uses-lost-disk", "2 node(s) didn't match PersistentVolume's node affinity")
+		gone(t, "uses-disk")
+		gone(t, "uses-lost-disk")
+	})
+
+	t.Run("reclaim evicts only where the reclaiming pod may run", func(t *testing.T) {
+		e.queue(t, "borrower", 0)
+		e.queue(t, "owner", 4)
+		for i := 0; i < 8; i++ {
+			e.pod(t, fmt.Sprintf("borrow-%d", i), "borrower", 1, nil)
+		}
+		onNode := func(node string) int {
+			return e.count(t, func(p *corev1.Pod) bool {
+				return strings.HasPrefix(p.Name, "borrow-") && p.Spec.NodeName == node && p.DeletionTimestamp == nil
+			})
+		}
+		e.waitFor(t, "the borrower on all 8 GPUs", func() (bool, string) {
+			a, b := onNode("dgx-1"), onNode("dgx-2")
+			return a == 4 && b == 4, fmt.Sprintf("%d + %d", a, b)
+		})
+		create(t, "owner-pinned", 2, func(p *corev1.Pod) {
+			p.Labels["allot.dev/queue"] = "owner"
+			p.Spec.NodeSelector = map[string]string{corev1.LabelHostname: "dgx-2"}
+		})
+		landsOn(t, "owner-pinned", "dgx-2")
+		if a := onNode("dgx-1"); a != 4 {
+			t.Fatalf("%d borrower pods left on dgx-1, want all 4: the reclaim evicted where the owner may not run", a)
+		}
+		if b := onNode("dgx-2"); b != 2 {
+			t.Fatalf("%d borrower pods left on dgx-2, want 2", b)
+		}
 	})
 }
