@@ -14,6 +14,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensions "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/discovery/cached/memory"
@@ -174,6 +175,28 @@ func TestExamplesRun(t *testing.T) {
 		objs := apply(t, e, mapper, filepath.Join(dir, "pod-group.yaml"))
 		runningPods(t, e, "the pair", 2, named("pair-"))
 		remove(t, e, mapper, objs)
+	})
+
+	t.Run("constraints", func(t *testing.T) {
+		// dgx-2 is a tainted GPU node in zone-b; dgx-1 is in zone-a.
+		for node, patch := range map[string]string{
+			"dgx-1": `{"metadata":{"labels":{"topology.kubernetes.io/zone":"zone-a"}}}`,
+			"dgx-2": `{"metadata":{"labels":{"topology.kubernetes.io/zone":"zone-b"}},"spec":{"taints":[{"key":"nvidia.com/gpu","value":"present","effect":"NoSchedule"}]}}`,
+		} {
+			if _, err := e.Client.CoreV1().Nodes().Patch(e.Ctx, node, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		objs := apply(t, e, mapper, filepath.Join(dir, "constraints.yaml"))
+		for _, p := range runningPods(t, e, "zonal-train", 2, named("zonal-train-")) {
+			if p.Spec.NodeName != "dgx-2" {
+				t.Fatalf("pod %s on %s, want the tainted zone-b node dgx-2", p.Name, p.Spec.NodeName)
+			}
+		}
+		remove(t, e, mapper, objs)
+		if _, err := e.Client.CoreV1().Nodes().Patch(e.Ctx, "dgx-2", types.StrategicMergePatchType, []byte(`{"spec":{"taints":null}}`), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
 	})
 
 	installCRD(t, e, "jobset.x-k8s.io", "v1alpha2", "JobSet", "jobsets")
