@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -39,9 +40,33 @@ func genCluster(t *rapid.T) *Snapshot {
 		}
 		snap.Queues = append(snap.Queues, q)
 	}
+	// Node filters, as pod shapes give them: a few shared by several jobs, some nodes ruled
+	// out; and a pod cap on some nodes.
+	var filters []*NodeFilter
+	for k := rapid.IntRange(0, 2).Draw(t, "filters"); k > 0; k-- {
+		f := &NodeFilter{Excluded: "node(s) didn't match Pod's node affinity/selector"}
+		for _, n := range snap.Nodes {
+			if rapid.Bool().Draw(t, "allowed") {
+				f.Allowed = append(f.Allowed, n.ID)
+			}
+		}
+		filters = append(filters, f)
+	}
+	for i := range snap.Nodes {
+		if rapid.IntRange(0, 3).Draw(t, "podcap") == 0 {
+			c := rapid.IntRange(0, 3).Draw(t, "maxPods")
+			snap.Nodes[i].MaxPods = &c
+		}
+	}
 	nJobs := rapid.IntRange(0, 25).Draw(t, "jobs")
 	for i := 0; i < nJobs; i++ {
-		snap.Jobs = append(snap.Jobs, genJob(t, i, nQueues, snap.Now))
+		j := genJob(t, i, nQueues, snap.Now)
+		if len(filters) > 0 {
+			if k := rapid.IntRange(0, len(filters)).Draw(t, "filter"); k > 0 {
+				j.Nodes = filters[k-1]
+			}
+		}
+		snap.Jobs = append(snap.Jobs, j)
 	}
 	return snap
 }
@@ -114,6 +139,11 @@ func checkInvariants(t *rapid.T, snap *Snapshot, p *Plan) {
 	for _, q := range snap.Queues {
 		parent[q.ID], quota[q.ID] = q.Parent, q.Resources[ResourceGPU].Quota
 	}
+	podsOn := map[NodeID]int{}
+	newBinds := map[PodID]bool{}
+	for _, b := range p.Binds {
+		newBinds[b.Pod] = true
+	}
 	for _, j := range snap.Jobs {
 		bound := 0
 		for _, pod := range j.Pods {
@@ -123,6 +153,10 @@ func checkInvariants(t *rapid.T, snap *Snapshot, p *Plan) {
 			}
 			bound++
 			n := nodes[b.Node]
+			podsOn[b.Node]++
+			if f := j.Nodes; f != nil && newBinds[pod.ID] && !slices.Contains(f.Allowed, b.Node) {
+				t.Fatalf("pod %s placed on %s, which its node filter rules out (allowed %v)", pod.ID, b.Node, f.Allowed)
+			}
 			cpu[b.Node] += pod.Request.CPU
 			mem[b.Node] += pod.Request.Memory
 			r := pod.Request
@@ -162,6 +196,9 @@ func checkInvariants(t *rapid.T, snap *Snapshot, p *Plan) {
 	for id, n := range nodes {
 		if cpu[id] > n.CPU || mem[id] > n.Memory {
 			t.Fatalf("node %s over-committed: cpu %d/%d mem %d/%d", id, cpu[id], n.CPU, mem[id], n.Memory)
+		}
+		if n.MaxPods != nil && podsOn[id] > *n.MaxPods {
+			t.Fatalf("node %s runs %d pods, its cap is %d", id, podsOn[id], *n.MaxPods)
 		}
 	}
 	for q, v := range np {
