@@ -90,6 +90,11 @@ func BenchmarkCycleLoaded(b *testing.B) {
 	for i := 0; i < 1000; i++ {
 		s.Jobs = append(s.Jobs, mixJob(r, i, 20, s.Now))
 	}
+	scheduleMeasured(b, s)
+}
+
+// scheduleMeasured runs the cycle b.N times and reports memory allocated per cycle.
+func scheduleMeasured(b *testing.B, s *Snapshot) {
 	eng := New(Options{})
 	runtime.GC()
 	var before runtime.MemStats
@@ -144,18 +149,5 @@ func BenchmarkCycleConstrained(b *testing.B) {
 		j.Nodes = filters[r.IntN(zones)]
 		s.Jobs = append(s.Jobs, j)
 	}
-	eng := New(Options{})
-	runtime.GC()
-	var before runtime.MemStats
-	runtime.ReadMemStats(&before)
-	b.ResetTimer()
-	var p *Plan
-	for i := 0; i < b.N; i++ {
-		p = eng.Schedule(s)
-	}
-	b.StopTimer()
-	var after runtime.MemStats
-	runtime.ReadMemStats(&after)
-	b.ReportMetric(float64(after.TotalAlloc-before.TotalAlloc)/float64(b.N)/(1<<20), "MiB-alloc/op")
-	reportPlan(b, p)
+	scheduleMeasured(b, s)
 }

@@ -295,3 +295,14 @@ func (s *session) pendingReason(j *jobState) Reason {
 	}
 	return r
 }
+
+// CountedReasons renders per-node reasons the way kube-scheduler's FitError does, the
+// form people know: "1 node(s) had untolerated taint(s), 2 node(s) didn't match ...".
+func CountedReasons(why map[string]int) string {
+	parts := make([]string, 0, len(why))
+	for r, c := range why {
+		parts = append(parts, fmt.Sprintf("%d %s", c, r))
+	}
+	slices.Sort(parts)
+	return strings.Join(parts, ", ")
+}

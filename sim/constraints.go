@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"sort"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -121,7 +120,7 @@ func nodeFilter(nodes []simNode, selector map[string]string, tols []corev1.Toler
 			f.Preference[n.id] = -avoid
 		}
 	}
-	f.Excluded = histogram(why)
+	f.Excluded = engine.CountedReasons(why)
 	return f
 }
 
@@ -132,16 +131,6 @@ func anyTaint(nodes []simNode) bool {
 		}
 	}
 	return false
-}
-
-// histogram renders reasons the way kube-scheduler's FitError does: "3 reason, 5 other".
-func histogram(why map[string]int) string {
-	parts := make([]string, 0, len(why))
-	for r, c := range why {
-		parts = append(parts, fmt.Sprintf("%d %s", c, r))
-	}
-	sort.Strings(parts)
-	return strings.Join(parts, ", ")
 }
 
 // filterKey identifies equal node constraints.

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
@@ -138,7 +137,7 @@ func (cy *Cycle) staticFilter(p *corev1.Pod, sh shape) *engine.NodeFilter {
 		f.Allowed = append(f.Allowed, engine.NodeID(ni.Node().Name))
 		allowed = append(allowed, ni)
 	}
-	f.Excluded = histogram(why)
+	f.Excluded = engine.CountedReasons(why)
 	if len(allowed) > 1 && (cy.scores || preferredNodes(q)) {
 		f.Preference = cy.preference(state, q, allowed)
 	}
@@ -170,16 +169,6 @@ func (cy *Cycle) preference(state fwk.CycleState, p *corev1.Pod, nodes []fwk.Nod
 func preferredNodes(p *corev1.Pod) bool {
 	a := p.Spec.Affinity
 	return a != nil && a.NodeAffinity != nil && len(a.NodeAffinity.PreferredDuringSchedulingIgnoredDuringExecution) > 0
-}
-
-// histogram renders per-node reasons as kube-scheduler's FitError does.
-func histogram(why map[string]int) string {
-	parts := make([]string, 0, len(why))
-	for r, c := range why {
-		parts = append(parts, fmt.Sprintf("%d %s", c, r))
-	}
-	sort.Strings(parts)
-	return strings.Join(parts, ", ")
 }
 
 // needsRules reports whether a pod's placement depends on other pods' places or on
@@ -326,38 +315,33 @@ func (cy *Cycle) current(name string) *framework.NodeInfo {
 
 // Placed implements engine.PlacementRules.
 func (cy *Cycle) Placed(pod engine.PodID, node engine.NodeID) {
-	p := cy.pods[pod]
-	ni := cy.current(string(node))
-	if p == nil || ni == nil {
-		return
+	if info, ni := cy.onNode(pod, node); info != nil {
+		ni.AddPodInfo(info)
+		cy.log = append(cy.log, change{info: info, node: string(node), add: true})
 	}
-	q := p.DeepCopy()
-	q.Spec.NodeName = string(node)
-	info, err := framework.NewPodInfo(q)
-	if err != nil {
-		return
-	}
-	ni.AddPodInfo(info)
-	cy.log = append(cy.log, change{info: info, node: string(node), add: true})
 }
 
 // Removed implements engine.PlacementRules.
 func (cy *Cycle) Removed(pod engine.PodID, node engine.NodeID) {
+	if info, ni := cy.onNode(pod, node); info != nil && ni.RemovePod(klog.FromContext(cy.ctx), info.Pod) == nil {
+		cy.log = append(cy.log, change{info: info, node: string(node), add: false})
+	}
+}
+
+// onNode is one of ours as a pod on the node, and the node's copy for the engine's changes.
+func (cy *Cycle) onNode(pod engine.PodID, node engine.NodeID) (*framework.PodInfo, *framework.NodeInfo) {
 	p := cy.pods[pod]
 	ni := cy.current(string(node))
 	if p == nil || ni == nil {
-		return
+		return nil, nil
 	}
 	q := p.DeepCopy()
 	q.Spec.NodeName = string(node)
 	info, err := framework.NewPodInfo(q)
 	if err != nil {
-		return
+		return nil, nil
 	}
-	if err := ni.RemovePod(klog.FromContext(cy.ctx), q); err != nil {
-		return
-	}
-	cy.log = append(cy.log, change{info: info, node: string(node), add: false})
+	return info, ni
 }
 
 // Why implements engine.PlacementRules: kube-scheduler's reasons, counted over nodes.
@@ -372,7 +356,7 @@ func (cy *Cycle) Why(pod engine.PodID, nodes []engine.NodeID) string {
 			why[r]++
 		}
 	}
-	return histogram(why)
+	return engine.CountedReasons(why)
 }
 
 var _ engine.PlacementRules = (*Cycle)(nil)
