@@ -176,10 +176,12 @@ func readCSV(path string, required []string) ([]row, error) {
 		if err == io.EOF {
 			break
 		}
-		line, _ := cr.FieldPos(0)
 		if err != nil {
+			// encoding/csv's ParseError names the line and column; FieldPos is only
+			// valid after a record was read.
 			return nil, fmt.Errorf("%s: %w", path, err)
 		}
+		line, _ := cr.FieldPos(0)
 		if len(rec) < len(required) {
 			return nil, fmt.Errorf("%s:%d: %d columns, the header has %d", path, line, len(rec), len(header))
 		}

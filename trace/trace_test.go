@@ -44,6 +44,10 @@ func TestReadPodsErrorsNameFileAndLine(t *testing.T) {
 	if _, err := ReadNodes(write(t, "sn,cpu_milli,memory_mib,gpu,model\nn0,1000,10,two,T4\n")); err == nil || !strings.Contains(err.Error(), `list.csv:2: column gpu: "two"`) {
 		t.Fatalf("nodes: %v", err)
 	}
+	// An unterminated quoted field once panicked the reader (issue 20).
+	if _, err := ReadNodes(write(t, "sn,cpu_milli,memory_mib,gpu,model\n\"0000000")); err == nil || !strings.Contains(err.Error(), "list.csv: parse error on line 2") {
+		t.Fatalf("unterminated quote: %v", err)
+	}
 }
 
 // published reads the GPU node list and one pod list of ../shared/traces.
