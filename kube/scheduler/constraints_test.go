@@ -205,6 +205,47 @@ func TestKubernetesConstraints(t *testing.T) {
 		gone(t, "nic")
 	})
 
+	t.Run("cordoned node", func(t *testing.T) {
+		patchNode(t, "dgx-1", `{"spec":{"unschedulable":true}}`)
+		create(t, "cordoned", 1, func(p *corev1.Pod) { p.Spec.NodeSelector = map[string]string{corev1.LabelHostname: "dgx-1"} })
+		waitsWith(t, "cordoned", "1 node(s) were unschedulable")
+		patchNode(t, "dgx-1", `{"spec":{"unschedulable":false}}`)
+		landsOn(t, "cordoned", "dgx-1")
+		gone(t, "cordoned")
+	})
+
+	t.Run("required pod affinity", func(t *testing.T) {
+		create(t, "follower", 1, func(p *corev1.Pod) {
+			p.Spec.Affinity = &corev1.Affinity{PodAffinity: &corev1.PodAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
+				LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "cache"}}, TopologyKey: corev1.LabelHostname}}}}
+		})
+		waitsWith(t, "follower", "node(s) didn't match pod affinity rules")
+		create(t, "cache", 1, func(p *corev1.Pod) {
+			p.Labels["app"] = "cache"
+			p.Spec.NodeSelector = map[string]string{corev1.LabelHostname: "dgx-2"}
+		})
+		landsOn(t, "cache", "dgx-2")
+		landsOn(t, "follower", "dgx-2")
+		gone(t, "cache")
+		gone(t, "follower")
+	})
+
+	t.Run("ephemeral storage and init containers", func(t *testing.T) {
+		create(t, "scratch", 1, func(p *corev1.Pod) {
+			p.Spec.Containers[0].Resources.Requests[corev1.ResourceEphemeralStorage] = resource.MustParse("600Gi")
+		})
+		waitsWith(t, "scratch", "2 Insufficient ephemeral-storage")
+		gone(t, "scratch")
+		// An init container asking for more CPU than the node has: counted as kube-scheduler
+		// counts it (the largest of init and regular containers).
+		create(t, "big-init", 1, func(p *corev1.Pod) {
+			p.Spec.InitContainers = []corev1.Container{{Name: "fetch", Image: "busybox",
+				Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100")}}}}
+		})
+		waitsWith(t, "big-init", "needs 100 CPU on one node")
+		gone(t, "big-init")
+	})
+
 	t.Run("a volume pinned to a node", func(t *testing.T) {
 		// A bound pair pinned to a node, as the PersistentVolume controller leaves it (the
 		// embedded cluster does not run that controller).

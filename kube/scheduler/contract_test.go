@@ -31,7 +31,7 @@ import (
 // (labels, taints, GPUs, CPU, pod capacity, an extended resource) with random pods of other
 // schedulers on them (labels, host ports, anti-affinity), a random Allot pod (selector,
 // node affinity with every operator, tolerations, pod affinity and anti-affinity, spread,
-// host port, GPUs, CPU, the extended resource) may go exactly to the nodes where the stock
+// host port, GPUs, CPU with an init container's, the extended resource) may go exactly to the nodes where the stock
 // kube-scheduler's default profile would let it go. Allot's side is its whole path:
 // buildSnapshot, constrain and the engine, asked node by node.
 //
@@ -200,6 +200,10 @@ func genAllotPod(t *rapid.T) *corev1.Pod {
 	if g := rapid.IntRange(0, 3).Draw(t, "my gpus"); g > 0 {
 		c.Resources.Limits = corev1.ResourceList{v1alpha1.GPUResource: *resource.NewQuantity(int64(g), resource.DecimalSI)}
 		c.Resources.Requests[v1alpha1.GPUResource] = c.Resources.Limits[v1alpha1.GPUResource]
+	}
+	if rapid.IntRange(0, 3).Draw(t, "init") == 0 {
+		p.Spec.InitContainers = []corev1.Container{{Name: "init", Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
+			corev1.ResourceCPU: *resource.NewMilliQuantity(rapid.Int64Range(0, 8000).Draw(t, "init cpu"), resource.DecimalSI)}}}}
 	}
 	if rapid.IntRange(0, 3).Draw(t, "my nic") == 0 {
 		c.Resources.Requests[nic] = *resource.NewQuantity(1, resource.DecimalSI)

@@ -70,6 +70,8 @@ func Create(ctx context.Context, client kubernetes.Interface, spec Spec) error {
 			corev1.ResourceCPU:    resource.MustParse(spec.CPU),
 			corev1.ResourceMemory: resource.MustParse(spec.Memory),
 			corev1.ResourcePods:   resource.MustParse("250"),
+			// As a real node's kubelet reports its scratch disk.
+			corev1.ResourceEphemeralStorage: resource.MustParse("500Gi"),
 		}
 		uuids := make([]string, spec.GPUs)
 		for g := range uuids {
