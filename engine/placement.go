@@ -137,7 +137,7 @@ func islandOf(n *nodeState, g int) int {
 	return ((n.n.GPUs[g].Island % 64) + 64) % 64
 }
 
-// fitsHost checks CPU, memory and the node's pod capacity for pods more pods. As in
+// fitsHost checks CPU, memory and the node's pod capacity for that many more pods. As in
 // kube-scheduler, a resource the pods do not request is not checked: a node over-committed
 // by pods from elsewhere still takes pods that ask for none of it.
 func fitsHost(n *nodeState, cpu, mem int64, pods int) bool {

@@ -83,10 +83,11 @@ func (c *Checker) Begin(ctx context.Context, nodes []*corev1.Node, pods []*corev
 	return cy
 }
 
-// shape is what the static plugins read of a pod; pods of one shape share a filter.
+// shape is what the static plugins read of a pod; pods of one shape share a filter. A
+// pod's nodeName is left out: a pod the user bound by name never waits for a scheduler,
+// and a running pod's says where it is, not where it may go (consolidation asks).
 type shape struct {
 	Namespace    string
-	NodeName     string
 	NodeSelector map[string]string
 	NodeAffinity *corev1.NodeAffinity
 	Tolerations  []corev1.Toleration
@@ -96,14 +97,10 @@ type shape struct {
 
 // NodeFilter is the engine's filter for a job whose pods look like p.
 func (cy *Cycle) NodeFilter(p *corev1.Pod) *engine.NodeFilter {
-	sh := shape{Namespace: p.Namespace, NodeName: p.Spec.NodeName, NodeSelector: p.Spec.NodeSelector,
+	sh := shape{Namespace: p.Namespace, NodeSelector: p.Spec.NodeSelector,
 		Tolerations: p.Spec.Tolerations, Volumes: p.Spec.Volumes, Dynamic: cy.repels || needsRules(p)}
 	if a := p.Spec.Affinity; a != nil {
 		sh.NodeAffinity = a.NodeAffinity
-	}
-	if p.Spec.NodeName != "" && p.Labels[v1alpha1.LabelReservation] != "true" {
-		// A bound pod's own nodeName says where it is, not where it asked to go.
-		sh.NodeName = ""
 	}
 	raw, _ := json.Marshal(sh)
 	key := string(raw)
@@ -117,7 +114,7 @@ func (cy *Cycle) NodeFilter(p *corev1.Pod) *engine.NodeFilter {
 
 func (cy *Cycle) staticFilter(p *corev1.Pod, sh shape) *engine.NodeFilter {
 	q := p.DeepCopy()
-	q.Spec.NodeName = sh.NodeName
+	q.Spec.NodeName = ""
 	f := &engine.NodeFilter{Dynamic: sh.Dynamic}
 	state := framework.NewCycleState()
 	_, st, _ := cy.c.static.RunPreFilterPlugins(cy.ctx, state, q)
