@@ -34,7 +34,11 @@ type Cycle struct {
 	// repels: some pod of the cluster has required anti-affinity, so every placement is
 	// checked against it.
 	repels bool
-	scores bool // some node has a PreferNoSchedule taint
+	// nodeObjs and bound build the view with pods when one is needed (full).
+	nodeObjs []*corev1.Node
+	bound    []*corev1.Pod
+	full     bool
+	scores   bool // some node has a PreferNoSchedule taint
 }
 
 type change struct {
@@ -72,15 +76,31 @@ func (c *Checker) Begin(ctx context.Context, nodes []*corev1.Node, pods []*corev
 			}
 		}
 	}
-	cy.snap = cache.NewSnapshot(bound, nodes)
-	c.lister.snap = cy.snap
-	cy.nodes, _ = cy.snap.NodeInfos().List()
+	cy.nodeObjs, cy.bound = nodes, bound
+	cy.use(cache.NewSnapshot(nil, nodes))
+	return cy
+}
+
+// use makes snap the cycle's view of the cluster, for the plugins and for Fits.
+func (cy *Cycle) use(snap *cache.Snapshot) {
+	cy.snap = snap
+	cy.c.lister.snap = snap
+	cy.nodes, _ = snap.NodeInfos().List()
 	sort.Slice(cy.nodes, func(a, b int) bool { return cy.nodes[a].Node().Name < cy.nodes[b].Node().Name })
 	cy.byName = make(map[string]fwk.NodeInfo, len(cy.nodes))
 	for _, ni := range cy.nodes {
 		cy.byName[ni.Node().Name] = ni
 	}
-	return cy
+}
+
+// withPods puts every bound pod into the cycle's view. Most static plugins read only the
+// node, so a cycle builds the pods' part (the costliest, at a PodInfo per pod) only once a
+// pod needs it: one with volumes, or the in-cycle rules.
+func (cy *Cycle) withPods() {
+	if !cy.full {
+		cy.full = true
+		cy.use(cache.NewSnapshot(cy.bound, cy.nodeObjs))
+	}
 }
 
 // shape is what the static plugins read of a pod; pods of one shape share a filter. A
@@ -113,6 +133,9 @@ func (cy *Cycle) NodeFilter(p *corev1.Pod) *engine.NodeFilter {
 }
 
 func (cy *Cycle) staticFilter(p *corev1.Pod, sh shape) *engine.NodeFilter {
+	if len(p.Spec.Volumes) > 0 {
+		cy.withPods() // VolumeRestrictions looks for other pods using the same claims
+	}
 	q := p.DeepCopy()
 	q.Spec.NodeName = ""
 	f := &engine.NodeFilter{Dynamic: sh.Dynamic}
@@ -262,6 +285,7 @@ func (cy *Cycle) dynOf(id engine.PodID) *dynPod {
 	if p == nil {
 		return nil
 	}
+	cy.withPods()
 	d := &dynPod{pod: stripped(p), state: framework.NewCycleState()}
 	d.pod.Spec.NodeName = ""
 	if _, st, _ := cy.c.dynamic.RunPreFilterPlugins(cy.ctx, d.state, d.pod); !st.IsSuccess() {
@@ -301,6 +325,7 @@ func (cy *Cycle) current(name string) *framework.NodeInfo {
 	if ni, ok := cy.cur[name]; ok {
 		return ni
 	}
+	cy.withPods() // before the first copy: copies are taken of the view with pods
 	orig, ok := cy.byName[name].(*framework.NodeInfo)
 	if !ok {
 		return nil

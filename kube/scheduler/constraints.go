@@ -4,7 +4,6 @@ import (
 	"context"
 
 	corev1 "k8s.io/api/core/v1"
-	resourcehelper "k8s.io/component-helpers/resource"
 
 	"github.com/allot-dev/allot/engine"
 	"github.com/allot-dev/allot/kube/podfit"
@@ -15,8 +14,8 @@ import (
 // memory and pod capacity less what pods outside the snapshot hold (other schedulers'
 // CPU-only pods, DaemonSets, the reservations that hold shared GPUs), so that the engine
 // counts a node as kube-scheduler and the kubelet do.
-func constrain(ctx context.Context, fit *podfit.Checker, snap *engine.Snapshot, idx *index, nodes []*corev1.Node, pods []*corev1.Pod) {
-	room(snap, idx, nodes, pods)
+func constrain(ctx context.Context, fit *podfit.Checker, snap *engine.Snapshot, idx *index, nodes []*corev1.Node, pods []*corev1.Pod, conv *convCache) {
+	room(snap, idx, nodes, pods, conv)
 	if fit == nil {
 		return
 	}
@@ -37,7 +36,11 @@ func constrain(ctx context.Context, fit *podfit.Checker, snap *engine.Snapshot, 
 }
 
 // room subtracts from each node what the pods the engine does not see request.
-func room(snap *engine.Snapshot, idx *index, nodes []*corev1.Node, pods []*corev1.Pod) {
+// conv caches each pod's requests between cycles (nil: none).
+func room(snap *engine.Snapshot, idx *index, nodes []*corev1.Node, pods []*corev1.Pod, conv *convCache) {
+	if conv == nil {
+		conv = &convCache{}
+	}
 	type held struct {
 		cpu, mem int64
 		pods     int
@@ -55,9 +58,9 @@ func room(snap *engine.Snapshot, idx *index, nodes []*corev1.Node, pods []*corev
 			h = &held{}
 			byNode[p.Spec.NodeName] = h
 		}
-		req := resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{})
-		h.cpu += req.Cpu().MilliValue()
-		h.mem += req.Memory().Value()
+		req := conv.request(p)
+		h.cpu += req.CPU
+		h.mem += req.Memory
 		h.pods++
 	}
 	capPods := make(map[string]int, len(nodes))

@@ -84,7 +84,7 @@ func TestFeasibleNodesAgreeWithKubeScheduler(t *testing.T) {
 		got := map[string]bool{}
 		for _, only := range nodes {
 			s, idx := buildSnapshot(time.Unix(1e9, 0), slices.Clone(nodes), slices.Clone(all), []*v1alpha1.Queue{queue}, nil, nil)
-			constrain(ctx, checker, s, idx, nodes, all)
+			constrain(ctx, checker, s, idx, nodes, all, nil)
 			for i := range s.Nodes {
 				if s.Nodes[i].ID != engine.NodeID(only.Name) {
 					s.Nodes[i].Unschedulable = true

@@ -308,7 +308,7 @@ func (s *Scheduler) Cycle(ctx context.Context) error {
 	now := s.opts.Now()
 	s.stopOverdue(ctx, now, pods, queues)
 	snap, idx := buildSnapshot(now, nodes, pods, queues, groups, &s.conv)
-	constrain(ctx, s.fit, snap, idx, nodes, pods)
+	constrain(ctx, s.fit, snap, idx, nodes, pods, &s.conv)
 	started := time.Now()
 	plan := s.eng.Schedule(snap)
 	s.apply(ctx, plan, idx)
