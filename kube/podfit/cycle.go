@@ -3,7 +3,6 @@ package podfit
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"sort"
 
 	corev1 "k8s.io/api/core/v1"
@@ -142,7 +141,7 @@ func (cy *Cycle) staticFilter(p *corev1.Pod, sh shape) *engine.NodeFilter {
 	state := framework.NewCycleState()
 	_, st, _ := cy.c.static.RunPreFilterPlugins(cy.ctx, state, q)
 	if !st.IsSuccess() {
-		f.Excluded = fmt.Sprintf("%d %s", len(cy.nodes), st.Message())
+		f.Excluded = st.Message() // every node: kube-scheduler says it once, without a count
 		return f
 	}
 	why := map[string]int{}

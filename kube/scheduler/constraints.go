@@ -27,12 +27,42 @@ func constrain(ctx context.Context, fit *podfit.Checker, snap *engine.Snapshot, 
 		if j.Queue == "" || len(members) == 0 {
 			continue // other schedulers' pods: they hold their GPUs and are never moved
 		}
-		j.Nodes = cy.NodeFilter(members[0])
+		j.Nodes = jobFilter(cy, members)
 		dynamic = dynamic || j.Nodes.Dynamic
 	}
 	if dynamic {
 		snap.Rules = cy
 	}
+}
+
+// jobFilter is the filter of a job's pods. They usually share one shape (a Job's
+// template); a gang of pods made by hand may not, and then the job may use only the nodes
+// every one of its shapes allows, since the engine places a job's pods alike.
+func jobFilter(cy *podfit.Cycle, members []*corev1.Pod) *engine.NodeFilter {
+	out := cy.NodeFilter(members[0])
+	seen := map[*engine.NodeFilter]bool{out: true}
+	for _, p := range members[1:] {
+		f := cy.NodeFilter(p)
+		if seen[f] {
+			continue
+		}
+		seen[f] = true
+		allowed := map[engine.NodeID]bool{}
+		for _, n := range f.Allowed {
+			allowed[n] = true
+		}
+		merged := &engine.NodeFilter{Excluded: out.Excluded, Preference: out.Preference, Dynamic: out.Dynamic || f.Dynamic}
+		if merged.Excluded == "" {
+			merged.Excluded = f.Excluded
+		}
+		for _, n := range out.Allowed {
+			if allowed[n] {
+				merged.Allowed = append(merged.Allowed, n)
+			}
+		}
+		out = merged
+	}
+	return out
 }
 
 // room subtracts from each node what the pods the engine does not see request.
