@@ -86,6 +86,10 @@ func (s *session) placeScored(p *podState, nodes []*nodeState) bool {
 		states = s.scratchStates()
 	}
 	var bestPref int64
+	// Allot's own policy scores fragmentation and breaks ties by packing; with node
+	// preferences the two are compared apart so that the preference comes between them.
+	ranked := s.opts.Placement == PlacementAllot && j.filter != nil && j.filter.pref != nil
+	bestFrag, bestLeft := math.Inf(1), math.Inf(1)
 	for _, n := range nodes {
 		if !s.eligible(j, n) {
 			continue
@@ -117,6 +121,13 @@ func (s *session) placeScored(p *podState, nodes []*nodeState) bool {
 				if s.rng.IntN(seen) != 0 {
 					continue
 				}
+			} else if ranked {
+				// The pod's preference ranks options that fragment alike, before packing.
+				frag, left := s.fragDelta(n, r, o), s.leftAfter(r, n, o)
+				if frag > bestFrag || (frag == bestFrag && (pref < bestPref || (pref == bestPref && left >= bestLeft))) {
+					continue
+				}
+				bestFrag, bestLeft = frag, left
 			} else {
 				sc = s.score(j, r, n, o)
 				if sc > bestScore || (sc == bestScore && pref <= bestPref) {

@@ -323,4 +323,18 @@ func TestKubernetesConstraints(t *testing.T) {
 			t.Fatalf("%d borrower pods left on dgx-2, want 2", b)
 		}
 	})
+
+	t.Run("preferred node affinity ranks nodes that are otherwise equal", func(t *testing.T) {
+		// Both nodes are full of GPU pods now, so a CPU-only pod leaves the same GPUs free
+		// on either, and bin-packing by CPU picks dgx-1 (it has less CPU left) ...
+		create(t, "no-preference", 0, nil)
+		landsOn(t, "no-preference", "dgx-1")
+		// ... even more so now; a pod that prefers dgx-2's label goes there all the same.
+		patchNode(t, "dgx-2", `{"metadata":{"labels":{"disk":"ssd"}}}`)
+		create(t, "prefers-ssd", 0, func(p *corev1.Pod) {
+			p.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{PreferredDuringSchedulingIgnoredDuringExecution: []corev1.PreferredSchedulingTerm{{
+				Weight: 10, Preference: corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "disk", Operator: corev1.NodeSelectorOpIn, Values: []string{"ssd"}}}}}}}}
+		})
+		landsOn(t, "prefers-ssd", "dgx-2")
+	})
 }
