@@ -248,16 +248,9 @@ func (s *session) explainConstraint(j *jobState) Reason {
 	}
 	if inPool == 0 {
 		if f := j.filter; f != nil && f.f.Excluded != "" {
-			allowed := 0
-			for _, ok := range f.allowed {
-				if ok {
-					allowed++
-				}
-			}
 			msg := fmt.Sprintf("0/%d nodes are available: %s", len(s.nodes), f.f.Excluded)
-			if allowed > 0 {
-				msg += fmt.Sprintf("; the %s that would take it %s not in node pool %q or not schedulable",
-					plural(allowed, "node"), map[bool]string{true: "is", false: "are"}[allowed == 1], pool)
+			if allowed := len(f.f.Allowed); allowed > 0 {
+				msg += fmt.Sprintf("; the nodes it may use (%d) are outside node pool %q or not schedulable", allowed, pool)
 			}
 			return reasonf(ReasonConstraint, "%s", msg)
 		}

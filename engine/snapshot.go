@@ -31,13 +31,13 @@ type PlacementRules interface {
 }
 
 // NodeFilter is what a job's pod spec alone decides about nodes (node selectors and
-// affinity, taints and tolerations, volumes' zones, a node name the user set), worked out
-// by the caller once per pod shape and shared by the jobs of that shape.
+// affinity, taints and tolerations, volumes' topology, cordons), worked out by the caller
+// once per pod shape and shared by the jobs of that shape.
 type NodeFilter struct {
 	// Allowed lists the nodes the pods may run on; every other node is ruled out.
 	Allowed []NodeID
 	// Excluded says why the other nodes are ruled out, in the words people know from
-	// kube-scheduler: "8 node(s) had untolerated taint {gpu: x}".
+	// kube-scheduler: "8 node(s) had untolerated taint(s)".
 	Excluded string
 	// Preference ranks allowed nodes (higher is better; preferred node affinity, taints
 	// the pod would rather avoid) among placements that are otherwise equal.

@@ -38,10 +38,9 @@ type session struct {
 	freeWhole []int
 	// freeShare[f] counts devices of schedulable nodes with exactly f MilliGPU free.
 	freeShare [OneGPU + 1]int
-	// rules answers for dynamic jobs and hears of every change once live is set (the
-	// pods bound in the snapshot are already known to it).
+	// rules answers for dynamic jobs and hears of every change; it is set once the pods
+	// bound in the snapshot (already known to it) are in place.
 	rules PlacementRules
-	live  bool
 	// filters holds each distinct NodeFilter of the snapshot indexed by node.
 	filters map[*NodeFilter]*filterState
 }
@@ -219,7 +218,7 @@ func (s *session) doBind(p *podState, n *nodeState, gpus []int, share MilliGPU) 
 	n.memUsed += p.p.Request.Memory
 	p.slot = len(n.pods)
 	n.pods = append(n.pods, p)
-	if s.live && s.rules != nil {
+	if s.rules != nil {
 		s.rules.Placed(p.p.ID, n.n.ID)
 	}
 	j := p.job
@@ -273,7 +272,7 @@ func (s *session) doUnbind(p *podState) {
 	}
 	p.node, p.gpus, p.share, p.cost = nil, nil, 0, Resources{}
 	s.freed++
-	if s.live && s.rules != nil {
+	if s.rules != nil {
 		s.rules.Removed(p.p.ID, n.n.ID)
 	}
 }
@@ -344,7 +343,7 @@ func (s *session) maxFreeWhole() int {
 
 func newSession(snap *Snapshot, opts Options) *session {
 	s := &session{opts: opts, now: snap.Now, nodeByID: make(map[NodeID]*nodeState, len(snap.Nodes)),
-		queueBy: make(map[QueueID]*queueState, len(snap.Queues)), rng: newRand(opts.Seed), rules: snap.Rules}
+		queueBy: make(map[QueueID]*queueState, len(snap.Queues)), rng: newRand(opts.Seed)}
 	for i := range snap.Nodes {
 		n := &snap.Nodes[i]
 		ns := &nodeState{n: n, idx: i, gpuUsed: make([]MilliGPU, len(n.GPUs)), free: len(n.GPUs), ver: 1,
@@ -404,7 +403,7 @@ func newSession(snap *Snapshot, opts Options) *session {
 		}
 	}
 	s.freed = 0
-	s.live = true
+	s.rules = snap.Rules
 	return s
 }
 

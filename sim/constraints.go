@@ -74,6 +74,11 @@ func (sc *Scenario) compileTolerations(path string, ts []TolerationSpec) ([]core
 	return out, nil
 }
 
+// noSchedule selects the taints that keep pods off a node (the others only score).
+func noSchedule(t *corev1.Taint) bool {
+	return t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute
+}
+
 // simNode is what the simulator's node rules read of a node.
 type simNode struct {
 	id     engine.NodeID
@@ -95,9 +100,6 @@ func nodeFilter(nodes []simNode, selector map[string]string, tols []corev1.Toler
 		if !sel.Matches(n.labels) {
 			why["node(s) didn't match Pod's node affinity/selector"]++
 			continue
-		}
-		noSchedule := func(t *corev1.Taint) bool {
-			return t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute
 		}
 		if _, bad := v1helper.FindMatchingUntoleratedTaint(noLogger, n.taints, tols, noSchedule, comparisonTaint); bad {
 			// kube-scheduler's words since 1.33: it no longer names the taint.

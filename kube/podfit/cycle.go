@@ -20,7 +20,6 @@ import (
 type Cycle struct {
 	ctx    context.Context
 	c      *Checker
-	snap   *cache.Snapshot // as the cycle began; the plugins' PreFilter reads it
 	nodes  []fwk.NodeInfo
 	byName map[string]fwk.NodeInfo
 	// cur holds copies of the nodes the engine changed, with its binds and unbinds.
@@ -80,9 +79,9 @@ func (c *Checker) Begin(ctx context.Context, nodes []*corev1.Node, pods []*corev
 	return cy
 }
 
-// use makes snap the cycle's view of the cluster, for the plugins and for Fits.
+// use makes snap the cycle's view of the cluster (as the cycle began), for the plugins'
+// PreFilter and for Fits.
 func (cy *Cycle) use(snap *cache.Snapshot) {
-	cy.snap = snap
 	cy.c.lister.snap = snap
 	cy.nodes, _ = snap.NodeInfos().List()
 	sort.Slice(cy.nodes, func(a, b int) bool { return cy.nodes[a].Node().Name < cy.nodes[b].Node().Name })
@@ -135,11 +134,12 @@ func (cy *Cycle) staticFilter(p *corev1.Pod, sh shape) *engine.NodeFilter {
 	if len(p.Spec.Volumes) > 0 {
 		cy.withPods() // VolumeRestrictions looks for other pods using the same claims
 	}
-	q := p.DeepCopy()
+	// The plugins only read the pod: a shallow copy without the node name will do.
+	q := *p
 	q.Spec.NodeName = ""
 	f := &engine.NodeFilter{Dynamic: sh.Dynamic}
 	state := framework.NewCycleState()
-	_, st, _ := cy.c.static.RunPreFilterPlugins(cy.ctx, state, q)
+	_, st, _ := cy.c.static.RunPreFilterPlugins(cy.ctx, state, &q)
 	if !st.IsSuccess() {
 		f.Excluded = st.Message() // every node: kube-scheduler says it once, without a count
 		return f
@@ -147,7 +147,7 @@ func (cy *Cycle) staticFilter(p *corev1.Pod, sh shape) *engine.NodeFilter {
 	why := map[string]int{}
 	var allowed []fwk.NodeInfo
 	for _, ni := range cy.nodes {
-		if st := cy.c.static.RunFilterPlugins(cy.ctx, state, q, ni); !st.IsSuccess() {
+		if st := cy.c.static.RunFilterPlugins(cy.ctx, state, &q, ni); !st.IsSuccess() {
 			for _, r := range st.Reasons() {
 				why[r]++
 			}
@@ -157,8 +157,8 @@ func (cy *Cycle) staticFilter(p *corev1.Pod, sh shape) *engine.NodeFilter {
 		allowed = append(allowed, ni)
 	}
 	f.Excluded = engine.CountedReasons(why)
-	if len(allowed) > 1 && (cy.scores || preferredNodes(q)) {
-		f.Preference = cy.preference(state, q, allowed)
+	if len(allowed) > 1 && (cy.scores || preferredNodes(&q)) {
+		f.Preference = cy.preference(state, &q, allowed)
 	}
 	return f
 }
@@ -312,11 +312,7 @@ func (cy *Cycle) nodeInfo(name string) fwk.NodeInfo {
 	if ni, ok := cy.cur[name]; ok {
 		return ni
 	}
-	ni := cy.byName[name]
-	if ni == nil {
-		return nil
-	}
-	return ni
+	return cy.byName[name]
 }
 
 // current is the node's copy that the engine's changes go to.
@@ -356,9 +352,10 @@ func (cy *Cycle) onNode(pod engine.PodID, node engine.NodeID) (*framework.PodInf
 	if p == nil || ni == nil {
 		return nil, nil
 	}
-	q := p.DeepCopy()
+	// A shallow copy placed on the node: the plugins and NodeInfo only read it.
+	q := *p
 	q.Spec.NodeName = string(node)
-	info, err := framework.NewPodInfo(q)
+	info, err := framework.NewPodInfo(&q)
 	if err != nil {
 		return nil, nil
 	}

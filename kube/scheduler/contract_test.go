@@ -39,11 +39,7 @@ import (
 // cordoned node, even one that tolerates node.kubernetes.io/unschedulable (README).
 func TestFeasibleNodesAgreeWithKubeScheduler(t *testing.T) {
 	ctx := context.Background()
-	factory := informers.NewSharedInformerFactory(fake.NewClientset(), 0)
-	checker, err := podfit.New(ctx, fake.NewClientset(), factory)
-	if err != nil {
-		t.Fatal(err)
-	}
+	checker, factory := newChecker(t)
 	cfg, err := latest.Default()
 	if err != nil {
 		t.Fatal(err)
@@ -266,13 +262,7 @@ func genAllotPod(t *rapid.T) *corev1.Pod {
 // different selectors may use only the nodes every pod allows.
 func TestGangOfMixedShapesUsesNodesAllAllow(t *testing.T) {
 	ctx := context.Background()
-	factory := informers.NewSharedInformerFactory(fake.NewClientset(), 0)
-	checker, err := podfit.New(ctx, fake.NewClientset(), factory)
-	if err != nil {
-		t.Fatal(err)
-	}
-	factory.Start(ctx.Done())
-	factory.WaitForCacheSync(ctx.Done())
+	checker, _ := newChecker(t)
 	var nodes []*corev1.Node
 	for _, name := range []string{"n1", "n2", "n3"} {
 		nodes = append(nodes, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{corev1.LabelHostname: name,
@@ -295,4 +285,20 @@ func TestGangOfMixedShapesUsesNodesAllAllow(t *testing.T) {
 			t.Errorf("%d pods: allowed %v, want %v", len(c.members), got, c.want)
 		}
 	}
+}
+
+// newChecker builds kube-scheduler's plugins on an empty fake cluster (client-go's fake) and
+// starts their informers. The factory is returned for a framework of the caller's that
+// shares it; start and sync it again after adding one (starting twice is harmless).
+func newChecker(t testing.TB) (*podfit.Checker, informers.SharedInformerFactory) {
+	t.Helper()
+	ctx := context.Background()
+	factory := informers.NewSharedInformerFactory(fake.NewClientset(), 0)
+	checker, err := podfit.New(ctx, fake.NewClientset(), factory)
+	if err != nil {
+		t.Fatal(err)
+	}
+	factory.Start(ctx.Done())
+	factory.WaitForCacheSync(ctx.Done())
+	return checker, factory
 }

@@ -10,8 +10,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/engine"
@@ -58,13 +56,7 @@ func BenchmarkAdapterCycle(b *testing.B) {
 		pods = append(pods, mk(fmt.Sprintf("wait-%d", i), v1alpha1.SchedulerName, "", 1))
 	}
 	queue := &v1alpha1.Queue{ObjectMeta: metav1.ObjectMeta{Name: "q"}, Spec: v1alpha1.QueueSpec{GPU: v1alpha1.GPUQuota{Quota: 2000}}}
-	factory := informers.NewSharedInformerFactory(fake.NewClientset(), 0)
-	checker, err := podfit.New(ctx, fake.NewClientset(), factory)
-	if err != nil {
-		b.Fatal(err)
-	}
-	factory.Start(ctx.Done())
-	factory.WaitForCacheSync(ctx.Done())
+	checker, _ := newChecker(b)
 	for _, c := range []struct {
 		name string
 		fit  *podfit.Checker
