@@ -2,10 +2,12 @@ package localcluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/url"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	"go.etcd.io/etcd/server/v3/embed"
@@ -20,19 +22,29 @@ func startEtcd(ctx context.Context, dir string) (*embed.Etcd, string, error) {
 	cfg.Logger = "zap"
 	cfg.LogLevel = "error"
 	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
-	client, peer, err := freeURLs(2)
-	if err != nil {
-		return nil, "", err
-	}
-	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{client}, []url.URL{client}
-	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{peer}, []url.URL{peer}
-	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
 	// A laptop cluster trades crash durability for speed: without an fsync per commit the
 	// API server keeps up with hundreds of writes a second. A clean stop loses nothing.
 	cfg.UnsafeNoFsync = true
-	e, err := embed.StartEtcd(cfg)
-	if err != nil {
-		return nil, "", fmt.Errorf("starting etcd: %w", err)
+	var e *embed.Etcd
+	var client url.URL
+	// The ports are free when chosen but may be taken before etcd binds them (another
+	// cluster starting beside this one, as parallel tests do): then choose again.
+	for attempt := 1; ; attempt++ {
+		var peer url.URL
+		var err error
+		if client, peer, err = freeURLs(2); err != nil {
+			return nil, "", err
+		}
+		cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{client}, []url.URL{client}
+		cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{peer}, []url.URL{peer}
+		cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
+		e, err = embed.StartEtcd(cfg)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, syscall.EADDRINUSE) || attempt == 5 {
+			return nil, "", fmt.Errorf("starting etcd: %w", err)
+		}
 	}
 	select {
 	case <-e.Server.ReadyNotify():
