@@ -3,7 +3,7 @@ package engine
 import (
 	"fmt"
 	"iter"
-	"sort"
+	"math"
 )
 
 // candidatePool gathers the victim units once per cycle, after allocation, per queue and
@@ -31,23 +31,54 @@ func (s *session) newPool() *candidatePool {
 	return c
 }
 
-// from yields the units of the queues include accepts, the queue furthest over its fair
-// share first, skipping units no longer running and those keep rejects. It is lazy: a
-// search stops reading once it has found enough places to try.
+// from yields the units of the queues include accepts, always from the queue that would
+// then be furthest over its fair share (so a reclaim takes from several borrowers alike
+// rather than pushing one below its share), skipping units no longer running and those
+// keep rejects. It is lazy: a search stops reading once it has found enough places.
 func (c *candidatePool) from(include func(*queueState) bool, keep func(unit) bool) iter.Seq[unit] {
-	var qs []*queueState
+	type head struct {
+		q    *queueState
+		next int
+		left int64 // the queue's GPUs once the units yielded so far are gone
+	}
+	var heads []*head
 	for _, q := range c.queues {
 		if include(q) {
-			qs = append(qs, q)
+			heads = append(heads, &head{q: q, left: q.alloc[ResourceGPU]})
 		}
 	}
-	sort.SliceStable(qs, func(a, b int) bool { return shareRatio(qs[a]) > shareRatio(qs[b]) })
+	over := func(h *head) float64 {
+		if f := h.q.fair[ResourceGPU]; f > 0 {
+			return float64(h.left) / float64(f)
+		}
+		return math.Inf(1)
+	}
 	return func(yield func(unit) bool) {
-		for _, q := range qs {
-			for _, u := range c.byQueue[q] {
-				if u.bound() && (keep == nil || keep(u)) && !yield(u) {
-					return
+		for {
+			var best *head
+			for _, h := range heads {
+				if h.next >= len(c.byQueue[h.q]) {
+					continue
 				}
+				if best == nil {
+					best = h
+					continue
+				}
+				if a, b := over(h), over(best); a > b || (a == b && (h.left > best.left || (h.left == best.left && h.q.q.ID < best.q.q.ID))) {
+					best = h
+				}
+			}
+			if best == nil {
+				return
+			}
+			u := c.byQueue[best.q][best.next]
+			best.next++
+			if !u.bound() || (keep != nil && !keep(u)) {
+				continue
+			}
+			best.left -= u.gpu
+			if !yield(u) {
+				return
 			}
 		}
 	}
@@ -81,24 +112,39 @@ func (s *session) reclaimFor(j *jobState, pool *candidatePool, fails map[string]
 	if need[ResourceGPU] == 0 {
 		return false // only GPUs are reclaimed
 	}
-	if _, ok := s.admit(j, need, gateFairShare); !ok {
+	if _, ok := s.admit(j, need, gateReclaim); !ok {
 		return false
 	}
 	key := string(j.q.q.ID) + "#" + shapeKey(j, pods)
 	if fails[key] {
 		return false
 	}
+	// Within its quota a queue takes from any queue above its own quota or fair share;
+	// beyond it, only from queues above their fair share.
+	inQuota := j.q.alloc[ResourceGPU]+need[ResourceGPU] <= j.q.deserved[ResourceGPU]
 	cands := pool.from(func(q *queueState) bool {
-		return q != j.q && q.alloc[ResourceGPU] > q.fair[ResourceGPU]
+		a := q.alloc[ResourceGPU]
+		return q != j.q && (a > q.fair[ResourceGPU] || (inQuota && a > q.deserved[ResourceGPU]))
 	}, nil)
 	before := s.queueAllocs()
 	vs := &victimSearch{job: j, pods: pods, cands: cands,
 		reason: func(u unit) Reason {
-			return reasonf(ReasonReclaimed, "reclaimed by queue %s for job %s: %s is below its fair share (%s/%s GPUs), %s is above (%s/%s GPUs)",
-				j.q.q.ID, j.j.ID, j.q.q.ID, MilliGPU(before[j.q]), j.q.fair.GPU(),
-				u.job.q.q.ID, MilliGPU(before[u.job.q]), u.job.q.fair.GPU())
+			// Name the rule that allowed it: the reclaimer's quota or its fair share.
+			mine, what := j.q.fair.GPU(), "fair share"
+			if before[j.q]+need[ResourceGPU] > j.q.fair[ResourceGPU] {
+				mine, what = MilliGPU(j.q.deserved[ResourceGPU]), "quota"
+			}
+			v := u.job.q
+			theirs, whatV := v.fair.GPU(), "fair share"
+			if before[v] <= v.fair[ResourceGPU] {
+				theirs, whatV = MilliGPU(v.deserved[ResourceGPU]), "quota"
+			}
+			return reasonf(ReasonReclaimed, "reclaimed by queue %s for job %s: %s is below its %s (%s/%s GPUs), %s is above its %s (%s/%s GPUs)",
+				j.q.q.ID, j.j.ID, j.q.q.ID, what, MilliGPU(before[j.q]), mine,
+				v.q.ID, whatV, MilliGPU(before[v]), theirs)
 		},
 		accept: func() bool { return s.reclaimRules(j.q, before) },
+		move:   true,
 	}
 	if !vs.run(s) {
 		fails[key] = true
@@ -108,35 +154,40 @@ func (s *session) reclaimFor(j *jobState, pool *candidatePool, fails map[string]
 	return true
 }
 
-// reclaimRules judge the end state of a reclaim: the reclaimer's side ends at or below
-// its fair share; every victim queue was above its own; and unless the reclaimer is only
-// taking its quota, no victim queue ends below its fair share. Together these mean no
-// queue can reclaim back, so reclaim never loops.
+// reclaimRules judge the end state of a reclaim by where each queue ends (DESIGN.md
+// 3.4), under one of two rules, as KAI-Scheduler does:
+//   - by fair share: every queue on the reclaimer's side that gained ends within its
+//     fair share, and every queue that lost was above its own and ends no lower;
+//   - by quota: every queue on the reclaimer's side that gained ends within its quota
+//     (min(quota, demand, limit)), and every queue that lost was above its quota and
+//     ends no lower.
+//
+// A reclaim between siblings leaves their department where it was, so the department
+// is not judged. When the reclaimer's side ends within both its quota and its fair share
+// it takes what it is owed, and a victim above both its fair share and its quota may
+// fall below them, trading a large job for a smaller one of its own. Under either rule the reclaimer cannot be
+// reclaimed from in return, so reclaim never loops.
 func (s *session) reclaimRules(reclaimer *queueState, before map[*queueState]int64) bool {
 	chain := map[*queueState]bool{}
-	inQuota := true
+	byFair, byQuota := true, true
 	for q := reclaimer; q != nil; q = q.parent {
 		chain[q] = true
-		a := q.alloc[ResourceGPU]
-		if a > before[q] {
-			if a > q.fair[ResourceGPU] {
-				return false
-			}
-			if a > q.deserved[ResourceGPU] {
-				inQuota = false
-			}
+		if a := q.alloc[ResourceGPU]; a > before[q] {
+			byFair = byFair && a <= q.fair[ResourceGPU]
+			byQuota = byQuota && a <= q.deserved[ResourceGPU]
 		}
 	}
+	owed := byFair && byQuota
 	for _, q := range s.queues {
 		a, b := q.alloc[ResourceGPU], before[q]
 		if chain[q] || a >= b {
 			continue
 		}
-		if b <= q.fair[ResourceGPU] || (!inQuota && a < q.fair[ResourceGPU]) {
-			return false
-		}
+		fair, quota := q.fair[ResourceGPU], q.deserved[ResourceGPU]
+		byFair = byFair && b > fair && (a >= fair || (owed && b > quota))
+		byQuota = byQuota && b > quota && a >= quota
 	}
-	return true
+	return byFair || byQuota
 }
 
 // preempt lets a pending job evict lower-priority preemptible work of its own queue
@@ -149,7 +200,7 @@ func (s *session) preempt(pool *candidatePool) {
 			continue
 		}
 		need := s.need(pods)
-		if _, ok := s.admit(j, need, gateIdle); !ok {
+		if _, ok := s.admit(j, need, gatePreempt); !ok {
 			continue
 		}
 		key := string(j.q.q.ID) + "#" + fmt.Sprint(j.j.Priority) + "#" + shapeKey(j, pods)

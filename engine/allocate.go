@@ -103,16 +103,18 @@ func (s *session) allocate(p pass) {
 }
 
 // pickQueue descends the tree choosing, at each level, the child with work left for this
-// pass whose allocation is the smallest fraction of its fair share.
+// pass whose allocation would be the smallest fraction of its fair share once its next
+// job runs (DESIGN.md 3.2). Ties go to the child with more of its share left, then the
+// higher priority, then the name: never the order in which queues were declared.
 func (s *session) pickQueue(level []*queueState, cursor map[*queueState]int, p pass) *queueState {
 	var best *queueState
-	bestRatio := math.Inf(1)
+	var bestRatio float64
 	for _, q := range level {
 		if !s.hasWork(q, cursor, p) {
 			continue
 		}
-		r := shareRatio(q)
-		if best == nil || r < bestRatio || (r == bestRatio && q.q.Priority > best.q.Priority) {
+		r := s.projectedRatio(q, cursor, p)
+		if best == nil || r < bestRatio || (r == bestRatio && before(q, best)) {
 			best, bestRatio = q, r
 		}
 	}
@@ -120,6 +122,39 @@ func (s *session) pickQueue(level []*queueState, cursor map[*queueState]int, p p
 		return best
 	}
 	return s.pickQueue(best.children, cursor, p)
+}
+
+// projectedRatio is (allocated + the GPUs of the job the queue would run next) / fair
+// share. Queues without a share come after all that have one.
+func (s *session) projectedRatio(q *queueState, cursor map[*queueState]int, p pass) float64 {
+	leaf := q
+	for len(leaf.children) > 0 {
+		leaf = s.pickQueue(leaf.children, cursor, p)
+	}
+	var need int64
+	if leaf != nil {
+		need = s.need(s.item(leaf.jobs[cursor[leaf]], p))[ResourceGPU]
+	}
+	f, a := q.fair[ResourceGPU], q.alloc[ResourceGPU]+need
+	if f <= 0 {
+		if q.alloc[ResourceGPU] <= 0 {
+			return math.MaxFloat64 / 2 // no share, nothing held: after everyone with a share
+		}
+		return math.MaxFloat64
+	}
+	return float64(a) / float64(f)
+}
+
+// before breaks a tie between two queues equally placed against their fair shares.
+func before(a, b *queueState) bool {
+	ra, rb := a.fair[ResourceGPU]-a.alloc[ResourceGPU], b.fair[ResourceGPU]-b.alloc[ResourceGPU]
+	if ra != rb {
+		return ra > rb
+	}
+	if a.q.Priority != b.q.Priority {
+		return a.q.Priority > b.q.Priority
+	}
+	return a.q.ID < b.q.ID
 }
 
 // hasWork advances a leaf's cursor past jobs with nothing to do in this pass.
@@ -163,19 +198,38 @@ const (
 	gateBelowFairShare
 	// gateIdle: beyond the fair share, on capacity nobody else can use now.
 	gateIdle
+	// gateReclaim: the job's own queue ends within its quota or its fair share; its
+	// ancestors are judged by where they end once the victims are known (reclaimRules),
+	// because a reclaim between siblings leaves their department where it was.
+	gateReclaim
+	// gatePreempt: the job's victims come from its own queue, so what they hold counts
+	// as room under the limits; the end state is checked once they are chosen.
+	gatePreempt
 )
 
 // admit checks the queue rules for adding need to the job's queue and its ancestors:
-// limits, non-preemptible work within quota, and (in gateFairShare) the fair share.
+// limits, non-preemptible work within quota, and the fair share as the mode says. Hard
+// limits are checked first at every level so that the reason names what really blocks:
+// a department at its limit, not a fair share that the limit itself capped.
 func (s *session) admit(j *jobState, need Resources, mode gateMode) (Reason, bool) {
 	for q := j.q; q != nil; q = q.parent {
 		for r := Resource(0); r < numResources; r++ {
-			if l := q.q.Resources[r].Limit; l != nil && need[r] > 0 && q.alloc[r]+need[r] > *l {
+			l := q.q.Resources[r].Limit
+			if l == nil || need[r] == 0 {
+				continue
+			}
+			used := q.alloc[r]
+			if mode == gatePreempt {
+				used = 0
+			}
+			if used+need[r] > *l {
 				return reasonf(ReasonQueueLimit, "%s %s would pass its %s limit: %s allocated of %s, the job needs %s more",
 					q.kind(), q.q.ID, r, Format(r, q.alloc[r]), Format(r, *l), Format(r, need[r])), false
 			}
 		}
-		if !j.preemptible && need[ResourceGPU] > 0 {
+	}
+	if !j.preemptible && need[ResourceGPU] > 0 {
+		for q := j.q; q != nil; q = q.parent {
 			quota := q.q.Resources[ResourceGPU].Quota
 			if q.allocNP[ResourceGPU]+need[ResourceGPU] > quota {
 				return reasonf(ReasonNonPreemptibleQuota,
@@ -184,14 +238,26 @@ func (s *session) admit(j *jobState, need Resources, mode gateMode) (Reason, boo
 					Format(ResourceGPU, need[ResourceGPU])), false
 			}
 		}
-		if mode != gateIdle {
-			for r := Resource(0); r < numResources; r++ {
-				if !s.fairShareGated(q, r) || need[r] == 0 || q.alloc[r]+need[r] <= q.fair[r] ||
-					(mode == gateBelowFairShare && q.alloc[r] < q.fair[r]) {
-					continue
-				}
+	}
+	switch mode {
+	case gateIdle, gatePreempt:
+		return Reason{}, true
+	case gateReclaim:
+		q := j.q
+		for r := Resource(0); r < numResources; r++ {
+			if s.fairShareGated(q, r) && need[r] > 0 && q.alloc[r]+need[r] > max(q.fair[r], q.deserved[r]) {
 				return s.fairShareReason(j, q, r, need), false
 			}
+		}
+		return Reason{}, true
+	}
+	for q := j.q; q != nil; q = q.parent {
+		for r := Resource(0); r < numResources; r++ {
+			if !s.fairShareGated(q, r) || need[r] == 0 || q.alloc[r]+need[r] <= q.fair[r] ||
+				(mode == gateBelowFairShare && q.alloc[r] < q.fair[r]) {
+				continue
+			}
+			return s.fairShareReason(j, q, r, need), false
 		}
 	}
 	return Reason{}, true

@@ -57,16 +57,30 @@ func divide(amount int64, kids []*queueState, r Resource) {
 		want[i] = max(k.deserved[r], 0)
 		sumWant += want[i]
 	}
+	// Where every sibling's demand is in whole GPUs, shares are too: a share of 1.75
+	// GPUs serves no job, and a queue must be able to reclaim for a job of its share.
+	quantum := int64(1)
+	if r == ResourceGPU && amount%int64(OneGPU) == 0 {
+		quantum = int64(OneGPU)
+		for _, k := range kids {
+			if k.demand[r]%int64(OneGPU) != 0 || k.deserved[r]%int64(OneGPU) != 0 {
+				quantum = 1
+				break
+			}
+		}
+	}
+	rank := rankByID(kids)
 	if sumWant >= amount {
 		// Quotas oversubscribe what this level has: split it in proportion to quota.
 		weights := make([]float64, len(kids))
 		for i, k := range kids {
 			weights[i] = float64(k.q.Resources[r].Quota)
 		}
-		waterfill(amount, share, want, weights, all(len(kids)))
+		waterfill(amount, share, want, weights, all(len(kids)), quantum, rank)
 	} else {
 		copy(share, want)
-		left := amount - sumWant
+	}
+	if left := amount - sumWant; left > 0 {
 		// Over quota, higher-priority queues are served first; equals share by weight.
 		byPrio := all(len(kids))
 		sort.SliceStable(byPrio, func(a, b int) bool { return kids[byPrio[a]].q.Priority > kids[byPrio[b]].q.Priority })
@@ -83,7 +97,7 @@ func divide(amount int64, kids []*queueState, r Resource) {
 				weights[i] = kids[i].q.Resources[r].Weight()
 			}
 			extra := make([]int64, len(kids))
-			left = waterfill(left, extra, caps, weights, level)
+			left = waterfill(left, extra, caps, weights, level, quantum, rank)
 			for _, i := range level {
 				share[i] += extra[i]
 			}
@@ -104,17 +118,32 @@ func all(n int) []int {
 	return idx
 }
 
+// rankByID orders siblings by name, the tie-break of last resort: never the order in
+// which queues were declared or listed by an informer.
+func rankByID(kids []*queueState) []int {
+	byID := all(len(kids))
+	sort.Slice(byID, func(a, b int) bool { return kids[byID[a]].q.ID < kids[byID[b]].q.ID })
+	rank := make([]int, len(kids))
+	for pos, i := range byID {
+		rank[i] = pos
+	}
+	return rank
+}
+
 // waterfill gives amount to the members in proportion to weight, none beyond its cap,
 // passing what a capped member cannot take to the others. If every member still wanting
 // has zero weight they share equally: idle capacity is lent rather than left idle.
-// Integer remainders go one unit at a time in member order. It returns what is left.
-func waterfill(amount int64, out, caps []int64, weights []float64, members []int) int64 {
+// Portions are whole multiples of quantum; what flooring leaves goes one quantum at a
+// time by largest remainder (Hamilton's method), ties to the larger weight, then by rank.
+// It returns what is left.
+func waterfill(amount int64, out, caps []int64, weights []float64, members []int, quantum int64, rank []int) int64 {
 	active := make([]int, 0, len(members))
 	for _, i := range members {
 		if caps[i] > out[i] {
 			active = append(active, i)
 		}
 	}
+	exact := make([]float64, len(out))
 	for amount > 0 && len(active) > 0 {
 		var total float64
 		for _, i := range active {
@@ -144,25 +173,38 @@ func waterfill(amount int64, out, caps []int64, weights []float64, members []int
 				amount -= give
 			}
 			active = slices.DeleteFunc(active, func(i int) bool { return out[i] >= caps[i] })
-			if amount == 0 {
-				break
-			}
 			continue
 		}
 		given := int64(0)
 		for _, i := range active {
-			p := int64(float64(amount) * weightOf(i) / sum)
+			exact[i] = float64(amount) * weightOf(i) / sum
+			p := int64(exact[i]/float64(quantum)) * quantum
+			p = min(p, caps[i]-out[i])
+			exact[i] -= float64(p)
 			out[i] += p
 			given += p
 		}
 		amount -= given
-		for _, i := range active {
-			if amount == 0 {
-				break
-			}
-			if out[i] < caps[i] && weightOf(i) > 0 {
-				out[i]++
-				amount--
+		if amount > 0 {
+			order := slices.Clone(active)
+			sort.Slice(order, func(a, b int) bool {
+				x, y := order[a], order[b]
+				if exact[x] != exact[y] {
+					return exact[x] > exact[y]
+				}
+				if weightOf(x) != weightOf(y) {
+					return weightOf(x) > weightOf(y)
+				}
+				return rank[x] < rank[y]
+			})
+			for _, i := range order {
+				if amount == 0 {
+					break
+				}
+				if give := min(quantum, amount, caps[i]-out[i]); give > 0 && weightOf(i) > 0 {
+					out[i] += give
+					amount -= give
+				}
 			}
 		}
 		active = slices.DeleteFunc(active, func(i int) bool { return out[i] >= caps[i] })

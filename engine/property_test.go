@@ -3,6 +3,7 @@ package engine
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -260,8 +261,13 @@ func TestInvariantsOnRandomClusters(t *testing.T) {
 		rounds := rapid.IntRange(1, 3).Draw(t, "rounds")
 		for round := 0; round < rounds; round++ {
 			settled := false
+			var last []string // the last plans, to show a loop when there is one
 			for cycle := 0; cycle < 50; cycle++ {
 				p := eng.Schedule(snap)
+				last = append(last, describePlan(p))
+				if len(last) > 4 {
+					last = last[1:]
+				}
 				if p.Empty() {
 					settled = true
 					checkInvariants(t, snap, p)
@@ -276,7 +282,7 @@ func TestInvariantsOnRandomClusters(t *testing.T) {
 				checkInvariants(t, snap, p)
 			}
 			if !settled {
-				t.Fatalf("no empty plan after 50 cycles: the engine flaps")
+				t.Fatalf("no empty plan after 50 cycles: the engine flaps; the last plans:\n%s", strings.Join(last, "\n"))
 			}
 			// Churn: some jobs end, new ones arrive.
 			if len(snap.Jobs) > 0 {
@@ -286,6 +292,19 @@ func TestInvariantsOnRandomClusters(t *testing.T) {
 			snap.Jobs = append(snap.Jobs, genJob(t, 100+round, countLeaves(snap), snap.Now))
 		}
 	})
+}
+
+// describePlan renders what a plan changes and why, one line per eviction or bind.
+func describePlan(p *Plan) string {
+	var b strings.Builder
+	b.WriteString("plan:\n")
+	for _, e := range p.Evictions {
+		fmt.Fprintf(&b, "  evict %s: %s\n", e.Pod, e.Reason.Message)
+	}
+	for _, x := range p.Binds {
+		fmt.Fprintf(&b, "  bind %s on %s %v@%d\n", x.Pod, x.Binding.Node, x.Binding.GPUs, x.Binding.Share)
+	}
+	return b.String()
 }
 
 func countBound(j Job) int {

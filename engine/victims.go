@@ -134,23 +134,31 @@ type victimSearch struct {
 	// replace: evicted units must be placed again in the same decision (consolidation),
 	// and no more GPUs may move than the pending pods gain.
 	replace bool
+	// move: an evicted unit that fits elsewhere now is moved there rather than stopped
+	// (reclaim), so that its queue keeps what it holds while any GPU is idle.
+	move bool
 }
 
 // outcome of one trial, kept to replay the best.
 type trial struct {
-	node    *nodeState
+	node *nodeState
+	// victims are the units taken off their places, stopped ones and moved ones.
 	victims []unit
-	gpu     int64
+	stopped int   // victims not placed again
+	gpu     int64 // GPUs the stopped victims held
 }
 
 func (t trial) better(o *trial) bool {
 	if o == nil {
 		return true
 	}
-	if len(t.victims) != len(o.victims) {
-		return len(t.victims) < len(o.victims)
+	if t.stopped != o.stopped {
+		return t.stopped < o.stopped
 	}
-	return t.gpu < o.gpu
+	if t.gpu != o.gpu {
+		return t.gpu < o.gpu
+	}
+	return len(t.victims) < len(o.victims)
 }
 
 // run finds the fewest victims (then the fewest GPUs) that let the pods start, applies
@@ -210,7 +218,7 @@ func (vs *victimSearch) run(s *session) bool {
 	for _, n := range nodes {
 		if t, ok := vs.tryNode(s, n, s.rooms[n.idx].units); ok && t.better(best) {
 			best = &t
-			if len(t.victims) <= 1 && t.gpu <= need[ResourceGPU] {
+			if t.stopped <= 1 && len(t.victims) <= 1 && t.gpu <= need[ResourceGPU] {
 				break // one victim no larger than the need: nothing is better
 			}
 		}
@@ -256,40 +264,61 @@ func (vs *victimSearch) tryNode(s *session, n *nodeState, cands []unit) (trial, 
 	if !fits || !s.placeGang(vs.job, vs.pods, only) {
 		return trial{}, false
 	}
-	victims, ok := vs.settle(s, out)
+	victims, stopped, ok := vs.settle(s, out)
 	if !ok {
 		return trial{}, false
 	}
 	t := trial{node: n, victims: victims}
-	for _, u := range victims {
+	for _, u := range stopped {
+		t.stopped++
 		t.gpu += u.gpu
 	}
 	return t, true
 }
 
 // settle gives back every eviction the placed pods turned out not to need (largest
-// first), re-places the rest when moving, and applies the rules.
-func (vs *victimSearch) settle(s *session, out []evicted) ([]unit, bool) {
+// first), re-places the rest when moving, and applies the rules. It returns the units
+// taken off their places and, of those, the ones stopped rather than moved.
+func (vs *victimSearch) settle(s *session, out []evicted) (victims, stopped []unit, ok bool) {
 	sort.SliceStable(out, func(a, b int) bool { return out[a].u.gpu > out[b].u.gpu })
-	var victims []unit
 	for _, e := range out {
 		if !s.restore(e) {
 			victims = append(victims, e.u)
 		}
 	}
-	if vs.replace {
+	switch {
+	case vs.replace:
 		var moved int64
 		for _, u := range victims {
 			if !s.placeGang(u.job, u.pods, nil) {
-				return nil, false
+				return nil, nil, false
 			}
 			moved += u.gpu
 		}
 		if moved > s.need(vs.pods)[ResourceGPU] {
-			return nil, false
+			return nil, nil, false
 		}
+	case vs.move:
+		for _, u := range victims {
+			cp := s.checkpoint()
+			if s.placeGang(u.job, u.pods, nil) {
+				if u.job.bound < u.job.j.MinMember {
+					// An elastic pod moves only with a job that still runs.
+					s.rollback(cp)
+					stopped = append(stopped, u)
+					continue
+				}
+				for _, p := range u.pods {
+					p.evictReason = reasonf(ReasonConsolidated, "moved to make room for job %s, so that queue %s keeps its GPUs", vs.job.j.ID, u.job.q.q.ID)
+				}
+				continue
+			}
+			stopped = append(stopped, u)
+		}
+	default:
+		stopped = victims
 	}
-	return victims, s.queueRulesHold(vs.job) && vs.accept()
+	return victims, stopped, s.queueRulesHold(vs.job) && vs.accept()
 }
 
 // apply replays the chosen trial for real.
@@ -303,7 +332,7 @@ func (vs *victimSearch) apply(s *session, t *trial) bool {
 		s.rollback(cp)
 		return false
 	}
-	if _, ok := vs.settle(s, out); !ok {
+	if _, _, ok := vs.settle(s, out); !ok {
 		s.rollback(cp)
 		return false
 	}
@@ -349,7 +378,7 @@ func (vs *victimSearch) tryCluster(s *session) bool {
 		if !s.placeGang(vs.job, vs.pods, where) {
 			continue
 		}
-		if _, ok := vs.settle(s, out); ok {
+		if _, _, ok := vs.settle(s, out); ok {
 			return true
 		}
 		break
