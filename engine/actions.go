@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"iter"
 	"math"
+	"slices"
 )
 
 // candidatePool gathers the victim units once per cycle, after allocation, per queue and
@@ -53,30 +54,40 @@ func (c *candidatePool) from(include func(*queueState) bool, keep func(unit) boo
 		}
 		return math.Inf(1)
 	}
+	first := func(a, b *head) bool { // a gives before b
+		if x, y := over(a), over(b); x != y {
+			return x > y
+		}
+		if a.left != b.left {
+			return a.left > b.left
+		}
+		return a.q.q.ID < b.q.q.ID
+	}
 	return func(yield func(unit) bool) {
-		for {
-			var best *head
-			for _, h := range heads {
-				if h.next >= len(c.byQueue[h.q]) {
-					continue
-				}
-				if best == nil {
-					best = h
-					continue
-				}
-				if a, b := over(h), over(best); a > b || (a == b && (h.left > best.left || (h.left == best.left && h.q.q.ID < best.q.q.ID))) {
-					best = h
-				}
+		// heads stay sorted, the next to give first; only the first moves, and only down.
+		hs := slices.Clone(heads)
+		slices.SortFunc(hs, func(a, b *head) int {
+			if first(a, b) {
+				return -1
 			}
-			if best == nil {
-				return
+			return 1
+		})
+		for len(hs) > 0 {
+			h := hs[0]
+			us := c.byQueue[h.q]
+			if h.next >= len(us) {
+				hs = hs[1:]
+				continue
 			}
-			u := c.byQueue[best.q][best.next]
-			best.next++
+			u := us[h.next]
+			h.next++
 			if !u.bound() || (keep != nil && !keep(u)) {
 				continue
 			}
-			best.left -= u.gpu
+			h.left -= u.gpu
+			for i := 0; i+1 < len(hs) && first(hs[i+1], hs[i]); i++ {
+				hs[i], hs[i+1] = hs[i+1], hs[i]
+			}
 			if !yield(u) {
 				return
 			}
@@ -155,39 +166,60 @@ func (s *session) reclaimFor(j *jobState, pool *candidatePool, fails map[string]
 }
 
 // reclaimRules judge the end state of a reclaim by where each queue ends (DESIGN.md
-// 3.4), under one of two rules, as KAI-Scheduler does:
-//   - by fair share: every queue on the reclaimer's side that gained ends within its
-//     fair share, and every queue that lost was above its own and ends no lower;
-//   - by quota: every queue on the reclaimer's side that gained ends within its quota
-//     (min(quota, demand, limit)), and every queue that lost was above its quota and
-//     ends no lower.
+// 3.4). A reclaim between siblings leaves their department where it was, so the
+// department is not judged. It is allowed by one of three rules:
+//   - owed: every queue on the reclaimer's side that gained ends within both its quota
+//     (min(quota, demand, limit)) and its fair share, and every queue that lost was above
+//     both; a victim may then fall below them, trading a large job for a smaller one;
+//   - by fair share: the gainers end within their fair shares, and every queue that
+//     lost was above its own and ends no lower;
+//   - by quota: the gainers end within their quotas, and every queue that lost was above
+//     its quota and ends no lower.
 //
-// A reclaim between siblings leaves their department where it was, so the department
-// is not judged. When the reclaimer's side ends within both its quota and its fair share
-// it takes what it is owed, and a victim above both its fair share and its quota may
-// fall below them, trading a large job for a smaller one of its own. Under either rule the reclaimer cannot be
-// reclaimed from in return, so reclaim never loops.
+// Under the last two, as in KAI-Scheduler, a gainer also ends no fuller (allocated over
+// fair share) than any sibling that lost: a queue can then never take back what was
+// reclaimed from it, so reclaim never loops, also when the two rules alternate.
 func (s *session) reclaimRules(reclaimer *queueState, before map[*queueState]int64) bool {
 	chain := map[*queueState]bool{}
-	byFair, byQuota := true, true
+	owed, byFair, byQuota := true, true, true
 	for q := reclaimer; q != nil; q = q.parent {
 		chain[q] = true
 		if a := q.alloc[ResourceGPU]; a > before[q] {
-			byFair = byFair && a <= q.fair[ResourceGPU]
-			byQuota = byQuota && a <= q.deserved[ResourceGPU]
+			fair, quota := q.fair[ResourceGPU], q.deserved[ResourceGPU]
+			owed = owed && a <= fair && a <= quota
+			byFair = byFair && a <= fair
+			byQuota = byQuota && a <= quota
 		}
 	}
-	owed := byFair && byQuota
 	for _, q := range s.queues {
 		a, b := q.alloc[ResourceGPU], before[q]
 		if chain[q] || a >= b {
 			continue
 		}
 		fair, quota := q.fair[ResourceGPU], q.deserved[ResourceGPU]
-		byFair = byFair && b > fair && (a >= fair || (owed && b > quota))
+		owed = owed && b > fair && b > quota
+		byFair = byFair && b > fair && a >= fair
 		byQuota = byQuota && b > quota && a >= quota
+		if (byFair || byQuota) && !s.fullerThanGainer(q, chain, before) {
+			byFair, byQuota = false, false
+		}
 	}
-	return byFair || byQuota
+	return owed || byFair || byQuota
+}
+
+// fullerThanGainer reports whether the losing queue v ends at least as full as its
+// sibling on the reclaimer's side that gained, if it has one.
+func (s *session) fullerThanGainer(v *queueState, chain map[*queueState]bool, before map[*queueState]int64) bool {
+	siblings := s.roots
+	if v.parent != nil {
+		siblings = v.parent.children
+	}
+	for _, r := range siblings {
+		if chain[r] && r.alloc[ResourceGPU] > before[r] {
+			return shareRatio(r) <= shareRatio(v)
+		}
+	}
+	return true
 }
 
 // preempt lets a pending job evict lower-priority preemptible work of its own queue

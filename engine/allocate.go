@@ -42,6 +42,18 @@ func (s *session) item(j *jobState, p pass) []*podState {
 	return unbound[:1]
 }
 
+// hasItem reports whether item would return pods, without building the list: queue
+// order asks it for every queue at every pick.
+func (s *session) hasItem(j *jobState, p pass) bool {
+	if j.bound >= len(j.pods) {
+		return false
+	}
+	if !j.started() {
+		return p.starts() && len(j.pods) >= j.j.MinMember
+	}
+	return !p.starts()
+}
+
 func (s *session) need(pods []*podState) Resources {
 	var r Resources
 	for _, p := range pods {
@@ -133,7 +145,7 @@ func (s *session) projectedRatio(q *queueState, cursor map[*queueState]int, p pa
 	}
 	var need int64
 	if leaf != nil {
-		need = s.need(s.item(leaf.jobs[cursor[leaf]], p))[ResourceGPU]
+		need = s.nextGPUs(leaf.jobs[cursor[leaf]], p)
 	}
 	f, a := q.fair[ResourceGPU], q.alloc[ResourceGPU]+need
 	if f <= 0 {
@@ -143,6 +155,26 @@ func (s *session) projectedRatio(q *queueState, cursor map[*queueState]int, p pa
 		return math.MaxFloat64
 	}
 	return float64(a) / float64(f)
+}
+
+// nextGPUs is the GPU cost of the pods item would return, counted without building the
+// list: queue order asks it for every queue at every pick.
+func (s *session) nextGPUs(j *jobState, p pass) int64 {
+	k := 1
+	if !j.started() {
+		k = max(j.j.MinMember-j.bound, 1)
+	}
+	var gpu int64
+	for _, pod := range j.pods {
+		if k == 0 {
+			break
+		}
+		if pod.node == nil {
+			gpu += s.pendingCost(pod.p.Request)[ResourceGPU]
+			k--
+		}
+	}
+	return gpu
 }
 
 // before breaks a tie between two queues equally placed against their fair shares.
@@ -160,7 +192,7 @@ func before(a, b *queueState) bool {
 // hasWork advances a leaf's cursor past jobs with nothing to do in this pass.
 func (s *session) hasWork(q *queueState, cursor map[*queueState]int, p pass) bool {
 	if len(q.children) == 0 {
-		for cursor[q] < len(q.jobs) && s.item(q.jobs[cursor[q]], p) == nil {
+		for cursor[q] < len(q.jobs) && !s.hasItem(q.jobs[cursor[q]], p) {
 			cursor[q]++
 		}
 		return cursor[q] < len(q.jobs)
@@ -199,8 +231,9 @@ const (
 	// gateIdle: beyond the fair share, on capacity nobody else can use now.
 	gateIdle
 	// gateReclaim: the job's own queue ends within its quota or its fair share; its
-	// ancestors are judged by where they end once the victims are known (reclaimRules),
-	// because a reclaim between siblings leaves their department where it was.
+	// ancestors are judged by where they end once the victims are known (reclaimRules
+	// and the limits), because a reclaim between siblings leaves their department where
+	// it was.
 	gateReclaim
 	// gatePreempt: the job's victims come from its own queue, so what they hold counts
 	// as room under the limits; the end state is checked once they are chosen.
@@ -219,8 +252,13 @@ func (s *session) admit(j *jobState, need Resources, mode gateMode) (Reason, boo
 				continue
 			}
 			used := q.alloc[r]
-			if mode == gatePreempt {
+			switch {
+			case mode == gatePreempt:
 				used = 0
+			case mode == gateReclaim && q != j.q:
+				// Victims in the same department make room under its limit; the end
+				// state is checked once they are chosen.
+				continue
 			}
 			if used+need[r] > *l {
 				return reasonf(ReasonQueueLimit, "%s %s would pass its %s limit: %s allocated of %s, the job needs %s more",

@@ -254,6 +254,9 @@ func (s *session) explainConstraint(j *jobState) Reason {
 			}
 			return reasonf(ReasonConstraint, "%s", msg)
 		}
+		if j.j.NodePool == "" {
+			return reasonf(ReasonConstraint, "%s", NoPoolRule(s.poolNames()))
+		}
 		return reasonf(ReasonConstraint, "no schedulable node in node pool %q", pool)
 	}
 	have := make([]string, 0, len(models))
@@ -298,4 +301,24 @@ func CountedReasons(why map[string]int) string {
 	}
 	slices.Sort(parts)
 	return strings.Join(parts, ", ")
+}
+
+// NoPoolRule states where a job without a node pool may run, for a cluster whose
+// schedulable nodes are all in the pools named.
+func NoPoolRule(pools []string) string {
+	return "jobs without a node pool run only on nodes without the allot.dev/node-pool label; pools here: " + strings.Join(pools, ", ")
+}
+
+// poolNames lists the pools of the schedulable nodes, sorted.
+func (s *session) poolNames() []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, n := range s.nodes {
+		if !n.n.Unschedulable && n.n.Pool != "" && !seen[n.n.Pool] {
+			seen[n.n.Pool] = true
+			out = append(out, n.n.Pool)
+		}
+	}
+	slices.Sort(out)
+	return out
 }

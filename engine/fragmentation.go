@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"slices"
 	"strconv"
 	"strings"
@@ -68,6 +69,14 @@ func shapesOf(snap *Snapshot) []Shape {
 			out = append(out, Shape{Request: p.Request, GPUTypes: j.GPUTypes, Weight: 1})
 		}
 	}
+	// In a fixed order, not the order jobs were listed in: scores are sums of floats, and
+	// a sum in another order can break a tie the other way.
+	slices.SortFunc(out, func(a, b Shape) int {
+		x, y := a.Request, b.Request
+		return cmp.Or(cmp.Compare(x.GPUs, y.GPUs), cmp.Compare(x.GPUFraction, y.GPUFraction), cmp.Compare(x.GPUMemory, y.GPUMemory),
+			cmp.Compare(x.CPU, y.CPU), cmp.Compare(x.Memory, y.Memory),
+			cmp.Compare(strings.Join(a.GPUTypes, "|"), strings.Join(b.GPUTypes, "|")))
+	})
 	return out
 }
 

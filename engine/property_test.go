@@ -338,3 +338,175 @@ func TestDeterminism(t *testing.T) {
 		}
 	})
 }
+
+// TestDeclarationOrderDoesNotMatter: the same cluster with its queues declared, and its
+// jobs listed, in another order (a file edited, an informer's cache) settles to the same
+// placements. Ties are broken by properties of the queues and jobs, never by position.
+func TestDeclarationOrderDoesNotMatter(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		snap := genCluster(t)
+		shuffled := *snap
+		shuffled.Queues = rapid.Permutation(snap.Queues).Draw(t, "queueOrder")
+		shuffled.Jobs = slices.Clone(snap.Jobs)
+		if rapid.Bool().Draw(t, "reorderJobs") {
+			shuffled.Jobs = rapid.Permutation(snap.Jobs).Draw(t, "jobOrder")
+		}
+		for i := range shuffled.Jobs {
+			shuffled.Jobs[i].Pods = slices.Clone(shuffled.Jobs[i].Pods)
+		}
+		eng := New(Options{})
+		a, b := settle(t, eng, snap), settle(t, eng, &shuffled)
+		if a != b {
+			t.Fatalf("declaration order changed the outcome:\n%s\n---- reordered:\n%s", a, b)
+		}
+	})
+}
+
+// settle schedules until the plan is empty and renders how many pods of every job run.
+// Which of two alike devices or nodes a pod got is not an outcome anyone waits for.
+func settle(t *rapid.T, eng *Engine, snap *Snapshot) string {
+	for cycle := 0; ; cycle++ {
+		if cycle == 50 {
+			t.Fatalf("no empty plan after 50 cycles")
+		}
+		p := eng.Schedule(snap)
+		if p.Empty() {
+			break
+		}
+		applyPlan(t, snap, p)
+	}
+	var lines []string
+	for _, j := range snap.Jobs {
+		lines = append(lines, fmt.Sprintf("%s (queue %s) runs %d of %d pods", j.ID, j.Queue, countBound(j), len(j.Pods)))
+	}
+	slices.Sort(lines)
+	return strings.Join(lines, "\n")
+}
+
+// TestQuotaIsGuaranteed: in settled random clusters of preemptible 1-GPU jobs, with
+// departments, limits and quotas that may add up to more than the cluster has, no queue
+// is left below its quota (min(quota, demand, limit)) with a job waiting while another
+// queue holds a GPU above its own quota that could be taken: a reclaim that keeps every
+// queue on the reclaimer's side within its quota and every queue on the victim's side at
+// or above its own (DESIGN.md 3.4).
+func TestQuotaIsGuaranteed(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		snap := &Snapshot{Now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+		for i := rapid.IntRange(1, 4).Draw(t, "nodes"); i > 0; i-- {
+			snap.Nodes = append(snap.Nodes, gpuNode(NodeID(fmt.Sprintf("n%d", i)), "", "A100", rapid.IntRange(1, 4).Draw(t, "gpus")))
+		}
+		gpus := func(label string, hi int) int64 { return int64(rapid.IntRange(0, hi).Draw(t, label)) * int64(OneGPU) }
+		var leaves, depts []QueueID
+		for d := rapid.IntRange(0, 2).Draw(t, "depts"); d > 0; d-- {
+			dept := Queue{ID: QueueID(fmt.Sprintf("d%d", d))}
+			dept.Resources[ResourceGPU].Quota = gpus("deptQuota", 8)
+			if rapid.Bool().Draw(t, "deptLimit") {
+				l := dept.Resources[ResourceGPU].Quota + gpus("deptLimitExtra", 4)
+				dept.Resources[ResourceGPU].Limit = &l
+			}
+			snap.Queues = append(snap.Queues, dept)
+			depts = append(depts, dept.ID)
+		}
+		for i := rapid.IntRange(1, 4).Draw(t, "leaves"); i > 0; i-- {
+			q := Queue{ID: QueueID(fmt.Sprintf("q%d", i))}
+			if len(depts) > 0 && rapid.Bool().Draw(t, "inDept") {
+				q.Parent = rapid.SampledFrom(depts).Draw(t, "dept")
+			}
+			q.Resources[ResourceGPU].Quota = gpus("quota", 6)
+			if rapid.Bool().Draw(t, "limit") {
+				l := q.Resources[ResourceGPU].Quota + gpus("limitExtra", 4)
+				q.Resources[ResourceGPU].Limit = &l
+			}
+			snap.Queues = append(snap.Queues, q)
+			leaves = append(leaves, q.ID)
+		}
+		eng := New(Options{})
+		for round, n := 0, rapid.IntRange(1, 3).Draw(t, "rounds"); round < n; round++ {
+			// Work arrives in waves, so that early queues borrow what later ones are owed.
+			for k := rapid.IntRange(1, 10).Draw(t, "arrivals"); k > 0; k-- {
+				id := JobID(fmt.Sprintf("j%d-%d", round, k))
+				snap.Jobs = append(snap.Jobs, Job{ID: id, Queue: rapid.SampledFrom(leaves).Draw(t, "queue"), MinMember: 1,
+					SubmitTime: snap.Now.Add(time.Duration(round) * time.Minute), Pods: []Pod{{ID: PodID(id + "-0"), Request: PodRequest{GPUs: 1}}}})
+			}
+			settle(t, eng, snap)
+		}
+		checkGuarantee(t, snap, eng.Schedule(snap))
+	})
+}
+
+func checkGuarantee(t *rapid.T, snap *Snapshot, p *Plan) {
+	queues := map[QueueID]*Queue{}
+	for i := range snap.Queues {
+		queues[snap.Queues[i].ID] = &snap.Queues[i]
+	}
+	alloc := func(id QueueID) int64 { return p.Queues[id].Allocated[ResourceGPU] }
+	// A queue's quota as the engine guarantees it: min(quota, demand, limit), demand from
+	// the leaves up.
+	var demand func(id QueueID) int64
+	demand = func(id QueueID) int64 {
+		d, leaf := int64(0), true
+		for _, c := range snap.Queues {
+			if c.Parent == id {
+				d, leaf = d+demand(c.ID), false
+			}
+		}
+		if leaf {
+			d = p.Queues[id].Requested[ResourceGPU]
+		}
+		if l := queues[id].Resources[ResourceGPU].Limit; l != nil {
+			d = min(d, *l)
+		}
+		return d
+	}
+	quota := func(id QueueID) int64 { return min(queues[id].Resources[ResourceGPU].Quota, demand(id)) }
+	chain := func(id QueueID) []QueueID {
+		var out []QueueID
+		for ; id != ""; id = queues[id].Parent {
+			out = append(out, id)
+		}
+		return out
+	}
+	waiting := map[QueueID]bool{}
+	holding := map[QueueID]bool{}
+	for _, j := range snap.Jobs {
+		if countBound(j) == 0 {
+			waiting[j.Queue] = true
+		} else {
+			holding[j.Queue] = true
+		}
+	}
+	one := int64(OneGPU)
+	for q := range waiting {
+		for v := range holding {
+			if v == q {
+				continue
+			}
+			shared := map[QueueID]bool{}
+			for _, a := range chain(v) {
+				shared[a] = true
+			}
+			ok := true
+			for _, a := range chain(q) {
+				if shared[a] {
+					break // above the common ancestor nothing changes
+				}
+				l := queues[a].Resources[ResourceGPU].Limit
+				ok = ok && alloc(a)+one <= quota(a) && (l == nil || alloc(a)+one <= *l)
+			}
+			mine := map[QueueID]bool{}
+			for _, a := range chain(q) {
+				mine[a] = true
+			}
+			for _, a := range chain(v) {
+				if mine[a] {
+					break
+				}
+				ok = ok && alloc(a)-one >= quota(a)
+			}
+			if ok {
+				t.Fatalf("queue %s waits at %d/%d milli-GPUs of its quota while queue %s holds %d, above its quota %d",
+					q, alloc(q), quota(q), v, alloc(v), quota(v))
+			}
+		}
+	}
+}

@@ -302,8 +302,10 @@ func (vs *victimSearch) settle(s *session, out []evicted) (victims, stopped []un
 		for _, u := range victims {
 			cp := s.checkpoint()
 			if s.placeGang(u.job, u.pods, nil) {
-				if u.job.bound < u.job.j.MinMember {
-					// An elastic pod moves only with a job that still runs.
+				if u.job.bound < u.job.j.MinMember || !s.queueRulesHold(u.job) {
+					// An elastic pod moves only with a job that still runs, and a move
+					// must keep its queue within its limits (the reclaim may have used
+					// the room under them).
 					s.rollback(cp)
 					stopped = append(stopped, u)
 					continue

@@ -457,6 +457,10 @@ func (sc *Scenario) checkFits(c *compiled, j engine.Job, path string) error {
 			pool = append(pool, n)
 		}
 	}
+	if len(pool) == 0 && j.NodePool == "" {
+		delete(pools, "")
+		return sc.errorf(path, "%s; set nodePool", engine.NoPoolRule(slices.Sorted(maps.Keys(pools))))
+	}
 	if len(pool) == 0 {
 		return sc.errorf(path+".nodePool", "no node is in pool %q; pools: %s", j.NodePool, strings.Join(slices.Sorted(maps.Keys(pools)), ", "))
 	}

@@ -55,6 +55,8 @@ func TestInvalidScenarios(t *testing.T) {
 			[]string{"bad.yaml:2:", "cluster.nodes[0].gpuMemory", `"lots" is not a quantity`}},
 		{"wrong type", validHead + "  - submit:\n      - {name: j, queue: team-a, pods: many}\n",
 			[]string{"bad.yaml:", "line 9", "many"}},
+		{"no pool on a pooled cluster", "cluster:\n  nodes: [{name: n, gpus: 1, labels: {allot.dev/node-pool: p1}}]\nqueues: [{name: a}]\nsteps:\n  - submit:\n      - {name: j, queue: a, gpu: 1}\n",
+			[]string{"bad.yaml:6:", "steps[0].submit[0]", "jobs without a node pool run only on nodes without the allot.dev/node-pool label; pools here: p1", "set nodePool"}},
 		{"unknown placement", "placement: pack\n" + validHead + "  - advance: 1m\n",
 			[]string{"bad.yaml:1:", "placement", "binpack, spread"}},
 		{"unknown status in expect", validHead + "  - submit:\n      - {name: j, queue: team-a}\n    expect:\n      jobs:\n        j: {status: Done}\n",

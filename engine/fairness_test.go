@@ -1,0 +1,76 @@
+package engine
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func gpuNode(id NodeID, pool, model string, gpus int) Node {
+	n := Node{ID: id, Pool: pool, CPU: 64000, Memory: 512 << 30}
+	for i := 0; i < gpus; i++ {
+		n.GPUs = append(n.GPUs, GPU{Model: model, Memory: 80 << 30})
+	}
+	return n
+}
+
+func quotaQueue(id QueueID, gpus int) Queue {
+	q := Queue{ID: id}
+	q.Resources[ResourceGPU].Quota = int64(gpus) * int64(OneGPU)
+	return q
+}
+
+// running is a one-pod job already bound to the given GPUs of a node.
+func running(id JobID, q QueueID, node NodeID, gpus ...int) Job {
+	return Job{ID: id, Queue: q, MinMember: 1, Pods: []Pod{{ID: PodID(id + "-0"), Request: PodRequest{GPUs: len(gpus)},
+		Binding: &Binding{Node: node, GPUs: gpus}}}}
+}
+
+// A job that names no pool on a cluster whose nodes all carry one is told the rule.
+func TestPoollessJobOnPooledCluster(t *testing.T) {
+	snap := &Snapshot{
+		Nodes:  []Node{gpuNode("n1", "p1", "A100", 2), gpuNode("n2", "p2", "A100", 2)},
+		Queues: []Queue{quotaQueue("a", 2)},
+		Jobs:   []Job{{ID: "j", Queue: "a", MinMember: 1, Pods: []Pod{{ID: "j-0", Request: PodRequest{GPUs: 1}}}}},
+	}
+	r := New(Options{}).Schedule(snap).Pending["j"]
+	want := "jobs without a node pool run only on nodes without the allot.dev/node-pool label; pools here: p1, p2"
+	if r.Code != ReasonConstraint || r.Message != want {
+		t.Fatalf("reason %v %q, want %q", r.Code, r.Message, want)
+	}
+}
+
+// Reclaim and consolidation together: r (quota 2) needs both H100s of h1, where v, above
+// its fair share, runs two 1-GPU jobs. One of them fits on the idle A100 of a1 and is moved
+// there in the same decision rather than stopped, so v keeps its fair share.
+//
+//	h1 (H100 ×2): v-1 v-2        a1 (A100 ×2): v-3 ·
+func TestReclaimMovesVictimsThatFitElsewhere(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	v := quotaQueue("v", 1)
+	snap := &Snapshot{Now: now,
+		Nodes:  []Node{gpuNode("h1", "", "H100", 2), gpuNode("a1", "", "A100", 2)},
+		Queues: []Queue{quotaQueue("r", 2), v},
+		Jobs: []Job{running("v-1", "v", "h1", 0), running("v-2", "v", "h1", 1), running("v-3", "v", "a1", 0),
+			{ID: "r-1", Queue: "r", MinMember: 1, GPUTypes: []string{"H100"}, SubmitTime: now,
+				Pods: []Pod{{ID: "r-1-0", Request: PodRequest{GPUs: 2}}}}},
+	}
+	plan := New(Options{}).Schedule(snap)
+	if _, waits := plan.Pending["r-1"]; waits {
+		t.Fatalf("r-1 waits: %s", plan.Pending["r-1"].Message)
+	}
+	moved, stopped := 0, 0
+	for _, e := range plan.Evictions {
+		if strings.HasPrefix(e.Reason.Message, "moved to make room for job r-1") {
+			moved++
+		} else {
+			stopped++
+		}
+	}
+	if moved != 1 || stopped != 1 {
+		t.Fatalf("%d moved and %d stopped, want 1 and 1: %+v", moved, stopped, plan.Evictions)
+	}
+	if got := plan.Queues["v"].Allocated.GPU(); got != 2*OneGPU {
+		t.Fatalf("v holds %s GPUs after the reclaim, want its fair share 2", got)
+	}
+}
