@@ -42,10 +42,10 @@ func (c *candidatePool) from(include func(*queueState) bool, keep func(unit) boo
 		next int
 		left int64 // the queue's GPUs once the units yielded so far are gone
 	}
-	var heads []*head
+	var qs []*queueState
 	for _, q := range c.queues {
 		if include(q) {
-			heads = append(heads, &head{q: q, left: q.alloc[ResourceGPU]})
+			qs = append(qs, q)
 		}
 	}
 	over := func(h *head) float64 {
@@ -64,8 +64,12 @@ func (c *candidatePool) from(include func(*queueState) bool, keep func(unit) boo
 		return a.q.q.ID < b.q.q.ID
 	}
 	return func(yield func(unit) bool) {
-		// heads stay sorted, the next to give first; only the first moves, and only down.
-		hs := slices.Clone(heads)
+		// Every walk starts afresh (a search may walk twice). The heads stay sorted, the
+		// next to give first; only the first moves, and only down.
+		hs := make([]*head, len(qs))
+		for i, q := range qs {
+			hs[i] = &head{q: q, left: q.alloc[ResourceGPU]}
+		}
 		slices.SortFunc(hs, func(a, b *head) int {
 			if first(a, b) {
 				return -1

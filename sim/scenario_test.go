@@ -2,6 +2,7 @@ package sim
 
 import (
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/allot-dev/allot/engine"
@@ -42,5 +43,25 @@ func TestExtraCyclesDetectFlapping(t *testing.T) {
 	w.Submit(engine.Job{ID: "j", Queue: "q", MinMember: 1, Pods: []engine.Pod{{ID: "p", Request: engine.PodRequest{GPUs: 1}}}}, 0)
 	if err := w.checkQuiet(1); err == nil {
 		t.Fatal("a world with a pending job that fits reported no change")
+	}
+}
+
+// TestScenariosIgnoreQueueOrder plays every scenario again with its queues declared in the
+// opposite order: every expectation still holds, because no rule breaks a tie by the order
+// of the file (DESIGN.md 3, rule 2 refined in the README).
+func TestScenariosIgnoreQueueOrder(t *testing.T) {
+	files, _ := filepath.Glob("testdata/scenarios/*.yaml")
+	examples, _ := filepath.Glob("../examples/*.yaml")
+	for _, f := range append(files, examples...) {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			sc, err := LoadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			slices.Reverse(sc.model.queues)
+			if _, err := RunWith(sc, RunOptions{ExtraCycles: 1}); err != nil {
+				t.Fatal(err)
+			}
+		})
 	}
 }
