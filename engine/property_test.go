@@ -239,6 +239,22 @@ func checkInvariants(t *rapid.T, snap *Snapshot, p *Plan) {
 	if demand >= capacity && sum != capacity {
 		t.Fatalf("fair shares sum to %d of capacity %d with demand %d", sum, capacity, demand)
 	}
+	// And at every department: its children divide exactly its share when they want it.
+	for _, d := range snap.Queues {
+		var kids, want int64
+		has := false
+		for _, c := range snap.Queues {
+			if c.Parent == d.ID {
+				has = true
+				kids += p.Queues[c.ID].FairShare[ResourceGPU]
+				want += capped(c)
+			}
+		}
+		share := p.Queues[d.ID].FairShare[ResourceGPU]
+		if has && (kids > share || (want >= share && kids != share)) {
+			t.Fatalf("the children of %s have fair shares summing to %d of its %d (they want %d)", d.ID, kids, share, want)
+		}
+	}
 	if sum > capacity {
 		t.Fatalf("fair shares sum to %d, more than capacity %d", sum, capacity)
 	}
