@@ -311,7 +311,8 @@ func (vs *victimSearch) settle(s *session, out []evicted) (victims, stopped []un
 					continue
 				}
 				for _, p := range u.pods {
-					p.evictReason = reasonf(ReasonConsolidated, "moved to make room for job %s, so that queue %s keeps its GPUs", vs.job.j.ID, u.job.q.q.ID)
+					p.evictReason = reasonf(ReasonConsolidated, "moved to make room for job %s of queue %s, so that queue %s keeps its GPUs",
+						vs.job.j.ID, vs.job.q.q.ID, u.job.q.q.ID)
 				}
 				continue
 			}

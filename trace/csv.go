@@ -64,6 +64,9 @@ func ReadNodes(path string) ([]engine.Node, error) {
 		if gpus > 64 {
 			return nil, r.errorf("gpu", "%d GPUs on one node is more than the 64 supported", gpus)
 		}
+		if mem > maxMiB {
+			return nil, r.errorf("memory_mib", "%d is not allowed: at most %d", mem, maxMiB)
+		}
 		model := r.get("model")
 		n := engine.Node{ID: engine.NodeID(r.get("sn")), CPU: cpu, Memory: mem << 20}
 		for g := 0; g < int(gpus); g++ {
@@ -95,6 +98,10 @@ func ReadPods(path string) ([]Pod, error) {
 		}
 		p := Pod{Name: r.get("name"), CPU: cpu, Memory: mem << 20, GPUs: int(gpus), GPUMilli: milli}
 		switch {
+		case mem > maxMiB:
+			return nil, r.errorf("memory_mib", "%d is not allowed: at most %d", mem, maxMiB)
+		case gpus > 64:
+			return nil, r.errorf("num_gpu", "%d is not allowed: at most 64 GPUs on one pod", gpus)
 		case milli > 1000:
 			return nil, r.errorf("gpu_milli", "%d is not allowed: gpu_milli is between 0 and 1000", milli)
 		case gpus > 1 && milli != 1000:
@@ -193,6 +200,13 @@ func readCSV(path string, required []string) ([]row, error) {
 	return rows, nil
 }
 
+// maxRuntime bounds a run time: a longer one is an error in the file, and durations
+// overflow near 292 years.
+const maxRuntime = 365 * 24 * time.Hour
+
+// maxMiB bounds memory columns, so that converting MiB to bytes cannot overflow.
+const maxMiB = 1 << 40
+
 // ReadRuntimes reads a CSV with a runtime column in seconds (the Philly run times).
 func ReadRuntimes(path string) ([]time.Duration, error) {
 	rows, err := readCSV(path, []string{"runtime"})
@@ -204,6 +218,9 @@ func ReadRuntimes(path string) ([]time.Duration, error) {
 		v, err := strconv.ParseFloat(r.get("runtime"), 64)
 		if err != nil || v < 0 || math.IsNaN(v) || math.IsInf(v, 0) {
 			return nil, r.errorf("runtime", "%q is not a number of seconds (0 or more)", r.get("runtime"))
+		}
+		if v > maxRuntime.Seconds() {
+			return nil, r.errorf("runtime", "%q is not allowed: at most %.0f seconds (a year)", r.get("runtime"), maxRuntime.Seconds())
 		}
 		out = append(out, time.Duration(v*float64(time.Second)))
 	}

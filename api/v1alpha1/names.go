@@ -132,7 +132,9 @@ func ParseGPUShare(annotations map[string]string) (GPUShare, error) {
 // a shared one (allot.dev/gpu-share, in thousandths).
 func HeldGPUs(p *corev1.Pod) (indices []int, share float64) {
 	share = 1
-	if s, err := strconv.Atoi(p.Annotations[AnnotationGPUShare]); err == nil && s > 0 {
+	// A share is a part of one device, 1 to 999 thousandths; anything else written there
+	// (by hand: the scheduler writes none other) means the whole device, no more.
+	if s, err := strconv.Atoi(strings.TrimSpace(p.Annotations[AnnotationGPUShare])); err == nil && s > 0 && s < 1000 {
 		share = float64(s) / 1000
 	}
 	for _, f := range strings.Split(p.Annotations[AnnotationGPUs], ",") {

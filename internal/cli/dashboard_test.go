@@ -170,9 +170,10 @@ func TestDashboard(t *testing.T) {
 	b.Open(t, url+"#/queues")
 	b.WaitText(t, "table.queue-tree tr[data-queue=team-d]", "team-d's row", browsertest.Contains("team-d\t0\t8\t8\tnone\t8\t8\t0\t"))
 	// 16 GPUs: quotas a 4, b 2, d 8, and c wants only 1; the GPU left over goes to a and
-	// b, who want more, by their weights 4:2.
-	b.WaitText(t, "table.queue-tree tr[data-queue=team-a]", "team-a's fair share", browsertest.Contains("team-a\t0\t4\t4\tnone\t4.67\t"))
-	b.WaitText(t, "table.queue-tree tr[data-queue=team-b]", "team-b's fair share", browsertest.Contains("team-b\t0\t2\t2\tnone\t2.33\t"))
+	// b, who want more, by their weights 4:2 (0.67 and 0.33): demand is in whole GPUs, so
+	// the shares are too, and the GPU goes to the larger remainder, a's.
+	b.WaitText(t, "table.queue-tree tr[data-queue=team-a]", "team-a's fair share", browsertest.Contains("team-a\t0\t4\t4\tnone\t5\t"))
+	b.WaitText(t, "table.queue-tree tr[data-queue=team-b]", "team-b's fair share", browsertest.Contains("team-b\t0\t2\t2\tnone\t2\t"))
 	if n := browsertest.Eval[int](t, b, `document.querySelectorAll(".charts canvas").length`); n != 4 {
 		t.Errorf("%d queue history charts, want 4", n)
 	}
