@@ -2,7 +2,7 @@
 GO ?= go
 BIN := bin/allot
 
-.PHONY: run sim-demo test test-deps web build bench vet fmt generate
+.PHONY: run sim-demo test test-deps web build bench vet fmt generate fuzz
 
 build:
 	$(GO) build -o $(BIN) ./cmd/allot
@@ -20,6 +20,12 @@ test: test-deps
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	$(GO) vet ./...
 	$(GO) test ./...
+	./hack/fuzz.sh 3s light
+
+# Every fuzz target for minutes each (the ones in packages built with kube-scheduler too,
+# whose instrumented build takes about ten minutes the first time).
+fuzz:
+	./hack/fuzz.sh $${FUZZTIME:-2m} all
 
 # Chromium for the dashboard's browser tests, Node.js and npm for the check that web/dist is
 # built from web/src (installed with apt-get when missing).

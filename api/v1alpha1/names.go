@@ -61,10 +61,12 @@ const (
 func WholeGPUs(p *corev1.Pod) int64 {
 	var n int64
 	for _, c := range p.Spec.Containers {
+		// A negative amount (the API server refuses one; a fake or an old object may
+		// carry it) asks for nothing, and the sum is kept far from overflowing.
 		if q, ok := c.Resources.Limits[GPUResource]; ok {
-			n += q.Value()
+			n += min(max(q.Value(), 0), 1<<20)
 		} else if q, ok := c.Resources.Requests[GPUResource]; ok {
-			n += q.Value()
+			n += min(max(q.Value(), 0), 1<<20)
 		}
 	}
 	return n

@@ -306,8 +306,14 @@ func convertNode(n *corev1.Node) engine.Node {
 	out := engine.Node{ID: engine.NodeID(n.Name), Labels: n.Labels, Pool: n.Labels[LabelNodePool], Domain: n.Labels[LabelDomain],
 		CPU: n.Status.Allocatable.Cpu().MilliValue(), Memory: n.Status.Allocatable.Memory().Value(),
 		Unschedulable: n.Spec.Unschedulable || !ready(n)}
+	// A node is trusted no further than its capacity: a negative quantity an admin wrote
+	// counts as none, and a GPU memory label past 2^40 MiB (or not a number) as unknown.
+	out.CPU, out.Memory = max(out.CPU, 0), max(out.Memory, 0)
 	count := n.Status.Allocatable[GPUResource]
-	memMi, _ := strconv.ParseInt(n.Labels[LabelGPUMemory], 10, 64)
+	memMi, err := strconv.ParseInt(n.Labels[LabelGPUMemory], 10, 64)
+	if err != nil || memMi < 0 || memMi > 1<<40 {
+		memMi = 0
+	}
 	uuids := strings.Split(n.Annotations[v1alpha1.AnnotationGPUUUIDs], ",")
 	for g := 0; g < int(count.Value()) && g < 64; g++ {
 		// Without the UUIDs (no agent on the node yet), the device index: NVIDIA's

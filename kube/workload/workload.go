@@ -146,7 +146,7 @@ func Gang(u *unstructured.Unstructured) (pods int64, ours, ok bool) {
 // JobGang is a batch Job's gang size: the pods it runs at once.
 func JobGang(j *batchv1.Job) int64 {
 	// An elastic job (allot submit --min-workers) names its gang size itself.
-	if m, err := strconv.ParseInt(j.Annotations[v1alpha1.AnnotationMinMember], 10, 64); err == nil && m > 0 {
+	if m, err := strconv.ParseInt(j.Annotations[v1alpha1.AnnotationMinMember], 10, 64); err == nil && m > 0 && m <= MaxGang {
 		if j.Spec.Parallelism == nil || m <= int64(*j.Spec.Parallelism) {
 			return m
 		}
@@ -158,7 +158,7 @@ func JobGang(j *batchv1.Job) int64 {
 	if j.Spec.Completions != nil && int64(*j.Spec.Completions) < n {
 		n = int64(*j.Spec.Completions)
 	}
-	return n
+	return bounded(n)
 }
 
 func (c *Controller) syncJob(ctx context.Context, j *batchv1.Job) {
@@ -243,7 +243,7 @@ func jobSetShape(u *unstructured.Unstructured) (bool, int64) {
 		}
 		replicas := intOr(rj, 1, "replicas")
 		par := intOr(rj, 1, "template", "spec", "parallelism")
-		pods += replicas * par
+		pods = bounded(pods + bounded(replicas*par))
 		if s, _, _ := unstructured.NestedString(rj, "template", "spec", "template", "spec", "schedulerName"); s == v1alpha1.SchedulerName {
 			ours = true
 		}
@@ -262,7 +262,7 @@ func replicaSpecsShape(field string) func(*unstructured.Unstructured) (bool, int
 			if !ok {
 				continue
 			}
-			pods += intOr(rs, 1, "replicas")
+			pods = bounded(pods + intOr(rs, 1, "replicas"))
 			if s, _, _ := unstructured.NestedString(rs, "template", "spec", "schedulerName"); s == v1alpha1.SchedulerName {
 				ours = true
 			}
@@ -271,6 +271,13 @@ func replicaSpecsShape(field string) func(*unstructured.Unstructured) (bool, int
 	}
 }
 
+// MaxGang bounds a gang's size: no workload runs more pods at once, and a spec that says
+// otherwise (a number the CRD's schema did not check) must not overflow the sums below.
+const MaxGang = 100_000
+
+// bounded clamps a count read from a spec to [0, MaxGang].
+func bounded(v int64) int64 { return min(max(v, 0), MaxGang) }
+
 func intOr(m map[string]any, def int64, path ...string) int64 {
 	v, ok, err := unstructured.NestedFieldNoCopy(m, path...)
 	if !ok || err != nil {
@@ -278,9 +285,12 @@ func intOr(m map[string]any, def int64, path ...string) int64 {
 	}
 	switch x := v.(type) {
 	case int64:
-		return x
+		return bounded(x)
 	case float64:
-		return int64(x)
+		if x != x { // NaN
+			return def
+		}
+		return bounded(int64(min(max(x, 0), MaxGang)))
 	}
 	return def
 }

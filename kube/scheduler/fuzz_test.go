@@ -1,0 +1,74 @@
+package scheduler
+
+import (
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/allot-dev/allot/api/v1alpha1"
+	"github.com/allot-dev/allot/engine"
+)
+
+// The scheduler reads objects many hands write. These targets feed it garbage where those
+// hands write: it must never panic, and never see more than a node's capacity.
+
+// FuzzConvertNode: GFD labels, the agent's UUIDs and the allocatable quantities of a node,
+// however wrong, give a node with no more GPUs than its nvidia.com/gpu capacity (at most
+// 64), no negative CPU, memory or device memory.
+func FuzzConvertNode(f *testing.F) {
+	f.Add("8", "81920", "A100-SXM4-80GB", "GPU-a,GPU-b", "64", "512Gi")
+	f.Add("-2", "99999999999999999999", "", ",,,", "-1", "-1Gi")
+	f.Add("1e3", "-5", "x", "", "1m", "0")
+	f.Fuzz(func(t *testing.T, gpus, memMi, product, uuids, cpu, mem string) {
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n",
+			Labels:      map[string]string{LabelGPUMemory: memMi, LabelProduct: product},
+			Annotations: map[string]string{v1alpha1.AnnotationGPUUUIDs: uuids}}}
+		n.Status.Allocatable = corev1.ResourceList{}
+		for name, v := range map[corev1.ResourceName]string{GPUResource: gpus, corev1.ResourceCPU: cpu, corev1.ResourceMemory: mem} {
+			if q, err := resource.ParseQuantity(v); err == nil {
+				n.Status.Allocatable[name] = q
+			}
+		}
+		out := convertNode(n)
+		capacity := n.Status.Allocatable[GPUResource]
+		if int64(len(out.GPUs)) > max(capacity.Value(), 0) || len(out.GPUs) > 64 {
+			t.Fatalf("%d GPUs on a node of capacity %s", len(out.GPUs), capacity.String())
+		}
+		if out.CPU < 0 || out.Memory < 0 {
+			t.Fatalf("cpu %d, memory %d", out.CPU, out.Memory)
+		}
+		for _, g := range out.GPUs {
+			if g.Memory < 0 {
+				t.Fatalf("device memory %d from label %q", g.Memory, memMi)
+			}
+		}
+	})
+}
+
+// FuzzPodRequest: a pod's sharing annotations and GPU requests, as an admin could write
+// them past the webhook, give a request the engine can place: no negative amount, and a
+// shared request only within one device.
+func FuzzPodRequest(f *testing.F) {
+	f.Add("1", "0.5", "", "", "2")
+	f.Add("", "", "8Gi", "30", "")
+	f.Add("-3", "2", "-1", "x", "1e30")
+	f.Fuzz(func(t *testing.T, gpus, frac, gpuMem, compute, minMember string) {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", Labels: map[string]string{LabelPodGroup: "g"},
+			Annotations: map[string]string{v1alpha1.AnnotationGPUFraction: frac, v1alpha1.AnnotationGPUMemory: gpuMem,
+				v1alpha1.AnnotationGPUCompute: compute, v1alpha1.AnnotationMinMember: minMember}}}
+		c := corev1.Container{Name: "c"}
+		if q, err := resource.ParseQuantity(gpus); err == nil {
+			c.Resources.Limits = corev1.ResourceList{GPUResource: q}
+		}
+		p.Spec.Containers = []corev1.Container{c}
+		r := podRequest(p)
+		if r.GPUs < 0 || r.GPUFraction < 0 || r.GPUFraction >= engine.OneGPU || r.GPUMemory < 0 || r.CPU < 0 || r.Memory < 0 {
+			t.Fatalf("request %+v", r)
+		}
+		if _, m, _ := jobOf(p, nil); m == 0 || m < -1 {
+			t.Fatalf("gang size %d from %q", m, minMember)
+		}
+	})
+}
