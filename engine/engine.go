@@ -92,8 +92,8 @@ func (s *session) plan(snap *Snapshot) *Plan {
 			p.Pending[j.j.ID] = s.pendingReason(j)
 		}
 	}
-	for _, id := range s.orphans {
-		p.Pending[id] = reasonf(ReasonConstraint, "queue does not exist or has child queues; submit to a leaf queue")
+	for _, o := range s.orphans {
+		p.Pending[o.id] = o.why
 	}
 	for _, q := range s.queues {
 		st := QueueStatus{FairShare: q.fair, Allocated: q.alloc, AllocatedNonPreemptible: q.allocNP, Requested: q.request}

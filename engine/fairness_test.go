@@ -74,3 +74,30 @@ func TestReclaimMovesVictimsThatFitElsewhere(t *testing.T) {
 		t.Fatalf("v holds %s GPUs after the reclaim, want its fair share 2", got)
 	}
 }
+
+// A job the adapter found invalid waits with the adapter's words; its running pod keeps
+// its GPU (never lost, never double-booked), and a queue whose parents form a cycle is
+// named as such.
+func TestInvalidJobsWaitAndKeepTheirGPUs(t *testing.T) {
+	a, b := quotaQueue("loop-a", 1), quotaQueue("loop-b", 1)
+	a.Parent, b.Parent = "loop-b", "loop-a"
+	bad := running("bad", "q", "n1", 0)
+	bad.Invalid = "pod default/bad: allot.dev/gpu-fraction: \"banana\" is not allowed"
+	snap := &Snapshot{
+		Nodes:  []Node{gpuNode("n1", "", "A100", 1)},
+		Queues: []Queue{quotaQueue("q", 1), a, b},
+		Jobs: []Job{bad,
+			{ID: "next", Queue: "q", MinMember: 1, Pods: []Pod{{ID: "next-0", Request: PodRequest{GPUs: 1}}}},
+			{ID: "looped", Queue: "loop-a", MinMember: 1, Pods: []Pod{{ID: "looped-0", Request: PodRequest{GPUs: 1}}}}},
+	}
+	plan := New(Options{}).Schedule(snap)
+	if len(plan.Evictions) != 0 || len(plan.Binds) != 0 {
+		t.Fatalf("evictions %v, binds %v: the invalid job's GPU is held", plan.Evictions, plan.Binds)
+	}
+	if r := plan.Pending["bad"]; r.Code != ReasonInvalid || r.Message != bad.Invalid {
+		t.Fatalf("bad: %v %q", r.Code, r.Message)
+	}
+	if r := plan.Pending["looped"]; r.Code != ReasonInvalid || !strings.Contains(r.Message, "queue loop-a is in a cycle of parents") {
+		t.Fatalf("looped: %v %q", r.Code, r.Message)
+	}
+}

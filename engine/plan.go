@@ -58,12 +58,13 @@ const (
 	ReasonElasticWaiting
 	ReasonNotTried
 	ReasonGangIncomplete
+	ReasonInvalid
 )
 
 var reasonCodeNames = [...]string{
 	"None", "FairShare", "QueueLimit", "NonPreemptibleQuota", "NoFit", "GangPartial",
 	"Constraint", "TooLarge", "Reclaimed", "Preempted", "Consolidated", "ElasticWaiting", "NotTried",
-	"GangIncomplete",
+	"GangIncomplete", "Invalid",
 }
 
 func (c ReasonCode) String() string {

@@ -122,6 +122,10 @@ type Job struct {
 	GPUTypes []string
 	// Nodes narrows the nodes the job's pods may use; nil allows every node.
 	Nodes *NodeFilter
+	// Invalid, when set, says what in the job's spec cannot be scheduled (an annotation
+	// nobody validated, say): the job waits with it as its reason, and its running pods
+	// keep their GPUs.
+	Invalid string
 }
 
 // IsPreemptible resolves the class default and the override.

@@ -18,8 +18,9 @@ type session struct {
 	queues   []*queueState // all queues, parents before children
 	roots    []*queueState
 	queueBy  map[QueueID]*queueState
-	jobs     []*jobState // in snapshot order
-	orphans  []JobID     // jobs whose queue is missing or not a leaf
+	reached  map[*queueState]bool // queues under a root; the others' parents form a cycle
+	jobs     []*jobState          // in snapshot order
+	orphans  []orphanJob          // jobs not scheduled: their queue is missing, not a leaf or in a cycle, or they are invalid
 	capacity Resources
 
 	maxGPUMemory int64 // largest device memory; sizes pending memory requests
@@ -43,6 +44,12 @@ type session struct {
 	rules PlacementRules
 	// filters holds each distinct NodeFilter of the snapshot indexed by node.
 	filters map[*NodeFilter]*filterState
+}
+
+// orphanJob is a job the session does not schedule, and why.
+type orphanJob struct {
+	id  JobID
+	why Reason
 }
 
 // filterState is a NodeFilter turned into slices indexed like session.nodes.
@@ -372,11 +379,21 @@ func newSession(snap *Snapshot, opts Options) *session {
 	for i := range snap.Jobs {
 		j := &snap.Jobs[i]
 		q := s.queueBy[j.Queue]
-		orphan := q == nil || len(q.children) > 0
+		var why Reason
+		switch {
+		case j.Invalid != "":
+			why = Reason{Code: ReasonInvalid, Message: j.Invalid}
+		case q != nil && !s.reached[q]:
+			why = reasonf(ReasonInvalid, "queue %s is in a cycle of parents (spec.parent): it schedules nothing until that is fixed", q.q.ID)
+		case q == nil || len(q.children) > 0:
+			why = reasonf(ReasonConstraint, "queue does not exist or has child queues; submit to a leaf queue")
+		}
+		orphan := why.Code != ReasonNone
 		if orphan {
-			// The caller validates; a bad queue reference never crashes a cycle, and the
-			// job's running pods still hold their GPUs so that nothing is double-booked.
-			s.orphans = append(s.orphans, j.ID)
+			// The caller validates; a bad queue reference or spec never crashes a cycle,
+			// and the job's running pods still hold their GPUs so that nothing is
+			// double-booked.
+			s.orphans = append(s.orphans, orphanJob{j.ID, why})
 			q = nil
 		}
 		js := &jobState{j: j, q: q, preemptible: j.IsPreemptible(), filter: s.filterOf(j.Nodes)}
@@ -460,11 +477,13 @@ func (s *session) buildQueues(qs []Queue) {
 			s.roots = append(s.roots, qs)
 		}
 	}
+	s.reached = map[*queueState]bool{}
 	var walk func(q *queueState, depth int)
 	walk = func(q *queueState, depth int) {
 		if depth > len(qs) {
 			return // a cycle in parents; validation reports it
 		}
+		s.reached[q] = true
 		s.queues = append(s.queues, q)
 		for _, c := range q.children {
 			walk(c, depth+1)

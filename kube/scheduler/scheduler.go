@@ -113,10 +113,17 @@ func New(rc *rest.Config, opts Options) (*Scheduler, error) {
 	}
 	b := record.NewBroadcaster()
 	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
-	return &Scheduler{opts: opts, client: client, dyn: dyn, eng: engine.New(opts.Engine),
+	s := &Scheduler{opts: opts, client: client, dyn: dyn, eng: engine.New(opts.Engine),
 		recorder: b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: SchedulerName}),
 		assumed:  map[types.UID]engine.Binding{}, backoff: map[types.UID]time.Time{}, reasons: map[types.UID]string{}, wake: make(chan struct{}, 1),
-		occWritten: map[engine.NodeID]string{}, queueWritten: map[string]time.Time{}}, nil
+		occWritten: map[engine.NodeID]string{}, queueWritten: map[string]time.Time{}}
+	s.conv.warn = func(n *corev1.Node, problems []string) {
+		for _, p := range problems {
+			slog.Warn("allot scheduler: node not trusted as written", "node", n.Name, "problem", p)
+			s.recorder.Eventf(n, corev1.EventTypeWarning, "InvalidGPUInfo", "%s", p)
+		}
+	}
+	return s, nil
 }
 
 // Run schedules until ctx ends, as leader if leader election is on.

@@ -4,6 +4,7 @@
 package scheduler
 
 import (
+	"fmt"
 	"math"
 	"sort"
 	"strconv"
@@ -49,6 +50,9 @@ type index struct {
 type convCache struct {
 	nodes map[types.UID]cachedNode
 	reqs  map[types.UID]cachedRequest
+	// warn hears, once per version of a node, what in its labels, annotations or
+	// capacity was not trusted (see nodeProblems).
+	warn func(n *corev1.Node, problems []string)
 }
 
 type cachedNode struct {
@@ -70,6 +74,50 @@ func (c *convCache) node(n *corev1.Node) engine.Node {
 	}
 	out := convertNode(n)
 	c.nodes[n.UID] = cachedNode{n.ResourceVersion, out}
+	if c.warn != nil {
+		if p := nodeProblems(n); len(p) > 0 {
+			c.warn(n, p)
+		}
+	}
+	return out
+}
+
+// nodeProblems names what convertNode did not trust on a node, field by field: agents,
+// admins and GPU Feature Discovery write these, and one bad value must be seen by a person
+// without taking the node, or the cycle, down.
+func nodeProblems(n *corev1.Node) []string {
+	var out []string
+	count := n.Status.Allocatable[GPUResource]
+	gpus := max(count.Value(), 0)
+	for _, r := range []corev1.ResourceName{GPUResource, corev1.ResourceCPU, corev1.ResourceMemory} {
+		if q, ok := n.Status.Allocatable[r]; ok && q.Sign() < 0 {
+			out = append(out, fmt.Sprintf("allocatable %s is %s: counted as none", r, q.String()))
+		}
+	}
+	if v, ok := n.Labels[LabelGPUMemory]; ok {
+		if m, err := strconv.ParseInt(v, 10, 64); err != nil || m < 0 || m > 1<<40 {
+			out = append(out, fmt.Sprintf("label %s: %q is not a number of MiB: device memory unknown", LabelGPUMemory, v))
+		}
+	}
+	if v, ok := n.Annotations[v1alpha1.AnnotationGPUUUIDs]; ok && int64(len(strings.Split(v, ","))) > gpus {
+		out = append(out, fmt.Sprintf("annotation %s names %d devices, capacity %s is %d: the node is trusted no further than its capacity",
+			v1alpha1.AnnotationGPUUUIDs, len(strings.Split(v, ",")), GPUResource, gpus))
+	}
+	if v, ok := n.Annotations[v1alpha1.AnnotationGPUUtilization]; ok && v != "" {
+		fields := strings.Split(v, ",")
+		bad := int64(len(fields)) != gpus
+		for _, f := range fields {
+			if u, err := strconv.Atoi(strings.TrimSpace(f)); err != nil || u < 0 || u > 100 {
+				bad = true
+			}
+		}
+		if bad {
+			out = append(out, fmt.Sprintf("annotation %s: %q is not a percentage for each of the %d devices: not shown", v1alpha1.AnnotationGPUUtilization, v, gpus))
+		}
+	}
+	if _, err := ParseOccupancy(n); err != nil {
+		out = append(out, fmt.Sprintf("annotation %s is not the scheduler's JSON (%v): rewritten at the next change", v1alpha1.AnnotationOccupancy, err))
+	}
 	return out
 }
 
@@ -170,8 +218,12 @@ func buildSnapshot(now time.Time, nodes []*corev1.Node, pods []*corev1.Pod, queu
 			if p.Spec.Priority != nil {
 				job.Priority = *p.Spec.Priority
 			}
-			if c, err := engine.ParseClass(p.Labels[LabelClass]); err == nil {
-				job.Class = c
+			if c, ok := p.Labels[LabelClass]; ok {
+				if cl, err := engine.ParseClass(c); err == nil {
+					job.Class = cl
+				} else if ours {
+					job.Invalid = fmt.Sprintf("pod %s/%s: label %s: %v", p.Namespace, p.Name, LabelClass, err)
+				}
 			}
 			switch p.Labels[LabelPreemptible] {
 			case "true":
@@ -187,12 +239,17 @@ func buildSnapshot(now time.Time, nodes []*corev1.Node, pods []*corev1.Pod, queu
 		}
 		pid := engine.PodID(p.Namespace + "/" + p.Name)
 		pod := engine.Pod{ID: pid, Request: cache.request(p)}
+		if _, err := v1alpha1.ParseGPUShare(p.Annotations); err != nil && ours && job.Invalid == "" {
+			// Written past the admission webhook (not installed, or by an admin): the job
+			// waits and says what to fix, rather than running without its GPU share.
+			job.Invalid = fmt.Sprintf("pod %s: %v", pid, err)
+		}
 		if p.Spec.NodeName != "" {
 			b := &engine.Binding{Node: engine.NodeID(p.Spec.NodeName), GPUs: parseIndices(p.Annotations[AnnotationGPUs])}
 			if pod.Request.Shared() {
 				share, _ := strconv.Atoi(p.Annotations[v1alpha1.AnnotationGPUShare])
 				b.Share = engine.MilliGPU(share)
-				if len(b.GPUs) != 1 || b.Share <= 0 {
+				if len(b.GPUs) != 1 || b.Share <= 0 || b.Share >= engine.OneGPU {
 					// Bound by hand without our annotations: count the whole request on GPU 0.
 					b.GPUs, b.Share = []int{0}, max(pod.Request.GPUFraction, 1)
 				}

@@ -1,0 +1,114 @@
+package scheduler
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/allot-dev/allot/api/v1alpha1"
+	"github.com/allot-dev/allot/kube/kubetest"
+)
+
+// Garbage written where many hands write, on a real API server and past the admission
+// webhook (not installed here, as an admin's kubectl or an old object would be): a node's
+// GPU labels and annotations, pods' sharing annotations and class label, and a Queue the
+// schema accepts (two queues each the other's parent). Each bad object is reported, naming the field, and the
+// scheduler goes on scheduling everyone else; the garbled node is trusted no further than
+// its nvidia.com/gpu capacity.
+func TestGarbageIsReportedAndSchedulingGoesOn(t *testing.T) {
+	e := newEnv(t, 2, 4)
+	e.queue(t, "q", 8)
+	e.Queue(t, "loop-a", 1, map[string]any{"parent": "loop-b"})
+	e.Queue(t, "loop-b", 1, map[string]any{"parent": "loop-a"})
+	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{
+		"labels": map[string]string{v1alpha1.LabelGPUMemory: "99999999999999999999"},
+		"annotations": map[string]string{
+			v1alpha1.AnnotationGPUUUIDs:       strings.Repeat("GPU-x,", 16),
+			v1alpha1.AnnotationGPUUtilization: "{{{",
+			v1alpha1.AnnotationOccupancy:      "not json",
+		}}})
+	if _, err := e.client.CoreV1().Nodes().Patch(e.ctx, "dgx-2", types.StrategicMergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.MustPod(t, kubetest.PodSpec{Name: "bad-share", Queue: "q", Annotations: map[string]string{v1alpha1.AnnotationGPUFraction: "banana"}})
+	e.MustPod(t, kubetest.PodSpec{Name: "bad-class", Queue: "q", GPUs: 1, Labels: map[string]string{v1alpha1.LabelClass: "batch"}})
+	e.pod(t, "in-loop", "loop-a", 1, nil)
+	for _, name := range []string{"good-1", "good-2", "good-3", "good-4", "good-5", "good-6", "good-7", "good-8", "good-9"} {
+		e.pod(t, name, "q", 1, nil)
+	}
+	defer e.startScheduler(t)()
+
+	// Everyone else is scheduled: 8 GPUs, 4 per node, the ninth waits.
+	e.waitFor(t, "8 good pods bound, 4 on each node", func() (bool, string) {
+		on := map[string]int{}
+		for name, p := range e.pods(t) {
+			if strings.HasPrefix(name, "good-") && p.Spec.NodeName != "" {
+				on[p.Spec.NodeName]++
+			}
+		}
+		return on["dgx-1"] == 4 && on["dgx-2"] == 4, fmt.Sprint(on, " ", reasons(e.pods(t)))
+	})
+	reason := func(name string) string {
+		p := e.pods(t)[name]
+		if p.Spec.NodeName != "" {
+			t.Fatalf("%s was bound to %s", name, p.Spec.NodeName)
+		}
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
+				return c.Message
+			}
+		}
+		return ""
+	}
+	for name, words := range map[string][]string{
+		"good-9":    {"queue q is at its fair share 8/8 GPUs"},
+		"bad-share": {"pod default/bad-share", "allot.dev/gpu-fraction", `"banana" is not allowed`},
+		"bad-class": {"label allot.dev/class", `unknown class "batch"`, "train, interactive, inference"},
+		"in-loop":   {"queue loop-a is in a cycle of parents (spec.parent)"},
+	} {
+		e.waitFor(t, name+" waits with its reason", func() (bool, string) {
+			m := reason(name)
+			for _, w := range words {
+				if !strings.Contains(m, w) {
+					return false, m
+				}
+			}
+			return true, ""
+		})
+	}
+	// The node is reported, field by field, as events a person sees with kubectl.
+	e.waitFor(t, "events on dgx-2 naming each bad field", func() (bool, string) {
+		evs, err := e.client.CoreV1().Events("").List(e.ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=dgx-2,reason=InvalidGPUInfo"})
+		if err != nil {
+			return false, err.Error()
+		}
+		var all []string
+		for _, ev := range evs.Items {
+			all = append(all, ev.Message)
+		}
+		text := strings.Join(all, "\n")
+		for _, w := range []string{"label nvidia.com/gpu.memory", "annotation allot.dev/gpu-uuids names 17 devices", "annotation allot.dev/gpu-utilization", "annotation allot.dev/gpu-occupancy"} {
+			if !strings.Contains(text, w) {
+				return false, text
+			}
+		}
+		return true, ""
+	})
+}
+
+func reasons(pods map[string]*corev1.Pod) map[string]string {
+	out := map[string]string{}
+	for name, p := range pods {
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
+				out[name] = c.Message
+			}
+		}
+	}
+	return out
+}
