@@ -72,14 +72,20 @@ func BuildNodes(nodes []*corev1.Node, pods []*corev1.Pod) []Node {
 	}
 	var out []Node
 	for _, n := range nodes {
-		count := n.Status.Allocatable[corev1.ResourceName(v1alpha1.GPUResource)]
-		if count.Value() == 0 {
+		// As the scheduler reads a node: no more than 64 devices, none for a negative
+		// count, and a GPU memory label that is not a sane number of MiB is unknown.
+		q := n.Status.Allocatable[corev1.ResourceName(v1alpha1.GPUResource)]
+		count := int(min(max(q.Value(), 0), 64))
+		if count == 0 {
 			continue
 		}
-		memMi, _ := strconv.ParseInt(n.Labels[v1alpha1.LabelGPUMemory], 10, 64)
+		memMi, err := strconv.ParseInt(n.Labels[v1alpha1.LabelGPUMemory], 10, 64)
+		if err != nil || memMi < 0 || memMi > 1<<40 {
+			memMi = 0
+		}
 		node := Node{Name: n.Name, Pool: n.Labels[v1alpha1.LabelNodePool], Model: n.Labels[v1alpha1.LabelGPUProduct], MemoryMi: memMi}
-		util := utilization(n.Annotations[v1alpha1.AnnotationGPUUtilization], int(count.Value()))
-		for g := 0; g < int(count.Value()); g++ {
+		util := utilization(n.Annotations[v1alpha1.AnnotationGPUUtilization], count)
+		for g := 0; g < count; g++ {
 			h := held[n.Name][g]
 			sort.Slice(h, func(a, b int) bool { return h[a].Pod < h[b].Pod })
 			used := 0.0

@@ -72,3 +72,40 @@ func FuzzPodRequest(f *testing.F) {
 		}
 	})
 }
+
+// FuzzConvertQueue: a Queue the schema accepts, with any quantities in its CPU and memory
+// quotas, turns into an engine queue without a panic, and a cycle of such queues (or one
+// that is its own parent) leaves the engine scheduling the others.
+func FuzzConvertQueue(f *testing.F) {
+	f.Add(int32(4), int32(1), int32(8), "2", "-1", "16Gi", "1e30", "a", "b")
+	f.Add(int32(0), int32(0), int32(0), "", "", "", "", "b", "a")
+	f.Fuzz(func(t *testing.T, quota, weight, limit int32, cpuQ, cpuL, memQ, memL, parentA, parentB string) {
+		qty := func(s string) *resource.Quantity {
+			if q, err := resource.ParseQuantity(s); err == nil {
+				return &q
+			}
+			return nil
+		}
+		mk := func(name, parent string) *v1alpha1.Queue {
+			q := &v1alpha1.Queue{ObjectMeta: metav1.ObjectMeta{Name: name}}
+			q.Spec.Parent = parent
+			q.Spec.GPU = v1alpha1.GPUQuota{Quota: max(quota, 0), OverQuotaWeight: &weight, Limit: &limit}
+			q.Spec.CPU = &v1alpha1.ResourceQuota{Quota: qty(cpuQ), Limit: qty(cpuL)}
+			q.Spec.Memory = &v1alpha1.ResourceQuota{Quota: qty(memQ), Limit: qty(memL)}
+			return q
+		}
+		snap := &engine.Snapshot{Nodes: []engine.Node{{ID: "n", CPU: 8000, Memory: 64 << 30, GPUs: []engine.GPU{{Memory: 80 << 30}}}},
+			Queues: []engine.Queue{convertQueue(mk("a", parentA)), convertQueue(mk("b", parentB)), convertQueue(mk("c", ""))}}
+		for _, q := range []engine.QueueID{"a", "b", "c"} {
+			id := engine.JobID("j-" + string(q))
+			snap.Jobs = append(snap.Jobs, engine.Job{ID: id, Queue: q, MinMember: 1,
+				Pods: []engine.Pod{{ID: engine.PodID(id), Request: engine.PodRequest{GPUs: 1}}}})
+		}
+		plan := engine.New(engine.Options{}).Schedule(snap)
+		for id, r := range plan.Pending {
+			if r.Message == "" {
+				t.Fatalf("%s waits without a reason", id)
+			}
+		}
+	})
+}

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/allot-dev/allot/api/v1alpha1"
+	"github.com/allot-dev/allot/kube/inspect"
 	"github.com/allot-dev/allot/kube/kubetest"
 )
 
@@ -19,7 +20,7 @@ import (
 // GPU labels and annotations, pods' sharing annotations and class label, and a Queue the
 // schema accepts (two queues each the other's parent). Each bad object is reported, naming the field, and the
 // scheduler goes on scheduling everyone else; the garbled node is trusted no further than
-// its nvidia.com/gpu capacity.
+// its nvidia.com/gpu capacity, by the scheduler and by what the CLI and the dashboard show.
 func TestGarbageIsReportedAndSchedulingGoesOn(t *testing.T) {
 	e := newEnv(t, 2, 4)
 	e.queue(t, "q", 8)
@@ -80,6 +81,25 @@ func TestGarbageIsReportedAndSchedulingGoesOn(t *testing.T) {
 			}
 			return true, ""
 		})
+	}
+	// What `allot top nodes` and the dashboard read of the same objects: the garbled node
+	// with its 4 devices, each held by one good pod, utilisation unknown rather than wrong.
+	nodes, err := inspect.Nodes(e.ctx, e.client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range nodes {
+		if n.Name != "dgx-2" {
+			continue
+		}
+		if len(n.GPUs) != 4 || n.Allocated != 4 || n.MemoryMi != 0 {
+			t.Fatalf("dgx-2 shown with %d GPUs, %v allocated, %d MiB each", len(n.GPUs), n.Allocated, n.MemoryMi)
+		}
+		for _, g := range n.GPUs {
+			if g.Utilization != nil {
+				t.Fatalf("GPU %d shown %d%% busy from a garbled report", g.Index, *g.Utilization)
+			}
+		}
 	}
 	// The node is reported, field by field, as events a person sees with kubectl.
 	e.waitFor(t, "events on dgx-2 naming each bad field", func() (bool, string) {
