@@ -411,15 +411,19 @@ func TestQuotaIsGuaranteed(t *testing.T) {
 		for i := rapid.IntRange(1, 4).Draw(t, "nodes"); i > 0; i-- {
 			snap.Nodes = append(snap.Nodes, gpuNode(NodeID(fmt.Sprintf("n%d", i)), "", "A100", rapid.IntRange(1, 4).Draw(t, "gpus")))
 		}
-		gpus := func(label string, hi int) int64 { return int64(rapid.IntRange(0, hi).Draw(t, label)) * int64(OneGPU) }
+		// A quota of up to hi GPUs and, half the time, a limit up to 4 above it.
+		quota := func(q *Queue, label string, hi int) {
+			r := &q.Resources[ResourceGPU]
+			r.Quota = int64(rapid.IntRange(0, hi).Draw(t, label)) * int64(OneGPU)
+			if rapid.Bool().Draw(t, label+"Limited") {
+				l := r.Quota + int64(rapid.IntRange(0, 4).Draw(t, label+"LimitExtra"))*int64(OneGPU)
+				r.Limit = &l
+			}
+		}
 		var leaves, depts []QueueID
 		for d := rapid.IntRange(0, 2).Draw(t, "depts"); d > 0; d-- {
 			dept := Queue{ID: QueueID(fmt.Sprintf("d%d", d))}
-			dept.Resources[ResourceGPU].Quota = gpus("deptQuota", 8)
-			if rapid.Bool().Draw(t, "deptLimit") {
-				l := dept.Resources[ResourceGPU].Quota + gpus("deptLimitExtra", 4)
-				dept.Resources[ResourceGPU].Limit = &l
-			}
+			quota(&dept, "deptQuota", 8)
 			snap.Queues = append(snap.Queues, dept)
 			depts = append(depts, dept.ID)
 		}
@@ -428,11 +432,7 @@ func TestQuotaIsGuaranteed(t *testing.T) {
 			if len(depts) > 0 && rapid.Bool().Draw(t, "inDept") {
 				q.Parent = rapid.SampledFrom(depts).Draw(t, "dept")
 			}
-			q.Resources[ResourceGPU].Quota = gpus("quota", 6)
-			if rapid.Bool().Draw(t, "limit") {
-				l := q.Resources[ResourceGPU].Quota + gpus("limitExtra", 4)
-				q.Resources[ResourceGPU].Limit = &l
-			}
+			quota(&q, "quota", 6)
 			snap.Queues = append(snap.Queues, q)
 			leaves = append(leaves, q.ID)
 		}
