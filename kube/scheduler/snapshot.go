@@ -50,9 +50,11 @@ type index struct {
 type convCache struct {
 	nodes map[types.UID]cachedNode
 	reqs  map[types.UID]cachedRequest
-	// warn hears, once per version of a node, what in its labels, annotations or
-	// capacity was not trusted (see nodeProblems).
-	warn func(n *corev1.Node, problems []string)
+	// warn hears what in a node's labels, annotations or capacity was not trusted (see
+	// nodeProblems), once for each new set of problems: the scheduler's own occupancy
+	// writes change the node often, and one report of the same garbage is enough.
+	warn   func(n *corev1.Node, problems []string)
+	warned map[types.UID]string
 }
 
 type cachedNode struct {
@@ -75,8 +77,15 @@ func (c *convCache) node(n *corev1.Node) engine.Node {
 	out := convertNode(n)
 	c.nodes[n.UID] = cachedNode{n.ResourceVersion, out}
 	if c.warn != nil {
-		if p := nodeProblems(n); len(p) > 0 {
-			c.warn(n, p)
+		p := nodeProblems(n)
+		if key := strings.Join(p, "\n"); key != c.warned[n.UID] {
+			if c.warned == nil {
+				c.warned = map[types.UID]string{}
+			}
+			c.warned[n.UID] = key
+			if len(p) > 0 {
+				c.warn(n, p)
+			}
 		}
 	}
 	return out
@@ -143,6 +152,7 @@ func (c *convCache) prune(nodes []*corev1.Node, pods []*corev1.Pod) {
 		for uid := range c.nodes {
 			if !live[uid] {
 				delete(c.nodes, uid)
+				delete(c.warned, uid)
 			}
 		}
 	}
