@@ -22,8 +22,8 @@ test: test-deps
 	$(GO) test ./...
 	./hack/fuzz.sh 3s light
 
-# Every fuzz target for minutes each (the ones in packages built with kube-scheduler too,
-# whose instrumented build takes about ten minutes the first time).
+# Every fuzz target for minutes each, also any in packages that link kube-scheduler (their
+# instrumented build takes about ten minutes the first time; make test skips those).
 fuzz:
 	./hack/fuzz.sh $${FUZZTIME:-2m} all
 

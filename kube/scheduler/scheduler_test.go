@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/allot-dev/allot/kube/convert"
 	"github.com/allot-dev/allot/kube/kubetest"
 	"github.com/allot-dev/allot/kube/localcluster"
 )
@@ -88,7 +89,7 @@ func noDoubleBooking(t *testing.T, pods map[string]*corev1.Pod) {
 		if p.Spec.NodeName == "" || p.DeletionTimestamp != nil {
 			continue
 		}
-		gpus := parseIndices(p.Annotations[AnnotationGPUs])
+		gpus := convert.Indices(p.Annotations[AnnotationGPUs])
 		if int64(len(gpus)) != podGPUs(p) {
 			t.Fatalf("pod %s on %s holds %d GPUs but its %s annotation is %q", name, p.Spec.NodeName, podGPUs(p), AnnotationGPUs, p.Annotations[AnnotationGPUs])
 		}

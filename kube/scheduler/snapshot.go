@@ -5,19 +5,17 @@ package scheduler
 
 import (
 	"fmt"
-	"math"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
-	resourcehelper "k8s.io/component-helpers/resource"
 
 	"github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/engine"
+	"github.com/allot-dev/allot/kube/convert"
 )
 
 // Names users and other components see (defined with the API types).
@@ -74,10 +72,10 @@ func (c *convCache) node(n *corev1.Node) engine.Node {
 	if e, ok := c.nodes[n.UID]; ok && e.version == n.ResourceVersion {
 		return e.node
 	}
-	out := convertNode(n)
+	out := convert.Node(n)
 	c.nodes[n.UID] = cachedNode{n.ResourceVersion, out}
 	if c.warn != nil {
-		p := nodeProblems(n)
+		p := convert.NodeProblems(n)
 		if key := strings.Join(p, "\n"); key != c.warned[n.UID] {
 			if c.warned == nil {
 				c.warned = map[types.UID]string{}
@@ -91,45 +89,6 @@ func (c *convCache) node(n *corev1.Node) engine.Node {
 	return out
 }
 
-// nodeProblems names what convertNode did not trust on a node, field by field: agents,
-// admins and GPU Feature Discovery write these, and one bad value must be seen by a person
-// without taking the node, or the cycle, down.
-func nodeProblems(n *corev1.Node) []string {
-	var out []string
-	count := n.Status.Allocatable[GPUResource]
-	gpus := max(count.Value(), 0)
-	for _, r := range []corev1.ResourceName{GPUResource, corev1.ResourceCPU, corev1.ResourceMemory} {
-		if q, ok := n.Status.Allocatable[r]; ok && q.Sign() < 0 {
-			out = append(out, fmt.Sprintf("allocatable %s is %s: counted as none", r, q.String()))
-		}
-	}
-	if v, ok := n.Labels[LabelGPUMemory]; ok {
-		if m, err := strconv.ParseInt(v, 10, 64); err != nil || m < 0 || m > 1<<40 {
-			out = append(out, fmt.Sprintf("label %s: %q is not a number of MiB: device memory unknown", LabelGPUMemory, v))
-		}
-	}
-	if v, ok := n.Annotations[v1alpha1.AnnotationGPUUUIDs]; ok && int64(len(strings.Split(v, ","))) > gpus {
-		out = append(out, fmt.Sprintf("annotation %s names %d devices, capacity %s is %d: the node is trusted no further than its capacity",
-			v1alpha1.AnnotationGPUUUIDs, len(strings.Split(v, ",")), GPUResource, gpus))
-	}
-	if v, ok := n.Annotations[v1alpha1.AnnotationGPUUtilization]; ok && v != "" {
-		fields := strings.Split(v, ",")
-		bad := int64(len(fields)) != gpus
-		for _, f := range fields {
-			if u, err := strconv.Atoi(strings.TrimSpace(f)); err != nil || u < 0 || u > 100 {
-				bad = true
-			}
-		}
-		if bad {
-			out = append(out, fmt.Sprintf("annotation %s: %q is not a percentage for each of the %d devices: not shown", v1alpha1.AnnotationGPUUtilization, v, gpus))
-		}
-	}
-	if _, err := ParseOccupancy(n); err != nil {
-		out = append(out, fmt.Sprintf("annotation %s is not the scheduler's JSON (%v): rewritten at the next change", v1alpha1.AnnotationOccupancy, err))
-	}
-	return out
-}
-
 func (c *convCache) request(p *corev1.Pod) engine.PodRequest {
 	if c.reqs == nil {
 		c.reqs = map[types.UID]cachedRequest{}
@@ -137,7 +96,7 @@ func (c *convCache) request(p *corev1.Pod) engine.PodRequest {
 	if e, ok := c.reqs[p.UID]; ok && e.generation == p.Generation {
 		return e.req
 	}
-	r := podRequest(p)
+	r := convert.PodRequest(p)
 	c.reqs[p.UID] = cachedRequest{p.Generation, r}
 	return r
 }
@@ -188,7 +147,7 @@ func buildSnapshot(now time.Time, nodes []*corev1.Node, pods []*corev1.Pod, queu
 		idx.nodes[snap.Nodes[i].ID] = &snap.Nodes[i]
 	}
 	for _, q := range queues {
-		snap.Queues = append(snap.Queues, convertQueue(q))
+		snap.Queues = append(snap.Queues, convert.Queue(q))
 	}
 	// Device indices of bound pods; pods without an annotation get free indices.
 	used := map[string]map[int]bool{}
@@ -255,7 +214,7 @@ func buildSnapshot(now time.Time, nodes []*corev1.Node, pods []*corev1.Pod, queu
 			job.Invalid = fmt.Sprintf("pod %s: %v", pid, err)
 		}
 		if p.Spec.NodeName != "" {
-			b := &engine.Binding{Node: engine.NodeID(p.Spec.NodeName), GPUs: parseIndices(p.Annotations[AnnotationGPUs])}
+			b := &engine.Binding{Node: engine.NodeID(p.Spec.NodeName), GPUs: convert.Indices(p.Annotations[AnnotationGPUs])}
 			if pod.Request.Shared() {
 				share, _ := strconv.Atoi(p.Annotations[v1alpha1.AnnotationGPUShare])
 				b.Share = engine.MilliGPU(share)
@@ -333,111 +292,10 @@ func jobOf(p *corev1.Pod, groups map[string]group) (engine.JobID, int, time.Time
 
 func podGPUs(p *corev1.Pod) int64 { return v1alpha1.WholeGPUs(p) }
 
-// podRequest reads what a pod asks for. A sharing annotation the webhook would have
-// refused (it may not be installed) leaves the pod asking for nothing shared; invalid
-// reports why, for the pod's pending reason.
-func podRequest(p *corev1.Pod) engine.PodRequest {
-	r := engine.PodRequest{GPUs: int(podGPUs(p))}
-	if share, err := v1alpha1.ParseGPUShare(p.Annotations); err == nil && r.GPUs == 0 {
-		r.GPUFraction = engine.MilliGPU(math.Round(share.Fraction * float64(engine.OneGPU)))
-		r.GPUMemory = share.Memory
-	}
-	// As kube-scheduler counts them: init containers, sidecars and the pod's overhead.
-	req := resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{})
-	r.CPU, r.Memory = req.Cpu().MilliValue(), req.Memory().Value()
-	return r
-}
-
-func parseIndices(s string) []int {
-	if s == "" {
-		return nil
-	}
-	var out []int
-	for _, f := range strings.Split(s, ",") {
-		if v, err := strconv.Atoi(strings.TrimSpace(f)); err == nil && v >= 0 {
-			out = append(out, v)
-		}
-	}
-	return out
-}
-
 func formatIndices(gpus []int) string {
 	parts := make([]string, len(gpus))
 	for i, g := range gpus {
 		parts[i] = strconv.Itoa(g)
 	}
 	return strings.Join(parts, ",")
-}
-
-func convertNode(n *corev1.Node) engine.Node {
-	out := engine.Node{ID: engine.NodeID(n.Name), Labels: n.Labels, Pool: n.Labels[LabelNodePool], Domain: n.Labels[LabelDomain],
-		CPU: n.Status.Allocatable.Cpu().MilliValue(), Memory: n.Status.Allocatable.Memory().Value(),
-		Unschedulable: n.Spec.Unschedulable || !ready(n)}
-	// A node is trusted no further than its capacity: a negative quantity an admin wrote
-	// counts as none, and a GPU memory label past 2^40 MiB (or not a number) as unknown.
-	out.CPU, out.Memory = max(out.CPU, 0), max(out.Memory, 0)
-	count := n.Status.Allocatable[GPUResource]
-	memMi, err := strconv.ParseInt(n.Labels[LabelGPUMemory], 10, 64)
-	if err != nil || memMi < 0 || memMi > 1<<40 {
-		memMi = 0
-	}
-	uuids := strings.Split(n.Annotations[v1alpha1.AnnotationGPUUUIDs], ",")
-	for g := 0; g < int(count.Value()) && g < 64; g++ {
-		// Without the UUIDs (no agent on the node yet), the device index: NVIDIA's
-		// container runtime takes either in NVIDIA_VISIBLE_DEVICES.
-		uuid := strconv.Itoa(g)
-		if g < len(uuids) && strings.TrimSpace(uuids[g]) != "" {
-			uuid = strings.TrimSpace(uuids[g])
-		}
-		out.GPUs = append(out.GPUs, engine.GPU{Model: n.Labels[LabelProduct], Memory: memMi << 20,
-			UUID: uuid, Island: g * 2 / max(int(count.Value()), 1)})
-	}
-	return out
-}
-
-func ready(n *corev1.Node) bool {
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
-}
-
-func convertQueue(q *v1alpha1.Queue) engine.Queue {
-	out := engine.Queue{ID: engine.QueueID(q.Name), Parent: engine.QueueID(q.Spec.Parent), Priority: q.Spec.Priority}
-	gpu := &out.Resources[engine.ResourceGPU]
-	gpu.Quota = int64(q.Spec.GPU.Quota) * int64(engine.OneGPU)
-	if w := q.Spec.GPU.OverQuotaWeight; w != nil {
-		f := float64(*w) * float64(engine.OneGPU)
-		gpu.OverQuotaWeight = &f
-	}
-	if l := q.Spec.GPU.Limit; l != nil {
-		v := int64(*l) * int64(engine.OneGPU)
-		gpu.Limit = &v
-	}
-	set := func(r engine.Resource, rq *v1alpha1.ResourceQuota, milli bool) {
-		if rq == nil {
-			return
-		}
-		val := func(q *resource.Quantity) int64 {
-			if milli {
-				return q.MilliValue()
-			}
-			return q.Value()
-		}
-		if rq.Quota != nil {
-			out.Resources[r].Quota = val(rq.Quota)
-		}
-		if rq.Limit != nil {
-			v := val(rq.Limit)
-			out.Resources[r].Limit = &v
-		}
-	}
-	set(engine.ResourceCPU, q.Spec.CPU, true)
-	set(engine.ResourceMemory, q.Spec.Memory, false)
-	if d := q.Spec.InteractiveTimeLimit; d != nil {
-		out.InteractiveTimeLimit = d.Duration
-	}
-	return out
 }

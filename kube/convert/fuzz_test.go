@@ -1,4 +1,4 @@
-package scheduler
+package convert
 
 import (
 	"testing"
@@ -11,19 +11,20 @@ import (
 	"github.com/allot-dev/allot/engine"
 )
 
-// The scheduler reads objects many hands write. These targets feed it garbage where those
-// hands write: it must never panic, and never see more than a node's capacity.
+// The scheduler reads objects many hands write. These targets feed garbage where those
+// hands write to what turns them into the engine's inputs: never a panic, and never more
+// than a node's capacity.
 
-// FuzzConvertNode: GFD labels, the agent's UUIDs and the allocatable quantities of a node,
+// FuzzNode: GFD labels, the agent's UUIDs and the allocatable quantities of a node,
 // however wrong, give a node with no more GPUs than its nvidia.com/gpu capacity (at most
 // 64), no negative CPU, memory or device memory.
-func FuzzConvertNode(f *testing.F) {
+func FuzzNode(f *testing.F) {
 	f.Add("8", "81920", "A100-SXM4-80GB", "GPU-a,GPU-b", "64", "512Gi")
 	f.Add("-2", "99999999999999999999", "", ",,,", "-1", "-1Gi")
 	f.Add("1e3", "-5", "x", "", "1m", "0")
 	f.Fuzz(func(t *testing.T, gpus, memMi, product, uuids, cpu, mem string) {
 		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n",
-			Labels:      map[string]string{LabelGPUMemory: memMi, LabelProduct: product},
+			Labels:      map[string]string{v1alpha1.LabelGPUMemory: memMi, v1alpha1.LabelGPUProduct: product},
 			Annotations: map[string]string{v1alpha1.AnnotationGPUUUIDs: uuids}}}
 		n.Status.Allocatable = corev1.ResourceList{}
 		for name, v := range map[corev1.ResourceName]string{GPUResource: gpus, corev1.ResourceCPU: cpu, corev1.ResourceMemory: mem} {
@@ -31,7 +32,7 @@ func FuzzConvertNode(f *testing.F) {
 				n.Status.Allocatable[name] = q
 			}
 		}
-		out := convertNode(n)
+		out := Node(n)
 		capacity := n.Status.Allocatable[GPUResource]
 		if int64(len(out.GPUs)) > max(capacity.Value(), 0) || len(out.GPUs) > 64 {
 			t.Fatalf("%d GPUs on a node of capacity %s", len(out.GPUs), capacity.String())
@@ -55,7 +56,7 @@ func FuzzPodRequest(f *testing.F) {
 	f.Add("", "", "8Gi", "30", "")
 	f.Add("-3", "2", "-1", "x", "1e30")
 	f.Fuzz(func(t *testing.T, gpus, frac, gpuMem, compute, minMember string) {
-		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", Labels: map[string]string{LabelPodGroup: "g"},
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns",
 			Annotations: map[string]string{v1alpha1.AnnotationGPUFraction: frac, v1alpha1.AnnotationGPUMemory: gpuMem,
 				v1alpha1.AnnotationGPUCompute: compute, v1alpha1.AnnotationMinMember: minMember}}}
 		c := corev1.Container{Name: "c"}
@@ -63,20 +64,17 @@ func FuzzPodRequest(f *testing.F) {
 			c.Resources.Limits = corev1.ResourceList{GPUResource: q}
 		}
 		p.Spec.Containers = []corev1.Container{c}
-		r := podRequest(p)
+		r := PodRequest(p)
 		if r.GPUs < 0 || r.GPUFraction < 0 || r.GPUFraction >= engine.OneGPU || r.GPUMemory < 0 || r.CPU < 0 || r.Memory < 0 {
 			t.Fatalf("request %+v", r)
-		}
-		if _, m, _ := jobOf(p, nil); m == 0 || m < -1 {
-			t.Fatalf("gang size %d from %q", m, minMember)
 		}
 	})
 }
 
-// FuzzConvertQueue: a Queue the schema accepts, with any quantities in its CPU and memory
+// FuzzQueue: a Queue the schema accepts, with any quantities in its CPU and memory
 // quotas, turns into an engine queue without a panic, and a cycle of such queues (or one
 // that is its own parent) leaves the engine scheduling the others.
-func FuzzConvertQueue(f *testing.F) {
+func FuzzQueue(f *testing.F) {
 	f.Add(int32(4), int32(1), int32(8), "2", "-1", "16Gi", "1e30", "a", "b")
 	f.Add(int32(0), int32(0), int32(0), "", "", "", "", "b", "a")
 	f.Fuzz(func(t *testing.T, quota, weight, limit int32, cpuQ, cpuL, memQ, memL, parentA, parentB string) {
@@ -95,7 +93,7 @@ func FuzzConvertQueue(f *testing.F) {
 			return q
 		}
 		snap := &engine.Snapshot{Nodes: []engine.Node{{ID: "n", CPU: 8000, Memory: 64 << 30, GPUs: []engine.GPU{{Memory: 80 << 30}}}},
-			Queues: []engine.Queue{convertQueue(mk("a", parentA)), convertQueue(mk("b", parentB)), convertQueue(mk("c", ""))}}
+			Queues: []engine.Queue{Queue(mk("a", parentA)), Queue(mk("b", parentB)), Queue(mk("c", ""))}}
 		for _, q := range []engine.QueueID{"a", "b", "c"} {
 			id := engine.JobID("j-" + string(q))
 			snap.Jobs = append(snap.Jobs, engine.Job{ID: id, Queue: q, MinMember: 1,
