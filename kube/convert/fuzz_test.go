@@ -1,6 +1,7 @@
 package convert
 
 import (
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -19,13 +20,14 @@ import (
 // however wrong, give a node with no more GPUs than its nvidia.com/gpu capacity (at most
 // 64), no negative CPU, memory or device memory.
 func FuzzNode(f *testing.F) {
-	f.Add("8", "81920", "A100-SXM4-80GB", "GPU-a,GPU-b", "64", "512Gi")
-	f.Add("-2", "99999999999999999999", "", ",,,", "-1", "-1Gi")
-	f.Add("1e3", "-5", "x", "", "1m", "0")
-	f.Fuzz(func(t *testing.T, gpus, memMi, product, uuids, cpu, mem string) {
+	f.Add("8", "81920", "A100-SXM4-80GB", "GPU-a,GPU-b", "64", "512Gi", `{"gpus":[{"index":0,"used":500}]}`, "10,20")
+	f.Add("-2", "99999999999999999999", "", ",,,", "-1", "-1Gi", "not json", "{{{")
+	f.Add("1e3", "-5", "x", "", "1m", "0", `{"gpus":[{"index":"x"}]}`, "101")
+	f.Fuzz(func(t *testing.T, gpus, memMi, product, uuids, cpu, mem, occupancy, util string) {
 		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n",
-			Labels:      map[string]string{v1alpha1.LabelGPUMemory: memMi, v1alpha1.LabelGPUProduct: product},
-			Annotations: map[string]string{v1alpha1.AnnotationGPUUUIDs: uuids}}}
+			Labels: map[string]string{v1alpha1.LabelGPUMemory: memMi, v1alpha1.LabelGPUProduct: product},
+			Annotations: map[string]string{v1alpha1.AnnotationGPUUUIDs: uuids, v1alpha1.AnnotationOccupancy: occupancy,
+				v1alpha1.AnnotationGPUUtilization: util}}}
 		n.Status.Allocatable = corev1.ResourceList{}
 		for name, v := range map[corev1.ResourceName]string{GPUResource: gpus, corev1.ResourceCPU: cpu, corev1.ResourceMemory: mem} {
 			if q, err := resource.ParseQuantity(v); err == nil {
@@ -33,6 +35,11 @@ func FuzzNode(f *testing.F) {
 			}
 		}
 		out := Node(n)
+		for _, p := range NodeProblems(n) {
+			if !strings.Contains(p, "allocatable") && !strings.Contains(p, "label ") && !strings.Contains(p, "annotation ") {
+				t.Fatalf("a problem that names no field: %q", p)
+			}
+		}
 		capacity := n.Status.Allocatable[GPUResource]
 		if int64(len(out.GPUs)) > max(capacity.Value(), 0) || len(out.GPUs) > 64 {
 			t.Fatalf("%d GPUs on a node of capacity %s", len(out.GPUs), capacity.String())
