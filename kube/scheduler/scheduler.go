@@ -355,12 +355,20 @@ func (s *Scheduler) apply(ctx context.Context, plan *engine.Plan, idx *index) {
 			slog.Warn("allot scheduler: evict", "pod", e.Pod, "err", err)
 		}
 	}
+	// A gang binds whole or waits whole: when one of its binds must wait for the next cycle,
+	// so do the others, or the gang would run partly until then.
+	waits := map[engine.JobID]bool{}
+	for _, b := range plan.Binds {
+		if evictedOn[b.Binding.Node] || evicted[b.Pod] {
+			waits[b.Job] = true
+		}
+	}
 	for _, b := range plan.Binds {
 		p := idx.pods[b.Pod]
 		// A pod the plan moves (a consolidation, a reclaim that re-places its victim) is
 		// evicted here, and an evicted pod is gone for good: its controller makes a new
 		// one, which the next cycle places.
-		if p == nil || evictedOn[b.Binding.Node] || evicted[b.Pod] || p.DeletionTimestamp != nil {
+		if p == nil || waits[b.Job] || p.DeletionTimestamp != nil {
 			continue
 		}
 		s.amu.Lock()
