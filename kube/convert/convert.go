@@ -31,13 +31,9 @@ func Node(n *corev1.Node) engine.Node {
 	// A node is trusted no further than its capacity: a negative quantity an admin wrote
 	// counts as none, and a GPU memory label past 2^40 MiB (or not a number) as unknown.
 	out.CPU, out.Memory = max(out.CPU, 0), max(out.Memory, 0)
-	count := n.Status.Allocatable[GPUResource]
-	memMi, err := strconv.ParseInt(n.Labels[v1alpha1.LabelGPUMemory], 10, 64)
-	if err != nil || memMi < 0 || memMi > 1<<40 {
-		memMi = 0
-	}
+	count, memMi := GPUCount(n), GPUMemoryMiB(n)
 	uuids := strings.Split(n.Annotations[v1alpha1.AnnotationGPUUUIDs], ",")
-	for g := 0; g < int(count.Value()) && g < 64; g++ {
+	for g := 0; g < count; g++ {
 		// Without the UUIDs (no agent on the node yet), the device index: NVIDIA's
 		// container runtime takes either in NVIDIA_VISIBLE_DEVICES.
 		uuid := strconv.Itoa(g)
@@ -45,9 +41,36 @@ func Node(n *corev1.Node) engine.Node {
 			uuid = strings.TrimSpace(uuids[g])
 		}
 		out.GPUs = append(out.GPUs, engine.GPU{Model: n.Labels[v1alpha1.LabelGPUProduct], Memory: memMi << 20,
-			UUID: uuid, Island: g * 2 / max(int(count.Value()), 1)})
+			UUID: uuid, Island: g * 2 / count})
 	}
 	return out
+}
+
+// GPUCount is a node's devices as Allot trusts them: its nvidia.com/gpu allocatable, none
+// when negative, at most 64.
+func GPUCount(n *corev1.Node) int {
+	q := n.Status.Allocatable[GPUResource]
+	return int(min(max(q.Value(), 0), 64))
+}
+
+// GPUMemoryMiB is the device memory GPU Feature Discovery labels the node with; 0 (unknown)
+// when the label is not a number of MiB up to 2^40.
+func GPUMemoryMiB(n *corev1.Node) int64 {
+	m, _ := gpuMemoryMiB(n)
+	return m
+}
+
+// gpuMemoryMiB also says whether a label that is there was readable.
+func gpuMemoryMiB(n *corev1.Node) (int64, bool) {
+	v, ok := n.Labels[v1alpha1.LabelGPUMemory]
+	if !ok {
+		return 0, true
+	}
+	m, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || m < 0 || m > 1<<40 {
+		return 0, false
+	}
+	return m, true
 }
 
 func ready(n *corev1.Node) bool {
@@ -64,17 +87,14 @@ func ready(n *corev1.Node) bool {
 // without taking the node, or the cycle, down.
 func NodeProblems(n *corev1.Node) []string {
 	var out []string
-	count := n.Status.Allocatable[GPUResource]
-	gpus := max(count.Value(), 0)
+	gpus := int64(GPUCount(n))
 	for _, r := range []corev1.ResourceName{GPUResource, corev1.ResourceCPU, corev1.ResourceMemory} {
 		if q, ok := n.Status.Allocatable[r]; ok && q.Sign() < 0 {
 			out = append(out, fmt.Sprintf("allocatable %s is %s: counted as none", r, q.String()))
 		}
 	}
-	if v, ok := n.Labels[v1alpha1.LabelGPUMemory]; ok {
-		if m, err := strconv.ParseInt(v, 10, 64); err != nil || m < 0 || m > 1<<40 {
-			out = append(out, fmt.Sprintf("label %s: %q is not a number of MiB: device memory unknown", v1alpha1.LabelGPUMemory, v))
-		}
+	if _, ok := gpuMemoryMiB(n); !ok {
+		out = append(out, fmt.Sprintf("label %s: %q is not a number of MiB: device memory unknown", v1alpha1.LabelGPUMemory, n.Labels[v1alpha1.LabelGPUMemory]))
 	}
 	if v, ok := n.Annotations[v1alpha1.AnnotationGPUUUIDs]; ok && int64(len(strings.Split(v, ","))) > gpus {
 		out = append(out, fmt.Sprintf("annotation %s names %d devices, capacity %s is %d: the node is trusted no further than its capacity",
@@ -92,7 +112,7 @@ func NodeProblems(n *corev1.Node) []string {
 			out = append(out, fmt.Sprintf("annotation %s: %q is not a percentage for each of the %d devices: not shown", v1alpha1.AnnotationGPUUtilization, v, gpus))
 		}
 	}
-	if err := parseOccupancy(n); err != nil {
+	if _, err := ParseOccupancy(n); err != nil {
 		out = append(out, fmt.Sprintf("annotation %s is not the scheduler's JSON (%v): rewritten at the next change", v1alpha1.AnnotationOccupancy, err))
 	}
 	return out
@@ -164,19 +184,35 @@ func Queue(q *v1alpha1.Queue) engine.Queue {
 	return out
 }
 
-// parseOccupancy checks that a node's allot.dev/gpu-occupancy annotation is JSON of the
-// scheduler's shape (the scheduler writes it, and reads it with scheduler.ParseOccupancy).
-func parseOccupancy(n *corev1.Node) error {
+// Occupancy is what the node annotation allot.dev/gpu-occupancy holds: the node's shared
+// GPUs, who holds each and how much, for the CLI and the dashboard. Whole GPUs are not
+// listed: their holders say so themselves (allot.dev/gpu-indices on the pod), and writing
+// them would cost a node write for nearly every bind.
+type Occupancy struct {
+	GPUs []GPUOccupancy `json:"gpus"`
+}
+
+// GPUOccupancy is one device's holders; Used and Share are in thousandths of the GPU.
+type GPUOccupancy struct {
+	Index   int           `json:"index"`
+	UUID    string        `json:"uuid"`
+	Used    int           `json:"used"`
+	Holders []GPUHolderOf `json:"holders,omitempty"`
+}
+
+// GPUHolderOf is one pod's part of a GPU.
+type GPUHolderOf struct {
+	Pod   string `json:"pod"` // namespace/name
+	Share int    `json:"share"`
+}
+
+// ParseOccupancy reads a node's allot.dev/gpu-occupancy annotation.
+func ParseOccupancy(n *corev1.Node) (Occupancy, error) {
+	var occ Occupancy
 	v := strings.TrimSpace(n.Annotations[v1alpha1.AnnotationOccupancy])
 	if v == "" {
-		return nil
+		return occ, nil
 	}
-	var occ struct {
-		GPUs []struct {
-			Index int    `json:"index"`
-			UUID  string `json:"uuid"`
-			Used  int    `json:"used"`
-		} `json:"gpus"`
-	}
-	return json.Unmarshal([]byte(v), &occ)
+	err := json.Unmarshal([]byte(v), &occ)
+	return occ, err
 }

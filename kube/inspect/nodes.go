@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/allot-dev/allot/api/v1alpha1"
+	"github.com/allot-dev/allot/kube/convert"
 )
 
 // Node is one node of allot top nodes.
@@ -72,16 +73,11 @@ func BuildNodes(nodes []*corev1.Node, pods []*corev1.Pod) []Node {
 	}
 	var out []Node
 	for _, n := range nodes {
-		// As the scheduler reads a node: no more than 64 devices, none for a negative
-		// count, and a GPU memory label that is not a sane number of MiB is unknown.
-		q := n.Status.Allocatable[corev1.ResourceName(v1alpha1.GPUResource)]
-		count := int(min(max(q.Value(), 0), 64))
+		// As the scheduler reads a node (no more than 64 devices, none for a negative
+		// count, device memory unknown when its label is not a sane number of MiB).
+		count, memMi := convert.GPUCount(n), convert.GPUMemoryMiB(n)
 		if count == 0 {
 			continue
-		}
-		memMi, err := strconv.ParseInt(n.Labels[v1alpha1.LabelGPUMemory], 10, 64)
-		if err != nil || memMi < 0 || memMi > 1<<40 {
-			memMi = 0
 		}
 		node := Node{Name: n.Name, Pool: n.Labels[v1alpha1.LabelNodePool], Model: n.Labels[v1alpha1.LabelGPUProduct], MemoryMi: memMi}
 		util := utilization(n.Annotations[v1alpha1.AnnotationGPUUtilization], count)

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"sort"
 	"strconv"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/engine"
+	"github.com/allot-dev/allot/kube/convert"
 )
 
 // gpuEnv is what a pod sharing a GPU reads from its ConfigMap: the device, and its memory
@@ -161,27 +161,15 @@ func (s *Scheduler) releaseReservations(ctx context.Context, snap *engine.Snapsh
 	}
 }
 
-// Occupancy is what the node annotation allot.dev/gpu-occupancy holds: the node's shared
-// GPUs, who holds each and how much, for the CLI and the dashboard. Whole GPUs are not
-// listed: their holders say so themselves (allot.dev/gpu-indices on the pod), and writing
-// them would cost a node write for nearly every bind.
-type Occupancy struct {
-	GPUs []GPUOccupancy `json:"gpus"`
-}
+// The node annotation allot.dev/gpu-occupancy, as kube/convert defines and reads it.
+type (
+	Occupancy    = convert.Occupancy
+	GPUOccupancy = convert.GPUOccupancy
+	GPUHolderOf  = convert.GPUHolderOf
+)
 
-// GPUOccupancy is one device's holders; Used and Share are in thousandths of the GPU.
-type GPUOccupancy struct {
-	Index   int           `json:"index"`
-	UUID    string        `json:"uuid"`
-	Used    int           `json:"used"`
-	Holders []GPUHolderOf `json:"holders,omitempty"`
-}
-
-// GPUHolderOf is one pod's part of a GPU.
-type GPUHolderOf struct {
-	Pod   string `json:"pod"` // namespace/name
-	Share int    `json:"share"`
-}
+// ParseOccupancy reads a node's allot.dev/gpu-occupancy annotation.
+var ParseOccupancy = convert.ParseOccupancy
 
 // occupancy computes every node's annotation value from the snapshot and the plan's binds.
 func occupancy(snap *engine.Snapshot, plan *engine.Plan) map[engine.NodeID]string {
@@ -262,15 +250,4 @@ func (s *Scheduler) writeOccupancy(ctx context.Context, occ map[engine.NodeID]st
 		}
 		s.occWritten[node] = val
 	}
-}
-
-// ParseOccupancy reads a node's allot.dev/gpu-occupancy annotation.
-func ParseOccupancy(n *corev1.Node) (Occupancy, error) {
-	var occ Occupancy
-	v := strings.TrimSpace(n.Annotations[v1alpha1.AnnotationOccupancy])
-	if v == "" {
-		return occ, nil
-	}
-	err := json.Unmarshal([]byte(v), &occ)
-	return occ, err
 }
