@@ -146,3 +146,8 @@ func HeldGPUs(p *corev1.Pod) (indices []int, share float64) {
 	}
 	return indices, share
 }
+
+// MaxGang bounds a gang's size: no workload runs more pods at once, and a spec or an
+// annotation that says otherwise (a number a CRD's schema did not check) is refused by
+// name rather than left to wait for pods that will never come or overflow a sum.
+const MaxGang = 100_000

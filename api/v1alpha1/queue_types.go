@@ -47,7 +47,10 @@ type QueueSpec struct {
 	// NodePools the queue's workloads may use; empty means any.
 	// +optional
 	NodePools []string `json:"nodePools,omitempty"`
-	// InteractiveTimeLimit stops interactive workloads that ran this long.
+	// InteractiveTimeLimit stops interactive workloads that ran this long: a Go duration
+	// such as 30m or 4h (checked here, so that a Queue the scheduler cannot read is
+	// refused by the API server rather than ignored).
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$')",message="interactiveTimeLimit must be a positive duration such as 30m, 4h or 1h30m"
 	// +optional
 	InteractiveTimeLimit *metav1.Duration `json:"interactiveTimeLimit,omitempty"`
 }

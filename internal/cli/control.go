@@ -8,6 +8,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -246,6 +247,9 @@ func newQueueCmd() *cobra.Command {
 			s["parent"] = f.parent
 		}
 		if set("interactive-time-limit") {
+			if d, err := time.ParseDuration(f.timeLimit); err != nil || d <= 0 {
+				return fmt.Errorf("--interactive-time-limit %q is not allowed: a positive duration such as 30m, 4h or 1h30m", f.timeLimit)
+			}
 			s["interactiveTimeLimit"] = f.timeLimit
 		}
 		if set("namespaces") {

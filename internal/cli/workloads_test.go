@@ -194,6 +194,7 @@ func TestCLIErrorsSayWhatToDo(t *testing.T) {
 		{[]string{"submit", "x", "-i", "a"}, "-p/--queue is required (or set a default: allot config queue NAME)"},
 		{[]string{"describe", "nothing"}, `no workload "nothing" in namespace default`},
 		{[]string{"list", "-o", "csv"}, `-o "csv" is not allowed: table, json, yaml, wide`},
+		{[]string{"queue", "create", "q", "--quota", "1", "--interactive-time-limit", "forever"}, `--interactive-time-limit "forever" is not allowed: a positive duration such as 30m, 4h or 1h30m`},
 	} {
 		out, err := e.run(t, c.args...)
 		if err == nil || !strings.Contains(err.Error(), c.want) {

@@ -1,12 +1,14 @@
 package convert
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/engine"
@@ -111,6 +113,39 @@ func FuzzQueue(f *testing.F) {
 			if r.Message == "" {
 				t.Fatalf("%s waits without a reason", id)
 			}
+		}
+	})
+}
+
+// FuzzPodGroup: a PodGroup or a Queue as the API server hands it over, with whatever its
+// spec holds, gives a gang size between 0 and MaxGang or a problem naming the field, and
+// a Queue either reads (and converts without a panic) or is refused with its name.
+func FuzzPodGroup(f *testing.F) {
+	f.Add([]byte(`{"metadata":{"name":"ddp","namespace":"ml"},"spec":{"minMember":4,"queue":"team-a"}}`))
+	f.Add([]byte(`{"metadata":{"name":"big"},"spec":{"minMember":2147483647}}`))
+	f.Add([]byte(`{"metadata":{"name":"odd"},"spec":{"minMember":"four","queue":7}}`))
+	f.Add([]byte(`{"metadata":{"name":"q"},"spec":{"parent":"q","gpu":{"quota":-3,"limit":1e40},"cpu":{"quota":"banana"}}}`))
+	f.Add([]byte(`{"metadata":{"name":"q"},"spec":{"minMember":1.5,"gpu":{"quota":"8"}}}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var obj map[string]any
+		if err := json.Unmarshal(data, &obj); err != nil {
+			return
+		}
+		u := &unstructured.Unstructured{Object: obj}
+		g := PodGroup(u)
+		if g.MinMember < 0 || g.MinMember > v1alpha1.MaxGang {
+			t.Fatalf("gang of %d from %s", g.MinMember, data)
+		}
+		if g.Problem != "" && (g.MinMember != 0 || !strings.Contains(g.Problem, "spec.minMember")) {
+			t.Fatalf("problem %q with size %d", g.Problem, g.MinMember)
+		}
+		if q, err := QueueObject(u); err == nil {
+			_ = Queue(q)
+		} else if !strings.Contains(err.Error(), "Queue "+u.GetName()) {
+			t.Fatalf("error does not name the queue: %v", err)
+		}
+		if m, err := MinMemberAnnotation(string(data)); err == nil && (m < 0 || m > v1alpha1.MaxGang) {
+			t.Fatalf("min-member %d from %q", m, data)
 		}
 	})
 }

@@ -66,6 +66,12 @@ func TestAPIServerRefusesBadQueues(t *testing.T) {
 			"apiVersion": "allot.dev/v1alpha1", "kind": "Queue",
 			"metadata": map[string]any{"name": name}, "spec": map[string]any{"gpu": gpu}}}
 	}
+	// A time limit the scheduler could not read is refused, not stored.
+	forever := queue("bad-time-limit", map[string]any{"quota": int64(1)})
+	forever.Object["spec"].(map[string]any)["interactiveTimeLimit"] = "forever"
+	if _, err := queues.Create(ctx, forever, metav1.CreateOptions{}); err == nil || !strings.Contains(err.Error(), "interactiveTimeLimit must be a positive duration such as 30m, 4h or 1h30m") {
+		t.Errorf("interactiveTimeLimit forever: got %v", err)
+	}
 	for name, c := range map[string]struct {
 		gpu  map[string]any
 		want string

@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/allot-dev/allot/api/v1alpha1"
@@ -18,7 +19,8 @@ import (
 // Garbage written where many hands write, on a real API server and past the admission
 // webhook (not installed here, as an admin's kubectl or an old object would be): a node's
 // GPU labels and annotations, pods' sharing annotations and class label, and a Queue the
-// schema accepts (two queues each the other's parent). Each bad object is reported, naming the field, and the
+// schema accepts (two queues each the other's parent), a PodGroup of two billion pods and a
+// hand-written gang size. Each bad object is reported, naming the field, and the
 // scheduler goes on scheduling everyone else; the garbled node is trusted no further than
 // its nvidia.com/gpu capacity, by the scheduler and by what the CLI and the dashboard show.
 func TestGarbageIsReportedAndSchedulingGoesOn(t *testing.T) {
@@ -39,6 +41,16 @@ func TestGarbageIsReportedAndSchedulingGoesOn(t *testing.T) {
 	e.MustPod(t, kubetest.PodSpec{Name: "bad-share", Queue: "q", Annotations: map[string]string{v1alpha1.AnnotationGPUFraction: "banana"}})
 	e.MustPod(t, kubetest.PodSpec{Name: "bad-class", Queue: "q", GPUs: 1, Labels: map[string]string{v1alpha1.LabelClass: "batch"}})
 	e.pod(t, "in-loop", "loop-a", 1, nil)
+	// A PodGroup the schema accepts (minMember ≥ 1, no upper end) asking for two billion
+	// pods, and a pod whose gang size was written by hand.
+	pg := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "allot.dev/v1alpha1", "kind": "PodGroup",
+		"metadata": map[string]any{"name": "huge", "namespace": "default"}, "spec": map[string]any{"minMember": int64(2147483647), "queue": "q"}}}
+	if _, err := e.dyn.Resource(podGroupsGVR).Namespace("default").Create(e.ctx, pg, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.pod(t, "in-huge", "q", 1, map[string]string{LabelPodGroup: "huge"})
+	e.MustPod(t, kubetest.PodSpec{Name: "bad-min", Queue: "q", GPUs: 1,
+		Labels: map[string]string{LabelPodGroup: "by-hand"}, Annotations: map[string]string{v1alpha1.AnnotationMinMember: "lots"}})
 	for _, name := range []string{"good-1", "good-2", "good-3", "good-4", "good-5", "good-6", "good-7", "good-8", "good-9"} {
 		e.pod(t, name, "q", 1, nil)
 	}
@@ -71,6 +83,8 @@ func TestGarbageIsReportedAndSchedulingGoesOn(t *testing.T) {
 		"bad-share": {"pod default/bad-share", "allot.dev/gpu-fraction", `"banana" is not allowed`},
 		"bad-class": {"label allot.dev/class", `unknown class "batch"`, "train, interactive, inference"},
 		"in-loop":   {"queue loop-a is in a cycle of parents (spec.parent)"},
+		"in-huge":   {"PodGroup default/huge: spec.minMember: 2147483647 is not allowed", "from 1 to 100000"},
+		"bad-min":   {"pod default/bad-min: annotation allot.dev/min-member", `"lots" is not allowed`},
 	} {
 		e.waitFor(t, name+" waits with its reason", func() (bool, string) {
 			m := reason(name)

@@ -31,6 +31,7 @@ import (
 
 	"github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/engine"
+	"github.com/allot-dev/allot/kube/convert"
 	"github.com/allot-dev/allot/kube/podfit"
 	"github.com/allot-dev/allot/kube/podutil"
 )
@@ -295,26 +296,28 @@ func (s *Scheduler) Cycle(ctx context.Context) error {
 		}
 	}
 	s.amu.Unlock()
+	// Queues and PodGroups whose fields do not read (a CRD's schema checks less than we
+	// need) make their pods wait with the field as the reason; everyone else goes on.
 	var queues []*v1alpha1.Queue
+	badQueues := map[string]string{}
 	for _, o := range s.queues.GetStore().List() {
-		var q v1alpha1.Queue
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.(*unstructured.Unstructured).Object, &q); err == nil {
-			queues = append(queues, &q)
+		u := o.(*unstructured.Unstructured)
+		if q, err := convert.QueueObject(u); err == nil {
+			queues = append(queues, q)
+		} else {
+			badQueues[u.GetName()] = err.Error()
 		}
 	}
-	groups := map[string]group{}
+	groups := map[string]convert.Group{}
 	var podGroups []*unstructured.Unstructured
 	for _, o := range s.groups.GetStore().List() {
 		u := o.(*unstructured.Unstructured)
-		var g v1alpha1.PodGroup
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &g); err == nil {
-			groups[g.Namespace+"/"+g.Name] = group{int(g.Spec.MinMember), g.CreationTimestamp.Time}
-			podGroups = append(podGroups, u)
-		}
+		groups[u.GetNamespace()+"/"+u.GetName()] = convert.PodGroup(u)
+		podGroups = append(podGroups, u)
 	}
 	now := s.opts.Now()
 	s.stopOverdue(ctx, now, pods, queues)
-	snap, idx := buildSnapshot(now, nodes, pods, queues, groups, &s.conv)
+	snap, idx := buildSnapshot(now, nodes, pods, queues, badQueues, groups, &s.conv)
 	constrain(ctx, s.fit, snap, idx, nodes, pods, &s.conv)
 	started := time.Now()
 	plan := s.eng.Schedule(snap)

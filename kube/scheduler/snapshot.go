@@ -131,7 +131,7 @@ func (c *convCache) prune(nodes []*corev1.Node, pods []*corev1.Pod) {
 // buildSnapshot turns cluster objects into the engine's input. Pods of other schedulers
 // that hold GPUs are included as running work of no queue, so that their GPUs are never
 // handed out again. cache may be nil.
-func buildSnapshot(now time.Time, nodes []*corev1.Node, pods []*corev1.Pod, queues []*v1alpha1.Queue, groups map[string]group, cache *convCache) (*engine.Snapshot, *index) {
+func buildSnapshot(now time.Time, nodes []*corev1.Node, pods []*corev1.Pod, queues []*v1alpha1.Queue, badQueues map[string]string, groups map[string]convert.Group, cache *convCache) (*engine.Snapshot, *index) {
 	if cache == nil {
 		cache = &convCache{}
 	}
@@ -173,9 +173,9 @@ func buildSnapshot(now time.Time, nodes []*corev1.Node, pods []*corev1.Pod, queu
 		if !ours && p.DeletionTimestamp != nil {
 			continue
 		}
-		jid, min, submitted := jobOf(p, groups)
+		jid, min, submitted, problem := jobOf(p, groups)
 		if !ours {
-			jid, min = engine.JobID("external/"+string(p.UID)), 1
+			jid, min, problem = engine.JobID("external/"+string(p.UID)), 1, ""
 		}
 		job := byJob[jid]
 		if job == nil {
@@ -183,6 +183,10 @@ func buildSnapshot(now time.Time, nodes []*corev1.Node, pods []*corev1.Pod, queu
 				SubmitTime: submitted, NodePool: p.Spec.NodeSelector[LabelNodePool]}
 			if !ours {
 				job.Queue = "" // no queue: holds its GPUs, never scheduled
+			} else if bad, ok := badQueues[string(job.Queue)]; ok {
+				job.Invalid = bad
+			} else if problem != "" {
+				job.Invalid = problem
 			}
 			if p.Spec.Priority != nil {
 				job.Priority = *p.Spec.Priority
@@ -267,27 +271,26 @@ func buildSnapshot(now time.Time, nodes []*corev1.Node, pods []*corev1.Pod, queu
 	return snap, idx
 }
 
-// group is what a cycle needs of a PodGroup.
-type group struct {
-	minMember int
-	created   time.Time
-}
-
 // jobOf groups pods: by the allot.dev/pod-group label (minMember from the PodGroup, else
 // every pod of the group), else each pod is its own job. A group's place in its queue is
-// the PodGroup's creation, so that pods recreated after an eviction keep it.
-func jobOf(p *corev1.Pod, groups map[string]group) (engine.JobID, int, time.Time) {
+// the PodGroup's creation, so that pods recreated after an eviction keep it. problem names
+// a gang size that could not be read.
+func jobOf(p *corev1.Pod, groups map[string]convert.Group) (jid engine.JobID, min int, submitted time.Time, problem string) {
 	if g := p.Labels[LabelPodGroup]; g != "" {
-		key := p.Namespace + "/" + g
-		if pg, ok := groups[key]; ok && pg.minMember > 0 {
-			return engine.JobID(key), pg.minMember, pg.created
+		key := engine.JobID(p.Namespace + "/" + g)
+		if pg, ok := groups[string(key)]; ok && (pg.MinMember > 0 || pg.Problem != "") {
+			return key, pg.MinMember, pg.Created, pg.Problem
 		}
-		if m, err := strconv.Atoi(p.Annotations[v1alpha1.AnnotationMinMember]); err == nil && m > 0 {
-			return engine.JobID(key), m, p.CreationTimestamp.Time // the PodGroup is on its way
+		m, err := convert.MinMemberAnnotation(p.Annotations[v1alpha1.AnnotationMinMember])
+		if err != nil {
+			return key, -1, p.CreationTimestamp.Time, fmt.Sprintf("pod %s/%s: %v", p.Namespace, p.Name, err)
 		}
-		return engine.JobID(key), -1, p.CreationTimestamp.Time // minMember filled in by the caller's count
+		if m > 0 {
+			return key, m, p.CreationTimestamp.Time, "" // the PodGroup is on its way
+		}
+		return key, -1, p.CreationTimestamp.Time, "" // minMember filled in by the caller's count
 	}
-	return engine.JobID(p.Namespace + "/" + p.Name), 1, p.CreationTimestamp.Time
+	return engine.JobID(p.Namespace + "/" + p.Name), 1, p.CreationTimestamp.Time, ""
 }
 
 func podGPUs(p *corev1.Pod) int64 { return v1alpha1.WholeGPUs(p) }

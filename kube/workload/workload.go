@@ -271,9 +271,9 @@ func replicaSpecsShape(field string) func(*unstructured.Unstructured) (bool, int
 	}
 }
 
-// MaxGang bounds a gang's size: no workload runs more pods at once, and a spec that says
-// otherwise (a number the CRD's schema did not check) must not overflow the sums below.
-const MaxGang = 100_000
+// MaxGang bounds a gang's size: a spec that says more (a number the CRD's schema did not
+// check) must not overflow the sums below.
+const MaxGang = v1alpha1.MaxGang
 
 // bounded clamps a count read from a spec to [0, MaxGang].
 func bounded(v int64) int64 { return min(max(v, 0), MaxGang) }

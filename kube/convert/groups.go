@@ -1,0 +1,75 @@
+package convert
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/allot-dev/allot/api/v1alpha1"
+)
+
+// Group is what a scheduling cycle needs of a PodGroup.
+type Group struct {
+	// MinMember is the gang's size; 0 when the PodGroup does not say, and then every pod
+	// carrying the group's label is the gang.
+	MinMember int
+	Created   time.Time
+	// Problem names the field that could not be read, for a person; the gang then waits
+	// with it as its reason instead of starting at a size nobody asked for.
+	Problem string
+}
+
+// PodGroup reads a PodGroup as the API server hands it over (an unstructured object: the
+// schema checks minMember ≥ 1 but not its upper end, and an old CRD may check nothing).
+func PodGroup(u *unstructured.Unstructured) Group {
+	g := Group{Created: u.GetCreationTimestamp().Time}
+	where := fmt.Sprintf("PodGroup %s/%s: spec.minMember", u.GetNamespace(), u.GetName())
+	v, found, _ := unstructured.NestedFieldNoCopy(u.Object, "spec", "minMember")
+	if !found || v == nil {
+		return g
+	}
+	var n float64
+	switch x := v.(type) {
+	case int64:
+		n = float64(x)
+	case float64:
+		n = x
+	default:
+		g.Problem = fmt.Sprintf("%s: %v is not a number; allowed: a whole number from 1 to %d", where, v, v1alpha1.MaxGang)
+		return g
+	}
+	if n != math.Trunc(n) || n < 1 || n > v1alpha1.MaxGang {
+		g.Problem = fmt.Sprintf("%s: %v is not allowed; allowed: a whole number from 1 to %d", where, v, v1alpha1.MaxGang)
+		return g
+	}
+	g.MinMember = int(n)
+	return g
+}
+
+// MinMemberAnnotation reads a pod's allot.dev/min-member (written by our webhook from its
+// workload, or by hand): 0 when absent.
+func MinMemberAnnotation(s string) (int, error) {
+	if s == "" {
+		return 0, nil
+	}
+	m, err := strconv.Atoi(s)
+	if err != nil || m < 1 || m > v1alpha1.MaxGang {
+		return 0, fmt.Errorf("annotation %s: %q is not allowed; allowed: a whole number from 1 to %d", v1alpha1.AnnotationMinMember, s, v1alpha1.MaxGang)
+	}
+	return m, nil
+}
+
+// QueueObject reads a Queue as the API server hands it over. A Queue whose fields do not
+// have their types (an old CRD, a hand-edited object) is reported by name; the pods of
+// that queue then wait with the error as their reason.
+func QueueObject(u *unstructured.Unstructured) (*v1alpha1.Queue, error) {
+	var q v1alpha1.Queue
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &q); err != nil {
+		return nil, fmt.Errorf("Queue %s: %v", u.GetName(), err)
+	}
+	return &q, nil
+}
