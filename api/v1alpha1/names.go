@@ -111,8 +111,10 @@ func ParseGPUShare(annotations map[string]string) (GPUShare, error) {
 	}
 	if hasMem {
 		q, err := resource.ParseQuantity(strings.TrimSpace(mem))
-		if err != nil || q.Sign() <= 0 {
-			return s, fmt.Errorf("%s: %q is not allowed: a positive quantity of GPU memory such as 8Gi or 20000Mi", AnnotationGPUMemory, mem)
+		// A petabyte bounds it: no GPU has more, and a larger number would overflow the
+		// int64 bytes (found by FuzzParseGPUShare: "10000000000000000000" read as negative).
+		if err != nil || q.Sign() <= 0 || q.Cmp(*resource.NewQuantity(1<<50, resource.BinarySI)) > 0 {
+			return s, fmt.Errorf("%s: %q is not allowed: a positive quantity of GPU memory up to 1Pi, such as 8Gi or 20000Mi", AnnotationGPUMemory, mem)
 		}
 		s.Memory = q.Value()
 	}
