@@ -77,13 +77,40 @@ func jobBefore(a, b *Job) bool {
 func (s *session) plan(snap *Snapshot) *Plan {
 	p := &Plan{Pending: map[JobID]Reason{}, Queues: make(map[QueueID]QueueStatus, len(s.queues))}
 	for _, j := range s.jobs {
-		for _, ps := range j.pods {
-			moved := ps.orig != nil && (ps.node == nil || ps.orig.Node != ps.node.n.ID ||
+		moved := make([]bool, len(j.pods))
+		stay, left := 0, false
+		for i, ps := range j.pods {
+			moved[i] = ps.orig != nil && (ps.node == nil || ps.orig.Node != ps.node.n.ID ||
 				!slices.Equal(ps.orig.GPUs, ps.gpus) || ps.orig.Share != ps.share)
-			if moved {
+			left = left || moved[i]
+			if ps.orig != nil && !moved[i] {
+				stay++
+			}
+		}
+		// An evicted pod is gone for good on Kubernetes (its controller makes a new one), so
+		// a gang moved with some pods landing where they were would run partly until the
+		// new ones are placed: it is moved whole instead, each pod evicted and placed again.
+		var why *podState // a moved pod whose reason the rest take
+		for _, ps := range j.pods {
+			if ps.evictReason.Message != "" {
+				why = ps
+				break
+			}
+		}
+		regroup := left && stay > 0 && stay < j.j.MinMember
+		for i, ps := range j.pods {
+			if regroup && ps.orig != nil && !moved[i] {
+				moved[i] = true
+				if ps.evictReason.Message == "" && why != nil {
+					ps.evictReason, ps.evictFor = why.evictReason, why.evictFor
+				}
+			}
+		}
+		for i, ps := range j.pods {
+			if moved[i] {
 				p.Evictions = append(p.Evictions, Eviction{Job: j.j.ID, Pod: ps.p.ID, Reason: ps.evictReason, For: ps.evictFor})
 			}
-			if ps.node != nil && (ps.orig == nil || moved) {
+			if ps.node != nil && (ps.orig == nil || moved[i]) {
 				p.Binds = append(p.Binds, Bind{Job: j.j.ID, Pod: ps.p.ID,
 					Binding: Binding{Node: ps.node.n.ID, GPUs: ps.gpus, Share: ps.share}})
 			}

@@ -107,11 +107,24 @@ func applyPlan(t *rapid.T, snap *Snapshot, p *Plan) {
 			pods[snap.Jobs[i].Pods[k].ID] = &snap.Jobs[i].Pods[k]
 		}
 	}
+	evicted := map[JobID]bool{}
 	for _, e := range p.Evictions {
 		if pods[e.Pod].Binding == nil {
 			t.Fatalf("evicted pod %s was not running", e.Pod)
 		}
 		pods[e.Pod].Binding = nil
+		evicted[e.Job] = true
+	}
+	// On Kubernetes an evicted pod is gone (its controller makes a new one), so a job that
+	// loses pods, moved or stopped, keeps at least MinMember of them in place or none:
+	// a gang never runs partly while its members are re-created.
+	for _, j := range snap.Jobs {
+		if !evicted[j.ID] {
+			continue
+		}
+		if stay := countBound(j); stay > 0 && stay < j.MinMember {
+			t.Fatalf("gang %s keeps %d of its %d minimum pods in place while the others are evicted: %s", j.ID, stay, j.MinMember, describePlan(p))
+		}
 	}
 	for _, b := range p.Binds {
 		if pods[b.Pod].Binding != nil {
