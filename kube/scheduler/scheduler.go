@@ -77,6 +77,8 @@ type Scheduler struct {
 	queueWritten map[string]time.Time
 	// reasons remembers the last reason written per pod, to write only changes.
 	reasons map[types.UID]string
+	// evicting holds eviction requests made, by pod, until the pod is seen gone.
+	evicting map[types.UID]time.Time
 
 	// fit holds kube-scheduler's plugins for the Kubernetes scheduling contract.
 	fit *podfit.Checker
@@ -116,7 +118,7 @@ func New(rc *rest.Config, opts Options) (*Scheduler, error) {
 	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
 	s := &Scheduler{opts: opts, client: client, dyn: dyn, eng: engine.New(opts.Engine),
 		recorder: b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: SchedulerName}),
-		assumed:  map[types.UID]engine.Binding{}, backoff: map[types.UID]time.Time{}, reasons: map[types.UID]string{}, wake: make(chan struct{}, 1),
+		assumed:  map[types.UID]engine.Binding{}, backoff: map[types.UID]time.Time{}, reasons: map[types.UID]string{}, evicting: map[types.UID]time.Time{}, wake: make(chan struct{}, 1),
 		occWritten: map[engine.NodeID]string{}, queueWritten: map[string]time.Time{}}
 	s.conv.warn = func(n *corev1.Node, problems []string) {
 		for _, p := range problems {
@@ -267,7 +269,7 @@ func (s *Scheduler) Cycle(ctx context.Context) error {
 	s.amu.Lock()
 	for _, o := range s.pods.GetStore().List() {
 		p := o.(*corev1.Pod)
-		live[p.UID] = true
+		live[p.UID] = p.DeletionTimestamp == nil
 		if b, ok := s.assumed[p.UID]; ok {
 			if p.Spec.NodeName != "" {
 				delete(s.assumed, p.UID) // the informer caught up
@@ -296,6 +298,11 @@ func (s *Scheduler) Cycle(ctx context.Context) error {
 		}
 	}
 	s.amu.Unlock()
+	for uid := range s.evicting {
+		if !live[uid] {
+			delete(s.evicting, uid) // seen leaving or gone
+		}
+	}
 	// Queues and PodGroups whose fields do not read (a CRD's schema checks less than we
 	// need) make their pods wait with the field as the reason; everyone else goes on.
 	var queues []*v1alpha1.Queue
@@ -347,23 +354,46 @@ func (s *Scheduler) apply(ctx context.Context, plan *engine.Plan, idx *index) {
 		}
 		evicted[e.Pod] = true
 		evictedOn[engine.NodeID(p.Spec.NodeName)] = true
-		ev := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace}}
+		// One request per pod: until the informer shows it terminating, the next cycles
+		// plan the same eviction again.
+		if at, ok := s.evicting[p.UID]; ok && time.Since(at) < evictionResend {
+			continue
+		}
+		// The Event is written, synchronously, before the request: a scheduler that dies
+		// between the two leaves a record of why the pod went, never an unexplained loss.
+		if err := s.eventNow(ctx, p, corev1.EventTypeNormal, "Evicted", e.Reason.Message); err != nil {
+			slog.Warn("allot scheduler: evict: event not written, pod not evicted", "pod", e.Pod, "err", err)
+			continue
+		}
+		s.evicting[p.UID] = time.Now()
+		ev := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace},
+			DeleteOptions: &metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &p.UID}}}
 		err := s.client.PolicyV1().Evictions(p.Namespace).Evict(ctx, ev)
 		switch {
-		case err == nil:
-			s.recorder.Eventf(p, corev1.EventTypeNormal, "Evicted", "%s", e.Reason.Message)
+		case err == nil || apierrors.IsNotFound(err) || apierrors.IsConflict(err):
+			// Evicted, or already gone (a pod of the same name is another pod).
 		case apierrors.IsTooManyRequests(err):
-			s.recorder.Eventf(p, corev1.EventTypeWarning, "EvictionBlocked", "not evicted: a PodDisruptionBudget does not allow it (%s)", e.Reason.Message)
-		case !apierrors.IsNotFound(err):
+			delete(s.evicting, p.UID)
+			s.recorder.Eventf(p, corev1.EventTypeWarning, "EvictionBlocked", "not evicted after all: a PodDisruptionBudget does not allow it (%s)", e.Reason.Message)
+		default:
+			delete(s.evicting, p.UID)
+			s.recorder.Eventf(p, corev1.EventTypeWarning, "EvictionFailed", "not evicted after all: %v", err)
 			slog.Warn("allot scheduler: evict", "pod", e.Pod, "err", err)
 		}
 	}
-	// A gang binds whole or waits whole: when one of its binds must wait for the next cycle,
-	// so do the others, or the gang would run partly until then.
+	// A bind waits while its node still has a pod leaving (evicted now or terminating):
+	// the engine counted that pod's devices as free, but the kubelet has not released
+	// them. A gang binds whole or waits whole: when one of its binds must wait for the
+	// next cycle, so do the others, or the gang would run partly until then.
 	waits := map[engine.JobID]bool{}
 	for _, b := range plan.Binds {
-		if evictedOn[b.Binding.Node] || evicted[b.Pod] {
+		leaving, ok := idx.releasing[b.Binding.Node]
+		if evictedOn[b.Binding.Node] || evicted[b.Pod] || ok {
 			waits[b.Job] = true
+		}
+		if _, pending := plan.Pending[b.Job]; ok && !pending && !evicted[b.Pod] {
+			plan.Pending[b.Job] = engine.Reason{Code: engine.ReasonNoFit,
+				Message: fmt.Sprintf("placed on %s, waiting for %s to leave it (terminating)", b.Binding.Node, leaving)}
 		}
 	}
 	for _, b := range plan.Binds {
@@ -421,6 +451,25 @@ type bindJob struct {
 	p   *corev1.Pod
 	b   engine.Binding
 	env map[string]string // a shared GPU's environment, written before the bind
+}
+
+// evictionResend is how long an eviction request stands before the same eviction, still
+// planned (the pod not yet seen terminating), is requested again.
+const evictionResend = 30 * time.Second
+
+// eventNow writes an Event at once, for the records that must land before the action
+// they explain; the recorder batches and may lose its queue with the process.
+func (s *Scheduler) eventNow(ctx context.Context, p *corev1.Pod, typ, reason, msg string) error {
+	now := metav1.NewTime(time.Now())
+	ev := &corev1.Event{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: p.Name + ".", Namespace: p.Namespace},
+		InvolvedObject: corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: p.Namespace, Name: p.Name,
+			UID: p.UID, ResourceVersion: p.ResourceVersion},
+		Reason: reason, Message: msg, Type: typ, Count: 1, FirstTimestamp: now, LastTimestamp: now,
+		Source: corev1.EventSource{Component: SchedulerName}, ReportingController: SchedulerName, ReportingInstance: s.opts.Identity,
+	}
+	_, err := s.client.CoreV1().Events(p.Namespace).Create(ctx, ev, metav1.CreateOptions{})
+	return err
 }
 
 // bindBackoff is how long a pod whose bind failed waits before the next try.
@@ -548,7 +597,7 @@ func (s *Scheduler) writeGroupStatus(ctx context.Context, plan *engine.Plan, gro
 	running := map[engine.JobID]int64{}
 	for _, o := range s.pods.GetStore().List() {
 		p := o.(*corev1.Pod)
-		if g := p.Labels[LabelPodGroup]; g != "" && (p.Spec.NodeName != "" || s.isAssumed(p.UID)) && !terminal(p) {
+		if g := p.Labels[LabelPodGroup]; g != "" && (p.Spec.NodeName != "" || s.isAssumed(p.UID)) && !terminal(p) && p.DeletionTimestamp == nil {
 			running[engine.JobID(p.Namespace+"/"+g)]++
 		}
 	}

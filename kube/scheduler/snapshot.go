@@ -39,7 +39,14 @@ type index struct {
 	pods  map[engine.PodID]*corev1.Pod
 	jobs  map[engine.JobID][]*corev1.Pod
 	nodes map[engine.NodeID]*engine.Node
+	// releasing names, per node, a pod that is terminating there (evicted or deleted,
+	// in its grace period): see buildSnapshot.
+	releasing map[engine.NodeID]string
 }
+
+// stuckAfter is how long past its deletion deadline a terminating pod may take to go
+// before it is taken for stuck (a node that stopped answering) rather than leaving.
+const stuckAfter = 30 * time.Second
 
 // convCache keeps what buildSnapshot derived from an object until the object changes:
 // parsing quantities and building GPU lists anew for every node and pod in every cycle was
@@ -159,18 +166,30 @@ func buildSnapshot(now time.Time, nodes []*corev1.Node, pods []*corev1.Pod, queu
 		}
 		return pods[a].Name < pods[b].Name
 	})
+	idx.releasing = map[engine.NodeID]string{}
 	for _, p := range pods {
 		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 			continue
 		}
+		// A terminating pod is leaving: it is not a member of its job any more (a gang
+		// whose controller already made new pods must start them whole, not count the old
+		// ones as running), it is never evicted again, and its queue no longer holds what
+		// it frees, so the reclaim that evicted it is not repeated on someone else. Its
+		// devices are free to the engine, as KAI-Scheduler pipelines onto releasing
+		// resources, and apply holds any bind onto its node until it is gone. One that
+		// outstays its deadline (a node not answering) holds its devices as work of no
+		// queue, so the engine places elsewhere.
+		if p.DeletionTimestamp != nil && p.Spec.NodeName != "" && p.Labels[v1alpha1.LabelReservation] != "true" {
+			if now.Before(p.DeletionTimestamp.Add(stuckAfter)) {
+				idx.releasing[engine.NodeID(p.Spec.NodeName)] = p.Namespace + "/" + p.Name
+				continue
+			}
+		}
 		if p.Labels[v1alpha1.LabelReservation] == "true" {
 			continue // holds a shared GPU for the kubelet; its fractions are counted instead
 		}
-		ours := p.Spec.SchedulerName == SchedulerName
-		if !ours && (p.Spec.NodeName == "" || cache.request(p).GPUs == 0) {
-			continue
-		}
-		if !ours && p.DeletionTimestamp != nil {
+		ours := p.Spec.SchedulerName == SchedulerName && p.DeletionTimestamp == nil // a stuck one of ours is held like others'
+		if !ours && (p.Spec.NodeName == "" || (cache.request(p).GPUs == 0 && !cache.request(p).Shared())) {
 			continue
 		}
 		jid, min, submitted, problem := jobOf(p, groups)

@@ -39,6 +39,10 @@ const (
 	LabelSimulated = "allot.dev/simulated"
 	// AnnotationDuration makes a simulated pod succeed after running this long.
 	AnnotationDuration = "allot.dev/sim-duration"
+	// AnnotationStopAfter makes a deleted simulated pod's containers take this long to stop
+	// (at most its grace period), as a training job saving a checkpoint would: until then
+	// the pod is terminating and still holds its devices.
+	AnnotationStopAfter = "allot.dev/sim-stop-after"
 	// AnnotationUtilization is how busy a simulated pod keeps its part of its GPUs, in
 	// percent. Without it a training or inference pod keeps them 95% busy and an interactive
 	// one (a notebook between cells) leaves them idle.
@@ -334,6 +338,12 @@ func (k *Kubelet) sync(ctx context.Context, p *corev1.Pod) {
 		k.mu.Unlock()
 		if done {
 			return
+		}
+		if d, err := time.ParseDuration(p.Annotations[AnnotationStopAfter]); err == nil && p.DeletionGracePeriodSeconds != nil {
+			asked := p.DeletionTimestamp.Add(-time.Duration(*p.DeletionGracePeriodSeconds) * time.Second)
+			if k.now().Before(asked.Add(d)) && k.now().Before(p.DeletionTimestamp.Time) {
+				return // still stopping; the next tick looks again
+			}
 		}
 		// As a kubelet does: the containers are killed, the pod reports its end, then it is
 		// removed. Controllers (a Job's pod failure policy) read that last status.
