@@ -113,10 +113,12 @@ func ParseGPUShare(annotations map[string]string) (GPUShare, error) {
 		q, err := resource.ParseQuantity(strings.TrimSpace(mem))
 		// A petabyte bounds it: no GPU has more, and a larger number would overflow the
 		// int64 bytes (found by FuzzParseGPUShare: "10000000000000000000" read as negative).
-		if err != nil || q.Sign() <= 0 || q.Cmp(*resource.NewQuantity(1<<50, resource.BinarySI)) > 0 {
-			return s, fmt.Errorf("%s: %q is not allowed: a positive quantity of GPU memory up to 1Pi, such as 8Gi or 20000Mi", AnnotationGPUMemory, mem)
+		// AsInt64, not Cmp: comparing "1e66666666" takes Quantity's big decimals seconds.
+		v, whole := q.AsInt64()
+		if err != nil || !whole || v <= 0 || v > 1<<50 {
+			return s, fmt.Errorf("%s: %q is not allowed: a positive whole quantity of GPU memory up to 1Pi, such as 8Gi or 20000Mi", AnnotationGPUMemory, mem)
 		}
-		s.Memory = q.Value()
+		s.Memory = v
 	}
 	if c, ok := annotations[AnnotationGPUCompute]; ok {
 		v, err := strconv.Atoi(strings.TrimSpace(c))

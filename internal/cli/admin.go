@@ -14,13 +14,7 @@ import (
 	"github.com/allot-dev/allot/kube/inspect"
 )
 
-func queueGPUs(l corev1.ResourceList) float64 {
-	q, ok := l[corev1.ResourceName(v1alpha1.GPUResource)]
-	if !ok {
-		return 0
-	}
-	return q.AsApproximateFloat64()
-}
+func queueGPUs(l corev1.ResourceList) float64 { return inspect.GPUs(l) }
 
 func newQueuesCmd() *cobra.Command {
 	var c *conn

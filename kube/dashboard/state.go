@@ -91,13 +91,7 @@ type QueueSample struct {
 	FairShare float64 `json:"fairShare"`
 }
 
-func gpus(l corev1.ResourceList) float64 {
-	q, ok := l[corev1.ResourceName(v1alpha1.GPUResource)]
-	if !ok {
-		return 0
-	}
-	return q.AsApproximateFloat64()
-}
+func gpus(l corev1.ResourceList) float64 { return inspect.GPUs(l) }
 
 // Build makes the pages' state from the cluster's objects (History and Version are the
 // server's to fill).

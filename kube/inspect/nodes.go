@@ -2,6 +2,7 @@ package inspect
 
 import (
 	"context"
+	"math"
 	"sort"
 	"strconv"
 	"strings"
@@ -96,6 +97,21 @@ func BuildNodes(nodes []*corev1.Node, pods []*corev1.Pod) []Node {
 	}
 	sort.Slice(out, func(a, b int) bool { return out[a].Name < out[b].Name })
 	return out
+}
+
+// GPUs reads the GPUs in a resource list (a Queue's status) for display: 0 when absent,
+// and 0 for a value that is not a finite, non-negative number (a status written by hand as
+// "1e66666" would otherwise be +Inf, which JSON cannot carry).
+func GPUs(l corev1.ResourceList) float64 {
+	q, ok := l[corev1.ResourceName(v1alpha1.GPUResource)]
+	if !ok {
+		return 0
+	}
+	v := q.AsApproximateFloat64()
+	if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
+		return 0
+	}
+	return v
 }
 
 // utilization parses the agent's per-device report; a report that does not name every
