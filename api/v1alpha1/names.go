@@ -32,6 +32,9 @@ const (
 	AnnotationGPUShare  = "allot.dev/gpu-share"     // pod: its share of a shared GPU, in thousandths
 	AnnotationConfigMap = "allot.dev/gpu-configmap" // pod: the ConfigMap its containers read their GPU from
 	AnnotationMinMember = "allot.dev/min-member"    // pod: its gang's size, from the workload at admission
+	// AnnotationLeader on a bind or an eviction (and so on the bound pod) names the
+	// scheduler replica that made it, checked against the Lease by the API server.
+	AnnotationLeader    = "allot.dev/leader"
 	AnnotationGPUUUIDs  = "allot.dev/gpu-uuids"     // node: device UUIDs by index, comma-separated
 	AnnotationOccupancy = "allot.dev/gpu-occupancy" // node: JSON, who holds each GPU
 	// AnnotationGPUUtilization is how busy each device was over the agent's last report

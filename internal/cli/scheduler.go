@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/rest"
@@ -20,6 +21,7 @@ import (
 func newSchedulerCmd() *cobra.Command {
 	var kubeconfig, identity, placement string
 	var leaderElect bool
+	var lease scheduler.Lease
 	var webhookPort, metricsPort int
 	var certDir string
 	cmd := &cobra.Command{
@@ -33,6 +35,11 @@ controller that makes gangs (PodGroups) of Jobs, JobSets and Kubeflow jobs, and 
 --webhook-port the admission webhooks (the Helm chart registers them).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if lease.Duration <= 0 || lease.RenewDeadline <= 0 || lease.RetryPeriod <= 0 ||
+				lease.RenewDeadline >= lease.Duration || lease.RetryPeriod >= lease.RenewDeadline {
+				return fmt.Errorf("--leader-elect-lease-duration %s, --leader-elect-renew-deadline %s, --leader-elect-retry-period %s are not allowed: each positive, and retry period < renew deadline < lease duration",
+					lease.Duration, lease.RenewDeadline, lease.RetryPeriod)
+			}
 			pl, err := engine.ParsePlacement(placement)
 			if err != nil {
 				return fmt.Errorf("--placement: %w", err)
@@ -48,7 +55,7 @@ controller that makes gangs (PodGroups) of Jobs, JobSets and Kubeflow jobs, and 
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			opts := stack.Options{Scheduler: scheduler.Options{Engine: engine.Options{Placement: pl}, LeaderElection: leaderElect, Identity: identity}}
+			opts := stack.Options{Scheduler: scheduler.Options{Engine: engine.Options{Placement: pl}, LeaderElection: leaderElect, Identity: identity, Lease: lease}}
 			if webhookPort > 0 {
 				if opts.Cert, err = admission.CertFiles(ctx, certDir); err != nil {
 					return err
@@ -69,6 +76,9 @@ controller that makes gangs (PodGroups) of Jobs, JobSets and Kubeflow jobs, and 
 	f.StringVar(&kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig of the cluster; empty inside a pod")
 	f.BoolVar(&leaderElect, "leader-elect", false, "take turns with other replicas through a Lease")
 	f.StringVar(&identity, "identity", "", "this replica's name in leader election (default: generated)")
+	f.DurationVar(&lease.Duration, "leader-elect-lease-duration", 3*time.Second, "how long a standby waits after the leader's last renewal before taking over")
+	f.DurationVar(&lease.RenewDeadline, "leader-elect-renew-deadline", 2*time.Second, "how long the leader keeps trying to renew before it stops (less than the lease duration)")
+	f.DurationVar(&lease.RetryPeriod, "leader-elect-retry-period", 500*time.Millisecond, "how often replicas try to take or renew the Lease")
 	f.IntVar(&webhookPort, "webhook-port", 0, "serve the admission webhooks on this port (0: none)")
 	f.StringVar(&certDir, "webhook-cert-dir", "/etc/allot/webhook", "directory with the webhooks' tls.crt and tls.key (reloaded when they change)")
 	f.IntVar(&metricsPort, "metrics-port", 0, "serve Prometheus metrics at /metrics on this port (0: none)")

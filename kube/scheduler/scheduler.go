@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -49,6 +50,7 @@ type Options struct {
 	// LeaderElection makes replicas safe: only the holder of the Lease schedules.
 	LeaderElection bool
 	Identity       string
+	Lease          Lease
 	Now            func() time.Time
 	// Metrics, if set, records each cycle.
 	Metrics *Metrics
@@ -85,6 +87,8 @@ type Scheduler struct {
 
 	pods, nodes, queues, groups cache.SharedIndexInformer
 	wake                        chan struct{}
+	// fence is nil without leader election.
+	fence *fence
 }
 
 // New connects to the cluster.
@@ -129,24 +133,42 @@ func New(rc *rest.Config, opts Options) (*Scheduler, error) {
 	return s, nil
 }
 
-// Run schedules until ctx ends, as leader if leader election is on.
+// Run schedules until ctx ends, as leader if leader election is on. The informers start
+// first, on a standby too, so that a replica taking over schedules at once.
 func (s *Scheduler) Run(ctx context.Context) error {
-	if !s.opts.LeaderElection {
-		return s.run(ctx)
+	if err := s.start(ctx); err != nil {
+		return err
 	}
-	lock := &resourcelock.LeaseLock{LeaseMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "allot-scheduler"},
-		Client: s.client.CoordinationV1(), LockConfig: resourcelock.ResourceLockConfig{Identity: s.opts.Identity}}
+	if !s.opts.LeaderElection {
+		return s.loop(ctx)
+	}
+	lease := s.opts.Lease.withDefaults()
+	s.fence = &fence{enabled: true, valid: lease.Duration - fenceMargin}
+	lock := fencedLock{Interface: &resourcelock.LeaseLock{LeaseMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: LeaseName},
+		Client: s.client.CoordinationV1(), LockConfig: resourcelock.ResourceLockConfig{Identity: s.opts.Identity}}, f: s.fence}
+	s.ensureFencePolicy(ctx)
 	var runErr error
-	leaderelection.RunOrDie(ctx, leaderelection.LeaderElectionConfig{Lock: lock, ReleaseOnCancel: true,
-		LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second,
+	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{Lock: lock, ReleaseOnCancel: true,
+		LeaseDuration: lease.Duration, RenewDeadline: lease.RenewDeadline, RetryPeriod: lease.RetryPeriod,
 		Callbacks: leaderelection.LeaderCallbacks{
-			OnStartedLeading: func(ctx context.Context) { runErr = s.run(ctx) },
-			OnStoppedLeading: func() { slog.Info("allot scheduler: leadership lost", "identity", s.opts.Identity) },
+			OnStartedLeading: func(ctx context.Context) {
+				slog.Info("allot scheduler: leading", "identity", s.opts.Identity)
+				runErr = s.loop(ctx)
+			},
+			OnStoppedLeading: func() {
+				s.fence.lost()
+				slog.Info("allot scheduler: leadership lost", "identity", s.opts.Identity)
+			},
 		}})
+	if err != nil {
+		return err
+	}
+	le.Run(ctx)
 	return runErr
 }
 
-func (s *Scheduler) run(ctx context.Context) error {
+// start builds and syncs the informers and kube-scheduler's plugins.
+func (s *Scheduler) start(ctx context.Context) error {
 	factory := informers.NewSharedInformerFactory(s.client, 0)
 	s.pods = factory.Core().V1().Pods().Informer()
 	s.nodes = factory.Core().V1().Nodes().Informer()
@@ -197,6 +219,11 @@ func (s *Scheduler) run(ctx context.Context) error {
 			return fmt.Errorf("informer for %v did not sync: %w", typ, ctx.Err())
 		}
 	}
+	return nil
+}
+
+// loop runs cycles until ctx ends.
+func (s *Scheduler) loop(ctx context.Context) error {
 	s.binds = make(chan bindJob, 1024)
 	var workers sync.WaitGroup
 	for w := 0; w < bindWorkers; w++ {
@@ -260,6 +287,9 @@ func (s *Scheduler) poke() {
 func (s *Scheduler) Cycle(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if !s.fence.ok() {
+		return nil // the Lease may be someone else's: write nothing
+	}
 	var nodes []*corev1.Node
 	for _, o := range s.nodes.GetStore().List() {
 		nodes = append(nodes, o.(*corev1.Node))
@@ -359,6 +389,9 @@ func (s *Scheduler) apply(ctx context.Context, plan *engine.Plan, idx *index) {
 		if at, ok := s.evicting[p.UID]; ok && time.Since(at) < evictionResend {
 			continue
 		}
+		if !s.fence.ok() {
+			return // not sure to hold the Lease: nothing more of this plan
+		}
 		// The Event is written, synchronously, before the request: a scheduler that dies
 		// between the two leaves a record of why the pod went, never an unexplained loss.
 		if err := s.eventNow(ctx, p, corev1.EventTypeNormal, "Evicted", e.Reason.Message); err != nil {
@@ -366,7 +399,7 @@ func (s *Scheduler) apply(ctx context.Context, plan *engine.Plan, idx *index) {
 			continue
 		}
 		s.evicting[p.UID] = time.Now()
-		ev := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace},
+		ev := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, Annotations: s.leaderMark(nil)},
 			DeleteOptions: &metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &p.UID}}}
 		err := s.client.PolicyV1().Evictions(p.Namespace).Evict(ctx, ev)
 		switch {
@@ -495,6 +528,10 @@ func (s *Scheduler) bindLoop(ctx context.Context) {
 				msg += ", GPUs " + formatIndices(j.b.GPUs)
 			}
 			s.recorder.Event(j.p, corev1.EventTypeNormal, "Scheduled", msg)
+		} else if errors.Is(err, errNotLeader) {
+			s.amu.Lock()
+			delete(s.assumed, j.p.UID) // the new leader places it; nothing to report from here
+			s.amu.Unlock()
 		} else {
 			if ctx.Err() == nil {
 				slog.Warn("allot scheduler: bind", "pod", j.p.Name, "err", err)
@@ -513,8 +550,27 @@ func (s *Scheduler) bindLoop(ctx context.Context) {
 // annotations onto the pod, so the device indices land with the node name. A pod sharing a
 // GPU first gets the GPU's reservation and its ConfigMap, so that its container starts
 // with the device and limits set.
+// errNotLeader stops a bind from a replica that is not sure to hold the Lease.
+var errNotLeader = errors.New("this replica is not sure to hold the Lease any more")
+
+// leaderMark adds this replica's identity to a bind's or an eviction's annotations when
+// replicas take turns, for the API server's fence (see fencePolicy).
+func (s *Scheduler) leaderMark(ann map[string]string) map[string]string {
+	if s.fence == nil {
+		return ann
+	}
+	if ann == nil {
+		ann = map[string]string{}
+	}
+	ann[v1alpha1.AnnotationLeader] = s.opts.Identity
+	return ann
+}
+
 func (s *Scheduler) bind(ctx context.Context, j bindJob) error {
 	p, b := j.p, j.b
+	if !s.fence.ok() {
+		return errNotLeader // before the reservation and the ConfigMap, too
+	}
 	ann := map[string]string{AnnotationGPUs: formatIndices(b.GPUs)}
 	if b.Share > 0 {
 		ann[v1alpha1.AnnotationGPUShare] = strconv.Itoa(int(b.Share))
@@ -527,8 +583,11 @@ func (s *Scheduler) bind(ctx context.Context, j bindJob) error {
 			}
 		}
 	}
-	binding := &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, UID: p.UID, Annotations: ann},
+	binding := &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, UID: p.UID, Annotations: s.leaderMark(ann)},
 		Target: corev1.ObjectReference{Kind: "Node", Name: string(b.Node)}}
+	if !s.fence.ok() {
+		return errNotLeader
+	}
 	return s.client.CoreV1().Pods(p.Namespace).Bind(ctx, binding, metav1.CreateOptions{})
 }
 
