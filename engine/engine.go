@@ -3,6 +3,7 @@ package engine
 import (
 	"slices"
 	"sort"
+	"time"
 )
 
 // Options configures the engine. The zero value is the default placement, PlacementAllot.
@@ -16,7 +17,16 @@ type Options struct {
 	// MaxNodeTrials bounds how many nodes reclaim, preemption and consolidation try per
 	// pending job, which keeps a cycle fast on large clusters. Zero means 64.
 	MaxNodeTrials int
+	// GangGrace is how long a gang may run with fewer than MinMember pods (a member died,
+	// was deleted, or its node failed) before the rest are stopped so that it can start
+	// again whole. Zero means DefaultGangGrace; negative never stops them.
+	GangGrace time.Duration
 }
+
+// DefaultGangGrace leaves a gang that lost a member time to get it back (its controller
+// makes a new pod within a second or two, and the engine places it first), and is short
+// enough that GPUs held by a gang that cannot run are not held for long.
+const DefaultGangGrace = 5 * time.Second
 
 // Engine turns snapshots into plans. It holds no state between cycles: everything it
 // needs is in the snapshot, so a restarted scheduler continues where it stopped.
@@ -28,6 +38,9 @@ type Engine struct {
 func New(opts Options) *Engine {
 	if opts.MaxNodeTrials <= 0 {
 		opts.MaxNodeTrials = 64
+	}
+	if opts.GangGrace == 0 {
+		opts.GangGrace = DefaultGangGrace
 	}
 	return &Engine{opts: opts}
 }
@@ -53,7 +66,32 @@ func (e *Engine) Schedule(snap *Snapshot) *Plan {
 	s.preempt(pool)
 	s.allocate(passIdleGangs)
 	s.allocate(passIdleGrow)
+	s.stopStaleGangs(snap.Now)
 	return s.plan(snap)
+}
+
+// stopStaleGangs is the rule for a gang found running partly (DESIGN.md 3, refined in the
+// README): one that this cycle could not complete and that has run below MinMember for
+// the grace period has its remaining pods stopped, so that it starts again whole rather
+// than hold GPUs it cannot use. KAI-Scheduler evicts such stale gangs the same way.
+func (s *session) stopStaleGangs(now time.Time) {
+	if s.opts.GangGrace < 0 {
+		return
+	}
+	for _, j := range s.jobs {
+		since := j.j.PartialSince
+		if j.bound == 0 || j.bound >= j.j.MinMember || since.IsZero() || now.Sub(since) < s.opts.GangGrace {
+			continue
+		}
+		r := reasonf(ReasonGangPartial, "gang %s ran %d of its %d pods for %s: the rest were stopped so that it starts again whole",
+			j.j.ID, j.bound, j.j.MinMember, now.Sub(since).Round(time.Second))
+		for _, p := range j.pods {
+			if p.node != nil {
+				s.unbind(p, r, "")
+			}
+		}
+		j.reason = r
+	}
 }
 
 // orderJobs sorts each queue's jobs: priority first, then submission time (DESIGN.md 3.2).

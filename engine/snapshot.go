@@ -117,7 +117,10 @@ type Job struct {
 	SubmitTime  time.Time
 	// StartTime is when the job last reached MinMember running pods (zero if pending).
 	StartTime time.Time
-	NodePool  string
+	// PartialSince is when the job was first seen running fewer than MinMember pods (and
+	// more than none) without a break since; zero when it is not, or not known to be.
+	PartialSince time.Time
+	NodePool     string
 	// GPUTypes lists acceptable GPU models; empty accepts any.
 	GPUTypes []string
 	// Nodes narrows the nodes the job's pods may use; nil allows every node.

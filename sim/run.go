@@ -34,6 +34,9 @@ func RunWith(sc *Scenario, opts RunOptions) ([]StepReport, error) {
 		for _, id := range st.deletes {
 			w.Delete(id)
 		}
+		for _, id := range st.fails {
+			w.Fail(id)
+		}
 		for _, sub := range st.submits {
 			w.Submit(sub.job, sub.duration)
 		}

@@ -66,11 +66,14 @@ type ResSpec struct {
 }
 
 type StepSpec struct {
-	Name    string    `yaml:"name"`
-	Submit  []JobSpec `yaml:"submit"`
-	Delete  []string  `yaml:"delete"`
-	Advance string    `yaml:"advance"`
-	Expect  *Expect   `yaml:"expect"`
+	Name   string    `yaml:"name"`
+	Submit []JobSpec `yaml:"submit"`
+	Delete []string  `yaml:"delete"`
+	// Fail names pods (job-index, such as ddp-1) that stop on their own: crashed, or on a
+	// node that failed. Their controller makes them again, pending.
+	Fail    []string `yaml:"fail"`
+	Advance string   `yaml:"advance"`
+	Expect  *Expect  `yaml:"expect"`
 }
 
 type JobSpec struct {

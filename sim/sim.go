@@ -39,6 +39,9 @@ type World struct {
 	observe func(now time.Time, p *engine.Plan)
 	// meta feeds the placement rules (anti-affinity) of scenario files; nil without.
 	meta map[engine.JobID]jobMeta
+	// partial holds, per gang running fewer than MinMember pods, since when it has.
+	partial   map[engine.JobID]time.Time
+	gangGrace time.Duration
 }
 
 type simJob struct {
@@ -57,7 +60,8 @@ type simJob struct {
 // NewWorld builds an empty cluster.
 func NewWorld(eng *engine.Engine, nodes []engine.Node, queues []engine.Queue) *World {
 	w := &World{eng: eng, now: Epoch, nodes: nodes, queues: queues,
-		limits: map[engine.QueueID]time.Duration{}, byID: map[engine.JobID]*simJob{}}
+		limits: map[engine.QueueID]time.Duration{}, byID: map[engine.JobID]*simJob{},
+		partial: map[engine.JobID]time.Time{}, gangGrace: engine.DefaultGangGrace}
 	for _, q := range queues {
 		if q.InteractiveTimeLimit > 0 {
 			w.limits[q.ID] = q.InteractiveTimeLimit
@@ -80,6 +84,35 @@ func (w *World) Submit(j engine.Job, duration time.Duration) {
 func (w *World) Delete(id engine.JobID) {
 	w.jobs = slices.DeleteFunc(w.jobs, func(j *simJob) bool { return j.job.ID == id })
 	delete(w.byID, id)
+	delete(w.partial, id)
+}
+
+// Fail stops one pod on its own, as a crash or a failed node would; its controller makes
+// it again, so it is pending. A pod not running is left as it is.
+func (w *World) Fail(id engine.PodID) {
+	for _, j := range w.jobs {
+		for i := range j.job.Pods {
+			if p := &j.job.Pods[i]; p.ID == id && p.Binding != nil {
+				p.Binding = nil
+				w.events = append(w.events, fmt.Sprintf("%s failed", id))
+				w.updateStatus(j)
+				w.trackPartial()
+			}
+		}
+	}
+}
+
+// trackPartial notes since when each gang has run fewer than MinMember pods.
+func (w *World) trackPartial() {
+	for _, j := range w.jobs {
+		if b := bound(&j.job); b > 0 && b < j.job.MinMember && j.status != StatusCompleted {
+			if _, ok := w.partial[j.job.ID]; !ok {
+				w.partial[j.job.ID] = w.now
+			}
+		} else {
+			delete(w.partial, j.job.ID)
+		}
+	}
 }
 
 // Snapshot is the engine's view: every job that has not ended.
@@ -89,6 +122,7 @@ func (w *World) Snapshot() *engine.Snapshot {
 		if j.status != StatusCompleted {
 			job := j.job
 			job.StartTime = j.started
+			job.PartialSince = w.partial[job.ID]
 			s.Jobs = append(s.Jobs, job)
 		}
 	}
@@ -143,6 +177,7 @@ func (w *World) apply(p *engine.Plan) {
 	for _, j := range w.jobs {
 		w.updateStatus(j)
 	}
+	w.trackPartial()
 }
 
 // pod finds a pod of a live job; a plan naming anything else is ignored, as a binder
@@ -224,6 +259,12 @@ func (w *World) Advance(d time.Duration) error {
 // nextEvent is the earliest time a running job completes or hits its time limit.
 func (w *World) nextEvent() (time.Time, bool) {
 	var next time.Time
+	// A gang running partly is looked at again when its grace period ends.
+	for _, since := range w.partial {
+		if t := since.Add(w.gangGrace); t.After(w.now) && (next.IsZero() || t.Before(next)) {
+			next = t
+		}
+	}
 	for _, j := range w.jobs {
 		for _, t := range w.deadlines(j) {
 			if next.IsZero() || t.Before(next) {

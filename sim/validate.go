@@ -48,6 +48,7 @@ type compiled struct {
 type step struct {
 	name    string
 	deletes []engine.JobID
+	fails   []engine.PodID
 	submits []submission
 	advance time.Duration
 	expect  *Expect
@@ -96,8 +97,16 @@ func (sc *Scenario) compile() (*compiled, error) {
 		if s.name == "" {
 			s.name = strconv.Itoa(i + 1)
 		}
-		if len(st.Submit) == 0 && len(st.Delete) == 0 && st.Advance == "" {
-			return nil, sc.errorf(path, "a step needs submit, delete or advance")
+		if len(st.Submit) == 0 && len(st.Delete) == 0 && len(st.Fail) == 0 && st.Advance == "" {
+			return nil, sc.errorf(path, "a step needs submit, delete, fail or advance")
+		}
+		for k, pod := range st.Fail {
+			i := strings.LastIndex(pod, "-")
+			n, err := strconv.Atoi(pod[i+1:])
+			if i <= 0 || err != nil || n < 0 || !live[pod[:i]] {
+				return nil, sc.errorf(fmt.Sprintf("%s.fail[%d]", path, k), "%q is not a pod of a job submitted before this step: name it job-index, such as ddp-1", pod)
+			}
+			s.fails = append(s.fails, engine.PodID(pod))
 		}
 		for k, name := range st.Delete {
 			if !live[name] {

@@ -22,6 +22,7 @@ func newSchedulerCmd() *cobra.Command {
 	var kubeconfig, identity, placement string
 	var leaderElect bool
 	var lease scheduler.Lease
+	var gangGrace time.Duration
 	var webhookPort, metricsPort int
 	var certDir string
 	cmd := &cobra.Command{
@@ -55,7 +56,7 @@ controller that makes gangs (PodGroups) of Jobs, JobSets and Kubeflow jobs, and 
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			opts := stack.Options{Scheduler: scheduler.Options{Engine: engine.Options{Placement: pl}, LeaderElection: leaderElect, Identity: identity, Lease: lease}}
+			opts := stack.Options{Scheduler: scheduler.Options{Engine: engine.Options{Placement: pl, GangGrace: gangGrace}, LeaderElection: leaderElect, Identity: identity, Lease: lease}}
 			if webhookPort > 0 {
 				if opts.Cert, err = admission.CertFiles(ctx, certDir); err != nil {
 					return err
@@ -76,6 +77,7 @@ controller that makes gangs (PodGroups) of Jobs, JobSets and Kubeflow jobs, and 
 	f.StringVar(&kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig of the cluster; empty inside a pod")
 	f.BoolVar(&leaderElect, "leader-elect", false, "take turns with other replicas through a Lease")
 	f.StringVar(&identity, "identity", "", "this replica's name in leader election (default: generated)")
+	f.DurationVar(&gangGrace, "gang-grace", engine.DefaultGangGrace, "how long a gang may run with fewer than its minimum of pods before the rest are stopped so that it restarts whole (negative: never)")
 	f.DurationVar(&lease.Duration, "leader-elect-lease-duration", 3*time.Second, "how long a standby waits after the leader's last renewal before taking over")
 	f.DurationVar(&lease.RenewDeadline, "leader-elect-renew-deadline", 2*time.Second, "how long the leader keeps trying to renew before it stops (less than the lease duration)")
 	f.DurationVar(&lease.RetryPeriod, "leader-elect-retry-period", 500*time.Millisecond, "how often replicas try to take or renew the Lease")

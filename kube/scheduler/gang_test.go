@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -72,5 +73,46 @@ func TestTerminatingPodsAreNotGangMembers(t *testing.T) {
 			}
 		}
 		return a && b, fmt.Sprint(reasons(ps))
+	})
+}
+
+// A gang found running partly, one member deleted by hand (no controller makes it
+// again): the other is stopped after the grace period, with an Event saying why, so that
+// the gang's GPUs are not held by a gang that cannot run.
+//
+//	dgx-1: [g-0][g-1]   gang g (minMember 2); g-1 deleted
+//	→ g-0 runs alone for the grace period (5 s), then is evicted: "gang default/g ran 1 of its 2 pods…"
+func TestPartlyRunningGangIsStoppedAfterGrace(t *testing.T) {
+	e := newEnv(t, 1, 2)
+	e.queue(t, "q", 2)
+	e.podGroup(t, "g", "q", 2)
+	defer e.startScheduler(t)()
+	for _, name := range []string{"g-0", "g-1"} {
+		e.pod(t, name, "q", 1, map[string]string{LabelPodGroup: "g"})
+	}
+	e.waitFor(t, "the gang runs", func() (bool, string) {
+		ps := e.pods(t)
+		return running(ps["g-0"]) && running(ps["g-1"]), ""
+	})
+	zero := int64(0)
+	if err := e.client.CoreV1().Pods("default").Delete(e.ctx, "g-1", metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+		t.Fatal(err)
+	}
+	deleted := time.Now()
+	e.waitFor(t, "g-0 stopped", func() (bool, string) {
+		p, ok := e.pods(t)["g-0"]
+		return !ok || p.DeletionTimestamp != nil, ""
+	})
+	if took := time.Since(deleted); took < 4*time.Second {
+		t.Fatalf("g-0 was stopped %s after its partner went, before the grace period", took)
+	}
+	e.waitFor(t, "an Evicted event says why", func() (bool, string) {
+		evs := e.Events(t, "default", "g-0")
+		for _, m := range evs {
+			if strings.Contains(m, "gang default/g ran 1 of its 2 pods for") && strings.Contains(m, "the rest were stopped so that it starts again whole") {
+				return true, ""
+			}
+		}
+		return false, strings.Join(evs, "\n")
 	})
 }

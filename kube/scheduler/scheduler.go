@@ -8,6 +8,7 @@ import (
 	"maps"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -81,6 +82,9 @@ type Scheduler struct {
 	reasons map[types.UID]string
 	// evicting holds eviction requests made, by pod, until the pod is seen gone.
 	evicting map[types.UID]time.Time
+	// partial holds since when each gang has run fewer than its minimum of pods (for the
+	// engine's stale-gang rule); a restart forgets it and the grace period starts again.
+	partial map[engine.JobID]time.Time
 
 	// fit holds kube-scheduler's plugins for the Kubernetes scheduling contract.
 	fit *podfit.Checker
@@ -89,6 +93,10 @@ type Scheduler struct {
 	wake                        chan struct{}
 	// fence is nil without leader election.
 	fence *fence
+	// stale is set while the API server is away and until everything is listed again
+	// (connection.go); stopInformers ends the informers of the current listing.
+	stale         atomic.Bool
+	stopInformers context.CancelFunc
 }
 
 // New connects to the cluster.
@@ -122,7 +130,7 @@ func New(rc *rest.Config, opts Options) (*Scheduler, error) {
 	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
 	s := &Scheduler{opts: opts, client: client, dyn: dyn, eng: engine.New(opts.Engine),
 		recorder: b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: SchedulerName}),
-		assumed:  map[types.UID]engine.Binding{}, backoff: map[types.UID]time.Time{}, reasons: map[types.UID]string{}, evicting: map[types.UID]time.Time{}, wake: make(chan struct{}, 1),
+		assumed:  map[types.UID]engine.Binding{}, backoff: map[types.UID]time.Time{}, reasons: map[types.UID]string{}, evicting: map[types.UID]time.Time{}, partial: map[engine.JobID]time.Time{}, wake: make(chan struct{}, 1),
 		occWritten: map[engine.NodeID]string{}, queueWritten: map[string]time.Time{}}
 	s.conv.warn = func(n *corev1.Node, problems []string) {
 		for _, p := range problems {
@@ -139,6 +147,7 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	if err := s.start(ctx); err != nil {
 		return err
 	}
+	go s.watchConnection(ctx)
 	if !s.opts.LeaderElection {
 		return s.loop(ctx)
 	}
@@ -168,7 +177,9 @@ func (s *Scheduler) Run(ctx context.Context) error {
 }
 
 // start builds and syncs the informers and kube-scheduler's plugins.
-func (s *Scheduler) start(ctx context.Context) error {
+func (s *Scheduler) start(parent context.Context) error {
+	ctx, cancel := context.WithCancel(parent)
+	s.stopInformers = cancel
 	factory := informers.NewSharedInformerFactory(s.client, 0)
 	s.pods = factory.Core().V1().Pods().Informer()
 	s.nodes = factory.Core().V1().Nodes().Informer()
@@ -290,6 +301,9 @@ func (s *Scheduler) Cycle(ctx context.Context) error {
 	if !s.fence.ok() {
 		return nil // the Lease may be someone else's: write nothing
 	}
+	if s.stale.Load() {
+		return nil // what the informers hold predates an outage
+	}
 	var nodes []*corev1.Node
 	for _, o := range s.nodes.GetStore().List() {
 		nodes = append(nodes, o.(*corev1.Node))
@@ -355,6 +369,7 @@ func (s *Scheduler) Cycle(ctx context.Context) error {
 	now := s.opts.Now()
 	s.stopOverdue(ctx, now, pods, queues)
 	snap, idx := buildSnapshot(now, nodes, pods, queues, badQueues, groups, &s.conv)
+	s.notePartialGangs(snap)
 	constrain(ctx, s.fit, snap, idx, nodes, pods, &s.conv)
 	started := time.Now()
 	plan := s.eng.Schedule(snap)
@@ -486,6 +501,35 @@ type bindJob struct {
 	env map[string]string // a shared GPU's environment, written before the bind
 }
 
+// notePartialGangs tells the engine since when each gang has run partly.
+func (s *Scheduler) notePartialGangs(snap *engine.Snapshot) {
+	seen := make(map[engine.JobID]bool, len(s.partial))
+	for i := range snap.Jobs {
+		j := &snap.Jobs[i]
+		bound := 0
+		for _, p := range j.Pods {
+			if p.Binding != nil {
+				bound++
+			}
+		}
+		if bound == 0 || bound >= j.MinMember {
+			continue
+		}
+		since, ok := s.partial[j.ID]
+		if !ok {
+			since = snap.Now
+			s.partial[j.ID] = since
+		}
+		j.PartialSince = since
+		seen[j.ID] = true
+	}
+	for id := range s.partial {
+		if !seen[id] {
+			delete(s.partial, id)
+		}
+	}
+}
+
 // evictionResend is how long an eviction request stands before the same eviction, still
 // planned (the pod not yet seen terminating), is requested again.
 const evictionResend = 30 * time.Second
@@ -505,8 +549,9 @@ func (s *Scheduler) eventNow(ctx context.Context, p *corev1.Pod, typ, reason, ms
 	return err
 }
 
-// bindBackoff is how long a pod whose bind failed waits before the next try.
-const bindBackoff = 5 * time.Second
+// bindBackoff is how long a pod whose bind failed waits before the next try: short, since
+// a gang member waiting here leaves its gang partly bound.
+const bindBackoff = time.Second
 
 // bindWorkers is how many binds are in flight at once.
 const bindWorkers = 32
