@@ -2,7 +2,7 @@
 GO ?= go
 BIN := bin/allot
 
-.PHONY: run sim-demo test test-deps web build bench vet fmt generate fuzz
+.PHONY: run sim-demo test test-deps web build bench vet fmt generate fuzz faults
 
 build:
 	$(GO) build -o $(BIN) ./cmd/allot
@@ -26,6 +26,11 @@ test: test-deps
 # instrumented build takes about ten minutes the first time; make test skips those).
 fuzz:
 	./hack/fuzz.sh $${FUZZTIME:-2m} all
+
+# The fault-injection test (kube/faults) for ten minutes instead of make test's one:
+# replicas killed and paused under churn; FAULTS_TIME=30m for longer.
+faults:
+	FAULTS_TIME=$${FAULTS_TIME:-10m} $(GO) test ./kube/faults -run TestFaults -count=1 -timeout 0 -v
 
 # Chromium for the dashboard's browser tests, Node.js and npm for the check that web/dist is
 # built from web/src (installed with apt-get when missing).

@@ -80,11 +80,20 @@ func (s *session) stopStaleGangs(now time.Time) {
 	}
 	for _, j := range s.jobs {
 		since := j.j.PartialSince
-		if j.bound == 0 || j.bound >= j.j.MinMember || since.IsZero() || now.Sub(since) < s.opts.GangGrace {
+		if j.bound == 0 || j.bound >= j.j.MinMember {
 			continue
 		}
-		r := reasonf(ReasonGangPartial, "gang %s ran %d of its %d pods for %s: the rest were stopped so that it starts again whole",
-			j.j.ID, j.bound, j.j.MinMember, now.Sub(since).Round(time.Second))
+		var r Reason
+		switch {
+		case j.j.MembersEvicted:
+			r = reasonf(ReasonGangPartial, "gang %s runs %d of its %d pods, the others evicted: the rest are stopped too, so that it starts again whole",
+				j.j.ID, j.bound, j.j.MinMember)
+		case !since.IsZero() && now.Sub(since) >= s.opts.GangGrace:
+			r = reasonf(ReasonGangPartial, "gang %s ran %d of its %d pods for %s: the rest were stopped so that it starts again whole",
+				j.j.ID, j.bound, j.j.MinMember, now.Sub(since).Round(time.Second))
+		default:
+			continue
+		}
 		for _, p := range j.pods {
 			if p.node != nil {
 				s.unbind(p, r, "")

@@ -120,6 +120,10 @@ type Job struct {
 	// PartialSince is when the job was first seen running fewer than MinMember pods (and
 	// more than none) without a break since; zero when it is not, or not known to be.
 	PartialSince time.Time
+	// MembersEvicted says some of the job's pods are leaving by an eviction: with the job
+	// running partly, that is a whole-gang eviction or move cut short (its maker died
+	// between the requests), and the rest are stopped at once.
+	MembersEvicted bool
 	NodePool     string
 	// GPUTypes lists acceptable GPU models; empty accepts any.
 	GPUTypes []string

@@ -369,7 +369,7 @@ func (s *Scheduler) Cycle(ctx context.Context) error {
 	now := s.opts.Now()
 	s.stopOverdue(ctx, now, pods, queues)
 	snap, idx := buildSnapshot(now, nodes, pods, queues, badQueues, groups, &s.conv)
-	s.notePartialGangs(snap)
+	s.notePartialGangs(snap, idx)
 	constrain(ctx, s.fit, snap, idx, nodes, pods, &s.conv)
 	started := time.Now()
 	plan := s.eng.Schedule(snap)
@@ -501,8 +501,11 @@ type bindJob struct {
 	env map[string]string // a shared GPU's environment, written before the bind
 }
 
-// notePartialGangs tells the engine since when each gang has run partly.
-func (s *Scheduler) notePartialGangs(snap *engine.Snapshot) {
+// notePartialGangs tells the engine since when each gang has run partly. A gang running
+// partly while some of its members are being evicted is a whole-gang eviction or move cut
+// short (the process that made it died between the requests, or one failed): the rest go
+// at once, with no grace period to wait out.
+func (s *Scheduler) notePartialGangs(snap *engine.Snapshot, idx *index) {
 	seen := make(map[engine.JobID]bool, len(s.partial))
 	for i := range snap.Jobs {
 		j := &snap.Jobs[i]
@@ -520,6 +523,7 @@ func (s *Scheduler) notePartialGangs(snap *engine.Snapshot) {
 			since = snap.Now
 			s.partial[j.ID] = since
 		}
+		j.MembersEvicted = idx.evicted[j.ID]
 		j.PartialSince = since
 		seen[j.ID] = true
 	}

@@ -42,6 +42,9 @@ type index struct {
 	// releasing names, per node, a pod that is terminating there (evicted or deleted,
 	// in its grace period): see buildSnapshot.
 	releasing map[engine.NodeID]string
+	// evicted holds the gangs with a member leaving by eviction (the API server marks
+	// such a pod DisruptionTarget).
+	evicted map[engine.JobID]bool
 }
 
 // stuckAfter is how long past its deletion deadline a terminating pod may take to go
@@ -166,7 +169,7 @@ func buildSnapshot(now time.Time, nodes []*corev1.Node, pods []*corev1.Pod, queu
 		}
 		return pods[a].Name < pods[b].Name
 	})
-	idx.releasing = map[engine.NodeID]string{}
+	idx.releasing, idx.evicted = map[engine.NodeID]string{}, map[engine.JobID]bool{}
 	for _, p := range pods {
 		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 			continue
@@ -182,6 +185,9 @@ func buildSnapshot(now time.Time, nodes []*corev1.Node, pods []*corev1.Pod, queu
 		if p.DeletionTimestamp != nil && p.Spec.NodeName != "" && p.Labels[v1alpha1.LabelReservation] != "true" {
 			if now.Before(p.DeletionTimestamp.Add(stuckAfter)) {
 				idx.releasing[engine.NodeID(p.Spec.NodeName)] = p.Namespace + "/" + p.Name
+				if p.Labels[LabelPodGroup] != "" && disrupted(p) {
+					idx.evicted[engine.JobID(p.Namespace+"/"+p.Labels[LabelPodGroup])] = true
+				}
 				continue
 			}
 		}
@@ -288,6 +294,17 @@ func buildSnapshot(now time.Time, nodes []*corev1.Node, pods []*corev1.Pod, queu
 		}
 	}
 	return snap, idx
+}
+
+// disrupted tells whether a pod is leaving by an eviction (or a preemption), which the API
+// server marks with the DisruptionTarget condition.
+func disrupted(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.DisruptionTarget && c.Status == corev1.ConditionTrue {
+			return true
+		}
+	}
+	return false
 }
 
 // jobOf groups pods: by the allot.dev/pod-group label (minMember from the PodGroup, else

@@ -1,0 +1,509 @@
+package faults
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/allot-dev/allot/api/v1alpha1"
+	"github.com/allot-dev/allot/engine"
+	"github.com/allot-dev/allot/kube/kubetest"
+	"github.com/allot-dev/allot/kube/simnode"
+)
+
+const (
+	nodes, gpusPerNode = 4, 8
+	// partialLimit is how long a gang may run partly before it is a violation: the
+	// engine's grace period, plus the time to see it and for the evictions to land.
+	partialLimit = engine.DefaultGangGrace + 5*time.Second
+)
+
+// TestFaults: the scheduler's safety under faults. Queues of 12, 8, 8 and 4 GPUs on 32
+// share a churn of single pods (1, 2 or 4 GPUs) and gangs (2 or 3 pods of 1 or 2 GPUs)
+// driven to 1.5–2× the cluster, jobs ending on their own and being deleted. The leader of
+// two replicas is SIGKILLed every 4–8 s and restarted, and once SIGSTOPped for twice its
+// lease and resumed. Checked at every pod event: no GPU index held by two running pods,
+// no node over its GPUs, no gang below its minMember for longer than partialLimit; at the
+// end, every pod the churn did not delete exists or has an Evicted event.
+func TestFaults(t *testing.T) {
+	length := time.Minute
+	if v := os.Getenv("FAULTS_TIME"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			t.Fatalf("FAULTS_TIME=%q: %v", v, err)
+		}
+		length = d
+	}
+	bin := buildAllot(t)
+	e := kubetest.Start(t, nodes, gpusPerNode)
+	kubeconfig := filepath.Join(e.Dir, "kubeconfig")
+	if err := e.Cluster.WriteKubeconfig(kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	quotas := map[string]int{"qa": 12, "qb": 8, "qc": 8, "qd": 4}
+	for q, n := range quotas {
+		e.Queue(t, q, int64(n), nil)
+	}
+	check := newChecker(t, e)
+	replicas := startReplicas(t, bin, kubeconfig, 2)
+	defer replicas.stop()
+
+	ctx, cancel := context.WithTimeout(e.Ctx, length)
+	defer cancel()
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))
+	seed := rng.Uint64()
+	t.Logf("seed %d, %s", seed, length)
+	ch := &churn{e: e, rng: rand.New(rand.NewPCG(seed, 1)), quotas: quotas, check: check}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); ch.run(ctx) }()
+
+	// Faults, after a warm-up: kills of the leader, and one pause past the lease.
+	time.Sleep(10 * time.Second)
+	kills, paused := 0, false
+	for ctx.Err() == nil {
+		wait := time.Duration(4000+rng.IntN(4000)) * time.Millisecond
+		select {
+		case <-ctx.Done():
+		case <-time.After(wait):
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		if !paused && kills >= 2 {
+			paused = true
+			replicas.pauseLeader(t, e, 6*time.Second)
+			continue
+		}
+		if replicas.killLeader(t, e) {
+			kills++
+		}
+	}
+	wg.Wait()
+	time.Sleep(3 * time.Second) // let the last evictions and binds land
+	events := evicted(t, e)
+	check.finish(t, events)
+	evictions := 0
+	for _, reasons := range events {
+		for _, r := range reasons {
+			if r == "Evicted" {
+				evictions++
+			}
+		}
+	}
+	t.Logf("%d kills, pause: %v; %d pods created, %d bound at least once, %d evicted, %d gangs, longest partial gang %s",
+		kills, paused, ch.created, check.everBound(), evictions, ch.gangs, check.longest().Round(10*time.Millisecond))
+	if kills < 2 || !paused {
+		t.Fatalf("the faults were not all injected: %d kills, paused %v", kills, paused)
+	}
+	if check.everBound() < ch.created/3 {
+		t.Fatalf("only %d of %d pods were ever bound: the scheduler did not keep up", check.everBound(), ch.created)
+	}
+}
+
+// buildAllot builds the binary the replicas run.
+func buildAllot(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "allot")
+	cmd := exec.Command("go", "build", "-o", bin, "github.com/allot-dev/allot/cmd/allot")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// replicas runs scheduler processes, restarting each that ends.
+type replicas struct {
+	mu    sync.Mutex
+	procs map[string]*exec.Cmd // by identity
+	n     int
+	bin   string
+	kube  string
+	dir   string
+	done  bool
+}
+
+func startReplicas(t *testing.T, bin, kubeconfig string, n int) *replicas {
+	r := &replicas{procs: map[string]*exec.Cmd{}, bin: bin, kube: kubeconfig, dir: t.TempDir()}
+	for i := 0; i < n; i++ {
+		r.spawn(t, i)
+	}
+	return r
+}
+
+func (r *replicas) spawn(t *testing.T, slot int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.done {
+		return
+	}
+	r.n++
+	id := fmt.Sprintf("r%d-%d", slot, r.n)
+	log, err := os.Create(filepath.Join(r.dir, id+".log"))
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	cmd := exec.Command(r.bin, "scheduler", "--kubeconfig", r.kube, "--leader-elect", "--identity", id)
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		t.Error(err)
+		return
+	}
+	r.procs[id] = cmd
+	go func() {
+		_ = cmd.Wait()
+		log.Close()
+		r.mu.Lock()
+		delete(r.procs, id)
+		r.mu.Unlock()
+		r.spawn(t, slot) // a supervisor restarts every exit, as a Deployment would
+	}()
+}
+
+// leader is the process holding the Lease, if it is one of ours.
+func (r *replicas) leader(t *testing.T, e *kubetest.Env) (string, *exec.Cmd) {
+	l, err := e.Client.CoordinationV1().Leases("kube-system").Get(e.Ctx, "allot-scheduler", metav1.GetOptions{})
+	if err != nil || l.Spec.HolderIdentity == nil {
+		return "", nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return *l.Spec.HolderIdentity, r.procs[*l.Spec.HolderIdentity]
+}
+
+func (r *replicas) killLeader(t *testing.T, e *kubetest.Env) bool {
+	id, cmd := r.leader(t, e)
+	if cmd == nil {
+		return false
+	}
+	t.Logf("%s: SIGKILL leader %s", time.Now().Format("15:04:05.000"), id)
+	return cmd.Process.Signal(syscall.SIGKILL) == nil
+}
+
+func (r *replicas) pauseLeader(t *testing.T, e *kubetest.Env, d time.Duration) {
+	id, cmd := r.leader(t, e)
+	if cmd == nil {
+		return
+	}
+	t.Logf("%s: SIGSTOP leader %s for %s", time.Now().Format("15:04:05.000"), id, d)
+	_ = cmd.Process.Signal(syscall.SIGSTOP)
+	time.Sleep(d)
+	_ = cmd.Process.Signal(syscall.SIGCONT)
+}
+
+func (r *replicas) stop() {
+	r.mu.Lock()
+	r.done = true
+	for _, cmd := range r.procs {
+		_ = cmd.Process.Signal(syscall.SIGCONT)
+		_ = cmd.Process.Signal(syscall.SIGKILL)
+	}
+	r.mu.Unlock()
+}
+
+// churn keeps each queue's demand near a target that moves, so that queues go idle and
+// come back (reclaim) and the cluster stays oversubscribed.
+type churn struct {
+	e              *kubetest.Env
+	rng            *rand.Rand
+	quotas         map[string]int
+	check          *checker
+	created, gangs int
+	seq            int
+}
+
+func (c *churn) run(ctx context.Context) {
+	target := map[string]int{}
+	next := time.Now()
+	for ctx.Err() == nil {
+		if time.Now().After(next) {
+			for q, quota := range c.quotas {
+				target[q] = quota * []int{1, 2, 3, 4}[c.rng.IntN(4)] / 2 // 0.5–2× quota
+			}
+			next = time.Now().Add(time.Duration(10+c.rng.IntN(10)) * time.Second)
+		}
+		c.round(ctx, target)
+		select {
+		case <-ctx.Done():
+		case <-time.After(300 * time.Millisecond):
+		}
+	}
+}
+
+func (c *churn) round(ctx context.Context, target map[string]int) {
+	pods, err := c.e.Client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return
+	}
+	demand := map[string]int{}
+	done := map[string][]string{} // job → its pods, when one of them finished
+	jobOf := map[string][]string{}
+	for _, p := range pods.Items {
+		job := p.Labels["job"]
+		jobOf[job] = append(jobOf[job], p.Name)
+		if p.Status.Phase == corev1.PodSucceeded {
+			done[job] = nil
+		}
+		if p.DeletionTimestamp == nil && p.Status.Phase != corev1.PodSucceeded {
+			demand[p.Labels[v1alpha1.LabelQueue]] += int(v1alpha1.WholeGPUs(&p))
+		}
+	}
+	// Finished jobs go, whole; now and then a running one is deleted by its user.
+	for job := range done {
+		c.deleteJob(ctx, job, jobOf[job])
+	}
+	if c.rng.IntN(10) == 0 {
+		for _, p := range pods.Items {
+			if _, finished := done[p.Labels["job"]]; !finished && p.Spec.NodeName != "" && p.DeletionTimestamp == nil {
+				c.deleteJob(ctx, p.Labels["job"], jobOf[p.Labels["job"]])
+				break
+			}
+		}
+	}
+	for q := range c.quotas {
+		for demand[q] < target[q] && ctx.Err() == nil {
+			demand[q] += c.submit(ctx, q)
+		}
+	}
+}
+
+func (c *churn) deleteJob(ctx context.Context, job string, pods []string) {
+	c.check.deletedByUser(job)
+	for _, name := range pods {
+		_ = c.e.Client.CoreV1().Pods("default").Delete(ctx, name, metav1.DeleteOptions{})
+	}
+	if strings.HasPrefix(job, "g") {
+		_ = c.e.Dyn.Resource(kubetest.PodGroups).Namespace("default").Delete(ctx, job, metav1.DeleteOptions{})
+	}
+}
+
+// submit creates a single pod or a gang and returns its GPUs.
+func (c *churn) submit(ctx context.Context, queue string) int {
+	c.seq++
+	run := time.Duration(5+c.rng.IntN(15)) * time.Second
+	ann := map[string]string{simnode.AnnotationDuration: run.String(), simnode.AnnotationStopAfter: "1s"}
+	if c.rng.IntN(4) > 0 {
+		job := fmt.Sprintf("s%d", c.seq)
+		gpus := []int64{1, 2, 4}[c.rng.IntN(3)]
+		c.pod(ctx, job, job, queue, gpus, nil, ann)
+		return int(gpus)
+	}
+	job := fmt.Sprintf("g%d", c.seq)
+	n, gpus := 2+c.rng.IntN(2), int64(1+c.rng.IntN(2))
+	pg := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "allot.dev/v1alpha1", "kind": "PodGroup",
+		"metadata": map[string]any{"name": job, "namespace": "default"}, "spec": map[string]any{"minMember": int64(n), "queue": queue}}}
+	if _, err := c.e.Dyn.Resource(kubetest.PodGroups).Namespace("default").Create(ctx, pg, metav1.CreateOptions{}); err != nil {
+		return 0
+	}
+	c.check.gang(job, n)
+	c.gangs++
+	for i := 0; i < n; i++ {
+		c.pod(ctx, job, fmt.Sprintf("%s-%d", job, i), queue, gpus, map[string]string{v1alpha1.LabelPodGroup: job}, ann)
+	}
+	return n * int(gpus)
+}
+
+func (c *churn) pod(ctx context.Context, job, name, queue string, gpus int64, labels, ann map[string]string) {
+	l := map[string]string{"job": job}
+	for k, v := range labels {
+		l[k] = v
+	}
+	p := kubetest.PodSpec{Name: name, Queue: queue, GPUs: gpus, Labels: l, Annotations: ann}.Pod()
+	p.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU] = resource.MustParse("100m")
+	if _, err := c.e.Client.CoreV1().Pods("default").Create(ctx, p, metav1.CreateOptions{}); err == nil {
+		c.created++
+		c.check.created(name, job)
+	}
+}
+
+// checker watches pods and checks the invariants at every event.
+type checker struct {
+	mu      sync.Mutex
+	t       *testing.T
+	store   cache.Store
+	minimum map[string]int       // gang → minMember
+	user    map[string]bool      // jobs the churn deleted
+	jobOf   map[string]string    // pod → job
+	open    map[string]time.Time // gang → since when it runs partly
+	worst   time.Duration // the longest partial window seen
+	bound   map[string]bool // pods ever bound
+	fails   []string
+}
+
+func newChecker(t *testing.T, e *kubetest.Env) *checker {
+	c := &checker{t: t, minimum: map[string]int{}, user: map[string]bool{}, jobOf: map[string]string{},
+		open: map[string]time.Time{}, bound: map[string]bool{}}
+	f := informers.NewSharedInformerFactoryWithOptions(e.Client, 0, informers.WithNamespace("default"))
+	inf := f.Core().V1().Pods().Informer()
+	c.store = inf.GetStore()
+	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(any) { c.look() }, UpdateFunc: func(_, _ any) { c.look() }, DeleteFunc: func(any) { c.look() }})
+	f.Start(e.Ctx.Done())
+	f.WaitForCacheSync(e.Ctx.Done())
+	go func() { // and twice a second, for windows that close no event would show
+		for e.Ctx.Err() == nil {
+			time.Sleep(500 * time.Millisecond)
+			c.look()
+		}
+	}()
+	return c
+}
+
+func (c *checker) gang(job string, n int) { c.mu.Lock(); c.minimum[job] = n; c.mu.Unlock() }
+func (c *checker) created(pod, job string) {
+	c.mu.Lock()
+	c.jobOf[pod] = job
+	c.mu.Unlock()
+}
+func (c *checker) deletedByUser(job string) {
+	c.mu.Lock()
+	c.user[job] = true
+	delete(c.open, job) // a window the user ended is not the scheduler's
+	c.mu.Unlock()
+}
+
+func (c *checker) fail(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	if len(c.fails) < 20 {
+		c.fails = append(c.fails, time.Now().Format("15:04:05.000")+" "+msg)
+	}
+}
+
+// look checks the invariants on the pods as the watch last delivered them.
+func (c *checker) look() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	type dev struct {
+		node string
+		gpu  int
+	}
+	holder := map[dev]string{}
+	perNode := map[string]int64{}
+	members := map[string]int{}
+	finished := map[string]bool{}
+	for _, o := range c.store.List() {
+		p := o.(*corev1.Pod)
+		job := p.Labels["job"]
+		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			finished[job] = true
+			continue
+		}
+		if p.Spec.NodeName == "" || p.DeletionTimestamp != nil {
+			continue
+		}
+		c.bound[p.Name] = true
+		members[job]++
+		gpus := v1alpha1.WholeGPUs(p)
+		perNode[p.Spec.NodeName] += gpus
+		idx := strings.Split(p.Annotations[v1alpha1.AnnotationGPUs], ",")
+		if int64(len(idx)) != gpus {
+			c.fail("pod %s holds %d GPUs but names indices %q", p.Name, gpus, p.Annotations[v1alpha1.AnnotationGPUs])
+		}
+		for _, s := range idx {
+			g, err := strconv.Atoi(s)
+			if err != nil || g < 0 || g >= gpusPerNode {
+				c.fail("pod %s names GPU %q on %s", p.Name, s, p.Spec.NodeName)
+				continue
+			}
+			if other, ok := holder[dev{p.Spec.NodeName, g}]; ok {
+				c.fail("GPU %d of %s booked twice: %s and %s", g, p.Spec.NodeName, other, p.Name)
+			}
+			holder[dev{p.Spec.NodeName, g}] = p.Name
+		}
+	}
+	for node, n := range perNode {
+		if n > gpusPerNode {
+			c.fail("%s has %d GPUs booked", node, n)
+		}
+	}
+	now := time.Now()
+	for job, min := range c.minimum {
+		n := members[job]
+		partly := n > 0 && n < min && !finished[job] && !c.user[job]
+		since, open := c.open[job]
+		switch {
+		case partly && !open:
+			c.open[job] = now
+		case !partly && open:
+			delete(c.open, job)
+		case partly && open && now.Sub(since) > c.worst:
+			c.worst = now.Sub(since)
+			if c.worst > partialLimit {
+				c.fail("gang %s has run %d of its %d pods for %s", job, n, min, c.worst.Round(time.Millisecond))
+			}
+		}
+	}
+}
+
+func (c *checker) everBound() int { c.mu.Lock(); defer c.mu.Unlock(); return len(c.bound) }
+func (c *checker) longest() time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.worst
+}
+
+// evicted lists, per pod, the reasons of the Events about it.
+func evicted(t *testing.T, e *kubetest.Env) map[string][]string {
+	evs, err := e.Client.CoreV1().Events("default").List(e.Ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string][]string{}
+	for _, ev := range evs.Items {
+		out[ev.InvolvedObject.Name] = append(out[ev.InvolvedObject.Name], ev.Reason)
+	}
+	return out
+}
+
+// finish reports the violations and checks that no pod was lost: each one the churn
+// created and did not delete exists, or was evicted with an Event saying so.
+func (c *checker) finish(t *testing.T, events map[string][]string) {
+	c.look()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	live := map[string]bool{}
+	for _, o := range c.store.List() {
+		live[o.(*corev1.Pod).Name] = true
+	}
+	var lost []string
+	for pod, job := range c.jobOf {
+		if live[pod] || c.user[job] || contains(events[pod], "Evicted") {
+			continue
+		}
+		lost = append(lost, pod)
+	}
+	sort.Strings(lost)
+	for _, f := range c.fails {
+		t.Error(f)
+	}
+	if len(lost) > 0 {
+		t.Errorf("%d pods lost (gone without being deleted or an Evicted event): %v", len(lost), lost)
+	}
+}
+
+func contains(xs []string, x string) bool {
+	for _, y := range xs {
+		if y == x {
+			return true
+		}
+	}
+	return false
+}
