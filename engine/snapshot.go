@@ -124,7 +124,7 @@ type Job struct {
 	// running partly, that is a whole-gang eviction or move cut short (its maker died
 	// between the requests), and the rest are stopped at once.
 	MembersEvicted bool
-	NodePool     string
+	NodePool       string
 	// GPUTypes lists acceptable GPU models; empty accepts any.
 	GPUTypes []string
 	// Nodes narrows the nodes the job's pods may use; nil allows every node.

@@ -343,8 +343,8 @@ type checker struct {
 	user    map[string]bool      // jobs the churn deleted
 	jobOf   map[string]string    // pod → job
 	open    map[string]time.Time // gang → since when it runs partly
-	worst   time.Duration // the longest partial window seen
-	bound   map[string]bool // pods ever bound
+	worst   time.Duration        // the longest partial window seen
+	bound   map[string]bool      // pods ever bound
 	fails   []string
 }
 
