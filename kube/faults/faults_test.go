@@ -99,7 +99,9 @@ func TestFaults(t *testing.T) {
 	wg.Wait()
 	time.Sleep(3 * time.Second) // let the last evictions and binds land
 	events := evicted(t, e)
-	check.finish(t, events)
+	for _, v := range check.finish(events) {
+		t.Error(v)
+	}
 	evictions := 0
 	for _, reasons := range events {
 		for _, r := range reasons {
@@ -475,7 +477,7 @@ func evicted(t *testing.T, e *kubetest.Env) map[string][]string {
 
 // finish reports the violations and checks that no pod was lost: each one the churn
 // created and did not delete exists, or was evicted with an Event saying so.
-func (c *checker) finish(t *testing.T, events map[string][]string) {
+func (c *checker) finish(events map[string][]string) []string {
 	c.look()
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -491,12 +493,11 @@ func (c *checker) finish(t *testing.T, events map[string][]string) {
 		lost = append(lost, pod)
 	}
 	sort.Strings(lost)
-	for _, f := range c.fails {
-		t.Error(f)
-	}
+	out := append([]string(nil), c.fails...)
 	if len(lost) > 0 {
-		t.Errorf("%d pods lost (gone without being deleted or an Evicted event): %v", len(lost), lost)
+		out = append(out, fmt.Sprintf("%d pods lost (gone without being deleted or an Evicted event): %v", len(lost), lost))
 	}
+	return out
 }
 
 func contains(xs []string, x string) bool {
@@ -506,4 +507,26 @@ func contains(xs []string, x string) bool {
 		}
 	}
 	return false
+}
+
+// The checker sees what it is there to see: two pods on one GPU, and a pod lost.
+func TestCheckerSeesViolations(t *testing.T) {
+	e := kubetest.Start(t, 1, gpusPerNode)
+	check := newChecker(t, e)
+	for _, name := range []string{"a", "b"} {
+		p := kubetest.PodSpec{Name: name, GPUs: 1, Annotations: map[string]string{v1alpha1.AnnotationGPUs: "3"}}.Pod()
+		p.Spec.NodeName = "dgx-1" // bound by hand, past any scheduler
+		if _, err := e.Client.CoreV1().Pods("default").Create(e.Ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check.created("c", "c") // made, never deleted, never evicted: lost
+	e.WaitFor(t, "the double booking seen", func() (bool, string) {
+		check.mu.Lock()
+		defer check.mu.Unlock()
+		return len(check.fails) > 0 && strings.Contains(check.fails[0], "GPU 3 of dgx-1 booked twice"), fmt.Sprint(check.fails)
+	})
+	if v := check.finish(nil); len(v) < 2 || !strings.Contains(v[len(v)-1], "1 pods lost") || !strings.Contains(v[len(v)-1], "[c]") {
+		t.Fatalf("violations at the end: %q", v)
+	}
 }
