@@ -156,24 +156,50 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	lock := fencedLock{Interface: &resourcelock.LeaseLock{LeaseMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: LeaseName},
 		Client: s.client.CoordinationV1(), LockConfig: resourcelock.ResourceLockConfig{Identity: s.opts.Identity}}, f: s.fence}
 	s.ensureFencePolicy(ctx)
-	var runErr error
-	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{Lock: lock, ReleaseOnCancel: true,
-		LeaseDuration: lease.Duration, RenewDeadline: lease.RenewDeadline, RetryPeriod: lease.RetryPeriod,
-		Callbacks: leaderelection.LeaderCallbacks{
-			OnStartedLeading: func(ctx context.Context) {
-				slog.Info("allot scheduler: leading", "identity", s.opts.Identity)
-				runErr = s.loop(ctx)
-			},
-			OnStoppedLeading: func() {
-				s.fence.lost()
-				slog.Info("allot scheduler: leadership lost", "identity", s.opts.Identity)
-			},
-		}})
-	if err != nil {
-		return err
+	// A replica that loses the Lease stands by again, its informers warm, rather than
+	// exit and list everything anew: if the new leader dies soon after (two faults in a
+	// row), it takes over in the lease duration, not in a restart.
+	var term sync.Mutex // one term's loop at a time: the next waits for the last's bind workers
+	for ctx.Err() == nil {
+		le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{Lock: lock, ReleaseOnCancel: true,
+			LeaseDuration: lease.Duration, RenewDeadline: lease.RenewDeadline, RetryPeriod: lease.RetryPeriod,
+			Callbacks: leaderelection.LeaderCallbacks{
+				OnStartedLeading: func(ctx context.Context) {
+					term.Lock()
+					defer term.Unlock()
+					if ctx.Err() != nil {
+						return // a term that ended before it began
+					}
+					slog.Info("allot scheduler: leading", "identity", s.opts.Identity)
+					s.newTerm()
+					if err := s.loop(ctx); err != nil {
+						slog.Warn("allot scheduler: leading", "err", err)
+					}
+				},
+				OnStoppedLeading: func() {
+					s.fence.lost()
+					slog.Info("allot scheduler: leadership lost; standing by", "identity", s.opts.Identity)
+				},
+			}})
+		if err != nil {
+			return err
+		}
+		le.Run(ctx)
 	}
-	le.Run(ctx)
-	return runErr
+	return nil
+}
+
+// newTerm forgets what the last term as leader was waiting for: another leader has
+// acted since, and the informers show what it did.
+func (s *Scheduler) newTerm() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.amu.Lock()
+	clear(s.assumed)
+	clear(s.backoff)
+	s.amu.Unlock()
+	clear(s.evicting)
+	clear(s.reasons)
 }
 
 // start builds and syncs the informers and kube-scheduler's plugins.
