@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
@@ -115,4 +116,45 @@ func TestPartlyRunningGangIsStoppedAfterGrace(t *testing.T) {
 		}
 		return false, strings.Join(evs, "\n")
 	})
+}
+
+// A whole-gang eviction cut short: the scheduler wrote the Evicted Events of both members
+// and died after evicting one. The next scheduler stops the other at once, without waiting
+// out the grace period.
+func TestGangEvictionCutShortIsFinished(t *testing.T) {
+	e := newEnv(t, 1, 2)
+	e.queue(t, "q", 2)
+	e.podGroup(t, "g", "q", 2)
+	stop := e.startScheduler(t)
+	for _, name := range []string{"g-0", "g-1"} {
+		e.pod(t, name, "q", 1, map[string]string{LabelPodGroup: "g"})
+	}
+	e.waitFor(t, "the gang runs", func() (bool, string) {
+		ps := e.pods(t)
+		return running(ps["g-0"]) && running(ps["g-1"]), ""
+	})
+	stop()
+	// What the dead scheduler left: both Events, one pod gone.
+	s, err := New(e.c.Config, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"g-0", "g-1"} {
+		if err := s.eventNow(e.ctx, e.pods(t)[name], corev1.EventTypeNormal, "Evicted", "reclaimed by queue other"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	zero := int64(0)
+	if err := e.client.CoreV1().Pods("default").Delete(e.ctx, "g-0", metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+		t.Fatal(err)
+	}
+	restarted := time.Now()
+	defer e.startScheduler(t)()
+	e.waitFor(t, "g-1 stopped", func() (bool, string) {
+		p, ok := e.pods(t)["g-1"]
+		return !ok || p.DeletionTimestamp != nil, ""
+	})
+	if took := time.Since(restarted); took > 3*time.Second {
+		t.Fatalf("g-1 stopped %s after the restart: the grace period was waited out", took)
+	}
 }

@@ -84,7 +84,7 @@ type Scheduler struct {
 	evicting map[types.UID]time.Time
 	// partial holds since when each gang has run fewer than its minimum of pods (for the
 	// engine's stale-gang rule); a restart forgets it and the grace period starts again.
-	partial map[engine.JobID]time.Time
+	partial map[engine.JobID]partialGang
 
 	// fit holds kube-scheduler's plugins for the Kubernetes scheduling contract.
 	fit *podfit.Checker
@@ -130,7 +130,7 @@ func New(rc *rest.Config, opts Options) (*Scheduler, error) {
 	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
 	s := &Scheduler{opts: opts, client: client, dyn: dyn, eng: engine.New(opts.Engine),
 		recorder: b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: SchedulerName}),
-		assumed:  map[types.UID]engine.Binding{}, backoff: map[types.UID]time.Time{}, reasons: map[types.UID]string{}, evicting: map[types.UID]time.Time{}, partial: map[engine.JobID]time.Time{}, wake: make(chan struct{}, 1),
+		assumed:  map[types.UID]engine.Binding{}, backoff: map[types.UID]time.Time{}, reasons: map[types.UID]string{}, evicting: map[types.UID]time.Time{}, partial: map[engine.JobID]partialGang{}, wake: make(chan struct{}, 1),
 		occWritten: map[engine.NodeID]string{}, queueWritten: map[string]time.Time{}}
 	s.conv.warn = func(n *corev1.Node, problems []string) {
 		for _, p := range problems {
@@ -395,7 +395,7 @@ func (s *Scheduler) Cycle(ctx context.Context) error {
 	now := s.opts.Now()
 	s.stopOverdue(ctx, now, pods, queues)
 	snap, idx := buildSnapshot(now, nodes, pods, queues, badQueues, groups, &s.conv)
-	s.notePartialGangs(snap, idx)
+	s.notePartialGangs(ctx, snap, idx)
 	constrain(ctx, s.fit, snap, idx, nodes, pods, &s.conv)
 	started := time.Now()
 	plan := s.eng.Schedule(snap)
@@ -418,6 +418,14 @@ func (s *Scheduler) Cycle(ctx context.Context) error {
 func (s *Scheduler) apply(ctx context.Context, plan *engine.Plan, idx *index) {
 	evictedOn := map[engine.NodeID]bool{}
 	evicted := map[engine.PodID]bool{}
+	// The Events are written, synchronously, before any request: a scheduler that dies
+	// part-way leaves a record of why each pod went, never an unexplained loss, and the
+	// next leader reads on a gang's running pods that their eviction was cut short.
+	type eviction struct {
+		p   *corev1.Pod
+		why string
+	}
+	var todo []eviction
 	for _, e := range plan.Evictions {
 		p := idx.pods[e.Pod]
 		if p == nil {
@@ -433,11 +441,16 @@ func (s *Scheduler) apply(ctx context.Context, plan *engine.Plan, idx *index) {
 		if !s.fence.ok() {
 			return // not sure to hold the Lease: nothing more of this plan
 		}
-		// The Event is written, synchronously, before the request: a scheduler that dies
-		// between the two leaves a record of why the pod went, never an unexplained loss.
 		if err := s.eventNow(ctx, p, corev1.EventTypeNormal, "Evicted", e.Reason.Message); err != nil {
 			slog.Warn("allot scheduler: evict: event not written, pod not evicted", "pod", e.Pod, "err", err)
 			continue
+		}
+		todo = append(todo, eviction{p, e.Reason.Message})
+	}
+	for _, e := range todo {
+		p := e.p
+		if !s.fence.ok() {
+			return
 		}
 		s.evicting[p.UID] = time.Now()
 		ev := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, Annotations: s.leaderMark(nil)},
@@ -448,11 +461,11 @@ func (s *Scheduler) apply(ctx context.Context, plan *engine.Plan, idx *index) {
 			// Evicted, or already gone (a pod of the same name is another pod).
 		case apierrors.IsTooManyRequests(err):
 			delete(s.evicting, p.UID)
-			s.recorder.Eventf(p, corev1.EventTypeWarning, "EvictionBlocked", "not evicted after all: a PodDisruptionBudget does not allow it (%s)", e.Reason.Message)
+			s.recorder.Eventf(p, corev1.EventTypeWarning, "EvictionBlocked", "not evicted after all: a PodDisruptionBudget does not allow it (%s)", e.why)
 		default:
 			delete(s.evicting, p.UID)
 			s.recorder.Eventf(p, corev1.EventTypeWarning, "EvictionFailed", "not evicted after all: %v", err)
-			slog.Warn("allot scheduler: evict", "pod", e.Pod, "err", err)
+			slog.Warn("allot scheduler: evict", "pod", p.Name, "err", err)
 		}
 	}
 	// A bind waits while its node still has a pod leaving (evicted now or terminating):
@@ -528,10 +541,12 @@ type bindJob struct {
 }
 
 // notePartialGangs tells the engine since when each gang has run partly. A gang running
-// partly while some of its members are being evicted is a whole-gang eviction or move cut
-// short (the process that made it died between the requests, or one failed): the rest go
-// at once, with no grace period to wait out.
-func (s *Scheduler) notePartialGangs(snap *engine.Snapshot, idx *index) {
+// partly because a whole-gang eviction or move was cut short (the scheduler that made it
+// died between the requests, or one failed) has its rest stopped at once, with no grace
+// period to wait out. That is seen two ways: members leaving by eviction (the API server
+// marks them DisruptionTarget), or, once they are gone, an Evicted Event already written
+// on a member still running (apply writes every Event before any request).
+func (s *Scheduler) notePartialGangs(ctx context.Context, snap *engine.Snapshot, idx *index) {
 	seen := make(map[engine.JobID]bool, len(s.partial))
 	for i := range snap.Jobs {
 		j := &snap.Jobs[i]
@@ -544,13 +559,13 @@ func (s *Scheduler) notePartialGangs(snap *engine.Snapshot, idx *index) {
 		if bound == 0 || bound >= j.MinMember {
 			continue
 		}
-		since, ok := s.partial[j.ID]
+		st, ok := s.partial[j.ID]
 		if !ok {
-			since = snap.Now
-			s.partial[j.ID] = since
+			st = partialGang{since: snap.Now, cutShort: idx.evicted[j.ID] || s.evictionPlanned(ctx, j, idx)}
+			s.partial[j.ID] = st
 		}
-		j.MembersEvicted = idx.evicted[j.ID]
-		j.PartialSince = since
+		j.PartialSince = st.since
+		j.MembersEvicted = st.cutShort || idx.evicted[j.ID]
 		seen[j.ID] = true
 	}
 	for id := range s.partial {
@@ -558,6 +573,34 @@ func (s *Scheduler) notePartialGangs(snap *engine.Snapshot, idx *index) {
 			delete(s.partial, id)
 		}
 	}
+}
+
+// partialGang is what the scheduler remembers of a gang running partly.
+type partialGang struct {
+	since    time.Time
+	cutShort bool
+}
+
+// evictionPlanned tells whether a running pod of the job carries an Evicted Event from us
+// written since it started: an eviction decided and not carried out.
+func (s *Scheduler) evictionPlanned(ctx context.Context, j *engine.Job, idx *index) bool {
+	for _, ep := range j.Pods {
+		p := idx.pods[ep.ID]
+		if ep.Binding == nil || p == nil || p.Status.StartTime == nil {
+			continue
+		}
+		evs, err := s.client.CoreV1().Events(p.Namespace).List(ctx, metav1.ListOptions{
+			FieldSelector: "involvedObject.uid=" + string(p.UID) + ",reason=Evicted"})
+		if err != nil {
+			continue
+		}
+		for _, ev := range evs.Items {
+			if ev.Source.Component == SchedulerName && !ev.LastTimestamp.Before(p.Status.StartTime) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // evictionResend is how long an eviction request stands before the same eviction, still
