@@ -460,10 +460,11 @@ func (s *Scheduler) apply(ctx context.Context, plan *engine.Plan, idx *index) {
 		case err == nil || apierrors.IsNotFound(err) || apierrors.IsConflict(err):
 			// Evicted, or already gone (a pod of the same name is another pod).
 		case apierrors.IsTooManyRequests(err):
-			delete(s.evicting, p.UID)
+			// Asked again only after evictionResend, so that a budget that holds for long
+			// does not add an Evicted and an EvictionBlocked Event every cycle.
 			s.recorder.Eventf(p, corev1.EventTypeWarning, "EvictionBlocked", "not evicted after all: a PodDisruptionBudget does not allow it (%s)", e.why)
 		default:
-			delete(s.evicting, p.UID)
+			s.evicting[p.UID] = time.Now().Add(evictionRetry - evictionResend)
 			s.recorder.Eventf(p, corev1.EventTypeWarning, "EvictionFailed", "not evicted after all: %v", err)
 			slog.Warn("allot scheduler: evict", "pod", p.Name, "err", err)
 		}
@@ -606,6 +607,9 @@ func (s *Scheduler) evictionPlanned(ctx context.Context, j *engine.Job, idx *ind
 // evictionResend is how long an eviction request stands before the same eviction, still
 // planned (the pod not yet seen terminating), is requested again.
 const evictionResend = 30 * time.Second
+
+// evictionRetry is how soon an eviction that failed (not refused by a budget) is tried again.
+const evictionRetry = 5 * time.Second
 
 // eventNow writes an Event at once, for the records that must land before the action
 // they explain; the recorder batches and may lose its queue with the process.

@@ -310,9 +310,14 @@ func TestEvictionHonoursPodDisruptionBudget(t *testing.T) {
 	e.MustPod(t, kubetest.PodSpec{Name: "owner", Queue: "team-a", GPUs: 1})
 	e.WaitFor(t, "the blocked eviction reported", func() (bool, string) {
 		ev := strings.Join(e.Events(t, "default", "borrower"), "\n")
-		return strings.Contains(ev, "EvictionBlocked: not evicted: a PodDisruptionBudget does not allow it"), ev
+		return strings.Contains(ev, "EvictionBlocked: not evicted after all: a PodDisruptionBudget does not allow it"), ev
 	})
-	time.Sleep(time.Second)
+	time.Sleep(3 * time.Second)
+	// Asked once, not every cycle: one Evicted (the intent, written first) and one
+	// EvictionBlocked.
+	if ev := strings.Join(e.Events(t, "default", "borrower"), "\n"); strings.Count(ev, "EvictionBlocked:") != 1 || strings.Count(ev, "Evicted:") != 1 {
+		t.Fatalf("events on the protected pod:\n%s", ev)
+	}
 	pods := e.Pods(t, "default")
 	if b := pods["borrower"]; !kubetest.Running(b) || b.DeletionTimestamp != nil {
 		t.Fatalf("the protected pod was disrupted: %+v", b.Status)
