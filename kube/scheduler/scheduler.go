@@ -475,7 +475,7 @@ func (s *Scheduler) apply(ctx context.Context, plan *engine.Plan, idx *index) {
 	// next cycle, so do the others, or the gang would run partly until then.
 	waits := map[engine.JobID]bool{}
 	for _, b := range plan.Binds {
-		leaving, ok := idx.releasing[b.Binding.Node]
+		leaving, ok := idx.leaving(b.Binding)
 		if evictedOn[b.Binding.Node] || evicted[b.Pod] || ok {
 			waits[b.Job] = true
 		}

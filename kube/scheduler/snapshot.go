@@ -39,9 +39,9 @@ type index struct {
 	pods  map[engine.PodID]*corev1.Pod
 	jobs  map[engine.JobID][]*corev1.Pod
 	nodes map[engine.NodeID]*engine.Node
-	// releasing names, per node, a pod that is terminating there (evicted or deleted,
-	// in its grace period): see buildSnapshot.
-	releasing map[engine.NodeID]string
+	// releasing names, per node and device, the pod terminating there (evicted or
+	// deleted, in its grace period) that still holds it; device -1: unknown, any.
+	releasing map[engine.NodeID]map[int]string
 	// evicted holds the gangs with a member leaving by eviction (the API server marks
 	// such a pod DisruptionTarget).
 	evicted map[engine.JobID]bool
@@ -169,7 +169,7 @@ func buildSnapshot(now time.Time, nodes []*corev1.Node, pods []*corev1.Pod, queu
 		}
 		return pods[a].Name < pods[b].Name
 	})
-	idx.releasing, idx.evicted = map[engine.NodeID]string{}, map[engine.JobID]bool{}
+	idx.releasing, idx.evicted = map[engine.NodeID]map[int]string{}, map[engine.JobID]bool{}
 	for _, p := range pods {
 		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 			continue
@@ -184,7 +184,21 @@ func buildSnapshot(now time.Time, nodes []*corev1.Node, pods []*corev1.Pod, queu
 		// queue, so the engine places elsewhere.
 		if p.DeletionTimestamp != nil && p.Spec.NodeName != "" && p.Labels[v1alpha1.LabelReservation] != "true" {
 			if now.Before(p.DeletionTimestamp.Add(stuckAfter)) {
-				idx.releasing[engine.NodeID(p.Spec.NodeName)] = p.Namespace + "/" + p.Name
+				// Its CPU and memory stay counted (constrain subtracts every pod the
+				// snapshot does not hold); its devices are remembered here.
+				if r := cache.request(p); r.GPUs > 0 || r.Shared() {
+					n := engine.NodeID(p.Spec.NodeName)
+					if idx.releasing[n] == nil {
+						idx.releasing[n] = map[int]string{}
+					}
+					gpus := convert.Indices(p.Annotations[AnnotationGPUs])
+					if len(gpus) == 0 {
+						gpus = []int{-1}
+					}
+					for _, g := range gpus {
+						idx.releasing[n][g] = p.Namespace + "/" + p.Name
+					}
+				}
 				if p.Labels[LabelPodGroup] != "" && disrupted(p) {
 					idx.evicted[engine.JobID(p.Namespace+"/"+p.Labels[LabelPodGroup])] = true
 				}
@@ -294,6 +308,20 @@ func buildSnapshot(now time.Time, nodes []*corev1.Node, pods []*corev1.Pod, queu
 		}
 	}
 	return snap, idx
+}
+
+// leaving names a terminating pod that still holds a device the binding is given.
+func (idx *index) leaving(b engine.Binding) (string, bool) {
+	held := idx.releasing[b.Node]
+	if who, ok := held[-1]; ok {
+		return who, true
+	}
+	for _, g := range b.GPUs {
+		if who, ok := held[g]; ok {
+			return who, true
+		}
+	}
+	return "", false
 }
 
 // disrupted tells whether a pod is leaving by an eviction (or a preemption), which the API
