@@ -80,7 +80,7 @@ controller that makes gangs (PodGroups) of Jobs, JobSets and Kubeflow jobs, and 
 	f.DurationVar(&gangGrace, "gang-grace", engine.DefaultGangGrace, "how long a gang may run with fewer than its minimum of pods before the rest are stopped so that it restarts whole (negative: never)")
 	f.DurationVar(&lease.Duration, "leader-elect-lease-duration", 3*time.Second, "how long a standby waits after the leader's last renewal before taking over")
 	f.DurationVar(&lease.RenewDeadline, "leader-elect-renew-deadline", 2*time.Second, "how long the leader keeps trying to renew before it stops (less than the lease duration)")
-	f.DurationVar(&lease.RetryPeriod, "leader-elect-retry-period", 500*time.Millisecond, "how often replicas try to take or renew the Lease")
+	f.DurationVar(&lease.RetryPeriod, "leader-elect-retry-period", 250*time.Millisecond, "how often replicas try to take or renew the Lease")
 	f.IntVar(&webhookPort, "webhook-port", 0, "serve the admission webhooks on this port (0: none)")
 	f.StringVar(&certDir, "webhook-cert-dir", "/etc/allot/webhook", "directory with the webhooks' tls.crt and tls.key (reloaded when they change)")
 	f.IntVar(&metricsPort, "metrics-port", 0, "serve Prometheus metrics at /metrics on this port (0: none)")

@@ -30,7 +30,7 @@ func (l Lease) withDefaults() Lease {
 		l.RenewDeadline = l.Duration * 2 / 3
 	}
 	if l.RetryPeriod <= 0 || l.RetryPeriod >= l.RenewDeadline {
-		l.RetryPeriod = min(500*time.Millisecond, l.RenewDeadline/2)
+		l.RetryPeriod = min(250*time.Millisecond, l.RenewDeadline/2)
 	}
 	return l
 }
@@ -152,5 +152,55 @@ func (s *Scheduler) ensureFencePolicy(ctx context.Context) {
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		slog.Warn("allot scheduler: the API server will not check the leader's fence (binds and evictions from a replica that lost the Lease are stopped by the replica alone)",
 			"policy", p.Name, "err", err)
+	}
+}
+
+// takeoverMargin is how long past its holder's lease duration, by this process's clock, a
+// Lease must be before takeOver takes it.
+const takeoverMargin = 500 * time.Millisecond
+
+// takeOver takes a Lease whose holder has not renewed it for its lease duration plus a
+// margin, judged by the renewal time written in it and this process's clock. client-go's
+// elector trusts no other clock: it takes a Lease only after watching it unchanged for a
+// whole lease duration from its own first sight, so a replica started just after the
+// leader died (a double fault) waits a second lease duration. A clock that is wrong here
+// cannot make two replicas act at once: the API server's fence refuses the old holder's
+// binds and evictions as soon as the Lease names another, its own fence has expired by
+// then, and its next renewal fails on the changed resourceVersion. The elector then finds
+// this replica named as holder and leads.
+func (s *Scheduler) takeOver(ctx context.Context, lease Lease) {
+	leases := s.client.CoordinationV1().Leases("kube-system")
+	tick := time.NewTicker(lease.RetryPeriod / 2)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		if s.fence.ok() {
+			continue // leading
+		}
+		l, err := leases.Get(ctx, LeaseName, metav1.GetOptions{})
+		if err != nil || l.Spec.RenewTime == nil || l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity == "" || *l.Spec.HolderIdentity == s.opts.Identity {
+			continue // none yet, released (the elector takes it at once), or ours
+		}
+		d := lease.Duration
+		if l.Spec.LeaseDurationSeconds != nil {
+			d = max(d, time.Duration(*l.Spec.LeaseDurationSeconds)*time.Second)
+		}
+		if time.Since(l.Spec.RenewTime.Time) < d+takeoverMargin {
+			continue
+		}
+		from := *l.Spec.HolderIdentity
+		now := metav1.NewMicroTime(time.Now())
+		transitions := int32(1)
+		if l.Spec.LeaseTransitions != nil {
+			transitions = *l.Spec.LeaseTransitions + 1
+		}
+		l.Spec.HolderIdentity, l.Spec.AcquireTime, l.Spec.RenewTime, l.Spec.LeaseTransitions = &s.opts.Identity, &now, &now, &transitions
+		if _, err := leases.Update(ctx, l, metav1.UpdateOptions{}); err == nil {
+			slog.Info("allot scheduler: took over a Lease its holder stopped renewing", "from", from, "identity", s.opts.Identity)
+		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -76,5 +77,36 @@ func TestAPIServerRefusesAStaleLeader(t *testing.T) {
 	}
 	if p := e.pods(t)["mine"]; p.DeletionTimestamp != nil {
 		t.Fatal("the stale eviction went through")
+	}
+}
+
+// A replica started after the leader died takes its Lease as soon as the Lease's own
+// renewal time says it has expired, not a whole lease duration after first seeing it.
+func TestExpiredLeaseIsTakenAtOnce(t *testing.T) {
+	e := newEnv(t, 1, 2)
+	past := metav1.NewMicroTime(time.Now().Add(-time.Minute))
+	dead, ten := "r-dead", int32(10)
+	if _, err := e.client.CoordinationV1().Leases("kube-system").Create(e.ctx, &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: LeaseName, Namespace: "kube-system"},
+		Spec:       coordinationv1.LeaseSpec{HolderIdentity: &dead, LeaseDurationSeconds: &ten, AcquireTime: &past, RenewTime: &past}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(e.c.Config, Options{LeaderElection: true, Identity: "r-new",
+		Lease: Lease{Duration: 10 * time.Second, RenewDeadline: 6 * time.Second, RetryPeriod: time.Second}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(e.ctx)
+	done := make(chan struct{})
+	started := time.Now()
+	go func() { _ = s.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	e.waitFor(t, "r-new holds the Lease", func() (bool, string) {
+		l, err := e.client.CoordinationV1().Leases("kube-system").Get(e.ctx, LeaseName, metav1.GetOptions{})
+		return err == nil && *l.Spec.HolderIdentity == "r-new" && s.fence.ok(), ""
+	})
+	// client-go alone would watch it unchanged for the whole 10 s first.
+	if took := time.Since(started); took > 8*time.Second {
+		t.Fatalf("took the expired Lease after %s", took)
 	}
 }

@@ -160,6 +160,7 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	// exit and list everything anew: if the new leader dies soon after (two faults in a
 	// row), it takes over in the lease duration, not in a restart.
 	var term sync.Mutex // one term's loop at a time: the next waits for the last's bind workers
+	go s.takeOver(ctx, lease)
 	for ctx.Err() == nil {
 		le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{Lock: lock, ReleaseOnCancel: true,
 			LeaseDuration: lease.Duration, RenewDeadline: lease.RenewDeadline, RetryPeriod: lease.RetryPeriod,
