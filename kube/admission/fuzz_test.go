@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"strconv"
+	"strings"
 	"testing"
 
 	admissionv1 "k8s.io/api/admission/v1"
@@ -61,17 +62,4 @@ func FuzzWebhooks(f *testing.F) {
 }
 
 // jsonPointer escapes a key for a JSON patch path (RFC 6901).
-func jsonPointer(key string) string {
-	out := ""
-	for _, c := range key {
-		switch c {
-		case '~':
-			out += "~0"
-		case '/':
-			out += "~1"
-		default:
-			out += string(c)
-		}
-	}
-	return out
-}
+var jsonPointer = strings.NewReplacer("~", "~0", "/", "~1").Replace

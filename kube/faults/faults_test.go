@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -487,7 +488,7 @@ func (c *checker) finish(events map[string][]string) []string {
 	}
 	var lost []string
 	for pod, job := range c.jobOf {
-		if live[pod] || c.user[job] || contains(events[pod], "Evicted") {
+		if live[pod] || c.user[job] || slices.Contains(events[pod], "Evicted") {
 			continue
 		}
 		lost = append(lost, pod)
@@ -498,15 +499,6 @@ func (c *checker) finish(events map[string][]string) []string {
 		out = append(out, fmt.Sprintf("%d pods lost (gone without being deleted or an Evicted event): %v", len(lost), lost))
 	}
 	return out
-}
-
-func contains(xs []string, x string) bool {
-	for _, y := range xs {
-		if y == x {
-			return true
-		}
-	}
-	return false
 }
 
 // The checker sees what it is there to see: two pods on one GPU, and a pod lost.
