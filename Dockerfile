@@ -5,7 +5,8 @@ WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
-RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o /allot ./cmd/allot
+ARG VERSION=dev
+RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X github.com/allot-dev/allot/internal/cli.Version=${VERSION}" -o /allot ./cmd/allot
 
 FROM gcr.io/distroless/static:nonroot
 COPY --from=build /allot /allot

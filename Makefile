@@ -1,11 +1,13 @@
 # The two commands of the quick start: `make run` and `make test`.
 GO ?= go
 BIN := bin/allot
+# The version allot --version prints: the nearest tag and commit, from git.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 
 .PHONY: run sim-demo test test-deps web build bench vet fmt generate fuzz faults
 
 build:
-	$(GO) build -o $(BIN) ./cmd/allot
+	$(GO) build -ldflags "-X github.com/allot-dev/allot/internal/cli.Version=$(VERSION)" -o $(BIN) ./cmd/allot
 
 # The main job: a real control plane with simulated GPU nodes, the scheduler and the demo
 # queues, until Ctrl-C. The kubeconfig path is printed.

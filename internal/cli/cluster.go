@@ -16,6 +16,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
+
+	"github.com/allot-dev/allot/kube/control"
 )
 
 // conn holds kubectl's connection flags (--kubeconfig, --context, -n, …) for the commands
@@ -32,6 +34,18 @@ func addConn(cmd *cobra.Command) *conn {
 	c := &conn{flags: genericclioptions.NewConfigFlags(true)}
 	c.flags.AddFlags(cmd.Flags())
 	return c
+}
+
+// control connects and returns what acts on workloads.
+func (c *conn) control(ctx context.Context) (control.Clients, error) {
+	if err := c.connect(ctx); err != nil {
+		return control.Clients{}, err
+	}
+	m, err := c.flags.ToRESTMapper()
+	if err != nil {
+		return control.Clients{}, err
+	}
+	return control.Clients{Client: c.client, Dyn: c.dyn, Mapper: m}, nil
 }
 
 // connect builds clients and checks the cluster answers, saying which kubeconfig and

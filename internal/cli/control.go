@@ -2,7 +2,6 @@ package cli
 
 import (
 	"bufio"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -16,13 +15,11 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/remotecommand"
 
 	"github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/kube/inspect"
-	"github.com/allot-dev/allot/kube/submit"
 )
 
 // podOf connects and picks a workload's pod for logs and exec.
@@ -125,8 +122,9 @@ func newExecCmd() *cobra.Command {
 	return cmd
 }
 
-// newSuspendCmd makes suspend and resume: a Job is suspended (its pods go, its place in
-// the queue stays); a Deployment is scaled to zero and back.
+// newSuspendCmd makes suspend and resume: a Job (or JobSet, PyTorchJob, MPIJob) is
+// suspended by its own switch (its pods go, its place in the queue stays); a Deployment or
+// StatefulSet is scaled to zero and back.
 func newSuspendCmd(resume bool) *cobra.Command {
 	var c *conn
 	verb := "suspend"
@@ -139,52 +137,20 @@ func newSuspendCmd(resume bool) *cobra.Command {
 		Short:   map[bool]string{false: "Stop a workload's pods and keep it, to resume later", true: "Start a suspended workload again"}[resume],
 		Args:    cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := c.connect(cmd.Context()); err != nil {
+			ctl, err := c.control(cmd.Context())
+			if err != nil {
 				return err
 			}
-			ctx := cmd.Context()
 			for _, name := range args {
-				w, err := inspect.Find(ctx, c.client, c.ns, name)
+				w, err := inspect.Find(cmd.Context(), c.client, c.ns, name)
 				if err != nil {
 					return err
 				}
-				switch w.Type {
-				case submit.TypeTrain, submit.TypeDistributed:
-					patch, _ := json.Marshal(map[string]any{"spec": map[string]any{"suspend": !resume}})
-					_, err = c.client.BatchV1().Jobs(c.ns).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
-				case submit.TypeInference:
-					replicas := 0
-					if resume {
-						d, gerr := c.client.AppsV1().Deployments(c.ns).Get(ctx, name, metav1.GetOptions{})
-						if gerr != nil {
-							return gerr
-						}
-						replicas, _ = strconv.Atoi(d.Annotations["allot.dev/suspended-replicas"])
-						replicas = max(replicas, 1)
-					}
-					var patch []byte
-					if resume {
-						patch, _ = json.Marshal(map[string]any{"spec": map[string]any{"replicas": replicas}})
-					} else {
-						d, gerr := c.client.AppsV1().Deployments(c.ns).Get(ctx, name, metav1.GetOptions{})
-						if gerr != nil {
-							return gerr
-						}
-						was := int32(1)
-						if d.Spec.Replicas != nil {
-							was = *d.Spec.Replicas
-						}
-						patch, _ = json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{"allot.dev/suspended-replicas": strconv.Itoa(int(was))}},
-							"spec": map[string]any{"replicas": 0}})
-					}
-					_, err = c.client.AppsV1().Deployments(c.ns).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
-				default:
-					return fmt.Errorf("%s is %s: it cannot be %sed; delete it and submit again", name, w.Type, verb)
-				}
+				msg, err := ctl.Suspend(cmd.Context(), w, resume)
 				if err != nil {
-					return fmt.Errorf("%s %s: %w", verb, name, err)
+					return err
 				}
-				fmt.Fprintf(cmd.OutOrStdout(), "%s %sed\n", name, verb)
+				fmt.Fprintln(cmd.OutOrStdout(), msg)
 			}
 			return nil
 		},
@@ -282,6 +248,7 @@ func newQueueCmd() *cobra.Command {
 			return nil
 		}}
 	bind(create, &cf)
+	_ = create.MarkFlagRequired("quota")
 	cc = addConn(create)
 
 	var ec *conn

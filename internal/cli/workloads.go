@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -47,6 +48,9 @@ Job of N workers with a headless Service (worker i is NAME-i.NAME) started as on
 			} else if len(args) > 1 {
 				return fmt.Errorf("one NAME, got %v (put the command after --)", args)
 			}
+			if cmd.Flags().Changed("workers") && s.Workers < 1 {
+				return fmt.Errorf("--workers %d is not allowed: 1 or more workers (leave it out for a job of one pod)", s.Workers)
+			}
 			if preemptible && nonPreemptible {
 				return fmt.Errorf("--preemptible and --non-preemptible are both set: choose one")
 			}
@@ -85,8 +89,11 @@ Job of N workers with a headless Service (worker i is NAME-i.NAME) started as on
 			if names := inspect.QueueNames(cmd.Context(), c.dyn); !slices.Contains(names, s.Queue) {
 				return fmt.Errorf("queue %q does not exist; queues: %s", s.Queue, strings.Join(names, ", "))
 			}
+			if err := checkSubmit(cmd, c, s, objs); err != nil {
+				return err
+			}
 			for _, o := range objs {
-				if err := create(cmd, c, o); err != nil {
+				if err := create(cmd, c, o, false); err != nil {
 					return err
 				}
 			}
@@ -119,8 +126,13 @@ Job of N workers with a headless Service (worker i is NAME-i.NAME) started as on
 	return cmd
 }
 
-func create(cmd *cobra.Command, c *conn, o runtime.Object) error {
+// create creates one object, or only asks the API server whether it would (dryRun: its
+// validation and admission webhooks answer, nothing is stored).
+func create(cmd *cobra.Command, c *conn, o runtime.Object, dryRun bool) error {
 	ctx, opts := cmd.Context(), metav1.CreateOptions{}
+	if dryRun {
+		opts.DryRun = []string{metav1.DryRunAll}
+	}
 	var err error
 	var kind, name string
 	switch x := o.(type) {
@@ -142,9 +154,63 @@ func create(cmd *cobra.Command, c *conn, o runtime.Object) error {
 	if apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("%s %s already exists in namespace %s (allot delete %s first)", kind, name, c.ns, name)
 	}
-	return err
+	if err != nil {
+		return fmt.Errorf("refused: %s", apiMessage(err))
+	}
+	return nil
 }
 
+// apiMessage is what the API server said, without client-go's wrapping.
+func apiMessage(err error) string {
+	var st apierrors.APIStatus
+	if errors.As(err, &st) && st.Status().Message != "" {
+		return st.Status().Message
+	}
+	return err.Error()
+}
+
+// checkSubmit refuses, before anything is created, what could never run: a name another
+// workload has, objects the API server or the admission webhooks refuse (asked with a
+// server-side dry run, also for one pod of a Job's or Deployment's template, whose pods
+// the webhooks would otherwise refuse only once the Job exists), and a request no node of
+// the cluster can hold.
+func checkSubmit(cmd *cobra.Command, c *conn, s submit.Spec, objs []runtime.Object) error {
+	ctx := cmd.Context()
+	all, err := inspect.Workloads(ctx, c.client, c.ns, "")
+	if err != nil {
+		return err
+	}
+	for _, w := range all {
+		if w.Name == s.Name {
+			return fmt.Errorf("a workload named %s already exists in namespace %s: %s (%s, %s, queue %s); choose another name, or allot delete %s first",
+				s.Name, c.ns, w.Ref(), w.Type, strings.ToLower(w.Status), w.Queue, s.Name)
+		}
+	}
+	for _, o := range objs {
+		if err := create(cmd, c, o, true); err != nil {
+			return err
+		}
+		var t *corev1.PodTemplateSpec
+		switch x := o.(type) {
+		case *batchv1.Job:
+			t = &x.Spec.Template
+		case *appsv1.Deployment:
+			t = &x.Spec.Template
+		}
+		if t != nil {
+			p := &corev1.Pod{ObjectMeta: *t.ObjectMeta.DeepCopy(), Spec: *t.Spec.DeepCopy()}
+			p.GenerateName, p.Namespace = s.Name+"-", c.ns
+			if err := create(cmd, c, p, true); err != nil {
+				return fmt.Errorf("%w (what the webhook says of the workload's pods)", err)
+			}
+		}
+	}
+	nodes, err := inspect.Nodes(ctx, c.client)
+	if err != nil {
+		return err
+	}
+	return inspect.Fits(nodes, s.Request())
+}
 func newListCmd() *cobra.Command {
 	var c *conn // set below, once the command exists to carry its flags
 	var queue, output string
@@ -257,8 +323,8 @@ func newDescribeCmd() *cobra.Command {
 					Events []ev `json:"events"`
 				}{w, evs})
 			}
-			fmt.Fprintf(out, "Name:       %s\nNamespace:  %s\nQueue:      %s\nType:       %s\nStatus:     %s\nGPUs:       %s allocated of %s requested\nPods:       %d running, %d pending\nCreated:    %s (%s ago)\n",
-				w.Name, w.Namespace, w.Queue, w.Type, w.Status, gpuAmount(w.GPUs), gpuAmount(w.Requested), w.Running, w.Pending,
+			fmt.Fprintf(out, "Name:       %s\nNamespace:  %s\nKind:       %s\nQueue:      %s\nType:       %s\nStatus:     %s\nGPUs:       %s allocated of %s requested\nPods:       %d running, %d pending\nCreated:    %s (%s ago)\n",
+				w.Name, w.Namespace, w.Kind, w.Queue, w.Type, w.Status, gpuAmount(w.GPUs), gpuAmount(w.Requested), w.Running, w.Pending,
 				w.Created.Format(time.RFC3339), age(w.Created))
 			if w.Reason != "" {
 				fmt.Fprintf(out, "Waiting:    %s\n", w.Reason)
@@ -298,50 +364,27 @@ func newDeleteCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "delete NAME...",
 		GroupID: "work",
-		Short:   "Delete workloads and their pods",
+		Short:   "Delete workloads and their pods (NAME, or KIND/NAME when names clash)",
 		Args:    cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := c.connect(cmd.Context()); err != nil {
+			ctl, err := c.control(cmd.Context())
+			if err != nil {
 				return err
 			}
-			bg := metav1.DeletePropagationBackground
 			for _, name := range args {
-				if _, err := inspect.Find(cmd.Context(), c.client, c.ns, name); err != nil {
+				w, err := inspect.Find(cmd.Context(), c.client, c.ns, name)
+				if err != nil {
 					return err
 				}
-				sel := metav1.ListOptions{LabelSelector: submit.LabelWorkload + "=" + name}
-				opts := metav1.DeleteOptions{PropagationPolicy: &bg}
-				ctx := cmd.Context()
-				errs := []error{
-					c.client.BatchV1().Jobs(c.ns).DeleteCollection(ctx, opts, sel),
-					c.client.AppsV1().Deployments(c.ns).DeleteCollection(ctx, opts, sel),
-					deleteServices(cmd, c, sel),
-					c.client.CoreV1().Pods(c.ns).DeleteCollection(ctx, opts, sel),
+				msg, err := ctl.Delete(cmd.Context(), w)
+				if err != nil {
+					return err
 				}
-				for _, err := range errs {
-					if err != nil {
-						return fmt.Errorf("deleting %s: %w", name, err)
-					}
-				}
-				fmt.Fprintf(cmd.OutOrStdout(), "%s deleted\n", name)
+				fmt.Fprintln(cmd.OutOrStdout(), msg)
 			}
 			return nil
 		},
 	}
 	c = addConn(cmd)
 	return cmd
-}
-
-// deleteServices: Services have no delete-collection verb.
-func deleteServices(cmd *cobra.Command, c *conn, sel metav1.ListOptions) error {
-	l, err := c.client.CoreV1().Services(c.ns).List(cmd.Context(), sel)
-	if err != nil {
-		return err
-	}
-	for _, s := range l.Items {
-		if err := c.client.CoreV1().Services(c.ns).Delete(cmd.Context(), s.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-			return err
-		}
-	}
-	return nil
 }

@@ -6,10 +6,18 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/kube/inspect"
 	"github.com/allot-dev/allot/kube/kubetest"
 	"github.com/allot-dev/allot/kube/scheduler"
@@ -152,7 +160,8 @@ func TestSubmitListDescribeDelete(t *testing.T) {
 // describe; two half-GPU notebooks show as one shared GPU in top nodes.
 func TestPendingReasonAndTopNodes(t *testing.T) {
 	e := startCLI(t)
-	e.must(t, "submit", "huge", "-p", "team-d", "-i", "pytorch", "-g", "9")
+	// allot submit refuses a job no node can hold; kubectl does not.
+	e.kubectlJob(t, "huge", "team-d", 1, 9)
 	e.workload(t, "huge", func(w inspect.Workload) bool { return w.Status == "Pending" && w.Reason != "" })
 	want := "needs 9 GPUs on one node; the largest node it may use has 8"
 	if out := e.must(t, "list", "-o", "wide"); !strings.Contains(out, want) {
@@ -195,11 +204,38 @@ func TestCLIErrorsSayWhatToDo(t *testing.T) {
 		{[]string{"describe", "nothing"}, `no workload "nothing" in namespace default`},
 		{[]string{"list", "-o", "csv"}, `-o "csv" is not allowed: table, json, yaml, wide`},
 		{[]string{"queue", "create", "q", "--quota", "1", "--interactive-time-limit", "forever"}, `--interactive-time-limit "forever" is not allowed: a positive duration such as 30m, 4h or 1h30m`},
+		// What could never run is refused before anything is made, with the reason.
+		{[]string{"submit", "x", "-p", "team-a", "-i", "a", "--gpu-memory", "1Ti"}, `refused: admission webhook "pods.validate.allot.dev" denied the request: allot.dev/gpu-memory: "1Ti" is more than any GPU in the cluster has: at most 80Gi`},
+		{[]string{"submit", "x", "-p", "team-d", "-i", "a", "-g", "8", "--workers", "100"}, "a gang of 100 pods of 8 GPUs each starts whole or not at all, and the cluster's nodes hold 2 such pods at most"},
+		{[]string{"submit", "x", "-p", "team-d", "-i", "a", "-g", "16"}, "-g 16: no node can hold it: the most GPUs on one node of the cluster's nodes is 8"},
+		{[]string{"submit", "x", "-p", "team-d", "-i", "a", "--node-pool", "h100"}, "--node-pool h100: no node is in that pool; pools: none"},
+		{[]string{"submit", "x", "-p", "team-d", "-i", "a", "--workers", "0"}, "--workers 0 is not allowed: 1 or more workers"},
+		// Numeric flags say what they take.
+		{[]string{"queue", "create", "q", "--quota", "1.5"}, `--quota "1.5" is not allowed: a whole number (GPUs guaranteed)`},
+		{[]string{"queue", "create", "q"}, `required flag(s) "quota" not set`},
 	} {
 		out, err := e.run(t, c.args...)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("allot %s: %v (printed %q), want %q", strings.Join(c.args, " "), err, out, c.want)
 		}
+	}
+	if got := e.names(t); len(got) != 0 {
+		t.Fatalf("refused submissions left workloads: %v", got)
+	}
+	// A gang whose pods admission refuses says so, not "has 1 so far".
+	e.kubectlJob(t, "wide", "team-d", 100, 8)
+	e.workload(t, "wide", func(w inspect.Workload) bool {
+		return strings.HasPrefix(w.Reason, "pods refused: ") && strings.Contains(w.Reason, "needs 800 GPUs at once (100 pods × 8) but the cluster has 16")
+	})
+	root := NewRoot()
+	var version bytes.Buffer
+	root.SetOut(&version)
+	root.SetArgs([]string{"--version"})
+	if err := root.Execute(); err != nil || !strings.HasPrefix(version.String(), "allot version ") {
+		t.Fatalf("--version: %v, printed %q", err, version.String())
+	}
+	if out := e.must(t, "submit", "--help"); strings.Contains(out, "--version") {
+		t.Fatalf("a Kubernetes component's --version flag leaks into the help:\n%s", out)
 	}
 	// A default queue makes -p optional.
 	e.must(t, "config", "queue", "team-a")
@@ -207,7 +243,7 @@ func TestCLIErrorsSayWhatToDo(t *testing.T) {
 		t.Fatalf("dry run with the default queue:\n%s", out)
 	}
 	// No cluster: the kubeconfig and server tried are named.
-	root := NewRoot()
+	root = NewRoot()
 	root.SetArgs([]string{"list", "--server", "https://127.0.0.1:1", "--insecure-skip-tls-verify"})
 	var out bytes.Buffer
 	root.SetOut(&out)
@@ -253,5 +289,122 @@ func TestSuspendResumeQueuesAndLogs(t *testing.T) {
 	e.must(t, "queue", "delete", "research")
 	if _, err := e.run(t, "queue", "delete", "research"); err == nil || !strings.Contains(err.Error(), `queue "research" does not exist; queues: team-a`) {
 		t.Fatalf("deleting a missing queue: %v", err)
+	}
+}
+
+// kubectlJob creates a batch Job as kubectl apply would: no label of allot submit, only the
+// queue, with parallelism pods of gpus GPUs each.
+func (e *cliEnv) kubectlJob(t *testing.T, name, queue string, parallelism int32, gpus int64) {
+	t.Helper()
+	j := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{v1alpha1.LabelQueue: queue}},
+		Spec: batchv1.JobSpec{Parallelism: &parallelism, Completions: &parallelism, Template: corev1.PodTemplateSpec{
+			Spec: corev1.PodSpec{SchedulerName: v1alpha1.SchedulerName, RestartPolicy: corev1.RestartPolicyNever,
+				Containers: []corev1.Container{{Name: "main", Image: "pytorch", Resources: corev1.ResourceRequirements{
+					Limits: corev1.ResourceList{v1alpha1.GPUResource: *resource.NewQuantity(gpus, resource.DecimalSI)}}}}}}}}
+	if _, err := e.Client.BatchV1().Jobs("default").Create(e.Ctx, j, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// names lists the workloads allot list shows, as kind/name.
+func (e *cliEnv) names(t *testing.T) []string {
+	t.Helper()
+	var ws []inspect.Workload
+	if err := json.Unmarshal([]byte(e.must(t, "list", "-o", "json")), &ws); err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, w := range ws {
+		out = append(out, w.Ref())
+	}
+	return out
+}
+
+// TestKubectlMadeWorkloads: the README's examples applied with kubectl (a Job of two
+// workers with its Service, a bare pod, a Deployment of two replicas) are listed under
+// their own names and kinds, described with their own events only, suspended, resumed and
+// deleted like the workloads of allot submit; a Deployment stays one workload through a
+// rollout; a name is matched whole, never as a prefix; a name taken is refused to submit.
+func TestKubectlMadeWorkloads(t *testing.T) {
+	e := startCLI(t)
+	dir := filepath.Join("..", "..", "examples", "kube")
+	e.Apply(t, filepath.Join(dir, "distributed.yaml")) // Job ddp: 2 × 4 GPUs, team-d
+	e.Apply(t, filepath.Join(dir, "pod.yaml"))         // Pod train-resnet: 2 GPUs, team-a
+	e.Apply(t, filepath.Join(dir, "inference.yaml"))   // Deployment llm: 2 × 1 GPU, team-c
+	for name, want := range map[string]struct {
+		kind, typ, queue string
+		pods             int
+	}{"ddp": {"Job", "distributed", "team-d", 2}, "train-resnet": {"Pod", "train", "team-a", 1}, "llm": {"Deployment", "inference", "team-c", 2}} {
+		w := e.workload(t, name, running(want.pods))
+		if w.Kind != want.kind || w.Type != want.typ || w.Queue != want.queue {
+			t.Errorf("%s listed as %s, %s, queue %s; want %s, %s, queue %s", name, w.Kind, w.Type, w.Queue, want.kind, want.typ, want.queue)
+		}
+	}
+	if got := e.names(t); !slices.Equal(got, []string{"Job/ddp", "Deployment/llm", "Pod/train-resnet"}) {
+		t.Fatalf("listed %v, want the three workloads by their own names", got)
+	}
+
+	// Names are whole: "ll" is not llm, and llm's story is its own.
+	if _, err := e.run(t, "describe", "ll"); err == nil || !strings.Contains(err.Error(), `no workload "ll" in namespace default; there are: Job/ddp, Deployment/llm, Pod/train-resnet`) {
+		t.Fatalf("describe ll: %v", err)
+	}
+	d := e.must(t, "describe", "llm")
+	if !strings.Contains(d, "Kind:       Deployment") || !strings.Contains(d, "Scheduled") || strings.Contains(d, "ddp") || strings.Contains(d, "train-resnet") {
+		t.Fatalf("describe llm:\n%s", d)
+	}
+	if _, err := e.run(t, "submit", "llm", "-p", "team-a", "-i", "vllm", "-g", "1"); err == nil ||
+		!strings.Contains(err.Error(), "a workload named llm already exists in namespace default: Deployment/llm (inference, running, queue team-c)") {
+		t.Fatalf("submitting over llm: %v", err)
+	}
+
+	// A rollout makes a second ReplicaSet; the workload is still the one Deployment.
+	patch := `{"spec":{"template":{"metadata":{"annotations":{"rollout":"2"}}}}}`
+	if _, err := e.Client.AppsV1().Deployments("default").Patch(e.Ctx, "llm", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.WaitFor(t, "a second ReplicaSet", func() (bool, string) {
+		l, err := e.Client.AppsV1().ReplicaSets("default").List(e.Ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return len(l.Items) == 2, fmt.Sprintf("%d ReplicaSets", len(l.Items))
+	})
+	if got := e.names(t); !slices.Equal(got, []string{"Job/ddp", "Deployment/llm", "Pod/train-resnet"}) {
+		t.Fatalf("during the rollout: listed %v", got)
+	}
+
+	// Suspend and resume: a Job by its switch, a Deployment by its replicas, a bare pod not at all.
+	if out := e.must(t, "suspend", "ddp"); !strings.Contains(out, "Job default/ddp suspended") {
+		t.Fatalf("suspend ddp said %q", out)
+	}
+	e.workload(t, "ddp", func(w inspect.Workload) bool { return w.Status == "Suspended" && w.Running == 0 })
+	if out := e.must(t, "resume", "ddp"); !strings.Contains(out, "Job default/ddp resumed") {
+		t.Fatalf("resume ddp said %q", out)
+	}
+	e.workload(t, "ddp", running(2))
+	if _, err := e.run(t, "resume", "ddp"); err == nil || !strings.Contains(err.Error(), "ddp is not suspended") {
+		t.Fatalf("resuming a running job: %v", err)
+	}
+	if _, err := e.run(t, "suspend", "train-resnet"); err == nil || !strings.Contains(err.Error(), "train-resnet is a Pod: it cannot be suspended") {
+		t.Fatalf("suspending a bare pod: %v", err)
+	}
+	e.must(t, "suspend", "llm")
+	e.workload(t, "llm", func(w inspect.Workload) bool { return w.Status == "Suspended" && w.Running == 0 })
+	e.must(t, "resume", "llm")
+	e.workload(t, "llm", running(2))
+
+	// Delete says what went, and each is gone with its pods.
+	for name, want := range map[string]string{"ddp": "deleted Job default/ddp, 2 pods", "train-resnet": "deleted Pod default/train-resnet",
+		"llm": "deleted Deployment default/llm, 2 pods"} {
+		if out := e.must(t, "delete", name); !strings.Contains(out, want) {
+			t.Errorf("delete %s said %q, want %q", name, out, want)
+		}
+	}
+	e.WaitFor(t, "every pod gone", func() (bool, string) {
+		n := len(e.Pods(t, "default"))
+		return n == 0 && len(e.names(t)) == 0, fmt.Sprintf("%d pods, workloads %v", n, e.names(t))
+	})
+	if _, err := e.run(t, "delete", "llm"); err == nil || !strings.Contains(err.Error(), `no workload "llm"`) {
+		t.Fatalf("deleting what is gone: %v", err)
 	}
 }

@@ -178,6 +178,12 @@ func ValidatePod(p *corev1.Pod, view View) error {
 	if share.Shared() && whole > 0 {
 		return fmt.Errorf("%s or %s with nvidia.com/gpu: a pod takes part of one GPU or whole GPUs, not both", v1alpha1.AnnotationGPUFraction, v1alpha1.AnnotationGPUMemory)
 	}
+	if c, ok := p.Labels[v1alpha1.LabelClass]; ok && c != v1alpha1.ClassTrain && c != v1alpha1.ClassInteractive && c != v1alpha1.ClassInference {
+		return fmt.Errorf("%s: %q is not allowed: train, interactive or inference", v1alpha1.LabelClass, c)
+	}
+	if v, ok := p.Labels[v1alpha1.LabelPreemptible]; ok && v != "true" && v != "false" {
+		return fmt.Errorf("%s: %q is not allowed: true or false", v1alpha1.LabelPreemptible, v)
+	}
 	total, maxMem := view.GPUs()
 	if share.Memory > 0 && maxMem > 0 && share.Memory > maxMem {
 		return fmt.Errorf("%s: %q is more than any GPU in the cluster has: at most %s", v1alpha1.AnnotationGPUMemory,

@@ -63,6 +63,9 @@ func TestValidatePod(t *testing.T) {
 		{"no queue", pod("", 1, nil, nil), "allot.dev/queue: no queue"},
 		{"namespace not admitted", pod("ml-only", 1, nil, nil), `namespace "default" may not use queue "ml-only"`},
 		{"gang fits", pod("team-a", 4, map[string]string{v1alpha1.LabelPodGroup: "trio"}, nil), ""},
+		{"class", pod("team-a", 1, map[string]string{v1alpha1.LabelClass: "interactive", v1alpha1.LabelPreemptible: "false"}, nil), ""},
+		{"unknown class", pod("team-a", 1, map[string]string{v1alpha1.LabelClass: "batch"}, nil), `allot.dev/class: "batch" is not allowed: train, interactive or inference`},
+		{"preemptible maybe", pod("team-a", 1, map[string]string{v1alpha1.LabelPreemptible: "maybe"}, nil), `allot.dev/preemptible: "maybe" is not allowed: true or false`},
 		{"gang too large", pod("team-a", 6, map[string]string{v1alpha1.LabelPodGroup: "trio"}, nil), "needs 18 GPUs at once (3 pods × 6) but the cluster has 16"},
 	} {
 		err := ValidatePod(c.pod, view{})

@@ -71,6 +71,7 @@ type Server struct {
 	nodes   cache.SharedIndexInformer
 	jobs    cache.SharedIndexInformer
 	deps    cache.SharedIndexInformer
+	rss     cache.SharedIndexInformer
 	queues  cache.SharedIndexInformer
 	dirty   chan struct{}
 	assets  http.Handler
@@ -109,8 +110,9 @@ func New(rc *rest.Config, opts Options) (*Server, error) {
 	s.nodes = s.factory.Core().V1().Nodes().Informer()
 	s.jobs = s.factory.Batch().V1().Jobs().Informer()
 	s.deps = s.factory.Apps().V1().Deployments().Informer()
+	s.rss = s.factory.Apps().V1().ReplicaSets().Informer()
 	s.queues = s.dynf.ForResource(v1alpha1.Queues).Informer()
-	for _, inf := range []cache.SharedIndexInformer{s.pods, s.events, s.nodes, s.jobs, s.deps, s.queues} {
+	for _, inf := range []cache.SharedIndexInformer{s.pods, s.events, s.nodes, s.jobs, s.deps, s.rss, s.queues} {
 		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(any) { s.touch() },
 			UpdateFunc: func(any, any) { s.touch() },
@@ -134,7 +136,7 @@ func (s *Server) touch() {
 func (s *Server) Run(ctx context.Context) error {
 	s.factory.Start(ctx.Done())
 	s.dynf.Start(ctx.Done())
-	for _, inf := range []cache.SharedIndexInformer{s.pods, s.events, s.nodes, s.jobs, s.deps, s.queues} {
+	for _, inf := range []cache.SharedIndexInformer{s.pods, s.events, s.nodes, s.jobs, s.deps, s.rss, s.queues} {
 		if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
 			if ctx.Err() != nil {
 				return nil
@@ -189,8 +191,9 @@ func (s *Server) queueObjects() []*v1alpha1.Queue {
 // rebuild makes a new state from the caches, adds a history point when one is due, and
 // wakes the streams.
 func (s *Server) rebuild() {
-	st := Build(Input{Now: s.opts.Clock.Now(), Nodes: list[corev1.Node](s.nodes), Pods: list[corev1.Pod](s.pods),
-		Jobs: list[batchv1.Job](s.jobs), Deployments: list[appsv1.Deployment](s.deps), Queues: s.queueObjects()})
+	st := Build(Input{Now: s.opts.Clock.Now(), Nodes: list[corev1.Node](s.nodes), Queues: s.queueObjects(),
+		Objects: inspect.Objects{Pods: list[corev1.Pod](s.pods), Jobs: list[batchv1.Job](s.jobs), Deployments: list[appsv1.Deployment](s.deps),
+			ReplicaSets: list[appsv1.ReplicaSet](s.rss), Refusals: inspect.Refusals(list[corev1.Event](s.events))}})
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	// History keeps a point every SampleEvery; the charts end at the present moment.
@@ -283,31 +286,25 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) detail(w http.ResponseWriter, key string) {
+	// NAMESPACE/NAME, or NAMESPACE/KIND/NAME when two workloads of other kinds share a name.
 	ns, name, ok := strings.Cut(key, "/")
 	if !ok || ns == "" || name == "" {
-		http.Error(w, "want /api/workloads/NAMESPACE/NAME", http.StatusBadRequest)
+		http.Error(w, "want /api/workloads/NAMESPACE/NAME or /api/workloads/NAMESPACE/KIND/NAME", http.StatusBadRequest)
 		return
 	}
-	pods, err := s.pods.GetIndexer().ByIndex(cache.NamespaceIndex, ns)
+	at := func(i cache.SharedIndexInformer) []any {
+		l, _ := i.GetIndexer().ByIndex(cache.NamespaceIndex, ns)
+		return l
+	}
+	evs := typed[corev1.Event](at(s.events))
+	all := inspect.BuildWorkloads(inspect.Objects{Pods: typed[corev1.Pod](at(s.pods)), Jobs: typed[batchv1.Job](at(s.jobs)),
+		Deployments: typed[appsv1.Deployment](at(s.deps)), ReplicaSets: typed[appsv1.ReplicaSet](at(s.rss)), Refusals: inspect.Refusals(evs)})
+	found, err := inspect.Pick(all, ns, name)
 	if err != nil {
-		http.Error(w, err.Error(), http.StatusInternalServerError)
+		http.Error(w, err.Error(), http.StatusNotFound)
 		return
 	}
-	jobs, _ := s.jobs.GetIndexer().ByIndex(cache.NamespaceIndex, ns)
-	deps, _ := s.deps.GetIndexer().ByIndex(cache.NamespaceIndex, ns)
-	var found *inspect.Workload
-	for _, wl := range inspect.BuildWorkloads(typed[corev1.Pod](pods), typed[batchv1.Job](jobs), typed[appsv1.Deployment](deps)) {
-		if wl.Name == name {
-			found = &wl
-			break
-		}
-	}
-	if found == nil {
-		http.Error(w, fmt.Sprintf("no workload %s in namespace %s", name, ns), http.StatusNotFound)
-		return
-	}
-	evs, _ := s.events.GetIndexer().ByIndex(cache.NamespaceIndex, ns)
-	events := inspect.WorkloadEvents(typed[corev1.Event](evs), found)
+	events := inspect.WorkloadEvents(evs, found)
 	d := Detail{Workload: *found, Events: showEvents(events), Timeline: Timeline(*found, events)}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")

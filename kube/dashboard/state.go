@@ -4,8 +4,6 @@ import (
 	"sort"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/allot-dev/allot/api/v1alpha1"
@@ -14,12 +12,10 @@ import (
 
 // Input is what a State is made of: the informers' objects at one moment.
 type Input struct {
-	Now         time.Time
-	Nodes       []*corev1.Node
-	Pods        []*corev1.Pod
-	Jobs        []*batchv1.Job
-	Deployments []*appsv1.Deployment
-	Queues      []*v1alpha1.Queue
+	Now    time.Time
+	Nodes  []*corev1.Node
+	Queues []*v1alpha1.Queue
+	inspect.Objects
 }
 
 // State is everything the pages show, sent whole to the browser on every change: the demo
@@ -97,7 +93,7 @@ func gpus(l corev1.ResourceList) float64 { return inspect.GPUs(l) }
 // server's to fill).
 func Build(in Input) State {
 	st := State{Time: in.Now, Nodes: inspect.BuildNodes(in.Nodes, in.Pods),
-		Workloads: inspect.BuildWorkloads(in.Pods, in.Jobs, in.Deployments)}
+		Workloads: inspect.BuildWorkloads(in.Objects)}
 	if st.Nodes == nil {
 		st.Nodes = []inspect.Node{}
 	}

@@ -90,8 +90,8 @@ func TestIdleAllocated(t *testing.T) {
 		return p
 	}
 	st := Build(Input{Nodes: []*corev1.Node{node("dgx-1", 4, "0,97,2,0"), node("dgx-2", 2, "")},
-		Pods: []*corev1.Pod{pod("nb", "dgx-1", "0", ""), pod("train", "dgx-1", "1", ""), pod("half-a", "dgx-1", "2", "500"),
-			pod("half-b", "dgx-1", "2", "500"), pod("other", "dgx-2", "0", "")}})
+		Objects: inspect.Objects{Pods: []*corev1.Pod{pod("nb", "dgx-1", "0", ""), pod("train", "dgx-1", "1", ""), pod("half-a", "dgx-1", "2", "500"),
+			pod("half-b", "dgx-1", "2", "500"), pod("other", "dgx-2", "0", "")}}})
 	if tt := st.Totals; tt.IdleAllocated != 2 || tt.Reporting != 4 || tt.Allocated != 4 || tt.Idle != 2 {
 		t.Fatalf("totals %+v, want 2 idle-allocated of 4 allocated, 4 GPUs reporting, 2 idle", tt)
 	}
@@ -102,7 +102,7 @@ func TestIdleAllocated(t *testing.T) {
 		t.Errorf("dgx-2 has no report, yet GPU 0 shows %d%%", *u)
 	}
 	// A report that does not cover every device is not believed.
-	st = Build(Input{Nodes: []*corev1.Node{node("dgx-1", 4, "0,97")}, Pods: []*corev1.Pod{pod("nb", "dgx-1", "0", "")}})
+	st = Build(Input{Nodes: []*corev1.Node{node("dgx-1", 4, "0,97")}, Objects: inspect.Objects{Pods: []*corev1.Pod{pod("nb", "dgx-1", "0", "")}}})
 	if st.Totals.Reporting != 0 || st.Totals.IdleAllocated != 0 {
 		t.Errorf("a 2-device report for 4 GPUs counted: %+v", st.Totals)
 	}

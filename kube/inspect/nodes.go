@@ -2,7 +2,9 @@ package inspect
 
 import (
 	"context"
+	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -15,6 +17,7 @@ import (
 
 	"github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/kube/convert"
+	"github.com/allot-dev/allot/kube/submit"
 )
 
 // Node is one node of allot top nodes.
@@ -157,4 +160,75 @@ func QueueNames(ctx context.Context, dyn dynamic.Interface) []string {
 		names = append(names, q.Name)
 	}
 	return names
+}
+
+// Fits tells whether the cluster's nodes could ever hold a request, with what stands in the
+// way when not: no node of the pool or model, more GPUs or GPU memory than any node has, or
+// a gang larger than the nodes together.
+func Fits(nodes []Node, r submit.Request) error {
+	var cands []Node
+	pools := map[string]bool{}
+	for _, n := range nodes {
+		if n.Pool != "" {
+			pools[n.Pool] = true
+		}
+		if n.Pool != r.Pool || len(n.GPUs) == 0 || len(r.Models) > 0 && !slices.Contains(r.Models, n.Model) {
+			continue
+		}
+		cands = append(cands, n)
+	}
+	where := "the cluster's nodes"
+	if r.Pool != "" {
+		where = "the nodes of pool " + r.Pool
+	}
+	if len(cands) == 0 {
+		switch {
+		case r.Pool != "" && !pools[r.Pool]:
+			return fmt.Errorf("--node-pool %s: no node is in that pool; pools: %s", r.Pool, orNone(keys(pools)))
+		case r.Pool == "" && len(pools) > 0:
+			return fmt.Errorf("no GPU node is outside the node pools: set --node-pool, one of %s", strings.Join(keys(pools), ", "))
+		case len(r.Models) > 0:
+			return fmt.Errorf("--gpu-type %s: %s have no GPU of that model", strings.Join(r.Models, ","), where)
+		}
+		return fmt.Errorf("%s have no GPUs", where)
+	}
+	most, mostOn := 0, ""
+	var memMi int64
+	holds := int64(0) // pods of the request the nodes hold at once
+	for _, n := range cands {
+		if len(n.GPUs) > most {
+			most, mostOn = len(n.GPUs), n.Name
+		}
+		memMi = max(memMi, n.MemoryMi)
+		if r.GPUs > 0 {
+			holds += int64(len(n.GPUs)) / r.GPUs
+		} else {
+			holds += int64(len(n.GPUs)) * 1000 // shares of a GPU: many per device
+		}
+	}
+	switch {
+	case r.GPUs > int64(most):
+		return fmt.Errorf("-g %d: no node can hold it: the most GPUs on one node of %s is %d (%s)", r.GPUs, where, most, mostOn)
+	case r.MemoryMi > 0 && memMi > 0 && r.MemoryMi > memMi:
+		return fmt.Errorf("--gpu-memory %d Mi: more than one GPU of %s has (%d Mi at most)", r.MemoryMi, where, memMi)
+	case int64(r.Pods) > holds:
+		return fmt.Errorf("a gang of %d pods of %d GPUs each starts whole or not at all, and %s hold %d such pods at most", r.Pods, r.GPUs, where, holds)
+	}
+	return nil
+}
+
+func keys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func orNone(l []string) string {
+	if len(l) == 0 {
+		return "none"
+	}
+	return strings.Join(l, ", ")
 }

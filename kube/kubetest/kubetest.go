@@ -5,8 +5,11 @@
 package kubetest
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"os"
 	"testing"
 	"time"
 
@@ -15,8 +18,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/restmapper"
 
 	"github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/kube/localcluster"
@@ -176,4 +182,71 @@ func (e *Env) Events(t *testing.T, namespace, name string) []string {
 		out = append(out, fmt.Sprintf("%s: %s", ev.Reason, ev.Message))
 	}
 	return out
+}
+
+// Apply creates every object of a YAML file, as kubectl apply would on a fresh cluster,
+// and returns them for deletion.
+func (e *Env) Apply(t *testing.T, path string) []*unstructured.Unstructured {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(b), 4096)
+	var out []*unstructured.Unstructured
+	for {
+		var o map[string]any
+		if err := dec.Decode(&o); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		if len(o) == 0 {
+			continue
+		}
+		u := &unstructured.Unstructured{Object: o}
+		gvk := u.GroupVersionKind()
+		m, err := e.mapper().RESTMapping(gvk.GroupKind(), gvk.Version)
+		if err != nil {
+			t.Fatalf("%s: %s: %v", path, gvk, err)
+		}
+		r := e.Dyn.Resource(m.Resource)
+		var created *unstructured.Unstructured
+		if m.Scope.Name() == "namespace" {
+			created, err = r.Namespace("default").Create(e.Ctx, u, metav1.CreateOptions{})
+		} else {
+			created, err = r.Create(e.Ctx, u, metav1.CreateOptions{})
+		}
+		if err != nil {
+			t.Fatalf("%s: %s %s: %v", path, gvk.Kind, u.GetName(), err)
+		}
+		created.SetGroupVersionKind(gvk)
+		out = append(out, created)
+	}
+	return out
+}
+
+// Remove deletes the objects with their dependents and waits until no pod is left.
+func (e *Env) Remove(t *testing.T, objs []*unstructured.Unstructured) {
+	t.Helper()
+	bg := metav1.DeletePropagationBackground
+	for _, u := range objs {
+		gvk := u.GroupVersionKind()
+		m, err := e.mapper().RESTMapping(gvk.GroupKind(), gvk.Version)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.Dyn.Resource(m.Resource).Namespace(u.GetNamespace()).Delete(e.Ctx, u.GetName(), metav1.DeleteOptions{PropagationPolicy: &bg}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.WaitFor(t, "the example's pods gone", func() (bool, string) {
+		n := len(e.Pods(t, "default")) + len(e.Pods(t, v1alpha1.SystemNamespace))
+		return n == 0, fmt.Sprintf("%d pods left", n)
+	})
+}
+
+// mapper maps kinds to resources as the API server serves them now (CRDs included).
+func (e *Env) mapper() *restmapper.DeferredDiscoveryRESTMapper {
+	return restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(e.Client.Discovery()))
 }

@@ -1,10 +1,7 @@
 package stack_test
 
 import (
-	"bytes"
 	"fmt"
-	"io"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -16,76 +13,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	"k8s.io/client-go/discovery/cached/memory"
-	"k8s.io/client-go/restmapper"
 
 	"github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/kube/kubetest"
 	"github.com/allot-dev/allot/kube/workload"
 )
-
-// apply creates every object of a YAML file, as kubectl apply would on a fresh cluster,
-// and returns them for deletion.
-func apply(t *testing.T, e *kubetest.Env, mapper *restmapper.DeferredDiscoveryRESTMapper, path string) []*unstructured.Unstructured {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(b), 4096)
-	var out []*unstructured.Unstructured
-	for {
-		var o map[string]any
-		if err := dec.Decode(&o); err == io.EOF {
-			break
-		} else if err != nil {
-			t.Fatalf("%s: %v", path, err)
-		}
-		if len(o) == 0 {
-			continue
-		}
-		u := &unstructured.Unstructured{Object: o}
-		gvk := u.GroupVersionKind()
-		m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-		if err != nil {
-			t.Fatalf("%s: %s: %v", path, gvk, err)
-		}
-		r := e.Dyn.Resource(m.Resource)
-		var created *unstructured.Unstructured
-		if m.Scope.Name() == "namespace" {
-			created, err = r.Namespace("default").Create(e.Ctx, u, metav1.CreateOptions{})
-		} else {
-			created, err = r.Create(e.Ctx, u, metav1.CreateOptions{})
-		}
-		if err != nil {
-			t.Fatalf("%s: %s %s: %v", path, gvk.Kind, u.GetName(), err)
-		}
-		created.SetGroupVersionKind(gvk)
-		out = append(out, created)
-	}
-	return out
-}
-
-// remove deletes the objects with their dependents and waits until no pod is left.
-func remove(t *testing.T, e *kubetest.Env, mapper *restmapper.DeferredDiscoveryRESTMapper, objs []*unstructured.Unstructured) {
-	t.Helper()
-	bg := metav1.DeletePropagationBackground
-	for _, u := range objs {
-		gvk := u.GroupVersionKind()
-		m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := e.Dyn.Resource(m.Resource).Namespace(u.GetNamespace()).Delete(e.Ctx, u.GetName(), metav1.DeleteOptions{PropagationPolicy: &bg}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	e.WaitFor(t, "the example's pods gone", func() (bool, string) {
-		n := len(e.Pods(t, "default")) + len(e.Pods(t, v1alpha1.SystemNamespace))
-		return n == 0, fmt.Sprintf("%d pods left", n)
-	})
-}
 
 // runningPods waits until the named pods (prefixes of generated names) run.
 func runningPods(t *testing.T, e *kubetest.Env, what string, want int, match func(*corev1.Pod) bool) []*corev1.Pod {
@@ -116,20 +48,18 @@ func TestExamplesRun(t *testing.T) {
 	for q, quota := range map[string]int64{"team-a": 4, "team-b": 2, "team-c": 2, "team-d": 8} {
 		e.Queue(t, q, quota, nil)
 	}
-	dc := e.Client.Discovery()
-	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
 	dir := filepath.Join("..", "..", "examples", "kube")
 
 	t.Run("pod", func(t *testing.T) {
-		objs := apply(t, e, mapper, filepath.Join(dir, "pod.yaml"))
+		objs := e.Apply(t, filepath.Join(dir, "pod.yaml"))
 		p := runningPods(t, e, "train-resnet", 1, named("train-resnet"))[0]
 		if n := len(strings.Split(p.Annotations[v1alpha1.AnnotationGPUs], ",")); n != 2 || p.Labels[v1alpha1.LabelClass] != "" {
 			t.Fatalf("pod holds %d GPUs, class %q", n, p.Labels[v1alpha1.LabelClass])
 		}
-		remove(t, e, mapper, objs)
+		e.Remove(t, objs)
 	})
 	t.Run("fractions", func(t *testing.T) {
-		objs := apply(t, e, mapper, filepath.Join(dir, "fractions.yaml"))
+		objs := e.Apply(t, filepath.Join(dir, "fractions.yaml"))
 		runningPods(t, e, "notebooks and embedder", 3, func(*corev1.Pod) bool { return true })
 		_, ga, _ := gpuOf(t, e, "notebook-alice")
 		_, gb, _ := gpuOf(t, e, "notebook-bob")
@@ -140,19 +70,19 @@ func TestExamplesRun(t *testing.T) {
 		if env["CUDA_DEVICE_MEMORY_LIMIT"] != "20480m" || env["CUDA_DEVICE_SM_LIMIT"] != "30" || env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] != "30" {
 			t.Fatalf("embedder environment %v, want 20Gi and 30%%", env)
 		}
-		remove(t, e, mapper, objs)
+		e.Remove(t, objs)
 	})
 	t.Run("job", func(t *testing.T) {
-		objs := apply(t, e, mapper, filepath.Join(dir, "job.yaml"))
+		objs := e.Apply(t, filepath.Join(dir, "job.yaml"))
 		for _, p := range runningPods(t, e, "sweep", 4, named("sweep-")) {
 			if p.Labels[v1alpha1.LabelPodGroup] != "sweep" || p.Labels[v1alpha1.LabelQueue] != "team-b" {
 				t.Fatalf("pod %s labels %v", p.Name, p.Labels)
 			}
 		}
-		remove(t, e, mapper, objs)
+		e.Remove(t, objs)
 	})
 	t.Run("distributed", func(t *testing.T) {
-		objs := apply(t, e, mapper, filepath.Join(dir, "distributed.yaml"))
+		objs := e.Apply(t, filepath.Join(dir, "distributed.yaml"))
 		hosts := map[string]bool{}
 		for _, p := range runningPods(t, e, "ddp workers", 2, named("ddp-")) {
 			hosts[p.Spec.Hostname+"."+p.Spec.Subdomain] = true
@@ -160,21 +90,21 @@ func TestExamplesRun(t *testing.T) {
 		if !hosts["ddp-0.ddp"] || !hosts["ddp-1.ddp"] {
 			t.Fatalf("worker hostnames %v, want ddp-0.ddp and ddp-1.ddp", hosts)
 		}
-		remove(t, e, mapper, objs)
+		e.Remove(t, objs)
 	})
 	t.Run("inference", func(t *testing.T) {
-		objs := apply(t, e, mapper, filepath.Join(dir, "inference.yaml"))
+		objs := e.Apply(t, filepath.Join(dir, "inference.yaml"))
 		for _, p := range runningPods(t, e, "llm replicas", 2, named("llm-")) {
 			if p.Labels[v1alpha1.LabelClass] != v1alpha1.ClassInference || p.Labels[v1alpha1.LabelQueue] != "team-c" {
 				t.Fatalf("replica %s labels %v", p.Name, p.Labels)
 			}
 		}
-		remove(t, e, mapper, objs)
+		e.Remove(t, objs)
 	})
 	t.Run("pod-group", func(t *testing.T) {
-		objs := apply(t, e, mapper, filepath.Join(dir, "pod-group.yaml"))
+		objs := e.Apply(t, filepath.Join(dir, "pod-group.yaml"))
 		runningPods(t, e, "the pair", 2, named("pair-"))
-		remove(t, e, mapper, objs)
+		e.Remove(t, objs)
 	})
 
 	t.Run("constraints", func(t *testing.T) {
@@ -187,13 +117,13 @@ func TestExamplesRun(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		objs := apply(t, e, mapper, filepath.Join(dir, "constraints.yaml"))
+		objs := e.Apply(t, filepath.Join(dir, "constraints.yaml"))
 		for _, p := range runningPods(t, e, "zonal-train", 2, named("zonal-train-")) {
 			if p.Spec.NodeName != "dgx-2" {
 				t.Fatalf("pod %s on %s, want the tainted zone-b node dgx-2", p.Name, p.Spec.NodeName)
 			}
 		}
-		remove(t, e, mapper, objs)
+		e.Remove(t, objs)
 		if _, err := e.Client.CoreV1().Nodes().Patch(e.Ctx, "dgx-2", types.StrategicMergePatchType, []byte(`{"spec":{"taints":null}}`), metav1.PatchOptions{}); err != nil {
 			t.Fatal(err)
 		}
@@ -204,12 +134,11 @@ func TestExamplesRun(t *testing.T) {
 	installCRD(t, e, "kubeflow.org", "v2beta1", "MPIJob", "mpijobs")
 	// The workload controller looks for the CRDs when it starts: start one that sees them.
 	go workload.New(e.Client, e.Dyn).Run(e.Ctx)
-	mapper.Reset()
 	for file, want := range map[string]struct {
 		name, queue string
 		min         int64
 	}{"jobset.yaml": {"llm-pretrain", "team-d", 3}, "pytorchjob.yaml": {"bert", "team-b", 4}, "mpijob.yaml": {"horovod", "team-b", 3}} {
-		apply(t, e, mapper, filepath.Join(dir, file))
+		e.Apply(t, filepath.Join(dir, file))
 		e.WaitFor(t, file+" gang", func() (bool, string) {
 			pg, err := e.Dyn.Resource(kubetest.PodGroups).Namespace("default").Get(e.Ctx, want.name, metav1.GetOptions{})
 			if err != nil {

@@ -254,3 +254,36 @@ func (s Spec) podSpec() (corev1.PodSpec, map[string]string, error) {
 	}
 	return spec, ann, nil
 }
+
+// Request is what a spec's pods ask of the nodes, for checking that some node can ever hold
+// them.
+type Request struct {
+	Pods     int      // pods that must run at once: a gang's members, else 1
+	GPUs     int64    // whole GPUs per pod
+	MemoryMi int64    // GPU memory per pod, when the pod shares a GPU by memory
+	Pool     string   // node pool, "" for nodes outside every pool
+	Models   []string // GPU models allowed, empty for any
+}
+
+// Request is what the spec's pods ask (after Objects has validated the spec).
+func (s Spec) Request() Request {
+	r := Request{Pods: 1, Pool: s.NodePool}
+	switch {
+	case s.MinWorkers > 0:
+		r.Pods = s.MinWorkers
+	case s.Workers > 0:
+		r.Pods = s.Workers
+	}
+	if f, err := strconv.ParseFloat(strings.TrimSpace(s.GPUs), 64); err == nil && f >= 1 {
+		r.GPUs = int64(f)
+	}
+	if q, err := resource.ParseQuantity(s.GPUMemory); err == nil && s.GPUMemory != "" {
+		r.MemoryMi = q.Value() / (1 << 20)
+	}
+	for _, m := range strings.Split(s.GPUType, ",") {
+		if m = strings.TrimSpace(m); m != "" {
+			r.Models = append(r.Models, m)
+		}
+	}
+	return r
+}

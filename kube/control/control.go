@@ -1,0 +1,196 @@
+// Package control deletes, suspends and resumes workloads, whoever made them: allot
+// submit, kubectl or an operator. It acts on the workload's top object (a Job, JobSet,
+// Deployment, PyTorchJob, …, a PodGroup's pods, a bare pod) as inspect found it, by UID, so
+// that an object made again under the same name in the meantime is never touched.
+package control
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/allot-dev/allot/api/v1alpha1"
+	"github.com/allot-dev/allot/kube/inspect"
+	"github.com/allot-dev/allot/kube/submit"
+)
+
+// Clients are what control acts through.
+type Clients struct {
+	Client kubernetes.Interface
+	Dyn    dynamic.Interface
+	// Mapper turns a workload's kind into its resource (any kind an operator defines).
+	Mapper meta.RESTMapper
+}
+
+// resource is where a workload's object lives.
+func (c Clients) resource(w *inspect.Workload) (dynamic.ResourceInterface, error) {
+	gv, err := schema.ParseGroupVersion(w.APIVersion)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: apiVersion %q: %w", w.Kind, w.Name, w.APIVersion, err)
+	}
+	m, err := c.Mapper.RESTMapping(gv.WithKind(w.Kind).GroupKind(), gv.Version)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: the API server does not serve kind %s (%s): %w", w.Kind, w.Name, w.Kind, w.APIVersion, err)
+	}
+	return c.Dyn.Resource(m.Resource).Namespace(w.Namespace), nil
+}
+
+// Delete deletes a workload with its pods and says what went.
+func (c Clients) Delete(ctx context.Context, w *inspect.Workload) (string, error) {
+	bg := metav1.DeletePropagationBackground
+	opts := metav1.DeleteOptions{PropagationPolicy: &bg}
+	if w.UID != "" {
+		opts.Preconditions = &metav1.Preconditions{UID: &w.UID}
+	}
+	pods := plural(len(w.Pods), "pod")
+	var err error
+	switch w.Kind {
+	case "Pod":
+		err = c.Client.CoreV1().Pods(w.Namespace).Delete(ctx, w.Name, opts)
+		pods = ""
+	case "PodGroup":
+		// Bare pods grouped by a label: the pods are the workload; the PodGroup goes too.
+		for _, p := range w.Pods {
+			o := opts
+			o.Preconditions = &metav1.Preconditions{UID: &p.UID}
+			if e := c.Client.CoreV1().Pods(w.Namespace).Delete(ctx, p.Name, o); e != nil && !apierrors.IsNotFound(e) {
+				return "", fmt.Errorf("deleting pod %s of %s: %w", p.Name, w.Ref(), e)
+			}
+		}
+		err = c.Dyn.Resource(v1alpha1.PodGroups).Namespace(w.Namespace).Delete(ctx, w.Name, metav1.DeleteOptions{})
+		if apierrors.IsNotFound(err) && len(w.Pods) > 0 {
+			err = nil
+		}
+	default:
+		var r dynamic.ResourceInterface
+		if r, err = c.resource(w); err != nil {
+			return "", err
+		}
+		err = r.Delete(ctx, w.Name, opts)
+	}
+	if apierrors.IsNotFound(err) {
+		return "", fmt.Errorf("%s %s/%s is already gone", w.Kind, w.Namespace, w.Name)
+	}
+	if err != nil {
+		return "", fmt.Errorf("deleting %s %s/%s: %w", w.Kind, w.Namespace, w.Name, err)
+	}
+	what := []string{fmt.Sprintf("%s %s/%s", w.Kind, w.Namespace, w.Name)}
+	if pods != "" {
+		what = append(what, pods)
+	}
+	if w.Submitted {
+		// allot submit's Services carry the workload's label and no owner.
+		sel := metav1.ListOptions{LabelSelector: submit.LabelWorkload + "=" + w.Name}
+		l, err := c.Client.CoreV1().Services(w.Namespace).List(ctx, sel)
+		if err != nil {
+			return "", err
+		}
+		for _, s := range l.Items {
+			if err := c.Client.CoreV1().Services(w.Namespace).Delete(ctx, s.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+				return "", err
+			}
+			what = append(what, "Service "+s.Name)
+		}
+	}
+	return "deleted " + strings.Join(what, ", "), nil
+}
+
+func plural(n int, what string) string {
+	switch n {
+	case 0:
+		return ""
+	case 1:
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
+}
+
+// suspendField is where each kind that can be suspended keeps the switch.
+var suspendField = map[string][]string{
+	"Job":        {"spec", "suspend"},
+	"JobSet":     {"spec", "suspend"},
+	"PyTorchJob": {"spec", "runPolicy", "suspend"},
+	"MPIJob":     {"spec", "runPolicy", "suspend"},
+}
+
+// Suspend stops a workload's pods and keeps the workload (resume false), or starts it again
+// (resume true). Jobs and the kinds built on them are suspended by their own switch; a
+// Deployment or StatefulSet is scaled to zero and back to what it had. A bare pod or a
+// PodGroup of bare pods cannot be suspended: nothing would make their pods again.
+func (c Clients) Suspend(ctx context.Context, w *inspect.Workload, resume bool) (string, error) {
+	verb, done := "suspend", "suspended"
+	if resume {
+		verb, done = "resume", "resumed"
+	}
+	if !resume && (w.Status == "Succeeded" || w.Status == "Failed") {
+		return "", fmt.Errorf("%s has finished (%s): there is nothing to suspend", w.Name, strings.ToLower(w.Status))
+	}
+	field, switched := suspendField[w.Kind]
+	scaled := w.Kind == "Deployment" || w.Kind == "StatefulSet"
+	if !switched && !scaled {
+		return "", fmt.Errorf("%s is a %s: it cannot be %sed, as nothing would make its pods again; delete it and submit again instead", w.Name, w.Kind, verb)
+	}
+	r, err := c.resource(w)
+	if err != nil {
+		return "", err
+	}
+	u, err := r.Get(ctx, w.Name, metav1.GetOptions{})
+	if err != nil {
+		return "", fmt.Errorf("%s %s: %w", verb, w.Ref(), err)
+	}
+	if w.UID != "" && u.GetUID() != w.UID {
+		return "", fmt.Errorf("%s %s was deleted and made again meanwhile: look again (allot list)", w.Kind, w.Name)
+	}
+	var patch map[string]any
+	if switched {
+		now, _, _ := unstructured.NestedBool(u.Object, field...)
+		if now != resume {
+			return "", fmt.Errorf("%s is not %s: it is %s", w.Name, map[bool]string{false: "running", true: "suspended"}[resume], strings.ToLower(w.Status))
+		}
+		patch = nest(field, !resume)
+	} else {
+		replicas, _, _ := unstructured.NestedInt64(u.Object, "spec", "replicas")
+		kept, held := u.GetAnnotations()[inspect.AnnotationSuspendedReplicas]
+		switch {
+		case !resume && held:
+			return "", fmt.Errorf("%s is already suspended", w.Name)
+		case resume && !held:
+			return "", fmt.Errorf("%s is not suspended: it runs %d replicas", w.Name, replicas)
+		case !resume:
+			patch = map[string]any{"metadata": map[string]any{"annotations": map[string]any{inspect.AnnotationSuspendedReplicas: strconv.FormatInt(replicas, 10)}},
+				"spec": map[string]any{"replicas": 0}}
+		default:
+			n, err := strconv.ParseInt(kept, 10, 32)
+			if err != nil || n < 1 {
+				n = 1
+			}
+			patch = map[string]any{"metadata": map[string]any{"annotations": map[string]any{inspect.AnnotationSuspendedReplicas: nil}},
+				"spec": map[string]any{"replicas": n}}
+		}
+	}
+	b, _ := json.Marshal(patch)
+	if _, err := r.Patch(ctx, w.Name, types.MergePatchType, b, metav1.PatchOptions{}); err != nil {
+		return "", fmt.Errorf("%s %s: %w", verb, w.Ref(), err)
+	}
+	return fmt.Sprintf("%s %s/%s %s", w.Kind, w.Namespace, w.Name, done), nil
+}
+
+// nest makes {a: {b: {c: v}}} of a path.
+func nest(path []string, v any) map[string]any {
+	m := map[string]any{path[len(path)-1]: v}
+	for i := len(path) - 2; i >= 0; i-- {
+		m = map[string]any{path[i]: m}
+	}
+	return m
+}

@@ -1,0 +1,504 @@
+package inspect
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/allot-dev/allot/api/v1alpha1"
+	"github.com/allot-dev/allot/kube/submit"
+	"github.com/allot-dev/allot/kube/workload"
+)
+
+// Workload is one row of allot list: the top owner of pods Allot schedules (a Job, JobSet,
+// Deployment, PyTorchJob, MPIJob, StatefulSet, a PodGroup of bare pods, or a bare pod),
+// whoever made it: allot submit, kubectl or an operator.
+type Workload struct {
+	Name       string    `json:"name"`
+	Namespace  string    `json:"namespace"`
+	Kind       string    `json:"kind"`
+	APIVersion string    `json:"apiVersion"`
+	UID        types.UID `json:"uid,omitempty"`
+	Queue      string    `json:"queue"`
+	Type       string    `json:"type"`
+	Status     string    `json:"status"`
+	GPUs       float64   `json:"gpusAllocated"`
+	Requested  float64   `json:"gpusRequested"`
+	Running    int       `json:"running"`
+	Pending    int       `json:"pending"`
+	Nodes      []string  `json:"nodes"`
+	Created    time.Time `json:"created"`
+	Reason     string    `json:"reason,omitempty"` // why it waits, from the scheduler
+	Pods       []Pod     `json:"pods,omitempty"`
+	// Submitted is whether allot submit made it (its Services carry the workload's label).
+	Submitted bool `json:"submitted"`
+	// Owners are the objects between the workload and its pods (a Deployment's
+	// ReplicaSets, a JobSet's Jobs): their events are the workload's too.
+	Owners []Ref `json:"owners,omitempty"`
+}
+
+// Ref names one object.
+type Ref struct {
+	Kind string    `json:"kind"`
+	Name string    `json:"name"`
+	UID  types.UID `json:"uid"`
+}
+
+// Ref is the workload's own object.
+func (w *Workload) Ref() string { return w.Kind + "/" + w.Name }
+
+// Objects are what workloads are built from: lists (the CLI) or informer caches (the
+// dashboard). Refusals are the last FailedCreate message per owner UID: a Job whose pods the
+// admission webhook refuses has no pod to carry a reason, only that event.
+type Objects struct {
+	Pods        []*corev1.Pod
+	Jobs        []*batchv1.Job
+	Deployments []*appsv1.Deployment
+	ReplicaSets []*appsv1.ReplicaSet
+	Refusals    map[types.UID]Refusal
+}
+
+// Refusal is an owner's last pod creation the API server refused.
+type Refusal struct {
+	Message string
+	Time    time.Time
+}
+
+// Workloads lists the workloads in a namespace ("" for all), optionally of one queue, with
+// their pods.
+func Workloads(ctx context.Context, client kubernetes.Interface, namespace, queue string) ([]Workload, error) {
+	var o Objects
+	// Every pod Allot schedules carries its queue (the webhook sees to it).
+	pods, err := client.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: v1alpha1.LabelQueue})
+	if err != nil {
+		return nil, err
+	}
+	o.Pods = ptrs(pods.Items)
+	jobs, err := client.BatchV1().Jobs(namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	o.Jobs = ptrs(jobs.Items)
+	deps, err := client.AppsV1().Deployments(namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	o.Deployments = ptrs(deps.Items)
+	rss, err := client.AppsV1().ReplicaSets(namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	o.ReplicaSets = ptrs(rss.Items)
+	refused, err := client.CoreV1().Events(namespace).List(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("reason", "FailedCreate").String()})
+	if err != nil {
+		return nil, err
+	}
+	o.Refusals = Refusals(ptrs(refused.Items))
+	all := BuildWorkloads(o)
+	if queue == "" {
+		return all, nil
+	}
+	out := all[:0]
+	for _, w := range all {
+		if w.Queue == queue {
+			out = append(out, w)
+		}
+	}
+	return out, nil
+}
+
+// Refusals picks the latest FailedCreate message of each object from events.
+func Refusals(events []*corev1.Event) map[types.UID]Refusal {
+	out := map[types.UID]Refusal{}
+	for _, e := range events {
+		if e.Reason != "FailedCreate" || e.InvolvedObject.UID == "" {
+			continue
+		}
+		if t := EventTime(*e); !t.Before(out[e.InvolvedObject.UID].Time) {
+			out[e.InvolvedObject.UID] = Refusal{Message: e.Message, Time: t}
+		}
+	}
+	return out
+}
+
+func ptrs[T any](items []T) []*T {
+	out := make([]*T, len(items))
+	for i := range items {
+		out[i] = &items[i]
+	}
+	return out
+}
+
+// owner is one object a workload may be: where the owner chain of a pod ends.
+type owner struct {
+	ref        Ref
+	apiVersion string
+	meta       *metav1.ObjectMeta // nil when the object itself is not at hand (a JobSet, a PodGroup)
+	between    []Ref
+}
+
+// BuildWorkloads groups pods with their top owners. It reads only what it is given. A
+// workload is found from its pods, or from a Job or Deployment whose pods Allot schedules
+// when it has no pod (suspended, scaled to zero, or its pods refused).
+func BuildWorkloads(o Objects) []Workload {
+	jobs := map[types.UID]*batchv1.Job{}
+	for _, j := range o.Jobs {
+		jobs[j.UID] = j
+	}
+	rss := map[types.UID]*appsv1.ReplicaSet{}
+	for _, r := range o.ReplicaSets {
+		rss[r.UID] = r
+	}
+	deps := map[types.UID]*appsv1.Deployment{}
+	for _, d := range o.Deployments {
+		deps[d.UID] = d
+	}
+	// climb follows controller references up from an owner: a ReplicaSet to its
+	// Deployment, a Job to its JobSet. It stops at anything else (a CronJob's Jobs are
+	// each a workload of their own, as Kueue counts them).
+	climb := func(ref metav1.OwnerReference) owner {
+		top := owner{ref: Ref{Kind: ref.Kind, Name: ref.Name, UID: ref.UID}, apiVersion: ref.APIVersion}
+		for range 4 {
+			var m *metav1.ObjectMeta
+			switch top.ref.Kind {
+			case "ReplicaSet":
+				if r := rss[top.ref.UID]; r != nil {
+					m = &r.ObjectMeta
+				}
+			case "Job":
+				if j := jobs[top.ref.UID]; j != nil {
+					m = &j.ObjectMeta
+				}
+			case "Deployment":
+				if d := deps[top.ref.UID]; d != nil {
+					top.meta = &d.ObjectMeta
+				}
+			}
+			if m == nil {
+				break
+			}
+			top.meta = m
+			up := metav1.GetControllerOf(m)
+			if up == nil || !(top.ref.Kind == "ReplicaSet" && up.Kind == "Deployment" || top.ref.Kind == "Job" && up.Kind == "JobSet") {
+				break
+			}
+			top.between = append(top.between, top.ref)
+			top = owner{ref: Ref{Kind: up.Kind, Name: up.Name, UID: up.UID}, apiVersion: up.APIVersion, between: top.between}
+		}
+		return top
+	}
+
+	byKey := map[string]*Workload{}
+	get := func(ns string, top owner) *Workload {
+		key := ns + "/" + top.ref.Kind + "/" + top.ref.Name
+		w := byKey[key]
+		if w == nil {
+			w = &Workload{Name: top.ref.Name, Namespace: ns, Kind: top.ref.Kind, APIVersion: top.apiVersion, UID: top.ref.UID, Nodes: []string{}}
+			byKey[key] = w
+		}
+		for _, b := range top.between {
+			if !slices.Contains(w.Owners, b) {
+				w.Owners = append(w.Owners, b)
+			}
+		}
+		if m := top.meta; m != nil {
+			w.Submitted = m.Labels[submit.LabelWorkload] == m.Name
+			if w.Queue == "" {
+				w.Queue = m.Labels[v1alpha1.LabelQueue]
+			}
+			if w.Type == "" {
+				w.Type = m.Labels[submit.LabelType]
+			}
+			if w.Created.IsZero() || m.CreationTimestamp.Time.Before(w.Created) {
+				w.Created = m.CreationTimestamp.Time
+			}
+		}
+		return w
+	}
+	status := map[*Workload]string{}
+	// refused keeps each workload's latest refusal of a pod; it explains the wait unless a
+	// pod was made after it.
+	refused := map[*Workload]Refusal{}
+	refuse := func(w *Workload, r Refusal) {
+		if r.Message != "" && (refused[w].Message == "" || r.Time.After(refused[w].Time)) {
+			refused[w] = r
+		}
+	}
+	newest := map[*Workload]time.Time{} // each workload's latest pod
+	ours := func(t *corev1.PodTemplateSpec, m metav1.ObjectMeta) bool {
+		return t.Spec.SchedulerName == v1alpha1.SchedulerName || m.Labels[submit.LabelWorkload] != ""
+	}
+	for _, j := range o.Jobs {
+		if !ours(&j.Spec.Template, j.ObjectMeta) {
+			continue
+		}
+		self := metav1.OwnerReference{APIVersion: "batch/v1", Kind: "Job", Name: j.Name, UID: j.UID}
+		w := get(j.Namespace, climb(self))
+		if w.Kind == "Job" {
+			status[w] = jobState(j)
+			if w.Type == "" {
+				w.Type = submit.TypeTrain
+				if workload.JobGang(j) > 1 {
+					w.Type = submit.TypeDistributed
+				}
+			}
+		}
+		refuse(w, o.Refusals[j.UID])
+	}
+	for _, d := range o.Deployments {
+		if !ours(&d.Spec.Template, d.ObjectMeta) {
+			continue
+		}
+		w := get(d.Namespace, climb(metav1.OwnerReference{APIVersion: "apps/v1", Kind: "Deployment", Name: d.Name, UID: d.UID}))
+		if d.Spec.Replicas != nil && *d.Spec.Replicas == 0 && d.Annotations[AnnotationSuspendedReplicas] != "" {
+			status[w] = "Suspended"
+		}
+	}
+	for _, r := range o.ReplicaSets {
+		if ref := metav1.GetControllerOf(r); ref != nil && ours(&r.Spec.Template, r.ObjectMeta) {
+			top := climb(*ref)
+			if w := byKey[r.Namespace+"/"+top.ref.Kind+"/"+top.ref.Name]; w != nil {
+				refuse(w, o.Refusals[r.UID])
+			}
+		}
+	}
+	for _, p := range o.Pods {
+		if p.Labels[v1alpha1.LabelQueue] == "" {
+			continue
+		}
+		var top owner
+		if ref := metav1.GetControllerOf(p); ref != nil {
+			top = climb(*ref)
+		} else if g := p.Labels[v1alpha1.LabelPodGroup]; g != "" {
+			top = owner{ref: Ref{Kind: "PodGroup", Name: g}, apiVersion: v1alpha1.GroupVersion.String()}
+		} else {
+			top = owner{ref: Ref{Kind: "Pod", Name: p.Name, UID: p.UID}, apiVersion: "v1", meta: &p.ObjectMeta}
+		}
+		w := get(p.Namespace, top)
+		if w.Queue == "" {
+			w.Queue = p.Labels[v1alpha1.LabelQueue]
+		}
+		if w.Created.IsZero() || p.CreationTimestamp.Time.Before(w.Created) {
+			w.Created = p.CreationTimestamp.Time
+		}
+		if p.CreationTimestamp.Time.After(newest[w]) {
+			newest[w] = p.CreationTimestamp.Time
+		}
+		if w.Type == "" {
+			w.Type = podType(top.ref.Kind, p)
+		}
+		pod := Pod{Name: p.Name, UID: p.UID, Node: p.Spec.NodeName, Asks: PodGPUs(p), Phase: string(p.Status.Phase)}
+		if p.DeletionTimestamp != nil {
+			pod.Phase = "Terminating"
+		}
+		if idx := p.Annotations[v1alpha1.AnnotationGPUs]; idx != "" {
+			pod.GPUs = idx
+			if share := p.Annotations[v1alpha1.AnnotationGPUShare]; share != "" {
+				pod.GPUs += fmt.Sprintf(" (%s)", strconv.FormatFloat(PodGPUs(p), 'f', -1, 64))
+			}
+		}
+		if live(p) {
+			w.Requested += pod.Asks
+			if p.Spec.NodeName != "" {
+				w.GPUs += pod.Asks
+				w.Running++
+				if !slices.Contains(w.Nodes, p.Spec.NodeName) {
+					w.Nodes = append(w.Nodes, p.Spec.NodeName)
+				}
+			} else {
+				w.Pending++
+				pod.Reason = waitingReason(p)
+				if w.Reason == "" {
+					w.Reason = pod.Reason
+				}
+			}
+		}
+		w.Pods = append(w.Pods, pod)
+	}
+	for w, r := range refused {
+		if !newest[w].After(r.Time) && status[w] != "Suspended" {
+			w.Reason = "pods refused: " + r.Message
+		}
+	}
+	out := make([]Workload, 0, len(byKey))
+	for _, w := range byKey {
+		sort.Strings(w.Nodes)
+		sort.Slice(w.Pods, func(a, b int) bool { return w.Pods[a].Name < w.Pods[b].Name })
+		switch st := status[w]; {
+		case st != "" && st != "Running":
+			w.Status = st
+		case w.Pending > 0 && w.Running == 0:
+			w.Status = "Pending"
+		case w.Pending > 0:
+			w.Status = "Running (partly)"
+		case w.Running > 0:
+			w.Status = "Running"
+		default:
+			w.Status = "Pending"
+		}
+		if w.Type == "" {
+			w.Type = submit.TypeTrain
+		}
+		out = append(out, *w)
+	}
+	sort.Slice(out, func(a, b int) bool {
+		if out[a].Namespace != out[b].Namespace {
+			return out[a].Namespace < out[b].Namespace
+		}
+		if out[a].Name != out[b].Name {
+			return out[a].Name < out[b].Name
+		}
+		return out[a].Kind < out[b].Kind
+	})
+	return out
+}
+
+// AnnotationSuspendedReplicas keeps a Deployment's replicas while allot suspend holds it
+// at zero.
+const AnnotationSuspendedReplicas = "allot.dev/suspended-replicas"
+
+// podType is a workload's type when its object does not say (not made by allot submit):
+// by its kind, else the pod's class.
+func podType(kind string, p *corev1.Pod) string {
+	switch kind {
+	case "JobSet", "PyTorchJob", "MPIJob", "PodGroup":
+		return submit.TypeDistributed
+	case "Deployment", "StatefulSet":
+		return submit.TypeInference
+	}
+	switch p.Labels[v1alpha1.LabelClass] {
+	case v1alpha1.ClassInteractive:
+		return submit.TypeInteractive
+	case v1alpha1.ClassInference:
+		return submit.TypeInference
+	}
+	return ""
+}
+
+func jobState(j *batchv1.Job) string {
+	for _, c := range j.Status.Conditions {
+		if c.Status != corev1.ConditionTrue {
+			continue
+		}
+		switch c.Type {
+		case batchv1.JobComplete:
+			return "Succeeded"
+		case batchv1.JobFailed:
+			return "Failed"
+		case batchv1.JobSuspended:
+			return "Suspended"
+		}
+	}
+	if j.Spec.Suspend != nil && *j.Spec.Suspend {
+		return "Suspended"
+	}
+	return "Running"
+}
+
+// Find returns one workload by name, or by kind/name (job/ddp, pod/x) when two of other
+// kinds share the name. Names match exactly, never by prefix.
+func Find(ctx context.Context, client kubernetes.Interface, namespace, name string) (*Workload, error) {
+	all, err := Workloads(ctx, client, namespace, "")
+	if err != nil {
+		return nil, err
+	}
+	return Pick(all, namespace, name)
+}
+
+// Pick finds a workload by name or kind/name among all.
+func Pick(all []Workload, namespace, name string) (*Workload, error) {
+	kind, bare, hasKind := strings.Cut(name, "/")
+	if !hasKind {
+		bare, kind = name, ""
+	}
+	var found []*Workload
+	var names []string
+	for i := range all {
+		w := &all[i]
+		names = append(names, w.Ref())
+		if w.Name == bare && (kind == "" || strings.EqualFold(w.Kind, kind)) {
+			found = append(found, w)
+		}
+	}
+	switch {
+	case len(found) == 1:
+		return found[0], nil
+	case len(found) > 1:
+		var refs []string
+		for _, w := range found {
+			refs = append(refs, strings.ToLower(w.Kind)+"/"+w.Name)
+		}
+		return nil, fmt.Errorf("%d workloads are named %q in namespace %s: name one as %s", len(found), bare, namespace, strings.Join(refs, " or "))
+	case len(names) == 0:
+		return nil, fmt.Errorf("no workload %q in namespace %s (none there; allot list -A shows every namespace)", name, namespace)
+	}
+	return nil, fmt.Errorf("no workload %q in namespace %s; there are: %s", name, namespace, strings.Join(names, ", "))
+}
+
+// Events returns the events about a workload's objects and pods, oldest first.
+func Events(ctx context.Context, client kubernetes.Interface, w *Workload) ([]corev1.Event, error) {
+	l, err := client.CoreV1().Events(w.Namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	return WorkloadEvents(ptrs(l.Items), w), nil
+}
+
+// WorkloadEvents picks a workload's events, oldest first, by the UIDs of its object, the
+// objects between it and its pods, and its pods. Pods that are gone (a Job's pod evicted by
+// a reclaim is deleted and replaced) are known from their owners' "Created pod" events:
+// their events stay part of the workload's story. Another workload whose name starts the
+// same is never mixed in.
+func WorkloadEvents(events []*corev1.Event, w *Workload) []corev1.Event {
+	uids := map[types.UID]bool{}
+	if w.UID != "" {
+		uids[w.UID] = true
+	}
+	for _, o := range w.Owners {
+		uids[o.UID] = true
+	}
+	pods := map[string]bool{}
+	for _, p := range w.Pods {
+		uids[p.UID] = true
+		pods[p.Name] = true
+	}
+	mine := func(e *corev1.Event) bool {
+		o := e.InvolvedObject
+		switch {
+		case e.Namespace != w.Namespace:
+			return false
+		case o.UID != "":
+			return uids[o.UID]
+		case o.Kind == "Pod":
+			return pods[o.Name]
+		}
+		return o.Kind == w.Kind && o.Name == w.Name
+	}
+	for _, e := range events {
+		if mine(e) && e.Reason == "SuccessfulCreate" {
+			if name, ok := strings.CutPrefix(e.Message, "Created pod: "); ok {
+				pods[name] = true
+			}
+		}
+	}
+	var out []corev1.Event
+	for _, e := range events {
+		if mine(e) || e.Namespace == w.Namespace && e.InvolvedObject.Kind == "Pod" && pods[e.InvolvedObject.Name] {
+			out = append(out, *e)
+		}
+	}
+	sort.SliceStable(out, func(a, b int) bool { return EventTime(out[a]).Before(EventTime(out[b])) })
+	return out
+}
