@@ -167,7 +167,7 @@ func TestSchedulerRoleIsEnough(t *testing.T) {
 	install(t, e, objs, "ServiceAccount/allot", "ClusterRole/allot", "ClusterRoleBinding/allot",
 		"kube-system/Role/allot-leader-election", "kube-system/RoleBinding/allot-leader-election")
 	rc := serviceAccount(e, "allot")
-	if _, err := stack.LocalAs(e.Ctx, e.Cluster.Config, rc, e.Dir, scheduler.Options{Interval: 200 * time.Millisecond,
+	if _, err := stack.LocalAs(e.Ctx, e.Cluster.Config, rc, e.Dir, "", scheduler.Options{Interval: 200 * time.Millisecond,
 		LeaderElection: true, Identity: "rbac-test"}); err != nil {
 		t.Fatal(err)
 	}

@@ -101,3 +101,30 @@ func TestInvalidJobsWaitAndKeepTheirGPUs(t *testing.T) {
 		t.Fatalf("looped: %v %q", r.Code, r.Message)
 	}
 }
+
+// A job whose queue was deleted under it (an admin's forced delete) holds its GPUs until
+// it goes, and they are no queue's: the fair shares of the rest add up to what is left,
+// never to more than the cluster has.
+//
+//	n1 (×4): gone-0 gone-1 · ·      n2 (×4): · · · ·      queues a, b (quota 2 each), busy
+func TestFairSharesLeaveOutAJobOfNoQueue(t *testing.T) {
+	gone := running("gone", "deleted", "n1", 0, 1)
+	snap := &Snapshot{
+		Nodes:  []Node{gpuNode("n1", "", "A100", 4), gpuNode("n2", "", "A100", 4)},
+		Queues: []Queue{quotaQueue("a", 2), quotaQueue("b", 2)},
+		Jobs: []Job{gone,
+			{ID: "a-1", Queue: "a", MinMember: 1, Pods: []Pod{{ID: "a-1-0", Request: PodRequest{GPUs: 8}}}},
+			{ID: "b-1", Queue: "b", MinMember: 1, Pods: []Pod{{ID: "b-1-0", Request: PodRequest{GPUs: 8}}}}},
+	}
+	plan := New(Options{}).Schedule(snap)
+	sum := plan.Queues["a"].FairShare.GPU() + plan.Queues["b"].FairShare.GPU()
+	if sum != 6*OneGPU {
+		t.Fatalf("fair shares add up to %v GPUs; 2 of 8 are held by a job of no queue, want 6", float64(sum)/float64(OneGPU))
+	}
+	if len(plan.Evictions) != 0 {
+		t.Fatalf("evictions %v: the job of no queue keeps its GPUs until it goes", plan.Evictions)
+	}
+	if r := plan.Pending["gone"]; !strings.Contains(r.Message, "queue deleted does not exist (deleted, or never made)") {
+		t.Fatalf("gone: %q", r.Message)
+	}
+}

@@ -385,8 +385,10 @@ func newSession(snap *Snapshot, opts Options) *session {
 			why = Reason{Code: ReasonInvalid, Message: j.Invalid}
 		case q != nil && !s.reached[q]:
 			why = reasonf(ReasonInvalid, "queue %s is in a cycle of parents (spec.parent): it schedules nothing until that is fixed", q.q.ID)
-		case q == nil || len(q.children) > 0:
-			why = reasonf(ReasonConstraint, "queue does not exist or has child queues; submit to a leaf queue")
+		case q == nil:
+			why = reasonf(ReasonConstraint, "queue %s does not exist (deleted, or never made): an admin creates it again, or delete the workload and submit it to another queue", j.Queue)
+		case len(q.children) > 0:
+			why = reasonf(ReasonConstraint, "queue %s has child queues: submit to a leaf queue", j.Queue)
 		}
 		orphan := why.Code != ReasonNone
 		if orphan {
@@ -417,6 +419,11 @@ func newSession(snap *Snapshot, opts Options) *session {
 				continue
 			}
 			s.doBind(ps, n, slices.Clone(b.GPUs), b.Share)
+			if orphan {
+				// What a job of no queue holds (its queue deleted under it) is no
+				// queue's to share: fair shares divide the rest.
+				s.capacity = s.capacity.Sub(ps.cost)
+			}
 		}
 	}
 	s.freed = 0

@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
+	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 
@@ -25,7 +28,17 @@ func newQueuesCmd() *cobra.Command {
 		Short:   "Queues: quota, fair share, allocated, over quota and pending, with a bar each",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return show(cmd, c, output, func(ctx context.Context) ([]v1alpha1.Queue, error) { return inspect.Queues(ctx, c.dyn) }, printQueues)
+			var cluster float64
+			return show(cmd, c, output, func(ctx context.Context) ([]v1alpha1.Queue, error) {
+				nodes, err := inspect.Nodes(ctx, c.client)
+				if err != nil {
+					return nil, err
+				}
+				for _, n := range nodes {
+					cluster += float64(len(n.GPUs))
+				}
+				return inspect.Queues(ctx, c.dyn)
+			}, func(out io.Writer, qs []v1alpha1.Queue) error { return printQueues(out, qs, cluster) })
 		},
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "table", "table, json or yaml")
@@ -90,37 +103,81 @@ func newConfigCmd() *cobra.Command {
 	return cfg
 }
 
-func printQueues(out io.Writer, qs []v1alpha1.Queue) error {
-	scale := 1.0
-	for _, q := range qs {
-		scale = max(scale, float64(q.Spec.GPU.Quota), queueGPUs(q.Status.FairShare), queueGPUs(q.Status.Allocated))
+// printQueues shows the queue tree, children indented under their parent, each with a
+// bar on one scale for all: the cluster's GPUs, so that bars compare between queues and
+// between runs. Quotas that promise more than there is are warned of.
+func printQueues(out io.Writer, qs []v1alpha1.Queue, clusterGPUs float64) error {
+	scale := clusterGPUs
+	if scale <= 0 {
+		scale = 1
+		for _, q := range qs {
+			scale = max(scale, float64(q.Spec.GPU.Quota), queueGPUs(q.Status.FairShare), queueGPUs(q.Status.Allocated))
+		}
 	}
-	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "QUEUE\tPARENT\tQUOTA\tFAIR SHARE\tALLOCATED\tOVER QUOTA\tPENDING\t")
+	kids := map[string][]v1alpha1.Queue{}
+	known := map[string]bool{}
+	for _, q := range qs {
+		known[q.Name] = true
+	}
 	for _, q := range qs {
 		parent := q.Spec.Parent
-		if parent == "" {
-			parent = "-"
+		if !known[parent] {
+			parent = "" // an unknown parent: shown at the top, its reason in the scheduler's
 		}
-		alloc, quota := queueGPUs(q.Status.Allocated), float64(q.Spec.GPU.Quota)
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%d\t%s\n", q.Name, parent, q.Spec.GPU.Quota, gpuAmount(queueGPUs(q.Status.FairShare)),
-			gpuAmount(alloc), gpuAmount(max(0, alloc-quota)), q.Status.Pending, bar(alloc, quota, scale, 20))
+		kids[parent] = append(kids[parent], q)
 	}
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "QUEUE\tQUOTA\tLIMIT\tFAIR SHARE\tALLOCATED\tOVER QUOTA\tPENDING\t")
+	var warnings []string
+	seen := map[string]bool{}
+	var walk func(parent string, depth int, quota int64)
+	walk = func(parent string, depth int, quota int64) {
+		list := kids[parent]
+		sort.Slice(list, func(a, b int) bool { return list[a].Name < list[b].Name })
+		var sum int64
+		for _, q := range list {
+			sum += int64(q.Spec.GPU.Quota)
+		}
+		switch {
+		case parent != "" && sum > quota:
+			warnings = append(warnings, fmt.Sprintf("warning: the quotas of %s's child queues add up to %d GPUs, more than its own quota of %d", parent, sum, quota))
+		case parent == "" && clusterGPUs > 0 && float64(sum) > clusterGPUs:
+			warnings = append(warnings, fmt.Sprintf("warning: the top-level quotas add up to %d GPUs, more than the cluster's %s: not all of them can be met at once", sum, gpuAmount(clusterGPUs)))
+		}
+		for _, q := range list {
+			if seen[q.Name] {
+				continue // a cycle of parents: each queue once
+			}
+			seen[q.Name] = true
+			limit := "-"
+			if q.Spec.GPU.Limit != nil {
+				limit = strconv.FormatInt(int64(*q.Spec.GPU.Limit), 10)
+			}
+			alloc, quota := queueGPUs(q.Status.Allocated), float64(q.Spec.GPU.Quota)
+			fmt.Fprintf(tw, "%s%s\t%d\t%s\t%s\t%s\t%s\t%d\t%s\n", strings.Repeat("  ", depth), q.Name, q.Spec.GPU.Quota, limit,
+				gpuAmount(queueGPUs(q.Status.FairShare)), gpuAmount(alloc), gpuAmount(max(0, alloc-quota)), q.Status.Pending, bar(alloc, quota, scale, 20))
+			walk(q.Name, depth+1, int64(q.Spec.GPU.Quota))
+		}
+	}
+	walk("", 0, 0)
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	_, err := fmt.Fprintln(out, "█ within quota  ▒ borrowed over quota")
-	return err
+	fmt.Fprintf(out, "█ within quota  ▒ borrowed over quota  (bar width: the cluster's %s GPUs)\n", gpuAmount(scale))
+	for _, w := range warnings {
+		fmt.Fprintln(out, w)
+	}
+	return nil
 }
 
 func printNodes(out io.Writer, ns []inspect.Node) error {
 	var alloc, total float64
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "NODE\tGPU\tMODEL\tALLOCATED\tFREE MEMORY\tHELD BY")
+	fmt.Fprintln(tw, "NODE\tGPU\tMODEL\tALLOCATED\tUTILISATION\tFREE MEMORY\tHELD BY")
 	for _, n := range ns {
 		total += float64(len(n.GPUs))
 		alloc += n.Allocated
-		fmt.Fprintf(tw, "%s\t\t%s\t%s/%d\t\t\n", n.Name, n.Model, gpuAmount(n.Allocated), len(n.GPUs))
+		fmt.Fprintf(tw, "%s\t\t%s\t%s/%d\t\t\t\n", n.Name, n.Model, gpuAmount(n.Allocated), len(n.GPUs))
 		for _, g := range n.GPUs {
 			var who []string
 			for _, h := range g.Holders {
@@ -134,7 +191,11 @@ func printNodes(out io.Writer, ns []inspect.Node) error {
 			if holders == "" {
 				holders = "-"
 			}
-			fmt.Fprintf(tw, "\t%d\t\t%s %s\t%dMi\t%s\n", g.Index, bar(g.Used, 1, 1, 10), gpuAmount(g.Used), g.FreeMi, holders)
+			util := "-" // no agent reports for the node
+			if g.Utilization != nil {
+				util = fmt.Sprintf("%d%%", *g.Utilization)
+			}
+			fmt.Fprintf(tw, "\t%d\t\t%s %s\t%s\t%s\t%s\n", g.Index, bar(g.Used, 1, 1, 10), gpuAmount(g.Used), util, gib(g.FreeMi), holders)
 		}
 	}
 	if err := tw.Flush(); err != nil {
@@ -146,4 +207,9 @@ func printNodes(out io.Writer, ns []inspect.Node) error {
 	}
 	_, err := fmt.Fprintf(out, "Allocated/Total GPUs: %s/%s (%.0f%%)\n", gpuAmount(alloc), gpuAmount(total), pct)
 	return err
+}
+
+// gib writes MiB as GiB, with one decimal when it is not whole.
+func gib(mi int64) string {
+	return strconv.FormatFloat(math.Round(float64(mi)/1024*10)/10, 'f', -1, 64) + " GiB"
 }

@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/tools/remotecommand"
 
 	"github.com/allot-dev/allot/api/v1alpha1"
+	"github.com/allot-dev/allot/kube/admission"
 	"github.com/allot-dev/allot/kube/inspect"
 )
 
@@ -282,22 +283,29 @@ func newQueueCmd() *cobra.Command {
 	ec = addConn(edit)
 
 	var dc *conn
-	del := &cobra.Command{Use: "delete NAME...", Short: "Delete queues", Args: cobra.MinimumNArgs(1),
+	var force bool
+	del := &cobra.Command{Use: "delete NAME...", Short: "Delete queues (refused while they hold work, unless --force)", Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := dc.connect(cmd.Context()); err != nil {
 				return err
 			}
 			for _, name := range args {
-				if err := dc.dyn.Resource(queues).Delete(cmd.Context(), name, metav1.DeleteOptions{}); err != nil {
-					if apierrors.IsNotFound(err) {
-						return fmt.Errorf("queue %q does not exist; queues: %s", name, strings.Join(inspect.QueueNames(cmd.Context(), dc.dyn), ", "))
-					}
-					return err
+				var err error
+				if force {
+					err = admission.ForceDelete(cmd.Context(), dc.dyn, name)
+				} else {
+					err = dc.dyn.Resource(queues).Delete(cmd.Context(), name, metav1.DeleteOptions{})
+				}
+				if apierrors.IsNotFound(err) {
+					return fmt.Errorf("queue %q does not exist; queues: %s", name, strings.Join(inspect.QueueNames(cmd.Context(), dc.dyn), ", "))
+				} else if err != nil {
+					return fmt.Errorf("refused: %s", apiMessage(err))
 				}
 				fmt.Fprintf(cmd.OutOrStdout(), "queue %s deleted\n", name)
 			}
 			return nil
 		}}
+	del.Flags().BoolVar(&force, "force", false, "delete even while the queue holds work: its running pods run on outside every queue's share, its pending ones wait for a queue")
 	dc = addConn(del)
 	q.AddCommand(create, edit, del)
 	return q

@@ -37,7 +37,7 @@ func newUpCmd() *cobra.Command {
 	var nodes, gpus int
 	var gpuType, gpuMemory, dataDir, kubeconfig string
 	var demo bool
-	var cpuProfile, dashboardAddr string
+	var cpuProfile, dashboardAddr, metricsAddr string
 	cmd := &cobra.Command{
 		Use:     "up",
 		GroupID: "run",
@@ -117,7 +117,7 @@ A kubeconfig is written so that kubectl works against it. Ctrl-C stops everythin
 			kubeletConfig.QPS, kubeletConfig.Burst = 1000, 2000
 			kubeletConfig.ContentType = runtime.ContentTypeProtobuf
 			go simnode.NewKubelet(kubernetes.NewForConfigOrDie(kubeletConfig)).Run(ctx)
-			running, err := stack.Local(ctx, c.Config, dataDir, scheduler.Options{})
+			running, err := stack.LocalAs(ctx, c.Config, c.Config, dataDir, metricsAddr, scheduler.Options{})
 			if err != nil {
 				return err
 			}
@@ -149,6 +149,7 @@ A kubeconfig is written so that kubectl works against it. Ctrl-C stops everythin
 	f.StringVar(&cpuProfile, "cpu-profile", "", "write a CPU profile of the whole process here (for performance work)")
 	_ = f.MarkHidden("cpu-profile")
 	f.StringVar(&dashboardAddr, "dashboard-address", "127.0.0.1:8090", "serve the web dashboard on this host:port (empty: none)")
+	f.StringVar(&metricsAddr, "metrics-address", "127.0.0.1:9090", "serve Prometheus metrics at /metrics on this host:port (127.0.0.1:0: any free port)")
 	f.BoolVar(&demo, "demo", false, "the demo: queues team-a/b/c/d with quotas 4/2/2/8 on 2 nodes of 8 GPUs, with work submitted")
 	return cmd
 }

@@ -3,6 +3,8 @@ package cli
 import (
 	"bytes"
 	"context"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -51,7 +53,7 @@ func startUp(t *testing.T, args ...string) *upRun {
 	cmd.SetOut(out)
 	cmd.SetErr(out)
 	cmd.SetArgs(append([]string{"up", "--data-dir", filepath.Join(dir, "state"), "--kubeconfig", kc,
-		"--dashboard-address", "127.0.0.1:0"}, args...))
+		"--dashboard-address", "127.0.0.1:0", "--metrics-address", "127.0.0.1:0"}, args...))
 	done := make(chan error, 1)
 	go func() { done <- cmd.ExecuteContext(ctx) }()
 	t.Cleanup(func() {
@@ -72,8 +74,22 @@ func startUp(t *testing.T, args ...string) *upRun {
 // TestUpDemo runs `allot up --demo` and uses its kubeconfig as a user would: nodes and
 // queues are there, team-a borrows beyond its quota of 4, and Ctrl-C stops it cleanly.
 func TestUpDemo(t *testing.T) {
-	up := startUp(t, "--demo")
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics := l.Addr().String()
+	l.Close()
+	up := startUp(t, "--demo", "--metrics-address", metrics) // the last flag wins
 	ctx, kc := up.ctx, up.kubeconfig
+	if !strings.Contains(up.out.String(), "metrics: http://"+metrics+"/metrics") {
+		t.Fatalf("metrics not at --metrics-address %s:\n%s", metrics, up.out.String())
+	}
+	if resp, err := http.Get("http://" + metrics + "/metrics"); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /metrics at %s: %v", metrics, err)
+	} else {
+		resp.Body.Close()
+	}
 	if _, err := os.Stat(kc); err != nil {
 		t.Fatal(err)
 	}

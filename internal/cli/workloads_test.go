@@ -285,8 +285,48 @@ func TestSuspendResumeQueuesAndLogs(t *testing.T) {
 	e.workload(t, "sweep", func(w inspect.Workload) bool { return w.Status == "Suspended" && w.Running == 0 })
 	e.must(t, "resume", "sweep")
 	e.workload(t, "sweep", running(1))
+	// A queue with work is not deleted, unless forced; an unknown or cyclic parent is refused
+	// by the API server.
+	if _, err := e.run(t, "queue", "delete", "research"); err == nil || !strings.Contains(err.Error(), "refused: admission webhook \"queues.validate.allot.dev\" denied the request: queue research still holds 1 pod (default/sweep-") {
+		t.Fatalf("deleting a busy queue: %v", err)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"queue", "create", "orphan", "--quota", "1", "--parent", "nosuch"}, `spec.parent: queue "nosuch" does not exist; queues: research, team-a, team-b, team-c, team-d`},
+		{[]string{"queue", "edit", "research", "--parent", "research"}, "spec.parent: queue research cannot be its own parent"},
+	} {
+		if _, err := e.run(t, c.args...); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Fatalf("allot %s: %v, want %q", strings.Join(c.args, " "), err, c.want)
+		}
+	}
+	e.must(t, "queue", "create", "dept", "--quota", "4")
+	e.must(t, "queue", "create", "lab", "--quota", "6", "--limit", "8", "--parent", "dept")
+	// The tree, children under their parent, and quotas that promise more than there is.
+	tree := e.must(t, "queues")
+	for _, want := range []string{"\ndept ", "\n  lab ", "warning: the quotas of dept's child queues add up to 6 GPUs, more than its own quota of 4",
+		"warning: the top-level quotas add up to 23 GPUs, more than the cluster's 16", "(bar width: the cluster's 16 GPUs)"} {
+		if !strings.Contains(tree, want) {
+			t.Fatalf("queues lacks %q:\n%s", want, tree)
+		}
+	}
+	if f := strings.Fields(tree[strings.Index(tree, "\n  lab "):]); f[1] != "6" || f[2] != "8" {
+		t.Fatalf("lab's QUOTA and LIMIT: %v", f[:3])
+	}
+	if _, err := e.run(t, "queue", "edit", "dept", "--parent", "lab"); err == nil || !strings.Contains(err.Error(), "spec.parent: lab makes a cycle of parents: dept → lab → dept") {
+		t.Fatalf("a cycle of parents: %v", err)
+	}
+	if _, err := e.run(t, "queue", "delete", "dept"); err == nil || !strings.Contains(err.Error(), "queue dept has child queues lab: delete or move them first") {
+		t.Fatalf("deleting a parent: %v", err)
+	}
+	e.must(t, "queue", "delete", "lab", "dept")
+	if out := e.must(t, "queue", "delete", "--force", "research"); !strings.Contains(out, "queue research deleted") {
+		t.Fatalf("forced delete said %q", out)
+	}
+	// The job whose queue went keeps running, outside every queue's share.
+	e.workload(t, "sweep", running(1))
 	e.must(t, "delete", "sweep")
-	e.must(t, "queue", "delete", "research")
 	if _, err := e.run(t, "queue", "delete", "research"); err == nil || !strings.Contains(err.Error(), `queue "research" does not exist; queues: team-a`) {
 		t.Fatalf("deleting a missing queue: %v", err)
 	}

@@ -24,6 +24,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/allot-dev/allot/api/v1alpha1"
 )
 
 // logOnce routes controller-runtime's logs (the certificate watcher's) to slog.
@@ -31,18 +33,20 @@ var logOnce sync.Once
 
 // Paths the webhooks answer on.
 const (
-	PathMutatePods   = "/mutate-pods"
-	PathValidatePods = "/validate-pods"
-	PathMutateJobs   = "/mutate-jobs"
+	PathMutatePods     = "/mutate-pods"
+	PathValidatePods   = "/validate-pods"
+	PathMutateJobs     = "/mutate-jobs"
+	PathValidateQueues = "/validate-queues"
 )
 
 // Serve answers admission reviews on l, with the TLS certificate getCert returns, until ctx
 // ends; metrics, when not nil, counts and times the answers.
-func Serve(ctx context.Context, l net.Listener, getCert func(*tls.ClientHelloInfo) (*tls.Certificate, error), m *Mutator, v *Validator, metrics *Metrics) error {
+func Serve(ctx context.Context, l net.Listener, getCert func(*tls.ClientHelloInfo) (*tls.Certificate, error), m *Mutator, v *Validator, q *QueueValidator, metrics *Metrics) error {
 	mux := http.NewServeMux()
 	mux.Handle(PathMutatePods, &admission.Webhook{Handler: metrics.instrument("mutate-pods", m)})
 	mux.Handle(PathValidatePods, &admission.Webhook{Handler: metrics.instrument("validate-pods", v)})
 	mux.Handle(PathMutateJobs, &admission.Webhook{Handler: metrics.instrument("mutate-jobs", JobMutator{})})
+	mux.Handle(PathValidateQueues, &admission.Webhook{Handler: metrics.instrument("validate-queues", q)})
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second,
 		TLSConfig: &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: getCert}}
@@ -126,7 +130,11 @@ func Register(ctx context.Context, client kubernetes.Interface, baseURL string, 
 	val := &admissionregv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "allot"},
 		Webhooks: []admissionregv1.ValidatingWebhook{{Name: "pods.validate.allot.dev", ClientConfig: url(PathValidatePods),
 			Rules: rules, MatchConditions: ours, FailurePolicy: &fail, SideEffects: &none, TimeoutSeconds: &timeout,
-			AdmissionReviewVersions: []string{"v1"}}}}
+			AdmissionReviewVersions: []string{"v1"}},
+			{Name: "queues.validate.allot.dev", ClientConfig: url(PathValidateQueues),
+				Rules: []admissionregv1.RuleWithOperations{{Operations: []admissionregv1.OperationType{admissionregv1.Create, admissionregv1.Update, admissionregv1.Delete},
+					Rule: admissionregv1.Rule{APIGroups: []string{v1alpha1.GroupVersion.Group}, APIVersions: []string{v1alpha1.GroupVersion.Version}, Resources: []string{"queues"}}}},
+				FailurePolicy: &fail, SideEffects: &none, TimeoutSeconds: &timeout, AdmissionReviewVersions: []string{"v1"}}}}
 	mc := client.AdmissionregistrationV1().MutatingWebhookConfigurations()
 	if cur, err := mc.Get(ctx, mut.Name, metav1.GetOptions{}); err == nil {
 		mut.ResourceVersion = cur.ResourceVersion

@@ -304,7 +304,7 @@ func BuildWorkloads(o Objects) []Workload {
 			pod.Phase = "Terminating"
 		}
 		if idx := p.Annotations[v1alpha1.AnnotationGPUs]; idx != "" {
-			pod.GPUs = idx
+			pod.GPUs = sortedIndices(idx)
 			if share := p.Annotations[v1alpha1.AnnotationGPUShare]; share != "" {
 				pod.GPUs += fmt.Sprintf(" (%s)", strconv.FormatFloat(PodGPUs(p), 'f', -1, 64))
 			}
@@ -501,4 +501,18 @@ func WorkloadEvents(events []*corev1.Event, w *Workload) []corev1.Event {
 	}
 	sort.SliceStable(out, func(a, b int) bool { return EventTime(out[a]).Before(EventTime(out[b])) })
 	return out
+}
+
+// sortedIndices writes a list of device indices in numeric order ("3,1,10" as "1,3,10").
+func sortedIndices(list string) string {
+	parts := strings.Split(list, ",")
+	slices.SortStableFunc(parts, func(a, b string) int {
+		x, errA := strconv.Atoi(strings.TrimSpace(a))
+		y, errB := strconv.Atoi(strings.TrimSpace(b))
+		if errA != nil || errB != nil {
+			return strings.Compare(a, b)
+		}
+		return x - y
+	})
+	return strings.Join(parts, ",")
 }

@@ -72,7 +72,8 @@ func Run(ctx context.Context, rc *rest.Config, opts Options) error {
 		}
 		m := &admission.Mutator{View: view, Owners: admission.DynamicOwners(dyn)}
 		go func() {
-			if err := admission.Serve(ctx, opts.Webhook, opts.Cert, m, &admission.Validator{View: view}, hooks); err != nil {
+			if err := admission.Serve(ctx, opts.Webhook, opts.Cert, m, &admission.Validator{View: view},
+				&admission.QueueValidator{View: view, Client: client, Dyn: dyn}, hooks); err != nil {
 				// The API server then refuses Allot's pods with a webhook error: say why here.
 				slog.Error("allot: admission webhooks stopped", "err", err)
 			}
@@ -112,13 +113,17 @@ type Running struct {
 // the API server; metrics are served on another loopback port. It returns once the
 // webhooks are registered.
 func Local(ctx context.Context, rc *rest.Config, dataDir string, opts scheduler.Options) (*Running, error) {
-	return LocalAs(ctx, rc, rc, dataDir, opts)
+	return LocalAs(ctx, rc, rc, dataDir, "", opts)
 }
 
 // LocalAs is Local with two identities, as the Helm chart installs Allot: admin registers
 // the webhooks (the chart's objects), and everything else runs as identity (the pods'
 // ServiceAccount), so that a test sees what the chart's RBAC allows.
-func LocalAs(ctx context.Context, admin, identity *rest.Config, dataDir string, opts scheduler.Options) (*Running, error) {
+// metricsAddr is where metrics are served, host:port; "" picks a free loopback port.
+func LocalAs(ctx context.Context, admin, identity *rest.Config, dataDir, metricsAddr string, opts scheduler.Options) (*Running, error) {
+	if metricsAddr == "" {
+		metricsAddr = "127.0.0.1:0"
+	}
 	ca, err := admission.SelfSigned(filepath.Join(dataDir, "pki", "webhook"))
 	if err != nil {
 		return nil, fmt.Errorf("webhook certificate: %w", err)
@@ -139,10 +144,10 @@ func LocalAs(ctx context.Context, admin, identity *rest.Config, dataDir string, 
 		l.Close()
 		return nil, fmt.Errorf("registering webhooks: %w", err)
 	}
-	ml, err := net.Listen("tcp", "127.0.0.1:0")
+	ml, err := net.Listen("tcp", metricsAddr)
 	if err != nil {
 		l.Close()
-		return nil, err
+		return nil, fmt.Errorf("metrics address %s: %w", metricsAddr, err)
 	}
 	done := make(chan error, 1)
 	go func() { done <- Run(ctx, identity, Options{Scheduler: opts, Webhook: l, Cert: cert, Metrics: ml}) }()
