@@ -103,7 +103,10 @@ func (s *session) stopStaleGangs(now time.Time) {
 	}
 }
 
-// orderJobs sorts each queue's jobs: priority first, then submission time (DESIGN.md 3.2).
+// orderJobs sorts each queue's jobs: priority first, then non-preemptible before
+// preemptible (a notebook someone waits at goes before the team's own batch training, as
+// Run:ai's interactive class does), then submission time (DESIGN.md 3.2, refined in the
+// README's "How Allot decides").
 func (s *session) orderJobs() {
 	for _, q := range s.queues {
 		sort.SliceStable(q.jobs, func(a, b int) bool { return jobBefore(q.jobs[a].j, q.jobs[b].j) })
@@ -113,6 +116,9 @@ func (s *session) orderJobs() {
 func jobBefore(a, b *Job) bool {
 	if a.Priority != b.Priority {
 		return a.Priority > b.Priority
+	}
+	if pa, pb := a.IsPreemptible(), b.IsPreemptible(); pa != pb {
+		return pb
 	}
 	if !a.SubmitTime.Equal(b.SubmitTime) {
 		return a.SubmitTime.Before(b.SubmitTime)

@@ -128,3 +128,23 @@ func TestFairSharesLeaveOutAJobOfNoQueue(t *testing.T) {
 		t.Fatalf("gone: %q", r.Message)
 	}
 }
+
+// Within a queue and a priority, a notebook someone waits at goes before the team's own
+// batch training that came first: non-preemptible work before preemptible.
+//
+//	n1 (×1): ·      queue a (quota 1): train (preemptible, 9:00), notebook (interactive, 9:05)
+func TestInteractiveBeforeTrainingOfItsQueue(t *testing.T) {
+	nine := time.Date(2026, 1, 1, 9, 0, 0, 0, time.UTC)
+	snap := &Snapshot{Now: nine.Add(10 * time.Minute),
+		Nodes:  []Node{gpuNode("n1", "", "A100", 1)},
+		Queues: []Queue{quotaQueue("a", 1)},
+		Jobs: []Job{
+			{ID: "train", Queue: "a", MinMember: 1, SubmitTime: nine, Pods: []Pod{{ID: "train-0", Request: PodRequest{GPUs: 1}}}},
+			{ID: "notebook", Queue: "a", MinMember: 1, Class: ClassInteractive, SubmitTime: nine.Add(5 * time.Minute),
+				Pods: []Pod{{ID: "notebook-0", Request: PodRequest{GPUs: 1}}}}},
+	}
+	plan := New(Options{}).Schedule(snap)
+	if len(plan.Binds) != 1 || plan.Binds[0].Pod != "notebook-0" {
+		t.Fatalf("binds %v, want the notebook's pod", plan.Binds)
+	}
+}
