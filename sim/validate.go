@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"math"
@@ -71,18 +72,17 @@ func (sc *Scenario) validate() error {
 
 func (sc *Scenario) compile() (*compiled, error) {
 	c := &compiled{}
+	// Every problem of the file is reported at once, each with its line: one bad entry
+	// (a node, a queue, a job, a step's field) is left out and the rest still checked.
+	var errs Problems
 	var err error
 	if c.placement, err = engine.ParsePlacement(sc.Placement); err != nil {
-		return nil, sc.errorf("placement", "%v", err)
+		errs = append(errs, sc.errorf("placement", "%v", err))
 	}
-	if err := sc.compileNodes(c); err != nil {
-		return nil, err
-	}
-	if err := sc.compileQueues(c); err != nil {
-		return nil, err
-	}
+	errs = errs.add(sc.compileNodes(c))
+	errs = errs.add(sc.compileQueues(c))
 	if len(sc.Steps) == 0 {
-		return nil, sc.errorf("steps", "a scenario needs at least one step (submit, delete or advance)")
+		errs = append(errs, sc.errorf("steps", "a scenario needs at least one step (submit, delete or advance)"))
 	}
 	c.filters, c.meta = map[string]*engine.NodeFilter{}, map[engine.JobID]jobMeta{}
 	for _, st := range sc.Steps {
@@ -98,19 +98,21 @@ func (sc *Scenario) compile() (*compiled, error) {
 			s.name = strconv.Itoa(i + 1)
 		}
 		if len(st.Submit) == 0 && len(st.Delete) == 0 && len(st.Fail) == 0 && st.Advance == "" {
-			return nil, sc.errorf(path, "a step needs submit, delete, fail or advance")
+			errs = append(errs, sc.errorf(path, "a step needs submit, delete, fail or advance"))
 		}
 		for k, pod := range st.Fail {
 			i := strings.LastIndex(pod, "-")
 			n, err := strconv.Atoi(pod[i+1:])
 			if i <= 0 || err != nil || n < 0 || !live[pod[:i]] {
-				return nil, sc.errorf(fmt.Sprintf("%s.fail[%d]", path, k), "%q is not a pod of a job submitted before this step: name it job-index, such as ddp-1", pod)
+				errs = append(errs, sc.errorf(fmt.Sprintf("%s.fail[%d]", path, k), "%q is not a pod of a job submitted before this step: name it job-index, such as ddp-1", pod))
+				continue
 			}
 			s.fails = append(s.fails, engine.PodID(pod))
 		}
 		for k, name := range st.Delete {
 			if !live[name] {
-				return nil, sc.errorf(fmt.Sprintf("%s.delete[%d]", path, k), "job %q was not submitted before this step", name)
+				errs = append(errs, sc.errorf(fmt.Sprintf("%s.delete[%d]", path, k), "job %q was not submitted before this step", name))
+				continue
 			}
 			delete(live, name)
 			s.deletes = append(s.deletes, engine.JobID(name))
@@ -118,26 +120,31 @@ func (sc *Scenario) compile() (*compiled, error) {
 		for k, js := range st.Submit {
 			jp := fmt.Sprintf("%s.submit[%d]", path, k)
 			sub, err := sc.compileJob(c, js, jp)
-			if err != nil {
-				return nil, err
+			switch {
+			case err != nil:
+				errs = append(errs, err)
+			case live[js.Name]:
+				errs = append(errs, sc.errorf(jp+".name", "job %q already exists; job names are unique", js.Name))
 			}
-			if live[js.Name] {
-				return nil, sc.errorf(jp+".name", "job %q already exists; job names are unique", js.Name)
-			}
+			// Known from here on even when bad, so that its deletes are not reported too.
 			live[js.Name] = true
+			if err != nil {
+				continue
+			}
 			s.submits = append(s.submits, sub)
 		}
 		if st.Advance != "" {
 			d, err := time.ParseDuration(st.Advance)
 			if err != nil || d < 0 {
-				return nil, sc.errorf(path+".advance", "%q is not a duration: use a non-negative Go duration such as 30s, 10m, 2h", st.Advance)
+				errs = append(errs, sc.errorf(path+".advance", "%q is not a duration: use a non-negative Go duration such as 30s, 10m, 2h", st.Advance))
 			}
-			s.advance = d
+			s.advance = max(d, 0)
 		}
-		if err := sc.checkExpect(st.Expect, path+".expect", live); err != nil {
-			return nil, err
-		}
+		errs = errs.add(sc.checkExpect(st.Expect, path+".expect", live))
 		c.steps = append(c.steps, s)
+	}
+	if len(errs) > 0 {
+		return nil, errs
 	}
 	return c, nil
 }
@@ -147,73 +154,82 @@ func (sc *Scenario) compileNodes(c *compiled) error {
 		return sc.errorf("cluster.nodes", "the cluster needs at least one node")
 	}
 	seen := map[string]bool{}
+	var errs Problems
 	for i, ns := range sc.Cluster.Nodes {
-		path := fmt.Sprintf("cluster.nodes[%d]", i)
-		var names []string
-		switch {
-		case ns.Name != "" && ns.NamePrefix != "":
-			return sc.errorf(path, "set name or namePrefix with count, not both")
-		case ns.Name != "":
-			if ns.Count > 1 {
-				return sc.errorf(path+".count", "count needs namePrefix instead of name")
-			}
-			names = []string{ns.Name}
-		case ns.NamePrefix != "":
-			if ns.Count < 1 {
-				return sc.errorf(path+".count", "count must be at least 1 with namePrefix, got %d", ns.Count)
-			}
-			for k := 1; k <= ns.Count; k++ {
-				names = append(names, fmt.Sprintf("%s-%d", ns.NamePrefix, k))
-			}
-		default:
-			return sc.errorf(path, "a node needs name, or namePrefix with count")
+		if err := sc.compileNode(c, i, ns, seen); err != nil {
+			errs = append(errs, err)
 		}
-		if ns.GPUs < 0 || ns.GPUs > maxGPUsPerNode {
-			return sc.errorf(path+".gpus", "%d is not allowed: GPUs per node are between 0 and %d", ns.GPUs, maxGPUsPerNode)
+	}
+	return errs.orNil()
+}
+
+// compileNode adds the nodes of one entry of cluster.nodes.
+func (sc *Scenario) compileNode(c *compiled, i int, ns NodeSpec, seen map[string]bool) error {
+	path := fmt.Sprintf("cluster.nodes[%d]", i)
+	var names []string
+	switch {
+	case ns.Name != "" && ns.NamePrefix != "":
+		return sc.errorf(path, "set name or namePrefix with count, not both")
+	case ns.Name != "":
+		if ns.Count > 1 {
+			return sc.errorf(path+".count", "count needs namePrefix instead of name")
 		}
-		if ns.Count > maxNodes {
-			return sc.errorf(path+".count", "%d is not allowed: a scenario has at most %d nodes", ns.Count, maxNodes)
+		names = []string{ns.Name}
+	case ns.NamePrefix != "":
+		if ns.Count < 1 {
+			return sc.errorf(path+".count", "count must be at least 1 with namePrefix, got %d", ns.Count)
 		}
-		gpuMem, err := sc.quantity(path+".gpuMemory", ns.GPUMemory, defaultGPUMemory, false)
-		if err != nil {
-			return err
+		for k := 1; k <= ns.Count; k++ {
+			names = append(names, fmt.Sprintf("%s-%d", ns.NamePrefix, k))
 		}
-		cpu, err := sc.quantity(path+".cpu", ns.CPU, defaultCPU, true)
-		if err != nil {
-			return err
+	default:
+		return sc.errorf(path, "a node needs name, or namePrefix with count")
+	}
+	if ns.GPUs < 0 || ns.GPUs > maxGPUsPerNode {
+		return sc.errorf(path+".gpus", "%d is not allowed: GPUs per node are between 0 and %d", ns.GPUs, maxGPUsPerNode)
+	}
+	if ns.Count > maxNodes {
+		return sc.errorf(path+".count", "%d is not allowed: a scenario has at most %d nodes", ns.Count, maxNodes)
+	}
+	gpuMem, err := sc.quantity(path+".gpuMemory", ns.GPUMemory, defaultGPUMemory, false)
+	if err != nil {
+		return err
+	}
+	cpu, err := sc.quantity(path+".cpu", ns.CPU, defaultCPU, true)
+	if err != nil {
+		return err
+	}
+	mem, err := sc.quantity(path+".memory", ns.Memory, defaultMemory, false)
+	if err != nil {
+		return err
+	}
+	islands := max(ns.Islands, 1)
+	if ns.Islands < 0 || (ns.GPUs > 0 && islands > ns.GPUs) {
+		return sc.errorf(path+".islands", "%d is not allowed: islands must be between 1 and the node's GPU count", ns.Islands)
+	}
+	model := ns.GPUType
+	if model == "" {
+		model = defaultGPUType
+	}
+	taints, err := sc.compileTaints(path, ns.Taints)
+	if err != nil {
+		return err
+	}
+	for _, name := range names {
+		if seen[name] {
+			return sc.errorf(path, "node %q is defined twice", name)
 		}
-		mem, err := sc.quantity(path+".memory", ns.Memory, defaultMemory, false)
-		if err != nil {
-			return err
+		seen[name] = true
+		lbls := labels.Set{hostnameLabel: name}
+		maps.Copy(lbls, ns.Labels)
+		c.simNodes = append(c.simNodes, simNode{id: engine.NodeID(name), labels: lbls, taints: taints})
+		n := engine.Node{ID: engine.NodeID(name), Labels: ns.Labels, Pool: ns.Labels[PoolLabel], Domain: ns.Labels[DomainLabel],
+			CPU: cpu, Memory: mem, Unschedulable: ns.Unschedulable}
+		for g := 0; g < ns.GPUs; g++ {
+			n.GPUs = append(n.GPUs, engine.GPU{Model: model, Memory: gpuMem,
+				UUID: fmt.Sprintf("GPU-sim-%s-%d", name, g), Island: g * islands / ns.GPUs})
 		}
-		islands := max(ns.Islands, 1)
-		if ns.Islands < 0 || (ns.GPUs > 0 && islands > ns.GPUs) {
-			return sc.errorf(path+".islands", "%d is not allowed: islands must be between 1 and the node's GPU count", ns.Islands)
-		}
-		model := ns.GPUType
-		if model == "" {
-			model = defaultGPUType
-		}
-		taints, err := sc.compileTaints(path, ns.Taints)
-		if err != nil {
-			return err
-		}
-		for _, name := range names {
-			if seen[name] {
-				return sc.errorf(path, "node %q is defined twice", name)
-			}
-			seen[name] = true
-			lbls := labels.Set{hostnameLabel: name}
-			maps.Copy(lbls, ns.Labels)
-			c.simNodes = append(c.simNodes, simNode{id: engine.NodeID(name), labels: lbls, taints: taints})
-			n := engine.Node{ID: engine.NodeID(name), Labels: ns.Labels, Pool: ns.Labels[PoolLabel], Domain: ns.Labels[DomainLabel],
-				CPU: cpu, Memory: mem, Unschedulable: ns.Unschedulable}
-			for g := 0; g < ns.GPUs; g++ {
-				n.GPUs = append(n.GPUs, engine.GPU{Model: model, Memory: gpuMem,
-					UUID: fmt.Sprintf("GPU-sim-%s-%d", name, g), Island: g * islands / ns.GPUs})
-			}
-			c.nodes = append(c.nodes, n)
-		}
+		c.nodes = append(c.nodes, n)
 	}
 	return nil
 }
@@ -244,80 +260,94 @@ func (sc *Scenario) compileQueues(c *compiled) error {
 		return sc.errorf("queues", "the scenario needs at least one queue")
 	}
 	byName := map[string]int{}
+	var errs Problems
 	for i, qs := range sc.Queues {
-		path := fmt.Sprintf("queues[%d]", i)
-		if qs.Name == "" {
-			return sc.errorf(path, "a queue needs a name")
+		if err := sc.compileQueue(c, i, qs, byName); err != nil {
+			errs = append(errs, err)
 		}
-		if _, dup := byName[qs.Name]; dup {
-			return sc.errorf(path+".name", "queue %q is defined twice", qs.Name)
-		}
-		byName[qs.Name] = i
-		q := engine.Queue{ID: engine.QueueID(qs.Name), Parent: engine.QueueID(qs.Parent), Priority: qs.Priority}
-		gpu := &q.Resources[engine.ResourceGPU]
-		if qs.Quota != nil {
-			if *qs.Quota < 0 {
-				return sc.errorf(path+".quota", "%v is not allowed: quota is a number of GPUs, 0 or more", *qs.Quota)
-			}
-			gpu.Quota = milliGPU(*qs.Quota)
-		}
-		if w := qs.OverQuotaWeight; w != nil {
-			if *w < 0 {
-				return sc.errorf(path+".overQuotaWeight", "%v is not allowed: the weight must be 0 or more", *w)
-			}
-			gpu.OverQuotaWeight = w
-		}
-		if l := qs.Limit; l != nil {
-			if *l < 0 || milliGPU(*l) < gpu.Quota {
-				return sc.errorf(path+".limit", "%v is not allowed: the limit must be at least the quota (%v GPUs)", *l, float64(gpu.Quota)/1000)
-			}
-			v := milliGPU(*l)
-			gpu.Limit = &v
-		}
-		for r, spec := range map[engine.Resource]*ResSpec{engine.ResourceCPU: qs.CPU, engine.ResourceMemory: qs.Memory} {
-			if spec == nil {
-				continue
-			}
-			field := map[engine.Resource]string{engine.ResourceCPU: "cpu", engine.ResourceMemory: "memory"}[r]
-			rq := &q.Resources[r]
-			var err error
-			if rq.Quota, err = sc.quantity(path+"."+field+".quota", spec.Quota, "0", r == engine.ResourceCPU); err != nil {
-				return err
-			}
-			if spec.Limit != "" {
-				l, err := sc.quantity(path+"."+field+".limit", spec.Limit, "", r == engine.ResourceCPU)
-				if err != nil {
-					return err
-				}
-				rq.Limit = &l
-			}
-			rq.OverQuotaWeight = spec.OverQuotaWeight
-		}
-		if qs.InteractiveTimeLimit != "" {
-			d, err := time.ParseDuration(qs.InteractiveTimeLimit)
-			if err != nil || d <= 0 {
-				return sc.errorf(path+".interactiveTimeLimit", "%q is not a duration: use a positive Go duration such as 30m or 4h", qs.InteractiveTimeLimit)
-			}
-			q.InteractiveTimeLimit = d
-		}
-		c.queues = append(c.queues, q)
 	}
 	for i, qs := range sc.Queues {
 		if qs.Parent == "" {
 			continue
 		}
 		if _, ok := byName[qs.Parent]; !ok {
-			return sc.errorf(fmt.Sprintf("queues[%d].parent", i), "unknown queue %q; queues: %s", qs.Parent, strings.Join(queueNames(sc.Queues), ", "))
+			errs = append(errs, sc.errorf(fmt.Sprintf("queues[%d].parent", i), "unknown queue %q; queues: %s", qs.Parent, strings.Join(queueNames(sc.Queues), ", ")))
+			continue
 		}
 		// Walk up; coming back here means the parents form a cycle.
 		seen := map[string]bool{qs.Name: true}
 		for p := qs.Parent; p != ""; p = sc.Queues[byName[p]].Parent {
+			if _, ok := byName[p]; !ok {
+				break // an unknown parent higher up: reported on its own queue
+			}
 			if seen[p] {
-				return sc.errorf(fmt.Sprintf("queues[%d].parent", i), "queue %q is its own ancestor; parents must form a tree", qs.Name)
+				errs = append(errs, sc.errorf(fmt.Sprintf("queues[%d].parent", i), "queue %q is its own ancestor; parents must form a tree", qs.Name))
+				break
 			}
 			seen[p] = true
 		}
 	}
+	return errs.orNil()
+}
+
+// compileQueue adds one entry of queues.
+func (sc *Scenario) compileQueue(c *compiled, i int, qs QueueSpec, byName map[string]int) error {
+	path := fmt.Sprintf("queues[%d]", i)
+	if qs.Name == "" {
+		return sc.errorf(path, "a queue needs a name")
+	}
+	if _, dup := byName[qs.Name]; dup {
+		return sc.errorf(path+".name", "queue %q is defined twice", qs.Name)
+	}
+	byName[qs.Name] = i
+	q := engine.Queue{ID: engine.QueueID(qs.Name), Parent: engine.QueueID(qs.Parent), Priority: qs.Priority}
+	gpu := &q.Resources[engine.ResourceGPU]
+	if qs.Quota != nil {
+		if *qs.Quota < 0 {
+			return sc.errorf(path+".quota", "%v is not allowed: quota is a number of GPUs, 0 or more", *qs.Quota)
+		}
+		gpu.Quota = milliGPU(*qs.Quota)
+	}
+	if w := qs.OverQuotaWeight; w != nil {
+		if *w < 0 {
+			return sc.errorf(path+".overQuotaWeight", "%v is not allowed: the weight must be 0 or more", *w)
+		}
+		gpu.OverQuotaWeight = w
+	}
+	if l := qs.Limit; l != nil {
+		if *l < 0 || milliGPU(*l) < gpu.Quota {
+			return sc.errorf(path+".limit", "%v is not allowed: the limit must be at least the quota (%v GPUs)", *l, float64(gpu.Quota)/1000)
+		}
+		v := milliGPU(*l)
+		gpu.Limit = &v
+	}
+	for r, spec := range map[engine.Resource]*ResSpec{engine.ResourceCPU: qs.CPU, engine.ResourceMemory: qs.Memory} {
+		if spec == nil {
+			continue
+		}
+		field := map[engine.Resource]string{engine.ResourceCPU: "cpu", engine.ResourceMemory: "memory"}[r]
+		rq := &q.Resources[r]
+		var err error
+		if rq.Quota, err = sc.quantity(path+"."+field+".quota", spec.Quota, "0", r == engine.ResourceCPU); err != nil {
+			return err
+		}
+		if spec.Limit != "" {
+			l, err := sc.quantity(path+"."+field+".limit", spec.Limit, "", r == engine.ResourceCPU)
+			if err != nil {
+				return err
+			}
+			rq.Limit = &l
+		}
+		rq.OverQuotaWeight = spec.OverQuotaWeight
+	}
+	if qs.InteractiveTimeLimit != "" {
+		d, err := time.ParseDuration(qs.InteractiveTimeLimit)
+		if err != nil || d <= 0 {
+			return sc.errorf(path+".interactiveTimeLimit", "%q is not a duration: use a positive Go duration such as 30m or 4h", qs.InteractiveTimeLimit)
+		}
+		q.InteractiveTimeLimit = d
+	}
+	c.queues = append(c.queues, q)
 	return nil
 }
 
@@ -532,4 +562,37 @@ func (sc *Scenario) checkExpect(e *Expect, path string, live map[string]bool) er
 		}
 	}
 	return nil
+}
+
+// Problems are all the validation errors of one scenario file, each naming its line.
+type Problems []error
+
+func (p Problems) Error() string {
+	if len(p) == 1 {
+		return p[0].Error()
+	}
+	lines := make([]string, len(p))
+	for i, e := range p {
+		lines[i] = "  " + e.Error()
+	}
+	return fmt.Sprintf("%d problems:\n%s", len(p), strings.Join(lines, "\n"))
+}
+
+// add appends err, flattening Problems.
+func (p Problems) add(err error) Problems {
+	var more Problems
+	switch {
+	case err == nil:
+		return p
+	case errors.As(err, &more):
+		return append(p, more...)
+	}
+	return append(p, err)
+}
+
+func (p Problems) orNil() error {
+	if len(p) == 0 {
+		return nil
+	}
+	return p
 }

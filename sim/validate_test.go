@@ -94,3 +94,20 @@ func TestExpectationFailureIsReported(t *testing.T) {
 		t.Fatalf("reports %+v", reports)
 	}
 }
+
+// TestEveryProblemListed: a file with several mistakes gets all of them in one answer, each
+// with its line, not only the first.
+func TestEveryProblemListed(t *testing.T) {
+	yaml := strings.Replace(validHead, "quota: 4", "quota: -2", 1) +
+		"  - submit:\n      - {name: a, queue: team-z, gpu: 1}\n      - {name: b, queue: team-a, gpu: 1.5}\n  - advance: soon\n  - delete: [ghost]\n"
+	_, err := Parse("bad.yaml", []byte(yaml))
+	if err == nil {
+		t.Fatal("accepted")
+	}
+	for _, want := range []string{"5 problems:", "bad.yaml:6: queues[1].quota", "bad.yaml:9: steps[0].submit[0].queue",
+		"bad.yaml:10: steps[0].submit[1].gpu", "bad.yaml:11: steps[1].advance", "steps[2].delete[0]"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("lacks %q:\n%v", want, err)
+		}
+	}
+}
