@@ -10,6 +10,11 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
 	"github.com/allot-dev/allot/internal/browsertest"
 	"github.com/allot-dev/allot/kube/inspect"
 )
@@ -124,6 +129,19 @@ func TestDashboard(t *testing.T) {
 	if n := browsertest.Eval[int](t, b, `document.querySelectorAll(".gpu").length`); n != 16 {
 		t.Errorf("%d GPU cells, want 16", n)
 	}
+	// Colour by queue, with a legend entry per queue; each GPU cell names its queue.
+	legend := browsertest.Eval[[]string](t, b, `Array.from(document.querySelectorAll("[data-legend-queue]")).map(l => l.dataset.legendQueue)`)
+	if strings.Join(legend, ",") != "team-a,team-b,team-c,team-d" {
+		t.Errorf("legend %v, want an entry per queue", legend)
+	}
+	if bad := browsertest.Eval[[]string](t, b, `Array.from(document.querySelectorAll(".gpu-part[data-pod]")).filter(p => !p.textContent.includes(p.dataset.queue) || !p.dataset.queue).map(p => p.dataset.pod)`); len(bad) != 0 {
+		t.Errorf("GPU cells that do not name their queue: %v", bad)
+	}
+	// team-a's six jobs: one hue in six shades, none of them another queue's hue.
+	shades := browsertest.Eval[[]string](t, b, `[...new Set(Array.from(document.querySelectorAll(".gpu-part[data-queue=team-a]")).map(p => getComputedStyle(p).backgroundColor))]`)
+	if len(shades) < 2 {
+		t.Errorf("team-a's jobs in %d shade(s), want one per job: %v", len(shades), shades)
+	}
 	b.Screenshot(t, "nodes")
 
 	// Workloads: big waits, with the scheduler's reason; the status filter leaves it alone.
@@ -140,6 +158,37 @@ func TestDashboard(t *testing.T) {
 		return strings.Contains(s, "nb-1") && strings.Contains(s, "nb-2") && strings.Count(s, "\n") == 1
 	})
 	b.Screenshot(t, "workloads-filtered")
+	// Search by name, and sort by a column (again for the other way).
+	b.Open(t, url+"#/workloads?q=nb-")
+	b.WaitText(t, "table.workloads tbody", "the search for nb-", func(s string) bool {
+		return strings.Contains(s, "nb-1") && strings.Contains(s, "nb-2") && strings.Count(s, "\n") == 1 && strings.Contains(s, "default")
+	})
+	b.Open(t, url+"#/workloads")
+	b.WaitText(t, "table.workloads", "the list", browsertest.Contains("big"))
+	sorted := func(col string) []string {
+		browsertest.Eval[bool](t, b, `(document.querySelector("button.sort[data-sort=`+col+`]").click(), true)`)
+		time.Sleep(200 * time.Millisecond)
+		return browsertest.Eval[[]string](t, b, `Array.from(document.querySelectorAll("table.workloads tbody tr")).map(r => r.dataset.workload)`)
+	}
+	gpusColumn := func() []float64 {
+		return browsertest.Eval[[]float64](t, b, `Array.from(document.querySelectorAll("table.workloads tbody tr")).map(r => parseFloat(r.children[5].textContent))`)
+	}
+	ordered := func(xs []float64, desc bool) bool {
+		for i := 1; i < len(xs); i++ {
+			if desc && xs[i] > xs[i-1] || !desc && xs[i] < xs[i-1] {
+				return false
+			}
+		}
+		return len(xs) > 2 && xs[0] != xs[len(xs)-1]
+	}
+	sorted("gpus")
+	if up := gpusColumn(); !ordered(up, false) {
+		t.Errorf("sorted by GPUs: %v", up)
+	}
+	sorted("gpus")
+	if down := gpusColumn(); !ordered(down, true) {
+		t.Errorf("sorted by GPUs the other way: %v", down)
+	}
 
 	// Live: with the page open, a new job appears without a reload. team-d (quota 8,
 	// holding nothing) takes back the GPUs team-a borrowed.
@@ -147,11 +196,43 @@ func TestDashboard(t *testing.T) {
 	b.WaitText(t, "table.workloads", "the list", browsertest.Contains("big"))
 	allot("submit", "llama", "-p", "team-d", "-i", "pytorch", "-g", "4", "--workers", "2")
 	b.WaitText(t, "tr[data-workload=llama]", "llama appears and runs, live", browsertest.Contains("team-d", "distributed", "Running"))
+	// Two pods of one job share one colour: team-d's hue, as its legend entry shows.
+	b.Open(t, url+"#/nodes")
+	b.WaitText(t, "[data-legend-queue=team-d]", "the legend", browsertest.Contains("team-d"))
+	llama := browsertest.Eval[[]string](t, b, `(() => {
+		const parts = Array.from(document.querySelectorAll(".gpu-part[data-workload='default/Job/llama']"));
+		const sw = getComputedStyle(document.querySelector("[data-legend-queue=team-d] .sw")).backgroundColor;
+		return [String(new Set(parts.map(p => p.dataset.pod)).size), ...new Set(parts.map(p => getComputedStyle(p).backgroundColor)), sw] })()`)
+	if len(llama) != 3 || llama[0] != "2" || llama[1] != llama[2] {
+		t.Errorf("llama's pods, their colours and team-d's legend colour: %v; want 2 pods in one colour, team-d's", llama)
+	}
 
 	// Detail: big's reason and timeline; a reclaimed team-a job's timeline.
 	b.Open(t, url+"#/workloads/default/big")
 	b.WaitText(t, ".detail", "big's detail", browsertest.Contains("Why it waits", bigReason, "Submitted", "Waiting", "Pods", "Events", "FailedScheduling"))
 	b.Screenshot(t, "workload-pending")
+	// The page updates in place: the same element, never "Loading…" again, as the state moves on.
+	browsertest.Eval[bool](t, b, `(() => { window.marked = document.querySelector(".detail"); window.sawLoading = false;
+		new MutationObserver(() => { if (document.querySelector(".loading")) window.sawLoading = true })
+			.observe(document.querySelector("main"), {subtree: true, childList: true, characterData: true}); return true })()`)
+	version := browsertest.Eval[float64](t, b, `Number(document.querySelector("main").dataset.version)`)
+	// A node's label changes: the state moves on, the workload does not.
+	rc, err := clientcmd.BuildConfigFromFlags("", up.kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	touch := []byte(`{"metadata":{"labels":{"touched":"yes"}}}`)
+	if _, err := kubernetes.NewForConfigOrDie(rc).CoreV1().Nodes().Patch(up.ctx, "dgx-1", types.MergePatchType, touch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for browsertest.Eval[float64](t, b, `Number(document.querySelector("main").dataset.version)`) < version+1 && time.Now().Before(deadline) {
+		time.Sleep(200 * time.Millisecond)
+	}
+	time.Sleep(time.Second) // the detail's own fetch after the update
+	if same := browsertest.Eval[bool](t, b, `window.marked === document.querySelector(".detail") && !window.sawLoading`); !same {
+		t.Errorf("the detail page was replaced or showed Loading… on an update")
+	}
 	var reclaimed string
 	waitList("a team-a job is reclaimed", func(ws map[string]inspect.Workload) bool {
 		for name, w := range ws {
@@ -177,10 +258,21 @@ func TestDashboard(t *testing.T) {
 	if n := browsertest.Eval[int](t, b, `document.querySelectorAll(".charts canvas").length`); n != 4 {
 		t.Errorf("%d queue history charts, want 4", n)
 	}
+	// Allocation and fair share told apart: a key per chart, the fair share dashed.
+	if n := browsertest.Eval[int](t, b, `document.querySelectorAll(".charts .chart-key li[data-line='fair share'][data-dash=dashed]").length`); n != 4 {
+		t.Errorf("%d charts key the fair share as a dashed line, want 4", n)
+	}
+	// The time axis labels do not overlap.
+	overlaps := browsertest.Eval[int](t, b, `(() => { let n = 0; for (const ax of document.querySelectorAll(".charts .u-axis")) {
+		const ls = Array.from(ax.querySelectorAll(".u-label, div")).filter(e => e.textContent && /\d\d:\d\d/.test(e.textContent) && !e.children.length).map(e => e.getBoundingClientRect());
+		for (let i = 1; i < ls.length; i++) if (ls[i].left < ls[i-1].right && Math.abs(ls[i].top - ls[i-1].top) < 2) n++ } return n })()`)
+	if overlaps != 0 {
+		t.Errorf("%d time-axis labels overlap their neighbours", overlaps)
+	}
 	b.Screenshot(t, "queues")
 
 	if os.Getenv("ALLOT_UPDATE_DOCS") != "" {
-		for _, name := range []string{"overview", "nodes"} {
+		for _, name := range []string{"overview", "nodes", "workloads", "queues"} {
 			png, err := os.ReadFile(filepath.Join(b.Artifacts, name+".png"))
 			if err == nil {
 				err = os.WriteFile(filepath.Join("..", "..", "docs", "dashboard-"+name+".png"), png, 0o644)

@@ -6,7 +6,7 @@ export interface Node { name: string; pool?: string; model: string; gpus: GPU[];
 
 export interface Pod { name: string; node?: string; gpus?: string; gpusRequested: number; phase: string; reason?: string }
 export interface Workload {
-  name: string; namespace: string; queue: string; type: string; status: string;
+  name: string; namespace: string; kind: string; queue: string; type: string; status: string;
   gpusAllocated: number; gpusRequested: number; running: number; pending: number;
   nodes: string[]; created: string; reason?: string; pods?: Pod[];
 }

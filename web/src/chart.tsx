@@ -3,7 +3,15 @@ import uPlot from "uplot";
 import "uplot/dist/uPlot.min.css";
 import type { Sample } from "./api";
 
-export interface Line { label: string; color: string; dash?: boolean; value: (s: Sample) => number | null }
+export interface Line { label: string; color: string; dash?: boolean; fill?: boolean; value: (s: Sample) => number | null }
+
+// clock labels the time axis in hours and minutes, and seconds when the ticks are closer
+// than a minute (a history only minutes long), so that no two labels read the same.
+function clock(v: number, seconds: boolean): string {
+  const d = new Date(v * 1000);
+  const two = (n: number) => String(n).padStart(2, "0");
+  return `${two(d.getHours())}:${two(d.getMinutes())}` + (seconds ? `:${two(d.getSeconds())}` : "");
+}
 
 // TimeChart draws lines over the history samples. The chart is made once and given new
 // data on every state, so a live page does not flicker.
@@ -21,9 +29,12 @@ export function TimeChart({ history, lines, height = 180, title }: { history: Sa
       width: Math.max(240, el.clientWidth),
       height,
       scales: { y: { range: (_u, _min, max) => [0, Math.max(1, Math.ceil(max * 1.1))] } },
-      axes: [{}, { label: "GPUs", size: 48 }],
-      series: [{}, ...lines.map((l) => ({ label: l.label, stroke: l.color, width: 2, dash: l.dash ? [6, 4] : undefined }))],
-      legend: { live: false },
+      // Ticks at least 80 px apart, so that labels never overlap.
+      axes: [{ space: 80, values: (_u, ticks, _axis, _space, incr) => ticks.map((v) => clock(v, incr < 60)) }, { label: "GPUs", size: 48 }],
+      series: [{}, ...lines.map((l) => ({ label: l.label, stroke: l.color, width: l.dash ? 2.5 : 2,
+        dash: l.dash ? [7, 5] : undefined, fill: l.fill ? l.color + "26" : undefined }))],
+      // The chart's own key (below) says which line is which, with its stroke.
+      legend: { show: false },
     };
     plot.current = new uPlot(opts, data(), el);
     const fit = new ResizeObserver(() => plot.current?.setSize({ width: Math.max(240, el.clientWidth), height }));
@@ -37,5 +48,21 @@ export function TimeChart({ history, lines, height = 180, title }: { history: Sa
   useEffect(() => {
     plot.current?.setData(data());
   }, [history]);
-  return <figure class="chart" aria-label={title}><figcaption>{title}</figcaption><div ref={box} /></figure>;
+  return (
+    <figure class="chart" aria-label={title}>
+      <figcaption>{title}</figcaption>
+      <div ref={box} />
+      <ul class="chart-key">
+        {lines.map((l) => (
+          <li key={l.label} data-line={l.label} data-dash={l.dash ? "dashed" : "solid"}>
+            <svg width="28" height="10" aria-hidden="true">
+              {l.fill && <rect x="0" y="3" width="28" height="7" fill={l.color + "26"} />}
+              <line x1="0" y1="4" x2="28" y2="4" stroke={l.color} stroke-width="2.5" stroke-dasharray={l.dash ? "7 5" : undefined} />
+            </svg>
+            {l.label}
+          </li>
+        ))}
+      </ul>
+    </figure>
+  );
 }

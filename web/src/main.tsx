@@ -20,7 +20,7 @@ function App() {
   let body;
   if (!s) body = <p class="loading">Connecting to Allot…</p>;
   else if (page === "nodes") body = <Nodes s={s} />;
-  else if (page === "workloads" && route.length === 3) body = <WorkloadDetail s={s} ns={route[1]} name={route[2]} />;
+  else if (page === "workloads" && route.length >= 3) body = <WorkloadDetail s={s} ns={route[1]} name={route.slice(2).join("/")} />;
   else if (page === "workloads") body = <Workloads s={s} query={query} />;
   else if (page === "queues") body = <Queues s={s} />;
   else body = <Overview s={s} />;

@@ -35,7 +35,7 @@ export function Queues({ s }: { s: State }) {
       <div class="charts">
         {s.queues.map((q) => (
           <TimeChart key={q.name} title={q.name} height={140} history={s.history} lines={[
-            { label: "allocated", color: "#0072B2", value: (p) => p.queues[q.name]?.allocated ?? null },
+            { label: "allocated", color: "#0072B2", fill: true, value: (p) => p.queues[q.name]?.allocated ?? null },
             { label: "fair share", color: "#D55E00", dash: true, value: (p) => p.queues[q.name]?.fairShare ?? null },
           ]} />
         ))}

@@ -13,22 +13,60 @@ function statusClass(st: string): string {
   return "status status-" + st.toLowerCase().replace(/[^a-z]+/g, "-").replace(/-$/, "");
 }
 
+// Sorting: each key is how a column compares; the query keeps it (sort=gpus&desc=1) so that
+// a sorted page survives a reload and can be linked.
+const sorts: Record<string, (a: Workload, b: Workload) => number> = {
+  name: (a, b) => a.name.localeCompare(b.name) || a.namespace.localeCompare(b.namespace),
+  namespace: (a, b) => a.namespace.localeCompare(b.namespace) || a.name.localeCompare(b.name),
+  queue: (a, b) => a.queue.localeCompare(b.queue),
+  type: (a, b) => a.type.localeCompare(b.type),
+  status: (a, b) => a.status.localeCompare(b.status),
+  gpus: (a, b) => a.gpusAllocated - b.gpusAllocated || a.gpusRequested - b.gpusRequested,
+  age: (a, b) => new Date(b.created).getTime() - new Date(a.created).getTime(),
+};
+
+// workloadHref links a workload's page by namespace, kind and name: two workloads of one
+// namespace may share a name (a Job and a bare pod).
+export function workloadHref(w: Workload): string {
+  return `#/workloads/${encodeURIComponent(w.namespace)}/${encodeURIComponent(w.kind)}/${encodeURIComponent(w.name)}`;
+}
+
 export function Workloads({ s, query }: { s: State; query: URLSearchParams }) {
   const queue = query.get("queue") ?? "";
   const status = query.get("status") ?? "";
+  const search = (query.get("q") ?? "").toLowerCase();
+  const sort = sorts[query.get("sort") ?? ""] ? query.get("sort")! : "name";
+  const desc = query.get("desc") === "1";
   const now = new Date(s.time);
-  const rows = s.workloads.filter((w) => (!queue || w.queue === queue) && (!status || w.status === status));
-  const change = (k: string) => (e: Event) => {
-    // From the address, not this render's query: two changes may come before a render.
-    const q = new URLSearchParams(location.hash.split("?")[1] ?? "");
-    const v = (e.target as HTMLSelectElement).value;
+  const rows = s.workloads
+    .filter((w) => (!queue || w.queue === queue) && (!status || w.status === status) &&
+      (!search || w.name.toLowerCase().includes(search) || w.namespace.toLowerCase().includes(search)))
+    .sort((a, b) => (desc ? -1 : 1) * sorts[sort](a, b));
+  // From the address, not this render's query: two changes may come before a render.
+  const current = () => new URLSearchParams(location.hash.split("?")[1] ?? "");
+  const set = (k: string, v: string) => {
+    const q = current();
     v ? q.set(k, v) : q.delete(k);
     setQuery(q);
   };
+  const change = (k: string) => (e: Event) => set(k, (e.target as HTMLSelectElement | HTMLInputElement).value);
+  const sortBy = (k: string) => () => {
+    const q = current();
+    const again = (q.get("sort") ?? "name") === k && q.get("desc") !== "1";
+    q.set("sort", k);
+    again ? q.set("desc", "1") : q.delete("desc");
+    setQuery(q);
+  };
+  const head = (k: string, label: string) => (
+    <th scope="col" aria-sort={sort === k ? (desc ? "descending" : "ascending") : "none"}>
+      <button class="sort" data-sort={k} onClick={sortBy(k)}>{label}{sort === k ? (desc ? " ▼" : " ▲") : ""}</button>
+    </th>
+  );
   return (
     <section>
       <h1>Workloads</h1>
       <div class="filters">
+        <label>Search <input id="filter-search" type="search" placeholder="name or namespace" value={query.get("q") ?? ""} onInput={change("q")} /></label>
         <label>Queue <select id="filter-queue" value={queue} onChange={change("queue")}>
           <option value="">all</option>
           {s.queues.map((q) => <option value={q.name} key={q.name}>{q.name}</option>)}
@@ -40,11 +78,13 @@ export function Workloads({ s, query }: { s: State; query: URLSearchParams }) {
         <span class="count">{rows.length} of {s.workloads.length}</span>
       </div>
       <table class="workloads">
-        <thead><tr><th scope="col">Name</th><th scope="col">Queue</th><th scope="col">Type</th><th scope="col">Status</th><th scope="col">GPUs</th><th scope="col">Nodes</th><th scope="col">Age</th><th scope="col">Why it waits</th></tr></thead>
+        <thead><tr>{head("name", "Name")}{head("namespace", "Namespace")}{head("queue", "Queue")}{head("type", "Type")}{head("status", "Status")}
+          {head("gpus", "GPUs")}<th scope="col">Nodes</th>{head("age", "Age")}<th scope="col">Why it waits</th></tr></thead>
         <tbody>
           {rows.map((w) => (
-            <tr key={`${w.namespace}/${w.name}`} data-workload={w.name}>
-              <td><a href={`#/workloads/${encodeURIComponent(w.namespace)}/${encodeURIComponent(w.name)}`}>{w.name}</a>{w.namespace !== "default" && <span class="ns"> {w.namespace}</span>}</td>
+            <tr key={`${w.namespace}/${w.kind}/${w.name}`} data-workload={w.name}>
+              <td><a href={workloadHref(w)}>{w.name}</a> <span class="ns">{w.kind}</span></td>
+              <td>{w.namespace}</td>
               <td>{w.queue}</td>
               <td>{w.type}</td>
               <td><span class={statusClass(w.status)}>{w.status}</span></td>
@@ -56,32 +96,37 @@ export function Workloads({ s, query }: { s: State; query: URLSearchParams }) {
           ))}
         </tbody>
       </table>
-      {rows.length === 0 && <p class="empty">No workloads{queue || status ? " match the filters" : ""}.</p>}
+      {rows.length === 0 && <p class="empty">No workloads{queue || status || search ? " match the filters" : ""}.</p>}
     </section>
   );
 }
 
 // WorkloadDetail fetches one workload's pods, events and timeline, again whenever the
-// cluster's state moves on.
+// cluster's state moves on. The page is updated in place: what it shows stays until the
+// next answer replaces it, and "Loading…" is only for the first. name may be KIND/NAME.
 export function WorkloadDetail({ s, ns, name }: { s: State; ns: string; name: string }) {
-  const [d, setD] = useState<Detail | null>(null);
+  const [d, setD] = useState<{ key: string; detail: Detail } | null>(null);
   const [err, setErr] = useState("");
+  const key = `${ns}/${name}`;
   useEffect(() => {
     let stop = false;
-    fetch(`api/workloads/${encodeURIComponent(ns)}/${encodeURIComponent(name)}`)
+    fetch(`api/workloads/${encodeURIComponent(ns)}/${name.split("/").map(encodeURIComponent).join("/")}`)
       .then(async (r) => (r.ok ? r.json() : Promise.reject(new Error(await r.text()))))
-      .then((x: Detail) => { if (!stop) { setD(x); setErr(""); } })
+      .then((x: Detail) => { if (!stop) { setD({ key, detail: x }); setErr(""); } })
       .catch((e: Error) => { if (!stop) setErr(e.message); });
     return () => { stop = true; };
-  }, [ns, name, s.version]);
-  if (err) return <section><h1>{name}</h1><p class="error">{err}</p><a href="#/workloads">All workloads</a></section>;
-  if (!d) return <section><h1>{name}</h1><p>Loading…</p></section>;
-  const w: Workload = d.workload;
+  }, [key, s.version]);
+  const title = name.split("/").pop();
+  if (err && d?.key !== key) return <section><h1>{title}</h1><p class="error">{err}</p><a href="#/workloads">All workloads</a></section>;
+  if (!d || d.key !== key) return <section><h1>{title}</h1><p class="loading">Loading…</p></section>;
+  const w: Workload = d.detail.workload;
   return (
     <section class="detail">
       <p><a href="#/workloads">← All workloads</a></p>
       <h1>{w.name} <span class={statusClass(w.status)}>{w.status}</span></h1>
+      {err && <p class="error">{err}</p>}
       <dl class="facts">
+        <dt>Kind</dt><dd>{w.kind}</dd>
         <dt>Queue</dt><dd>{w.queue}</dd>
         <dt>Type</dt><dd>{w.type}</dd>
         <dt>Namespace</dt><dd>{w.namespace}</dd>
@@ -91,7 +136,7 @@ export function WorkloadDetail({ s, ns, name }: { s: State; ns: string; name: st
       </dl>
       <h2>Timeline</h2>
       <ol class="timeline">
-        {d.timeline.map((t, i) => (
+        {d.detail.timeline.map((t, i) => (
           <li key={i} class={`step step-${t.what.toLowerCase()}`}>
             <time dateTime={t.time}>{new Date(t.time).toLocaleTimeString()}</time>
             <strong>{t.what}</strong>{t.pods && t.pods > 1 ? ` (${t.pods} pods)` : ""}
@@ -109,7 +154,7 @@ export function WorkloadDetail({ s, ns, name }: { s: State; ns: string; name: st
       <h2>Events</h2>
       <table class="events">
         <thead><tr><th scope="col">When</th><th scope="col">Type</th><th scope="col">Reason</th><th scope="col">Object</th><th scope="col">Message</th></tr></thead>
-        <tbody>{d.events.map((e, i) => (
+        <tbody>{d.detail.events.map((e, i) => (
           <tr key={i} class={e.type === "Warning" ? "warn" : ""}><td>{new Date(e.time).toLocaleTimeString()}</td><td>{e.type}</td><td>{e.reason}{e.count > 1 ? ` ×${e.count}` : ""}</td><td>{e.object}</td><td>{e.message}</td></tr>
         ))}</tbody>
       </table>
