@@ -262,7 +262,7 @@ func printWorkloads(cmd *cobra.Command, ws []inspect.Workload, output string, na
 		return printData(out, output, ws)
 	}
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	head := "NAME\tQUEUE\tTYPE\tSTATUS\tGPUS\tPODS\tNODE\tAGE"
+	head := "NAME\tKIND\tQUEUE\tTYPE\tSTATUS\tGPUS\tPODS\tNODE\tAGE"
 	if namespaces {
 		head = "NAMESPACE\t" + head
 	}
@@ -275,7 +275,7 @@ func printWorkloads(cmd *cobra.Command, ws []inspect.Workload, output string, na
 		if len(w.Nodes) > 0 {
 			node = strings.Join(w.Nodes, ",")
 		}
-		row := fmt.Sprintf("%s\t%s\t%s\t%s\t%s (%s)\t%d (%d)\t%s\t%s", w.Name, w.Queue, w.Type, w.Status,
+		row := fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s (%s)\t%d (%d)\t%s\t%s", w.Name, w.Kind, w.Queue, w.Type, w.Status,
 			gpuAmount(w.GPUs), gpuAmount(w.Requested), w.Running, w.Pending, node, age(w.Created))
 		if namespaces {
 			row = w.Namespace + "\t" + row

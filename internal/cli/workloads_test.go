@@ -428,6 +428,9 @@ func TestKubectlMadeWorkloads(t *testing.T) {
 	if _, err := e.run(t, "suspend", "train-resnet"); err == nil || !strings.Contains(err.Error(), "train-resnet is a Pod: it cannot be suspended") {
 		t.Fatalf("suspending a bare pod: %v", err)
 	}
+	if _, err := e.run(t, "resume", "train-resnet"); err == nil || !strings.Contains(err.Error(), "train-resnet is a Pod: it cannot be resumed") {
+		t.Fatalf("resuming a bare pod: %v", err)
+	}
 	e.must(t, "suspend", "llm")
 	e.workload(t, "llm", func(w inspect.Workload) bool { return w.Status == "Suspended" && w.Running == 0 })
 	e.must(t, "resume", "llm")

@@ -139,7 +139,7 @@ func (c Clients) Suspend(ctx context.Context, w *inspect.Workload, resume bool) 
 	field, switched := suspendField[w.Kind]
 	scaled := w.Kind == "Deployment" || w.Kind == "StatefulSet"
 	if !switched && !scaled {
-		return "", fmt.Errorf("%s is a %s: it cannot be %sed, as nothing would make its pods again; delete it and submit again instead", w.Name, w.Kind, verb)
+		return "", fmt.Errorf("%s is a %s: it cannot be %s, as nothing would make its pods again; delete it and submit again instead", w.Name, w.Kind, done)
 	}
 	r, err := c.resource(w)
 	if err != nil {

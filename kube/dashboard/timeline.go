@@ -50,6 +50,9 @@ func Timeline(w inspect.Workload, events []corev1.Event) []Step {
 	}
 	for _, e := range events {
 		t := inspect.EventTime(e)
+		if t.Before(w.Created.Add(-time.Second)) {
+			continue // of an earlier workload of this name (event times are in seconds)
+		}
 		switch e.Reason {
 		case "FailedScheduling":
 			add(t, "Waiting", e.Message)

@@ -351,6 +351,9 @@ func BuildWorkloads(o Objects) []Workload {
 		if w.Type == "" {
 			w.Type = submit.TypeTrain
 		}
+		if w.Status == "Pending" && w.Reason == "" && len(w.Pods) == 0 && w.Kind != "Pod" {
+			w.Reason = "no pods yet: waiting for the " + w.Kind + "'s controller to make them"
+		}
 		out = append(out, *w)
 	}
 	sort.Slice(out, func(a, b int) bool {
@@ -499,7 +502,16 @@ func WorkloadEvents(events []*corev1.Event, w *Workload) []corev1.Event {
 			out = append(out, *e)
 		}
 	}
-	sort.SliceStable(out, func(a, b int) bool { return EventTime(out[a]).Before(EventTime(out[b])) })
+	sort.SliceStable(out, func(a, b int) bool {
+		ta, tb := EventTime(out[a]), EventTime(out[b])
+		if !ta.Equal(tb) {
+			return ta.Before(tb)
+		}
+		// Times are in seconds: within one, the order the API server stored them in.
+		ra, ea := strconv.ParseUint(out[a].ResourceVersion, 10, 64)
+		rb, eb := strconv.ParseUint(out[b].ResourceVersion, 10, 64)
+		return ea == nil && eb == nil && ra < rb
+	})
 	return out
 }
 
