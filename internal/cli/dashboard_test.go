@@ -80,7 +80,7 @@ func TestDashboard(t *testing.T) {
 	allot("submit", "nb-2", "-p", "team-c", "-i", "jupyter", "-g", "0.5", "--interactive")
 	allot("submit", "big", "-p", "team-b", "-i", "pytorch", "-g", "8")
 	waitList("notebooks run and big waits", func(ws map[string]inspect.Workload) bool {
-		return ws["nb-1"].Status == "Running" && ws["nb-2"].Status == "Running" && ws["big"].Reason != ""
+		return ws["nb-1"].Status == "Running" && ws["nb-2"].Status == "Running" && ws["big"].Pending == 1 && ws["big"].Reason != "" && ws["big"].Pods[0].Reason != ""
 	})
 	bigReason := list()["big"].Reason
 

@@ -162,8 +162,8 @@ func TestPendingReasonAndTopNodes(t *testing.T) {
 	e := startCLI(t)
 	// allot submit refuses a job no node can hold; kubectl does not.
 	e.kubectlJob(t, "huge", "team-d", 1, 9)
-	e.workload(t, "huge", func(w inspect.Workload) bool { return w.Status == "Pending" && w.Reason != "" })
 	want := "needs 9 GPUs on one node; the largest node it may use has 8"
+	e.workload(t, "huge", func(w inspect.Workload) bool { return w.Status == "Pending" && strings.Contains(w.Reason, want) })
 	if out := e.must(t, "list", "-o", "wide"); !strings.Contains(out, want) {
 		t.Fatalf("list -o wide lacks the reason:\n%s", out)
 	}
