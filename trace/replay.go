@@ -20,6 +20,10 @@ type ReplayOptions struct {
 	Workers int
 	// Progress, if set, is called after each finished run.
 	Progress func(done, total int)
+	// AsIs replays the pod list once in its own order, neither resampled to Tune nor
+	// shuffled, so that another simulator's run on the same file can be compared pod for
+	// pod. The seed then only seeds the placement's own tie-breaking.
+	AsIs bool
 }
 
 // Point is the allocation ratio when a given demand had arrived, both as fractions of
@@ -66,7 +70,7 @@ func Replay(ctx context.Context, nodes []engine.Node, pods []Pod, opts ReplayOpt
 		go func() {
 			defer wg.Done()
 			for t := range tasks {
-				runs[t.i] = replayOne(nodes, pods, shapes, opts.Policies[t.p], opts.Seeds[t.s], opts.Tune)
+				runs[t.i] = replayOne(nodes, pods, shapes, opts.Policies[t.p], opts.Seeds[t.s], opts.Tune, opts.AsIs)
 				mu.Lock()
 				done++
 				if opts.Progress != nil {
@@ -109,12 +113,15 @@ func Shapes(pods []Pod) []engine.Shape {
 	return out
 }
 
-func replayOne(nodes []engine.Node, pods []Pod, shapes []engine.Shape, policy engine.Placement, seed uint64, tune float64) Run {
+func replayOne(nodes []engine.Node, pods []Pod, shapes []engine.Shape, policy engine.Placement, seed uint64, tune float64, asIs bool) Run {
 	capacity := Capacity(nodes)
-	rng := NewRand(seed)
-	target := engine.MilliGPU(math.Round(float64(capacity) * tune))
-	list := Tune(pods, target, rng)
-	Shuffle(list, rng)
+	list := pods
+	if !asIs {
+		rng := NewRand(seed)
+		target := engine.MilliGPU(math.Round(float64(capacity) * tune))
+		list = Tune(pods, target, rng)
+		Shuffle(list, rng)
+	}
 	placer := engine.NewPlacer(nodes, engine.Options{Placement: policy, Seed: seed, Workload: shapes})
 	run := Run{Policy: PolicyLabel(policy), Seed: seed, Pods: len(list)}
 	var arrived, alloc engine.MilliGPU

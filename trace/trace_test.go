@@ -138,3 +138,20 @@ func TestDefaultBeatsPublishedFGD(t *testing.T) {
 		t.Fatalf("implausible run: %+v", runs[0])
 	}
 }
+
+// TestReplayAsIs: --order as-is places the file's pods once, in the file's order: as many
+// pods as the file has, the same whatever the seed for a policy that has no randomness.
+func TestReplayAsIs(t *testing.T) {
+	nodes, pods := published(t, "gpushare40")
+	opts := ReplayOptions{Policies: []engine.Placement{engine.PlacementBestFit}, Seeds: []uint64{1, 2}, Tune: 1.3, AsIs: true}
+	runs, err := Replay(context.Background(), nodes, pods, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if runs[0].Pods != len(pods) || runs[1].Pods != len(pods) {
+		t.Fatalf("replayed %d and %d pods, the file has %d", runs[0].Pods, runs[1].Pods, len(pods))
+	}
+	if !reflect.DeepEqual(runs[0].Curve, runs[1].Curve) {
+		t.Fatal("best-fit on the file's order differs between seeds")
+	}
+}

@@ -18,7 +18,7 @@ import (
 )
 
 func newTraceCmd() *cobra.Command {
-	var nodesPath, podsPath, seeds, policies, output, plotPath string
+	var nodesPath, podsPath, seeds, policies, output, plotPath, order string
 	var tune float64
 	cmd := &cobra.Command{
 		Use:   "trace --nodes NODES.csv --pods PODS.csv",
@@ -42,6 +42,12 @@ of the trace could use. For the published pod lists the paper's FGD figure is sh
 			if tune < 1 || tune > 10 {
 				return fmt.Errorf("--tune %v is not allowed: the arrived demand is between 1 and 10 times capacity", tune)
 			}
+			if order != "shuffled" && order != "as-is" {
+				return fmt.Errorf("--order %q is not allowed: shuffled (the paper's protocol) or as-is (the file's order, once)", order)
+			}
+			if order == "as-is" && !cmd.Flags().Changed("seeds") {
+				seeds = "42" // one run per policy: the order is the file's
+			}
 			seedList, err := parseSeeds(seeds)
 			if err != nil {
 				return err
@@ -60,7 +66,7 @@ of the trace could use. For the published pod lists the paper's FGD figure is sh
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt)
 			defer stop()
-			runs, err := trace.Replay(ctx, nodes, pods, trace.ReplayOptions{Policies: pols, Seeds: seedList, Tune: tune,
+			runs, err := trace.Replay(ctx, nodes, pods, trace.ReplayOptions{Policies: pols, Seeds: seedList, Tune: tune, AsIs: order == "as-is",
 				Progress: progress(cmd.ErrOrStderr(), len(pols)*len(seedList), "replaying")})
 			if err != nil {
 				return err
@@ -94,6 +100,7 @@ of the trace could use. For the published pod lists the paper's FGD figure is sh
 	f.StringVar(&seeds, "seeds", "42-51", "seeds: a range 42-51 or a list 1,2,3")
 	f.StringVar(&policies, "policy", "random,best-fit,gpu-packing,fgd,default", "placement policies to compare: "+strings.Join(policyNames(), ", "))
 	f.StringVarP(&output, "output", "o", "table", "output format: table, json or csv (one row per run and curve point)")
+	f.StringVar(&order, "order", "shuffled", "shuffled: demand resampled to --tune and shuffled per seed (the paper's protocol); as-is: the pod list once, in its own order, to compare with another simulator's run of the same file")
 	f.StringVar(&plotPath, "plot", "", "write allocation ratio against arrived demand to this file (.svg or .png)")
 	return cmd
 }
