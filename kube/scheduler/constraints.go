@@ -80,7 +80,7 @@ func room(snap *engine.Snapshot, idx *index, nodes []*corev1.Node, pods []*corev
 		if p.Spec.NodeName == "" || terminal(p) {
 			continue
 		}
-		if _, seen := idx.pods[engine.PodID(p.Namespace+"/"+p.Name)]; seen {
+		if idx.uids[p.UID] {
 			continue
 		}
 		h := byNode[p.Spec.NodeName]

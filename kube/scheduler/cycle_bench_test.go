@@ -3,6 +3,7 @@ package scheduler
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"testing"
 	"time"
 
@@ -84,6 +85,15 @@ func benchCycles(b *testing.B, nodes []*corev1.Node, pods []*corev1.Pod) {
 				binds = len(eng.Schedule(snap).Binds)
 			}
 			b.ReportMetric(float64(binds), "binds")
+			// What the process holds with the cluster's objects, the conversion cache and
+			// the last cycle's snapshot live: the scheduler's memory at this scale.
+			b.StopTimer()
+			runtime.GC()
+			var ms runtime.MemStats
+			runtime.ReadMemStats(&ms)
+			b.ReportMetric(float64(ms.HeapAlloc)/(1<<20), "MiB-live")
+			runtime.KeepAlive(nodes)
+			runtime.KeepAlive(pods)
 		})
 	}
 }
