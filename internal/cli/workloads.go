@@ -205,7 +205,7 @@ func checkSubmit(cmd *cobra.Command, c *conn, s submit.Spec, objs []runtime.Obje
 			}
 		}
 	}
-	nodes, err := inspect.Nodes(ctx, c.client)
+	nodes, err := inspect.EmptyNodes(ctx, c.client)
 	if err != nil {
 		return err
 	}

@@ -60,6 +60,16 @@ func Nodes(ctx context.Context, client kubernetes.Interface) ([]Node, error) {
 	return BuildNodes(ptrs(nodes.Items), ptrs(pods.Items)), nil
 }
 
+// EmptyNodes reads every GPU node without its pods: its devices as if free, for what is a
+// question of capacity (could a request ever fit), at the cost of one list of nodes.
+func EmptyNodes(ctx context.Context, client kubernetes.Interface) ([]Node, error) {
+	nodes, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	return BuildNodes(ptrs(nodes.Items), nil), nil
+}
+
 // BuildNodes lays out every GPU node's devices with the pods holding them.
 func BuildNodes(nodes []*corev1.Node, pods []*corev1.Pod) []Node {
 	held := map[string]map[int][]Holder{}
