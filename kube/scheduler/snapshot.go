@@ -170,17 +170,27 @@ func buildSnapshot(now time.Time, nodes []*corev1.Node, pods []*corev1.Pod, queu
 	used := map[string]map[int]bool{}
 	byJob := map[engine.JobID]*engine.Job{}
 	var order []engine.JobID
-	sort.Slice(pods, func(a, b int) bool {
-		if !pods[a].CreationTimestamp.Equal(&pods[b].CreationTimestamp) {
-			return pods[a].CreationTimestamp.Before(&pods[b].CreationTimestamp)
-		}
-		return pods[a].Name < pods[b].Name
-	})
-	idx.releasing, idx.evicted = map[engine.NodeID]map[int]string{}, map[engine.JobID]bool{}
+	// Only the pods that can matter are sorted and read below: Allot's, and others' that
+	// hold GPUs. At production scale most pods are neither (140,000 of 142,500 in
+	// BenchmarkAdapterCycleProduction), and sorting them all every cycle cost about a fifth
+	// of the cycle.
+	mine := make([]*corev1.Pod, 0, 1024)
 	for _, p := range pods {
 		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 			continue
 		}
+		if p.Spec.SchedulerName == SchedulerName || holdsGPU(cache.request(p)) {
+			mine = append(mine, p)
+		}
+	}
+	sort.Slice(mine, func(a, b int) bool {
+		if !mine[a].CreationTimestamp.Equal(&mine[b].CreationTimestamp) {
+			return mine[a].CreationTimestamp.Before(&mine[b].CreationTimestamp)
+		}
+		return mine[a].Name < mine[b].Name
+	})
+	idx.releasing, idx.evicted = map[engine.NodeID]map[int]string{}, map[engine.JobID]bool{}
+	for _, p := range mine {
 		// A terminating pod is leaving: it is not a member of its job any more (a gang
 		// whose controller already made new pods must start them whole, not count the old
 		// ones as running), it is never evicted again, and its queue no longer holds what
