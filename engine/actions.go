@@ -140,7 +140,7 @@ func (s *session) reclaimFor(j *jobState, pool *candidatePool, fails map[string]
 	cands := pool.from(func(q *queueState) bool {
 		a := q.alloc[ResourceGPU]
 		return q != j.q && (a > q.fair[ResourceGPU] || (inQuota && a > q.deserved[ResourceGPU]))
-	}, nil)
+	}, s.keepUnshielded(j, protectReclaim))
 	before := s.queueAllocs()
 	vs := &victimSearch{job: j, pods: pods, cands: cands,
 		reason: func(u unit) Reason {
@@ -243,8 +243,9 @@ func (s *session) preempt(pool *candidatePool) {
 		if fails[key] {
 			continue
 		}
+		shielded := s.keepUnshielded(j, protectPreempt)
 		cands := pool.from(func(q *queueState) bool { return q == j.q },
-			func(u unit) bool { return u.job.j.Priority < j.j.Priority })
+			func(u unit) bool { return u.job.j.Priority < j.j.Priority && shielded(u) })
 		before := s.queueAllocs()
 		vs := &victimSearch{job: j, pods: pods, cands: cands,
 			reason: func(u unit) Reason {

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // shapeKey identifies jobs that fit or fail alike: same pods, same constraints.
@@ -285,11 +286,32 @@ func (s *session) pendingReason(j *jobState) Reason {
 	if r.Code == ReasonNone {
 		r = reasonf(ReasonNotTried, "waiting for the next scheduling cycle")
 	}
+	if len(j.shielded) > 0 {
+		r.Message += "; " + s.shieldNote(j)
+	}
 	if j.started() {
 		return Reason{Code: ReasonElasticWaiting, Message: fmt.Sprintf("running %d of %d pods (at least %d); grows when GPUs free up: %s",
 			j.bound, len(j.pods), j.j.MinMember, r.Message)}
 	}
 	return r
+}
+
+// shieldNote names the jobs a reclaim or preemption for j passed over because they had not
+// run their queue's minimum runtime, the first of them with the time it may be taken.
+func (s *session) shieldNote(j *jobState) string {
+	first := j.shielded[0]
+	for _, x := range j.shielded {
+		if x.until.Before(first.until) {
+			first = x
+		}
+	}
+	what := map[int]string{protectReclaim: "reclaim", protectPreempt: "preemption"}[first.action]
+	more := ""
+	if n := len(j.shielded) - 1; n > 0 {
+		more = fmt.Sprintf(" and %d more", n)
+	}
+	return fmt.Sprintf("%s%s protected from %s by a minimum runtime, the first until %s (in %s)",
+		first.job, more, what, first.until.UTC().Format(time.RFC3339), first.until.Sub(s.now).Round(time.Second))
 }
 
 // CountedReasons renders per-node reasons the way kube-scheduler's FitError does, the

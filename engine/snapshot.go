@@ -85,6 +85,10 @@ type Queue struct {
 	Priority int32
 	// InteractiveTimeLimit stops interactive jobs that ran this long; zero means none.
 	InteractiveTimeLimit time.Duration
+	// ReclaimMinRuntime keeps a job of this queue from being reclaimed by another queue
+	// until it has run this long; PreemptMinRuntime from being preempted by a job of
+	// higher priority in its own queue. Nil inherits the parent's (none at the top).
+	ReclaimMinRuntime, PreemptMinRuntime *time.Duration
 }
 
 // QueueResource is the guarantee and cap of one resource for a queue.

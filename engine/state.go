@@ -89,7 +89,16 @@ type queueState struct {
 	fair     Resources
 	deserved Resources // min(quota, demand, limit)
 	jobs     []*jobState
+	// protect is how long a job of the queue runs before it may be a victim, by action:
+	// its own setting or the nearest ancestor's.
+	protect [2]time.Duration
 }
+
+// What a minimum runtime protects from.
+const (
+	protectReclaim = iota
+	protectPreempt
+)
 
 type jobState struct {
 	j           *Job
@@ -99,6 +108,16 @@ type jobState struct {
 	bound       int
 	reason      Reason
 	filter      *filterState // nil: every node
+	// shielded are victims a reclaim or preemption for this job passed over because they
+	// had not yet run their queue's minimum runtime; the wait's reason names them.
+	shielded []shield
+}
+
+// shield is a job kept from being a victim until a time.
+type shield struct {
+	job    JobID
+	until  time.Time
+	action int
 }
 
 type podState struct {
@@ -492,11 +511,46 @@ func (s *session) buildQueues(qs []Queue) {
 		}
 		s.reached[q] = true
 		s.queues = append(s.queues, q)
+		for k, d := range [2]*time.Duration{q.q.ReclaimMinRuntime, q.q.PreemptMinRuntime} {
+			switch {
+			case d != nil:
+				q.protect[k] = max(*d, 0)
+			case q.parent != nil:
+				q.protect[k] = q.parent.protect[k]
+			}
+		}
 		for _, c := range q.children {
 			walk(c, depth+1)
 		}
 	}
 	for _, r := range s.roots {
 		walk(r, 0)
+	}
+}
+
+// shieldedFrom tells whether a running job may not yet be a victim of the action (it has
+// not run its queue's minimum runtime), and until when. A job's start time is when it last
+// reached its gang; one with none known is not protected.
+func (s *session) shieldedFrom(j *jobState, action int) (time.Time, bool) {
+	d := j.q.protect[action]
+	if d <= 0 || j.j.StartTime.IsZero() {
+		return time.Time{}, false
+	}
+	until := j.j.StartTime.Add(d)
+	return until, s.now.Before(until)
+}
+
+// keepUnshielded is a victim filter that passes over protected jobs, noting them for the
+// reason of the job that wanted their GPUs.
+func (s *session) keepUnshielded(for_ *jobState, action int) func(unit) bool {
+	return func(u unit) bool {
+		until, shielded := s.shieldedFrom(u.job, action)
+		if !shielded {
+			return true
+		}
+		if !slices.ContainsFunc(for_.shielded, func(x shield) bool { return x.job == u.job.j.ID }) {
+			for_.shielded = append(for_.shielded, shield{job: u.job.j.ID, until: until, action: action})
+		}
+		return false
 	}
 }

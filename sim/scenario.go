@@ -54,6 +54,8 @@ type QueueSpec struct {
 	Limit                *float64 `yaml:"limit"`
 	Priority             int32    `yaml:"priority"`
 	InteractiveTimeLimit string   `yaml:"interactiveTimeLimit"`
+	ReclaimMinRuntime    string   `yaml:"reclaimMinRuntime"`
+	PreemptMinRuntime    string   `yaml:"preemptMinRuntime"`
 	CPU                  *ResSpec `yaml:"cpu"`
 	Memory               *ResSpec `yaml:"memory"`
 }

@@ -340,6 +340,20 @@ func (sc *Scenario) compileQueue(c *compiled, i int, qs QueueSpec, byName map[st
 		}
 		rq.OverQuotaWeight = spec.OverQuotaWeight
 	}
+	for field, v := range map[string]string{"reclaimMinRuntime": qs.ReclaimMinRuntime, "preemptMinRuntime": qs.PreemptMinRuntime} {
+		if v == "" {
+			continue
+		}
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			return sc.errorf(path+"."+field, "%q is not a duration: use a Go duration such as 10m or 1h30m", v)
+		}
+		if field == "reclaimMinRuntime" {
+			q.ReclaimMinRuntime = &d
+		} else {
+			q.PreemptMinRuntime = &d
+		}
+	}
 	if qs.InteractiveTimeLimit != "" {
 		d, err := time.ParseDuration(qs.InteractiveTimeLimit)
 		if err != nil || d <= 0 {

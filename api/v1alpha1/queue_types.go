@@ -53,6 +53,16 @@ type QueueSpec struct {
 	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$')",message="interactiveTimeLimit must be a positive duration such as 30m, 4h or 1h30m"
 	// +optional
 	InteractiveTimeLimit *metav1.Duration `json:"interactiveTimeLimit,omitempty"`
+	// ReclaimMinRuntime keeps a job of this queue from being reclaimed by another queue
+	// until it has run this long (a Go duration such as 10m); unset, the parent's applies.
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$')",message="reclaimMinRuntime must be a duration such as 10m or 1h30m"
+	// +optional
+	ReclaimMinRuntime *metav1.Duration `json:"reclaimMinRuntime,omitempty"`
+	// PreemptMinRuntime keeps a job of this queue from being preempted by a job of higher
+	// priority in the same queue until it has run this long; unset, the parent's applies.
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$')",message="preemptMinRuntime must be a duration such as 10m or 1h30m"
+	// +optional
+	PreemptMinRuntime *metav1.Duration `json:"preemptMinRuntime,omitempty"`
 }
 
 // GPUQuota is a queue's GPU guarantee, over-quota weight and cap.

@@ -166,6 +166,7 @@ func newQueueCmd() *cobra.Command {
 	type queueFlags struct {
 		quota, limit, weight, priority int
 		parent, timeLimit              string
+		reclaimMin, preemptMin         string
 		namespaces, pools              []string
 	}
 	bind := func(cmd *cobra.Command, f *queueFlags) {
@@ -176,6 +177,8 @@ func newQueueCmd() *cobra.Command {
 		fl.IntVar(&f.priority, "priority", 0, "queues of higher priority get idle GPUs first")
 		fl.StringVar(&f.parent, "parent", "", "the department this queue belongs to")
 		fl.StringVar(&f.timeLimit, "interactive-time-limit", "", "stop interactive workloads after this long, such as 4h")
+		fl.StringVar(&f.reclaimMin, "reclaim-min-runtime", "", "a job of the queue is not reclaimed before it has run this long, such as 10m (default: the parent's)")
+		fl.StringVar(&f.preemptMin, "preempt-min-runtime", "", "a job of the queue is not preempted by a higher priority one of the queue before it has run this long (default: the parent's)")
 		fl.StringSliceVar(&f.namespaces, "namespaces", nil, "namespaces that may use the queue (default: any)")
 		fl.StringSliceVar(&f.pools, "node-pools", nil, "node pools the queue may use (default: any)")
 	}
@@ -218,6 +221,16 @@ func newQueueCmd() *cobra.Command {
 				return fmt.Errorf("--interactive-time-limit %q is not allowed: a positive duration such as 30m, 4h or 1h30m", f.timeLimit)
 			}
 			s["interactiveTimeLimit"] = f.timeLimit
+		}
+		for flag, field := range map[string]string{"reclaim-min-runtime": "reclaimMinRuntime", "preempt-min-runtime": "preemptMinRuntime"} {
+			if !set(flag) {
+				continue
+			}
+			v := map[string]string{"reclaim-min-runtime": f.reclaimMin, "preempt-min-runtime": f.preemptMin}[flag]
+			if d, err := time.ParseDuration(v); err != nil || d < 0 {
+				return fmt.Errorf("--%s %q is not allowed: a duration such as 10m or 1h30m (0s for none)", flag, v)
+			}
+			s[field] = v
 		}
 		if set("namespaces") {
 			s["namespaces"] = toAny(f.namespaces)

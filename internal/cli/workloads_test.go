@@ -213,6 +213,7 @@ func TestCLIErrorsSayWhatToDo(t *testing.T) {
 		// Numeric flags say what they take.
 		{[]string{"queue", "create", "q", "--quota", "1.5"}, `--quota "1.5" is not allowed: a whole number (GPUs guaranteed)`},
 		{[]string{"queue", "create", "q"}, `required flag(s) "quota" not set`},
+		{[]string{"queue", "create", "q", "--quota", "1", "--reclaim-min-runtime", "a while"}, `--reclaim-min-runtime "a while" is not allowed: a duration such as 10m or 1h30m`},
 	} {
 		out, err := e.run(t, c.args...)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
@@ -301,7 +302,7 @@ func TestSuspendResumeQueuesAndLogs(t *testing.T) {
 			t.Fatalf("allot %s: %v, want %q", strings.Join(c.args, " "), err, c.want)
 		}
 	}
-	e.must(t, "queue", "create", "dept", "--quota", "4")
+	e.must(t, "queue", "create", "dept", "--quota", "4", "--reclaim-min-runtime", "10m", "--preempt-min-runtime", "0s")
 	e.must(t, "queue", "create", "lab", "--quota", "6", "--limit", "8", "--parent", "dept")
 	// The tree, children under their parent, and quotas that promise more than there is.
 	tree := e.must(t, "queues")

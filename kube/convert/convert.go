@@ -12,9 +12,11 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	resourcehelper "k8s.io/component-helpers/resource"
 
 	"github.com/allot-dev/allot/api/v1alpha1"
@@ -178,6 +180,15 @@ func Queue(q *v1alpha1.Queue) engine.Queue {
 	}
 	set(engine.ResourceCPU, q.Spec.CPU, true)
 	set(engine.ResourceMemory, q.Spec.Memory, false)
+	for _, m := range []struct {
+		in  *metav1.Duration
+		out **time.Duration
+	}{{q.Spec.ReclaimMinRuntime, &out.ReclaimMinRuntime}, {q.Spec.PreemptMinRuntime, &out.PreemptMinRuntime}} {
+		if m.in != nil {
+			d := max(m.in.Duration, 0)
+			*m.out = &d
+		}
+	}
 	if d := q.Spec.InteractiveTimeLimit; d != nil {
 		out.InteractiveTimeLimit = d.Duration
 	}

@@ -72,6 +72,14 @@ func TestAPIServerRefusesBadQueues(t *testing.T) {
 	if _, err := queues.Create(ctx, forever, metav1.CreateOptions{}); err == nil || !strings.Contains(err.Error(), "interactiveTimeLimit must be a positive duration such as 30m, 4h or 1h30m") {
 		t.Errorf("interactiveTimeLimit forever: got %v", err)
 	}
+	for field, want := range map[string]string{"reclaimMinRuntime": "reclaimMinRuntime must be a duration such as 10m or 1h30m",
+		"preemptMinRuntime": "preemptMinRuntime must be a duration such as 10m or 1h30m"} {
+		bad := queue("bad-"+strings.ToLower(field), map[string]any{"quota": int64(1)})
+		bad.Object["spec"].(map[string]any)[field] = "a while"
+		if _, err := queues.Create(ctx, bad, metav1.CreateOptions{}); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s \"a while\": got %v", field, err)
+		}
+	}
 	for name, c := range map[string]struct {
 		gpu  map[string]any
 		want string
