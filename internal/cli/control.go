@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -17,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/remotecommand"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/kube/admission"
@@ -272,22 +274,30 @@ func newQueueCmd() *cobra.Command {
 			if err := ec.connect(cmd.Context()); err != nil {
 				return err
 			}
-			u, err := ec.dyn.Resource(queues).Get(cmd.Context(), args[0], metav1.GetOptions{})
-			if apierrors.IsNotFound(err) {
-				return fmt.Errorf("queue %q does not exist; queues: %s", args[0], strings.Join(inspect.QueueNames(cmd.Context(), ec.dyn), ", "))
+			// The scheduler writes the queue's status all the time: read, change and write
+			// again when the write finds the object moved on.
+			err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+				u, err := ec.dyn.Resource(queues).Get(cmd.Context(), args[0], metav1.GetOptions{})
+				if apierrors.IsNotFound(err) {
+					return fmt.Errorf("queue %q does not exist; queues: %s", args[0], strings.Join(inspect.QueueNames(cmd.Context(), ec.dyn), ", "))
+				} else if err != nil {
+					return err
+				}
+				s, _, _ := unstructured.NestedMap(u.Object, "spec")
+				if s == nil {
+					s = map[string]any{}
+				}
+				if err := spec(cmd, &ef, s); err != nil {
+					return err
+				}
+				u.Object["spec"] = s
+				_, err = ec.dyn.Resource(queues).Update(cmd.Context(), u, metav1.UpdateOptions{})
+				return err
+			})
+			if st := apierrors.APIStatus(nil); errors.As(err, &st) {
+				return fmt.Errorf("queue %s: %w", args[0], err) // the API server's refusal
 			} else if err != nil {
-				return err
-			}
-			s, _, _ := unstructured.NestedMap(u.Object, "spec")
-			if s == nil {
-				s = map[string]any{}
-			}
-			if err := spec(cmd, &ef, s); err != nil {
-				return err
-			}
-			u.Object["spec"] = s
-			if _, err := ec.dyn.Resource(queues).Update(cmd.Context(), u, metav1.UpdateOptions{}); err != nil {
-				return fmt.Errorf("queue %s: %w", args[0], err)
+				return err // ours, already saying what to do
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "queue %s updated\n", args[0])
 			return nil

@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -154,7 +155,7 @@ func plural(n int, what string) string {
 // webhook lets the delete through.
 func ForceDelete(ctx context.Context, dyn dynamic.Interface, name string) error {
 	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:"true"}}}`, AnnotationForceDelete)
-	if _, err := dyn.Resource(queuesGVR).Patch(ctx, name, "application/merge-patch+json", []byte(patch), metav1.PatchOptions{}); err != nil {
+	if _, err := dyn.Resource(queuesGVR).Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 		return err
 	}
 	err := dyn.Resource(queuesGVR).Delete(ctx, name, metav1.DeleteOptions{})
