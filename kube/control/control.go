@@ -53,7 +53,14 @@ func (c Clients) Delete(ctx context.Context, w *inspect.Workload) (string, error
 	if w.UID != "" {
 		opts.Preconditions = &metav1.Preconditions{UID: &w.UID}
 	}
-	pods := plural(len(w.Pods), "pod")
+	// The pods that go with it: those not already on their way out.
+	going := 0
+	for _, p := range w.Pods {
+		if p.Phase != "Terminating" {
+			going++
+		}
+	}
+	pods := plural(going, "pod")
 	var err error
 	switch w.Kind {
 	case "Pod":
