@@ -389,6 +389,10 @@ func TestKubectlMadeWorkloads(t *testing.T) {
 	if _, err := e.run(t, "describe", "ll"); err == nil || !strings.Contains(err.Error(), `no workload "ll" in namespace default; there are: Job/ddp, Deployment/llm, Pod/train-resnet`) {
 		t.Fatalf("describe ll: %v", err)
 	}
+	// logs finds the pod of a kubectl-made workload (the simulated nodes have no kubelet logs).
+	if _, err := e.run(t, "logs", "train-resnet"); err == nil || !strings.Contains(err.Error(), "logs of train-resnet:") {
+		t.Fatalf("logs train-resnet: %v", err)
+	}
 	d := e.must(t, "describe", "llm")
 	if !strings.Contains(d, "Kind:       Deployment") || !strings.Contains(d, "Scheduled") || strings.Contains(d, "ddp") || strings.Contains(d, "train-resnet") {
 		t.Fatalf("describe llm:\n%s", d)
