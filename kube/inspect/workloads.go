@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/allot-dev/allot/api/v1alpha1"
+	"github.com/allot-dev/allot/kube/convert"
 	"github.com/allot-dev/allot/kube/submit"
 	"github.com/allot-dev/allot/kube/workload"
 )
@@ -304,7 +305,14 @@ func BuildWorkloads(o Objects) []Workload {
 			pod.Phase = "Terminating"
 		}
 		if idx := p.Annotations[v1alpha1.AnnotationGPUs]; idx != "" {
-			pod.GPUs = sortedIndices(idx)
+			// In numeric order, as the scheduler reads them ("3,1" is devices 1 and 3).
+			gpus := convert.Indices(idx)
+			slices.Sort(gpus)
+			parts := make([]string, len(gpus))
+			for i, g := range gpus {
+				parts[i] = strconv.Itoa(g)
+			}
+			pod.GPUs = strings.Join(parts, ",")
 			if share := p.Annotations[v1alpha1.AnnotationGPUShare]; share != "" {
 				pod.GPUs += fmt.Sprintf(" (%s)", strconv.FormatFloat(PodGPUs(p), 'f', -1, 64))
 			}
@@ -513,18 +521,4 @@ func WorkloadEvents(events []*corev1.Event, w *Workload) []corev1.Event {
 		return ea == nil && eb == nil && ra < rb
 	})
 	return out
-}
-
-// sortedIndices writes a list of device indices in numeric order ("3,1,10" as "1,3,10").
-func sortedIndices(list string) string {
-	parts := strings.Split(list, ",")
-	slices.SortStableFunc(parts, func(a, b string) int {
-		x, errA := strconv.Atoi(strings.TrimSpace(a))
-		y, errB := strconv.Atoi(strings.TrimSpace(b))
-		if errA != nil || errB != nil {
-			return strings.Compare(a, b)
-		}
-		return x - y
-	})
-	return strings.Join(parts, ",")
 }

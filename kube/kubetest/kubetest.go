@@ -188,6 +188,7 @@ func (e *Env) Events(t *testing.T, namespace, name string) []string {
 // and returns them for deletion.
 func (e *Env) Apply(t *testing.T, path string) []*unstructured.Unstructured {
 	t.Helper()
+	mapper := e.mapper() // one discovery of the API server per call
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -206,7 +207,7 @@ func (e *Env) Apply(t *testing.T, path string) []*unstructured.Unstructured {
 		}
 		u := &unstructured.Unstructured{Object: o}
 		gvk := u.GroupVersionKind()
-		m, err := e.mapper().RESTMapping(gvk.GroupKind(), gvk.Version)
+		m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 		if err != nil {
 			t.Fatalf("%s: %s: %v", path, gvk, err)
 		}
@@ -229,10 +230,11 @@ func (e *Env) Apply(t *testing.T, path string) []*unstructured.Unstructured {
 // Remove deletes the objects with their dependents and waits until no pod is left.
 func (e *Env) Remove(t *testing.T, objs []*unstructured.Unstructured) {
 	t.Helper()
+	mapper := e.mapper() // one discovery of the API server per call
 	bg := metav1.DeletePropagationBackground
 	for _, u := range objs {
 		gvk := u.GroupVersionKind()
-		m, err := e.mapper().RESTMapping(gvk.GroupKind(), gvk.Version)
+		m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 		if err != nil {
 			t.Fatal(err)
 		}

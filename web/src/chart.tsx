@@ -30,7 +30,12 @@ export function TimeChart({ history, lines, height = 180, title }: { history: Sa
       height,
       scales: { y: { range: (_u, _min, max) => [0, Math.max(1, Math.ceil(max * 1.1))] } },
       // Ticks at least 80 px apart, so that labels never overlap.
-      axes: [{ space: 80, values: (_u, ticks, _axis, _space, incr) => ticks.map((v) => clock(v, incr < 60)) }, { label: "GPUs", size: 48 }],
+      // The labels drawn (on the canvas) are also kept on the element, for the tests to read.
+      axes: [{ space: 80, values: (_u, ticks, _axis, _space, incr) => {
+        const labels = ticks.map((v) => clock(v, incr < 60));
+        el.dataset.xticks = labels.join("|");
+        return labels;
+      } }, { label: "GPUs", size: 48 }],
       series: [{}, ...lines.map((l) => ({ label: l.label, stroke: l.color, width: l.dash ? 2.5 : 2,
         dash: l.dash ? [7, 5] : undefined, fill: l.fill ? l.color + "26" : undefined }))],
       // The chart's own key (below) says which line is which, with its stroke.
