@@ -21,6 +21,10 @@ type Options struct {
 	// was deleted, or its node failed) before the rest are stopped so that it can start
 	// again whole. Zero means DefaultGangGrace; negative never stops them.
 	GangGrace time.Duration
+	// UsageStrength is how much past use (Queue.Usage) tilts the division of GPUs above
+	// quota among queues that want more: 0 (the default) ignores it; 1 lets a queue that
+	// alone used everything get none while others want them. Quotas are never touched.
+	UsageStrength float64
 }
 
 // DefaultGangGrace leaves a gang that lost a member time to get it back (its controller
@@ -194,4 +198,16 @@ func (s *session) countJobs(q *queueState, st *QueueStatus) {
 	for _, c := range q.children {
 		s.countJobs(c, st)
 	}
+}
+
+// FairShares is the division of the snapshot's capacity by quotas and weights alone, past
+// usage ignored: the yardstick against which a history-aware division is judged.
+func FairShares(snap *Snapshot) map[QueueID]Resources {
+	s := newSession(snap, Options{})
+	s.computeFairShares()
+	out := make(map[QueueID]Resources, len(s.queues))
+	for _, q := range s.queues {
+		out[q.q.ID] = q.fair
+	}
+	return out
 }

@@ -41,12 +41,13 @@ func (s *session) computeFairShares() {
 		q.demand, q.request = d, req
 	}
 	for r := Resource(0); r < numResources; r++ {
-		divide(s.capacity[r], s.roots, r)
+		divide(s.capacity[r], s.roots, r, s.opts.UsageStrength)
 	}
 }
 
-// divide hands amount to the siblings of one level and recurses into their children.
-func divide(amount int64, kids []*queueState, r Resource) {
+// divide hands amount to the siblings of one level and recurses into their children;
+// past usage tilts the over-quota part of GPUs by strength (tiltByUsage).
+func divide(amount int64, kids []*queueState, r Resource, strength float64) {
 	if len(kids) == 0 {
 		return
 	}
@@ -92,9 +93,18 @@ func divide(amount int64, kids []*queueState, r Resource) {
 			level := byPrio[start:end]
 			caps := make([]int64, len(kids))
 			weights := make([]float64, len(kids))
+			var wanting []int
 			for _, i := range level {
 				caps[i] = max(kids[i].demand[r]-share[i], 0)
 				weights[i] = kids[i].q.Resources[r].Weight()
+				if caps[i] > 0 {
+					wanting = append(wanting, i)
+				}
+			}
+			if r == ResourceGPU {
+				// Only those still wanting compare their past: a heavy user that wants
+				// nothing more now takes nothing from anyone.
+				tiltByUsage(weights, wanting, kids, strength)
 			}
 			extra := make([]int64, len(kids))
 			left = waterfill(left, extra, caps, weights, level, quantum, rank)
@@ -104,9 +114,9 @@ func divide(amount int64, kids []*queueState, r Resource) {
 			start = end
 		}
 	}
-	for i, k := range kids {
-		k.fair[r] = share[i]
-		divide(share[i], k.children, r)
+	for i, q := range kids {
+		q.fair[r] = share[i]
+		divide(share[i], q.children, r, strength)
 	}
 }
 

@@ -133,6 +133,34 @@ func applyPlan(t *rapid.T, snap *Snapshot, p *Plan) {
 		bb := b.Binding
 		pods[b.Pod].Binding = &bb
 	}
+	// A job that reaches its gang starts now (protection from churn counts from here);
+	// one that fell below it is no longer running.
+	for i := range snap.Jobs {
+		j := &snap.Jobs[i]
+		switch running := countBound(*j) >= j.MinMember; {
+		case running && j.StartTime.IsZero():
+			j.StartTime = snap.Now
+		case !running:
+			j.StartTime = time.Time{}
+		}
+	}
+}
+
+// genHistory gives the queues of a cluster past usage and, on some, protection from
+// churn (issue 18), and returns the strength to schedule with (0 on a third of the runs).
+func genHistory(t *rapid.T, snap *Snapshot, protect bool) float64 {
+	for i := range snap.Queues {
+		snap.Queues[i].Usage = float64(rapid.IntRange(0, 3).Draw(t, "usageDays")) * 86400 * 4
+		if protect && rapid.IntRange(0, 2).Draw(t, "protected") == 0 {
+			d := time.Duration(rapid.IntRange(1, 30).Draw(t, "minRuntimeMinutes")) * time.Minute
+			if rapid.Bool().Draw(t, "reclaimOrPreempt") {
+				snap.Queues[i].ReclaimMinRuntime = &d
+			} else {
+				snap.Queues[i].PreemptMinRuntime = &d
+			}
+		}
+	}
+	return rapid.SampledFrom([]float64{0, 0.5, 1, 3}).Draw(t, "usageStrength")
 }
 
 // checkInvariants asserts DESIGN.md section 5 on a snapshot and the plan that led to it.
@@ -286,7 +314,7 @@ func boolInt(b bool) int64 {
 func TestInvariantsOnRandomClusters(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		snap := genCluster(t)
-		eng := New(Options{Placement: Placement(rapid.IntRange(0, 1).Draw(t, "placement"))})
+		eng := New(Options{Placement: Placement(rapid.IntRange(0, 1).Draw(t, "placement")), UsageStrength: genHistory(t, snap, true)})
 		rounds := rapid.IntRange(1, 3).Draw(t, "rounds")
 		for round := 0; round < rounds; round++ {
 			settled := false
@@ -449,7 +477,8 @@ func TestQuotaIsGuaranteed(t *testing.T) {
 			snap.Queues = append(snap.Queues, q)
 			leaves = append(leaves, q.ID)
 		}
-		eng := New(Options{})
+		// Past usage tilts only what is above quota: the guarantee holds at any strength.
+		eng := New(Options{UsageStrength: genHistory(t, snap, false)})
 		for round, n := 0, rapid.IntRange(1, 3).Draw(t, "rounds"); round < n; round++ {
 			// Work arrives in waves, so that early queues borrow what later ones are owed.
 			for k := rapid.IntRange(1, 10).Draw(t, "arrivals"); k > 0; k-- {

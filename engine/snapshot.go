@@ -89,6 +89,9 @@ type Queue struct {
 	// until it has run this long; PreemptMinRuntime from being preempted by a job of
 	// higher priority in its own queue. Nil inherits the parent's (none at the top).
 	ReclaimMinRuntime, PreemptMinRuntime *time.Duration
+	// Usage is the queue's past use above its quota at Snapshot.Now, in decayed
+	// GPU-seconds (see Usage); it matters only with Options.UsageStrength above 0.
+	Usage float64
 }
 
 // QueueResource is the guarantee and cap of one resource for a queue.
