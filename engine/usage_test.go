@@ -27,7 +27,7 @@ func TestHeavyPastUserGetsLessOfTheIdleGPUs(t *testing.T) {
 		return float64(p.Queues[q].FairShare.GPU()) / float64(OneGPU), float64(p.Queues[q].Allocated.GPU()) / float64(OneGPU)
 	}
 	cases := []struct {
-		strength   float64
+		strength     float64
 		fairA, fairB float64
 	}{
 		// 12 GPUs above the quotas; weights 2:2 so weight shares ½:½, usage shares 0.9:0.1.
