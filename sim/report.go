@@ -44,6 +44,8 @@ type QueueReport struct {
 	FairShare float64 `json:"fairShare"`
 	Allocated float64 `json:"allocated"`
 	Pending   int     `json:"pending"`
+	// Usage is the decayed GPU-hours above quota, with history on.
+	Usage float64 `json:"usageGPUHours,omitempty"`
 }
 
 // Report describes the world now.
@@ -76,6 +78,11 @@ func (w *World) Report(name string) StepReport {
 		r.Queues[string(q.ID)] = QueueReport{Parent: string(q.Parent),
 			Quota:     engine.MilliGPU(q.Resources[engine.ResourceGPU].Quota).GPUs(),
 			FairShare: st.FairShare.GPU().GPUs(), Allocated: st.Allocated.GPU().GPUs(), Pending: st.Pending}
+		if w.usage != nil {
+			qr := r.Queues[string(q.ID)]
+			qr.Usage = w.usage[q.ID].Decayed(w.now, w.halfLife) / 3600
+			r.Queues[string(q.ID)] = qr
+		}
 	}
 	return r
 }
@@ -95,10 +102,22 @@ func WriteTable(out io.Writer, reports []StepReport) error {
 		}
 		fmt.Fprintf(out, "── step %s · t=%s · %d cycles\n", r.Step, r.Time, r.Cycles)
 		tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "QUEUE\tPARENT\tQUOTA\tFAIR SHARE\tALLOCATED\tPENDING")
+		history := false
+		for _, q := range r.Queues {
+			history = history || q.Usage > 0
+		}
+		fmt.Fprint(tw, "QUEUE\tPARENT\tQUOTA\tFAIR SHARE\tALLOCATED\tPENDING")
+		if history {
+			fmt.Fprint(tw, "\tUSAGE (GPU-H)")
+		}
+		fmt.Fprintln(tw)
 		for _, name := range slices.Sorted(maps.Keys(r.Queues)) {
 			q := r.Queues[name]
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\n", name, dash(q.Parent), num(q.Quota), num(q.FairShare), num(q.Allocated), q.Pending)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d", name, dash(q.Parent), num(q.Quota), num(q.FairShare), num(q.Allocated), q.Pending)
+			if history {
+				fmt.Fprintf(tw, "\t%.0f", q.Usage)
+			}
+			fmt.Fprintln(tw)
 		}
 		tw.Flush()
 		fmt.Fprintln(out)

@@ -24,7 +24,10 @@ type RunOptions struct {
 // RunWith is Run with options.
 func RunWith(sc *Scenario, opts RunOptions) ([]StepReport, error) {
 	m := sc.model
-	w := NewWorld(engine.New(engine.Options{Placement: m.placement}), m.nodes, m.queues)
+	w := NewWorld(engine.New(engine.Options{Placement: m.placement, UsageStrength: m.strength}), m.nodes, m.queues)
+	if m.halfLife > 0 {
+		w.KeepHistory(m.halfLife, m.usage)
+	}
 	if m.anyAnti {
 		w.meta = m.meta
 	}
@@ -100,6 +103,9 @@ func checkExpect(e *Expect, r StepReport) []string {
 		want, got := e.Queues[name], r.Queues[name]
 		if want.FairShare != nil && !near(*want.FairShare, got.FairShare) {
 			out = append(out, fmt.Sprintf("queue %s: fair share %v, want %v", name, got.FairShare, *want.FairShare))
+		}
+		if want.Usage != nil && math.Abs(*want.Usage-got.Usage) > 0.01*max(*want.Usage, 1) {
+			out = append(out, fmt.Sprintf("queue %s: usage %.1f GPU-hours, want %v", name, got.Usage, *want.Usage))
 		}
 		if want.Allocated != nil && !near(*want.Allocated, got.Allocated) {
 			out = append(out, fmt.Sprintf("queue %s: allocated %v, want %v", name, got.Allocated, *want.Allocated))

@@ -16,14 +16,22 @@ import (
 // Scenario is a scenario file: a cluster, its queues, and steps that change it over time.
 type Scenario struct {
 	// Placement is the engine's placement strategy: binpack (default) or spread.
-	Placement string      `yaml:"placement"`
-	Cluster   ClusterSpec `yaml:"cluster"`
-	Queues    []QueueSpec `yaml:"queues"`
-	Steps     []StepSpec  `yaml:"steps"`
+	Placement string `yaml:"placement"`
+	// History, when set, lets past use above quota tilt the division of idle GPUs.
+	History *HistorySpec `yaml:"fairShareHistory"`
+	Cluster ClusterSpec  `yaml:"cluster"`
+	Queues  []QueueSpec  `yaml:"queues"`
+	Steps   []StepSpec   `yaml:"steps"`
 
 	file  string
 	lines map[string]int // field path → line, for errors
 	model *compiled
+}
+
+// HistorySpec is the scheduler's --usage-strength and --usage-half-life.
+type HistorySpec struct {
+	Strength *float64 `yaml:"strength"`
+	HalfLife string   `yaml:"halfLife"`
 }
 
 type ClusterSpec struct {
@@ -56,8 +64,10 @@ type QueueSpec struct {
 	InteractiveTimeLimit string   `yaml:"interactiveTimeLimit"`
 	ReclaimMinRuntime    string   `yaml:"reclaimMinRuntime"`
 	PreemptMinRuntime    string   `yaml:"preemptMinRuntime"`
-	CPU                  *ResSpec `yaml:"cpu"`
-	Memory               *ResSpec `yaml:"memory"`
+	// Usage is the queue's past use above its quota at the start, in decayed GPU-hours.
+	Usage  *float64 `yaml:"usage"`
+	CPU    *ResSpec `yaml:"cpu"`
+	Memory *ResSpec `yaml:"memory"`
 }
 
 // ResSpec is a queue's CPU or memory quota, written as Kubernetes quantities.
@@ -123,6 +133,8 @@ type JobExpect struct {
 
 type QueueExpect struct {
 	FairShare *float64 `yaml:"fairShare"`
+	// Usage is the decayed GPU-hours above quota, to within 1%.
+	Usage     *float64 `yaml:"usage"`
 	Allocated *float64 `yaml:"allocated"`
 	Pending   *int     `yaml:"pending"`
 }

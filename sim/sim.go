@@ -42,6 +42,10 @@ type World struct {
 	// partial holds, per gang running fewer than MinMember pods, since when it has.
 	partial   map[engine.JobID]time.Time
 	gangGrace time.Duration
+	// usage is each queue's past use above quota, advanced with the clock when history is
+	// on (halfLife > 0): what the scheduler keeps in the Queue's status.
+	usage    map[engine.QueueID]engine.Usage
+	halfLife time.Duration
 }
 
 type simJob struct {
@@ -68,6 +72,34 @@ func NewWorld(eng *engine.Engine, nodes []engine.Node, queues []engine.Queue) *W
 		}
 	}
 	return w
+}
+
+// KeepHistory makes the world remember each queue's use above quota with the given
+// half-life, starting from the given GPU-seconds, and hand it to the engine in every
+// snapshot. The engine's Options.UsageStrength decides what it does with it.
+func (w *World) KeepHistory(halfLife time.Duration, start map[engine.QueueID]float64) {
+	w.halfLife = halfLife
+	w.usage = map[engine.QueueID]engine.Usage{}
+	for _, q := range w.queues {
+		w.usage[q.ID] = engine.Usage{GPUSeconds: start[q.ID], At: w.now}
+	}
+}
+
+// historyTick is how often the clock stops, with history on, for the engine to see usage
+// that has grown or decayed: a real scheduler sees it every cycle, and shares drift with it.
+func (w *World) historyTick() time.Duration {
+	return min(max(w.halfLife/48, time.Minute), time.Hour)
+}
+
+// moveClock advances the clock, accruing each queue's use above quota as the last settled
+// plan left it (allocation is constant between events).
+func (w *World) moveClock(to time.Time) {
+	if w.usage != nil && w.plan != nil {
+		for _, q := range w.queues {
+			w.usage[q.ID] = w.usage[q.ID].Accrue(to, engine.AboveQuota(q, w.plan.Queues[q.ID]), w.halfLife)
+		}
+	}
+	w.now = to
 }
 
 // Submit adds a pending job; submissions in one step keep their order.
@@ -118,6 +150,12 @@ func (w *World) trackPartial() {
 // Snapshot is the engine's view: every job that has not ended.
 func (w *World) Snapshot() *engine.Snapshot {
 	s := &engine.Snapshot{Now: w.now, Nodes: w.nodes, Queues: w.queues}
+	if w.usage != nil {
+		s.Queues = slices.Clone(w.queues)
+		for i := range s.Queues {
+			s.Queues[i].Usage = w.usage[s.Queues[i].ID].Decayed(w.now, w.halfLife)
+		}
+	}
 	for _, j := range w.jobs {
 		if j.status != StatusCompleted {
 			job := j.job
@@ -243,10 +281,10 @@ func (w *World) Advance(d time.Duration) error {
 	for {
 		next, ok := w.nextEvent()
 		if !ok || next.After(end) {
-			w.now = end
+			w.moveClock(end)
 			return w.Settle()
 		}
-		w.now = next
+		w.moveClock(next)
 		for _, j := range w.jobs {
 			w.finishIfDue(j)
 		}
@@ -270,6 +308,11 @@ func (w *World) nextEvent() (time.Time, bool) {
 			if next.IsZero() || t.Before(next) {
 				next = t
 			}
+		}
+	}
+	if w.usage != nil {
+		if t := w.now.Add(w.historyTick()); next.IsZero() || t.Before(next) {
+			next = t
 		}
 	}
 	return next, !next.IsZero()

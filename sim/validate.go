@@ -34,9 +34,14 @@ const (
 // compiled is a validated scenario in the engine's terms.
 type compiled struct {
 	placement engine.Placement
-	nodes     []engine.Node
-	queues    []engine.Queue
-	steps     []step
+	// strength and halfLife are the history settings; usage the queues' GPU-seconds at
+	// the start. halfLife is 0 without history.
+	strength float64
+	halfLife time.Duration
+	usage    map[engine.QueueID]float64
+	nodes    []engine.Node
+	queues   []engine.Queue
+	steps    []step
 	// simNodes are the nodes as the node rules see them; filters holds one NodeFilter per
 	// distinct set of constraints; meta what the anti-affinity rules need of each job.
 	simNodes []simNode
@@ -81,6 +86,7 @@ func (sc *Scenario) compile() (*compiled, error) {
 	}
 	errs = errs.add(sc.compileNodes(c))
 	errs = errs.add(sc.compileQueues(c))
+	errs = errs.add(sc.compileHistory(c))
 	if len(sc.Steps) == 0 {
 		errs = append(errs, sc.errorf("steps", "a scenario needs at least one step (submit, delete or advance)"))
 	}
@@ -286,6 +292,48 @@ func (sc *Scenario) compileQueues(c *compiled) error {
 			}
 			seen[p] = true
 		}
+	}
+	return errs.orNil()
+}
+
+// DefaultHalfLife is the scheduler's --usage-half-life default: use counts half after a
+// day and an eighth after three, so last week matters and last month hardly.
+const DefaultHalfLife = 24 * time.Hour
+
+// compileHistory reads fairShareHistory and the queues' starting usage.
+func (sc *Scenario) compileHistory(c *compiled) error {
+	var errs Problems
+	c.usage = map[engine.QueueID]float64{}
+	for i, qs := range sc.Queues {
+		if qs.Usage == nil {
+			continue
+		}
+		if *qs.Usage < 0 {
+			errs = append(errs, sc.errorf(fmt.Sprintf("queues[%d].usage", i), "%v is not allowed: usage is GPU-hours above quota, 0 or more", *qs.Usage))
+			continue
+		}
+		if sc.History == nil {
+			errs = append(errs, sc.errorf(fmt.Sprintf("queues[%d].usage", i), "usage counts only with fairShareHistory set (strength and halfLife)"))
+			continue
+		}
+		c.usage[engine.QueueID(qs.Name)] = *qs.Usage * 3600
+	}
+	h := sc.History
+	if h == nil {
+		return errs.orNil()
+	}
+	c.halfLife = DefaultHalfLife
+	if h.HalfLife != "" {
+		d, err := time.ParseDuration(h.HalfLife)
+		if err != nil || d <= 0 {
+			errs = append(errs, sc.errorf("fairShareHistory.halfLife", "%q is not allowed: use a positive Go duration such as 24h or 168h", h.HalfLife))
+		}
+		c.halfLife = d
+	}
+	if h.Strength == nil || *h.Strength < 0 || math.IsNaN(*h.Strength) || math.IsInf(*h.Strength, 0) {
+		errs = append(errs, sc.errorf("fairShareHistory.strength", "a number 0 or more is required: 0 ignores history, 1 lets a queue that alone used everything get none of the idle GPUs while others want them"))
+	} else {
+		c.strength = *h.Strength
 	}
 	return errs.orNil()
 }
