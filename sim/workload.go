@@ -34,7 +34,11 @@ type WorkloadOptions struct {
 	Seed     uint64
 	// Sample is the interval of the utilisation series.
 	Sample   time.Duration
-	Progress func(done, total int)
+	// UsageStrength and HalfLife are the scheduler's history settings: with a strength
+	// above 0 past use above quota tilts the division of idle GPUs (engine.Options).
+	UsageStrength float64
+	HalfLife      time.Duration
+	Progress      func(done, total int)
 }
 
 // TeamReport is what one team received.
@@ -44,6 +48,8 @@ type TeamReport struct {
 	Jobs           int     `json:"jobs"`
 	Completed      int     `json:"completed"`
 	GPUHours       float64 `json:"gpuHours"`
+	// FairShareHours integrates the share that quotas and weights give, history ignored,
+	// so that runs with and without history are judged against the same yardstick.
 	FairShareHours float64 `json:"fairShareGPUHours"`
 	// Received is GPU-hours over fair-share GPU-hours: 1 means exactly the fair share.
 	Received    float64 `json:"receivedOfFairShare"`
@@ -65,6 +71,13 @@ type WorkloadReport struct {
 	Teams       []TeamReport `json:"teams"`
 	Utilization []UtilPoint  `json:"utilization"`
 	Mean        float64      `json:"meanUtilization"`
+	// MeanDeviation and MaxDeviation are how far the teams ended from their fair-share
+	// GPU-hours (|received − 1|), on average and at worst.
+	MeanDeviation float64 `json:"meanDeviation"`
+	MaxDeviation  float64 `json:"maxDeviation"`
+	// UsageStrength and HalfLife echo the history settings of the run.
+	UsageStrength float64 `json:"usageStrength"`
+	HalfLife      string  `json:"halfLife,omitempty"`
 }
 
 // RunWorkload generates arrivals and plays them through the engine with the simulated clock.
@@ -89,7 +102,10 @@ func RunWorkload(ctx context.Context, o WorkloadOptions) (*WorkloadReport, error
 		queues = append(queues, q)
 		shareSum += t.teamShare()
 	}
-	w := NewWorld(engine.New(engine.Options{Seed: o.Seed}), nodes, queues)
+	w := NewWorld(engine.New(engine.Options{Seed: o.Seed, UsageStrength: o.UsageStrength}), nodes, queues)
+	if o.UsageStrength > 0 {
+		w.KeepHistory(o.HalfLife, nil)
+	}
 	capacity := float64(o.Nodes * o.GPUsPerNode)
 
 	// Integrate allocation and fair share over time, piecewise constant between events.
@@ -125,6 +141,11 @@ func RunWorkload(ctx context.Context, o WorkloadOptions) (*WorkloadReport, error
 		for id, st := range p.Queues {
 			alloc[id] = st.Allocated.GPU().GPUs()
 			fair[id] = st.FairShare.GPU().GPUs()
+		}
+		if o.UsageStrength > 0 {
+			for id, r := range engine.FairShares(w.Snapshot()) {
+				fair[id] = r.GPU().GPUs()
+			}
 		}
 	}
 
@@ -203,7 +224,10 @@ func RunWorkload(ctx context.Context, o WorkloadOptions) (*WorkloadReport, error
 	}
 	integrate(end)
 
-	rep := &WorkloadReport{GPUs: int(capacity), Jobs: jobs}
+	rep := &WorkloadReport{GPUs: int(capacity), Jobs: jobs, UsageStrength: o.UsageStrength}
+	if o.UsageStrength > 0 {
+		rep.HalfLife = o.HalfLife.String()
+	}
 	for _, t := range o.Teams {
 		id := engine.QueueID(t.Name)
 		tr := TeamReport{Team: t.Name, Quota: t.Quota, GPUHours: gpuH[id], FairShareHours: fairH[id]}
@@ -228,6 +252,9 @@ func RunWorkload(ctx context.Context, o WorkloadOptions) (*WorkloadReport, error
 		}
 		tr.WaitP50, tr.WaitP95 = percentile(waits, 0.5), percentile(waits, 0.95)
 		rep.Teams = append(rep.Teams, tr)
+		dev := math.Abs(tr.Received - 1)
+		rep.MeanDeviation += dev / float64(len(o.Teams))
+		rep.MaxDeviation = max(rep.MaxDeviation, dev)
 	}
 	var total float64
 	for i, s := range samples {
@@ -279,6 +306,12 @@ func (o *WorkloadOptions) validate() error {
 	}
 	if o.Sample <= 0 {
 		o.Sample = 6 * time.Hour
+	}
+	if o.UsageStrength < 0 || math.IsNaN(o.UsageStrength) || math.IsInf(o.UsageStrength, 0) {
+		return fmt.Errorf("--usage-strength %v is not allowed: 0 or more (0 ignores history; 1 is strong)", o.UsageStrength)
+	}
+	if o.UsageStrength > 0 && o.HalfLife <= 0 {
+		return fmt.Errorf("--usage-half-life must be more than 0, such as 24h")
 	}
 	for s, wgt := range o.Sizes {
 		if s < 1 || wgt < 0 || (s > o.GPUsPerNode && s%o.GPUsPerNode != 0) || s > o.Nodes*o.GPUsPerNode {

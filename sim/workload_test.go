@@ -50,3 +50,31 @@ func TestWorkloadDeterministicAndValidated(t *testing.T) {
 		t.Fatal("a 12-GPU job on 8-GPU nodes was accepted")
 	}
 }
+
+// TestHistoryBringsTeamsCloserToTheirShare: one team sends as much work as the other three
+// together, all with the same quota, and half the cluster is above the quotas. Over a
+// week, past usage (strength 1) brings the teams' GPU-hours closer to what quotas and
+// weights give them than the instant division alone does, on the same arrivals.
+func TestHistoryBringsTeamsCloserToTheirShare(t *testing.T) {
+	o := studyOptions()
+	o.Duration, o.Rate = 7*24*time.Hour, 4
+	o.Teams = []Team{{Name: "a", Quota: 2, Share: 4}, {Name: "b", Quota: 2}, {Name: "c", Quota: 2}, {Name: "d", Quota: 2}}
+	o.Sizes = map[int]float64{1: 60, 2: 20, 4: 20}
+	base, err := RunWorkload(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.UsageStrength, o.HalfLife = 1, DefaultHalfLife
+	hist, err := RunWorkload(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("from the fair share, mean and worst: without history %.3f %.3f, with %.3f %.3f",
+		base.MeanDeviation, base.MaxDeviation, hist.MeanDeviation, hist.MaxDeviation)
+	if hist.MeanDeviation >= base.MeanDeviation || hist.MaxDeviation >= base.MaxDeviation {
+		t.Fatalf("history did not bring the teams closer to their shares: without %+v, with %+v", base.Teams, hist.Teams)
+	}
+	if hist.Mean < base.Mean-0.02 {
+		t.Fatalf("history cost utilisation: %.3f without, %.3f with", base.Mean, hist.Mean)
+	}
+}

@@ -27,8 +27,14 @@ func newWorkloadCmd() *cobra.Command {
 		Long: `Generate job arrivals from several teams over simulated days (a Poisson process, job sizes
 from --sizes, run times drawn from the Philly distribution) and play them through the engine
 with a simulated clock. Reports per team the GPU-hours received against the fair-share
-GPU-hours, wait-time percentiles and preemptions, and the cluster's utilisation over time.`,
-		Example: "  allot sim workload --teams a:4,b:2,c:2,d:8 --nodes 2 --gpus-per-node 8 --days 7 --rate 2",
+GPU-hours, wait-time percentiles and preemptions, and the cluster's utilisation over time.
+
+With --usage-strength above 0, past use above quota (decayed with --usage-half-life) tilts
+the division of idle GPUs, as the scheduler's flags of the same names do. The same arrivals
+are then played twice, without history and with it, and a chart shows how far each team's
+GPU-hours end from its fair share (by quotas and weights) in each run.`,
+		Example: "  allot sim workload --teams a:4,b:2,c:2,d:8 --nodes 2 --gpus-per-node 8 --days 7 --rate 2\n" +
+			"  allot sim workload --days 28 --usage-strength 1 --usage-half-life 24h",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if output != "table" && output != "json" {
@@ -46,19 +52,39 @@ GPU-hours, wait-time percentiles and preemptions, and the cluster's utilisation 
 			}
 			o.Duration = time.Duration(days * 24 * float64(time.Hour))
 			o.Sample = time.Duration(sampleHours * float64(time.Hour))
-			o.Progress = progress(cmd.ErrOrStderr(), int(o.Duration/time.Minute), "simulating")
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt)
 			defer stop()
-			rep, err := sim.RunWorkload(ctx, o)
+			run := func(o sim.WorkloadOptions, label string) (*sim.WorkloadReport, error) {
+				o.Progress = progress(cmd.ErrOrStderr(), int(o.Duration/time.Minute), label)
+				return sim.RunWorkload(ctx, o)
+			}
+			if o.UsageStrength == 0 {
+				rep, err := run(o, "simulating")
+				if err != nil {
+					return err
+				}
+				if output == "json" {
+					return writeJSON(cmd.OutOrStdout(), rep)
+				}
+				writeWorkloadTable(cmd.OutOrStdout(), rep)
+				return nil
+			}
+			without := o
+			without.UsageStrength = 0
+			base, err := run(without, "without history")
+			if err != nil {
+				return err
+			}
+			hist, err := run(o, "with history")
 			if err != nil {
 				return err
 			}
 			if output == "json" {
-				enc := json.NewEncoder(cmd.OutOrStdout())
-				enc.SetIndent("", "  ")
-				return enc.Encode(rep)
+				return writeJSON(cmd.OutOrStdout(), map[string]*sim.WorkloadReport{"withoutHistory": base, "withHistory": hist})
 			}
-			writeWorkloadTable(cmd.OutOrStdout(), rep)
+			writeWorkloadTable(cmd.OutOrStdout(), hist)
+			fmt.Fprintln(cmd.OutOrStdout())
+			writeHistoryChart(cmd.OutOrStdout(), base, hist)
 			return nil
 		},
 	}
@@ -72,8 +98,38 @@ GPU-hours, wait-time percentiles and preemptions, and the cluster's utilisation 
 	f.StringVar(&runtimes, "runtimes", "../shared/traces/philly_runtime.csv", "CSV with a runtime column in seconds")
 	f.Uint64Var(&o.Seed, "seed", 42, "seed of the arrivals, sizes and run times")
 	f.Float64Var(&sampleHours, "sample", 12, "hours per utilisation sample")
+	f.Float64Var(&o.UsageStrength, "usage-strength", 0, "how much past use above quota lowers a team's part of idle GPUs: 0 ignores history, 1 is strong; above 0 the run is compared with one without history")
+	f.DurationVar(&o.HalfLife, "usage-half-life", sim.DefaultHalfLife, "how fast past use is forgotten: it counts half after this long")
 	f.StringVarP(&output, "output", "o", "table", "output format: table or json")
 	return cmd
+}
+
+func writeJSON(out io.Writer, v any) error {
+	enc := json.NewEncoder(out)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// writeHistoryChart draws, per team, the GPU-hours received as a part of the fair share in
+// the run without history and in the one with it; the bar's scale puts 100% at the mark.
+func writeHistoryChart(out io.Writer, base, hist *sim.WorkloadReport) {
+	const full, width = 40, 60 // columns for 100%, and at most
+	bar := func(v float64) string {
+		n := min(int(v*full+0.5), width)
+		cells := []rune(strings.Repeat("█", n) + strings.Repeat(" ", max(width-n, 0)))
+		if n <= full {
+			cells[full] = '│'
+		}
+		return string(cells)
+	}
+	fmt.Fprintf(out, "RECEIVED OF FAIR SHARE (│ = 100%%) without history, and with strength %g, half-life %s\n", hist.UsageStrength, hist.HalfLife)
+	for i, t := range hist.Teams {
+		b := base.Teams[i]
+		fmt.Fprintf(out, "  %-8s without %s %4.0f%%\n", t.Team, bar(b.Received), 100*b.Received)
+		fmt.Fprintf(out, "  %-8s with    %s %4.0f%%\n", "", bar(t.Received), 100*t.Received)
+	}
+	fmt.Fprintf(out, "\nfrom the fair share, mean and worst team: without history %.1f%% and %.1f%%; with history %.1f%% and %.1f%%\n",
+		100*base.MeanDeviation, 100*base.MaxDeviation, 100*hist.MeanDeviation, 100*hist.MaxDeviation)
 }
 
 func parseTeams(s string) ([]sim.Team, error) {
