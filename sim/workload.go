@@ -33,7 +33,7 @@ type WorkloadOptions struct {
 	Runtimes []time.Duration
 	Seed     uint64
 	// Sample is the interval of the utilisation series.
-	Sample   time.Duration
+	Sample time.Duration
 	// UsageStrength and HalfLife are the scheduler's history settings: with a strength
 	// above 0 past use above quota tilts the division of idle GPUs (engine.Options).
 	UsageStrength float64
@@ -43,11 +43,11 @@ type WorkloadOptions struct {
 
 // TeamReport is what one team received.
 type TeamReport struct {
-	Team           string  `json:"team"`
-	Quota          float64 `json:"quota"`
-	Jobs           int     `json:"jobs"`
-	Completed      int     `json:"completed"`
-	GPUHours       float64 `json:"gpuHours"`
+	Team      string  `json:"team"`
+	Quota     float64 `json:"quota"`
+	Jobs      int     `json:"jobs"`
+	Completed int     `json:"completed"`
+	GPUHours  float64 `json:"gpuHours"`
 	// FairShareHours integrates the share that quotas and weights give, history ignored,
 	// so that runs with and without history are judged against the same yardstick.
 	FairShareHours float64 `json:"fairShareGPUHours"`

@@ -35,7 +35,7 @@ are then played twice, without history and with it, and a chart shows how far ea
 GPU-hours end from its fair share (by quotas and weights) in each run.`,
 		Example: "  allot sim workload --teams a:4,b:2,c:2,d:8 --nodes 2 --gpus-per-node 8 --days 7 --rate 2\n" +
 			"  allot sim workload --days 28 --usage-strength 1 --usage-half-life 24h",
-		Args:    cobra.NoArgs,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if output != "table" && output != "json" {
 				return fmt.Errorf("-o %q is not supported: allowed values are table, json", output)
