@@ -86,7 +86,7 @@ func render(t *testing.T, args ...string) map[string]rendered {
 // leader election and the chosen placement, serves webhooks behind a Service whose
 // certificate the registered CA signs, and grants no wildcard permission.
 func TestHelmTemplateRendersAnInstall(t *testing.T) {
-	objs := render(t, "--set", "placement=spread", "--set", "replicas=3")
+	objs := render(t, "--set", "placement=spread", "--set", "replicas=3", "--set", "fairShareHistory.strength=0.5")
 	for _, want := range []string{"Deployment/allot", "Service/allot-webhook", "Secret/allot-webhook-cert", "ServiceAccount/allot",
 		"ClusterRole/allot", "ClusterRoleBinding/allot", "kube-system/Role/allot-leader-election",
 		"MutatingWebhookConfiguration/allot", "ValidatingWebhookConfiguration/allot", "Service/allot-metrics",
@@ -106,7 +106,8 @@ func TestHelmTemplateRendersAnInstall(t *testing.T) {
 	for _, a := range container["args"].([]any) {
 		args = append(args, a.(string))
 	}
-	for _, want := range []string{"scheduler", "--leader-elect", "--placement=spread", "--webhook-port=9443", "--metrics-port=8080"} {
+	for _, want := range []string{"scheduler", "--leader-elect", "--placement=spread", "--webhook-port=9443", "--metrics-port=8080",
+		"--usage-strength=0.5", "--usage-half-life=24h"} {
 		if !slices.Contains(args, want) {
 			t.Errorf("args %v lack %s", args, want)
 		}
@@ -211,6 +212,12 @@ func TestHelmValuesAreChecked(t *testing.T) {
 	out, err := helm(t, "template", "allot", chart, "--set", "placement=tetris")
 	if err == nil || !strings.Contains(out, "placement") || !strings.Contains(out, "'allot', 'binpack', 'spread'") {
 		t.Fatalf("placement=tetris: %v\n%s", err, out)
+	}
+	for _, bad := range []string{"fairShareHistory.strength=-1", "fairShareHistory.halfLife=a week"} {
+		out, err := helm(t, "template", "allot", chart, "--set", bad)
+		if field, _, _ := strings.Cut(bad, "="); err == nil || !strings.Contains(out, strings.TrimPrefix(field, "fairShareHistory.")) {
+			t.Errorf("%s: %v\n%s", bad, err, out)
+		}
 	}
 }
 

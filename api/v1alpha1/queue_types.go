@@ -16,6 +16,7 @@ import (
 // +kubebuilder:printcolumn:name="Fair Share",type=string,JSONPath=`.status.fairShare.nvidia\.com/gpu`
 // +kubebuilder:printcolumn:name="Allocated",type=string,JSONPath=`.status.allocated.nvidia\.com/gpu`
 // +kubebuilder:printcolumn:name="Pending",type=integer,JSONPath=`.status.pending`
+// +kubebuilder:printcolumn:name="Usage GPU-s",type=integer,JSONPath=`.status.usage.gpuSeconds`,priority=1
 type Queue struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
@@ -107,6 +108,21 @@ type QueueStatus struct {
 	Running int32 `json:"running,omitempty"`
 	// +optional
 	Pending int32 `json:"pending,omitempty"`
+	// Usage is the queue's past use of GPUs above its quota, kept here so that it
+	// survives a restart of the scheduler; with the scheduler's --usage-strength above 0
+	// it lowers the queue's part of idle GPUs.
+	// +optional
+	Usage *QueueUsage `json:"usage,omitempty"`
+}
+
+// QueueUsage is decayed GPU-seconds above quota: every second of one GPU held beyond the
+// quota counts one, halved for each --usage-half-life since.
+type QueueUsage struct {
+	// GPUSeconds is the decayed use as of LastUpdated.
+	// +kubebuilder:validation:Minimum=0
+	GPUSeconds int64 `json:"gpuSeconds"`
+	// LastUpdated is when GPUSeconds was worked out.
+	LastUpdated metav1.Time `json:"lastUpdated"`
 }
 
 // QueueList is a list of queues.

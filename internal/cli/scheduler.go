@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"math"
 	"net"
 	"os"
 	"os/signal"
@@ -22,7 +23,8 @@ func newSchedulerCmd() *cobra.Command {
 	var kubeconfig, identity, placement string
 	var leaderElect bool
 	var lease scheduler.Lease
-	var gangGrace time.Duration
+	var gangGrace, usageHalfLife time.Duration
+	var usageStrength float64
 	var webhookPort, metricsPort int
 	var certDir string
 	cmd := &cobra.Command{
@@ -41,6 +43,12 @@ controller that makes gangs (PodGroups) of Jobs, JobSets and Kubeflow jobs, and 
 				return fmt.Errorf("--leader-elect-lease-duration %s, --leader-elect-renew-deadline %s, --leader-elect-retry-period %s are not allowed: each positive, and retry period < renew deadline < lease duration",
 					lease.Duration, lease.RenewDeadline, lease.RetryPeriod)
 			}
+			if usageStrength < 0 || math.IsNaN(usageStrength) || math.IsInf(usageStrength, 0) {
+				return fmt.Errorf("--usage-strength %v is not allowed: a number 0 or more (0 ignores past use; 1 lets a queue that alone used everything get none of the idle GPUs while others want them)", usageStrength)
+			}
+			if usageHalfLife <= 0 {
+				return fmt.Errorf("--usage-half-life %s is not allowed: a positive duration such as 24h or 168h", usageHalfLife)
+			}
 			pl, err := engine.ParsePlacement(placement)
 			if err != nil {
 				return fmt.Errorf("--placement: %w", err)
@@ -56,7 +64,8 @@ controller that makes gangs (PodGroups) of Jobs, JobSets and Kubeflow jobs, and 
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			opts := stack.Options{Scheduler: scheduler.Options{Engine: engine.Options{Placement: pl, GangGrace: gangGrace}, LeaderElection: leaderElect, Identity: identity, Lease: lease}}
+			opts := stack.Options{Scheduler: scheduler.Options{Engine: engine.Options{Placement: pl, GangGrace: gangGrace, UsageStrength: usageStrength},
+				UsageHalfLife: usageHalfLife, LeaderElection: leaderElect, Identity: identity, Lease: lease}}
 			if webhookPort > 0 {
 				if opts.Cert, err = admission.CertFiles(ctx, certDir); err != nil {
 					return err
@@ -85,5 +94,7 @@ controller that makes gangs (PodGroups) of Jobs, JobSets and Kubeflow jobs, and 
 	f.StringVar(&certDir, "webhook-cert-dir", "/etc/allot/webhook", "directory with the webhooks' tls.crt and tls.key (reloaded when they change)")
 	f.IntVar(&metricsPort, "metrics-port", 0, "serve Prometheus metrics at /metrics on this port (0: none)")
 	f.StringVar(&placement, "placement", "allot", "placement policy: allot, binpack, spread, best-fit, gpu-packing, fgd, random")
+	f.Float64Var(&usageStrength, "usage-strength", 0, "how much a queue's past use above quota lowers its part of idle GPUs: 0 ignores it, 1 is strong (quotas are never touched)")
+	f.DurationVar(&usageHalfLife, "usage-half-life", scheduler.DefaultUsageHalfLife, "how fast past use is forgotten: it counts half after this long")
 	return cmd
 }

@@ -25,6 +25,7 @@ type Metrics struct {
 	fairShare *prometheus.GaugeVec
 	allocated *prometheus.GaugeVec
 	pending   *prometheus.GaugeVec
+	usage     *prometheus.GaugeVec
 }
 
 // NewMetrics registers the series, with the Go runtime's and the process's, on a registry
@@ -56,8 +57,10 @@ func NewMetrics() *Metrics {
 			Help: "GPUs the queue's running pods hold."}, queue),
 		pending: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "allot_queue_pending_gpus",
 			Help: "GPUs the queue's waiting pods ask for."}, queue),
+		usage: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "allot_queue_usage_gpu_seconds",
+			Help: "The queue's past use of GPUs above its quota, decayed by --usage-half-life: what --usage-strength weighs."}, queue),
 	}
-	r.MustRegister(m.cycle, m.bound, m.bindFails, m.evicted, m.reclaims, m.consolid, m.waiting, m.waitPods, m.quota, m.fairShare, m.allocated, m.pending)
+	r.MustRegister(m.cycle, m.bound, m.bindFails, m.evicted, m.reclaims, m.consolid, m.waiting, m.waitPods, m.quota, m.fairShare, m.allocated, m.pending, m.usage)
 	return m
 }
 
@@ -87,7 +90,7 @@ func (m *Metrics) observe(seconds float64, snap *engine.Snapshot, plan *engine.P
 	if len(plan.Pending) > 0 || len(reclaimedFor) > 0 {
 		m.observeJobs(snap, plan, reclaimedFor)
 	}
-	m.observeQueues(plan, queues)
+	m.observeQueues(snap, plan, queues)
 }
 
 // observeJobs counts the reclaims by the reclaiming job's queue, and the waiting jobs and
@@ -118,13 +121,17 @@ func (m *Metrics) observeJobs(snap *engine.Snapshot, plan *engine.Plan, reclaime
 }
 
 // observeQueues sets the per-queue gauges from the plan's accounting.
-func (m *Metrics) observeQueues(plan *engine.Plan, queues []*v1alpha1.Queue) {
+func (m *Metrics) observeQueues(snap *engine.Snapshot, plan *engine.Plan, queues []*v1alpha1.Queue) {
 	gpus := func(r engine.Resources) float64 { return float64(r[engine.ResourceGPU]) / float64(engine.OneGPU) }
 	// Queues that went away stop being reported.
 	m.quota.Reset()
 	m.fairShare.Reset()
 	m.allocated.Reset()
 	m.pending.Reset()
+	m.usage.Reset()
+	for _, q := range snap.Queues {
+		m.usage.WithLabelValues(string(q.ID)).Set(q.Usage)
+	}
 	for _, q := range queues {
 		st, ok := plan.Queues[engine.QueueID(q.Name)]
 		if !ok {

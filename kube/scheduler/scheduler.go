@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"math"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -55,7 +56,15 @@ type Options struct {
 	Now            func() time.Time
 	// Metrics, if set, records each cycle.
 	Metrics *Metrics
+	// UsageHalfLife is how fast a queue's past use above quota is forgotten (it counts
+	// half after this long); zero means DefaultUsageHalfLife. Engine.UsageStrength says
+	// how much that use tilts the division of idle GPUs.
+	UsageHalfLife time.Duration
 }
+
+// DefaultUsageHalfLife: use counts half after a day and an eighth after three, so last
+// week matters and last month hardly.
+const DefaultUsageHalfLife = 24 * time.Hour
 
 // Scheduler runs cycles against the API server.
 type Scheduler struct {
@@ -78,6 +87,9 @@ type Scheduler struct {
 	occAt      time.Time
 	// queueWritten is when each queue's status was last written.
 	queueWritten map[string]time.Time
+	// usage is each queue's past use above quota (usage.go); the Queue's status holds it
+	// between terms and restarts.
+	usage map[string]engine.Usage
 	// reasons remembers the last reason written per pod, to write only changes.
 	reasons map[types.UID]string
 	// evicting holds eviction requests made, by pod, until the pod is seen gone.
@@ -131,7 +143,10 @@ func New(rc *rest.Config, opts Options) (*Scheduler, error) {
 	s := &Scheduler{opts: opts, client: client, dyn: dyn, eng: engine.New(opts.Engine),
 		recorder: b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: SchedulerName}),
 		assumed:  map[types.UID]engine.Binding{}, backoff: map[types.UID]time.Time{}, reasons: map[types.UID]string{}, evicting: map[types.UID]time.Time{}, partial: map[engine.JobID]partialGang{}, wake: make(chan struct{}, 1),
-		occWritten: map[engine.NodeID]string{}, queueWritten: map[string]time.Time{}}
+		occWritten: map[engine.NodeID]string{}, queueWritten: map[string]time.Time{}, usage: map[string]engine.Usage{}}
+	if s.opts.UsageHalfLife <= 0 {
+		s.opts.UsageHalfLife = DefaultUsageHalfLife
+	}
 	s.conv.warn = func(n *corev1.Node, problems []string) {
 		for _, p := range problems {
 			slog.Warn("allot scheduler: node not trusted as written", "node", n.Name, "problem", p)
@@ -201,6 +216,7 @@ func (s *Scheduler) newTerm() {
 	s.amu.Unlock()
 	clear(s.evicting)
 	clear(s.reasons)
+	clear(s.usage) // another leader may have counted since: read it from the status again
 }
 
 // start builds and syncs the informers and kube-scheduler's plugins.
@@ -396,10 +412,12 @@ func (s *Scheduler) Cycle(ctx context.Context) error {
 	now := s.opts.Now()
 	s.stopOverdue(ctx, now, pods, queues)
 	snap, idx := buildSnapshot(now, nodes, pods, queues, badQueues, groups, &s.conv)
+	s.readUsage(snap, queues)
 	s.notePartialGangs(ctx, snap, idx)
 	constrain(ctx, s.fit, snap, idx, nodes, pods, &s.conv)
 	started := time.Now()
 	plan := s.eng.Schedule(snap)
+	s.accrueUsage(snap, plan)
 	s.apply(ctx, plan, idx)
 	s.opts.Metrics.observe(time.Since(started).Seconds(), snap, plan, queues)
 	s.releaseReservations(ctx, snap, plan)
@@ -747,8 +765,12 @@ func (s *Scheduler) writeStatus(ctx context.Context, plan *engine.Plan, idx *ind
 			"fairShare": resources(st.FairShare), "allocated": resources(st.Allocated),
 			"allocatedNonPreemptible": resources(st.AllocatedNonPreemptible), "requested": resources(st.Requested),
 			"running": int64(st.Running), "pending": int64(st.Pending)}
+		usage, counted := s.usage[q.Name]
+		if counted {
+			want["usage"] = map[string]any{"gpuSeconds": int64(math.Round(usage.GPUSeconds)), "lastUpdated": usage.At.UTC().Format(time.RFC3339)}
+		}
 		var cur v1alpha1.QueueStatus
-		if statusEqual(q.Status, want, &cur) {
+		if statusEqual(q.Status, want, &cur) && !(counted && usageDue(q.Status.Usage, usage)) {
 			continue
 		}
 		// At most one write a second per queue: under a stream of binds its counts change
