@@ -127,7 +127,7 @@ func printQueues(out io.Writer, qs []v1alpha1.Queue, clusterGPUs float64) error 
 		kids[parent] = append(kids[parent], q)
 	}
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "QUEUE\tQUOTA\tLIMIT\tFAIR SHARE\tALLOCATED\tOVER QUOTA\tPENDING\t")
+	fmt.Fprintln(tw, "QUEUE\tQUOTA\tLIMIT\tFAIR SHARE\tALLOCATED\tOVER QUOTA\tPAST USE\tPENDING\t")
 	var warnings []string
 	seen := map[string]bool{}
 	var walk func(parent string, depth int, quota int64)
@@ -154,8 +154,9 @@ func printQueues(out io.Writer, qs []v1alpha1.Queue, clusterGPUs float64) error 
 				limit = strconv.FormatInt(int64(*q.Spec.GPU.Limit), 10)
 			}
 			alloc, quota := queueGPUs(q.Status.Allocated), float64(q.Spec.GPU.Quota)
-			fmt.Fprintf(tw, "%s%s\t%d\t%s\t%s\t%s\t%s\t%d\t%s\n", strings.Repeat("  ", depth), q.Name, q.Spec.GPU.Quota, limit,
-				gpuAmount(queueGPUs(q.Status.FairShare)), gpuAmount(alloc), gpuAmount(max(0, alloc-quota)), q.Status.Pending, bar(alloc, quota, scale, 20))
+			fmt.Fprintf(tw, "%s%s\t%d\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", strings.Repeat("  ", depth), q.Name, q.Spec.GPU.Quota, limit,
+				gpuAmount(queueGPUs(q.Status.FairShare)), gpuAmount(alloc), gpuAmount(max(0, alloc-quota)), pastUse(q.Status.Usage),
+				q.Status.Pending, bar(alloc, quota, scale, 20))
 			walk(q.Name, depth+1, int64(q.Spec.GPU.Quota))
 		}
 	}
@@ -164,10 +165,20 @@ func printQueues(out io.Writer, qs []v1alpha1.Queue, clusterGPUs float64) error 
 		return err
 	}
 	fmt.Fprintf(out, "█ within quota  ▒ borrowed over quota  (bar width: the cluster's %s GPUs)\n", gpuAmount(scale))
+	fmt.Fprintln(out, "PAST USE: GPU-hours above quota, each halved per half-life since (allot scheduler --usage-half-life)")
 	for _, w := range warnings {
 		fmt.Fprintln(out, w)
 	}
 	return nil
+}
+
+// pastUse shows a queue's decayed use above quota in GPU-hours; "-" before the scheduler
+// has counted any.
+func pastUse(u *v1alpha1.QueueUsage) string {
+	if u == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%s GPU-h", gpuAmount(math.Round(float64(u.GPUSeconds)/360)/10))
 }
 
 func printNodes(out io.Writer, ns []inspect.Node) error {

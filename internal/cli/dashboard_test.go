@@ -253,7 +253,7 @@ func TestDashboard(t *testing.T) {
 
 	// Queues: the tree with quotas and fair shares, and a history chart per queue.
 	b.Open(t, url+"#/queues")
-	b.WaitText(t, "table.queue-tree tr[data-queue=team-d]", "team-d's row", browsertest.Contains("team-d\t0\t8\t8\tnone\t8\t8\t0\t"))
+	b.WaitText(t, "table.queue-tree tr[data-queue=team-d]", "team-d's row", browsertest.Contains("team-d\t0\t8\t8\tnone\t8\t8\t0\t0.0\t"))
 	// 16 GPUs: quotas a 4, b 2, d 8, and c wants only 1; the GPU left over goes to a and
 	// b, who want more, by their weights 4:2 (0.67 and 0.33): demand is in whole GPUs, so
 	// the shares are too, and the GPU goes to the larger remainder, a's.

@@ -186,7 +186,9 @@ func TestPendingReasonAndTopNodes(t *testing.T) {
 		t.Fatalf("top nodes:\n%s", out)
 	}
 	q := e.must(t, "queues")
-	if !strings.Contains(q, "team-a") || !strings.Contains(q, "█ within quota") {
+	// PAST USE comes from the status the scheduler keeps (status.usage): team-a is within
+	// its quota, so it has used nothing above it.
+	if !strings.Contains(q, "team-a") || !strings.Contains(q, "█ within quota") || !strings.Contains(q, "PAST USE") || !strings.Contains(q, " 0 GPU-h ") {
 		t.Fatalf("queues:\n%s", q)
 	}
 }

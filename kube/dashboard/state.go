@@ -64,12 +64,15 @@ type Queue struct {
 	FairShare float64  `json:"fairShare"`
 	Allocated float64  `json:"allocated"`
 	// Borrowed is what the queue holds beyond its quota: idle GPUs of others, lent.
-	Borrowed       float64 `json:"borrowed"`
-	NonPreemptible float64 `json:"allocatedNonPreemptible"`
-	Requested      float64 `json:"requested"`
-	PendingGPUs    float64 `json:"pendingGPUs"`
-	Running        int     `json:"running"` // workloads, the queue's and its children's
-	Pending        int     `json:"pending"`
+	Borrowed float64 `json:"borrowed"`
+	// PastUse is the queue's decayed use above quota in GPU-hours (status.usage), what
+	// the scheduler's --usage-strength weighs; nil before the scheduler counted any.
+	PastUse        *float64 `json:"pastUseGPUHours,omitempty"`
+	NonPreemptible float64  `json:"allocatedNonPreemptible"`
+	Requested      float64  `json:"requested"`
+	PendingGPUs    float64  `json:"pendingGPUs"`
+	Running        int      `json:"running"` // workloads, the queue's and its children's
+	Pending        int      `json:"pending"`
 }
 
 // Sample is one point of the history charts.
@@ -167,6 +170,10 @@ func queueTree(qs []*v1alpha1.Queue, running, pending map[string]int) []Queue {
 			row.Limit = &v
 		}
 		row.Borrowed = max(0, row.Allocated-row.Quota)
+		if u := q.Status.Usage; u != nil {
+			h := float64(u.GPUSeconds) / 3600
+			row.PastUse = &h
+		}
 		row.PendingGPUs = max(0, row.Requested-row.Allocated)
 		row.Running, row.Pending = running[name], pending[name]
 		i := len(out)

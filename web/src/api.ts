@@ -14,6 +14,7 @@ export interface Workload {
 export interface Queue {
   name: string; parent?: string; depth: number; priority: number; quota: number; weight: number; limit?: number;
   fairShare: number; allocated: number; borrowed: number; allocatedNonPreemptible: number;
+  pastUseGPUHours?: number;
   requested: number; pendingGPUs: number; running: number; pending: number;
 }
 

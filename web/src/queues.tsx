@@ -9,7 +9,8 @@ export function Queues({ s }: { s: State }) {
       <table class="queue-tree">
         <thead><tr>
           <th scope="col">Queue</th><th scope="col">Priority</th><th scope="col">Quota</th><th scope="col">Weight</th><th scope="col">Limit</th>
-          <th scope="col">Fair share</th><th scope="col">Allocated</th><th scope="col">Borrowed</th><th scope="col">Non-preemptible</th>
+          <th scope="col">Fair share</th><th scope="col">Allocated</th><th scope="col">Borrowed</th>
+          <th scope="col" title="GPU-hours above quota, each halved per half-life since: what the scheduler's --usage-strength weighs">Past use (GPU-h)</th><th scope="col">Non-preemptible</th>
           <th scope="col">Pending GPUs</th><th scope="col">Running</th><th scope="col">Pending</th>
         </tr></thead>
         <tbody>
@@ -23,6 +24,7 @@ export function Queues({ s }: { s: State }) {
               <td class="num">{fmt(q.fairShare)}</td>
               <td class="num">{fmt(q.allocated)}</td>
               <td class="num">{fmt(q.borrowed)}</td>
+              <td class="num" data-past-use>{q.pastUseGPUHours === undefined ? "-" : q.pastUseGPUHours.toFixed(1)}</td>
               <td class="num">{fmt(q.allocatedNonPreemptible)}</td>
               <td class="num">{fmt(q.pendingGPUs)}</td>
               <td class="num">{q.running}</td>
