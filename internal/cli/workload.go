@@ -128,8 +128,15 @@ func writeHistoryChart(out io.Writer, base, hist *sim.WorkloadReport) {
 		fmt.Fprintf(out, "  %-8s without %s %4.0f%%\n", t.Team, bar(b.Received), 100*b.Received)
 		fmt.Fprintf(out, "  %-8s with    %s %4.0f%%\n", "", bar(t.Received), 100*t.Received)
 	}
+	preemptions := func(r *sim.WorkloadReport) (n int) {
+		for _, t := range r.Teams {
+			n += t.Preemptions
+		}
+		return n
+	}
 	fmt.Fprintf(out, "\nfrom the fair share, mean and worst team: without history %.1f%% and %.1f%%; with history %.1f%% and %.1f%%\n",
 		100*base.MeanDeviation, 100*base.MaxDeviation, 100*hist.MeanDeviation, 100*hist.MaxDeviation)
+	fmt.Fprintf(out, "utilisation %.1f%% and %.1f%%; preemptions %d and %d\n", 100*base.Mean, 100*hist.Mean, preemptions(base), preemptions(hist))
 }
 
 func parseTeams(s string) ([]sim.Team, error) {
