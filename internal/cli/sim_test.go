@@ -87,3 +87,38 @@ func TestSimErrors(t *testing.T) {
 		t.Errorf("missing file: %v", err)
 	}
 }
+
+// TestSimWorkloadWithHistory: with a strength the same arrivals are played twice and the
+// chart compares them team by team; JSON holds both reports; a bad strength is refused
+// with what is allowed.
+func TestSimWorkloadWithHistory(t *testing.T) {
+	args := []string{"sim", "workload", "--days", "2", "--teams", "a:2:4,b:2", "--sizes", "1:60,2:40", "--rate", "3",
+		"--runtimes", "../../../shared/traces/philly_runtime.csv", "--usage-strength", "1"}
+	out, err := run(args...)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	for _, want := range []string{"RECEIVED OF FAIR SHARE (│ = 100%) without history, and with strength 1, half-life 24h0m0s",
+		"  a        without ", "           with    ", "from the fair share, mean and worst team: without history"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	out, err = run(append(args, "-o", "json")...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var both map[string]struct {
+		UsageStrength float64 `json:"usageStrength"`
+		Teams         []struct{ Team string }
+	}
+	if err := json.Unmarshal([]byte(out[strings.Index(out, "{"):]), &both); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if both["withoutHistory"].UsageStrength != 0 || both["withHistory"].UsageStrength != 1 || len(both["withHistory"].Teams) != 2 {
+		t.Fatalf("json: %+v", both)
+	}
+	if _, err := run("sim", "workload", "--usage-strength", "-1"); err == nil || !strings.Contains(err.Error(), "--usage-strength -1 is not allowed: 0 or more") {
+		t.Errorf("negative strength: %v", err)
+	}
+}

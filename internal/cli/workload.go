@@ -3,6 +3,7 @@ package cli
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"io"
 	"os"
 	"os/signal"
@@ -39,6 +40,9 @@ GPU-hours end from its fair share (by quotas and weights) in each run.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if output != "table" && output != "json" {
 				return fmt.Errorf("-o %q is not supported: allowed values are table, json", output)
+			}
+			if o.UsageStrength < 0 || math.IsNaN(o.UsageStrength) || math.IsInf(o.UsageStrength, 0) {
+				return fmt.Errorf("--usage-strength %v is not allowed: 0 or more (0 ignores history; 1 is strong)", o.UsageStrength)
 			}
 			var err error
 			if o.Teams, err = parseTeams(teams); err != nil {
