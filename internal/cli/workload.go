@@ -3,8 +3,8 @@ package cli
 import (
 	"encoding/json"
 	"fmt"
-	"math"
 	"io"
+	"math"
 	"os"
 	"os/signal"
 	"strconv"
