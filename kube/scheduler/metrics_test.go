@@ -27,7 +27,8 @@ func TestMetricsCountJobsAndPods(t *testing.T) {
 	for i := range running.Pods {
 		running.Pods[i].Binding = &engine.Binding{Node: "n1"}
 	}
-	snap := &engine.Snapshot{Jobs: []engine.Job{running, pending("team-b/infer", "team-b", 2), pending("team-c/wide", "team-c", 4), pending("team-c/big", "team-c", 2)}}
+	snap := &engine.Snapshot{Jobs: []engine.Job{running, pending("team-b/infer", "team-b", 2), pending("team-c/wide", "team-c", 4), pending("team-c/big", "team-c", 2)},
+		Queues: []engine.Queue{{ID: "team-a", Usage: 7200}, {ID: "team-b"}}}
 	plan := &engine.Plan{
 		Evictions: []engine.Eviction{
 			{Job: "team-a/train", Pod: "team-a/train-a", Reason: engine.Reason{Code: engine.ReasonReclaimed}, For: "team-b/infer"},
@@ -60,9 +61,13 @@ allot_pods_unschedulable{reason="TooLarge"} 2
 # HELP allot_reclaims_total Jobs placed by taking GPUs back from other queues, by the queue that took them.
 # TYPE allot_reclaims_total counter
 allot_reclaims_total{queue="team-b"} 1
+# HELP allot_queue_usage_gpu_seconds The queue's past use of GPUs above its quota, decayed by --usage-half-life: what --usage-strength weighs.
+# TYPE allot_queue_usage_gpu_seconds gauge
+allot_queue_usage_gpu_seconds{queue="team-a"} 7200
+allot_queue_usage_gpu_seconds{queue="team-b"} 0
 `
 	if err := testutil.GatherAndCompare(m.Registry, strings.NewReader(want), "allot_consolidations_total", "allot_pods_evicted_total",
-		"allot_pods_unschedulable", "allot_reclaims_total"); err != nil {
+		"allot_pods_unschedulable", "allot_reclaims_total", "allot_queue_usage_gpu_seconds"); err != nil {
 		t.Fatal(err)
 	}
 	// The next cycle finds nothing waiting: the gauges empty, the counters keep their counts.
