@@ -25,6 +25,7 @@ func shapeKey(j *jobState, pods []*podState) string {
 		r := p.p.Request
 		fmt.Fprintf(&b, "|%d/%d/%d/%d/%d", r.GPUs, r.GPUFraction, r.GPUMemory, r.CPU, r.Memory)
 	}
+	b.WriteString(topologyKey(j))
 	return b.String()
 }
 
@@ -115,6 +116,9 @@ func (s *session) explainResources(j *jobState, pods []*podState, eligible []*no
 		return reasonf(ReasonTooLarge, "needs %s memory on one node; the largest node it may use has %s", Format(ResourceMemory, r.Memory), Format(ResourceMemory, maxMem))
 	case MilliGPU(total) > capGPU:
 		return reasonf(ReasonTooLarge, "needs %s GPUs in all; the nodes it may use have %s", MilliGPU(total), capGPU)
+	}
+	if r, ok := s.topologyReason(j, pods, eligible); ok {
+		return r
 	}
 	block := s.ruleReason(j, pods, eligible)
 	if block == "" {

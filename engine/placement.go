@@ -293,12 +293,18 @@ func onlyWhole(pods []*podState) bool {
 // placeGang binds all the given pods or none. It prefers one node, then one topology
 // domain, then the fewest nodes (filling the emptiest first).
 func (s *session) placeGang(j *jobState, pods []*podState, only []*nodeState) bool {
-	if len(pods) == 1 {
-		return s.placeOne(pods[0], only)
-	}
 	nodes := only
 	if nodes == nil {
 		nodes = s.nodes
+	}
+	if t := j.j.Topology; t != nil && t.Required >= 0 {
+		nodes = s.topologyNodes(j, nodes)
+		if len(nodes) == 0 {
+			return false
+		}
+	}
+	if len(pods) == 1 {
+		return s.placeOne(pods[0], nodes)
 	}
 	var best *nodeState
 	var bestGPU, bestCPU, bestPref int64
@@ -324,6 +330,9 @@ func (s *session) placeGang(j *jobState, pods []*podState, only []*nodeState) bo
 		}
 	}
 	sort.SliceStable(order, func(a, b int) bool { return freeMilli(order[a]) > freeMilli(order[b]) })
+	if j.j.Topology != nil {
+		return s.placeInLevels(j, pods, order)
+	}
 	for _, dom := range domainsByRoom(order) {
 		if s.fillNodes(pods, dom) {
 			return true

@@ -147,8 +147,23 @@ func applyPlan(t *rapid.T, snap *Snapshot, p *Plan) {
 }
 
 // genHistory gives the queues of a cluster past usage and, on some, protection from
-// churn (issue 18), and returns the strength to schedule with (0 on a third of the runs).
+// churn, the nodes racks and blocks and some jobs a required or preferred level (issue 18),
+// and returns the strength to schedule with (0 on a quarter of the runs).
 func genHistory(t *rapid.T, snap *Snapshot, protect bool) float64 {
+	racks := rapid.IntRange(1, 3).Draw(t, "racks")
+	for i := range snap.Nodes {
+		n := &snap.Nodes[i]
+		n.Labels = map[string]string{"block": fmt.Sprintf("b%d", i%(2*racks)), "host": string(n.ID)}
+		if rapid.IntRange(0, 5).Draw(t, "unracked") > 0 { // now and then a node outside every rack
+			n.Labels["rack"] = fmt.Sprintf("r%d", (i%(2*racks))/2)
+		}
+	}
+	for i := range snap.Jobs {
+		if rapid.IntRange(0, 2).Draw(t, "topology") == 0 {
+			req, pref := rapid.IntRange(-1, 2).Draw(t, "required"), rapid.IntRange(-1, 2).Draw(t, "preferred")
+			snap.Jobs[i].Topology = &Topology{Levels: []string{"rack", "block", "host"}, Required: req, Preferred: pref}
+		}
+	}
 	for i := range snap.Queues {
 		snap.Queues[i].Usage = float64(rapid.IntRange(0, 3).Draw(t, "usageDays")) * 86400 * 4
 		if protect && rapid.IntRange(0, 2).Draw(t, "protected") == 0 {
@@ -163,8 +178,32 @@ func genHistory(t *rapid.T, snap *Snapshot, protect bool) float64 {
 	return rapid.SampledFrom([]float64{0, 0.5, 1, 3}).Draw(t, "usageStrength")
 }
 
-// checkInvariants asserts DESIGN.md section 5 on a snapshot and the plan that led to it.
+// checkInvariants asserts DESIGN.md section 5 on a snapshot and the plan that led to it,
+// and that a job with a required level runs within one domain of it.
 func checkInvariants(t *rapid.T, snap *Snapshot, p *Plan) {
+	for _, j := range snap.Jobs {
+		if j.Topology == nil || j.Topology.Required < 0 {
+			continue
+		}
+		domains := map[string]bool{}
+		for _, pod := range j.Pods {
+			if pod.Binding == nil {
+				continue
+			}
+			for _, n := range snap.Nodes {
+				if n.ID == pod.Binding.Node {
+					d, ok := j.Topology.domainOf(&n, j.Topology.Required)
+					if !ok {
+						t.Fatalf("job %s requires level %d but runs on %s, which has no label %s", j.ID, j.Topology.Required, n.ID, j.Topology.Levels[j.Topology.Required])
+					}
+					domains[d] = true
+				}
+			}
+		}
+		if len(domains) > 1 {
+			t.Fatalf("job %s requires one domain of level %s but runs in %v", j.ID, j.Topology.Levels[j.Topology.Required], domains)
+		}
+	}
 	nodes := map[NodeID]*Node{}
 	for i := range snap.Nodes {
 		nodes[snap.Nodes[i].ID] = &snap.Nodes[i]

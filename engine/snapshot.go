@@ -132,6 +132,9 @@ type Job struct {
 	// between the requests), and the rest are stopped at once.
 	MembersEvicted bool
 	NodePool       string
+	// Topology, when set, keeps the job's pods within one domain of a level of node labels
+	// (required) or packs them into the narrowest one that holds them (preferred).
+	Topology *Topology
 	// GPUTypes lists acceptable GPU models; empty accepts any.
 	GPUTypes []string
 	// Nodes narrows the nodes the job's pods may use; nil allows every node.

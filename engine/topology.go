@@ -1,0 +1,200 @@
+package engine
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+)
+
+// Topology is where a job's pods must and would rather land in a hierarchy of node labels
+// (a cluster's Topology object: zone ⊃ block ⊃ rack ⊃ host, say).
+type Topology struct {
+	// Levels are node label keys from the widest to the narrowest; Names are what people
+	// call them (rack), for reasons.
+	Levels, Names []string
+	// Required is the index in Levels of the level one of whose domains must hold every
+	// pod of the job; -1 for none. Nodes without that label are not in any domain of it.
+	Required int
+	// Preferred asks for the same without the obligation; -1 for none. Either one makes the
+	// gang pack as tightly as the levels allow: into one domain of the narrowest level that
+	// can hold it, choosing the fullest such domain so that large ones stay free for large
+	// gangs.
+	Preferred int
+}
+
+// levelName is what a reason calls level i.
+func (t *Topology) levelName(i int) string {
+	if i < len(t.Names) && t.Names[i] != "" {
+		return t.Names[i]
+	}
+	return t.Levels[i]
+}
+
+// domainOf is node n's domain at level i: the values of the levels down to i, so that a
+// rack named r1 in two blocks is two domains. ok is false if n lacks the label of level i.
+func (t *Topology) domainOf(n *Node, i int) (string, bool) {
+	v, ok := n.Labels[t.Levels[i]]
+	if !ok {
+		return "", false
+	}
+	if i == 0 {
+		return v, true
+	}
+	var b strings.Builder
+	for k := 0; k < i; k++ {
+		b.WriteString(n.Labels[t.Levels[k]])
+		b.WriteByte('/')
+	}
+	b.WriteString(v)
+	return b.String(), true
+}
+
+// domain is one domain of a level: its key, the nodes of it a job may use (in the order
+// given), and their free GPU capacity.
+type domain struct {
+	key   string
+	nodes []*nodeState
+	room  MilliGPU
+}
+
+// domainsAt groups nodes by their domain at level i, ordered fullest first (the least
+// room), then by the room of their parent domain (a fuller block first), then by key.
+func (t *Topology) domainsAt(nodes []*nodeState, i int) []*domain {
+	byKey := map[string]*domain{}
+	var out []*domain
+	parentRoom := map[string]MilliGPU{}
+	for _, n := range nodes {
+		key, ok := t.domainOf(n.n, i)
+		if !ok {
+			continue
+		}
+		d := byKey[key]
+		if d == nil {
+			d = &domain{key: key}
+			byKey[key] = d
+			out = append(out, d)
+		}
+		d.nodes = append(d.nodes, n)
+		d.room += freeMilli(n)
+		if i > 0 {
+			if p, ok := t.domainOf(n.n, i-1); ok {
+				parentRoom[p] += freeMilli(n)
+			}
+		}
+	}
+	parent := func(d *domain) MilliGPU {
+		if i == 0 {
+			return 0
+		}
+		p, _ := t.domainOf(d.nodes[0].n, i-1)
+		return parentRoom[p]
+	}
+	sort.SliceStable(out, func(a, b int) bool {
+		x, y := out[a], out[b]
+		if x.room != y.room {
+			return x.room < y.room
+		}
+		if px, py := parent(x), parent(y); px != py {
+			return px < py
+		}
+		return x.key < y.key
+	})
+	return out
+}
+
+// topologyNodes narrows nodes to those a job with a required level may use: nodes that
+// have the level's label and, once some of its pods run, the domain they run in (an elastic
+// job grows, and a gang gets a lost member back, inside its domain).
+func (s *session) topologyNodes(j *jobState, nodes []*nodeState) []*nodeState {
+	t := j.j.Topology
+	if t == nil || t.Required < 0 {
+		return nodes
+	}
+	home := ""
+	for _, p := range j.pods {
+		if p.node != nil {
+			home, _ = t.domainOf(p.node.n, t.Required)
+			break
+		}
+	}
+	out := make([]*nodeState, 0, len(nodes))
+	for _, n := range nodes {
+		if d, ok := t.domainOf(n.n, t.Required); ok && (home == "" || d == home) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// placeInLevels places a gang into one domain of the narrowest level that can hold it,
+// trying levels outwards; with a required level it never goes wider than that, otherwise
+// it falls back to any nodes. order is the eligible nodes, emptiest first.
+func (s *session) placeInLevels(j *jobState, pods []*podState, order []*nodeState) bool {
+	t := j.j.Topology
+	need := MilliGPU(s.need(pods)[ResourceGPU])
+	widest := 0
+	if t.Required >= 0 {
+		widest = t.Required
+	}
+	for i := len(t.Levels) - 1; i >= widest; i-- {
+		for _, d := range t.domainsAt(order, i) {
+			if d.room >= need && s.fillNodes(pods, d.nodes) {
+				return true
+			}
+		}
+	}
+	if t.Required >= 0 {
+		return false
+	}
+	return s.fillNodes(pods, order)
+}
+
+// topologyReason says why a gang with a required level waits: no domain of that level is
+// large enough at all, or none has enough free now, naming the one with the most.
+func (s *session) topologyReason(j *jobState, pods []*podState, eligible []*nodeState) (Reason, bool) {
+	t := j.j.Topology
+	if t == nil || t.Required < 0 || len(pods) < 2 {
+		return Reason{}, false
+	}
+	name := t.levelName(t.Required)
+	nodes := s.topologyNodes(j, eligible)
+	need := MilliGPU(s.need(pods)[ResourceGPU])
+	if len(nodes) == 0 {
+		return reasonf(ReasonConstraint, "needs one %s (allot.dev/topology-required): none of the nodes it may use has the label %s", name, t.Levels[t.Required]), true
+	}
+	var largest, freest *domain
+	capOf := map[*domain]MilliGPU{}
+	for _, d := range t.domainsAt(nodes, t.Required) {
+		for _, n := range d.nodes {
+			capOf[d] += MilliGPU(len(n.n.GPUs)) * OneGPU
+		}
+		if largest == nil || capOf[d] > capOf[largest] {
+			largest = d
+		}
+		if freest == nil || d.room > freest.room {
+			freest = d
+		}
+	}
+	label := func(d *domain) string { return d.key[strings.LastIndexByte(d.key, '/')+1:] }
+	if capOf[largest] < need {
+		return reasonf(ReasonTooLarge, "needs %s GPUs within one %s (allot.dev/topology-required); the largest %s it may use has %s (%s)",
+			need, name, name, capOf[largest], label(largest)), true
+	}
+	return reasonf(ReasonGangPartial, "gang of %d pods × %s must start together within one %s (allot.dev/topology-required); the most free in one %s is %s GPUs (%s)",
+		len(pods), describeRequest(pods[0].p.Request), name, name, freest.room, label(freest)), true
+}
+
+// topologyKey is what a job's topology adds to its shape: jobs that must fit one domain
+// fit alike only with the same levels, and one already running is bound to its own domain.
+func topologyKey(j *jobState) string {
+	t := j.j.Topology
+	if t == nil || t.Required < 0 {
+		return ""
+	}
+	key := fmt.Sprintf("|t%s@%d", strings.Join(t.Levels, ","), t.Required)
+	if slices.ContainsFunc(j.pods, func(p *podState) bool { return p.node != nil }) {
+		key += "|" + string(j.j.ID)
+	}
+	return key
+}
