@@ -20,8 +20,10 @@ type Scenario struct {
 	// History, when set, lets past use above quota tilt the division of idle GPUs.
 	History *HistorySpec `yaml:"fairShareHistory"`
 	Cluster ClusterSpec  `yaml:"cluster"`
-	Queues  []QueueSpec  `yaml:"queues"`
-	Steps   []StepSpec   `yaml:"steps"`
+	// Topology lists levels of node labels, widest first, that jobs may require or prefer.
+	Topology *TopologySpec `yaml:"topology"`
+	Queues   []QueueSpec   `yaml:"queues"`
+	Steps    []StepSpec    `yaml:"steps"`
 
 	file  string
 	lines map[string]int // field path → line, for errors
@@ -32,6 +34,17 @@ type Scenario struct {
 type HistorySpec struct {
 	Strength *float64 `yaml:"strength"`
 	HalfLife string   `yaml:"halfLife"`
+}
+
+// TopologySpec is a cluster's Topology object: levels of node labels, widest first.
+type TopologySpec struct {
+	Levels []LevelSpec `yaml:"levels"`
+}
+
+// LevelSpec is one level: the node label and, optionally, what people call it.
+type LevelSpec struct {
+	Name      string `yaml:"name"`
+	NodeLabel string `yaml:"nodeLabel"`
 }
 
 type ClusterSpec struct {
@@ -108,9 +121,13 @@ type JobSpec struct {
 	// never share a node with a pod whose job labels match AntiAffinity (nor with a pod
 	// whose anti-affinity matches their own Labels).
 	NodeSelector map[string]string `yaml:"nodeSelector"`
-	Tolerations  []TolerationSpec  `yaml:"tolerations"`
-	Labels       map[string]string `yaml:"labels"`
-	AntiAffinity map[string]string `yaml:"antiAffinity"`
+	// TopologyRequired and TopologyPreferred name a level of the topology (by name or
+	// node label): all pods within one domain of it, or as tightly packed as possible.
+	TopologyRequired  string            `yaml:"topologyRequired"`
+	TopologyPreferred string            `yaml:"topologyPreferred"`
+	Tolerations       []TolerationSpec  `yaml:"tolerations"`
+	Labels            map[string]string `yaml:"labels"`
+	AntiAffinity      map[string]string `yaml:"antiAffinity"`
 }
 
 // Expect states what must hold after a step; the simulator fails when it does not, which

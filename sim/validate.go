@@ -34,6 +34,8 @@ const (
 // compiled is a validated scenario in the engine's terms.
 type compiled struct {
 	placement engine.Placement
+	// levels are the topology's node labels, widest first, and names what they are called.
+	levels, levelNames []string
 	// strength and halfLife are the history settings; usage the queues' GPU-seconds at
 	// the start. halfLife is 0 without history.
 	strength float64
@@ -87,6 +89,7 @@ func (sc *Scenario) compile() (*compiled, error) {
 	errs = errs.add(sc.compileNodes(c))
 	errs = errs.add(sc.compileQueues(c))
 	errs = errs.add(sc.compileHistory(c))
+	errs = errs.add(sc.compileTopology(c))
 	if len(sc.Steps) == 0 {
 		errs = append(errs, sc.errorf("steps", "a scenario needs at least one step (submit, delete or advance)"))
 	}
@@ -229,7 +232,7 @@ func (sc *Scenario) compileNode(c *compiled, i int, ns NodeSpec, seen map[string
 		lbls := labels.Set{hostnameLabel: name}
 		maps.Copy(lbls, ns.Labels)
 		c.simNodes = append(c.simNodes, simNode{id: engine.NodeID(name), labels: lbls, taints: taints})
-		n := engine.Node{ID: engine.NodeID(name), Labels: ns.Labels, Pool: ns.Labels[PoolLabel], Domain: ns.Labels[DomainLabel],
+		n := engine.Node{ID: engine.NodeID(name), Labels: lbls, Pool: ns.Labels[PoolLabel], Domain: ns.Labels[DomainLabel],
 			CPU: cpu, Memory: mem, Unschedulable: ns.Unschedulable}
 		for g := 0; g < ns.GPUs; g++ {
 			n.GPUs = append(n.GPUs, engine.GPU{Model: model, Memory: gpuMem,
@@ -520,6 +523,9 @@ func (sc *Scenario) compileJob(c *compiled, js JobSpec, path string) (submission
 	if err := sc.checkFits(c, j, path); err != nil {
 		return sub, err
 	}
+	if j.Topology, err = sc.jobTopology(c, js, path); err != nil {
+		return sub, err
+	}
 	tols, err := sc.compileTolerations(path, js.Tolerations)
 	if err != nil {
 		return sub, err
@@ -657,4 +663,64 @@ func (p Problems) orNil() error {
 		return nil
 	}
 	return p
+}
+
+// compileTopology reads the topology's levels.
+func (sc *Scenario) compileTopology(c *compiled) error {
+	if sc.Topology == nil {
+		return nil
+	}
+	if len(sc.Topology.Levels) == 0 {
+		return sc.errorf("topology.levels", "a topology needs at least one level, widest first, such as {name: rack, nodeLabel: example.com/rack}")
+	}
+	seen := map[string]bool{}
+	var errs Problems
+	for i, l := range sc.Topology.Levels {
+		path := fmt.Sprintf("topology.levels[%d]", i)
+		switch {
+		case l.NodeLabel == "":
+			errs = append(errs, sc.errorf(path+".nodeLabel", "each level names the node label that holds its domains"))
+			continue
+		case seen[l.NodeLabel] || (l.Name != "" && seen[l.Name]):
+			errs = append(errs, sc.errorf(path, "level %q appears twice; levels are distinct", l.NodeLabel))
+			continue
+		}
+		seen[l.NodeLabel], seen[l.Name] = true, true
+		name := l.Name
+		if name == "" {
+			name = l.NodeLabel
+		}
+		c.levels, c.levelNames = append(c.levels, l.NodeLabel), append(c.levelNames, name)
+	}
+	return errs.orNil()
+}
+
+// jobTopology resolves a job's required and preferred levels, by name or node label.
+func (sc *Scenario) jobTopology(c *compiled, js JobSpec, path string) (*engine.Topology, error) {
+	if js.TopologyRequired == "" && js.TopologyPreferred == "" {
+		return nil, nil
+	}
+	t := &engine.Topology{Levels: c.levels, Names: c.levelNames, Required: -1, Preferred: -1}
+	for _, f := range [][2]string{{"topologyRequired", js.TopologyRequired}, {"topologyPreferred", js.TopologyPreferred}} {
+		field, v := f[0], f[1]
+		if v == "" {
+			continue
+		}
+		i := slices.Index(c.levelNames, v)
+		if i < 0 {
+			i = slices.Index(c.levels, v)
+		}
+		if i < 0 {
+			if len(c.levels) == 0 {
+				return nil, sc.errorf(path+"."+field, "%q names a level, but the scenario has no topology: add topology.levels", v)
+			}
+			return nil, sc.errorf(path+"."+field, "unknown level %q; levels: %s", v, strings.Join(c.levelNames, ", "))
+		}
+		if field == "topologyRequired" {
+			t.Required = i
+		} else {
+			t.Preferred = i
+		}
+	}
+	return t, nil
 }

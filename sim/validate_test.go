@@ -21,6 +21,14 @@ func TestInvalidScenarios(t *testing.T) {
 		name, yaml string
 		want       []string
 	}{
+		{"unknown level", "topology:\n  levels: [{name: rack, nodeLabel: example.com/rack}]\n" + validHead + "  - submit:\n      - {name: j, queue: team-a, gpu: 1, topologyRequired: row}\n",
+			[]string{"bad.yaml:11:", "steps[0].submit[0].topologyRequired", `unknown level "row"; levels: rack`}},
+		{"level without topology", validHead + "  - submit:\n      - {name: j, queue: team-a, gpu: 1, topologyPreferred: rack}\n",
+			[]string{"steps[0].submit[0].topologyPreferred", `"rack" names a level, but the scenario has no topology`}},
+		{"usage without history", strings.Replace(validHead, "quota: 4}", "quota: 4, usage: 10}", 1) + "  - advance: 1m\n",
+			[]string{"queues[1].usage", "usage counts only with fairShareHistory set"}},
+		{"negative strength", "fairShareHistory: {strength: -1}\n" + validHead + "  - advance: 1m\n",
+			[]string{"fairShareHistory.strength", "a number 0 or more is required"}},
 		{"fraction above one", validHead + "  - submit:\n      - {name: j, queue: team-a, gpu: 1.5}\n",
 			[]string{"bad.yaml:9:", "steps[0].submit[0].gpu", "1.5 is not allowed", "fraction between 0 and 1"}},
 		{"negative quota", strings.Replace(validHead, "quota: 4", "quota: -2", 1) + "  - advance: 1m\n",
