@@ -51,9 +51,9 @@ func TestControlPlaneServesAndKeepsState(t *testing.T) {
 	}
 }
 
-// TestAPIServerRefusesBadQueues: the CRD schema makes the API server itself refuse a bad
-// Queue with a message naming the field.
-func TestAPIServerRefusesBadQueues(t *testing.T) {
+// TestAPIServerRefusesBadQueuesAndTopologies: the CRD schema makes the API server itself refuse a bad
+// Queue or Topology with a message naming the field.
+func TestAPIServerRefusesBadQueuesAndTopologies(t *testing.T) {
 	ctx := context.Background()
 	c, err := Start(ctx, t.TempDir())
 	if err != nil {
@@ -97,6 +97,33 @@ func TestAPIServerRefusesBadQueues(t *testing.T) {
 	}
 	if _, err := queues.Create(ctx, queue("no-quota", map[string]any{"limit": int64(2)}), metav1.CreateOptions{}); err != nil {
 		t.Fatalf("a queue with only a limit was refused: %v", err)
+	}
+
+	// A Topology whose levels repeat a node label, or have none, is refused too.
+	topologies := dynamic.NewForConfigOrDie(c.Config).Resource(schema.GroupVersionResource{Group: "allot.dev", Version: "v1alpha1", Resource: "topologies"})
+	topology := func(name string, levels ...map[string]any) *unstructured.Unstructured {
+		l := []any{}
+		for _, lv := range levels {
+			l = append(l, lv)
+		}
+		return &unstructured.Unstructured{Object: map[string]any{"apiVersion": "allot.dev/v1alpha1", "kind": "Topology",
+			"metadata": map[string]any{"name": name}, "spec": map[string]any{"levels": l}}}
+	}
+	rack := map[string]any{"name": "rack", "nodeLabel": "example.com/rack"}
+	for name, c := range map[string]struct {
+		t    *unstructured.Unstructured
+		want string
+	}{
+		"repeated label": {topology("twice", rack, map[string]any{"name": "rack2", "nodeLabel": "example.com/rack"}), "levels must name distinct node labels"},
+		"repeated name":  {topology("names", rack, map[string]any{"name": "rack", "nodeLabel": "example.com/row"}), "levels must have distinct names"},
+		"no levels":      {topology("empty"), "spec.levels: Invalid value"},
+	} {
+		if _, err := topologies.Create(ctx, c.t, metav1.CreateOptions{}); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("topology %s: got %v, want %q", name, err, c.want)
+		}
+	}
+	if _, err := topologies.Create(ctx, topology("default", rack, map[string]any{"nodeLabel": "kubernetes.io/hostname"}), metav1.CreateOptions{}); err != nil {
+		t.Fatalf("a valid topology was refused: %v", err)
 	}
 }
 
