@@ -1,4 +1,4 @@
-// Package v1alpha1 holds Allot's API types, group allot.dev: Queue and PodGroup.
+// Package v1alpha1 holds Allot's API types, group allot.dev: Queue, PodGroup and Topology.
 // +kubebuilder:object:generate=true
 // +groupName=allot.dev
 package v1alpha1
@@ -13,7 +13,7 @@ var GroupVersion = schema.GroupVersion{Group: "allot.dev", Version: "v1alpha1"}
 
 // AddToScheme registers the types with a scheme.
 func AddToScheme(s *runtime.Scheme) error {
-	s.AddKnownTypes(GroupVersion, &Queue{}, &QueueList{}, &PodGroup{}, &PodGroupList{})
+	s.AddKnownTypes(GroupVersion, &Queue{}, &QueueList{}, &PodGroup{}, &PodGroupList{}, &Topology{}, &TopologyList{})
 	metav1AddToGroupVersion(s)
 	return nil
 }

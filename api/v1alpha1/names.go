@@ -26,6 +26,12 @@ const (
 	AnnotationGPUMemory   = "allot.dev/gpu-memory"   // "8Gi"
 	AnnotationGPUCompute  = "allot.dev/gpu-compute"  // percent of the GPU's SMs, "30"
 	AnnotationGPUTypes    = "allot.dev/gpu-type"     // "A100-80GB,H100"
+	// A gang within one domain of a level of a Topology (its name or node label), or packed
+	// as tightly as the levels allow; on the pod or its owner. AnnotationTopology names the
+	// Topology object when the cluster has several.
+	AnnotationTopologyRequired  = "allot.dev/topology-required"  // "rack"
+	AnnotationTopologyPreferred = "allot.dev/topology-preferred" // "block"
+	AnnotationTopology          = "allot.dev/topology"           // "default"
 
 	// Written by Allot.
 	AnnotationGPUs      = "allot.dev/gpu-indices"   // pod: device indices on its node
@@ -49,8 +55,9 @@ const (
 
 // Allot's resources, for dynamic clients and informers.
 var (
-	Queues    = GroupVersion.WithResource("queues")
-	PodGroups = GroupVersion.WithResource("podgroups")
+	Queues     = GroupVersion.WithResource("queues")
+	PodGroups  = GroupVersion.WithResource("podgroups")
+	Topologies = GroupVersion.WithResource("topologies")
 )
 
 // Node labels NVIDIA GPU Feature Discovery writes, which Allot reads its inventory from.

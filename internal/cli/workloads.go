@@ -115,6 +115,8 @@ Job of N workers with a headless Service (worker i is NAME-i.NAME) started as on
 	f.StringArrayVar(&s.PVCs, "pvc", nil, "mount a PersistentVolumeClaim: CLAIM:/path (repeatable)")
 	f.IntVar(&s.Port, "port", 0, "container port (inference: exposed by a Service)")
 	f.StringVar(&s.NodePool, "node-pool", "", "run in this node pool")
+	f.StringVar(&s.TopologyRequired, "topology-required", "", "run all pods within one domain of this level of the cluster's Topology (rack, block, …)")
+	f.StringVar(&s.TopologyPreferred, "topology-preferred", "", "pack the pods as tightly as the Topology's levels allow, down from this level")
 	f.StringVar(&s.GPUType, "gpu-type", "", "GPU models allowed, comma-separated")
 	f.IntVar(&s.Workers, "workers", 0, "distributed training with this many workers")
 	f.IntVar(&s.MinWorkers, "min-workers", 0, "start with at least this many workers and grow to --workers (elastic)")

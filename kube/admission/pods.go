@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/allot-dev/allot/api/v1alpha1"
+	"github.com/allot-dev/allot/kube/convert"
 	"github.com/allot-dev/allot/kube/workload"
 )
 
@@ -183,6 +184,12 @@ func ValidatePod(p *corev1.Pod, view View) error {
 	}
 	if v, ok := p.Labels[v1alpha1.LabelPreemptible]; ok && v != "true" && v != "false" {
 		return fmt.Errorf("%s: %q is not allowed: true or false", v1alpha1.LabelPreemptible, v)
+	}
+	// A level that is not in the cluster's Topology would leave the gang waiting forever.
+	if p.Annotations[v1alpha1.AnnotationTopologyRequired] != "" || p.Annotations[v1alpha1.AnnotationTopologyPreferred] != "" {
+		if _, err := convert.JobTopology(p.Annotations, view.Topologies()); err != nil {
+			return err
+		}
 	}
 	total, maxMem := view.GPUs()
 	if share.Memory > 0 && maxMem > 0 && share.Memory > maxMem {

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/allot-dev/allot/api/v1alpha1"
+	"github.com/allot-dev/allot/kube/convert"
 )
 
 // view is a cluster of 16 GPUs of 80Gi with two queues, one of them for namespace ml only.
@@ -29,6 +30,9 @@ func (view) PodGroup(ns, name string) (*v1alpha1.PodGroup, bool) {
 }
 func (view) NamespaceLabels(string) map[string]string { return nil }
 func (view) GPUs() (int64, int64)                     { return 16, 80 << 30 }
+func (view) Topologies() map[string]convert.Levels {
+	return map[string]convert.Levels{"default": {Labels: []string{"example.com/rack", "kubernetes.io/hostname"}, Names: []string{"rack", "host"}}}
+}
 
 func pod(queue string, gpus int64, labels, ann map[string]string) *corev1.Pod {
 	l := map[string]string{v1alpha1.LabelQueue: queue}
@@ -67,6 +71,12 @@ func TestValidatePod(t *testing.T) {
 		{"unknown class", pod("team-a", 1, map[string]string{v1alpha1.LabelClass: "batch"}, nil), `allot.dev/class: "batch" is not allowed: train, interactive or inference`},
 		{"preemptible maybe", pod("team-a", 1, map[string]string{v1alpha1.LabelPreemptible: "maybe"}, nil), `allot.dev/preemptible: "maybe" is not allowed: true or false`},
 		{"gang too large", pod("team-a", 6, map[string]string{v1alpha1.LabelPodGroup: "trio"}, nil), "needs 18 GPUs at once (3 pods × 6) but the cluster has 16"},
+		{"rack required", pod("team-a", 1, nil, map[string]string{v1alpha1.AnnotationTopologyRequired: "rack"}), ""},
+		{"level by node label", pod("team-a", 1, nil, map[string]string{v1alpha1.AnnotationTopologyPreferred: "kubernetes.io/hostname"}), ""},
+		{"unknown level", pod("team-a", 1, nil, map[string]string{v1alpha1.AnnotationTopologyRequired: "row"}),
+			`allot.dev/topology-required: "row" is not a level of Topology default; levels: rack, host`},
+		{"unknown topology", pod("team-a", 1, nil, map[string]string{v1alpha1.AnnotationTopologyRequired: "rack", v1alpha1.AnnotationTopology: "east"}),
+			`allot.dev/topology: no Topology "east"; topologies: default`},
 	} {
 		err := ValidatePod(c.pod, view{})
 		switch {

@@ -21,6 +21,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/allot-dev/allot/api/v1alpha1"
+	"github.com/allot-dev/allot/kube/convert"
+	"github.com/allot-dev/allot/kube/workload"
 )
 
 var (
@@ -36,11 +38,14 @@ type View interface {
 	NamespaceLabels(name string) map[string]string
 	// GPUs is the cluster's whole-GPU capacity and the largest memory of one GPU in bytes.
 	GPUs() (total int64, maxMemory int64)
+	// Topologies are the cluster's Topology objects by name.
+	Topologies() map[string]convert.Levels
 }
 
 // informerView answers from informer caches, so that admission costs no API call.
 type informerView struct {
 	nodes, namespaces, queues, groups cache.SharedIndexInformer
+	topologies                        cache.SharedIndexInformer // nil where the CRD is not installed
 }
 
 // NewView starts informers for what validation reads and waits for them to sync.
@@ -49,9 +54,14 @@ func NewView(ctx context.Context, client kubernetes.Interface, dyn dynamic.Inter
 	df := dynamicinformer.NewDynamicSharedInformerFactory(dyn, 0)
 	v := &informerView{nodes: f.Core().V1().Nodes().Informer(), namespaces: f.Core().V1().Namespaces().Informer(),
 		queues: df.ForResource(queuesGVR).Informer(), groups: df.ForResource(podGroupsGVR).Informer()}
+	synced := []cache.InformerSynced{v.nodes.HasSynced, v.namespaces.HasSynced, v.queues.HasSynced, v.groups.HasSynced}
+	if workload.Served(client.Discovery(), v1alpha1.Topologies) {
+		v.topologies = df.ForResource(v1alpha1.Topologies).Informer()
+		synced = append(synced, v.topologies.HasSynced)
+	}
 	f.Start(ctx.Done())
 	df.Start(ctx.Done())
-	if !cache.WaitForCacheSync(ctx.Done(), v.nodes.HasSynced, v.namespaces.HasSynced, v.queues.HasSynced, v.groups.HasSynced) {
+	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
 		return nil, fmt.Errorf("admission: informers did not sync")
 	}
 	return v, nil
@@ -93,6 +103,20 @@ func (v *informerView) NamespaceLabels(name string) map[string]string {
 		return nil
 	}
 	return o.(*corev1.Namespace).Labels
+}
+
+func (v *informerView) Topologies() map[string]convert.Levels {
+	out := map[string]convert.Levels{}
+	if v.topologies == nil {
+		return out
+	}
+	for _, o := range v.topologies.GetStore().List() {
+		u := o.(*unstructured.Unstructured)
+		if l, err := convert.TopologyLevels(u); err == nil {
+			out[u.GetName()] = l
+		}
+	}
+	return out
 }
 
 func (v *informerView) GPUs() (total, maxMemory int64) {

@@ -21,12 +21,25 @@ type Group struct {
 	// Problem names the field that could not be read, for a person; the gang then waits
 	// with it as its reason instead of starting at a size nobody asked for.
 	Problem string
+	// Topology holds the group's topology annotations (copied from its owner), and
+	// SharedLabel its spec.topology: a node label whose one value all its pods share.
+	Topology    map[string]string
+	SharedLabel string
 }
 
 // PodGroup reads a PodGroup as the API server hands it over (an unstructured object: the
 // schema checks minMember ≥ 1 but not its upper end, and an old CRD may check nothing).
 func PodGroup(u *unstructured.Unstructured) Group {
 	g := Group{Created: u.GetCreationTimestamp().Time}
+	for _, k := range TopologyAnnotations {
+		if v, ok := u.GetAnnotations()[k]; ok {
+			if g.Topology == nil {
+				g.Topology = map[string]string{}
+			}
+			g.Topology[k] = v
+		}
+	}
+	g.SharedLabel, _, _ = unstructured.NestedString(u.Object, "spec", "topology")
 	where := fmt.Sprintf("PodGroup %s/%s: spec.minMember", u.GetNamespace(), u.GetName())
 	v, found, _ := unstructured.NestedFieldNoCopy(u.Object, "spec", "minMember")
 	if !found || v == nil {

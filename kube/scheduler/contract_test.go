@@ -79,7 +79,7 @@ func TestFeasibleNodesAgreeWithKubeScheduler(t *testing.T) {
 		// Allot's: the engine may use only node n, for each n.
 		got := map[string]bool{}
 		for _, only := range nodes {
-			s, idx := buildSnapshot(time.Unix(1e9, 0), slices.Clone(nodes), slices.Clone(all), []*v1alpha1.Queue{queue}, nil, nil, nil)
+			s, idx := buildSnapshot(time.Unix(1e9, 0), slices.Clone(nodes), slices.Clone(all), []*v1alpha1.Queue{queue}, nil, nil, nil, nil)
 			constrain(ctx, checker, s, idx, nodes, all, nil)
 			for i := range s.Nodes {
 				if s.Nodes[i].ID != engine.NodeID(only.Name) {

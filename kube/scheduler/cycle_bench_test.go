@@ -80,7 +80,7 @@ func benchCycles(b *testing.B, nodes []*corev1.Node, pods []*corev1.Pod) {
 			eng := engine.New(engine.Options{})
 			var binds int
 			for i := 0; i < b.N; i++ {
-				snap, idx := buildSnapshot(time.Unix(1e9, 0), nodes, pods, []*v1alpha1.Queue{queue}, nil, nil, conv)
+				snap, idx := buildSnapshot(time.Unix(1e9, 0), nodes, pods, []*v1alpha1.Queue{queue}, nil, nil, nil, conv)
 				constrain(ctx, c.fit, snap, idx, nodes, pods, conv)
 				binds = len(eng.Schedule(snap).Binds)
 			}

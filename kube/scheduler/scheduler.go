@@ -37,6 +37,7 @@ import (
 	"github.com/allot-dev/allot/kube/convert"
 	"github.com/allot-dev/allot/kube/podfit"
 	"github.com/allot-dev/allot/kube/podutil"
+	"github.com/allot-dev/allot/kube/workload"
 )
 
 var (
@@ -102,7 +103,10 @@ type Scheduler struct {
 	fit *podfit.Checker
 
 	pods, nodes, queues, groups cache.SharedIndexInformer
-	wake                        chan struct{}
+	// topologies is nil where the Topology CRD is not served (a chart upgraded without its
+	// new CRDs): workloads that name a level then wait, saying there is no Topology.
+	topologies cache.SharedIndexInformer
+	wake       chan struct{}
 	// fence is nil without leader election.
 	fence *fence
 	// stale is set while the API server is away and until everything is listed again
@@ -229,9 +233,19 @@ func (s *Scheduler) start(parent context.Context) error {
 	dfactory := dynamicinformer.NewDynamicSharedInformerFactory(s.dyn, 0)
 	s.queues = dfactory.ForResource(queuesGVR).Informer()
 	s.groups = dfactory.ForResource(podGroupsGVR).Informer()
+	informers := []cache.SharedIndexInformer{s.queues, s.groups}
+	s.topologies = nil
+	if workload.Served(s.client.Discovery(), v1alpha1.Topologies) {
+		s.topologies = dfactory.ForResource(v1alpha1.Topologies).Informer()
+		informers = append(informers, s.topologies)
+	} else {
+		slog.Warn("allot scheduler: the Topology CRD is not installed (kubectl apply -f deploy/crds): workloads that name a topology level wait")
+	}
 	poke := cache.ResourceEventHandlerFuncs{AddFunc: func(any) { s.poke() }, UpdateFunc: func(_, _ any) { s.poke() }, DeleteFunc: func(any) { s.poke() }}
-	for _, inf := range []cache.SharedIndexInformer{s.queues, s.groups} {
+	synced := []cache.InformerSynced{s.pods.HasSynced, s.nodes.HasSynced}
+	for _, inf := range informers {
 		_, _ = inf.AddEventHandler(poke)
+		synced = append(synced, inf.HasSynced)
 	}
 	_, _ = s.nodes.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: func(any) { s.poke() }, DeleteFunc: func(any) { s.poke() },
 		UpdateFunc: func(o, n any) {
@@ -265,7 +279,7 @@ func (s *Scheduler) start(parent context.Context) error {
 	s.fit = fit
 	factory.Start(ctx.Done())
 	dfactory.Start(ctx.Done())
-	if !cache.WaitForCacheSync(ctx.Done(), s.pods.HasSynced, s.nodes.HasSynced, s.queues.HasSynced, s.groups.HasSynced) {
+	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
 		return ctx.Err()
 	}
 	for typ, ok := range factory.WaitForCacheSync(ctx.Done()) {
@@ -402,6 +416,17 @@ func (s *Scheduler) Cycle(ctx context.Context) error {
 			badQueues[u.GetName()] = err.Error()
 		}
 	}
+	topologies := map[string]convert.Levels{}
+	if s.topologies != nil {
+		for _, o := range s.topologies.GetStore().List() {
+			u := o.(*unstructured.Unstructured)
+			if l, err := convert.TopologyLevels(u); err == nil {
+				topologies[u.GetName()] = l
+			} else {
+				slog.Warn("allot scheduler: topology not read", "err", err)
+			}
+		}
+	}
 	groups := map[string]convert.Group{}
 	var podGroups []*unstructured.Unstructured
 	for _, o := range s.groups.GetStore().List() {
@@ -411,7 +436,7 @@ func (s *Scheduler) Cycle(ctx context.Context) error {
 	}
 	now := s.opts.Now()
 	s.stopOverdue(ctx, now, pods, queues)
-	snap, idx := buildSnapshot(now, nodes, pods, queues, badQueues, groups, &s.conv)
+	snap, idx := buildSnapshot(now, nodes, pods, queues, badQueues, groups, topologies, &s.conv)
 	s.readUsage(snap, queues)
 	s.notePartialGangs(ctx, snap, idx)
 	constrain(ctx, s.fit, snap, idx, nodes, pods, &s.conv)

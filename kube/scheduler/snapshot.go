@@ -146,7 +146,8 @@ func (c *convCache) prune(nodes []*corev1.Node, pods []*corev1.Pod) {
 // buildSnapshot turns cluster objects into the engine's input. Pods of other schedulers
 // that hold GPUs are included as running work of no queue, so that their GPUs are never
 // handed out again. cache may be nil.
-func buildSnapshot(now time.Time, nodes []*corev1.Node, pods []*corev1.Pod, queues []*v1alpha1.Queue, badQueues map[string]string, groups map[string]convert.Group, cache *convCache) (*engine.Snapshot, *index) {
+func buildSnapshot(now time.Time, nodes []*corev1.Node, pods []*corev1.Pod, queues []*v1alpha1.Queue, badQueues map[string]string, groups map[string]convert.Group,
+	topologies map[string]convert.Levels, cache *convCache) (*engine.Snapshot, *index) {
 	if cache == nil {
 		cache = &convCache{}
 	}
@@ -262,6 +263,13 @@ func buildSnapshot(now time.Time, nodes []*corev1.Node, pods []*corev1.Pod, queu
 			}
 			if t := p.Annotations[AnnotationGPUTypes]; t != "" {
 				job.GPUTypes = strings.Split(t, ",")
+			}
+			if ours {
+				t, err := topologyOf(p, groups, topologies)
+				if err != nil && job.Invalid == "" {
+					job.Invalid = fmt.Sprintf("pod %s/%s: %v", p.Namespace, p.Name, err)
+				}
+				job.Topology = t
 			}
 			byJob[jid] = job
 			order = append(order, jid)
@@ -383,4 +391,30 @@ func formatIndices(gpus []int) string {
 		parts[i] = strconv.Itoa(g)
 	}
 	return strings.Join(parts, ",")
+}
+
+// topologyOf is where a job's pods must or would rather land: the topology annotations of
+// its pod, else of its PodGroup (copied there from the owner), else the PodGroup's
+// spec.topology, one node label whose value all its pods share.
+func topologyOf(p *corev1.Pod, groups map[string]convert.Group, topologies map[string]convert.Levels) (*engine.Topology, error) {
+	var g convert.Group
+	if name := p.Labels[LabelPodGroup]; name != "" {
+		g = groups[p.Namespace+"/"+name]
+	}
+	ann := map[string]string{}
+	for _, k := range convert.TopologyAnnotations {
+		if v, ok := g.Topology[k]; ok {
+			ann[k] = v
+		}
+		if v, ok := p.Annotations[k]; ok {
+			ann[k] = v
+		}
+	}
+	if t, err := convert.JobTopology(ann, topologies); t != nil || err != nil {
+		return t, err
+	}
+	if g.SharedLabel != "" {
+		return &engine.Topology{Levels: []string{g.SharedLabel}, Names: []string{g.SharedLabel}, Required: 0, Preferred: -1}, nil
+	}
+	return nil, nil
 }

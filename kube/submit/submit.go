@@ -54,12 +54,18 @@ type Spec struct {
 	PVCs                          []string // CLAIM:/path
 	Port                          int
 	NodePool, GPUType             string
-	Workers, MinWorkers           int
-	Preemptible                   *bool
-	Duration                      time.Duration // simulated nodes: finish after this long
+	// TopologyRequired and TopologyPreferred name a level of the cluster's Topology: the
+	// pods run within one domain of it, or packed as tightly as the levels allow.
+	TopologyRequired, TopologyPreferred string
+	Workers, MinWorkers                 int
+	Preemptible                         *bool
+	Duration                            time.Duration // simulated nodes: finish after this long
 }
 
 var dns1123 = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+
+// levelName is a Topology level's name or node label key.
+var levelName = regexp.MustCompile(`^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$`)
 
 // Type is what the spec makes.
 func (s Spec) Type() string {
@@ -247,6 +253,16 @@ func (s Spec) podSpec() (corev1.PodSpec, map[string]string, error) {
 			return corev1.PodSpec{}, nil, fmt.Errorf("--port %d is not allowed: 1 to 65535", s.Port)
 		}
 		c.Ports = []corev1.ContainerPort{{ContainerPort: int32(s.Port)}}
+	}
+	for _, t := range [][3]string{{"--topology-required", v1alpha1.AnnotationTopologyRequired, s.TopologyRequired},
+		{"--topology-preferred", v1alpha1.AnnotationTopologyPreferred, s.TopologyPreferred}} {
+		if t[2] == "" {
+			continue
+		}
+		if !levelName.MatchString(t[2]) {
+			return corev1.PodSpec{}, nil, fmt.Errorf("%s %q is not allowed: a level of the cluster's Topology, by name (rack) or node label (topology.kubernetes.io/zone); kubectl get topologies lists them", t[0], t[2])
+		}
+		ann[t[1]] = t[2]
 	}
 	spec := corev1.PodSpec{SchedulerName: v1alpha1.SchedulerName, Containers: []corev1.Container{c}, Volumes: vols}
 	if s.NodePool != "" {

@@ -29,6 +29,11 @@ func TestShapes(t *testing.T) {
 	if *job.Spec.Parallelism != 4 || *job.Spec.CompletionMode != batchv1.IndexedCompletion || job.Annotations[AnnotationMinMember] != "2" {
 		t.Fatalf("distributed job %+v", job.Spec)
 	}
+	s.TopologyRequired, s.TopologyPreferred = "rack", "kubernetes.io/hostname"
+	objs, _ = s.Objects()
+	if a := objs[1].(*batchv1.Job).Spec.Template.Annotations; a[v1alpha1.AnnotationTopologyRequired] != "rack" || a[v1alpha1.AnnotationTopologyPreferred] != "kubernetes.io/hostname" {
+		t.Fatalf("the workers' pods do not carry the topology: %v", a)
+	}
 	if q := job.Spec.Template.Spec.Containers[0].Resources.Limits[v1alpha1.GPUResource]; q.Value() != 8 {
 		t.Fatalf("GPUs %v", q.String())
 	}
@@ -66,6 +71,7 @@ func TestRefusals(t *testing.T) {
 		{func(s *Spec) { s.Env = []string{"NOVALUE"} }, `-e "NOVALUE" is not allowed: write NAME=VALUE`},
 		{func(s *Spec) { s.PVCs = []string{"data"} }, `--pvc "data" is not allowed: write CLAIM:/mount/path`},
 		{func(s *Spec) { s.CPU = "lots" }, `--cpu "lots" is not a positive quantity`},
+		{func(s *Spec) { s.TopologyRequired = "a rack" }, `--topology-required "a rack" is not allowed: a level of the cluster's Topology`},
 	} {
 		s := base()
 		c.edit(&s)

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/informers"
@@ -24,6 +25,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/allot-dev/allot/api/v1alpha1"
+	"github.com/allot-dev/allot/kube/convert"
 )
 
 var podGroupsGVR = v1alpha1.PodGroups
@@ -93,7 +95,7 @@ func (c *Controller) Run(ctx context.Context) {
 		on := func(o any) {
 			if u, ok := o.(*unstructured.Unstructured); ok {
 				if ours, pods := k.shape(u); ours {
-					c.ensure(ctx, u.GetNamespace(), u.GetName(), u.GetLabels(), pods,
+					c.ensure(ctx, u.GetNamespace(), u.GetName(), u.GetLabels(), u.GetAnnotations(), pods,
 						metav1.OwnerReference{APIVersion: k.gvr.GroupVersion().String(), Kind: k.kind, Name: u.GetName(), UID: u.GetUID()})
 				}
 			}
@@ -109,9 +111,13 @@ func (c *Controller) Run(ctx context.Context) {
 	<-ctx.Done()
 }
 
-// served tells whether the API server knows the resource (its CRD is installed).
 func (c *Controller) served(gvr schema.GroupVersionResource) bool {
-	l, err := c.client.Discovery().ServerResourcesForGroupVersion(gvr.GroupVersion().String())
+	return Served(c.client.Discovery(), gvr)
+}
+
+// Served tells whether the API server knows the resource (its CRD is installed).
+func Served(d discovery.DiscoveryInterface, gvr schema.GroupVersionResource) bool {
+	l, err := d.ServerResourcesForGroupVersion(gvr.GroupVersion().String())
 	if err != nil {
 		return false
 	}
@@ -171,13 +177,28 @@ func (c *Controller) syncJob(ctx context.Context, j *batchv1.Job) {
 	if JobGang(j) < 1 {
 		return // parallelism 0: nothing runs
 	}
-	c.ensure(ctx, j.Namespace, j.Name, j.Labels, JobGang(j),
+	c.ensure(ctx, j.Namespace, j.Name, j.Labels, j.Annotations, JobGang(j),
 		metav1.OwnerReference{APIVersion: "batch/v1", Kind: "Job", Name: j.Name, UID: j.UID})
 }
 
 // ensure creates or corrects the PodGroup named after the workload, owned by it so that
-// it goes with it.
-func (c *Controller) ensure(ctx context.Context, ns, name string, labels map[string]string, minMember int64, owner metav1.OwnerReference) {
+// it goes with it, with the workload's topology annotations (the scheduler reads them there
+// for pods whose template does not carry them).
+func (c *Controller) ensure(ctx context.Context, ns, name string, labels, annotations map[string]string, minMember int64, owner metav1.OwnerReference) {
+	topology := map[string]string{}
+	for _, k := range convert.TopologyAnnotations {
+		if v, ok := annotations[k]; ok {
+			topology[k] = v
+		}
+	}
+	sameTopology := func(u *unstructured.Unstructured) bool {
+		for _, k := range convert.TopologyAnnotations {
+			if u.GetAnnotations()[k] != topology[k] {
+				return false
+			}
+		}
+		return true
+	}
 	queue := labels[v1alpha1.LabelQueue]
 	if queue == "" {
 		if n, err := c.client.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{}); err == nil {
@@ -191,7 +212,7 @@ func (c *Controller) ensure(ctx context.Context, ns, name string, labels map[str
 		u := o.(*unstructured.Unstructured)
 		m, _, _ := unstructured.NestedInt64(u.Object, "spec", "minMember")
 		q, _, _ := unstructured.NestedString(u.Object, "spec", "queue")
-		if m == minMember && q == queue {
+		if m == minMember && q == queue && sameTopology(u) {
 			return // as it should be: no API call
 		}
 	}
@@ -200,11 +221,23 @@ func (c *Controller) ensure(ctx context.Context, ns, name string, labels map[str
 	if err == nil {
 		m, _, _ := unstructured.NestedInt64(cur.Object, "spec", "minMember")
 		q, _, _ := unstructured.NestedString(cur.Object, "spec", "queue")
-		if m == minMember && q == queue {
+		if m == minMember && q == queue && sameTopology(cur) {
 			return
 		}
 		_ = unstructured.SetNestedField(cur.Object, minMember, "spec", "minMember")
 		_ = unstructured.SetNestedField(cur.Object, queue, "spec", "queue")
+		ann := cur.GetAnnotations()
+		if ann == nil {
+			ann = map[string]string{}
+		}
+		for _, k := range convert.TopologyAnnotations {
+			if v, ok := topology[k]; ok {
+				ann[k] = v
+			} else {
+				delete(ann, k)
+			}
+		}
+		cur.SetAnnotations(ann)
 		_, err := groups.Update(ctx, cur, metav1.UpdateOptions{})
 		c.wrote("update", err)
 		if err != nil && !apierrors.IsConflict(err) {
@@ -224,6 +257,9 @@ func (c *Controller) ensure(ctx context.Context, ns, name string, labels map[str
 			"labels": map[string]any{v1alpha1.LabelQueue: queue}},
 		"spec": map[string]any{"minMember": minMember, "queue": queue}}}
 	pg.SetOwnerReferences([]metav1.OwnerReference{owner})
+	if len(topology) > 0 {
+		pg.SetAnnotations(topology)
+	}
 	_, err = groups.Create(ctx, pg, metav1.CreateOptions{})
 	c.wrote("create", err)
 	if err != nil && !apierrors.IsAlreadyExists(err) {

@@ -1,0 +1,106 @@
+package convert
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/allot-dev/allot/api/v1alpha1"
+	"github.com/allot-dev/allot/engine"
+)
+
+// Levels are one Topology object's levels, widest first: node label keys and the names
+// workloads use for them.
+type Levels struct {
+	Labels, Names []string
+}
+
+// TopologyLevels reads a Topology as the API server hands it over. The CRD's schema checks
+// the levels; one that does not read (an old CRD) gives an error naming the object.
+func TopologyLevels(u *unstructured.Unstructured) (Levels, error) {
+	var t v1alpha1.Topology
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &t); err != nil {
+		return Levels{}, fmt.Errorf("Topology %s: %v", u.GetName(), err)
+	}
+	var l Levels
+	for i, lv := range t.Spec.Levels {
+		if lv.NodeLabel == "" {
+			return Levels{}, fmt.Errorf("Topology %s: spec.levels[%d].nodeLabel is empty", u.GetName(), i)
+		}
+		name := lv.Name
+		if name == "" {
+			name = lv.NodeLabel
+		}
+		l.Labels, l.Names = append(l.Labels, lv.NodeLabel), append(l.Names, name)
+	}
+	if len(l.Labels) == 0 {
+		return Levels{}, fmt.Errorf("Topology %s: spec.levels is empty", u.GetName())
+	}
+	return l, nil
+}
+
+// TopologyAnnotations are the annotations that place a workload in a topology; the workload
+// controller copies them from an owner (a Job, a JobSet) to its PodGroup.
+var TopologyAnnotations = []string{v1alpha1.AnnotationTopologyRequired, v1alpha1.AnnotationTopologyPreferred, v1alpha1.AnnotationTopology}
+
+// JobTopology resolves a workload's topology annotations against the cluster's Topology
+// objects (by name). No annotation gives nil. An annotation that names no level, or a
+// topology that does not exist or cannot be told apart from others, is an error that names
+// the annotation and what is allowed, for the waiting job's reason.
+func JobTopology(ann map[string]string, topologies map[string]Levels) (*engine.Topology, error) {
+	req, pref := ann[v1alpha1.AnnotationTopologyRequired], ann[v1alpha1.AnnotationTopologyPreferred]
+	if req == "" && pref == "" {
+		return nil, nil
+	}
+	field := v1alpha1.AnnotationTopologyRequired
+	if req == "" {
+		field = v1alpha1.AnnotationTopologyPreferred
+	}
+	names := slices.Sorted(maps.Keys(topologies))
+	name := ann[v1alpha1.AnnotationTopology]
+	switch {
+	case name != "":
+		if _, ok := topologies[name]; !ok {
+			return nil, fmt.Errorf("%s: no Topology %q; topologies: %s", v1alpha1.AnnotationTopology, name, orNone(names))
+		}
+	case len(topologies) == 1:
+		name = names[0]
+	case topologies["default"].Labels != nil:
+		name = "default"
+	case len(topologies) == 0:
+		return nil, fmt.Errorf("%s: the cluster has no Topology object: an admin creates one listing the levels of node labels, widest first", field)
+	default:
+		return nil, fmt.Errorf("%s: the cluster has several Topologies (%s) and none is named default: name one with %s", field, strings.Join(names, ", "), v1alpha1.AnnotationTopology)
+	}
+	lv := topologies[name]
+	t := &engine.Topology{Levels: lv.Labels, Names: lv.Names, Required: -1, Preferred: -1}
+	for _, a := range [][2]string{{v1alpha1.AnnotationTopologyRequired, req}, {v1alpha1.AnnotationTopologyPreferred, pref}} {
+		if a[1] == "" {
+			continue
+		}
+		i := slices.Index(lv.Names, a[1])
+		if i < 0 {
+			i = slices.Index(lv.Labels, a[1])
+		}
+		if i < 0 {
+			return nil, fmt.Errorf("%s: %q is not a level of Topology %s; levels: %s", a[0], a[1], name, strings.Join(lv.Names, ", "))
+		}
+		if a[0] == v1alpha1.AnnotationTopologyRequired {
+			t.Required = i
+		} else {
+			t.Preferred = i
+		}
+	}
+	return t, nil
+}
+
+func orNone(s []string) string {
+	if len(s) == 0 {
+		return "none"
+	}
+	return strings.Join(s, ", ")
+}
