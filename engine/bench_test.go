@@ -151,3 +151,36 @@ func BenchmarkCycleConstrained(b *testing.B) {
 	}
 	scheduleMeasured(b, s)
 }
+
+// BenchmarkCycleTopology is BenchmarkCycleLoaded on a cluster with a topology of 3 levels
+// (5 zones ⊃ 100 blocks of 50 nodes ⊃ 500 racks of 10): the pending gangs require one
+// rack and every other pending job prefers a block. Target: as BenchmarkCycleLoaded, under
+// 1 s and under 1 GiB.
+func BenchmarkCycleTopology(b *testing.B) {
+	s := benchCluster(5000, 20)
+	for i := range s.Nodes {
+		s.Nodes[i].Labels = map[string]string{"zone": fmt.Sprintf("z%d", i/1000), "block": fmt.Sprintf("b%03d", i/50), "rack": fmt.Sprintf("r%03d", i/10)}
+	}
+	levels, names := []string{"zone", "block", "rack"}, []string{"zone", "block", "rack"}
+	r := rand.New(rand.NewPCG(3, 4))
+	for i := 0; i < 40000; i++ {
+		q := min(int(r.ExpFloat64()*5), 19)
+		j := Job{ID: JobID(fmt.Sprintf("run-%06d", i)), Queue: QueueID(fmt.Sprintf("team-%02d", q)), MinMember: 1,
+			SubmitTime: s.Now.Add(-time.Hour), StartTime: s.Now.Add(-time.Duration(r.IntN(3600)) * time.Second),
+			Pods: []Pod{{ID: PodID(fmt.Sprintf("run-%06d-0", i)), Request: PodRequest{GPUs: 1, CPU: 4000, Memory: 32 << 30},
+				Binding: &Binding{Node: s.Nodes[i/8].ID, GPUs: []int{i % 8}}}}}
+		s.Jobs = append(s.Jobs, j)
+	}
+	gangs := 0
+	for i := 0; i < 1000; i++ {
+		j := mixJob(r, i, 20, s.Now)
+		j.Topology = &Topology{Levels: levels, Names: names, Required: -1, Preferred: 1}
+		if j.MinMember > 1 {
+			j.Topology.Required, j.Topology.Preferred = 2, -1
+			gangs++
+		}
+		s.Jobs = append(s.Jobs, j)
+	}
+	b.ReportMetric(float64(gangs), "rack-gangs")
+	scheduleMeasured(b, s)
+}

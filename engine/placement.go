@@ -293,18 +293,21 @@ func onlyWhole(pods []*podState) bool {
 // placeGang binds all the given pods or none. It prefers one node, then one topology
 // domain, then the fewest nodes (filling the emptiest first).
 func (s *session) placeGang(j *jobState, pods []*podState, only []*nodeState) bool {
-	nodes := only
-	if nodes == nil {
-		nodes = s.nodes
-	}
 	if t := j.j.Topology; t != nil && t.Required >= 0 {
-		nodes = s.topologyNodes(j, nodes)
-		if len(nodes) == 0 {
+		if only == nil {
+			only = s.nodes
+		}
+		if only = s.topologyNodes(j, only); len(only) == 0 {
 			return false
 		}
 	}
 	if len(pods) == 1 {
-		return s.placeOne(pods[0], nodes)
+		// Without a node list placeOne searches by free room, not node by node.
+		return s.placeOne(pods[0], only)
+	}
+	nodes := only
+	if nodes == nil {
+		nodes = s.nodes
 	}
 	var best *nodeState
 	var bestGPU, bestCPU, bestPref int64

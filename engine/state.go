@@ -22,6 +22,10 @@ type session struct {
 	jobs     []*jobState          // in snapshot order
 	orphans  []orphanJob          // jobs not scheduled: their queue is missing, not a leaf or in a cycle, or they are invalid
 	capacity Resources
+	// domains caches each node's domain at each level of a topology, by its levels: jobs
+	// of one Topology share them, and building the keys per placement was most of the
+	// cost of a topology-aware cycle (BenchmarkCycleTopology).
+	domains map[string]*levelDomains
 
 	maxGPUMemory int64 // largest device memory; sizes pending memory requests
 	maxGPUs      int   // most GPUs on one node

@@ -56,17 +56,49 @@ type domain struct {
 	key   string
 	nodes []*nodeState
 	room  MilliGPU
+	// parentRoom is the free capacity of the domain it belongs to one level up.
+	parentRoom MilliGPU
+}
+
+// levelDomains holds, per level, every node's domain key by node index ("" for a node
+// without the level's label: it is in no domain of it).
+type levelDomains struct {
+	keys [][]string
+}
+
+// domainKeys returns the session's cached domain keys for t's levels.
+func (s *session) domainKeys(t *Topology) *levelDomains {
+	id := strings.Join(t.Levels, "\x00")
+	if d, ok := s.domains[id]; ok {
+		return d
+	}
+	d := &levelDomains{keys: make([][]string, len(t.Levels))}
+	for i := range t.Levels {
+		d.keys[i] = make([]string, len(s.nodes))
+		for _, n := range s.nodes {
+			d.keys[i][n.idx], _ = t.domainOf(n.n, i)
+		}
+	}
+	if s.domains == nil {
+		s.domains = map[string]*levelDomains{}
+	}
+	s.domains[id] = d
+	return d
 }
 
 // domainsAt groups nodes by their domain at level i, ordered fullest first (the least
 // room), then by the room of their parent domain (a fuller block first), then by key.
-func (t *Topology) domainsAt(nodes []*nodeState, i int) []*domain {
-	byKey := map[string]*domain{}
-	var out []*domain
-	parentRoom := map[string]MilliGPU{}
+func (s *session) domainsAt(t *Topology, nodes []*nodeState, i int) []*domain {
+	keys := s.domainKeys(t).keys
+	byKey := make(map[string]*domain, 64)
+	out := make([]*domain, 0, 64)
+	var parentRoom map[string]MilliGPU
+	if i > 0 {
+		parentRoom = make(map[string]MilliGPU, 16)
+	}
 	for _, n := range nodes {
-		key, ok := t.domainOf(n.n, i)
-		if !ok {
+		key := keys[i][n.idx]
+		if key == "" {
 			continue
 		}
 		d := byKey[key]
@@ -78,25 +110,21 @@ func (t *Topology) domainsAt(nodes []*nodeState, i int) []*domain {
 		d.nodes = append(d.nodes, n)
 		d.room += freeMilli(n)
 		if i > 0 {
-			if p, ok := t.domainOf(n.n, i-1); ok {
-				parentRoom[p] += freeMilli(n)
-			}
+			parentRoom[keys[i-1][n.idx]] += freeMilli(n)
 		}
 	}
-	parent := func(d *domain) MilliGPU {
-		if i == 0 {
-			return 0
+	for _, d := range out {
+		if i > 0 {
+			d.parentRoom = parentRoom[keys[i-1][d.nodes[0].idx]]
 		}
-		p, _ := t.domainOf(d.nodes[0].n, i-1)
-		return parentRoom[p]
 	}
-	sort.SliceStable(out, func(a, b int) bool {
+	sort.Slice(out, func(a, b int) bool {
 		x, y := out[a], out[b]
 		if x.room != y.room {
 			return x.room < y.room
 		}
-		if px, py := parent(x), parent(y); px != py {
-			return px < py
+		if x.parentRoom != y.parentRoom {
+			return x.parentRoom < y.parentRoom
 		}
 		return x.key < y.key
 	})
@@ -111,16 +139,17 @@ func (s *session) topologyNodes(j *jobState, nodes []*nodeState) []*nodeState {
 	if t == nil || t.Required < 0 {
 		return nodes
 	}
+	keys := s.domainKeys(t).keys[t.Required]
 	home := ""
 	for _, p := range j.pods {
 		if p.node != nil {
-			home, _ = t.domainOf(p.node.n, t.Required)
+			home = keys[p.node.idx]
 			break
 		}
 	}
 	out := make([]*nodeState, 0, len(nodes))
 	for _, n := range nodes {
-		if d, ok := t.domainOf(n.n, t.Required); ok && (home == "" || d == home) {
+		if d := keys[n.idx]; d != "" && (home == "" || d == home) {
 			out = append(out, n)
 		}
 	}
@@ -138,7 +167,7 @@ func (s *session) placeInLevels(j *jobState, pods []*podState, order []*nodeStat
 		widest = t.Required
 	}
 	for i := len(t.Levels) - 1; i >= widest; i-- {
-		for _, d := range t.domainsAt(order, i) {
+		for _, d := range s.domainsAt(t, order, i) {
 			if d.room >= need && s.fillNodes(pods, d.nodes) {
 				return true
 			}
@@ -165,7 +194,7 @@ func (s *session) topologyReason(j *jobState, pods []*podState, eligible []*node
 	}
 	var largest, freest *domain
 	capOf := map[*domain]MilliGPU{}
-	for _, d := range t.domainsAt(nodes, t.Required) {
+	for _, d := range s.domainsAt(t, nodes, t.Required) {
 		for _, n := range d.nodes {
 			capOf[d] += MilliGPU(len(n.n.GPUs)) * OneGPU
 		}
