@@ -147,3 +147,64 @@ func TestRequiredRackHoldsElasticGrowth(t *testing.T) {
 		t.Fatalf("el grew onto %v; the only room in its rack r1 is r1b2-2", got)
 	}
 }
+
+// Reclaim for a gang that requires a rack evicts in one rack only: the borrower keeps
+// what it holds in the other.
+//
+//	r1: b1 [x x x x][x x x x]  b2 [x x x x][x x x x]     x: b's one-GPU jobs (quota 0)
+//	r2: b3 [x x x x][x x x x]  b4 [x x x x][x x x x]
+//	a (quota 16): a 16-pod gang, required rack
+func TestReclaimForARackEvictsInOneRack(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	snap := &Snapshot{Now: now, Nodes: levelled(4), Queues: []Queue{quotaQueue("a", 16), quotaQueue("b", 0)}}
+	for _, n := range snap.Nodes {
+		for g := range 4 {
+			snap.Jobs = append(snap.Jobs, running(JobID(fmt.Sprintf("b-%s-%d", n.ID, g)), "b", n.ID, g))
+		}
+	}
+	snap.Jobs = append(snap.Jobs, topologyGang("ddp", "a", 16, 1, 0, -1, now))
+	plan := New(Options{}).Schedule(snap)
+	racks := map[string]int{}
+	for _, e := range plan.Evictions {
+		racks[string(e.Job)[2:4]]++
+	}
+	if len(plan.Evictions) != 16 || len(racks) != 1 {
+		t.Fatalf("evicted %d pods in racks %v (%v), want 16 in one rack", len(plan.Evictions), racks, plan.Pending["ddp"])
+	}
+}
+
+// On a larger cluster the victims a reclaim would take first are spread over every rack;
+// evicting them in that order would free a whole rack only after hundreds of evictions.
+// The reclaim for a gang that requires a rack looks one rack at a time instead.
+//
+//	40 racks × 2 nodes × 4 GPUs, all held by b's one-GPU jobs started in shuffled order
+//	a (quota 8): an 8-pod gang, required rack
+func TestReclaimForARackOnALargeCluster(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	snap := &Snapshot{Now: now, Queues: []Queue{quotaQueue("a", 8), quotaQueue("b", 0)}}
+	for r := range 40 {
+		for h := range 2 {
+			n := gpuNode(NodeID(fmt.Sprintf("r%02d-%d", r, h)), "", "H100", 4)
+			n.Labels = map[string]string{"rack": fmt.Sprintf("r%02d", r)}
+			snap.Nodes = append(snap.Nodes, n)
+		}
+	}
+	for i, n := range snap.Nodes {
+		for g := range 4 {
+			j := running(JobID(fmt.Sprintf("b-%s-%d", n.ID, g)), "b", n.ID, g)
+			j.StartTime = now.Add(-time.Duration((i*4+g)*37%320) * time.Minute)
+			snap.Jobs = append(snap.Jobs, j)
+		}
+	}
+	gang := topologyGang("ddp", "a", 8, 1, 0, -1, now)
+	gang.Topology = &Topology{Levels: []string{"rack"}, Required: 0, Preferred: -1}
+	snap.Jobs = append(snap.Jobs, gang)
+	plan := New(Options{}).Schedule(snap)
+	racks := map[string]bool{}
+	for _, e := range plan.Evictions {
+		racks[string(e.Job)[2:5]] = true
+	}
+	if len(plan.Evictions) != 8 || len(racks) != 1 {
+		t.Fatalf("evicted %d pods in racks %v (%v), want 8 in one rack", len(plan.Evictions), racks, plan.Pending["ddp"])
+	}
+}

@@ -229,7 +229,55 @@ func (vs *victimSearch) run(s *session) bool {
 	if !found || vs.replace || len(vs.pods) == 1 {
 		return false // a single pod that fits no node with its victims gone fits nowhere
 	}
-	return vs.tryCluster(s)
+	if t := vs.job.j.Topology; t != nil && t.Required >= 0 {
+		return vs.tryDomains(s)
+	}
+	return vs.tryCluster(s, nil)
+}
+
+// tryDomains is tryCluster for a gang that must run within one domain of a level: it evicts
+// only inside one domain at a time, the domains with the most room once their candidates
+// left first, so that victims elsewhere are never touched and a large cluster does not run
+// out of attempts evicting across domains the gang cannot use together.
+func (vs *victimSearch) tryDomains(s *session) bool {
+	t := vs.job.j.Topology
+	keys := s.domainKeys(t).keys[t.Required]
+	nodes := s.topologyNodes(vs.job, s.nodes)
+	room := map[string]MilliGPU{}
+	for _, n := range nodes {
+		room[keys[n.idx]] += freeMilli(n)
+	}
+	for u := range vs.cands {
+		for _, p := range u.pods {
+			if p.node != nil {
+				if k := keys[p.node.idx]; k != "" {
+					room[k] += MilliGPU(p.cost[ResourceGPU])
+				}
+			}
+		}
+	}
+	need := MilliGPU(s.need(vs.pods)[ResourceGPU])
+	var order []string
+	for k, r := range room {
+		if r >= need {
+			order = append(order, k)
+		}
+	}
+	sort.Slice(order, func(a, b int) bool {
+		if room[order[a]] != room[order[b]] {
+			return room[order[a]] > room[order[b]]
+		}
+		return order[a] < order[b]
+	})
+	for i, k := range order {
+		if i >= s.opts.MaxNodeTrials {
+			break
+		}
+		if vs.tryCluster(s, func(n *nodeState) bool { return keys[n.idx] == k }) {
+			return true
+		}
+	}
+	return false
 }
 
 // room tallies what a node would have free if its candidate victims left.
@@ -343,15 +391,16 @@ func (vs *victimSearch) apply(s *session, t *trial) bool {
 }
 
 // tryCluster evicts candidates in order until the pods fit anywhere, for gangs that need
-// several nodes. Placement is tried only on nodes that had room or lost a victim.
-func (vs *victimSearch) tryCluster(s *session) bool {
+// several nodes. Placement is tried only on nodes that had room or lost a victim. With in
+// set, only nodes it accepts are used and only victims on them are taken.
+func (vs *victimSearch) tryCluster(s *session, in func(*nodeState) bool) bool {
 	cp := s.checkpoint()
 	need := s.need(vs.pods)[ResourceGPU]
 	var where []*nodeState
 	seen := map[*nodeState]bool{}
 	freed := int64(0)
 	for _, n := range s.nodes {
-		if n.idle > 0 && s.eligible(vs.job, n) {
+		if n.idle > 0 && s.eligible(vs.job, n) && (in == nil || in(n)) {
 			where = append(where, n)
 			seen[n] = true
 			freed += int64(n.idle)
@@ -360,7 +409,7 @@ func (vs *victimSearch) tryCluster(s *session) bool {
 	var out []evicted
 	attempts := 0
 	for u := range vs.cands {
-		if !u.bound() {
+		if !u.bound() || (in != nil && !slices.ContainsFunc(u.pods, func(p *podState) bool { return p.node != nil && in(p.node) })) {
 			continue
 		}
 		e := s.evict(u, vs.reason(u), vs.job.j.ID)
