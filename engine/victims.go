@@ -232,34 +232,47 @@ func (vs *victimSearch) run(s *session) bool {
 	if t := vs.job.j.Topology; t != nil && t.Required >= 0 {
 		return vs.tryDomains(s)
 	}
-	return vs.tryCluster(s, nil)
+	return vs.tryCluster(s, vs.cands, nil)
 }
 
 // tryDomains is tryCluster for a gang that must run within one domain of a level: it evicts
 // only inside one domain at a time, the domains with the most room once their candidates
 // left first, so that victims elsewhere are never touched and a large cluster does not run
-// out of attempts evicting across domains the gang cannot use together.
+// out of attempts evicting across domains the gang cannot use together. Like run's walk,
+// it reads a bounded number of candidates.
 func (vs *victimSearch) tryDomains(s *session) bool {
 	t := vs.job.j.Topology
 	keys := s.domainKeys(t).keys[t.Required]
-	nodes := s.topologyNodes(vs.job, s.nodes)
 	room := map[string]MilliGPU{}
-	for _, n := range nodes {
+	for _, n := range s.topologyNodes(vs.job, s.nodes) {
 		room[keys[n.idx]] += freeMilli(n)
 	}
+	units := map[string][]unit{}
+	budget := 64 * s.opts.MaxNodeTrials
 	for u := range vs.cands {
+		if budget--; budget < 0 {
+			break
+		}
+		var last string
 		for _, p := range u.pods {
-			if p.node != nil {
-				if k := keys[p.node.idx]; k != "" {
-					room[k] += MilliGPU(p.cost[ResourceGPU])
-				}
+			if p.node == nil {
+				continue
+			}
+			k := keys[p.node.idx]
+			if _, usable := room[k]; !usable {
+				continue // a domain the gang may not use (or no domain)
+			}
+			room[k] += MilliGPU(p.cost[ResourceGPU])
+			if k != last {
+				units[k] = append(units[k], u)
+				last = k
 			}
 		}
 	}
 	need := MilliGPU(s.need(vs.pods)[ResourceGPU])
 	var order []string
 	for k, r := range room {
-		if r >= need {
+		if r >= need && len(units[k]) > 0 {
 			order = append(order, k)
 		}
 	}
@@ -273,7 +286,7 @@ func (vs *victimSearch) tryDomains(s *session) bool {
 		if i >= s.opts.MaxNodeTrials {
 			break
 		}
-		if vs.tryCluster(s, func(n *nodeState) bool { return keys[n.idx] == k }) {
+		if vs.tryCluster(s, slices.Values(units[k]), func(n *nodeState) bool { return keys[n.idx] == k }) {
 			return true
 		}
 	}
@@ -392,8 +405,8 @@ func (vs *victimSearch) apply(s *session, t *trial) bool {
 
 // tryCluster evicts candidates in order until the pods fit anywhere, for gangs that need
 // several nodes. Placement is tried only on nodes that had room or lost a victim. With in
-// set, only nodes it accepts are used and only victims on them are taken.
-func (vs *victimSearch) tryCluster(s *session, in func(*nodeState) bool) bool {
+// set, only nodes it accepts are used.
+func (vs *victimSearch) tryCluster(s *session, cands iter.Seq[unit], in func(*nodeState) bool) bool {
 	cp := s.checkpoint()
 	need := s.need(vs.pods)[ResourceGPU]
 	var where []*nodeState
@@ -408,8 +421,8 @@ func (vs *victimSearch) tryCluster(s *session, in func(*nodeState) bool) bool {
 	}
 	var out []evicted
 	attempts := 0
-	for u := range vs.cands {
-		if !u.bound() || (in != nil && !slices.ContainsFunc(u.pods, func(p *podState) bool { return p.node != nil && in(p.node) })) {
+	for u := range cands {
+		if !u.bound() {
 			continue
 		}
 		e := s.evict(u, vs.reason(u), vs.job.j.ID)
