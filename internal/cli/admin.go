@@ -55,7 +55,7 @@ func newTopCmd() *cobra.Command {
 		Short: "Per node and GPU: allocated whole and fractional GPUs, which pods hold each, free memory",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return show(cmd, c, output, func(ctx context.Context) ([]inspect.Node, error) { return inspect.Nodes(ctx, c.client) }, printNodes)
+			return show(cmd, c, output, func(ctx context.Context) ([]inspect.Node, error) { return inspect.PlacedNodes(ctx, c.client, c.dyn) }, printNodes)
 		},
 	}
 	nodes.Flags().StringVarP(&output, "output", "o", "table", "table, json or yaml")
@@ -185,10 +185,38 @@ func printNodes(out io.Writer, ns []inspect.Node) error {
 	var alloc, total float64
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "NODE\tGPU\tMODEL\tALLOCATED\tUTILISATION\tFREE MEMORY\tHELD BY")
+	// With a Topology the nodes come grouped by it: a line per domain as it begins, with
+	// what its nodes have allocated, and the nodes indented under the narrowest.
+	path := func(n inspect.Node, k int) string {
+		var b strings.Builder
+		for _, p := range n.Topology[:k+1] {
+			b.WriteString(p.Domain + "\x00")
+		}
+		return b.String()
+	}
+	domAlloc, domTotal := map[string]float64{}, map[string]int{}
 	for _, n := range ns {
+		for k := range n.Topology {
+			domAlloc[path(n, k)] += n.Allocated
+			domTotal[path(n, k)] += len(n.GPUs)
+		}
+	}
+	var prev *inspect.Node
+	for i, n := range ns {
+		for k, p := range n.Topology {
+			if prev != nil && len(prev.Topology) == len(n.Topology) && path(*prev, k) == path(n, k) {
+				continue
+			}
+			domain := p.Domain
+			if domain == "" {
+				domain = "(none)"
+			}
+			fmt.Fprintf(tw, "%s%s %s\t\t\t%s/%d\t\t\t\n", strings.Repeat("  ", k), p.Level, domain, gpuAmount(domAlloc[path(n, k)]), domTotal[path(n, k)])
+		}
+		prev = &ns[i]
 		total += float64(len(n.GPUs))
 		alloc += n.Allocated
-		fmt.Fprintf(tw, "%s\t\t%s\t%s/%d\t\t\t\n", n.Name, n.Model, gpuAmount(n.Allocated), len(n.GPUs))
+		fmt.Fprintf(tw, "%s%s\t\t%s\t%s/%d\t\t\t\n", strings.Repeat("  ", len(n.Topology)), n.Name, n.Model, gpuAmount(n.Allocated), len(n.GPUs))
 		for _, g := range n.GPUs {
 			var who []string
 			for _, h := range g.Holders {

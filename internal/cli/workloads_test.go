@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/allot-dev/allot/api/v1alpha1"
@@ -184,6 +185,36 @@ func TestPendingReasonAndTopNodes(t *testing.T) {
 	if !strings.Contains(shared, "default/nb-a-") && !strings.Contains(shared, "default/nb-a (0.5)") ||
 		!strings.Contains(shared, "(0.5), default/nb-b") || !strings.Contains(out, "Allocated/Total GPUs: 1/16 (6%)") {
 		t.Fatalf("top nodes:\n%s", out)
+	}
+	// With a Topology, top nodes groups the nodes by it: a line per rack with what its
+	// nodes hold, the nodes under it.
+	for node, rack := range map[string]string{"dgx-1": "r1", "dgx-2": "r2"} {
+		patch := fmt.Sprintf(`{"metadata":{"labels":{"example.com/rack":%q}}}`, rack)
+		if _, err := e.Client.CoreV1().Nodes().Patch(e.Ctx, node, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	topo := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "allot.dev/v1alpha1", "kind": "Topology", "metadata": map[string]any{"name": "default"},
+		"spec": map[string]any{"levels": []any{map[string]any{"name": "rack", "nodeLabel": "example.com/rack"}}}}}
+	if _, err := e.Dyn.Resource(v1alpha1.Topologies).Create(e.Ctx, topo, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	grouped := e.must(t, "top", "nodes")
+	var lines []string
+	for _, l := range strings.Split(grouped, "\n") {
+		if f := strings.Fields(l); len(f) > 0 && (f[0] == "rack" || strings.HasPrefix(f[0], "dgx-")) {
+			lines = append(lines, strings.Join(f[:min(len(f), 4)], " "))
+		}
+	}
+	shared = ""
+	for _, l := range strings.Split(grouped, "\n") {
+		if strings.HasPrefix(l, "  dgx-") {
+			shared += strings.Fields(l)[0] + " "
+		}
+	}
+	if len(lines) != 4 || !strings.HasPrefix(lines[0], "rack r1") || !strings.HasPrefix(lines[1], "dgx-1") || !strings.HasPrefix(lines[2], "rack r2") ||
+		!strings.HasPrefix(lines[3], "dgx-2") || shared != "dgx-1 dgx-2 " {
+		t.Fatalf("top nodes with a Topology, grouped lines %q, indented nodes %q:\n%s", lines, shared, grouped)
 	}
 	q := e.must(t, "queues")
 	// PAST USE comes from the status the scheduler keeps (status.usage): team-a is within

@@ -60,21 +60,12 @@ func JobTopology(ann map[string]string, topologies map[string]Levels) (*engine.T
 	if req == "" {
 		field = v1alpha1.AnnotationTopologyPreferred
 	}
-	names := slices.Sorted(maps.Keys(topologies))
-	name := ann[v1alpha1.AnnotationTopology]
-	switch {
-	case name != "":
-		if _, ok := topologies[name]; !ok {
-			return nil, fmt.Errorf("%s: no Topology %q; topologies: %s", v1alpha1.AnnotationTopology, name, orNone(names))
+	name, err := PickTopology(ann[v1alpha1.AnnotationTopology], topologies)
+	if err != nil {
+		if ann[v1alpha1.AnnotationTopology] != "" {
+			field = v1alpha1.AnnotationTopology
 		}
-	case len(topologies) == 1:
-		name = names[0]
-	case topologies["default"].Labels != nil:
-		name = "default"
-	case len(topologies) == 0:
-		return nil, fmt.Errorf("%s: the cluster has no Topology object: an admin creates one listing the levels of node labels, widest first", field)
-	default:
-		return nil, fmt.Errorf("%s: the cluster has several Topologies (%s) and none is named default: name one with %s", field, strings.Join(names, ", "), v1alpha1.AnnotationTopology)
+		return nil, fmt.Errorf("%s: %v", field, err)
 	}
 	lv := topologies[name]
 	t := &engine.Topology{Levels: lv.Labels, Names: lv.Names, Required: -1, Preferred: -1}
@@ -96,6 +87,26 @@ func JobTopology(ann map[string]string, topologies map[string]Levels) (*engine.T
 		}
 	}
 	return t, nil
+}
+
+// PickTopology is the Topology a workload (or a view of the nodes) uses: the one named,
+// else the only one, else the one named default.
+func PickTopology(name string, topologies map[string]Levels) (string, error) {
+	names := slices.Sorted(maps.Keys(topologies))
+	switch {
+	case name != "":
+		if _, ok := topologies[name]; !ok {
+			return "", fmt.Errorf("no Topology %q; topologies: %s", name, orNone(names))
+		}
+		return name, nil
+	case len(topologies) == 1:
+		return names[0], nil
+	case topologies["default"].Labels != nil:
+		return "default", nil
+	case len(topologies) == 0:
+		return "", fmt.Errorf("the cluster has no Topology object: an admin creates one listing the levels of node labels, widest first")
+	}
+	return "", fmt.Errorf("the cluster has several Topologies (%s) and none is named default: name one with %s", strings.Join(names, ", "), v1alpha1.AnnotationTopology)
 }
 
 func orNone(s []string) string {

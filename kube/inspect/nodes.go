@@ -28,6 +28,9 @@ type Node struct {
 	GPUs      []GPU   `json:"gpus"`
 	Allocated float64 `json:"allocated"` // GPUs, fractions included
 	MemoryMi  int64   `json:"gpuMemoryMi"`
+	// Topology is the node's place in the cluster's Topology, widest level first; empty
+	// without one.
+	Topology []Place `json:"topology,omitempty"`
 }
 
 // GPU is one device and who holds it.
@@ -49,15 +52,40 @@ type Holder struct {
 
 // Nodes reads every GPU node and the pods bound to it.
 func Nodes(ctx context.Context, client kubernetes.Interface) ([]Node, error) {
-	nodes, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	nodes, pods, err := listNodesAndPods(ctx, client)
 	if err != nil {
 		return nil, err
+	}
+	return BuildNodes(nodes, pods), nil
+}
+
+// PlacedNodes is Nodes grouped by the cluster's Topology when it has one.
+func PlacedNodes(ctx context.Context, client kubernetes.Interface, dyn dynamic.Interface) ([]Node, error) {
+	nodes, pods, err := listNodesAndPods(ctx, client)
+	if err != nil {
+		return nil, err
+	}
+	out := BuildNodes(nodes, pods)
+	lv, ok, err := Topology(ctx, dyn)
+	if err != nil {
+		return nil, err
+	}
+	if ok {
+		PlaceNodes(out, nodes, lv)
+	}
+	return out, nil
+}
+
+func listNodesAndPods(ctx context.Context, client kubernetes.Interface) ([]*corev1.Node, []*corev1.Pod, error) {
+	nodes, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, nil, err
 	}
 	pods, err := client.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return BuildNodes(ptrs(nodes.Items), ptrs(pods.Items)), nil
+	return ptrs(nodes.Items), ptrs(pods.Items), nil
 }
 
 // EmptyNodes reads every GPU node without its pods: its devices as if free, for what is a
