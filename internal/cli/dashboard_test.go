@@ -12,10 +12,13 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/internal/browsertest"
 	"github.com/allot-dev/allot/kube/inspect"
 )
@@ -288,6 +291,27 @@ func TestDashboard(t *testing.T) {
 		}
 	}
 	b.Screenshot(t, "queues")
+
+	// Nodes grouped by the cluster's Topology: once one exists, a heading per rack with
+	// what its nodes hold, each node under its rack.
+	for node, rack := range map[string]string{"dgx-1": "r1", "dgx-2": "r2"} {
+		patch := fmt.Sprintf(`{"metadata":{"labels":{"example.com/rack":%q}}}`, rack)
+		if _, err := kubernetes.NewForConfigOrDie(rc).CoreV1().Nodes().Patch(up.ctx, node, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	topo := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "allot.dev/v1alpha1", "kind": "Topology", "metadata": map[string]any{"name": "default"},
+		"spec": map[string]any{"levels": []any{map[string]any{"name": "rack", "nodeLabel": "example.com/rack"}}}}}
+	if _, err := dynamic.NewForConfigOrDie(rc).Resource(v1alpha1.Topologies).Create(up.ctx, topo, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	b.Open(t, url+"#/nodes")
+	b.WaitText(t, "h2.domain[data-domain=r2]", "rack r2's heading", browsertest.Contains("rack r2", "/8 allocated"))
+	order := browsertest.Eval[[]string](t, b, `Array.from(document.querySelectorAll("h2.domain, article.node")).map(e => e.dataset.domain || e.dataset.node)`)
+	if strings.Join(order, ",") != "r1,dgx-1,r2,dgx-2" {
+		t.Errorf("nodes page order %v, want each node under its rack: r1,dgx-1,r2,dgx-2", order)
+	}
+	b.Screenshot(t, "nodes-topology")
 
 	if os.Getenv("ALLOT_UPDATE_DOCS") != "" {
 		for _, name := range []string{"overview", "nodes", "workloads", "queues"} {

@@ -32,7 +32,9 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/allot-dev/allot/api/v1alpha1"
+	"github.com/allot-dev/allot/kube/convert"
 	"github.com/allot-dev/allot/kube/inspect"
+	"github.com/allot-dev/allot/kube/workload"
 	"github.com/allot-dev/allot/web"
 )
 
@@ -73,7 +75,9 @@ type Server struct {
 	deps    cache.SharedIndexInformer
 	rss     cache.SharedIndexInformer
 	queues  cache.SharedIndexInformer
-	dirty   chan struct{}
+	// topologies is nil where the Topology CRD is not installed.
+	topologies cache.SharedIndexInformer
+	dirty      chan struct{}
 	assets  http.Handler
 	// synced is set once every informer has listed: until then the page would show an
 	// empty cluster, so /healthz says not ready (a missing permission keeps it so).
@@ -112,7 +116,10 @@ func New(rc *rest.Config, opts Options) (*Server, error) {
 	s.deps = s.factory.Apps().V1().Deployments().Informer()
 	s.rss = s.factory.Apps().V1().ReplicaSets().Informer()
 	s.queues = s.dynf.ForResource(v1alpha1.Queues).Informer()
-	for _, inf := range []cache.SharedIndexInformer{s.pods, s.events, s.nodes, s.jobs, s.deps, s.rss, s.queues} {
+	if workload.Served(client.Discovery(), v1alpha1.Topologies) {
+		s.topologies = s.dynf.ForResource(v1alpha1.Topologies).Informer()
+	}
+	for _, inf := range s.informers() {
 		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(any) { s.touch() },
 			UpdateFunc: func(any, any) { s.touch() },
@@ -123,6 +130,35 @@ func New(rc *rest.Config, opts Options) (*Server, error) {
 	}
 	s.state, _ = json.Marshal(State{Nodes: []inspect.Node{}, Workloads: []inspect.Workload{}, Queues: []Queue{}, History: []Sample{}})
 	return s, nil
+}
+
+func (s *Server) informers() []cache.SharedIndexInformer {
+	out := []cache.SharedIndexInformer{s.pods, s.events, s.nodes, s.jobs, s.deps, s.rss, s.queues}
+	if s.topologies != nil {
+		out = append(out, s.topologies)
+	}
+	return out
+}
+
+// topology is the Topology the Nodes page groups by, if the cluster has one to pick.
+func (s *Server) topology() *convert.Levels {
+	if s.topologies == nil {
+		return nil
+	}
+	all := map[string]convert.Levels{}
+	for _, o := range s.topologies.GetStore().List() {
+		if u, ok := o.(*unstructured.Unstructured); ok {
+			if lv, err := convert.TopologyLevels(u); err == nil {
+				all[u.GetName()] = lv
+			}
+		}
+	}
+	name, err := convert.PickTopology("", all)
+	if err != nil {
+		return nil
+	}
+	lv := all[name]
+	return &lv
 }
 
 func (s *Server) touch() {
@@ -136,7 +172,7 @@ func (s *Server) touch() {
 func (s *Server) Run(ctx context.Context) error {
 	s.factory.Start(ctx.Done())
 	s.dynf.Start(ctx.Done())
-	for _, inf := range []cache.SharedIndexInformer{s.pods, s.events, s.nodes, s.jobs, s.deps, s.rss, s.queues} {
+	for _, inf := range s.informers() {
 		if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
 			if ctx.Err() != nil {
 				return nil
@@ -191,7 +227,7 @@ func (s *Server) queueObjects() []*v1alpha1.Queue {
 // rebuild makes a new state from the caches, adds a history point when one is due, and
 // wakes the streams.
 func (s *Server) rebuild() {
-	st := Build(Input{Now: s.opts.Clock.Now(), Nodes: list[corev1.Node](s.nodes), Queues: s.queueObjects(),
+	st := Build(Input{Now: s.opts.Clock.Now(), Nodes: list[corev1.Node](s.nodes), Queues: s.queueObjects(), Topology: s.topology(),
 		Objects: inspect.Objects{Pods: list[corev1.Pod](s.pods), Jobs: list[batchv1.Job](s.jobs), Deployments: list[appsv1.Deployment](s.deps),
 			ReplicaSets: list[appsv1.ReplicaSet](s.rss), Refusals: inspect.Refusals(list[corev1.Event](s.events))}})
 	s.mu.Lock()

@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/allot-dev/allot/api/v1alpha1"
+	"github.com/allot-dev/allot/kube/convert"
 	"github.com/allot-dev/allot/kube/inspect"
 )
 
@@ -15,6 +16,8 @@ type Input struct {
 	Now    time.Time
 	Nodes  []*corev1.Node
 	Queues []*v1alpha1.Queue
+	// Topology, when the cluster has one, groups the nodes.
+	Topology *convert.Levels
 	inspect.Objects
 }
 
@@ -99,6 +102,9 @@ func Build(in Input) State {
 		Workloads: inspect.BuildWorkloads(in.Objects)}
 	if st.Nodes == nil {
 		st.Nodes = []inspect.Node{}
+	}
+	if in.Topology != nil {
+		inspect.PlaceNodes(st.Nodes, in.Nodes, *in.Topology)
 	}
 	t := &st.Totals
 	t.Nodes = len(st.Nodes)

@@ -50,6 +50,41 @@ function NodeCard({ n, c }: { n: Node; c: Colours }) {
   );
 }
 
+// path is a node's domains down to level k, which names one domain of that level.
+function path(n: Node, k: number): string {
+  return (n.topology ?? []).slice(0, k + 1).map((p) => p.domain).join("/");
+}
+
+// Grouped lays the nodes out under their Topology's domains (the server sends them sorted
+// by it): a heading where a domain begins, with what its nodes hold.
+function Grouped({ s, c }: { s: State; c: Colours }) {
+  const held = new Map<string, { allocated: number; gpus: number }>();
+  for (const n of s.nodes) {
+    (n.topology ?? []).forEach((_, k) => {
+      const t = held.get(path(n, k)) ?? { allocated: 0, gpus: 0 };
+      t.allocated += n.allocated;
+      t.gpus += n.gpus.length;
+      held.set(path(n, k), t);
+    });
+  }
+  const out = [];
+  let prev: Node | undefined;
+  for (const n of s.nodes) {
+    const levels = n.topology ?? [];
+    levels.forEach((p, k) => {
+      if (prev !== undefined && path(prev, k) === path(n, k)) return;
+      const t = held.get(path(n, k))!;
+      out.push(
+        <h2 class="domain" key={`${k}:${path(n, k)}`} data-level={p.level} data-domain={p.domain} style={{ marginLeft: `${k * 1.2}em` }}>
+          {p.level} {p.domain || "(none)"} <span class="node-meta">{fmt(t.allocated)}/{t.gpus} allocated · {fmt(t.gpus - t.allocated)} free</span>
+        </h2>);
+    });
+    out.push(<div key={n.name} style={{ marginLeft: `${levels.length * 1.2}em` }}><NodeCard n={n} c={c} /></div>);
+    prev = n;
+  }
+  return <>{out}</>;
+}
+
 export function Nodes({ s }: { s: State }) {
   const c = colours(s);
   return (
@@ -64,7 +99,7 @@ export function Nodes({ s }: { s: State }) {
         <li><span class="sw" style={{ background: other }} />not Allot's</li>
         <li class="legend-note">one colour per queue; its workloads in shades of it</li>
       </ul>
-      {s.nodes.map((n) => <NodeCard n={n} c={c} key={n.name} />)}
+      <Grouped s={s} c={c} />
       {s.nodes.length === 0 && <p class="empty">No GPU nodes.</p>}
     </section>
   );
