@@ -78,7 +78,7 @@ type Server struct {
 	// topologies is nil where the Topology CRD is not installed.
 	topologies cache.SharedIndexInformer
 	dirty      chan struct{}
-	assets  http.Handler
+	assets     http.Handler
 	// synced is set once every informer has listed: until then the page would show an
 	// empty cluster, so /healthz says not ready (a missing permission keeps it so).
 	synced atomic.Bool
