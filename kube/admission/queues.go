@@ -11,6 +11,7 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
@@ -49,6 +50,20 @@ func (v *QueueValidator) queue(ctx context.Context, name string) (*v1alpha1.Queu
 		return nil, false
 	}
 	return &q, true
+}
+
+// stillChild confirms on the API server what the cache says: a child deleted or moved a
+// moment ago (allot queue delete lab dept deletes the child first) may still be cached.
+func (v *QueueValidator) stillChild(ctx context.Context, name, parent string) bool {
+	u, err := v.Dyn.Resource(queuesGVR).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return false
+	}
+	if err != nil {
+		return true // cannot tell: refuse, as the cache says
+	}
+	p, _, _ := unstructured.NestedString(u.Object, "spec", "parent")
+	return p == parent && u.GetDeletionTimestamp() == nil
 }
 
 // Handle implements admission.Handler.
@@ -111,7 +126,7 @@ func (v *QueueValidator) checkDelete(ctx context.Context, q *v1alpha1.Queue) err
 	}
 	var kids []string
 	for _, name := range v.View.QueueNames() {
-		if c, ok := v.View.Queue(name); ok && c.Spec.Parent == q.Name {
+		if c, ok := v.View.Queue(name); ok && c.Spec.Parent == q.Name && v.stillChild(ctx, name, q.Name) {
 			kids = append(kids, name)
 		}
 	}
