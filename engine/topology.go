@@ -61,7 +61,7 @@ type domain struct {
 }
 
 // levelDomains holds, per level, every node's domain key by node index ("" for a node
-// without the level's label: it is in no domain of it).
+// without the level's label, or with it empty: it is in no domain of it).
 type levelDomains struct {
 	keys [][]string
 }

@@ -24,7 +24,11 @@ func (s *Scheduler) readUsage(snap *engine.Snapshot, queues []*v1alpha1.Queue) {
 	for i := range snap.Queues {
 		q := &snap.Queues[i]
 		u, ok := s.usage[string(q.ID)]
-		if st := byName[string(q.ID)].Status.Usage; st != nil && (!ok || st.LastUpdated.Time.After(u.At)) {
+		var st *v1alpha1.QueueUsage
+		if obj := byName[string(q.ID)]; obj != nil {
+			st = obj.Status.Usage
+		}
+		if st != nil && (!ok || st.LastUpdated.Time.After(u.At)) {
 			u = engine.Usage{GPUSeconds: float64(st.GPUSeconds), At: st.LastUpdated.Time}
 			s.usage[string(q.ID)] = u
 		}
