@@ -78,7 +78,16 @@ func BenchmarkCycleFromEmpty(b *testing.B) {
 func BenchmarkCycleLoaded(b *testing.B) {
 	s := benchCluster(5000, 20)
 	r := rand.New(rand.NewPCG(3, 4))
-	// 40,000 one-GPU pods, skewed so that the first teams borrow from the last.
+	addRunning(s, r)
+	for i := 0; i < 1000; i++ {
+		s.Jobs = append(s.Jobs, mixJob(r, i, 20, s.Now))
+	}
+	scheduleMeasured(b, s)
+}
+
+// addRunning fills the first 5,000 nodes with 40,000 one-GPU pods, skewed so that the
+// first teams borrow from the last.
+func addRunning(s *Snapshot, r *rand.Rand) {
 	for i := 0; i < 40000; i++ {
 		q := min(int(r.ExpFloat64()*5), 19)
 		j := Job{ID: JobID(fmt.Sprintf("run-%06d", i)), Queue: QueueID(fmt.Sprintf("team-%02d", q)), MinMember: 1,
@@ -87,10 +96,6 @@ func BenchmarkCycleLoaded(b *testing.B) {
 				Binding: &Binding{Node: s.Nodes[i/8].ID, GPUs: []int{i % 8}}}}}
 		s.Jobs = append(s.Jobs, j)
 	}
-	for i := 0; i < 1000; i++ {
-		s.Jobs = append(s.Jobs, mixJob(r, i, 20, s.Now))
-	}
-	scheduleMeasured(b, s)
 }
 
 // scheduleMeasured runs the cycle b.N times and reports memory allocated per cycle.
@@ -163,14 +168,7 @@ func BenchmarkCycleTopology(b *testing.B) {
 	}
 	levels, names := []string{"zone", "block", "rack"}, []string{"zone", "block", "rack"}
 	r := rand.New(rand.NewPCG(3, 4))
-	for i := 0; i < 40000; i++ {
-		q := min(int(r.ExpFloat64()*5), 19)
-		j := Job{ID: JobID(fmt.Sprintf("run-%06d", i)), Queue: QueueID(fmt.Sprintf("team-%02d", q)), MinMember: 1,
-			SubmitTime: s.Now.Add(-time.Hour), StartTime: s.Now.Add(-time.Duration(r.IntN(3600)) * time.Second),
-			Pods: []Pod{{ID: PodID(fmt.Sprintf("run-%06d-0", i)), Request: PodRequest{GPUs: 1, CPU: 4000, Memory: 32 << 30},
-				Binding: &Binding{Node: s.Nodes[i/8].ID, GPUs: []int{i % 8}}}}}
-		s.Jobs = append(s.Jobs, j)
-	}
+	addRunning(s, r)
 	gangs := 0
 	for i := 0; i < 1000; i++ {
 		j := mixJob(r, i, 20, s.Now)
