@@ -49,8 +49,8 @@ const (
 
 func newBenchCmd() *cobra.Command {
 	var kubeconfig, queue string
-	var pods int
-	var mode string
+	var pods, nodes, rounds int
+	var mode, against string
 	cmd := &cobra.Command{
 		Use:     "bench",
 		GroupID: "run",
@@ -64,11 +64,33 @@ the scheduler counts them all: the figures are then from the opening to each bin
 scheduler draining a backlog rather than keeping pace with the API server's creations.
 --mode create submits pods that no scheduler owns (no webhook, no binding) and times only
 their creation: the most pods per second this API server can take, whatever schedules them.`,
-		Example: "  allot up --nodes 250 --gpus-per-node 8 --data-dir /tmp/bench &\n  allot bench --kubeconfig /tmp/bench/kubeconfig --pods 2000\n  allot bench --kubeconfig /tmp/bench/kubeconfig --pods 2000 --mode backlog",
+		Example: "  allot up --nodes 250 --gpus-per-node 8 --data-dir /tmp/bench &\n  allot bench --kubeconfig /tmp/bench/kubeconfig --pods 2000\n  allot bench --kubeconfig /tmp/bench/kubeconfig --pods 2000 --mode backlog\n" +
+			"  make bench-kube   # allot bench --against bin/kube-scheduler --nodes 250 --pods 2000",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if pods < 1 {
 				return fmt.Errorf("--pods %d is not allowed: 1 or more", pods)
+			}
+			if against != "" {
+				switch {
+				case mode != benchStream:
+					return fmt.Errorf("--mode %s is not allowed with --against: stream only (kube-scheduler has no queue to close)", mode)
+				case nodes < 1 || nodes > 5000:
+					return fmt.Errorf("--nodes %d is not allowed: 1 to 5000", nodes)
+				case rounds < 1:
+					return fmt.Errorf("--rounds %d is not allowed: 1 or more", rounds)
+				case pods > nodes*8:
+					return fmt.Errorf("--pods %d is not allowed with --nodes %d: at most %d, one GPU each", pods, nodes, nodes*8)
+				}
+				if _, err := os.Stat(against); err != nil {
+					return fmt.Errorf("--against %s: %w (make bench-kube builds kube-scheduler from the k8s.io/kubernetes module into bin/)", against, err)
+				}
+				self, err := os.Executable()
+				if err != nil {
+					return err
+				}
+				_, err = benchAgainst(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), self, against, nodes, pods, rounds)
+				return err
 			}
 			if mode != benchStream && mode != benchBacklog && mode != benchCreate {
 				return fmt.Errorf("--mode %q is not allowed: %s, %s or %s", mode, benchStream, benchBacklog, benchCreate)
@@ -81,7 +103,7 @@ their creation: the most pods per second this API server can take, whatever sche
 			// Protobuf, as kubectl and the controllers use for built-in kinds: cheaper for
 			// the API server than JSON.
 			rc.ContentType = runtime.ContentTypeProtobuf
-			res, err := runBench(cmd.Context(), kubernetes.NewForConfigOrDie(rc), dynamic.NewForConfigOrDie(rc), queue, pods, mode,
+			res, err := runBench(cmd.Context(), kubernetes.NewForConfigOrDie(rc), dynamic.NewForConfigOrDie(rc), queue, pods, mode, scheduler.SchedulerName,
 				progress(cmd.ErrOrStderr(), pods, "binding"))
 			if err != nil {
 				return err
@@ -104,11 +126,20 @@ their creation: the most pods per second this API server can take, whatever sche
 	cmd.Flags().StringVar(&kubeconfig, "kubeconfig", filepath.Join(os.TempDir(), "allot-up", "kubeconfig"), "kubeconfig of the cluster")
 	cmd.Flags().IntVar(&pods, "pods", 2000, "one-GPU pods to submit")
 	cmd.Flags().StringVar(&queue, "queue", "bench", "queue to create and submit to")
+	cmd.Flags().StringVar(&against, "against", "", "a kube-scheduler binary: run it and Allot in turn, each on a fresh embedded API server of --nodes simulated nodes, and print both")
+	cmd.Flags().IntVar(&nodes, "nodes", 250, "with --against: simulated nodes of 8 GPUs")
+	cmd.Flags().IntVar(&rounds, "rounds", 1, "with --against: rounds, the order alternating")
 	cmd.Flags().StringVar(&mode, "mode", benchStream, "stream (creation to binding), backlog (a closed queue opened: opening to binding) or create (creation alone)")
 	return cmd
 }
 
-func runBench(ctx context.Context, client kubernetes.Interface, dyn dynamic.Interface, queue string, n int, mode string, prog func(done, total int)) (*BenchResult, error) {
+// runBench submits n one-GPU pods for the scheduler named sched and times their binding.
+// For Allot's scheduler they go to queue, made for them (closed first in backlog mode);
+// for any other scheduler they carry no queue and mode is stream.
+func runBench(ctx context.Context, client kubernetes.Interface, dyn dynamic.Interface, queue string, n int, mode, sched string, prog func(done, total int)) (*BenchResult, error) {
+	if sched != scheduler.SchedulerName {
+		return submitAndTime(ctx, client, n, "", mode, sched, nil, prog)
+	}
 	backlog := mode == benchBacklog
 	queues := dyn.Resource(v1alpha1.Queues)
 	// Open: room for all the pods; closed: limit 0, so they wait with a reason.
@@ -133,6 +164,35 @@ func runBench(ctx context.Context, client kubernetes.Interface, dyn dynamic.Inte
 	} else if err != nil {
 		return nil, fmt.Errorf("creating queue %s: %w", queue, err)
 	}
+	var open func() (time.Time, error)
+	if backlog {
+		// Open the queue once the scheduler counts every pod as waiting in it.
+		open = func() (time.Time, error) {
+			err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+				u, err := queues.Get(ctx, queue, metav1.GetOptions{})
+				if err != nil {
+					return false, nil
+				}
+				pending, _, _ := unstructured.NestedInt64(u.Object, "status", "pending")
+				return pending == int64(n), nil
+			})
+			if err != nil {
+				return time.Time{}, fmt.Errorf("the scheduler did not count the %d pods waiting in queue %s: %w", n, queue, err)
+			}
+			opened := time.Now()
+			if err := setGPU(true); err != nil {
+				return time.Time{}, fmt.Errorf("opening queue %s: %w", queue, err)
+			}
+			return opened, nil
+		}
+	}
+	return submitAndTime(ctx, client, n, queue, mode, sched, open, prog)
+}
+
+// submitAndTime creates n one-GPU pods for scheduler sched (in queue, if not empty) and
+// waits for them to bind. With release set, nothing may bind before it is called, after
+// every pod is created, and times count from the moment it returns.
+func submitAndTime(ctx context.Context, client kubernetes.Interface, n int, queue, mode, sched string, release func() (time.Time, error), prog func(done, total int)) (*BenchResult, error) {
 	run := strconv.FormatInt(time.Now().UnixNano(), 36)
 	var mu sync.Mutex
 	created := map[string]time.Time{}
@@ -163,7 +223,7 @@ func runBench(ctx context.Context, client kubernetes.Interface, dyn dynamic.Inte
 	factory.Start(stop)
 	cache.WaitForCacheSync(stop, inf.HasSynced)
 
-	schedulerName := scheduler.SchedulerName
+	schedulerName := sched
 	if mode == benchCreate {
 		schedulerName = "allot-bench-nobody" // neither Allot's webhooks nor its scheduler take these
 	}
@@ -175,8 +235,11 @@ func runBench(ctx context.Context, client kubernetes.Interface, dyn dynamic.Inte
 		go func() {
 			defer wg.Done()
 			for name := range names {
-				p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default",
-					Labels: map[string]string{scheduler.LabelQueue: queue, "allot.dev/bench": run}},
+				labels := map[string]string{"allot.dev/bench": run}
+				if queue != "" {
+					labels[scheduler.LabelQueue] = queue
+				}
+				p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", Labels: labels},
 					Spec: corev1.PodSpec{SchedulerName: schedulerName, Containers: []corev1.Container{{Name: "c", Image: "bench",
 						Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{scheduler.GPUResource: resource.MustParse("1")}}}}}}
 				start := time.Now()
@@ -208,28 +271,22 @@ func runBench(ctx context.Context, client kubernetes.Interface, dyn dynamic.Inte
 		return &BenchResult{Pods: n, Submitted: submitted, PodsPerSecond: float64(n) / submitted.Seconds(), Mode: mode}, nil
 	}
 	var opened time.Time
+	backlog := release != nil
 	if backlog {
-		// Open the queue once the scheduler counts every pod as waiting in it.
-		err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-			u, err := queues.Get(ctx, queue, metav1.GetOptions{})
-			if err != nil {
-				return false, nil
-			}
-			pending, _, _ := unstructured.NestedInt64(u.Object, "status", "pending")
-			return pending == int64(n), nil
-		})
-		if err != nil {
-			return nil, fmt.Errorf("the scheduler did not count the %d pods waiting in queue %s: %w", n, queue, err)
+		var err error
+		if opened, err = release(); err != nil {
+			return nil, err
 		}
 		mu.Lock()
-		early := len(bound)
+		early := 0
+		for _, at := range bound {
+			if at.Before(opened) {
+				early++
+			}
+		}
 		mu.Unlock()
 		if early > 0 {
-			return nil, fmt.Errorf("%d pods bound while queue %s was closed", early, queue)
-		}
-		opened = time.Now()
-		if err := setGPU(true); err != nil {
-			return nil, fmt.Errorf("opening queue %s: %w", queue, err)
+			return nil, fmt.Errorf("%d pods bound before they were let go", early)
 		}
 	}
 	select {

@@ -1,0 +1,138 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"text/tabwriter"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/allot-dev/allot/kube/localcluster"
+	"github.com/allot-dev/allot/kube/scheduler"
+	"github.com/allot-dev/allot/kube/simnode"
+)
+
+// againstRun is one scheduler's figures in a comparison.
+type againstRun struct {
+	Scheduler string
+	*BenchResult
+}
+
+// benchAgainst measures the upstream kube-scheduler (the binary at kubeScheduler, built
+// from the k8s.io/kubernetes module of go.mod by make bench-kube) and Allot's scheduler the
+// same way, each on a fresh embedded API server with the same simulated nodes, in turn
+// (the order alternating each round), and prints both and their ratio.
+// allot is the allot binary that runs `allot scheduler`.
+func benchAgainst(ctx context.Context, out, progressTo io.Writer, allot, kubeScheduler string, nodes, pods, rounds int) ([]againstRun, error) {
+	// The embedded control planes' logs go to a file; the schedulers' to their own.
+	logPath := filepath.Join(os.TempDir(), "allot-bench-against.log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	// Not closed: klog keeps writing to it (a control plane stopping) until the process ends.
+	quietKlog(logFile)
+	fmt.Fprintf(progressTo, "control plane and scheduler logs: %s\n", logPath)
+	var runs []againstRun
+	for r := 0; r < rounds; r++ {
+		order := []string{"kube-scheduler", "allot"}
+		if r%2 == 1 {
+			order[0], order[1] = order[1], order[0]
+		}
+		for _, name := range order {
+			fmt.Fprintf(progressTo, "round %d of %d: %s on a fresh API server with %d nodes\n", r+1, rounds, name, nodes)
+			res, err := benchOnFreshCluster(ctx, name, allot, kubeScheduler, nodes, pods, logFile, progress(progressTo, pods, name))
+			if err != nil {
+				return runs, fmt.Errorf("%s: %w", name, err)
+			}
+			runs = append(runs, againstRun{Scheduler: name, BenchResult: res})
+		}
+	}
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "SCHEDULER\tPODS/S\tP50\tP99\tBOUND\tPODS CREATED IN")
+	sum := map[string]float64{}
+	for _, r := range runs {
+		fmt.Fprintf(tw, "%s\t%.0f\t%s\t%s\t%d/%d\t%s\n", r.Scheduler, r.PodsPerSecond, r.P50.Round(time.Millisecond), r.P99.Round(time.Millisecond),
+			r.Bound, r.Pods, r.Submitted.Round(time.Millisecond))
+		sum[r.Scheduler] += r.PodsPerSecond
+	}
+	if err := tw.Flush(); err != nil {
+		return runs, err
+	}
+	if sum["kube-scheduler"] > 0 {
+		fmt.Fprintf(out, "allot ÷ kube-scheduler: %.2f× (mean pods/s over %d round(s), %d nodes × 8 GPUs, %d one-GPU pods, creation to binding)\n",
+			sum["allot"]/sum["kube-scheduler"], rounds, nodes, pods)
+	}
+	return runs, nil
+}
+
+// benchOnFreshCluster starts an embedded API server (etcd, kube-apiserver and the
+// controller manager, as allot up has) with simulated nodes and their kubelet, starts the
+// named scheduler as a process of its own, times pods binding, and stops it all.
+func benchOnFreshCluster(parent context.Context, name, self, kubeScheduler string, nodes, pods int, logs io.Writer, prog func(done, total int)) (*BenchResult, error) {
+	ctx, cancel := context.WithCancel(parent)
+	defer cancel()
+	dir, err := os.MkdirTemp("", "allot-bench-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	c, err := localcluster.Start(ctx, dir)
+	if err != nil {
+		return nil, err
+	}
+	// Clients (the simulated kubelet, the scheduler) stop first, or the API server's
+	// shutdown waits a minute for their watches.
+	defer func() { cancel(); c.Stop() }()
+	rc := *c.Config
+	rc.QPS, rc.Burst = 2000, 4000
+	rc.ContentType = runtime.ContentTypeProtobuf
+	client := kubernetes.NewForConfigOrDie(&rc)
+	if err := simnode.Create(ctx, client, simnode.Spec{Prefix: "node", Count: nodes, GPUs: 8, GPUType: "A100-SXM4-80GB",
+		GPUMemoryMi: 81920, CPU: "64", Memory: "512Gi"}); err != nil {
+		return nil, err
+	}
+	go simnode.NewKubelet(client).Run(ctx)
+	kc := filepath.Join(dir, "kubeconfig")
+	if err := c.WriteKubeconfig(kc); err != nil {
+		return nil, err
+	}
+	var cmd *exec.Cmd
+	sched := scheduler.SchedulerName
+	switch name {
+	case "allot":
+		cmd = exec.CommandContext(ctx, self, "scheduler", "--kubeconfig", kc)
+	default:
+		// The rate limits the harness and kube-scheduler's performance tests use; no
+		// leader election, as Allot runs here.
+		cfg := filepath.Join(dir, "kube-scheduler.yaml")
+		if err := os.WriteFile(cfg, []byte(fmt.Sprintf(`apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+clientConnection: {kubeconfig: %q, qps: 5000, burst: 5000}
+leaderElection: {leaderElect: false}
+`, kc)), 0o600); err != nil {
+			return nil, err
+		}
+		cmd = exec.CommandContext(ctx, kubeScheduler, "--config="+cfg, "--secure-port=0")
+		sched = "default-scheduler"
+	}
+	cmd.Stdout, cmd.Stderr = logs, logs
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting %s: %w", cmd.Path, err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	// Both list and watch before the first pod, as a running cluster's scheduler has.
+	select {
+	case <-time.After(3 * time.Second):
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return runBench(ctx, client, dynamic.NewForConfigOrDie(&rc), "bench", pods, benchStream, sched, prog)
+}
