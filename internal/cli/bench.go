@@ -66,7 +66,7 @@ scheduler draining a backlog rather than keeping pace with the API server's crea
 their creation: the most pods per second this API server can take, whatever schedules them.`,
 		Example: "  allot up --nodes 250 --gpus-per-node 8 --data-dir /tmp/bench &\n  allot bench --kubeconfig /tmp/bench/kubeconfig --pods 2000\n  allot bench --kubeconfig /tmp/bench/kubeconfig --pods 2000 --mode backlog\n" +
 			"  make bench-kube   # allot bench --against bin/kube-scheduler --nodes 250 --pods 2000",
-		Args:    cobra.NoArgs,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if pods < 1 {
 				return fmt.Errorf("--pods %d is not allowed: 1 or more", pods)
