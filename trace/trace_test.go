@@ -2,9 +2,11 @@ package trace
 
 import (
 	"context"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -122,20 +124,47 @@ func TestReplayIsDeterministic(t *testing.T) {
 	}
 }
 
-// TestDefaultBeatsPublishedFGD replays one seed of the default list: the engine's default
-// placement must reach at least the paper's FGD mean at 130%, and beat our own FGD.
+// TestDefaultBeatsPublishedFGD replays every published pod list with three seeds: the
+// engine's default placement must reach at least the paper's FGD mean at 130% on each (the
+// seeds are fixed, so the figures are too: this fails only when a change lowers them), and
+// beat our own FGD on the default list. Measured here: gpushare40 94.23% against 94.15%,
+// gpushare60 91.43% against 91.40%, the two closest.
 func TestDefaultBeatsPublishedFGD(t *testing.T) {
-	nodes, pods := published(t, "default")
-	runs, err := Replay(context.Background(), nodes, pods, ReplayOptions{
-		Policies: []engine.Placement{engine.PlacementAllot, engine.PlacementFGD}, Seeds: []uint64{42}, Tune: 1.3})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if runs[0].AtEnd < PublishedFGD["default"] || runs[0].AtEnd <= runs[1].AtEnd {
-		t.Fatalf("default placement %.4f, our FGD %.4f, published FGD %.4f", runs[0].AtEnd, runs[1].AtEnd, PublishedFGD["default"])
-	}
-	if runs[0].At100 <= 0 || runs[0].At100 > runs[0].AtEnd || runs[0].Stranded <= 0 {
-		t.Fatalf("implausible run: %+v", runs[0])
+	for _, list := range slices.Sorted(maps.Keys(PublishedFGD)) {
+		nodes, pods := published(t, list)
+		policies := []engine.Placement{engine.PlacementAllot}
+		if list == "default" {
+			policies = append(policies, engine.PlacementFGD)
+		}
+		runs, err := Replay(context.Background(), nodes, pods, ReplayOptions{Policies: policies, Seeds: []uint64{42, 43, 44}, Tune: 1.3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		mean := func(p engine.Placement) float64 {
+			var sum float64
+			var n int
+			for _, r := range runs {
+				if r.Policy == PolicyLabel(p) {
+					sum += r.AtEnd
+					n++
+				}
+			}
+			if n != 3 {
+				t.Fatalf("%s: %d runs of %s, want 3", list, n, p)
+			}
+			return sum / float64(n)
+		}
+		if got := mean(engine.PlacementAllot); got < PublishedFGD[list] {
+			t.Errorf("%s: default placement %.4f over seeds 42-44, below the published FGD %.4f", list, got, PublishedFGD[list])
+		}
+		if list == "default" && mean(engine.PlacementAllot) <= mean(engine.PlacementFGD) {
+			t.Errorf("default: default placement %.4f does not beat our FGD %.4f", mean(engine.PlacementAllot), mean(engine.PlacementFGD))
+		}
+		for _, r := range runs {
+			if r.At100 <= 0 || r.At100 > r.AtEnd || r.Stranded <= 0 {
+				t.Fatalf("%s: implausible run: %+v", list, r)
+			}
+		}
 	}
 }
 
