@@ -1,6 +1,7 @@
 package trace
 
 import (
+	"bytes"
 	"context"
 	"maps"
 	"os"
@@ -182,5 +183,54 @@ func TestReplayAsIs(t *testing.T) {
 	}
 	if !reflect.DeepEqual(runs[0].Curve, runs[1].Curve) {
 		t.Fatal("best-fit on the file's order differs between seeds")
+	}
+}
+
+// TestDeriveVariants: the derived lists have the proportions asked for, the same seed gives
+// the same list, and bad factors are refused naming the flag.
+func TestDeriveVariants(t *testing.T) {
+	_, pods := published(t, "default")
+	count := func(ps []Pod) (cpuOnly int, frac, all int64) {
+		for _, p := range ps {
+			switch {
+			case p.GPUs == 0:
+				cpuOnly++
+			case p.GPUs == 1 && p.GPUMilli < 1000:
+				frac += int64(p.Demand())
+			}
+			all += int64(p.Demand())
+		}
+		return
+	}
+	c0, _, _ := count(pods)
+	twice, err := Derive(pods, Variant{CPUOnly: 2, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, _, _ := count(twice); c != 2*c0 || len(twice) != len(pods)+c0 {
+		t.Fatalf("--cpu-only 2: %d CPU-only pods of %d, want %d", c, len(twice), 2*c0)
+	}
+	again, _ := Derive(pods, Variant{CPUOnly: 2, Seed: 1})
+	if !reflect.DeepEqual(twice, again) {
+		t.Fatal("the same seed gave two lists")
+	}
+	shared, err := Derive(pods, Variant{Sharing: 0.8, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, frac, all := count(shared); float64(frac)/float64(all) < 0.8 || float64(frac)/float64(all) > 0.81 {
+		t.Fatalf("--sharing 0.8: fractional pods carry %.3f of the GPU demand", float64(frac)/float64(all))
+	}
+	var buf bytes.Buffer
+	if err := WritePods(&buf, shared[:3]); err != nil || !strings.HasPrefix(buf.String(), "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec\n") {
+		t.Fatalf("written: %v\n%s", err, buf.String())
+	}
+	for _, c := range []struct {
+		v    Variant
+		want string
+	}{{Variant{CPUOnly: -1}, "--cpu-only -1 is not allowed"}, {Variant{Sharing: 1.5}, "--sharing 1.5 is not allowed"}} {
+		if _, err := Derive(pods, c.v); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: %v, want %q", c.v, err, c.want)
+		}
 	}
 }

@@ -47,6 +47,6 @@ Expectations written in the file are checked; a mismatch exits non-zero.`,
 	cmd.Flags().StringVarP(&file, "scenario", "f", "", "scenario file (YAML)")
 	cmd.Flags().StringVarP(&output, "output", "o", "table", "output format: table or json")
 	_ = cmd.MarkFlagFilename("scenario", "yaml", "yml")
-	cmd.AddCommand(newTraceCmd(), newWorkloadCmd())
+	cmd.AddCommand(newTraceCmd(), newVariantCmd(), newWorkloadCmd())
 	return cmd
 }

@@ -179,3 +179,43 @@ func writeRunsCSV(out io.Writer, runs []trace.Run) error {
 	w.Flush()
 	return w.Error()
 }
+
+// newVariantCmd derives a pod list from a published one: more CPU-only pods, or fractional
+// pods carrying more of the GPU demand, for mixes the published family does not cover.
+func newVariantCmd() *cobra.Command {
+	var podsPath string
+	var v trace.Variant
+	cmd := &cobra.Command{
+		Use:   "variant --pods PODS.csv [--cpu-only FACTOR] [--sharing PART] [--seed N]",
+		Short: "Derive an openb pod list with more CPU-only pods or more GPU sharing, seeded",
+		Long: `Write to standard output a pod list derived from an openb one: --cpu-only 2 draws twice as
+many CPU-only pods (with replacement, from the list's own); --sharing 0.8 leaves whole-GPU pods
+out at random until fractional pods carry 80% of the GPU demand. Only proportions change, as
+a replay resamples the list to its target demand anyway. The same --seed gives the same list.`,
+		Example: `  allot sim variant --pods ../shared/traces/alibaba-gpu-v2023/openb_pod_list_default.csv --cpu-only 2 > cpu2x.csv
+  allot sim variant --pods ../shared/traces/alibaba-gpu-v2023/openb_pod_list_default.csv --sharing 0.8 > share80.csv`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if podsPath == "" {
+				return fmt.Errorf("--pods is required: an openb pod list (CSV)")
+			}
+			if v.CPUOnly == 0 && v.Sharing == 0 {
+				return fmt.Errorf("nothing to change: give --cpu-only FACTOR or --sharing PART (or both)")
+			}
+			pods, err := trace.ReadPods(podsPath)
+			if err != nil {
+				return err
+			}
+			out, err := trace.Derive(pods, v)
+			if err != nil {
+				return err
+			}
+			return trace.WritePods(cmd.OutOrStdout(), out)
+		},
+	}
+	cmd.Flags().StringVar(&podsPath, "pods", "", "openb pod list to derive from")
+	cmd.Flags().Float64Var(&v.CPUOnly, "cpu-only", 0, "factor on the number of CPU-only pods (2: twice as many)")
+	cmd.Flags().Float64Var(&v.Sharing, "sharing", 0, "part of the GPU demand fractional pods carry, 0 to 1 (0: as in the list)")
+	cmd.Flags().Uint64Var(&v.Seed, "seed", 1, "seed of the draws")
+	return cmd
+}
