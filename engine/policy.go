@@ -74,10 +74,10 @@ func (s *session) placeScored(p *podState, nodes []*nodeState) bool {
 	var best *nodeState
 	var bestOpt option
 	bestScore := math.Inf(1)
-	seen := 0
+	seen, ties := 0, 1
 	var buf []option
 	// Nodes of one kind in one state score alike: with a fragmentation model, only the
-	// first of them is scored (the first would win the tie anyway).
+	// first of them is scored (alike nodes are interchangeable: any would do).
 	var states map[uint64]*nodeState
 	var prev *nodeState
 	// A job with node preferences or placement rules tells alike nodes apart.
@@ -130,8 +130,19 @@ func (s *session) placeScored(p *podState, nodes []*nodeState) bool {
 				bestFrag, bestLeft = frag, left
 			} else {
 				sc = s.score(j, r, n, o)
-				if sc > bestScore || (sc == bestScore && pref <= bestPref) {
+				switch {
+				case sc > bestScore || (sc == bestScore && pref < bestPref):
 					continue
+				case sc == bestScore && pref == bestPref:
+					if s.opts.Placement != PlacementFGD {
+						continue // the first of equals
+					}
+					// Reservoir sampling among the options that tie.
+					if ties++; s.rng.IntN(ties) != 0 {
+						continue
+					}
+				default:
+					ties = 1
 				}
 			}
 			best, bestScore, bestPref = n, sc, pref
@@ -170,7 +181,12 @@ func (s *session) score(j *jobState, r PodRequest, n *nodeState, o option) float
 		}
 		return tier*10 + s.leftAfter(r, n, o)
 	case PlacementFGD:
-		return s.fragDelta(n, r, o)
+		// As the FGD authors' simulator scores (a kube-scheduler score plugin): the growth
+		// of fragmentation mapped through a sigmoid to a whole score of 0–100, so that
+		// options within a few milli-GPUs of each other tie, and ties go to a random one
+		// (kube-scheduler's selectHost). The exact growth with first-wins ties lands 0.3–0.8
+		// points lower on the published lists (README, "Our fgd beside the authors'").
+		return -math.Floor(100 / (1 + math.Exp(s.fragDelta(n, r, o)/1000)))
 	case PlacementAllot:
 		// Packing only breaks ties: leftAfter is at most 3, fragmentation moves in MilliGPU.
 		return s.fragDelta(n, r, o) + 1e-3*s.leftAfter(r, n, o)
