@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"fmt"
 	"math"
 	"time"
 )
@@ -16,6 +17,20 @@ import (
 type Usage struct {
 	GPUSeconds float64
 	At         time.Time
+}
+
+// DefaultUsageHalfLife is how fast past use is forgotten unless told otherwise (the
+// scheduler's and the simulator's --usage-half-life): it counts half after a day and an
+// eighth after three, so last week matters and last month hardly.
+const DefaultUsageHalfLife = 24 * time.Hour
+
+// CheckUsageStrength says what is wrong with a strength for Options.UsageStrength, for
+// the caller to put after the flag or field it came from.
+func CheckUsageStrength(k float64) error {
+	if k < 0 || math.IsNaN(k) || math.IsInf(k, 0) {
+		return fmt.Errorf("%v is not allowed: a number 0 or more (0 ignores past use; 1 lets a queue that alone used everything get none of the idle GPUs while others want them)", k)
+	}
+	return nil
 }
 
 // Accrue returns the usage at `to`, given that the queue held `gpus` GPUs above its quota

@@ -299,10 +299,6 @@ func (sc *Scenario) compileQueues(c *compiled) error {
 	return errs.orNil()
 }
 
-// DefaultHalfLife is the scheduler's --usage-half-life default: use counts half after a
-// day and an eighth after three, so last week matters and last month hardly.
-const DefaultHalfLife = 24 * time.Hour
-
 // compileHistory reads fairShareHistory and the queues' starting usage.
 func (sc *Scenario) compileHistory(c *compiled) error {
 	var errs Problems
@@ -325,7 +321,7 @@ func (sc *Scenario) compileHistory(c *compiled) error {
 	if h == nil {
 		return errs.orNil()
 	}
-	c.halfLife = DefaultHalfLife
+	c.halfLife = engine.DefaultUsageHalfLife
 	if h.HalfLife != "" {
 		d, err := time.ParseDuration(h.HalfLife)
 		if err != nil || d <= 0 {
@@ -333,9 +329,12 @@ func (sc *Scenario) compileHistory(c *compiled) error {
 		}
 		c.halfLife = d
 	}
-	if h.Strength == nil || *h.Strength < 0 || math.IsNaN(*h.Strength) || math.IsInf(*h.Strength, 0) {
+	switch {
+	case h.Strength == nil:
 		errs = append(errs, sc.errorf("fairShareHistory.strength", "a number 0 or more is required: 0 ignores history, 1 lets a queue that alone used everything get none of the idle GPUs while others want them"))
-	} else {
+	case engine.CheckUsageStrength(*h.Strength) != nil:
+		errs = append(errs, sc.errorf("fairShareHistory.strength", "%v", engine.CheckUsageStrength(*h.Strength)))
+	default:
 		c.strength = *h.Strength
 	}
 	return errs.orNil()

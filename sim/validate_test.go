@@ -28,6 +28,8 @@ func TestInvalidScenarios(t *testing.T) {
 		{"usage without history", strings.Replace(validHead, "quota: 4}", "quota: 4, usage: 10}", 1) + "  - advance: 1m\n",
 			[]string{"queues[1].usage", "usage counts only with fairShareHistory set"}},
 		{"negative strength", "fairShareHistory: {strength: -1}\n" + validHead + "  - advance: 1m\n",
+			[]string{"fairShareHistory.strength", "-1 is not allowed: a number 0 or more"}},
+		{"no strength", "fairShareHistory: {halfLife: 24h}\n" + validHead + "  - advance: 1m\n",
 			[]string{"fairShareHistory.strength", "a number 0 or more is required"}},
 		{"fraction above one", validHead + "  - submit:\n      - {name: j, queue: team-a, gpu: 1.5}\n",
 			[]string{"bad.yaml:9:", "steps[0].submit[0].gpu", "1.5 is not allowed", "fraction between 0 and 1"}},

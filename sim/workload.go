@@ -307,8 +307,8 @@ func (o *WorkloadOptions) validate() error {
 	if o.Sample <= 0 {
 		o.Sample = 6 * time.Hour
 	}
-	if o.UsageStrength < 0 || math.IsNaN(o.UsageStrength) || math.IsInf(o.UsageStrength, 0) {
-		return fmt.Errorf("--usage-strength %v is not allowed: 0 or more (0 ignores history; 1 is strong)", o.UsageStrength)
+	if err := engine.CheckUsageStrength(o.UsageStrength); err != nil {
+		return fmt.Errorf("--usage-strength %w", err)
 	}
 	if o.UsageStrength > 0 && o.HalfLife <= 0 {
 		return fmt.Errorf("--usage-half-life must be more than 0, such as 24h")

@@ -5,6 +5,8 @@ import (
 	"reflect"
 	"testing"
 	"time"
+
+	"github.com/allot-dev/allot/engine"
 )
 
 func studyOptions() WorkloadOptions {
@@ -64,7 +66,7 @@ func TestHistoryBringsTeamsCloserToTheirShare(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o.UsageStrength, o.HalfLife = 1, DefaultHalfLife
+	o.UsageStrength, o.HalfLife = 1, engine.DefaultUsageHalfLife
 	hist, err := RunWorkload(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)

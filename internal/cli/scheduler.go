@@ -2,7 +2,6 @@ package cli
 
 import (
 	"fmt"
-	"math"
 	"net"
 	"os"
 	"os/signal"
@@ -43,8 +42,8 @@ controller that makes gangs (PodGroups) of Jobs, JobSets and Kubeflow jobs, and 
 				return fmt.Errorf("--leader-elect-lease-duration %s, --leader-elect-renew-deadline %s, --leader-elect-retry-period %s are not allowed: each positive, and retry period < renew deadline < lease duration",
 					lease.Duration, lease.RenewDeadline, lease.RetryPeriod)
 			}
-			if usageStrength < 0 || math.IsNaN(usageStrength) || math.IsInf(usageStrength, 0) {
-				return fmt.Errorf("--usage-strength %v is not allowed: a number 0 or more (0 ignores past use; 1 lets a queue that alone used everything get none of the idle GPUs while others want them)", usageStrength)
+			if err := engine.CheckUsageStrength(usageStrength); err != nil {
+				return fmt.Errorf("--usage-strength %w", err)
 			}
 			if usageHalfLife <= 0 {
 				return fmt.Errorf("--usage-half-life %s is not allowed: a positive duration such as 24h or 168h", usageHalfLife)
@@ -95,6 +94,6 @@ controller that makes gangs (PodGroups) of Jobs, JobSets and Kubeflow jobs, and 
 	f.IntVar(&metricsPort, "metrics-port", 0, "serve Prometheus metrics at /metrics on this port (0: none)")
 	f.StringVar(&placement, "placement", "allot", "placement policy: allot, binpack, spread, best-fit, gpu-packing, fgd, random")
 	f.Float64Var(&usageStrength, "usage-strength", 0, "how much a queue's past use above quota lowers its part of idle GPUs: 0 ignores it, 1 is strong (quotas are never touched)")
-	f.DurationVar(&usageHalfLife, "usage-half-life", scheduler.DefaultUsageHalfLife, "how fast past use is forgotten: it counts half after this long")
+	f.DurationVar(&usageHalfLife, "usage-half-life", engine.DefaultUsageHalfLife, "how fast past use is forgotten: it counts half after this long")
 	return cmd
 }

@@ -118,7 +118,7 @@ func TestSimWorkloadWithHistory(t *testing.T) {
 	if both["withoutHistory"].UsageStrength != 0 || both["withHistory"].UsageStrength != 1 || len(both["withHistory"].Teams) != 2 {
 		t.Fatalf("json: %+v", both)
 	}
-	if _, err := run("sim", "workload", "--usage-strength", "-1"); err == nil || !strings.Contains(err.Error(), "--usage-strength -1 is not allowed: 0 or more") {
+	if _, err := run("sim", "workload", "--usage-strength", "-1"); err == nil || !strings.Contains(err.Error(), "--usage-strength -1 is not allowed: a number 0 or more (0 ignores past use") {
 		t.Errorf("negative strength: %v", err)
 	}
 }

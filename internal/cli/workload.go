@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"os/signal"
 	"strconv"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/allot-dev/allot/engine"
 	"github.com/allot-dev/allot/sim"
 	"github.com/allot-dev/allot/trace"
 )
@@ -41,8 +41,8 @@ GPU-hours end from its fair share (by quotas and weights) in each run.`,
 			if output != "table" && output != "json" {
 				return fmt.Errorf("-o %q is not supported: allowed values are table, json", output)
 			}
-			if o.UsageStrength < 0 || math.IsNaN(o.UsageStrength) || math.IsInf(o.UsageStrength, 0) {
-				return fmt.Errorf("--usage-strength %v is not allowed: 0 or more (0 ignores history; 1 is strong)", o.UsageStrength)
+			if err := engine.CheckUsageStrength(o.UsageStrength); err != nil {
+				return fmt.Errorf("--usage-strength %w", err) // before any file is read
 			}
 			var err error
 			if o.Teams, err = parseTeams(teams); err != nil {
@@ -103,7 +103,7 @@ GPU-hours end from its fair share (by quotas and weights) in each run.`,
 	f.Uint64Var(&o.Seed, "seed", 42, "seed of the arrivals, sizes and run times")
 	f.Float64Var(&sampleHours, "sample", 12, "hours per utilisation sample")
 	f.Float64Var(&o.UsageStrength, "usage-strength", 0, "how much past use above quota lowers a team's part of idle GPUs: 0 ignores history, 1 is strong; above 0 the run is compared with one without history")
-	f.DurationVar(&o.HalfLife, "usage-half-life", sim.DefaultHalfLife, "how fast past use is forgotten: it counts half after this long")
+	f.DurationVar(&o.HalfLife, "usage-half-life", engine.DefaultUsageHalfLife, "how fast past use is forgotten: it counts half after this long")
 	f.StringVarP(&output, "output", "o", "table", "output format: table or json")
 	return cmd
 }

@@ -206,15 +206,15 @@ func TestPendingReasonAndTopNodes(t *testing.T) {
 			lines = append(lines, strings.Join(f[:min(len(f), 4)], " "))
 		}
 	}
-	shared = ""
+	indented := ""
 	for _, l := range strings.Split(grouped, "\n") {
 		if strings.HasPrefix(l, "  dgx-") {
-			shared += strings.Fields(l)[0] + " "
+			indented += strings.Fields(l)[0] + " "
 		}
 	}
 	if len(lines) != 4 || !strings.HasPrefix(lines[0], "rack r1") || !strings.HasPrefix(lines[1], "dgx-1") || !strings.HasPrefix(lines[2], "rack r2") ||
-		!strings.HasPrefix(lines[3], "dgx-2") || shared != "dgx-1 dgx-2 " {
-		t.Fatalf("top nodes with a Topology, grouped lines %q, indented nodes %q:\n%s", lines, shared, grouped)
+		!strings.HasPrefix(lines[3], "dgx-2") || indented != "dgx-1 dgx-2 " {
+		t.Fatalf("top nodes with a Topology, grouped lines %q, indented nodes %q:\n%s", lines, indented, grouped)
 	}
 	q := e.must(t, "queues")
 	// PAST USE comes from the status the scheduler keeps (status.usage): team-a is within

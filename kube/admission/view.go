@@ -106,16 +106,10 @@ func (v *informerView) NamespaceLabels(name string) map[string]string {
 }
 
 func (v *informerView) Topologies() map[string]convert.Levels {
-	out := map[string]convert.Levels{}
 	if v.topologies == nil {
-		return out
+		return map[string]convert.Levels{}
 	}
-	for _, o := range v.topologies.GetStore().List() {
-		u := o.(*unstructured.Unstructured)
-		if l, err := convert.TopologyLevels(u); err == nil {
-			out[u.GetName()] = l
-		}
-	}
+	out, _ := convert.Topologies(v.topologies.GetStore().List())
 	return out
 }
 

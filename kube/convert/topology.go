@@ -43,6 +43,37 @@ func TopologyLevels(u *unstructured.Unstructured) (Levels, error) {
 	return l, nil
 }
 
+// Topologies reads Topology objects as an informer's store or a list holds them
+// (*unstructured.Unstructured), by name; one that does not read is left out and its error
+// returned.
+func Topologies(objs []any) (map[string]Levels, []error) {
+	out := make(map[string]Levels, len(objs))
+	var errs []error
+	for _, o := range objs {
+		u, ok := o.(*unstructured.Unstructured)
+		if !ok {
+			continue
+		}
+		if l, err := TopologyLevels(u); err == nil {
+			out[u.GetName()] = l
+		} else {
+			errs = append(errs, err)
+		}
+	}
+	return out, errs
+}
+
+// ViewTopology is the Topology views group nodes by: the only one, or the one named
+// default; ok is false when there is none to pick.
+func ViewTopology(objs []any) (Levels, bool) {
+	all, _ := Topologies(objs)
+	name, err := PickTopology("", all)
+	if err != nil {
+		return Levels{}, false
+	}
+	return all[name], true
+}
+
 // TopologyAnnotations are the annotations that place a workload in a topology; the workload
 // controller copies them from an owner (a Job, a JobSet) to its PodGroup.
 var TopologyAnnotations = []string{v1alpha1.AnnotationTopologyRequired, v1alpha1.AnnotationTopologyPreferred, v1alpha1.AnnotationTopology}

@@ -145,20 +145,10 @@ func (s *Server) topology() *convert.Levels {
 	if s.topologies == nil {
 		return nil
 	}
-	all := map[string]convert.Levels{}
-	for _, o := range s.topologies.GetStore().List() {
-		if u, ok := o.(*unstructured.Unstructured); ok {
-			if lv, err := convert.TopologyLevels(u); err == nil {
-				all[u.GetName()] = lv
-			}
-		}
+	if lv, ok := convert.ViewTopology(s.topologies.GetStore().List()); ok {
+		return &lv
 	}
-	name, err := convert.PickTopology("", all)
-	if err != nil {
-		return nil
-	}
-	lv := all[name]
-	return &lv
+	return nil
 }
 
 func (s *Server) touch() {

@@ -31,17 +31,12 @@ func Topology(ctx context.Context, dyn dynamic.Interface) (convert.Levels, bool,
 	if err != nil {
 		return convert.Levels{}, false, err
 	}
-	all := map[string]convert.Levels{}
+	objs := make([]any, len(l.Items))
 	for i := range l.Items {
-		if lv, err := convert.TopologyLevels(&l.Items[i]); err == nil {
-			all[l.Items[i].GetName()] = lv
-		}
+		objs[i] = &l.Items[i]
 	}
-	name, err := convert.PickTopology("", all)
-	if err != nil {
-		return convert.Levels{}, false, nil
-	}
-	return all[name], true, nil
+	lv, ok := convert.ViewTopology(objs)
+	return lv, ok, nil
 }
 
 // PlaceNodes gives each node its place in the levels and orders the nodes by it, widest

@@ -58,14 +58,10 @@ type Options struct {
 	// Metrics, if set, records each cycle.
 	Metrics *Metrics
 	// UsageHalfLife is how fast a queue's past use above quota is forgotten (it counts
-	// half after this long); zero means DefaultUsageHalfLife. Engine.UsageStrength says
+	// half after this long); zero means engine.DefaultUsageHalfLife. Engine.UsageStrength says
 	// how much that use tilts the division of idle GPUs.
 	UsageHalfLife time.Duration
 }
-
-// DefaultUsageHalfLife: use counts half after a day and an eighth after three, so last
-// week matters and last month hardly.
-const DefaultUsageHalfLife = 24 * time.Hour
 
 // Scheduler runs cycles against the API server.
 type Scheduler struct {
@@ -106,7 +102,9 @@ type Scheduler struct {
 	// topologies is nil where the Topology CRD is not served (a chart upgraded without its
 	// new CRDs): workloads that name a level then wait, saying there is no Topology.
 	topologies cache.SharedIndexInformer
-	wake       chan struct{}
+	// topologyProblems is the last warning about unreadable Topologies, said once.
+	topologyProblems string
+	wake             chan struct{}
 	// fence is nil without leader election.
 	fence *fence
 	// stale is set while the API server is away and until everything is listed again
@@ -149,7 +147,7 @@ func New(rc *rest.Config, opts Options) (*Scheduler, error) {
 		assumed:  map[types.UID]engine.Binding{}, backoff: map[types.UID]time.Time{}, reasons: map[types.UID]string{}, evicting: map[types.UID]time.Time{}, partial: map[engine.JobID]partialGang{}, wake: make(chan struct{}, 1),
 		occWritten: map[engine.NodeID]string{}, queueWritten: map[string]time.Time{}, usage: map[string]engine.Usage{}}
 	if s.opts.UsageHalfLife <= 0 {
-		s.opts.UsageHalfLife = DefaultUsageHalfLife
+		s.opts.UsageHalfLife = engine.DefaultUsageHalfLife
 	}
 	s.conv.warn = func(n *corev1.Node, problems []string) {
 		for _, p := range problems {
@@ -416,16 +414,15 @@ func (s *Scheduler) Cycle(ctx context.Context) error {
 			badQueues[u.GetName()] = err.Error()
 		}
 	}
-	topologies := map[string]convert.Levels{}
+	var topologies map[string]convert.Levels
 	if s.topologies != nil {
-		for _, o := range s.topologies.GetStore().List() {
-			u := o.(*unstructured.Unstructured)
-			if l, err := convert.TopologyLevels(u); err == nil {
-				topologies[u.GetName()] = l
-			} else {
-				slog.Warn("allot scheduler: topology not read", "err", err)
-			}
+		var problems []error
+		topologies, problems = convert.Topologies(s.topologies.GetStore().List())
+		// Said once, not every cycle: the CRD's schema makes such an object rare.
+		if msg := fmt.Sprint(problems); len(problems) > 0 && msg != s.topologyProblems {
+			slog.Warn("allot scheduler: topologies not read", "err", msg)
 		}
+		s.topologyProblems = fmt.Sprint(problems)
 	}
 	groups := map[string]convert.Group{}
 	var podGroups []*unstructured.Unstructured

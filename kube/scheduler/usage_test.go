@@ -54,7 +54,7 @@ func TestUsageSurvivesRestartAndTiltsShares(t *testing.T) {
 		return v, ok
 	}
 	near := func(got int64, want float64) bool { return math.Abs(float64(got)-want) <= 0.002*want+1 }
-	halfLife := DefaultUsageHalfLife
+	halfLife := engine.DefaultUsageHalfLife
 
 	stop := start()
 	e.waitFor(t, "heavy's 8 pods running", func() (bool, string) {
