@@ -57,8 +57,7 @@ func (e *Engine) Schedule(snap *Snapshot) *Plan {
 		if len(w) == 0 {
 			w = shapesOf(snap)
 		}
-		s.frag = newFragModel(w)
-		s.frag.packed = s.opts.Placement == PlacementAllot
+		s.frag = newFragModel(w, snap.Nodes, s.opts.Placement == PlacementAllot)
 	}
 	s.computeFairShares()
 	s.orderJobs()

@@ -15,8 +15,7 @@ func NewPlacer(nodes []Node, opts Options) *Placer {
 		opts.MaxNodeTrials = 64
 	}
 	p := &Placer{s: newSession(&Snapshot{Nodes: nodes}, opts)}
-	p.s.frag = newFragModel(opts.Workload)
-	p.s.frag.packed = opts.Placement == PlacementAllot
+	p.s.frag = newFragModel(opts.Workload, nodes, opts.Placement == PlacementAllot)
 	p.queue.q = &Queue{ID: "trace"}
 	return p
 }

@@ -137,36 +137,71 @@ func TestDefaultBeatsPublishedFGD(t *testing.T) {
 		if list == "default" {
 			policies = append(policies, engine.PlacementFGD)
 		}
-		runs, err := Replay(context.Background(), nodes, pods, ReplayOptions{Policies: policies, Seeds: []uint64{42, 43, 44}, Tune: 1.3})
+		mean := replayMeans(t, list, nodes, pods, policies)
+		if got := mean[engine.PlacementAllot]; got < PublishedFGD[list] {
+			t.Errorf("%s: default placement %.4f over seeds 42-44, below the published FGD %.4f", list, got, PublishedFGD[list])
+		}
+		if list == "default" && mean[engine.PlacementAllot] <= mean[engine.PlacementFGD] {
+			t.Errorf("default: default placement %.4f does not beat our FGD %.4f", mean[engine.PlacementAllot], mean[engine.PlacementFGD])
+		}
+	}
+}
+
+// TestDefaultBestOnHeavierMixes derives, as the README's commands do (`allot sim variant`,
+// seed 1), a list with 2.5 times the CPU-only pods of default and one where fractional pods
+// carry 80% of the GPU demand: mixes where the hosts' CPU runs out with the GPUs. The
+// default must place at least as much as bin-packing and as our FGD there (seeds 42-44).
+// Measured here: 90.03% against binpack's 89.22% and fgd's 88.45% (CPU-heavy), 87.98%
+// against 86.82% and 84.39% (sharing-heavy); with the packed measure at 0.1 whatever the
+// mix, the default lost to binpack on both.
+func TestDefaultBestOnHeavierMixes(t *testing.T) {
+	nodes, pods := published(t, "default")
+	for name, v := range map[string]Variant{
+		"--cpu-only 2.5": {CPUOnly: 2.5, Seed: 1},
+		"--sharing 0.8":  {Sharing: 0.8, Seed: 1},
+	} {
+		list, err := Derive(pods, v)
 		if err != nil {
 			t.Fatal(err)
 		}
-		mean := func(p engine.Placement) float64 {
-			var sum float64
-			var n int
-			for _, r := range runs {
-				if r.Policy == PolicyLabel(p) {
-					sum += r.AtEnd
-					n++
-				}
-			}
-			if n != 3 {
-				t.Fatalf("%s: %d runs of %s, want 3", list, n, p)
-			}
-			return sum / float64(n)
-		}
-		if got := mean(engine.PlacementAllot); got < PublishedFGD[list] {
-			t.Errorf("%s: default placement %.4f over seeds 42-44, below the published FGD %.4f", list, got, PublishedFGD[list])
-		}
-		if list == "default" && mean(engine.PlacementAllot) <= mean(engine.PlacementFGD) {
-			t.Errorf("default: default placement %.4f does not beat our FGD %.4f", mean(engine.PlacementAllot), mean(engine.PlacementFGD))
-		}
-		for _, r := range runs {
-			if r.At100 <= 0 || r.At100 > r.AtEnd || r.Stranded <= 0 {
-				t.Fatalf("%s: implausible run: %+v", list, r)
+		mean := replayMeans(t, name, nodes, list, []engine.Placement{engine.PlacementAllot, engine.PlacementBinPack, engine.PlacementFGD})
+		for _, rival := range []engine.Placement{engine.PlacementBinPack, engine.PlacementFGD} {
+			if mean[engine.PlacementAllot] < mean[rival] {
+				t.Errorf("%s: default placement %.4f over seeds 42-44, below %s's %.4f", name, mean[engine.PlacementAllot], rival, mean[rival])
 			}
 		}
 	}
+}
+
+// replayMeans replays the policies with seeds 42-44 and gives each one's mean allocation
+// at 130% of capacity.
+func replayMeans(t *testing.T, list string, nodes []engine.Node, pods []Pod, policies []engine.Placement) map[engine.Placement]float64 {
+	t.Helper()
+	runs, err := Replay(context.Background(), nodes, pods, ReplayOptions{Policies: policies, Seeds: []uint64{42, 43, 44}, Tune: 1.3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mean := map[engine.Placement]float64{}
+	for _, p := range policies {
+		var sum float64
+		var n int
+		for _, r := range runs {
+			if r.Policy == PolicyLabel(p) {
+				sum += r.AtEnd
+				n++
+			}
+		}
+		if n != 3 {
+			t.Fatalf("%s: %d runs of %s, want 3", list, n, p)
+		}
+		mean[p] = sum / float64(n)
+	}
+	for _, r := range runs {
+		if r.At100 <= 0 || r.At100 > r.AtEnd || r.Stranded <= 0 {
+			t.Fatalf("%s: implausible run: %+v", list, r)
+		}
+	}
+	return mean
 }
 
 // TestReplayAsIs: --order as-is places the file's pods once, in the file's order: as many
