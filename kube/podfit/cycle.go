@@ -109,19 +109,47 @@ type shape struct {
 	NodeSelector map[string]string
 	NodeAffinity *corev1.NodeAffinity
 	Tolerations  []corev1.Toleration
-	Volumes      []corev1.Volume
+	Volumes      []corev1.VolumeSource // placementVolumes
 	Dynamic      bool
+}
+
+func shapeOf(p *corev1.Pod, repels bool) shape {
+	sh := shape{Namespace: p.Namespace, NodeSelector: p.Spec.NodeSelector,
+		Tolerations: p.Spec.Tolerations, Volumes: placementVolumes(p), Dynamic: repels || needsRules(p)}
+	if a := p.Spec.Affinity; a != nil {
+		sh.NodeAffinity = a.NodeAffinity
+	}
+	return sh
+}
+
+// key tells shapes apart: equal keys, equal filters.
+func (sh shape) key() string {
+	raw, _ := json.Marshal(sh)
+	return string(raw)
+}
+
+// placementVolumes are the sources of the pod's volumes that a static plugin reads: claims,
+// ephemeral claims and disks attached from outside. The service account's token volume
+// that the API server adds to nearly every pod (kube-api-access-XXXXX, named apart per
+// pod), ConfigMaps, Secrets, emptyDirs, downward API and host paths bear on no node's
+// fitness: keyed by them, every pod was a shape of its own and ran the filters on every
+// node, a third of the scheduler's time draining a backlog of 2,000 pods.
+func placementVolumes(p *corev1.Pod) []corev1.VolumeSource {
+	var out []corev1.VolumeSource
+	for _, v := range p.Spec.Volumes {
+		s := v.VolumeSource
+		if s.Projected != nil || s.ConfigMap != nil || s.Secret != nil || s.EmptyDir != nil || s.DownwardAPI != nil || s.HostPath != nil {
+			continue
+		}
+		out = append(out, s)
+	}
+	return out
 }
 
 // NodeFilter is the engine's filter for a job whose pods look like p.
 func (cy *Cycle) NodeFilter(p *corev1.Pod) *engine.NodeFilter {
-	sh := shape{Namespace: p.Namespace, NodeSelector: p.Spec.NodeSelector,
-		Tolerations: p.Spec.Tolerations, Volumes: p.Spec.Volumes, Dynamic: cy.repels || needsRules(p)}
-	if a := p.Spec.Affinity; a != nil {
-		sh.NodeAffinity = a.NodeAffinity
-	}
-	raw, _ := json.Marshal(sh)
-	key := string(raw)
+	sh := shapeOf(p, cy.repels)
+	key := sh.key()
 	if f, ok := cy.filters[key]; ok {
 		return f
 	}
@@ -131,7 +159,7 @@ func (cy *Cycle) NodeFilter(p *corev1.Pod) *engine.NodeFilter {
 }
 
 func (cy *Cycle) staticFilter(p *corev1.Pod, sh shape) *engine.NodeFilter {
-	if len(p.Spec.Volumes) > 0 {
+	if len(sh.Volumes) > 0 {
 		cy.withPods() // VolumeRestrictions looks for other pods using the same claims
 	}
 	// The plugins only read the pod: a shallow copy without the node name will do.

@@ -41,6 +41,7 @@ func adapterCluster(nodeCount, gpuNodes, perNode, running, others, pending int) 
 		p.Labels[v1alpha1.LabelQueue] = "q"
 		p.Spec.NodeName = node
 		p.Spec.Tolerations = []corev1.Toleration{{Key: "nvidia.com/gpu", Operator: corev1.TolerationOpExists}}
+		p.Spec.Volumes = []corev1.Volume{serviceAccountVolume(name)}
 		p.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU] = resource.MustParse("1")
 		if gpus > 0 {
 			p.Spec.Containers[0].Resources.Limits = corev1.ResourceList{v1alpha1.GPUResource: *resource.NewQuantity(gpus, resource.DecimalSI)}
@@ -64,6 +65,14 @@ func adapterCluster(nodeCount, gpuNodes, perNode, running, others, pending int) 
 		pods = append(pods, mk(fmt.Sprintf("wait-%d", i), v1alpha1.SchedulerName, "", 1))
 	}
 	return nodes, pods
+}
+
+// serviceAccountVolume is the token volume the API server's ServiceAccount admission adds to
+// nearly every pod, named apart per pod (kube-api-access-XXXXX).
+func serviceAccountVolume(pod string) corev1.Volume {
+	return corev1.Volume{Name: "kube-api-access-" + pod, VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
+		Sources: []corev1.VolumeProjection{{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Path: "token"}},
+			{ConfigMap: &corev1.ConfigMapProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "kube-root-ca.crt"}}}}}}}
 }
 
 // benchCycles runs the adapter's cycle (snapshot, constraints, engine) b.N times.
@@ -101,7 +110,8 @@ func benchCycles(b *testing.B, nodes []*corev1.Node, pods []*corev1.Pod) {
 // BenchmarkAdapterCycle times what a cycle does between the informer caches and the plan,
 // with and without the Kubernetes contract (podfit): 250 nodes × 8 GPUs (the size of
 // `allot bench`), 1,500 running one-GPU pods of Allot (6 per node), 2,000 CPU-only pods of
-// other schedulers, 500 pending one-GPU pods; every node tainted and every pod tolerating it.
+// other schedulers, 500 pending one-GPU pods; every node tainted and every pod tolerating it,
+// and every pod with its own service account token volume, as the API server makes them.
 func BenchmarkAdapterCycle(b *testing.B) {
 	nodes, pods := adapterCluster(250, 250, 6, 1500, 2000, 500)
 	benchCycles(b, nodes, pods)
