@@ -52,7 +52,7 @@ bench:
 # pods, in turn, the order alternating (ROUNDS=3 for three rounds each).
 bench-kube: build
 	$(GO) build -o bin/kube-scheduler k8s.io/kubernetes/cmd/kube-scheduler
-	./$(BIN) bench --against bin/kube-scheduler --nodes $${NODES:-250} --pods $${PODS:-2000} --rounds $${ROUNDS:-2}
+	./$(BIN) bench --against bin/kube-scheduler --mode $${MODE:-stream} --nodes $${NODES:-250} --pods $${PODS:-2000} --rounds $${ROUNDS:-2}
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')

@@ -30,7 +30,10 @@ type againstRun struct {
 // same way, each on a fresh embedded API server with the same simulated nodes, in turn
 // (the order alternating each round), and prints both and their ratio.
 // allot is the allot binary that runs `allot scheduler`.
-func benchAgainst(ctx context.Context, out, progressTo io.Writer, allot, kubeScheduler string, nodes, pods, rounds int) ([]againstRun, error) {
+// In backlog mode the pods are created first, with no scheduler running (their creation
+// is then the API server's own rate, nothing else competing), and times count from the
+// scheduler's start: its listing, its first cycle and the binds, as after a restart.
+func benchAgainst(ctx context.Context, out, progressTo io.Writer, allot, kubeScheduler, mode string, nodes, pods, rounds int) ([]againstRun, error) {
 	// The embedded control planes' logs go to a file; the schedulers' to their own.
 	logPath := filepath.Join(os.TempDir(), "allot-bench-against.log")
 	logFile, err := os.Create(logPath)
@@ -48,7 +51,7 @@ func benchAgainst(ctx context.Context, out, progressTo io.Writer, allot, kubeSch
 		}
 		for _, name := range order {
 			fmt.Fprintf(progressTo, "round %d of %d: %s on a fresh API server with %d nodes\n", r+1, rounds, name, nodes)
-			res, err := benchOnFreshCluster(ctx, name, allot, kubeScheduler, nodes, pods, logFile, progress(progressTo, pods, name))
+			res, err := benchOnFreshCluster(ctx, name, allot, kubeScheduler, mode, nodes, pods, logFile, progress(progressTo, pods, name))
 			if err != nil {
 				return runs, fmt.Errorf("%s: %w", name, err)
 			}
@@ -66,17 +69,34 @@ func benchAgainst(ctx context.Context, out, progressTo io.Writer, allot, kubeSch
 	if err := tw.Flush(); err != nil {
 		return runs, err
 	}
+	what := "creation to binding"
+	if mode == benchBacklog {
+		what = "created first, the scheduler's start to binding"
+	}
 	if sum["kube-scheduler"] > 0 {
-		fmt.Fprintf(out, "allot ÷ kube-scheduler: %.2f× (mean pods/s over %d round(s), %d nodes × 8 GPUs, %d one-GPU pods, creation to binding)\n",
-			sum["allot"]/sum["kube-scheduler"], rounds, nodes, pods)
+		fmt.Fprintf(out, "allot ÷ kube-scheduler: %.2f× (mean pods/s over %d round(s), %d nodes × 8 GPUs, %d one-GPU pods, %s)\n",
+			sum["allot"]/sum["kube-scheduler"], rounds, nodes, pods, what)
+	}
+	if mode == benchBacklog {
+		// With nothing scheduling while they were made, the creations measure the API
+		// server itself: how close to it each scheduler drains.
+		var created, sched float64
+		for _, r := range runs {
+			created += float64(r.Pods) / r.Submitted.Seconds()
+		}
+		created /= float64(len(runs))
+		for _, name := range []string{"allot", "kube-scheduler"} {
+			sched = sum[name] / float64(rounds)
+			fmt.Fprintf(out, "%s drains at %.0f%% of the API server's creation rate (%.0f pods/s, mean of the runs)\n", name, 100*sched/created, created)
+		}
 	}
 	return runs, nil
 }
 
 // benchOnFreshCluster starts an embedded API server (etcd, kube-apiserver and the
-// controller manager, as allot up has) with simulated nodes and their kubelet, starts the
+// controller manager, as allot up has, but no default scheduler) with simulated nodes and their kubelet, starts the
 // named scheduler as a process of its own, times pods binding, and stops it all.
-func benchOnFreshCluster(parent context.Context, name, self, kubeScheduler string, nodes, pods int, logs io.Writer, prog func(done, total int)) (*BenchResult, error) {
+func benchOnFreshCluster(parent context.Context, name, self, kubeScheduler, mode string, nodes, pods int, logs io.Writer, prog func(done, total int)) (*BenchResult, error) {
 	ctx, cancel := context.WithCancel(parent)
 	defer cancel()
 	dir, err := os.MkdirTemp("", "allot-bench-")
@@ -84,7 +104,9 @@ func benchOnFreshCluster(parent context.Context, name, self, kubeScheduler strin
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	c, err := localcluster.Start(ctx, dir)
+	// Without the embedded default scheduler: it would share the pods with the
+	// kube-scheduler under test (both are default-scheduler).
+	c, err := localcluster.StartWithoutDefaultScheduler(ctx, dir)
 	if err != nil {
 		return nil, err
 	}
@@ -124,10 +146,32 @@ leaderElection: {leaderElect: false}
 		sched = "default-scheduler"
 	}
 	cmd.Stdout, cmd.Stderr = logs, logs
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("starting %s: %w", cmd.Path, err)
+	start := func() (time.Time, error) {
+		at := time.Now()
+		if err := cmd.Start(); err != nil {
+			return at, fmt.Errorf("starting %s: %w", cmd.Path, err)
+		}
+		return at, nil
 	}
-	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	defer func() {
+		if cmd.Process != nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		}
+	}()
+	if mode == benchBacklog {
+		queue := ""
+		if name == "allot" {
+			queue = "bench"
+			if err := ensureQueue(ctx, dynamic.NewForConfigOrDie(&rc), queue, pods, true); err != nil {
+				return nil, err
+			}
+		}
+		return submitAndTime(ctx, client, pods, queue, benchBacklog, sched, start, prog)
+	}
+	if _, err := start(); err != nil {
+		return nil, err
+	}
 	// Both list and watch before the first pod, as a running cluster's scheduler has.
 	select {
 	case <-time.After(3 * time.Second):

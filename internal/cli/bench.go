@@ -63,9 +63,15 @@ creation to binding. The pods are deleted afterwards.
 the scheduler counts them all: the figures are then from the opening to each binding, the
 scheduler draining a backlog rather than keeping pace with the API server's creations.
 --mode create submits pods that no scheduler owns (no webhook, no binding) and times only
-their creation: the most pods per second this API server can take, whatever schedules them.`,
+their creation: the most pods per second this API server can take, whatever schedules them.
+
+--against KUBE-SCHEDULER runs upstream kube-scheduler and Allot in turn, each on a fresh
+embedded API server with --nodes simulated nodes: --mode stream as above; --mode backlog
+creates the pods before the scheduler starts and times from its start (listing, first
+cycle, binds), and prints how close to the API server's own creation rate each drains.`,
 		Example: "  allot up --nodes 250 --gpus-per-node 8 --data-dir /tmp/bench &\n  allot bench --kubeconfig /tmp/bench/kubeconfig --pods 2000\n  allot bench --kubeconfig /tmp/bench/kubeconfig --pods 2000 --mode backlog\n" +
-			"  make bench-kube   # allot bench --against bin/kube-scheduler --nodes 250 --pods 2000",
+			"  make bench-kube   # allot bench --against bin/kube-scheduler --nodes 250 --pods 2000\n" +
+			"  make bench-kube MODE=backlog",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if pods < 1 {
@@ -73,8 +79,8 @@ their creation: the most pods per second this API server can take, whatever sche
 			}
 			if against != "" {
 				switch {
-				case mode != benchStream:
-					return fmt.Errorf("--mode %s is not allowed with --against: stream only (kube-scheduler has no queue to close)", mode)
+				case mode != benchStream && mode != benchBacklog:
+					return fmt.Errorf("--mode %s is not allowed with --against: stream or backlog", mode)
 				case nodes < 1 || nodes > 5000:
 					return fmt.Errorf("--nodes %d is not allowed: 1 to 5000", nodes)
 				case rounds < 1:
@@ -89,7 +95,7 @@ their creation: the most pods per second this API server can take, whatever sche
 				if err != nil {
 					return err
 				}
-				_, err = benchAgainst(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), self, against, nodes, pods, rounds)
+				_, err = benchAgainst(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), self, against, mode, nodes, pods, rounds)
 				return err
 			}
 			if mode != benchStream && mode != benchBacklog && mode != benchCreate {
@@ -142,27 +148,8 @@ func runBench(ctx context.Context, client kubernetes.Interface, dyn dynamic.Inte
 	}
 	backlog := mode == benchBacklog
 	queues := dyn.Resource(v1alpha1.Queues)
-	// Open: room for all the pods; closed: limit 0, so they wait with a reason.
-	gpu := func(open bool) map[string]any {
-		if open {
-			return map[string]any{"quota": int64(n), "limit": nil}
-		}
-		return map[string]any{"quota": int64(0), "limit": int64(0)}
-	}
-	q := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "allot.dev/v1alpha1", "kind": "Queue",
-		"metadata": map[string]any{"name": queue}, "spec": map[string]any{"gpu": gpu(!backlog)}}}
-	setGPU := func(open bool) error {
-		patch, _ := json.Marshal(map[string]any{"spec": map[string]any{"gpu": gpu(open)}})
-		_, err := queues.Patch(ctx, queue, types.MergePatchType, patch, metav1.PatchOptions{})
-		return err
-	}
-	if _, err := queues.Create(ctx, q, metav1.CreateOptions{}); apierrors.IsAlreadyExists(err) {
-		err = setGPU(!backlog)
-		if err != nil {
-			return nil, fmt.Errorf("queue %s: %w", queue, err)
-		}
-	} else if err != nil {
-		return nil, fmt.Errorf("creating queue %s: %w", queue, err)
+	if err := ensureQueue(ctx, dyn, queue, n, !backlog); err != nil {
+		return nil, err
 	}
 	var open func() (time.Time, error)
 	if backlog {
@@ -180,13 +167,42 @@ func runBench(ctx context.Context, client kubernetes.Interface, dyn dynamic.Inte
 				return time.Time{}, fmt.Errorf("the scheduler did not count the %d pods waiting in queue %s: %w", n, queue, err)
 			}
 			opened := time.Now()
-			if err := setGPU(true); err != nil {
+			if err := setQueueGPU(ctx, dyn, queue, n, true); err != nil {
 				return time.Time{}, fmt.Errorf("opening queue %s: %w", queue, err)
 			}
 			return opened, nil
 		}
 	}
 	return submitAndTime(ctx, client, n, queue, mode, sched, open, prog)
+}
+
+// queueGPU is the bench queue's GPU spec: open, room for all n pods; closed, limit 0, so
+// that they wait with a reason.
+func queueGPU(n int, open bool) map[string]any {
+	if open {
+		return map[string]any{"quota": int64(n), "limit": nil}
+	}
+	return map[string]any{"quota": int64(0), "limit": int64(0)}
+}
+
+// ensureQueue makes the bench queue, or sets an existing one, open or closed.
+func ensureQueue(ctx context.Context, dyn dynamic.Interface, queue string, n int, open bool) error {
+	q := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "allot.dev/v1alpha1", "kind": "Queue",
+		"metadata": map[string]any{"name": queue}, "spec": map[string]any{"gpu": queueGPU(n, open)}}}
+	if _, err := dyn.Resource(v1alpha1.Queues).Create(ctx, q, metav1.CreateOptions{}); apierrors.IsAlreadyExists(err) {
+		if err := setQueueGPU(ctx, dyn, queue, n, open); err != nil {
+			return fmt.Errorf("queue %s: %w", queue, err)
+		}
+	} else if err != nil {
+		return fmt.Errorf("creating queue %s: %w", queue, err)
+	}
+	return nil
+}
+
+func setQueueGPU(ctx context.Context, dyn dynamic.Interface, queue string, n int, open bool) error {
+	patch, _ := json.Marshal(map[string]any{"spec": map[string]any{"gpu": queueGPU(n, open)}})
+	_, err := dyn.Resource(v1alpha1.Queues).Patch(ctx, queue, types.MergePatchType, patch, metav1.PatchOptions{})
+	return err
 }
 
 // submitAndTime creates n one-GPU pods for scheduler sched (in queue, if not empty) and

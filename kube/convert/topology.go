@@ -81,7 +81,9 @@ var TopologyAnnotations = []string{v1alpha1.AnnotationTopologyRequired, v1alpha1
 // JobTopology resolves a workload's topology annotations against the cluster's Topology
 // objects (by name). No annotation gives nil. An annotation that names no level, or a
 // topology that does not exist or cannot be told apart from others, is an error that names
-// the annotation and what is allowed, for the waiting job's reason.
+// the annotation and what is allowed, for the waiting job's reason. A nil map means the
+// Topology objects are not known (the CRD is not served, or its informer has not listed
+// them yet): a job with annotations then waits, as it would for a missing level.
 func JobTopology(ann map[string]string, topologies map[string]Levels) (*engine.Topology, error) {
 	req, pref := ann[v1alpha1.AnnotationTopologyRequired], ann[v1alpha1.AnnotationTopologyPreferred]
 	if req == "" && pref == "" {
@@ -90,6 +92,9 @@ func JobTopology(ann map[string]string, topologies map[string]Levels) (*engine.T
 	field := v1alpha1.AnnotationTopologyRequired
 	if req == "" {
 		field = v1alpha1.AnnotationTopologyPreferred
+	}
+	if topologies == nil {
+		return nil, fmt.Errorf("%s: the cluster's Topology objects are not read: the Topology CRD is not installed (kubectl apply -f deploy/crds) or they are still being listed", field)
 	}
 	name, err := PickTopology(ann[v1alpha1.AnnotationTopology], topologies)
 	if err != nil {

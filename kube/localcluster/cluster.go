@@ -28,8 +28,18 @@ type Cluster struct {
 	done   []<-chan error
 }
 
-// Start brings up etcd and kube-apiserver with their state under dir.
-func Start(ctx context.Context, dir string) (*Cluster, error) {
+// Start brings up etcd and kube-apiserver with their state under dir, the controller
+// manager and, for pods not Allot's, the upstream default scheduler.
+func Start(ctx context.Context, dir string) (*Cluster, error) { return start(ctx, dir, true) }
+
+// StartWithoutDefaultScheduler is Start without the in-process default scheduler: for a
+// benchmark that runs kube-scheduler as a process of its own under that name, which would
+// otherwise share the pods with it.
+func StartWithoutDefaultScheduler(ctx context.Context, dir string) (*Cluster, error) {
+	return start(ctx, dir, false)
+}
+
+func start(ctx context.Context, dir string, defaultScheduler bool) (*Cluster, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
@@ -60,12 +70,14 @@ func Start(ctx context.Context, dir string) (*Cluster, error) {
 		return nil, err
 	}
 	c.done = append(c.done, cm)
-	ks, err := startDefaultScheduler(ctx, rc)
-	if err != nil {
-		c.Stop()
-		return nil, err
+	if defaultScheduler {
+		ks, err := startDefaultScheduler(ctx, rc)
+		if err != nil {
+			c.Stop()
+			return nil, err
+		}
+		c.done = append(c.done, ks)
 	}
-	c.done = append(c.done, ks)
 	if err := waitForServiceAccount(ctx, rc, cm); err != nil {
 		c.Stop()
 		return nil, err

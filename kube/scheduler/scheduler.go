@@ -231,15 +231,19 @@ func (s *Scheduler) start(parent context.Context) error {
 	dfactory := dynamicinformer.NewDynamicSharedInformerFactory(s.dyn, 0)
 	s.queues = dfactory.ForResource(queuesGVR).Informer()
 	s.groups = dfactory.ForResource(podGroupsGVR).Informer()
+	poke := cache.ResourceEventHandlerFuncs{AddFunc: func(any) { s.poke() }, UpdateFunc: func(_, _ any) { s.poke() }, DeleteFunc: func(any) { s.poke() }}
 	informers := []cache.SharedIndexInformer{s.queues, s.groups}
 	s.topologies = nil
 	if workload.Served(s.client.Discovery(), v1alpha1.Topologies) {
 		s.topologies = dfactory.ForResource(v1alpha1.Topologies).Informer()
-		informers = append(informers, s.topologies)
+		// Watched, but not waited for: only jobs that name a level need it, and they wait
+		// until it has listed (Cycle). On a fresh API server the first watch of a custom
+		// resource nobody has read yet waits about a second for its cache; every other job
+		// need not.
+		_, _ = s.topologies.AddEventHandler(poke)
 	} else {
 		slog.Warn("allot scheduler: the Topology CRD is not installed (kubectl apply -f deploy/crds): workloads that name a topology level wait")
 	}
-	poke := cache.ResourceEventHandlerFuncs{AddFunc: func(any) { s.poke() }, UpdateFunc: func(_, _ any) { s.poke() }, DeleteFunc: func(any) { s.poke() }}
 	synced := []cache.InformerSynced{s.pods.HasSynced, s.nodes.HasSynced}
 	for _, inf := range informers {
 		_, _ = inf.AddEventHandler(poke)
@@ -414,8 +418,8 @@ func (s *Scheduler) Cycle(ctx context.Context) error {
 			badQueues[u.GetName()] = err.Error()
 		}
 	}
-	var topologies map[string]convert.Levels
-	if s.topologies != nil {
+	var topologies map[string]convert.Levels // nil: not known (convert.JobTopology)
+	if s.topologies != nil && s.topologies.HasSynced() {
 		var problems []error
 		topologies, problems = convert.Topologies(s.topologies.GetStore().List())
 		// Said once, not every cycle: the CRD's schema makes such an object rare.
