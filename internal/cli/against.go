@@ -7,9 +7,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"text/tabwriter"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -49,6 +52,11 @@ func benchAgainst(ctx context.Context, out, progressTo io.Writer, allot, kubeSch
 		if r%2 == 1 {
 			order[0], order[1] = order[1], order[0]
 		}
+		if mode == benchBacklog {
+			// The API server's own ceiling for binds, in the same sitting: the pods bound
+			// by the bench itself, as many at once as Allot's scheduler has in flight.
+			order = append(order, direct)
+		}
 		for _, name := range order {
 			fmt.Fprintf(progressTo, "round %d of %d: %s on a fresh API server with %d nodes\n", r+1, rounds, name, nodes)
 			res, err := benchOnFreshCluster(ctx, name, allot, kubeScheduler, mode, nodes, pods, logFile, progress(progressTo, pods, name))
@@ -85,12 +93,62 @@ func benchAgainst(ctx context.Context, out, progressTo io.Writer, allot, kubeSch
 			created += float64(r.Pods) / r.Submitted.Seconds()
 		}
 		created /= float64(len(runs))
+		binds := sum[direct] / float64(rounds)
 		for _, name := range []string{"allot", "kube-scheduler"} {
 			sched = sum[name] / float64(rounds)
-			fmt.Fprintf(out, "%s drains at %.0f%% of the API server's creation rate (%.0f pods/s, mean of the runs)\n", name, 100*sched/created, created)
+			fmt.Fprintf(out, "%s drains at %.0f%% of the API server's creation rate (%.0f pods/s, mean of the runs) and at %.0f%% of its bind rate (%.0f pods/s, bound directly)\n",
+				name, 100*sched/created, created, 100*sched/binds, binds)
 		}
 	}
 	return runs, nil
+}
+
+// direct names the run with no scheduler: the bench binds the pods itself.
+const direct = "direct binds"
+
+// bindDirectly binds every pod of scheduler sched in namespace default that waits, to the
+// nodes in turn (one GPU each, as the pods ask), with as many binds in flight as Allot's
+// scheduler has.
+func bindDirectly(ctx context.Context, client kubernetes.Interface, sched string) error {
+	nodes, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil || len(nodes.Items) == 0 {
+		return fmt.Errorf("listing nodes: %v", err)
+	}
+	pods, err := client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{FieldSelector: "spec.schedulerName=" + sched + ",spec.nodeName="})
+	if err != nil {
+		return fmt.Errorf("listing pods: %w", err)
+	}
+	work := make(chan int)
+	errs := make(chan error, 1)
+	var wg sync.WaitGroup
+	for w := 0; w < scheduler.BindWorkers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range work {
+				p := &pods.Items[i]
+				b := &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, UID: p.UID},
+					Target: corev1.ObjectReference{Kind: "Node", Name: nodes.Items[i%len(nodes.Items)].Name}}
+				if err := client.CoreV1().Pods(p.Namespace).Bind(ctx, b, metav1.CreateOptions{}); err != nil {
+					select {
+					case errs <- fmt.Errorf("binding %s: %w", p.Name, err):
+					default:
+					}
+				}
+			}
+		}()
+	}
+	for i := range pods.Items {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	select {
+	case err := <-errs:
+		return err
+	default:
+		return nil
+	}
 }
 
 // benchOnFreshCluster starts an embedded API server (etcd, kube-apiserver and the
@@ -129,6 +187,18 @@ func benchOnFreshCluster(parent context.Context, name, self, kubeScheduler, mode
 	var cmd *exec.Cmd
 	sched := scheduler.SchedulerName
 	switch name {
+	case direct:
+		sched = "allot-bench-direct"
+		release := func() (time.Time, error) {
+			at := time.Now()
+			go func() {
+				if err := bindDirectly(ctx, client, sched); err != nil && ctx.Err() == nil {
+					fmt.Fprintf(logs, "direct binds: %v\n", err)
+				}
+			}()
+			return at, nil
+		}
+		return submitAndTime(ctx, client, pods, "", benchBacklog, sched, release, prog)
 	case "allot":
 		cmd = exec.CommandContext(ctx, self, "scheduler", "--kubeconfig", kc)
 	default:

@@ -296,7 +296,7 @@ func (s *Scheduler) start(parent context.Context) error {
 func (s *Scheduler) loop(ctx context.Context) error {
 	s.binds = make(chan bindJob, 1024)
 	var workers sync.WaitGroup
-	for w := 0; w < bindWorkers; w++ {
+	for w := 0; w < BindWorkers; w++ {
 		workers.Add(1)
 		go func() { defer workers.Done(); s.bindLoop(ctx) }()
 	}
@@ -675,12 +675,12 @@ func (s *Scheduler) eventNow(ctx context.Context, p *corev1.Pod, typ, reason, ms
 // a gang member waiting here leaves its gang partly bound.
 const bindBackoff = time.Second
 
-// bindWorkers is how many binds are in flight at once. A bind is one round trip that the
+// BindWorkers is how many binds are in flight at once. A bind is one round trip that the
 // API server spends most of its time waiting on etcd for, so more in flight drain a
 // backlog faster: with 2,000 pods waiting on the shared harness, 32 gave 473-614 pods/s,
 // 128 500-666 and 256 477-756, while 1,024 overloaded that 2-core API server (300-376).
 // 128 stays under kube-apiserver's default of 200 mutating requests in flight.
-const bindWorkers = 128
+const BindWorkers = 128
 
 // bindLoop issues binds until s.binds closes. A failed bind drops its assumption, so the
 // pod is pending again at the next cycle.
