@@ -131,9 +131,9 @@ func (k fragKey) hash() uint64 {
 // 0.1 beats FGD on every list; where the workload asks about as much CPU per GPU as the
 // nodes have or more (1.75 to 2.5 times the CPU-only pods, sharing-heavy mixes: 0.95–1.27)
 // the host runs out first, and 3 places up to 2.7 points more than 0.1 and beats
-// bin-packing, which 0.1 does not. A step, not a ramp: weights in between (0.3–0.5) placed
-// less than either end on a list at 0.91 (1.5 times the CPU-only pods). Measured on the openb trace and lists derived
-// from it (README, "Mixes beyond the published ones").
+// bin-packing, which 0.1 does not. A step, not a ramp: weights in between (0.3–0.5)
+// placed less than either end on a list at 0.91 (1.5 times the CPU-only pods). Measured on
+// the openb trace and lists derived from it (README, "Mixes beyond the published ones").
 func packedWeight(pressure float64) float64 {
 	if pressure >= hostBound {
 		return 3

@@ -236,10 +236,10 @@ func (s *Scheduler) start(parent context.Context) error {
 	s.topologies = nil
 	if workload.Served(s.client.Discovery(), v1alpha1.Topologies) {
 		s.topologies = dfactory.ForResource(v1alpha1.Topologies).Informer()
-		// Watched, but not waited for: only jobs that name a level need it, and they wait
-		// until it has listed (Cycle). On a fresh API server the first watch of a custom
-		// resource nobody has read yet waits about a second for its cache; every other job
-		// need not.
+		// Watched, but not waited for: only cycles with a workload that names a level
+		// need it, and they wait until it has listed (Cycle). On a fresh API server the
+		// first watch of a custom resource nobody has read yet waits about a second for
+		// its cache; other workloads need not.
 		_, _ = s.topologies.AddEventHandler(poke)
 	} else {
 		slog.Warn("allot scheduler: the Topology CRD is not installed (kubectl apply -f deploy/crds): workloads that name a topology level wait")
@@ -435,6 +435,12 @@ func (s *Scheduler) Cycle(ctx context.Context) error {
 		groups[u.GetNamespace()+"/"+u.GetName()] = convert.PodGroup(u)
 		podGroups = append(podGroups, u)
 	}
+	if topologies == nil && s.topologies != nil && namesTopology(pods, groups) {
+		// The Topology informer has not listed yet and some workload names a level: such a
+		// job cannot be placed rightly, and counted as invalid its running pods would leave
+		// its queue's use for that moment. Wait for the list (it pokes, as does the tick).
+		return nil
+	}
 	now := s.opts.Now()
 	s.stopOverdue(ctx, now, pods, queues)
 	snap, idx := buildSnapshot(now, nodes, pods, queues, badQueues, groups, topologies, &s.conv)
@@ -456,6 +462,22 @@ func (s *Scheduler) Cycle(ctx context.Context) error {
 	s.writeStatus(ctx, plan, idx, queues)
 	s.writeGroupStatus(ctx, plan, podGroups)
 	return nil
+}
+
+// namesTopology reports whether any of Allot's pods, or the PodGroup of one, names a
+// topology level.
+func namesTopology(pods []*corev1.Pod, groups map[string]convert.Group) bool {
+	for _, p := range pods {
+		if p.Spec.SchedulerName != SchedulerName {
+			continue
+		}
+		for _, k := range convert.TopologyAnnotations {
+			if p.Annotations[k] != "" || groups[p.Namespace+"/"+p.Labels[LabelPodGroup]].Topology[k] != "" {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // apply evicts, then binds. A bind onto a node that lost a pod in this plan waits for the
