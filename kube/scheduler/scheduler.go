@@ -232,14 +232,18 @@ func (s *Scheduler) start(parent context.Context) error {
 	s.queues = dfactory.ForResource(queuesGVR).Informer()
 	s.groups = dfactory.ForResource(podGroupsGVR).Informer()
 	poke := cache.ResourceEventHandlerFuncs{AddFunc: func(any) { s.poke() }, UpdateFunc: func(_, _ any) { s.poke() }, DeleteFunc: func(any) { s.poke() }}
-	informers := []cache.SharedIndexInformer{s.queues, s.groups}
+	informers := []cache.SharedIndexInformer{s.queues}
+	// PodGroups are watched but not waited for, as Topologies below: only a cycle with a
+	// pod of a gang (labelled with its group from admission on) needs them, and it waits
+	// until they have listed (Cycle).
+	_, _ = s.groups.AddEventHandler(poke)
 	s.topologies = nil
 	if workload.Served(s.client.Discovery(), v1alpha1.Topologies) {
 		s.topologies = dfactory.ForResource(v1alpha1.Topologies).Informer()
 		// Watched, but not waited for: only cycles with a workload that names a level
 		// need it, and they wait until it has listed (Cycle). On a fresh API server the
-		// first watch of a custom resource nobody has read yet waits about a second for
-		// its cache; other workloads need not.
+		// first watch of a custom resource nobody has read yet can wait a second for its
+		// cache; other workloads need not.
 		_, _ = s.topologies.AddEventHandler(poke)
 	} else {
 		slog.Warn("allot scheduler: the Topology CRD is not installed (kubectl apply -f deploy/crds): workloads that name a topology level wait")
@@ -428,6 +432,11 @@ func (s *Scheduler) Cycle(ctx context.Context) error {
 		}
 		s.topologyProblems = fmt.Sprint(problems)
 	}
+	if !s.groups.HasSynced() && inGangs(pods) {
+		// The PodGroups have not listed yet and some pod belongs to one: without its
+		// minimum, the gang could start short. Wait for the list (it pokes, as does the tick).
+		return nil
+	}
 	groups := map[string]convert.Group{}
 	var podGroups []*unstructured.Unstructured
 	for _, o := range s.groups.GetStore().List() {
@@ -462,6 +471,16 @@ func (s *Scheduler) Cycle(ctx context.Context) error {
 	s.writeStatus(ctx, plan, idx, queues)
 	s.writeGroupStatus(ctx, plan, podGroups)
 	return nil
+}
+
+// inGangs reports whether any of Allot's pods belongs to a PodGroup.
+func inGangs(pods []*corev1.Pod) bool {
+	for _, p := range pods {
+		if p.Spec.SchedulerName == SchedulerName && p.Labels[LabelPodGroup] != "" {
+			return true
+		}
+	}
+	return false
 }
 
 // namesTopology reports whether any of Allot's pods, or the PodGroup of one, names a

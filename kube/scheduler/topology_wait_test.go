@@ -31,3 +31,19 @@ func TestCycleWaitsForTopologiesOnlyWhenNamed(t *testing.T) {
 		t.Error("goes ahead with a gang whose PodGroup requires a rack")
 	}
 }
+
+// TestCycleWaitsForPodGroupsOnlyForGangs: before the PodGroups have listed, a cycle goes
+// ahead unless one of Allot's pods carries a group's label (from admission on).
+func TestCycleWaitsForPodGroupsOnlyForGangs(t *testing.T) {
+	single := basePod("single", v1alpha1.SchedulerName)
+	foreign := basePod("foreign", "default-scheduler")
+	foreign.Labels[LabelPodGroup] = "theirs"
+	if inGangs([]*corev1.Pod{single, foreign}) {
+		t.Error("waits with no gang of Allot's")
+	}
+	member := basePod("ddp-0", v1alpha1.SchedulerName)
+	member.Labels[LabelPodGroup] = "ddp"
+	if !inGangs([]*corev1.Pod{single, member}) {
+		t.Error("goes ahead with a member of a gang")
+	}
+}
