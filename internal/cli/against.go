@@ -111,8 +111,11 @@ const direct = "direct binds"
 // scheduler has.
 func bindDirectly(ctx context.Context, client kubernetes.Interface, sched string) error {
 	nodes, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-	if err != nil || len(nodes.Items) == 0 {
-		return fmt.Errorf("listing nodes: %v", err)
+	if err != nil {
+		return fmt.Errorf("listing nodes: %w", err)
+	}
+	if len(nodes.Items) == 0 {
+		return fmt.Errorf("no nodes to bind to")
 	}
 	pods, err := client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{FieldSelector: "spec.schedulerName=" + sched + ",spec.nodeName="})
 	if err != nil {
@@ -152,8 +155,9 @@ func bindDirectly(ctx context.Context, client kubernetes.Interface, sched string
 }
 
 // benchOnFreshCluster starts an embedded API server (etcd, kube-apiserver and the
-// controller manager, as allot up has, but no default scheduler) with simulated nodes and their kubelet, starts the
-// named scheduler as a process of its own, times pods binding, and stops it all.
+// controller manager, as allot up has, but no default scheduler) with simulated nodes and
+// their kubelet, starts the named scheduler as a process of its own (or, for direct, binds
+// the pods itself), times pods binding, and stops it all.
 func benchOnFreshCluster(parent context.Context, name, self, kubeScheduler, mode string, nodes, pods int, logs io.Writer, prog func(done, total int)) (*BenchResult, error) {
 	ctx, cancel := context.WithCancel(parent)
 	defer cancel()
