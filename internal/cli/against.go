@@ -88,14 +88,14 @@ func benchAgainst(ctx context.Context, out, progressTo io.Writer, allot, kubeSch
 	if mode == benchBacklog {
 		// With nothing scheduling while they were made, the creations measure the API
 		// server itself: how close to it each scheduler drains.
-		var created, sched float64
+		var created float64
 		for _, r := range runs {
 			created += float64(r.Pods) / r.Submitted.Seconds()
 		}
 		created /= float64(len(runs))
 		binds := sum[direct] / float64(rounds)
 		for _, name := range []string{"allot", "kube-scheduler"} {
-			sched = sum[name] / float64(rounds)
+			sched := sum[name] / float64(rounds)
 			fmt.Fprintf(out, "%s drains at %.0f%% of the API server's creation rate (%.0f pods/s, mean of the runs) and at %.0f%% of its bind rate (%.0f pods/s, bound directly)\n",
 				name, 100*sched/created, created, 100*sched/binds, binds)
 		}

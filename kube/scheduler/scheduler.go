@@ -427,10 +427,11 @@ func (s *Scheduler) Cycle(ctx context.Context) error {
 		var problems []error
 		topologies, problems = convert.Topologies(s.topologies.GetStore().List())
 		// Said once, not every cycle: the CRD's schema makes such an object rare.
-		if msg := fmt.Sprint(problems); len(problems) > 0 && msg != s.topologyProblems {
+		msg := fmt.Sprint(problems)
+		if len(problems) > 0 && msg != s.topologyProblems {
 			slog.Warn("allot scheduler: topologies not read", "err", msg)
 		}
-		s.topologyProblems = fmt.Sprint(problems)
+		s.topologyProblems = msg
 	}
 	if !s.groups.HasSynced() && inGangs(pods) {
 		// The PodGroups have not listed yet and some pod belongs to one: without its
@@ -484,16 +485,14 @@ func inGangs(pods []*corev1.Pod) bool {
 }
 
 // namesTopology reports whether any of Allot's pods, or the PodGroup of one, names a
-// topology level.
+// topology level: a job that topologyOf would resolve against the Topology objects.
 func namesTopology(pods []*corev1.Pod, groups map[string]convert.Group) bool {
 	for _, p := range pods {
 		if p.Spec.SchedulerName != SchedulerName {
 			continue
 		}
-		for _, k := range convert.TopologyAnnotations {
-			if p.Annotations[k] != "" || groups[p.Namespace+"/"+p.Labels[LabelPodGroup]].Topology[k] != "" {
-				return true
-			}
+		if ann, _ := topologyAnnotations(p, groups); ann[v1alpha1.AnnotationTopologyRequired] != "" || ann[v1alpha1.AnnotationTopologyPreferred] != "" {
+			return true
 		}
 	}
 	return false

@@ -397,19 +397,7 @@ func formatIndices(gpus []int) string {
 // its pod, else of its PodGroup (copied there from the owner), else the PodGroup's
 // spec.topology, one node label whose value all its pods share.
 func topologyOf(p *corev1.Pod, groups map[string]convert.Group, topologies map[string]convert.Levels) (*engine.Topology, error) {
-	var g convert.Group
-	if name := p.Labels[LabelPodGroup]; name != "" {
-		g = groups[p.Namespace+"/"+name]
-	}
-	ann := map[string]string{}
-	for _, k := range convert.TopologyAnnotations {
-		if v, ok := g.Topology[k]; ok {
-			ann[k] = v
-		}
-		if v, ok := p.Annotations[k]; ok {
-			ann[k] = v
-		}
-	}
+	ann, g := topologyAnnotations(p, groups)
 	if t, err := convert.JobTopology(ann, topologies); t != nil || err != nil {
 		return t, err
 	}
@@ -417,4 +405,25 @@ func topologyOf(p *corev1.Pod, groups map[string]convert.Group, topologies map[s
 		return &engine.Topology{Levels: []string{g.SharedLabel}, Names: []string{g.SharedLabel}, Required: 0, Preferred: -1}, nil
 	}
 	return nil, nil
+}
+
+// topologyAnnotations are the pod's topology annotations over its PodGroup's (nil when
+// neither has one: most pods, every cycle), and the PodGroup.
+func topologyAnnotations(p *corev1.Pod, groups map[string]convert.Group) (map[string]string, convert.Group) {
+	var g convert.Group
+	if name := p.Labels[LabelPodGroup]; name != "" {
+		g = groups[p.Namespace+"/"+name]
+	}
+	var ann map[string]string
+	for _, from := range []map[string]string{g.Topology, p.Annotations} {
+		for _, k := range convert.TopologyAnnotations {
+			if v, ok := from[k]; ok {
+				if ann == nil {
+					ann = map[string]string{}
+				}
+				ann[k] = v
+			}
+		}
+	}
+	return ann, g
 }
