@@ -253,7 +253,7 @@ func (vs *victimSearch) tryDomains(s *session) bool {
 		if budget--; budget < 0 {
 			break
 		}
-		var last string
+		var in []string // the domains u is already listed under
 		for _, p := range u.pods {
 			if p.node == nil {
 				continue
@@ -263,9 +263,9 @@ func (vs *victimSearch) tryDomains(s *session) bool {
 				continue // a domain the gang may not use (or no domain)
 			}
 			room[k] += MilliGPU(p.cost[ResourceGPU])
-			if k != last {
+			if !slices.Contains(in, k) {
 				units[k] = append(units[k], u)
-				last = k
+				in = append(in, k)
 			}
 		}
 	}
