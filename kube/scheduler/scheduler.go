@@ -331,7 +331,7 @@ func reportOnly(o, n *corev1.Node) bool {
 		return false
 	}
 	reports := func(k string) bool {
-		return k == v1alpha1.AnnotationOccupancy || k == v1alpha1.AnnotationGPUUtilization
+		return k == v1alpha1.AnnotationOccupancy || k == v1alpha1.AnnotationGPUUtilization || k == v1alpha1.AnnotationGPUMemoryUsed
 	}
 	for k, v := range n.Annotations {
 		if ov, ok := o.Annotations[k]; (!ok || ov != v) && !reports(k) {

@@ -27,6 +27,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/allot-dev/allot/api/v1alpha1"
+	"github.com/allot-dev/allot/kube/convert"
 	"github.com/allot-dev/allot/kube/podutil"
 )
 
@@ -58,6 +59,9 @@ type Spec struct {
 	GPUMemoryMi int64
 	CPU, Memory string
 	Labels      map[string]string
+	// Sharing is the GPU sharing enforcement the node's agent declares
+	// (allot.dev/gpu-sharing); empty declares none. Only nodes with Devices have agents.
+	Sharing string
 }
 
 // Create makes the Node objects (existing ones are kept) and marks them Ready.
@@ -125,6 +129,8 @@ type Kubelet struct {
 	client kubernetes.Interface
 	now    func() time.Time
 
+	devices *Devices // nil: no device plugin, agent or PodResources (GPUs known by index only)
+
 	mu      sync.Mutex
 	waiting map[types.UID]bool               // bound pods whose ConfigMaps are not there yet
 	leases  map[string]*coordinationv1.Lease // the last written, by node; the run loop's only
@@ -135,6 +141,13 @@ type Kubelet struct {
 // it writes one status per pod.
 func NewKubelet(client kubernetes.Interface) *Kubelet {
 	return &Kubelet{client: client, now: time.Now, waiting: map[types.UID]bool{}, removed: map[types.UID]bool{}, leases: map[string]*coordinationv1.Lease{}}
+}
+
+// WithDevices has the kubelet hand devices out through d, as a kubelet with the NVIDIA
+// device plugin does, and leave the load reports to the nodes' agents.
+func (k *Kubelet) WithDevices(d *Devices) *Kubelet {
+	k.devices = d
+	return k
 }
 
 // Run works until ctx ends.
@@ -187,7 +200,7 @@ func (k *Kubelet) Run(ctx context.Context) {
 			if beats++; beats%10 == 0 {
 				k.renewLeases(ctx)
 			}
-			if beats%10 == 5 {
+			if beats%10 == 5 || k.devices != nil {
 				k.reportUtilization(ctx, nodes.GetStore().List(), pods.GetStore().List())
 			}
 			// Pods waiting for their ConfigMaps are retried; running ones may be done.
@@ -257,6 +270,13 @@ func (k *Kubelet) reportUtilization(ctx context.Context, nodes, pods []any) {
 			continue
 		}
 		gpus := n.Status.Capacity[corev1.ResourceName(v1alpha1.GPUResource)]
+		if k.devices.plays(n.Name) {
+			// The node's agent reads the load from its (simulated) GPUs and reports it.
+			k.devices.failRequested(n)
+			busy, mem := k.devices.load(n.Name, int(gpus.Value()), convert.GPUMemoryMiB(n), byNode[n.Name])
+			k.devices.setLoad(n.Name, busy, mem)
+			continue
+		}
 		util := utilization(int(gpus.Value()), byNode[n.Name])
 		if n.Annotations[v1alpha1.AnnotationGPUUtilization] == util {
 			continue
@@ -273,15 +293,9 @@ func (k *Kubelet) reportUtilization(ctx context.Context, nodes, pods []any) {
 func utilization(gpus int, pods []*corev1.Pod) string {
 	busy := make([]float64, gpus)
 	for _, p := range pods {
-		if p.Labels[v1alpha1.LabelReservation] == "true" {
-			continue // a shared GPU's placeholder runs nothing
-		}
-		percent := 95.0
-		if p.Labels[v1alpha1.LabelClass] == v1alpha1.ClassInteractive {
-			percent = 0
-		}
-		if v, err := strconv.ParseFloat(p.Annotations[AnnotationUtilization], 64); err == nil && v >= 0 && v <= 100 {
-			percent = v
+		percent, ok := podBusy(p)
+		if !ok {
+			continue
 		}
 		indices, share := v1alpha1.HeldGPUs(p)
 		for _, g := range indices {
@@ -295,6 +309,22 @@ func utilization(gpus int, pods []*corev1.Pod) string {
 		out[i] = strconv.Itoa(int(min(100, b) + 0.5))
 	}
 	return strings.Join(out, ",")
+}
+
+// podBusy is how busy a pod keeps its part of its GPUs, in percent; false for a shared
+// GPU's placeholder, which runs nothing.
+func podBusy(p *corev1.Pod) (float64, bool) {
+	if p.Labels[v1alpha1.LabelReservation] == "true" {
+		return 0, false
+	}
+	percent := 95.0
+	if p.Labels[v1alpha1.LabelClass] == v1alpha1.ClassInteractive {
+		percent = 0
+	}
+	if v, err := strconv.ParseFloat(p.Annotations[AnnotationUtilization], 64); err == nil && v >= 0 && v <= 100 {
+		percent = v
+	}
+	return percent, true
 }
 
 func (k *Kubelet) setWaiting(p *corev1.Pod, waiting bool) {
@@ -365,6 +395,9 @@ func (k *Kubelet) sync(ctx context.Context, p *corev1.Pod) {
 		if err != nil && !apierrors.IsNotFound(err) {
 			slog.Warn("simulated kubelet: delete", "pod", p.Name, "err", err)
 		}
+		if k.devices != nil {
+			k.devices.Release(p.Spec.NodeName, p.UID) // the containers are gone
+		}
 		k.mu.Lock()
 		k.removed[p.UID] = true
 		k.mu.Unlock()
@@ -377,6 +410,18 @@ func (k *Kubelet) sync(ctx context.Context, p *corev1.Pod) {
 			return
 		}
 		k.setWaiting(p, false)
+		if k.devices != nil {
+			// Admission: the device plugin hands out the devices, or the pod fails as a
+			// kubelet fails a pod whose devices are not there.
+			if _, err := k.devices.Allocate(p); err != nil {
+				p = p.DeepCopy()
+				p.Status.Phase, p.Status.Reason, p.Status.Message = corev1.PodFailed, "UnexpectedAdmissionError", err.Error()
+				if _, err := k.client.CoreV1().Pods(p.Namespace).UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+					slog.Warn("simulated kubelet: admission", "pod", p.Name, "err", err)
+				}
+				return
+			}
+		}
 		p = p.DeepCopy()
 		now := metav1.NewTime(k.now())
 		p.Status.Phase = corev1.PodRunning
@@ -395,6 +440,9 @@ func (k *Kubelet) sync(ctx context.Context, p *corev1.Pod) {
 		d, err := time.ParseDuration(p.Annotations[AnnotationDuration])
 		if err != nil || p.Status.StartTime == nil || k.now().Sub(p.Status.StartTime.Time) < d {
 			return
+		}
+		if k.devices != nil {
+			k.devices.Release(p.Spec.NodeName, p.UID)
 		}
 		p = p.DeepCopy()
 		p.Status.Phase = corev1.PodSucceeded

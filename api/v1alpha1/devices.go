@@ -1,0 +1,127 @@
+package v1alpha1
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+)
+
+// What the per-node agent (allot agent) writes, read by the scheduler, the CLI and the
+// dashboard. A node without AnnotationAgent has no agent: Allot then knows its devices
+// only from GPU Feature Discovery's labels and places by index, as before.
+const (
+	// AnnotationAgent on a node is the version of the agent reporting its devices. Its
+	// presence tells the scheduler to wait for a reservation's reported device before
+	// binding the fractions that share it.
+	AnnotationAgent = "allot.dev/agent"
+	// AnnotationGPUInventory is the node's devices as NVML reads them (JSON, []GPUInfo).
+	AnnotationGPUInventory = "allot.dev/gpu-inventory"
+	// AnnotationGPUMemoryUsed is each device's used memory in MiB, by index, comma-separated.
+	AnnotationGPUMemoryUsed = "allot.dev/gpu-memory-used"
+	// AnnotationGPUUnhealthy lists the node's failed devices (JSON, []UnhealthyGPU).
+	AnnotationGPUUnhealthy = "allot.dev/gpu-unhealthy"
+	// AnnotationGPUDevices on a pod is the devices the kubelet gave its containers, as the
+	// agent read them from the kubelet's PodResources API (UUIDs, comma-separated). The
+	// scheduler's books follow it rather than the index it chose.
+	AnnotationGPUDevices = "allot.dev/gpu-devices"
+	// LabelGPUSharing on a node says how GPU sharing is enforced there: SharingMPS,
+	// SharingHAMiCore or SharingNone.
+	LabelGPUSharing = "allot.dev/gpu-sharing"
+)
+
+// The values of LabelGPUSharing.
+const (
+	SharingMPS      = "mps"       // NVIDIA MPS: the agent runs a control daemon per shared GPU
+	SharingHAMiCore = "hami-core" // HAMi-core's library, preloaded into sharing containers
+	SharingNone     = "none"      // pods may share, nothing holds them to their share
+)
+
+// SharingModes are LabelGPUSharing's allowed values.
+var SharingModes = []string{SharingMPS, SharingHAMiCore, SharingNone}
+
+// ParseSharing reads a node's LabelGPUSharing: "" when the node does not declare one.
+func ParseSharing(v string) (string, error) {
+	for _, m := range SharingModes {
+		if v == m {
+			return v, nil
+		}
+	}
+	if v == "" {
+		return "", nil
+	}
+	return "", fmt.Errorf("label %s: %q is not one of %s", LabelGPUSharing, v, strings.Join(SharingModes, ", "))
+}
+
+// GPUInfo is one device of a node as its agent reads it through NVML.
+type GPUInfo struct {
+	Index     int    `json:"index"`
+	UUID      string `json:"uuid"`
+	Model     string `json:"model"`
+	MemoryMiB int64  `json:"memoryMiB"`
+	// MIG is true when the device is split into MIG instances.
+	MIG bool `json:"mig,omitempty"`
+	// NUMA is the host NUMA node the device is attached to; -1 when NVML does not say.
+	NUMA int `json:"numa"`
+	// NVLink numbers the device's NVLink group: devices with the same number reach each
+	// other over NVLink (directly or through NVSwitch). Numbered from 0 by lowest index.
+	NVLink int `json:"nvlink"`
+}
+
+// UnhealthyGPU is a device the agent found failed, and why.
+type UnhealthyGPU struct {
+	Index  int    `json:"index"`
+	UUID   string `json:"uuid"`
+	Reason string `json:"reason"`
+	Since  string `json:"since,omitempty"` // RFC 3339
+}
+
+// ParseInventory reads AnnotationGPUInventory; nil for none.
+func ParseInventory(v string) ([]GPUInfo, error) {
+	if v == "" {
+		return nil, nil
+	}
+	var out []GPUInfo
+	if err := json.Unmarshal([]byte(v), &out); err != nil {
+		return nil, fmt.Errorf("annotation %s: %w", AnnotationGPUInventory, err)
+	}
+	return out, nil
+}
+
+// ParseUnhealthy reads AnnotationGPUUnhealthy; nil for none.
+func ParseUnhealthy(v string) ([]UnhealthyGPU, error) {
+	if v == "" {
+		return nil, nil
+	}
+	var out []UnhealthyGPU
+	if err := json.Unmarshal([]byte(v), &out); err != nil {
+		return nil, fmt.Errorf("annotation %s: %w", AnnotationGPUUnhealthy, err)
+	}
+	return out, nil
+}
+
+// Islands groups a node's devices for multi-GPU pods: devices share an island when they
+// share an NVLink group and a NUMA node. NVLink counts first (it carries the pod's
+// collective traffic); within one NVLink domain (an NVSwitch system links all eight) the
+// NUMA node decides, so a pod's processes stay near their host memory. Numbered from 0 by
+// lowest index; nil when the inventory does not cover count devices.
+func Islands(inv []GPUInfo, count int) []int {
+	if len(inv) < count || count == 0 {
+		return nil
+	}
+	type key struct{ nvlink, numa int }
+	ids := map[key]int{}
+	out := make([]int, count)
+	for g := 0; g < count; g++ {
+		if inv[g].Index != g {
+			return nil // not the agent's order: trust none of it
+		}
+		k := key{inv[g].NVLink, inv[g].NUMA}
+		id, ok := ids[k]
+		if !ok {
+			id = len(ids)
+			ids[k] = id
+		}
+		out[g] = id
+	}
+	return out
+}

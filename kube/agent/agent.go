@@ -1,0 +1,343 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	podresourcesv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
+
+	"github.com/allot-dev/allot/api/v1alpha1"
+)
+
+// Component is the name the agent writes Events under.
+const Component = "allot-agent"
+
+// Options configure one node's agent.
+type Options struct {
+	Node         string
+	NVML         nvml.Interface
+	PodResources podresourcesv1.PodResourcesListerClient
+	// Sharing is the enforcement the node declares (v1alpha1.SharingModes); empty leaves
+	// the node's allot.dev/gpu-sharing label as an admin set it.
+	Sharing string
+	// Interval between load reports (utilisation, memory); 10 s when zero.
+	Interval time.Duration
+	Version  string
+	Metrics  *Metrics // nil: none
+	Now      func() time.Time
+}
+
+// Agent reports one node's GPUs. Run it on the node (a DaemonSet), or in process for a
+// simulated node.
+type Agent struct {
+	opts     Options
+	client   kubernetes.Interface
+	recorder record.EventRecorder
+	inv      []v1alpha1.GPUInfo
+
+	mu        sync.Mutex
+	unhealthy map[int]v1alpha1.UnhealthyGPU
+	told      map[types.UID]map[int]bool // pods already given an Event for a failed device
+	lastXID   map[int]uint64
+	changed   chan struct{}
+}
+
+// New makes an agent; Run starts it.
+func New(client kubernetes.Interface, opts Options) (*Agent, error) {
+	if opts.Node == "" {
+		return nil, errors.New("agent: the node's name is required (--node-name, or NODE_NAME from the downward API)")
+	}
+	if _, err := v1alpha1.ParseSharing(opts.Sharing); err != nil {
+		return nil, fmt.Errorf("--sharing: %w", err)
+	}
+	if opts.Interval <= 0 {
+		opts.Interval = 10 * time.Second
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	b := record.NewBroadcaster()
+	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
+	return &Agent{opts: opts, client: client, recorder: b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: Component, Host: opts.Node}),
+		unhealthy: map[int]v1alpha1.UnhealthyGPU{}, told: map[types.UID]map[int]bool{}, lastXID: map[int]uint64{},
+		changed: make(chan struct{}, 1)}, nil
+}
+
+// Run reports until ctx ends. It fails at once when NVML does not answer: without it the
+// node's devices cannot be told apart, and a node that says nothing is safer than one that
+// guesses.
+func (a *Agent) Run(ctx context.Context) error {
+	lib := a.opts.NVML
+	if r := lib.Init(); r != nvml.SUCCESS {
+		return fmt.Errorf("nvml init: %s (is the NVIDIA driver installed, and does the container see libnvidia-ml.so.1 and the devices? The chart runs the agent with runtimeClassName nvidia)", r.Error())
+	}
+	defer lib.Shutdown()
+	inv, err := ReadInventory(lib)
+	if err != nil {
+		return err
+	}
+	a.inv = inv
+	if err := a.publishInventory(ctx); err != nil {
+		return err
+	}
+	factory := informers.NewSharedInformerFactoryWithOptions(a.client, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+		o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", a.opts.Node).String()
+	}))
+	pods := factory.Core().V1().Pods().Informer()
+	poke := func(any) { a.poke() }
+	_, _ = pods.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: poke, UpdateFunc: func(_, n any) { poke(n) }})
+	factory.Start(ctx.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), pods.HasSynced) {
+		return ctx.Err()
+	}
+	go func() {
+		err := WatchHealth(ctx, lib, inv, func(f Failure) { a.fail(f.Index, f.Reason, f.XID) })
+		if err != nil {
+			slog.Warn("allot agent: device events", "node", a.opts.Node, "err", err)
+		}
+	}()
+	load := time.NewTicker(a.opts.Interval)
+	defer load.Stop()
+	retry := time.NewTicker(time.Second)
+	defer retry.Stop()
+	a.report(ctx, lib)
+	pending := a.syncDevices(ctx, pods.GetStore().List())
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-load.C:
+			a.report(ctx, lib)
+		case <-a.changed:
+			pending = a.syncDevices(ctx, pods.GetStore().List())
+			a.publishHealth(ctx, pods.GetStore().List())
+		case <-retry.C:
+			// The kubelet lists a container's devices once it has admitted it; a pod seen
+			// before then is looked at again each second until its devices are known.
+			if pending {
+				pending = a.syncDevices(ctx, pods.GetStore().List())
+			}
+		}
+	}
+}
+
+func (a *Agent) poke() {
+	select {
+	case a.changed <- struct{}{}:
+	default:
+	}
+}
+
+// publishInventory writes what the node's devices are (once, at start) and the sharing
+// enforcement the node declares.
+func (a *Agent) publishInventory(ctx context.Context) error {
+	inv, _ := json.Marshal(a.inv)
+	uuids := make([]string, len(a.inv))
+	for i, g := range a.inv {
+		uuids[i] = g.UUID
+	}
+	meta := map[string]any{"annotations": map[string]any{
+		v1alpha1.AnnotationAgent:        a.version(),
+		v1alpha1.AnnotationGPUInventory: string(inv),
+		v1alpha1.AnnotationGPUUUIDs:     strings.Join(uuids, ","),
+	}}
+	if a.opts.Sharing != "" {
+		meta["labels"] = map[string]any{v1alpha1.LabelGPUSharing: a.opts.Sharing}
+	}
+	if err := a.patchNode(ctx, meta); err != nil {
+		return fmt.Errorf("node %s: writing the GPU inventory: %w", a.opts.Node, err)
+	}
+	return nil
+}
+
+func (a *Agent) version() string {
+	if a.opts.Version == "" {
+		return "dev"
+	}
+	return a.opts.Version
+}
+
+func (a *Agent) patchNode(ctx context.Context, meta map[string]any) error {
+	patch, _ := json.Marshal(map[string]any{"metadata": meta})
+	_, err := a.client.CoreV1().Nodes().Patch(ctx, a.opts.Node, types.MergePatchType, patch, metav1.PatchOptions{})
+	return err
+}
+
+// report reads the devices' load, writes it to the Node when it changed, and notices a
+// device that fell off the bus.
+func (a *Agent) report(ctx context.Context, lib nvml.Interface) {
+	s := ReadSample(lib, len(a.inv))
+	for _, i := range s.Lost {
+		a.fail(i, "GPU is lost: NVML cannot reach it (fallen off the bus)", 0)
+	}
+	unhealthy, xids := a.health()
+	a.opts.Metrics.observe(a.opts.Node, a.inv, s, unhealthy, xids)
+	util, mem := formatInts(s.Utilization), formatInts(s.MemoryUsed)
+	n, err := a.client.CoreV1().Nodes().Get(ctx, a.opts.Node, metav1.GetOptions{ResourceVersion: "0"})
+	if err == nil && n.Annotations[v1alpha1.AnnotationGPUUtilization] == util && n.Annotations[v1alpha1.AnnotationGPUMemoryUsed] == mem {
+		return
+	}
+	err = a.patchNode(ctx, map[string]any{"annotations": map[string]any{v1alpha1.AnnotationGPUUtilization: util, v1alpha1.AnnotationGPUMemoryUsed: mem}})
+	if err != nil && ctx.Err() == nil {
+		slog.Warn("allot agent: GPU load", "node", a.opts.Node, "err", err)
+	}
+}
+
+// fail records device i as failed (once) and has the health published.
+func (a *Agent) fail(i int, reason string, xid uint64) {
+	if i < 0 || i >= len(a.inv) {
+		return
+	}
+	a.mu.Lock()
+	if xid != 0 {
+		a.lastXID[i] = xid
+	}
+	_, known := a.unhealthy[i]
+	if !known {
+		a.unhealthy[i] = v1alpha1.UnhealthyGPU{Index: i, UUID: a.inv[i].UUID, Reason: reason, Since: a.opts.Now().UTC().Format(time.RFC3339)}
+	}
+	a.mu.Unlock()
+	if !known {
+		slog.Warn("allot agent: GPU failed", "node", a.opts.Node, "gpu", i, "uuid", a.inv[i].UUID, "reason", reason)
+		a.poke()
+	}
+}
+
+// health is the failed devices and the last XID of each, for metrics.
+func (a *Agent) health() (map[int]v1alpha1.UnhealthyGPU, map[int]uint64) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	u := make(map[int]v1alpha1.UnhealthyGPU, len(a.unhealthy))
+	for k, v := range a.unhealthy {
+		u[k] = v
+	}
+	x := make(map[int]uint64, len(a.lastXID))
+	for k, v := range a.lastXID {
+		x[k] = v
+	}
+	return u, x
+}
+
+// publishHealth writes the failed devices to the Node and gives each pod on one an Event.
+func (a *Agent) publishHealth(ctx context.Context, pods []any) {
+	unhealthy, _ := a.health()
+	if len(unhealthy) == 0 {
+		return
+	}
+	v, _ := json.Marshal(sortedUnhealthy(unhealthy))
+	n, err := a.client.CoreV1().Nodes().Get(ctx, a.opts.Node, metav1.GetOptions{ResourceVersion: "0"})
+	if err != nil || n.Annotations[v1alpha1.AnnotationGPUUnhealthy] != string(v) {
+		if err := a.patchNode(ctx, map[string]any{"annotations": map[string]any{v1alpha1.AnnotationGPUUnhealthy: string(v)}}); err != nil && ctx.Err() == nil {
+			slog.Warn("allot agent: GPU health", "node", a.opts.Node, "err", err)
+		}
+	}
+	for _, o := range pods {
+		p := o.(*corev1.Pod)
+		if p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed ||
+			p.Labels[v1alpha1.LabelReservation] == "true" {
+			continue
+		}
+		for _, i := range a.heldBy(p) {
+			u, bad := unhealthy[i]
+			a.mu.Lock()
+			told := a.told[p.UID][i]
+			if bad && !told {
+				if a.told[p.UID] == nil {
+					a.told[p.UID] = map[int]bool{}
+				}
+				a.told[p.UID][i] = true
+			}
+			a.mu.Unlock()
+			if bad && !told {
+				a.recorder.Eventf(p, corev1.EventTypeWarning, "GPUUnhealthy", "GPU %d (%s) on node %s failed: %s. The scheduler places nothing more on it; this pod's work on it may be lost.",
+					i, u.UUID, a.opts.Node, u.Reason)
+			}
+		}
+	}
+}
+
+// heldBy is the device indices a pod holds: the kubelet's record for pods given whole
+// devices, the scheduler's for pods sharing one (they are given none by the kubelet).
+func (a *Agent) heldBy(p *corev1.Pod) []int {
+	if rec := p.Annotations[v1alpha1.AnnotationGPUDevices]; rec != "" {
+		var out []int
+		for _, u := range strings.Split(rec, ",") {
+			if i := a.indexOf(u); i >= 0 {
+				out = append(out, i)
+			}
+		}
+		return out
+	}
+	indices, _ := v1alpha1.HeldGPUs(p)
+	return indices
+}
+
+func (a *Agent) indexOf(uuid string) int {
+	return slices.IndexFunc(a.inv, func(g v1alpha1.GPUInfo) bool { return g.UUID == uuid })
+}
+
+// syncDevices records on each pod the devices the kubelet gave it, and says whether a pod
+// asking for devices has none recorded yet.
+func (a *Agent) syncDevices(ctx context.Context, pods []any) (pending bool) {
+	var waiting []*corev1.Pod
+	for _, o := range pods {
+		p := o.(*corev1.Pod)
+		if p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		if wholeGPUs(p) > 0 && p.Annotations[v1alpha1.AnnotationGPUDevices] == "" {
+			waiting = append(waiting, p)
+		}
+	}
+	if len(waiting) == 0 {
+		return false
+	}
+	given, err := GivenDevices(ctx, a.opts.PodResources, a.inv)
+	if err != nil {
+		if ctx.Err() == nil {
+			slog.Warn("allot agent: kubelet pod resources", "node", a.opts.Node, "err", err)
+		}
+		return true
+	}
+	for _, p := range waiting {
+		uuids := given[PodKey{p.Namespace, p.Name}]
+		if len(uuids) == 0 {
+			pending = true
+			continue
+		}
+		patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{
+			"uid": p.UID, // the pod the kubelet admitted, not a new one of the same name
+			"annotations": map[string]string{v1alpha1.AnnotationGPUDevices: strings.Join(uuids, ",")}}})
+		_, err := a.client.CoreV1().Pods(p.Namespace).Patch(ctx, p.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) && !apierrors.IsInvalid(err) && ctx.Err() == nil {
+			slog.Warn("allot agent: device record", "pod", p.Namespace+"/"+p.Name, "err", err)
+			pending = true
+		}
+	}
+	return pending
+}
+
+// wholeGPUs is what a pod's containers ask of nvidia.com/gpu (limits, as the device plugin
+// counts them).
+func wholeGPUs(p *corev1.Pod) int64 {
+	return v1alpha1.WholeGPUs(p)
+}
