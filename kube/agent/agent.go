@@ -325,7 +325,7 @@ func (a *Agent) syncDevices(ctx context.Context, pods []any) (pending bool) {
 			continue
 		}
 		patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{
-			"uid": p.UID, // the pod the kubelet admitted, not a new one of the same name
+			"uid":         p.UID, // the pod the kubelet admitted, not a new one of the same name
 			"annotations": map[string]string{v1alpha1.AnnotationGPUDevices: strings.Join(uuids, ",")}}})
 		_, err := a.client.CoreV1().Pods(p.Namespace).Patch(ctx, p.Name, types.MergePatchType, patch, metav1.PatchOptions{})
 		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) && !apierrors.IsInvalid(err) && ctx.Err() == nil {
