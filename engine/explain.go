@@ -62,6 +62,9 @@ func (s *session) explainNoFit(j *jobState, pods []*podState) Reason {
 		return s.explainConstraint(j)
 	}
 	r0 := s.explainResources(j, pods, eligible)
+	if note := failedNote(eligible); note != "" {
+		r0.Message += "; " + note
+	}
 	if f := j.filter; f != nil && f.f.Excluded != "" {
 		r0.Message += fmt.Sprintf("; %d/%d nodes are ruled out by the pod's constraints: %s",
 			len(s.nodes)-len(eligible), len(s.nodes), f.f.Excluded)
@@ -230,16 +233,44 @@ func (s *session) countFit(j *jobState, pods []*podState) int {
 	return n
 }
 
+// failedNote names the failed devices of the nodes a job may use, which the figures in
+// its reason leave out: a person wondering why a node with eight GPUs has seven free.
+func failedNote(nodes []*nodeState) string {
+	var first []string
+	count := 0
+	for _, n := range nodes {
+		for g := range n.n.GPUs {
+			if why := n.n.GPUs[g].Unhealthy; why != "" {
+				if count++; len(first) < 2 {
+					first = append(first, fmt.Sprintf("%s GPU %d: %s", n.n.ID, g, why))
+				}
+			}
+		}
+	}
+	if count == 0 {
+		return ""
+	}
+	more := ""
+	if count > len(first) {
+		more = fmt.Sprintf(" and %d more", count-len(first))
+	}
+	return fmt.Sprintf("%s failed, not counted (%s%s)", plural(count, "GPU"), strings.Join(first, "; "), more)
+}
+
 // explainConstraint names the pool, node constraint or GPU model that no schedulable
 // node offers.
 func (s *session) explainConstraint(j *jobState) Reason {
-	inPool := 0
+	inPool, unenforced := 0, 0
 	models := map[string]bool{}
 	for _, n := range s.nodes {
 		if n.n.Unschedulable || n.n.Pool != j.j.NodePool {
 			continue
 		}
 		if j.filter != nil && !j.filter.allowed[n.idx] {
+			continue
+		}
+		if j.memCap && n.n.Sharing == SharingNone {
+			unenforced++
 			continue
 		}
 		inPool++
@@ -250,6 +281,10 @@ func (s *session) explainConstraint(j *jobState) Reason {
 	pool := j.j.NodePool
 	if pool == "" {
 		pool = "default"
+	}
+	if inPool == 0 && unenforced > 0 {
+		return reasonf(ReasonConstraint, "asks for a hard GPU memory cap (allot.dev/gpu-memory), and the %s it may use cannot enforce one (allot.dev/gpu-sharing=none): ask for allot.dev/gpu-fraction instead, or use nodes sharing with mps or hami-core",
+			plural(unenforced, "node"))
 	}
 	if inPool == 0 {
 		if f := j.filter; f != nil && f.f.Excluded != "" {

@@ -15,6 +15,9 @@ func (s *session) eligible(j *jobState, n *nodeState) bool {
 	if j.filter != nil && !j.filter.allowed[n.idx] {
 		return false
 	}
+	if j.memCap && n.n.Sharing == SharingNone {
+		return false
+	}
 	if len(j.j.GPUTypes) == 0 {
 		return true
 	}
@@ -39,6 +42,16 @@ func shareOn(j *Job, r PodRequest, dev *GPU) (need MilliGPU, ok bool) {
 		return memoryShare(r.GPUMemory, dev.Memory), true
 	}
 	return r.GPUFraction, true
+}
+
+// asksMemoryCap tells whether a pod of the job asks for a hard GPU memory cap.
+func asksMemoryCap(j *Job) bool {
+	for i := range j.Pods {
+		if j.Pods[i].Request.GPUMemory > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 func gpuTypeOK(j *Job, g *GPU) bool {

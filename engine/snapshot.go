@@ -64,7 +64,14 @@ type Node struct {
 	MaxPods *int
 	// Unschedulable nodes keep their running pods but take no new ones.
 	Unschedulable bool
+	// Sharing is how the node enforces GPU sharing (SharingNone, or a mode that enforces
+	// limits); empty when the node does not say. A pod asking for a hard GPU memory cap
+	// is never placed where sharing is SharingNone.
+	Sharing string
 }
+
+// SharingNone is a node that lets pods share a GPU without holding them to their share.
+const SharingNone = "none"
 
 // GPU is one physical device of a node.
 type GPU struct {
@@ -73,6 +80,10 @@ type GPU struct {
 	UUID   string
 	// Island groups GPUs that share NVLink or a NUMA node; multi-GPU pods prefer one island.
 	Island int
+	// Unhealthy, when set, says why the device failed (an XID error, off the bus): nothing
+	// new is placed on it, it counts as no capacity, and the pods on it keep running until
+	// their owners act.
+	Unhealthy string
 }
 
 // Queue is a node of the queue tree. Jobs are submitted to leaf queues.

@@ -112,6 +112,8 @@ type jobState struct {
 	bound       int
 	reason      Reason
 	filter      *filterState // nil: every node
+	// memCap: a pod asks for a hard GPU memory cap, which only an enforcing node gives.
+	memCap bool
 	// shielded are victims a reclaim or preemption for this job passed over because they
 	// had not yet run their queue's minimum runtime; the wait's reason names them.
 	shielded []shield
@@ -387,7 +389,17 @@ func newSession(snap *Snapshot, opts Options) *session {
 		for _, g := range n.GPUs {
 			s.maxGPUMemory = max(s.maxGPUMemory, g.Memory)
 		}
-		s.capacity[ResourceGPU] += int64(len(n.GPUs)) * int64(OneGPU)
+		for g := range n.GPUs {
+			if n.GPUs[g].Unhealthy != "" {
+				// A failed device is taken by its failure: never free, never shared, no
+				// capacity for anyone's fair share.
+				ns.gpuUsed[g] = OneGPU
+				ns.free--
+				ns.idle -= OneGPU
+				continue
+			}
+			s.capacity[ResourceGPU] += int64(OneGPU)
+		}
 		s.capacity[ResourceCPU] += n.CPU
 		s.capacity[ResourceMemory] += n.Memory
 	}
@@ -395,7 +407,9 @@ func newSession(snap *Snapshot, opts Options) *session {
 	for _, n := range s.nodes {
 		if !n.n.Unschedulable {
 			s.freeWhole[n.free]++
-			s.freeShare[OneGPU] += len(n.gpuUsed)
+			for _, u := range n.gpuUsed {
+				s.freeShare[OneGPU-u]++
+			}
 		}
 	}
 	s.buildQueues(snap.Queues)
@@ -421,7 +435,7 @@ func newSession(snap *Snapshot, opts Options) *session {
 			s.orphans = append(s.orphans, orphanJob{j.ID, why})
 			q = nil
 		}
-		js := &jobState{j: j, q: q, preemptible: j.IsPreemptible(), filter: s.filterOf(j.Nodes)}
+		js := &jobState{j: j, q: q, preemptible: j.IsPreemptible(), filter: s.filterOf(j.Nodes), memCap: asksMemoryCap(j)}
 		for k := range j.Pods {
 			p := &j.Pods[k]
 			ps := &podState{p: p, job: js, idx: k, orig: p.Binding}

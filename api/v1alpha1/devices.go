@@ -36,6 +36,10 @@ const (
 	SharingNone     = "none"      // pods may share, nothing holds them to their share
 )
 
+// SharingNotEnforced is what people are told of a node whose sharing is SharingNone: on
+// the node's listing, and in the Event of each pod that shares a GPU there.
+const SharingNotEnforced = "GPU sharing is not enforced here (allot.dev/gpu-sharing=none): pods sharing a GPU are not held to their memory or compute share"
+
 // SharingModes are LabelGPUSharing's allowed values.
 var SharingModes = []string{SharingMPS, SharingHAMiCore, SharingNone}
 

@@ -216,7 +216,15 @@ func printNodes(out io.Writer, ns []inspect.Node) error {
 		prev = &ns[i]
 		total += float64(len(n.GPUs))
 		alloc += n.Allocated
-		fmt.Fprintf(tw, "%s%s\t\t%s\t%s/%d\t\t\t\n", strings.Repeat("  ", len(n.Topology)), n.Name, n.Model, gpuAmount(n.Allocated), len(n.GPUs))
+		model := n.Model
+		switch n.Sharing {
+		case "":
+		case v1alpha1.SharingNone:
+			model += " [sharing not enforced]"
+		default:
+			model += " [sharing: " + n.Sharing + "]"
+		}
+		fmt.Fprintf(tw, "%s%s\t\t%s\t%s/%d\t\t\t\n", strings.Repeat("  ", len(n.Topology)), n.Name, model, gpuAmount(n.Allocated), len(n.GPUs))
 		for _, g := range n.GPUs {
 			var who []string
 			for _, h := range g.Holders {
@@ -229,6 +237,9 @@ func printNodes(out io.Writer, ns []inspect.Node) error {
 			holders := strings.Join(who, ", ")
 			if holders == "" {
 				holders = "-"
+			}
+			if g.Unhealthy != "" {
+				holders = "FAILED: " + g.Unhealthy + "; " + holders
 			}
 			util := "-" // no agent reports for the node
 			if g.Utilization != nil {
@@ -244,8 +255,20 @@ func printNodes(out io.Writer, ns []inspect.Node) error {
 	if total > 0 {
 		pct = alloc / total * 100
 	}
-	_, err := fmt.Fprintf(out, "Allocated/Total GPUs: %s/%s (%.0f%%)\n", gpuAmount(alloc), gpuAmount(total), pct)
-	return err
+	if _, err := fmt.Fprintf(out, "Allocated/Total GPUs: %s/%s (%.0f%%)\n", gpuAmount(alloc), gpuAmount(total), pct); err != nil {
+		return err
+	}
+	var unenforced []string
+	for _, n := range ns {
+		if n.SharingWarning != "" {
+			unenforced = append(unenforced, n.Name)
+		}
+	}
+	if len(unenforced) > 0 {
+		_, err := fmt.Fprintf(out, "On %s: %s.\n", strings.Join(unenforced, ", "), inspect.SharingNotEnforced)
+		return err
+	}
+	return nil
 }
 
 // gib writes MiB as GiB, with one decimal when it is not whole.

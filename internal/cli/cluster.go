@@ -11,10 +11,13 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
+	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
 
 	"github.com/allot-dev/allot/kube/control"
@@ -23,17 +26,49 @@ import (
 // conn holds kubectl's connection flags (--kubeconfig, --context, -n, …) for the commands
 // that talk to a cluster running Allot.
 type conn struct {
-	flags  *genericclioptions.ConfigFlags
+	flags  *kubeFlags
 	client kubernetes.Interface
 	dyn    dynamic.Interface
 	rc     *rest.Config
 	ns     string
 }
 
+// kubeFlags are kubectl's connection flags, from client-go's clientcmd. (cli-runtime's
+// ConfigFlags would bring kustomize, whose plugin loader links Go's plugin package, which
+// makes the binary bind every C symbol at start: NVIDIA's NVML bindings resolve theirs
+// only once the driver's library is loaded, so the binary would not start.)
+type kubeFlags struct {
+	KubeConfig *string
+	Namespace  *string
+	overrides  clientcmd.ConfigOverrides
+}
+
+func (k *kubeFlags) ToRawKubeConfigLoader() clientcmd.ClientConfig {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = *k.KubeConfig
+	return clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &k.overrides)
+}
+
+func (k *kubeFlags) ToRESTConfig() (*rest.Config, error) { return k.ToRawKubeConfigLoader().ClientConfig() }
+
+func (k *kubeFlags) ToRESTMapper() (meta.RESTMapper, error) {
+	rc, err := k.ToRESTConfig()
+	if err != nil {
+		return nil, err
+	}
+	client, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return nil, err
+	}
+	return restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(client.Discovery())), nil
+}
+
 func addConn(cmd *cobra.Command) *conn {
-	c := &conn{flags: genericclioptions.NewConfigFlags(true)}
-	c.flags.AddFlags(cmd.Flags())
-	return c
+	k := &kubeFlags{KubeConfig: new(string)}
+	cmd.Flags().StringVar(k.KubeConfig, "kubeconfig", "", "Path to the kubeconfig file to use for CLI requests.")
+	clientcmd.BindOverrideFlags(&k.overrides, cmd.Flags(), clientcmd.RecommendedConfigOverrideFlags(""))
+	k.Namespace = &k.overrides.Context.Namespace
+	return &conn{flags: k}
 }
 
 // control connects and returns what acts on workloads.

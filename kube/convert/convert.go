@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -30,11 +31,23 @@ func Node(n *corev1.Node) engine.Node {
 	out := engine.Node{ID: engine.NodeID(n.Name), Labels: n.Labels, Pool: n.Labels[v1alpha1.LabelNodePool], Domain: n.Labels[v1alpha1.LabelDomain],
 		CPU: n.Status.Allocatable.Cpu().MilliValue(), Memory: n.Status.Allocatable.Memory().Value(),
 		Unschedulable: n.Spec.Unschedulable || !ready(n)}
+	// A label outside the allowed values declares nothing (NodeProblems says so).
+	out.Sharing, _ = v1alpha1.ParseSharing(n.Labels[v1alpha1.LabelGPUSharing])
 	// A node is trusted no further than its capacity: a negative quantity an admin wrote
 	// counts as none, and a GPU memory label past 2^40 MiB (or not a number) as unknown.
 	out.CPU, out.Memory = max(out.CPU, 0), max(out.Memory, 0)
 	count, memMi := GPUCount(n), GPUMemoryMiB(n)
 	uuids := strings.Split(n.Annotations[v1alpha1.AnnotationGPUUUIDs], ",")
+	// The agent's inventory, read through NVML, says how the devices are linked; without
+	// it, two halves is the guess (two sockets, or two NVLink halves of a PCIe board).
+	inv, _ := v1alpha1.ParseInventory(n.Annotations[v1alpha1.AnnotationGPUInventory])
+	islands := v1alpha1.Islands(inv, count)
+	unhealthy := map[int]string{}
+	if bad, err := v1alpha1.ParseUnhealthy(n.Annotations[v1alpha1.AnnotationGPUUnhealthy]); err == nil {
+		for _, u := range bad {
+			unhealthy[u.Index] = u.Reason
+		}
+	}
 	for g := 0; g < count; g++ {
 		// Without the UUIDs (no agent on the node yet), the device index: NVIDIA's
 		// container runtime takes either in NVIDIA_VISIBLE_DEVICES.
@@ -42,10 +55,36 @@ func Node(n *corev1.Node) engine.Node {
 		if g < len(uuids) && strings.TrimSpace(uuids[g]) != "" {
 			uuid = strings.TrimSpace(uuids[g])
 		}
+		island := g * 2 / count
+		if islands != nil {
+			island = islands[g]
+		}
+		why, bad := unhealthy[g]
+		if bad && why == "" {
+			why = "reported unhealthy"
+		}
 		out.GPUs = append(out.GPUs, engine.GPU{Model: n.Labels[v1alpha1.LabelGPUProduct], Memory: memMi << 20,
-			UUID: uuid, Island: g * 2 / count})
+			UUID: uuid, Island: island, Unhealthy: why})
 	}
 	return out
+}
+
+// RecordedGPUs reads the devices the kubelet gave a pod (the agent's allot.dev/gpu-devices
+// record, by UUID) as indices of node; ok is false without a record, or when it names a
+// device the node does not list (then the scheduler's own annotation stands).
+func RecordedGPUs(p *corev1.Pod, node *engine.Node) (indices []int, ok bool) {
+	rec := p.Annotations[v1alpha1.AnnotationGPUDevices]
+	if rec == "" || node == nil {
+		return nil, false
+	}
+	for _, u := range strings.Split(rec, ",") {
+		i := slices.IndexFunc(node.GPUs, func(g engine.GPU) bool { return g.UUID == strings.TrimSpace(u) })
+		if i < 0 {
+			return nil, false
+		}
+		indices = append(indices, i)
+	}
+	return indices, true
 }
 
 // GPUCount is a node's devices as Allot trusts them: its nvidia.com/gpu allocatable, none
@@ -113,6 +152,18 @@ func NodeProblems(n *corev1.Node) []string {
 		if bad {
 			out = append(out, fmt.Sprintf("annotation %s: %q is not a percentage for each of the %d devices: not shown", v1alpha1.AnnotationGPUUtilization, v, gpus))
 		}
+	}
+	if _, err := v1alpha1.ParseSharing(n.Labels[v1alpha1.LabelGPUSharing]); err != nil {
+		out = append(out, err.Error()+": the node is taken to declare nothing")
+	}
+	if inv, err := v1alpha1.ParseInventory(n.Annotations[v1alpha1.AnnotationGPUInventory]); err != nil {
+		out = append(out, err.Error()+": NVLink and NUMA grouping guessed")
+	} else if inv != nil && v1alpha1.Islands(inv, int(gpus)) == nil {
+		out = append(out, fmt.Sprintf("annotation %s lists %d devices (not in index order, or fewer than the %d of %s): NVLink and NUMA grouping guessed",
+			v1alpha1.AnnotationGPUInventory, len(inv), gpus, GPUResource))
+	}
+	if _, err := v1alpha1.ParseUnhealthy(n.Annotations[v1alpha1.AnnotationGPUUnhealthy]); err != nil {
+		out = append(out, err.Error()+": no device is taken to have failed")
 	}
 	if _, err := ParseOccupancy(n); err != nil {
 		out = append(out, fmt.Sprintf("annotation %s is not the scheduler's JSON (%v): rewritten at the next change", v1alpha1.AnnotationOccupancy, err))

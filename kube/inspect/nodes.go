@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/allot-dev/allot/api/v1alpha1"
+	"github.com/allot-dev/allot/engine"
 	"github.com/allot-dev/allot/kube/convert"
 	"github.com/allot-dev/allot/kube/submit"
 )
@@ -31,7 +32,17 @@ type Node struct {
 	// Topology is the node's place in the cluster's Topology, widest level first; empty
 	// without one.
 	Topology []Place `json:"topology,omitempty"`
+	// Sharing is how GPU sharing is enforced there (allot.dev/gpu-sharing); empty when the
+	// node does not say. SharingWarning says what "none" means for pods sharing there.
+	Sharing        string `json:"sharing,omitempty"`
+	SharingWarning string `json:"sharingWarning,omitempty"`
+	// Agent is the version of the node's allot agent; empty without one (devices then known
+	// by index only, as the scheduler chose them).
+	Agent string `json:"agent,omitempty"`
 }
+
+// SharingNotEnforced is what a node sharing GPUs without enforcement tells people.
+const SharingNotEnforced = v1alpha1.SharingNotEnforced
 
 // GPU is one device and who holds it.
 type GPU struct {
@@ -42,6 +53,11 @@ type GPU struct {
 	// Utilization is how busy the device was in the agent's last report, in percent; nil
 	// when no agent reports for the node.
 	Utilization *int `json:"utilization,omitempty"`
+	// UUID is the device's, when the node's agent or GPU Feature Discovery names it.
+	UUID string `json:"uuid,omitempty"`
+	// Unhealthy says why the device failed, as its agent reported (an XID error, off the
+	// bus); empty while it is healthy.
+	Unhealthy string `json:"unhealthy,omitempty"`
 }
 
 // Holder is a pod's part of a GPU.
@@ -100,12 +116,26 @@ func EmptyNodes(ctx context.Context, client kubernetes.Interface) ([]Node, error
 
 // BuildNodes lays out every GPU node's devices with the pods holding them.
 func BuildNodes(nodes []*corev1.Node, pods []*corev1.Pod) []Node {
+	// As the scheduler reads a node (no more than 64 devices, none for a negative count,
+	// device memory unknown when its label is not a sane number of MiB, failed devices).
+	converted := make(map[string]engine.Node, len(nodes))
+	for _, n := range nodes {
+		if convert.GPUCount(n) > 0 {
+			converted[n.Name] = convert.Node(n)
+		}
+	}
 	held := map[string]map[int][]Holder{}
 	for _, p := range pods {
 		if p.Spec.NodeName == "" || !live(p) || p.Labels[v1alpha1.LabelReservation] == "true" {
 			continue
 		}
 		indices, share := v1alpha1.HeldGPUs(p)
+		// Where the node's agent recorded the devices the kubelet gave, those are the ones.
+		if en, ok := converted[p.Spec.NodeName]; ok {
+			if rec, ok := convert.RecordedGPUs(p, &en); ok {
+				indices = rec
+			}
+		}
 		for _, g := range indices {
 			if held[p.Spec.NodeName] == nil {
 				held[p.Spec.NodeName] = map[int][]Holder{}
@@ -115,13 +145,16 @@ func BuildNodes(nodes []*corev1.Node, pods []*corev1.Pod) []Node {
 	}
 	var out []Node
 	for _, n := range nodes {
-		// As the scheduler reads a node (no more than 64 devices, none for a negative
-		// count, device memory unknown when its label is not a sane number of MiB).
-		count, memMi := convert.GPUCount(n), convert.GPUMemoryMiB(n)
-		if count == 0 {
+		en, ok := converted[n.Name]
+		if !ok {
 			continue
 		}
-		node := Node{Name: n.Name, Pool: n.Labels[v1alpha1.LabelNodePool], Model: n.Labels[v1alpha1.LabelGPUProduct], MemoryMi: memMi}
+		count, memMi := len(en.GPUs), convert.GPUMemoryMiB(n)
+		node := Node{Name: n.Name, Pool: n.Labels[v1alpha1.LabelNodePool], Model: n.Labels[v1alpha1.LabelGPUProduct], MemoryMi: memMi,
+			Sharing: en.Sharing, Agent: n.Annotations[v1alpha1.AnnotationAgent]}
+		if en.Sharing == v1alpha1.SharingNone {
+			node.SharingWarning = SharingNotEnforced
+		}
 		util := utilization(n.Annotations[v1alpha1.AnnotationGPUUtilization], count)
 		for g := 0; g < count; g++ {
 			h := held[n.Name][g]
@@ -132,7 +165,11 @@ func BuildNodes(nodes []*corev1.Node, pods []*corev1.Pod) []Node {
 			}
 			used = min(used, 1)
 			node.Allocated += used
-			node.GPUs = append(node.GPUs, GPU{Index: g, Used: used, Holders: h, FreeMi: int64(float64(memMi) * (1 - used)), Utilization: util[g]})
+			gpu := GPU{Index: g, Used: used, Holders: h, FreeMi: int64(float64(memMi) * (1 - used)), Utilization: util[g], Unhealthy: en.GPUs[g].Unhealthy}
+			if u := en.GPUs[g].UUID; u != strconv.Itoa(g) {
+				gpu.UUID = u
+			}
+			node.GPUs = append(node.GPUs, gpu)
 		}
 		out = append(out, node)
 	}

@@ -65,6 +65,44 @@ func Start(t *testing.T, nodes, gpus int) *Env {
 	return &Env{Ctx: ctx, Client: client, Dyn: dynamic.NewForConfigOrDie(c.Config), Cluster: c, Dir: dir}
 }
 
+// StartWithAgents is Start with what a real GPU node has below the scheduler: the GPUs on
+// go-nvml's mock, a device plugin that hands devices out in its own order (highest free
+// first), the kubelet's PodResources API on a unix socket per node, and the real allot
+// agent on every node (reporting each second). sharing is the enforcement the nodes'
+// agents declare ("" for none declared).
+func StartWithAgents(t *testing.T, nodes, gpus int, sharing string) (*Env, *simnode.Devices) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	dir := t.TempDir()
+	c, err := localcluster.Start(ctx, dir)
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cancel(); c.Stop() })
+	client := kubernetes.NewForConfigOrDie(c.Config)
+	spec := simnode.Spec{Prefix: "dgx", Count: nodes, GPUs: gpus, GPUType: "A100-SXM4-80GB",
+		GPUMemoryMi: 81920, CPU: "64", Memory: "512Gi", Sharing: sharing}
+	if err := simnode.Create(ctx, client, spec); err != nil {
+		t.Fatal(err)
+	}
+	// Unix socket paths are short (108 bytes): a test's temporary directory can be longer.
+	sockets, err := os.MkdirTemp("", "allot-pr")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(sockets) })
+	devices := simnode.NewDevices(sockets)
+	if err := devices.AddNodes(ctx, spec); err != nil {
+		t.Fatal(err)
+	}
+	go simnode.NewKubelet(client).WithDevices(devices).Run(ctx)
+	if err := devices.RunAgents(ctx, client, nil, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	return &Env{Ctx: ctx, Client: client, Dyn: dynamic.NewForConfigOrDie(c.Config), Cluster: c, Dir: dir}, devices
+}
+
 // Queue creates a queue; spec fields beyond the GPU quota go in extra.
 func (e *Env) Queue(t *testing.T, name string, quota int64, extra map[string]any) {
 	t.Helper()

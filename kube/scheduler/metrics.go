@@ -26,6 +26,8 @@ type Metrics struct {
 	allocated *prometheus.GaugeVec
 	pending   *prometheus.GaugeVec
 	usage     *prometheus.GaugeVec
+	adopted   *prometheus.CounterVec
+	timeouts  prometheus.Counter
 }
 
 // NewMetrics registers the series, with the Go runtime's and the process's, on a registry
@@ -59,8 +61,12 @@ func NewMetrics() *Metrics {
 			Help: "GPUs the queue's waiting pods ask for."}, queue),
 		usage: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "allot_queue_usage_gpu_seconds",
 			Help: "The queue's past use of GPUs above its quota, decayed by --usage-half-life: what --usage-strength weighs."}, queue),
+		adopted: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "allot_device_choices_adopted_total",
+			Help: "Pods whose devices the node's device plugin chose differently from the scheduler's preference (whole: the pod's own GPUs; shared: the reservation of the GPU it shares), as the node's agent reported them. The scheduler's books follow the device plugin."}, []string{"kind"}),
+		timeouts: prometheus.NewCounter(prometheus.CounterOpts{Name: "allot_device_report_timeouts_total",
+			Help: "Shared pods not bound because the node's agent did not report their GPU's reservation device in time."}),
 	}
-	r.MustRegister(m.cycle, m.bound, m.bindFails, m.evicted, m.reclaims, m.consolid, m.waiting, m.waitPods, m.quota, m.fairShare, m.allocated, m.pending, m.usage)
+	r.MustRegister(m.cycle, m.bound, m.bindFails, m.evicted, m.reclaims, m.consolid, m.waiting, m.waitPods, m.quota, m.fairShare, m.allocated, m.pending, m.usage, m.adopted, m.timeouts)
 	return m
 }
 
@@ -153,4 +159,18 @@ func (m *Metrics) bindDone(err error) {
 		return
 	}
 	m.bound.Inc()
+}
+
+// adoptedDevices counts pods whose recorded devices differ from the scheduler's choice.
+func (m *Metrics) adoptedDevices(kind string, n int) {
+	if m != nil && n > 0 {
+		m.adopted.WithLabelValues(kind).Add(float64(n))
+	}
+}
+
+// reportTimedOut counts a shared pod whose reservation's device was not reported in time.
+func (m *Metrics) reportTimedOut() {
+	if m != nil {
+		m.timeouts.Inc()
+	}
 }

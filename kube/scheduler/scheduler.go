@@ -61,6 +61,9 @@ type Options struct {
 	// half after this long); zero means engine.DefaultUsageHalfLife. Engine.UsageStrength says
 	// how much that use tilts the division of idle GPUs.
 	UsageHalfLife time.Duration
+	// DeviceReportTimeout is how long a shared pod on a node with an agent waits for its
+	// GPU's reservation to have its device reported; zero means DefaultDeviceReportTimeout.
+	DeviceReportTimeout time.Duration
 }
 
 // Scheduler runs cycles against the API server.
@@ -77,6 +80,11 @@ type Scheduler struct {
 	amu     sync.Mutex
 	assumed map[types.UID]engine.Binding
 	backoff map[types.UID]time.Time // pods whose bind failed, and when to try again
+	// awaiting holds shared pods whose bind waits for their reservation's reported device
+	// (sharing.go); they stay assumed meanwhile. Guarded by amu.
+	awaiting map[types.UID]awaitingBind
+	// adopted remembers the pods already counted as adopting the device plugin's choice.
+	adopted map[types.UID]bool
 	binds   chan bindJob
 	conv    convCache // touched only by cycles
 	// occWritten remembers the occupancy last written per node; occAt when.
@@ -144,7 +152,7 @@ func New(rc *rest.Config, opts Options) (*Scheduler, error) {
 	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
 	s := &Scheduler{opts: opts, client: client, dyn: dyn, eng: engine.New(opts.Engine),
 		recorder: b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: SchedulerName}),
-		assumed:  map[types.UID]engine.Binding{}, backoff: map[types.UID]time.Time{}, reasons: map[types.UID]string{}, evicting: map[types.UID]time.Time{}, partial: map[engine.JobID]partialGang{}, wake: make(chan struct{}, 1),
+		assumed:  map[types.UID]engine.Binding{}, awaiting: map[types.UID]awaitingBind{}, adopted: map[types.UID]bool{}, backoff: map[types.UID]time.Time{}, reasons: map[types.UID]string{}, evicting: map[types.UID]time.Time{}, partial: map[engine.JobID]partialGang{}, wake: make(chan struct{}, 1),
 		occWritten: map[engine.NodeID]string{}, queueWritten: map[string]time.Time{}, usage: map[string]engine.Usage{}}
 	if s.opts.UsageHalfLife <= 0 {
 		s.opts.UsageHalfLife = engine.DefaultUsageHalfLife
@@ -269,7 +277,8 @@ func (s *Scheduler) start(parent context.Context) error {
 			op, ok1 := o.(*corev1.Pod)
 			np, ok2 := n.(*corev1.Pod)
 			if !ok1 || !ok2 || np.Spec.NodeName == "" || (op.DeletionTimestamp == nil) != (np.DeletionTimestamp == nil) ||
-				terminal(op) != terminal(np) || (op.Spec.NodeName != np.Spec.NodeName && !s.confirms(np)) {
+				terminal(op) != terminal(np) || (op.Spec.NodeName != np.Spec.NodeName && !s.confirms(np)) ||
+				op.Annotations[v1alpha1.AnnotationGPUDevices] != np.Annotations[v1alpha1.AnnotationGPUDevices] {
 				s.poke()
 			}
 		}})
@@ -455,6 +464,8 @@ func (s *Scheduler) Cycle(ctx context.Context) error {
 	s.stopOverdue(ctx, now, pods, queues)
 	snap, idx := buildSnapshot(now, nodes, pods, queues, badQueues, groups, topologies, &s.conv)
 	s.readUsage(snap, queues)
+	s.countAdopted(idx)
+	s.resumeAwaiting(ctx)
 	s.notePartialGangs(ctx, snap, idx)
 	constrain(ctx, s.fit, snap, idx, nodes, pods, &s.conv)
 	started := time.Now()
@@ -472,6 +483,27 @@ func (s *Scheduler) Cycle(ctx context.Context) error {
 	s.writeStatus(ctx, plan, idx, queues)
 	s.writeGroupStatus(ctx, plan, podGroups)
 	return nil
+}
+
+// countAdopted counts, once each, the bound pods whose devices the device plugin chose
+// differently from the scheduler.
+func (s *Scheduler) countAdopted(idx *index) {
+	n := 0
+	for _, uid := range idx.adopted {
+		if !s.adopted[uid] {
+			s.adopted[uid] = true
+			n++
+		}
+	}
+	s.opts.Metrics.adoptedDevices("whole", n)
+	if len(s.adopted) > 4*len(idx.adopted)+1024 {
+		// Forget pods long gone; one still bound is in idx.adopted and stays.
+		keep := make(map[types.UID]bool, len(idx.adopted))
+		for _, uid := range idx.adopted {
+			keep[uid] = true
+		}
+		s.adopted = keep
+	}
 }
 
 // inGangs reports whether any of Allot's pods belongs to a PodGroup.
@@ -624,6 +656,9 @@ type bindJob struct {
 	p   *corev1.Pod
 	b   engine.Binding
 	env map[string]string // a shared GPU's environment, written before the bind
+	// reservation names the reservation a held-back shared pod waited on (sharing.go):
+	// its device, once reported, is the pod's, whichever index the engine preferred.
+	reservation string
 }
 
 // notePartialGangs tells the engine since when each gang has run partly. A gang running
@@ -726,7 +761,15 @@ const BindWorkers = 128
 // pod is pending again at the next cycle.
 func (s *Scheduler) bindLoop(ctx context.Context) {
 	for j := range s.binds {
-		err := s.bind(ctx, j)
+		err := s.bind(ctx, &j)
+		if errors.Is(err, errAwaitingDevice) {
+			continue // held, still assumed: resumeAwaiting binds it once the device is known
+		}
+		if j.reservation != "" {
+			s.amu.Lock()
+			delete(s.awaiting, j.p.UID) // its reservation is kept by the bound pod from now on
+			s.amu.Unlock()
+		}
 		s.opts.Metrics.bindDone(err)
 		if err == nil {
 			// As kube-scheduler does: the pod's describe and the dashboard's timeline
@@ -735,6 +778,9 @@ func (s *Scheduler) bindLoop(ctx context.Context) {
 			switch {
 			case j.b.Share > 0:
 				msg += fmt.Sprintf(", %.3g of GPU %s", float64(j.b.Share)/1000, formatIndices(j.b.GPUs))
+				if s.sharingUnenforced(j.b.Node) {
+					msg += "; " + v1alpha1.SharingNotEnforced
+				}
 			case len(j.b.GPUs) > 0:
 				msg += ", GPUs " + formatIndices(j.b.GPUs)
 			}
@@ -777,17 +823,25 @@ func (s *Scheduler) leaderMark(ann map[string]string) map[string]string {
 	return ann
 }
 
-func (s *Scheduler) bind(ctx context.Context, j bindJob) error {
+func (s *Scheduler) bind(ctx context.Context, j *bindJob) error {
 	p, b := j.p, j.b
 	if !s.fence.ok() {
 		return errNotLeader // before the reservation and the ConfigMap, too
 	}
+	if b.Share > 0 {
+		if uuids, ok := s.agentUUIDs(b.Node); ok {
+			// The device is the one the reservation was really given.
+			if err := s.placeOnReservation(ctx, j, uuids); err != nil {
+				return err
+			}
+			b = j.b
+		} else if err := s.ensureReservation(ctx, b.Node, b.GPUs[0]); err != nil {
+			return err
+		}
+	}
 	ann := map[string]string{AnnotationGPUs: formatIndices(b.GPUs)}
 	if b.Share > 0 {
 		ann[v1alpha1.AnnotationGPUShare] = strconv.Itoa(int(b.Share))
-		if err := s.ensureReservation(ctx, b.Node, b.GPUs[0]); err != nil {
-			return err
-		}
 		if j.env != nil {
 			if err := s.writeConfigMap(ctx, p, j.env); err != nil {
 				return err

@@ -3,10 +3,14 @@ package scheduler
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"strconv"
+	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -18,6 +22,7 @@ import (
 	"github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/engine"
 	"github.com/allot-dev/allot/kube/convert"
+	"github.com/allot-dev/allot/kube/podutil"
 )
 
 // gpuEnv is what a pod sharing a GPU reads from its ConfigMap: the device, and its memory
@@ -75,14 +80,25 @@ func (s *Scheduler) writeConfigMap(ctx context.Context, p *corev1.Pod, data map[
 }
 
 // reservationName names the pod that holds GPU g of a node while fractions share it.
-func reservationName(node engine.NodeID, g int) string {
-	return fmt.Sprintf("allot-reservation-%s-gpu%d", node, g)
+// Names are deterministic so that two binds (or two replicas) wanting the same GPU make one
+// pod, never two that would take two devices; slot k > 0 names another reservation wanted
+// for g while the first of that name holds some other device (the device plugin chose it).
+func reservationName(node engine.NodeID, g, slot int) string {
+	if slot == 0 {
+		return fmt.Sprintf("allot-reservation-%s-gpu%d", node, g)
+	}
+	return fmt.Sprintf("allot-reservation-%s-gpu%d-%d", node, g, slot)
 }
 
 // ensureReservation creates the pod that holds a shared GPU as one whole nvidia.com/gpu,
 // so that the kubelet's device accounting and any other scheduler see it as taken.
 func (s *Scheduler) ensureReservation(ctx context.Context, node engine.NodeID, g int) error {
-	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: reservationName(node, g), Namespace: v1alpha1.SystemNamespace,
+	_, err := s.createReservation(ctx, node, g, reservationName(node, g, 0))
+	return err
+}
+
+func (s *Scheduler) createReservation(ctx context.Context, node engine.NodeID, g int, name string) (*corev1.Pod, error) {
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: v1alpha1.SystemNamespace,
 		Labels:      map[string]string{v1alpha1.LabelReservation: "true"},
 		Annotations: map[string]string{v1alpha1.AnnotationGPUs: strconv.Itoa(g)}},
 		Spec: corev1.PodSpec{NodeName: string(node), SchedulerName: SchedulerName,
@@ -90,11 +106,254 @@ func (s *Scheduler) ensureReservation(ctx context.Context, node engine.NodeID, g
 			TerminationGracePeriodSeconds: new(int64),
 			Containers: []corev1.Container{{Name: "reservation", Image: "registry.k8s.io/pause:3.10",
 				Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{GPUResource: resource.MustParse("1")}}}}}}
-	_, err := s.client.CoreV1().Pods(v1alpha1.SystemNamespace).Create(ctx, p, metav1.CreateOptions{})
-	if err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("reservation %s: %w", p.Name, err)
+	created, err := s.client.CoreV1().Pods(v1alpha1.SystemNamespace).Create(ctx, p, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		return nil, nil // another bind made it: it is looked up again from the informer
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reservation %s: %w", p.Name, err)
+	}
+	return created, nil
+}
+
+// DefaultDeviceReportTimeout is how long a shared pod waits for the node's agent to report
+// which device its GPU's reservation was given before it is left unbound, with an Event.
+const DefaultDeviceReportTimeout = 30 * time.Second
+
+// errAwaitingDevice: the bind waits until the reservation's device is reported.
+var errAwaitingDevice = errors.New("waiting for the node's agent to report the reservation's device")
+
+// awaitingBind is a shared pod held back until its GPU's reservation reports its device.
+type awaitingBind struct {
+	job         bindJob
+	reservation string
+	since       time.Time
+	// resumed: its device is reported and its bind is in flight; the entry (and so the
+	// reservation it keeps) goes when the bind is done.
+	resumed bool
+}
+
+// agentUUIDs is a node's device UUIDs by index when an agent reports the node's devices
+// (then shared pods follow their reservation's reported device); ok is false otherwise.
+func (s *Scheduler) agentUUIDs(node engine.NodeID) (uuids []string, ok bool) {
+	o, exists, _ := s.nodes.GetStore().GetByKey(string(node))
+	if !exists {
+		return nil, false
+	}
+	n := o.(*corev1.Node)
+	if _, managed := n.Annotations[v1alpha1.AnnotationAgent]; !managed {
+		return nil, false
+	}
+	return strings.Split(n.Annotations[v1alpha1.AnnotationGPUUUIDs], ","), true
+}
+
+// sharingUnenforced tells whether a node lets pods share GPUs without holding them to
+// their share (allot.dev/gpu-sharing=none).
+func (s *Scheduler) sharingUnenforced(node engine.NodeID) bool {
+	o, ok, _ := s.nodes.GetStore().GetByKey(string(node))
+	return ok && o.(*corev1.Node).Labels[v1alpha1.LabelGPUSharing] == v1alpha1.SharingNone
+}
+
+// reservationState is what a reservation pod says of its device.
+type reservationState int
+
+const (
+	reservationWaiting  reservationState = iota // not seen yet, or its device not reported
+	reservationReported                         // its device is known
+	reservationFailed                           // the kubelet refused it, or it is gone
+)
+
+// reservedDevice reads a reservation's reported device, as an index of the node's devices.
+func reservedDevice(p *corev1.Pod, uuids []string) (int, reservationState, string) {
+	if p == nil {
+		return -1, reservationWaiting, ""
+	}
+	if p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded {
+		why := p.Status.Message
+		if why == "" {
+			why = "it stopped"
+		}
+		return -1, reservationFailed, why
+	}
+	rec := strings.TrimSpace(p.Annotations[v1alpha1.AnnotationGPUDevices])
+	if rec == "" {
+		return -1, reservationWaiting, ""
+	}
+	if i := slices.Index(uuids, rec); i >= 0 {
+		return i, reservationReported, ""
+	}
+	return -1, reservationFailed, fmt.Sprintf("its reported device %s is not among the node's (annotation %s)", rec, v1alpha1.AnnotationGPUUUIDs)
+}
+
+// effectiveIndex is the device a live reservation holds as the books know it: the
+// reported one, else the one it was made for.
+func effectiveIndex(p *corev1.Pod, uuids []string) int {
+	if g, st, _ := reservedDevice(p, uuids); st == reservationReported {
+		return g
+	}
+	g, err := strconv.Atoi(p.Annotations[v1alpha1.AnnotationGPUs])
+	if err != nil {
+		return -1
+	}
+	return g
+}
+
+// reservationFor finds the live reservation holding GPU g of node (by its reported device,
+// or, unreported, by the device it was made for), making one when there is none. A new
+// one takes the first free name for g: the one of slot 0 may be held by a reservation the
+// device plugin gave another device.
+func (s *Scheduler) reservationFor(ctx context.Context, node engine.NodeID, g int, uuids []string) (string, *corev1.Pod, error) {
+	taken := map[string]bool{}
+	inSystem, _ := s.pods.GetIndexer().ByIndex(cache.NamespaceIndex, v1alpha1.SystemNamespace)
+	for _, o := range inSystem {
+		p := o.(*corev1.Pod)
+		if p.Labels[v1alpha1.LabelReservation] != "true" || p.Spec.NodeName != string(node) {
+			continue
+		}
+		taken[p.Name] = true
+		if _, st, _ := reservedDevice(p, uuids); st != reservationFailed && effectiveIndex(p, uuids) == g {
+			return p.Name, p, nil
+		}
+	}
+	name := reservationName(node, g, 0)
+	for slot := 1; taken[name]; slot++ {
+		name = reservationName(node, g, slot)
+	}
+	created, err := s.createReservation(ctx, node, g, name)
+	return name, created, err
+}
+
+// reservationPod reads a reservation from the informer.
+func (s *Scheduler) reservationPod(name string) *corev1.Pod {
+	o, ok, _ := s.pods.GetStore().GetByKey(v1alpha1.SystemNamespace + "/" + name)
+	if !ok {
+		return nil
+	}
+	return o.(*corev1.Pod)
+}
+
+// placeOnReservation makes a shared pod's bind follow its reservation's reported device on
+// a node with an agent. It returns errAwaitingDevice (the pod is held, still assumed)
+// until the device is reported; once it is, the pod goes to that device, which may not
+// be the one the engine preferred: the environment is then worked out for the real one.
+func (s *Scheduler) placeOnReservation(ctx context.Context, j *bindJob, uuids []string) error {
+	g := j.b.GPUs[0]
+	name, created := j.reservation, (*corev1.Pod)(nil)
+	if name == "" {
+		var err error
+		if name, created, err = s.reservationFor(ctx, j.b.Node, g, uuids); err != nil {
+			return err
+		}
+	}
+	p := s.reservationPod(name)
+	if p == nil {
+		p = created
+	}
+	real, st, why := reservedDevice(p, uuids)
+	switch st {
+	case reservationWaiting:
+		s.amu.Lock()
+		if _, held := s.awaiting[j.p.UID]; !held {
+			s.awaiting[j.p.UID] = awaitingBind{job: *j, reservation: name, since: s.opts.Now()}
+		}
+		s.amu.Unlock()
+		return errAwaitingDevice
+	case reservationFailed:
+		return fmt.Errorf("reservation %s for GPU %d: %s", name, g, why)
+	}
+	if real != g {
+		s.opts.Metrics.adoptedDevices("shared", 1)
+		j.b.GPUs = []int{real}
+		if o, ok, _ := s.nodes.GetStore().GetByKey(string(j.b.Node)); ok {
+			n := convert.Node(o.(*corev1.Node))
+			if real < len(n.GPUs) {
+				j.env = shareEnv(j.p, &n, j.b)
+			}
+		}
+		s.amu.Lock()
+		if _, assumed := s.assumed[j.p.UID]; assumed {
+			s.assumed[j.p.UID] = j.b
+		}
+		s.amu.Unlock()
 	}
 	return nil
+}
+
+// resumeAwaiting binds the held shared pods whose reservation has reported its device,
+// and gives up on those whose report did not come in time: the pod is left unbound (never
+// put on a device that may not be the one it shares), with an Event and a reason, and
+// tried again after a back-off.
+func (s *Scheduler) resumeAwaiting(ctx context.Context) {
+	s.amu.Lock()
+	held := make(map[types.UID]awaitingBind, len(s.awaiting))
+	for uid, a := range s.awaiting {
+		held[uid] = a
+	}
+	s.amu.Unlock()
+	now := s.opts.Now()
+	for uid, a := range held {
+		if a.resumed {
+			continue
+		}
+		if o, ok, _ := s.pods.GetStore().GetByKey(a.job.p.Namespace + "/" + a.job.p.Name); !ok || o.(*corev1.Pod).UID != uid || o.(*corev1.Pod).DeletionTimestamp != nil {
+			s.amu.Lock()
+			delete(s.awaiting, uid) // deleted meanwhile: nothing to bind
+			s.amu.Unlock()
+			continue
+		}
+		uuids, _ := s.agentUUIDs(a.job.b.Node)
+		_, st, why := reservedDevice(s.reservationPod(a.reservation), uuids)
+		if st == reservationWaiting && now.Sub(a.since) < s.deviceReportTimeout() {
+			continue
+		}
+		s.amu.Lock()
+		if st == reservationReported {
+			a.resumed = true
+			s.awaiting[uid] = a
+		} else {
+			delete(s.awaiting, uid)
+		}
+		s.amu.Unlock()
+		if st == reservationReported {
+			a.job.reservation = a.reservation
+			select {
+			case s.binds <- a.job:
+			case <-ctx.Done():
+				return
+			}
+			continue
+		}
+		msg := fmt.Sprintf("placed on %s GPU %d, but the reservation %s holding that GPU ", a.job.b.Node, a.job.b.GPUs[0], a.reservation)
+		if st == reservationFailed {
+			msg += "failed: " + why
+		} else {
+			msg += fmt.Sprintf("had no device reported by the node's allot agent within %s (is the agent running there, and can it reach the kubelet's PodResources socket?)", s.deviceReportTimeout())
+			s.opts.Metrics.reportTimedOut()
+		}
+		msg += "; not bound rather than given a device that may not be the one it shares, tried again shortly"
+		s.amu.Lock()
+		delete(s.assumed, uid)
+		s.backoff[uid] = time.Now().Add(deviceBackoff)
+		s.amu.Unlock()
+		s.recorder.Event(a.job.p, corev1.EventTypeWarning, "DeviceNotReported", msg)
+		cp := a.job.p.DeepCopy()
+		podutil.SetCondition(cp, corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionFalse,
+			Reason: corev1.PodReasonUnschedulable, Message: msg, LastTransitionTime: metav1.Now()})
+		if _, err := s.client.CoreV1().Pods(cp.Namespace).UpdateStatus(ctx, cp, metav1.UpdateOptions{}); err == nil {
+			s.reasons[uid] = msg
+		}
+	}
+}
+
+// deviceBackoff is how long a shared pod whose reservation gave no device waits before the
+// engine's placement of it is bound again.
+const deviceBackoff = 10 * time.Second
+
+func (s *Scheduler) deviceReportTimeout() time.Duration {
+	if s.opts.DeviceReportTimeout > 0 {
+		return s.opts.DeviceReportTimeout
+	}
+	return DefaultDeviceReportTimeout
 }
 
 // ensureSystemNamespace creates the namespace reservation pods live in.
@@ -119,6 +378,10 @@ type gpuKey struct {
 // releaseReservations deletes the reservation of every GPU no fraction uses any more,
 // counting the pods the snapshot and this plan place on shared GPUs.
 func (s *Scheduler) releaseReservations(ctx context.Context, snap *engine.Snapshot, plan *engine.Plan) {
+	snapNodes := make(map[engine.NodeID]*engine.Node, len(snap.Nodes))
+	for i := range snap.Nodes {
+		snapNodes[snap.Nodes[i].ID] = &snap.Nodes[i]
+	}
 	shared := map[gpuKey]bool{}
 	for _, j := range snap.Jobs {
 		for _, p := range j.Pods {
@@ -143,18 +406,32 @@ func (s *Scheduler) releaseReservations(ctx context.Context, snap *engine.Snapsh
 			shared[gpuKey{b.Binding.Node, b.Binding.GPUs[0]}] = true
 		}
 	}
+	// Reservations that held-back shared pods wait on are kept, whatever their device.
+	awaited := map[string]bool{}
+	s.amu.Lock()
+	for _, a := range s.awaiting {
+		awaited[a.reservation] = true
+	}
+	s.amu.Unlock()
 	// The namespace index keeps this off the cost of every other pod in the cluster.
 	inSystem, _ := s.pods.GetIndexer().ByIndex(cache.NamespaceIndex, v1alpha1.SystemNamespace)
 	for _, o := range inSystem {
 		p := o.(*corev1.Pod)
-		if p.Labels[v1alpha1.LabelReservation] != "true" || p.DeletionTimestamp != nil {
+		if p.Labels[v1alpha1.LabelReservation] != "true" || p.DeletionTimestamp != nil || awaited[p.Name] {
 			continue
 		}
-		g, err := strconv.Atoi(p.Annotations[v1alpha1.AnnotationGPUs])
-		if err == nil && shared[gpuKey{engine.NodeID(p.Spec.NodeName), g}] {
+		var uuids []string
+		if n := snapNodes[engine.NodeID(p.Spec.NodeName)]; n != nil {
+			for _, gpu := range n.GPUs {
+				uuids = append(uuids, gpu.UUID)
+			}
+		}
+		// A reservation the kubelet refused is replaced, not kept.
+		_, st, _ := reservedDevice(p, uuids)
+		if g := effectiveIndex(p, uuids); st != reservationFailed && shared[gpuKey{engine.NodeID(p.Spec.NodeName), g}] {
 			continue
 		}
-		err = s.client.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &p.UID}})
+		err := s.client.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &p.UID}})
 		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 			slog.Warn("allot scheduler: release reservation", "pod", p.Name, "err", err)
 		}

@@ -48,6 +48,9 @@ type index struct {
 	// evicted holds the gangs with a member leaving by eviction (the API server marks
 	// such a pod DisruptionTarget).
 	evicted map[engine.JobID]bool
+	// adopted are bound pods whose recorded devices differ from the indices the scheduler
+	// chose: the books follow the record, and a metric counts them.
+	adopted []types.UID
 }
 
 func holdsGPU(r engine.PodRequest) bool { return r.GPUs > 0 || r.Shared() }
@@ -209,7 +212,7 @@ func buildSnapshot(now time.Time, nodes []*corev1.Node, pods []*corev1.Pod, queu
 					if idx.releasing[n] == nil {
 						idx.releasing[n] = map[int]string{}
 					}
-					gpus := convert.Indices(p.Annotations[AnnotationGPUs])
+					gpus := heldIndices(p, idx.nodes[n])
 					if len(gpus) == 0 {
 						gpus = []int{-1}
 					}
@@ -282,7 +285,10 @@ func buildSnapshot(now time.Time, nodes []*corev1.Node, pods []*corev1.Pod, queu
 			job.Invalid = fmt.Sprintf("pod %s: %v", pid, err)
 		}
 		if p.Spec.NodeName != "" {
-			b := &engine.Binding{Node: engine.NodeID(p.Spec.NodeName), GPUs: convert.Indices(p.Annotations[AnnotationGPUs])}
+			b := &engine.Binding{Node: engine.NodeID(p.Spec.NodeName), GPUs: heldIndices(p, idx.nodes[engine.NodeID(p.Spec.NodeName)])}
+			if rec, ok := convert.RecordedGPUs(p, idx.nodes[b.Node]); ok && !pod.Request.Shared() && formatIndices(rec) != p.Annotations[AnnotationGPUs] {
+				idx.adopted = append(idx.adopted, p.UID) // the device plugin chose other devices
+			}
 			if pod.Request.Shared() {
 				share, _ := strconv.Atoi(p.Annotations[v1alpha1.AnnotationGPUShare])
 				b.Share = engine.MilliGPU(share)
@@ -384,6 +390,15 @@ func jobOf(p *corev1.Pod, groups map[string]convert.Group) (jid engine.JobID, mi
 }
 
 func podGPUs(p *corev1.Pod) int64 { return v1alpha1.WholeGPUs(p) }
+
+// heldIndices is where a bound pod's devices are: what the kubelet really gave it when the
+// node's agent has recorded that, else the indices the scheduler chose.
+func heldIndices(p *corev1.Pod, node *engine.Node) []int {
+	if rec, ok := convert.RecordedGPUs(p, node); ok {
+		return rec
+	}
+	return convert.Indices(p.Annotations[AnnotationGPUs])
+}
 
 func formatIndices(gpus []int) string {
 	parts := make([]string, len(gpus))

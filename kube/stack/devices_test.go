@@ -1,0 +1,230 @@
+package stack_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/allot-dev/allot/api/v1alpha1"
+	"github.com/allot-dev/allot/kube/inspect"
+	"github.com/allot-dev/allot/kube/kubetest"
+	"github.com/allot-dev/allot/kube/scheduler"
+	"github.com/allot-dev/allot/kube/simnode"
+	"github.com/allot-dev/allot/kube/stack"
+)
+
+// startWithAgents brings up the whole stack on nodes whose GPUs, device plugin, kubelet
+// PodResources API and allot agent are simulated (kubetest.StartWithAgents).
+func startWithAgents(t *testing.T, nodes, gpus int, sharing string) (*kubetest.Env, *simnode.Devices, string) {
+	t.Helper()
+	e, devices := kubetest.StartWithAgents(t, nodes, gpus, sharing)
+	r, err := stack.Local(e.Ctx, e.Cluster.Config, e.Dir, scheduler.Options{Interval: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e, devices, r.MetricsURL
+}
+
+func nodeUUIDs(t *testing.T, e *kubetest.Env, node string) []string {
+	t.Helper()
+	var uuids []string
+	e.WaitFor(t, "the agent's inventory of "+node, func() (bool, string) {
+		n, err := e.Client.CoreV1().Nodes().Get(e.Ctx, node, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		uuids = strings.Split(n.Annotations[v1alpha1.AnnotationGPUUUIDs], ",")
+		return n.Annotations[v1alpha1.AnnotationAgent] != "" && n.Annotations[v1alpha1.AnnotationGPUInventory] != "", fmt.Sprint(n.Annotations)
+	})
+	return uuids
+}
+
+// One node of four GPUs whose device plugin hands out the highest free device first, the
+// scheduler preferring the lowest: the two halves go where their reservation really is.
+//
+//	scheduler prefers: GPU 0 for the halves     device plugin gives the reservation: GPU 3
+//	then a whole GPU (given GPU 2), then another half on a new shared GPU (given GPU 1)
+func TestSharedPodsFollowTheReservationsRealDevice(t *testing.T) {
+	e, _, metrics := startWithAgents(t, 1, 4, "")
+	uuids := nodeUUIDs(t, e, "dgx-1")
+	e.Queue(t, "team-a", 4, nil)
+	e.MustPod(t, fraction("nb-1", "0.5"))
+	e.MustPod(t, fraction("nb-2", "0.5"))
+	e.WaitFor(t, "both halves running", func() (bool, string) {
+		n := e.Count(t, "default", kubetest.Running)
+		return n == 2, fmt.Sprintf("%d running", n)
+	})
+	res := e.Pods(t, v1alpha1.SystemNamespace)
+	r := res["allot-reservation-dgx-1-gpu0"]
+	if len(res) != 1 || r == nil {
+		t.Fatalf("reservations %v, want the one made for GPU 0", reservations(t, e))
+	}
+	if got := r.Annotations[v1alpha1.AnnotationGPUDevices]; got != uuids[3] {
+		t.Fatalf("the reservation's recorded device is %q, want GPU 3's %s (the device plugin's choice)", got, uuids[3])
+	}
+	for _, name := range []string{"nb-1", "nb-2"} {
+		_, index, env := gpuOf(t, e, name)
+		if index != "3" || env["NVIDIA_VISIBLE_DEVICES"] != uuids[3] {
+			t.Errorf("%s on GPU %s with NVIDIA_VISIBLE_DEVICES=%s, want GPU 3 (%s), the reservation's real device", name, index, env["NVIDIA_VISIBLE_DEVICES"], uuids[3])
+		}
+	}
+	e.WaitFor(t, "both halves counted as adopting the device plugin's choice", func() (bool, string) {
+		m := scrape(t, metrics)
+		return strings.Contains(m, `allot_device_choices_adopted_total{kind="shared"} 2`), m
+	})
+
+	// A whole GPU: the scheduler books GPU 0, the device plugin gives GPU 2; the books
+	// follow the record, so the next shared GPU is made on GPU 0 and really given GPU 1.
+	e.MustPod(t, kubetest.PodSpec{Name: "train", Queue: "team-a", GPUs: 1})
+	e.WaitFor(t, "train's devices recorded", func() (bool, string) {
+		p := e.Pods(t, "default")["train"]
+		return p != nil && p.Annotations[v1alpha1.AnnotationGPUDevices] == uuids[2], fmt.Sprint(p.Annotations)
+	})
+	e.MustPod(t, fraction("nb-3", "0.5"))
+	e.WaitFor(t, "a third half running", func() (bool, string) { return kubetest.Running(e.Pods(t, "default")["nb-3"]), "" })
+	if _, index, env := gpuOf(t, e, "nb-3"); index != "1" || env["NVIDIA_VISIBLE_DEVICES"] != uuids[1] {
+		t.Errorf("nb-3 on GPU %s (%s), want GPU 1 (%s): the only device free in fact", index, env["NVIDIA_VISIBLE_DEVICES"], uuids[1])
+	}
+	if names := reservations(t, e); len(names) != 2 {
+		t.Errorf("reservations %v, want two (one per shared GPU)", names)
+	}
+	// What people see follows the devices too: allot top nodes' layout.
+	nodes, err := inspect.Nodes(e.Ctx, e.Client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	layout := map[int]string{}
+	for _, g := range nodes[0].GPUs {
+		var who []string
+		for _, h := range g.Holders {
+			who = append(who, h.Pod)
+		}
+		layout[g.Index] = strings.Join(who, " ")
+	}
+	want := map[int]string{0: "", 1: "default/nb-3", 2: "default/train", 3: "default/nb-1 default/nb-2"}
+	for g, w := range want {
+		if layout[g] != w {
+			t.Errorf("GPU %d holds %q, want %q (layout %v)", g, layout[g], w, layout)
+		}
+	}
+}
+
+// A GPU that fails (XID 79 on the simulated node) is reported by the agent, its pod gets
+// an Event, the scheduler places nothing more on it, and allot top nodes shows it.
+func TestFailedGPUIsAvoidedAndItsPodsTold(t *testing.T) {
+	e, _, _ := startWithAgents(t, 1, 4, "")
+	uuids := nodeUUIDs(t, e, "dgx-1")
+	e.Queue(t, "team-a", 4, nil)
+	e.MustPod(t, kubetest.PodSpec{Name: "victim", Queue: "team-a", GPUs: 1})
+	e.WaitFor(t, "victim's device recorded", func() (bool, string) {
+		p := e.Pods(t, "default")["victim"]
+		return p != nil && p.Annotations[v1alpha1.AnnotationGPUDevices] == uuids[3], fmt.Sprint(p.Annotations)
+	})
+	patch := []byte(`{"metadata":{"annotations":{"` + simnode.AnnotationFailGPU + `":"3"}}}`)
+	if _, err := e.Client.CoreV1().Nodes().Patch(e.Ctx, "dgx-1", "application/merge-patch+json", patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.WaitFor(t, "GPU 3 reported failed", func() (bool, string) {
+		n, _ := e.Client.CoreV1().Nodes().Get(e.Ctx, "dgx-1", metav1.GetOptions{})
+		bad, err := v1alpha1.ParseUnhealthy(n.Annotations[v1alpha1.AnnotationGPUUnhealthy])
+		return err == nil && len(bad) == 1 && bad[0].Index == 3 && bad[0].UUID == uuids[3] && bad[0].Reason == "XID 79 (GPU has fallen off the bus)", fmt.Sprint(bad, err)
+	})
+	e.WaitFor(t, "an Event on victim", func() (bool, string) {
+		ev := e.Events(t, "default", "victim")
+		for _, m := range ev {
+			if strings.Contains(m, "GPUUnhealthy") && strings.Contains(m, "GPU 3 ("+uuids[3]+") on node dgx-1 failed: XID 79") {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprint(ev)
+	})
+	e.MustPod(t, kubetest.PodSpec{Name: "three", Queue: "team-a", GPUs: 3})
+	e.WaitFor(t, "three running on the healthy GPUs", func() (bool, string) {
+		p := e.Pods(t, "default")["three"]
+		return kubetest.Running(p), fmt.Sprint(p.Status.Conditions)
+	})
+	p := e.Pods(t, "default")["three"]
+	if idx := p.Annotations[v1alpha1.AnnotationGPUs]; strings.Contains(idx, "3") {
+		t.Errorf("three booked on GPUs %s, which include the failed one", idx)
+	}
+	e.WaitFor(t, "three's devices recorded", func() (bool, string) {
+		p := e.Pods(t, "default")["three"]
+		rec := p.Annotations[v1alpha1.AnnotationGPUDevices]
+		return rec != "" && !strings.Contains(rec, uuids[3]), rec
+	})
+	nodes, err := inspect.Nodes(e.Ctx, e.Client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := nodes[0].GPUs[3]; g.Unhealthy != "XID 79 (GPU has fallen off the bus)" {
+		t.Errorf("allot top nodes shows GPU 3 as %+v, want it failed with XID 79", g)
+	}
+}
+
+// A node whose agent declares sharing "none": pods may share there, and the pod's Event
+// and the node's listing say that limits are not enforced; a hard memory cap waits.
+func TestUnenforcedSharingIsSaid(t *testing.T) {
+	e, _, _ := startWithAgents(t, 1, 2, v1alpha1.SharingNone)
+	nodeUUIDs(t, e, "dgx-1")
+	e.Queue(t, "team-a", 2, nil)
+	e.MustPod(t, fraction("nb", "0.5"))
+	e.MustPod(t, kubetest.PodSpec{Name: "capped", Queue: "team-a", Annotations: map[string]string{v1alpha1.AnnotationGPUMemory: "20Gi"}})
+	e.WaitFor(t, "nb running with the warning in its Event", func() (bool, string) {
+		if !kubetest.Running(e.Pods(t, "default")["nb"]) {
+			return false, "not running"
+		}
+		ev := strings.Join(e.Events(t, "default", "nb"), "\n")
+		return strings.Contains(ev, v1alpha1.SharingNotEnforced), ev
+	})
+	e.WaitFor(t, "capped waiting with the reason", func() (bool, string) {
+		p := e.Pods(t, "default")["capped"]
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodScheduled && strings.Contains(c.Message, "cannot enforce one (allot.dev/gpu-sharing=none)") {
+				return p.Spec.NodeName == "", ""
+			}
+		}
+		return false, fmt.Sprint(p.Status.Conditions)
+	})
+	nodes, err := inspect.Nodes(e.Ctx, e.Client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if nodes[0].Sharing != v1alpha1.SharingNone || nodes[0].SharingWarning != v1alpha1.SharingNotEnforced {
+		t.Errorf("node listing %+v, want sharing none with the warning", nodes[0])
+	}
+}
+
+// A node that says it has an agent (allot.dev/agent) whose agent never reports the
+// reservation's device: the shared pod is not bound to a guessed device; it gets an Event
+// and a reason, and stays pending.
+func TestMissingDeviceReportLeavesThePodUnbound(t *testing.T) {
+	e := kubetest.Start(t, 1, 2) // no device plugin, no agent: nothing will report
+	if _, err := stack.Local(e.Ctx, e.Cluster.Config, e.Dir, scheduler.Options{Interval: 200 * time.Millisecond, DeviceReportTimeout: 2 * time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	patch := []byte(`{"metadata":{"annotations":{"` + v1alpha1.AnnotationAgent + `":"gone"}}}`)
+	if _, err := e.Client.CoreV1().Nodes().Patch(e.Ctx, "dgx-1", "application/merge-patch+json", patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.Queue(t, "team-a", 2, nil)
+	e.MustPod(t, fraction("nb", "0.5"))
+	e.WaitFor(t, "an Event and a reason on nb", func() (bool, string) {
+		p := e.Pods(t, "default")["nb"]
+		ev := strings.Join(e.Events(t, "default", "nb"), "\n")
+		reason := ""
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodScheduled {
+				reason = c.Message
+			}
+		}
+		want := "had no device reported by the node's allot agent within 2s"
+		return strings.Contains(ev, "DeviceNotReported") && strings.Contains(ev, want) && strings.Contains(reason, want), ev + " | " + reason
+	})
+	if p := e.Pods(t, "default")["nb"]; p.Spec.NodeName != "" {
+		t.Errorf("nb bound to %s without its device known", p.Spec.NodeName)
+	}
+}
