@@ -49,7 +49,9 @@ func (k *kubeFlags) ToRawKubeConfigLoader() clientcmd.ClientConfig {
 	return clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &k.overrides)
 }
 
-func (k *kubeFlags) ToRESTConfig() (*rest.Config, error) { return k.ToRawKubeConfigLoader().ClientConfig() }
+func (k *kubeFlags) ToRESTConfig() (*rest.Config, error) {
+	return k.ToRawKubeConfigLoader().ClientConfig()
+}
 
 func (k *kubeFlags) ToRESTMapper() (meta.RESTMapper, error) {
 	rc, err := k.ToRESTConfig()
