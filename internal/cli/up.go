@@ -11,7 +11,9 @@ import (
 	"runtime/debug"
 	"runtime/pprof"
 	"strconv"
+	"strings"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 	batchv1 "k8s.io/api/batch/v1"
@@ -20,12 +22,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 
 	"github.com/allot-dev/allot/api/v1alpha1"
+	"github.com/allot-dev/allot/kube/agent"
 	"github.com/allot-dev/allot/kube/localcluster"
 	"github.com/allot-dev/allot/kube/scheduler"
 	"github.com/allot-dev/allot/kube/simnode"
@@ -38,6 +42,7 @@ func newUpCmd() *cobra.Command {
 	var gpuType, gpuMemory, dataDir, kubeconfig string
 	var demo bool
 	var cpuProfile, dashboardAddr, metricsAddr string
+	var sharing, failGPU string
 	cmd := &cobra.Command{
 		Use:     "up",
 		GroupID: "run",
@@ -61,6 +66,21 @@ A kubeconfig is written so that kubectl works against it. Ctrl-C stops everythin
 			}
 			if demo {
 				nodes, gpus = 2, 8
+			}
+			if _, err := v1alpha1.ParseSharing(sharing); err != nil {
+				return fmt.Errorf("--sharing: %w", err)
+			}
+			var failNode string
+			var failIndex int
+			if failGPU != "" {
+				n, i, ok := strings.Cut(failGPU, "/")
+				idx, err := strconv.Atoi(i)
+				var num int
+				if _, scanErr := fmt.Sscanf(n, "dgx-%d", &num); !ok || err != nil || scanErr != nil || num < 1 || num > nodes || idx < 0 || idx >= gpus ||
+					n != fmt.Sprintf("dgx-%d", num) {
+					return fmt.Errorf("--fail-gpu %q is not allowed: NODE/INDEX with NODE one of dgx-1 … dgx-%d and INDEX from 0 to %d", failGPU, nodes, gpus-1)
+				}
+				failNode, failIndex = n, idx
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
@@ -109,15 +129,34 @@ A kubeconfig is written so that kubectl works against it. Ctrl-C stops everythin
 				return err
 			}
 			client := kubernetes.NewForConfigOrDie(c.Config)
-			if err := simnode.Create(ctx, client, simnode.Spec{Prefix: "dgx", Count: nodes, GPUs: gpus, GPUType: gpuType,
-				GPUMemoryMi: mem.Value() >> 20, CPU: "128", Memory: "1Ti"}); err != nil {
+			spec := simnode.Spec{Prefix: "dgx", Count: nodes, GPUs: gpus, GPUType: gpuType,
+				GPUMemoryMi: mem.Value() >> 20, CPU: "128", Memory: "1Ti", Sharing: sharing}
+			if err := simnode.Create(ctx, client, spec); err != nil {
 				return err
 			}
 			kubeletConfig := rest.CopyConfig(c.Config)
 			kubeletConfig.QPS, kubeletConfig.Burst = 1000, 2000
 			kubeletConfig.ContentType = runtime.ContentTypeProtobuf
-			go simnode.NewKubelet(kubernetes.NewForConfigOrDie(kubeletConfig)).Run(ctx)
-			running, err := stack.LocalAs(ctx, c.Config, c.Config, dataDir, metricsAddr, scheduler.Options{})
+			nodeClient := kubernetes.NewForConfigOrDie(kubeletConfig)
+			// Each simulated node is a real GPU node below the scheduler: its GPUs on go-nvml's
+			// mock, a device plugin choosing devices its own way, the kubelet's PodResources
+			// API on a unix socket (kept short: a data directory's path may be long), and the
+			// real allot agent reporting it all.
+			sockets, err := os.MkdirTemp("", "allot-up-pr")
+			if err != nil {
+				return err
+			}
+			defer os.RemoveAll(sockets)
+			devices := simnode.NewDevices(sockets)
+			if err := devices.AddNodes(ctx, spec); err != nil {
+				return err
+			}
+			go simnode.NewKubelet(nodeClient).WithDevices(devices).Run(ctx)
+			agentMetrics := agent.NewMetrics()
+			if err := devices.RunAgents(ctx, nodeClient, agentMetrics, 10*time.Second); err != nil {
+				return err
+			}
+			running, err := stack.LocalAs(ctx, c.Config, c.Config, dataDir, metricsAddr, scheduler.Options{Collectors: agentMetrics.Collectors()})
 			if err != nil {
 				return err
 			}
@@ -132,8 +171,15 @@ A kubeconfig is written so that kubectl works against it. Ctrl-C stops everythin
 					return err
 				}
 			}
-			fmt.Fprintf(out, "Allot is up: %d simulated nodes × %d %s GPUs.\nkubeconfig: %s\n  kubectl --kubeconfig %s get nodes,queues,pods\nmetrics: %s\nCtrl-C stops it.\n",
-				nodes, gpus, gpuType, kubeconfig, kubeconfig, running.MetricsURL)
+			if failNode != "" {
+				patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, simnode.AnnotationFailGPU, strconv.Itoa(failIndex))
+				if _, err := client.CoreV1().Nodes().Patch(ctx, failNode, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+					return fmt.Errorf("--fail-gpu: %w", err)
+				}
+				fmt.Fprintf(out, "GPU %d of %s fails now (XID 79): allot top nodes shows it, the scheduler places nothing more there.\n", failIndex, failNode)
+			}
+			fmt.Fprintf(out, "Allot is up: %d simulated nodes × %d %s GPUs, each with its allot agent.\nkubeconfig: %s\n  kubectl --kubeconfig %s get nodes,queues,pods\nmetrics: %s\nFail a GPU: kubectl --kubeconfig %s annotate node dgx-1 %s=3\nCtrl-C stops it.\n",
+				nodes, gpus, gpuType, kubeconfig, kubeconfig, running.MetricsURL, kubeconfig, simnode.AnnotationFailGPU)
 			<-ctx.Done()
 			fmt.Fprintln(out, "\nstopping …")
 			return <-schedDone
@@ -150,6 +196,8 @@ A kubeconfig is written so that kubectl works against it. Ctrl-C stops everythin
 	_ = f.MarkHidden("cpu-profile")
 	f.StringVar(&dashboardAddr, "dashboard-address", "127.0.0.1:8090", "serve the web dashboard on this host:port (empty: none)")
 	f.StringVar(&metricsAddr, "metrics-address", "127.0.0.1:9090", "serve Prometheus metrics at /metrics on this host:port (127.0.0.1:0: any free port)")
+	f.StringVar(&sharing, "sharing", "", "how the simulated nodes declare GPU sharing is enforced: mps, hami-core or none (empty: not declared)")
+	f.StringVar(&failGPU, "fail-gpu", "", "make one simulated GPU fail once Allot is up, as NODE/INDEX (dgx-1/3): the health path end to end")
 	f.BoolVar(&demo, "demo", false, "the demo: queues team-a/b/c/d with quotas 4/2/2/8 on 2 nodes of 8 GPUs, with work submitted")
 	return cmd
 }

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -121,5 +122,70 @@ func TestUpDemo(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal("the demo's 8 pods (6 of team-a, beyond its quota of 4, and 2 of team-b) did not all run")
+	}
+}
+
+// TestUpFailGPU runs `allot up --fail-gpu dgx-1/2`: the simulated node's agent reports the
+// failure through the same path as on a real node, `allot top nodes` shows it, and the
+// agents' metrics are served under DCGM exporter's names.
+func TestUpFailGPU(t *testing.T) {
+	up := startUp(t, "--nodes", "1", "--gpus-per-node", "4", "--fail-gpu", "dgx-1/2")
+	metrics := ""
+	for _, line := range strings.Split(up.out.String(), "\n") {
+		if rest, ok := strings.CutPrefix(line, "metrics: "); ok {
+			metrics = rest
+		}
+	}
+	var top string
+	err := wait.PollUntilContextTimeout(up.ctx, 500*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		cmd := NewRoot()
+		var out bytes.Buffer
+		cmd.SetOut(&out)
+		cmd.SetErr(&out)
+		cmd.SetArgs([]string{"top", "nodes", "--kubeconfig", up.kubeconfig})
+		if err := cmd.ExecuteContext(up.ctx); err != nil {
+			return false, nil
+		}
+		top = out.String()
+		return strings.Contains(top, "FAILED: XID 79 (GPU has fallen off the bus)"), nil
+	})
+	if err != nil {
+		t.Fatalf("allot top nodes never showed GPU 2 failed:\n%s", top)
+	}
+	for _, line := range strings.Split(top, "\n") {
+		if strings.Contains(line, "FAILED") && !strings.HasPrefix(strings.TrimSpace(line), "2 ") {
+			t.Errorf("a GPU other than 2 shown failed: %q", line)
+		}
+	}
+	resp, err := http.Get(metrics)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var page bytes.Buffer
+	_, _ = page.ReadFrom(resp.Body)
+	for _, want := range []string{`DCGM_FI_DEV_GPU_UTIL{Hostname="dgx-1",UUID="GPU-`, `allot_agent_gpu_healthy{Hostname="dgx-1",UUID="GPU-`} {
+		if !strings.Contains(page.String(), want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+	if !strings.Contains(page.String(), `DCGM_FI_DEV_XID_ERRORS{Hostname="dgx-1"`) || !regexpMatch(`DCGM_FI_DEV_XID_ERRORS\{[^}]*gpu="2"[^}]*\} 79`, page.String()) {
+		t.Errorf("the last XID of GPU 2 is not 79 in the metrics")
+	}
+}
+
+func regexpMatch(pattern, s string) bool { return regexp.MustCompile(pattern).MatchString(s) }
+
+// A --fail-gpu that names no simulated GPU is refused before anything starts.
+func TestUpRefusesAFailGPUItDoesNotHave(t *testing.T) {
+	cmd := NewRoot()
+	var out bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetErr(&out)
+	cmd.SetArgs([]string{"up", "--nodes", "2", "--fail-gpu", "dgx-3/0", "--data-dir", t.TempDir()})
+	err := cmd.Execute()
+	want := `--fail-gpu "dgx-3/0" is not allowed: NODE/INDEX with NODE one of dgx-1 … dgx-2 and INDEX from 0 to 7`
+	if err == nil || err.Error() != want {
+		t.Fatalf("error %v, want %q", err, want)
 	}
 }

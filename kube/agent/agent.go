@@ -239,10 +239,11 @@ func (a *Agent) health() (map[int]v1alpha1.UnhealthyGPU, map[int]uint64) {
 
 // publishHealth writes the failed devices to the Node and gives each pod on one an Event.
 func (a *Agent) publishHealth(ctx context.Context, pods []any) {
-	unhealthy, _ := a.health()
+	unhealthy, xids := a.health()
 	if len(unhealthy) == 0 {
 		return
 	}
+	a.opts.Metrics.observeHealth(a.opts.Node, a.inv, unhealthy, xids)
 	v, _ := json.Marshal(sortedUnhealthy(unhealthy))
 	n, err := a.client.CoreV1().Nodes().Get(ctx, a.opts.Node, metav1.GetOptions{ResourceVersion: "0"})
 	if err != nil || n.Annotations[v1alpha1.AnnotationGPUUnhealthy] != string(v) {

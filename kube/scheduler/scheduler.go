@@ -27,6 +27,7 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
@@ -61,6 +62,9 @@ type Options struct {
 	// half after this long); zero means engine.DefaultUsageHalfLife. Engine.UsageStrength says
 	// how much that use tilts the division of idle GPUs.
 	UsageHalfLife time.Duration
+	// Collectors are more series served beside the scheduler's (allot up's simulated
+	// nodes' agents).
+	Collectors []prometheus.Collector
 	// DeviceReportTimeout is how long a shared pod on a node with an agent waits for its
 	// GPU's reservation to have its device reported; zero means DefaultDeviceReportTimeout.
 	DeviceReportTimeout time.Duration

@@ -54,6 +54,7 @@ func Run(ctx context.Context, rc *rest.Config, opts Options) error {
 	if opts.Metrics != nil {
 		var m *scheduler.Metrics
 		m, hooks = newMetrics(gangs)
+		m.Registry.MustRegister(opts.Scheduler.Collectors...)
 		opts.Scheduler.Metrics = m
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{}))

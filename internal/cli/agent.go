@@ -1,0 +1,108 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/spf13/cobra"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/allot-dev/allot/api/v1alpha1"
+	"github.com/allot-dev/allot/kube/agent"
+)
+
+func newAgentCmd() *cobra.Command {
+	var kubeconfig, node, sharing, socket, library string
+	var interval time.Duration
+	var metricsPort int
+	cmd := &cobra.Command{
+		Use:     "agent",
+		GroupID: "run",
+		Short:   "Run the per-node agent on a GPU node (the Helm chart's DaemonSet)",
+		Long: `Report this node's GPUs to Allot: each device's UUID, model, memory, MIG mode, NUMA node and
+NVLink group (read through NVIDIA's NVML), how busy each is and how much memory it uses
+(every --interval), the devices the kubelet gave each pod (from its PodResources API), and
+devices that fail (NVML's critical XID and ECC events, or a device off the bus). Serves
+per-device metrics under DCGM exporter's names. --sharing declares how GPU sharing is
+enforced on the node (the allot.dev/gpu-sharing label).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if node == "" {
+				return errors.New("--node-name is required (the chart sets NODE_NAME from the pod's spec.nodeName)")
+			}
+			if _, err := v1alpha1.ParseSharing(sharing); err != nil {
+				return fmt.Errorf("--sharing: %w", err)
+			}
+			if interval < time.Second {
+				return fmt.Errorf("--interval %s is not allowed: at least 1s", interval)
+			}
+			var rc *rest.Config
+			var err error
+			if kubeconfig == "" {
+				rc, err = rest.InClusterConfig()
+			} else {
+				rc, err = clientcmd.BuildConfigFromFlags("", kubeconfig)
+			}
+			if err != nil {
+				return fmt.Errorf("no cluster configuration (in a pod, or pass --kubeconfig): %w", err)
+			}
+			client, err := kubernetes.NewForConfig(rc)
+			if err != nil {
+				return err
+			}
+			pr, closeConn, err := agent.DialPodResources(socket)
+			if err != nil {
+				return err
+			}
+			defer closeConn()
+			var opts []nvml.LibraryOption
+			if library != "" {
+				opts = append(opts, nvml.WithLibraryPath(library))
+			}
+			reg := prometheus.NewRegistry()
+			metrics := agent.NewMetrics()
+			reg.MustRegister(metrics.Collectors()...)
+			a, err := agent.New(client, agent.Options{Node: node, NVML: nvml.New(opts...), PodResources: pr, Sharing: sharing,
+				Interval: interval, Version: Version, Metrics: metrics})
+			if err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			if metricsPort > 0 {
+				l, err := net.Listen("tcp", fmt.Sprintf(":%d", metricsPort))
+				if err != nil {
+					return fmt.Errorf("--metrics-port %d: %w", metricsPort, err)
+				}
+				mux := http.NewServeMux()
+				mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+				srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+				go func() { _ = srv.Serve(l) }()
+				defer srv.Close()
+			}
+			slog.Info("allot agent: reporting", "node", node, "sharing", sharing)
+			return a.Run(ctx)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig of the cluster (default: the in-cluster configuration)")
+	f.StringVar(&node, "node-name", os.Getenv("NODE_NAME"), "this node's name (default: $NODE_NAME)")
+	f.StringVar(&sharing, "sharing", "", "how GPU sharing is enforced on this node: mps, hami-core or none (empty: keep the node's allot.dev/gpu-sharing label)")
+	f.StringVar(&socket, "pod-resources-socket", agent.DefaultPodResourcesSocket, "the kubelet's PodResources API socket")
+	f.StringVar(&library, "nvml-library", "", "path of libnvidia-ml.so.1 (default: found by the dynamic loader)")
+	f.DurationVar(&interval, "interval", 10*time.Second, "how often to report utilisation and memory")
+	f.IntVar(&metricsPort, "metrics-port", 9400, "serve per-device metrics at /metrics on this port, as DCGM exporter does (0: none)")
+	return cmd
+}
