@@ -235,3 +235,48 @@ func TestChartCRDsMatchGenerated(t *testing.T) {
 		}
 	}
 }
+
+// TestHelmAgent: one agent DaemonSet per pool of GPU nodes, declaring its pool's sharing,
+// with the kubelet's PodResources socket and the sharing root mounted; the webhook mounts
+// the root into sharing pods only where some pool enforces sharing; a sharing mode the
+// agent does not know is refused at install.
+func TestHelmAgent(t *testing.T) {
+	objs := render(t, "--set", "agent.pools[0].name=a100", "--set", "agent.pools[0].nodeSelector.pool=a100", "--set", "agent.pools[0].sharing=mps",
+		"--set", "agent.pools[1].name=l4", "--set", "agent.pools[1].nodeSelector.pool=l4", "--set", "agent.pools[1].sharing=hami-core")
+	for pool, sharing := range map[string]string{"a100": "mps", "l4": "hami-core"} {
+		ds := objs["DaemonSet/allot-agent-"+pool]
+		if ds == nil {
+			t.Fatalf("no agent DaemonSet for pool %s", pool)
+		}
+		pod := ds["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)
+		if fmt.Sprint(pod["nodeSelector"]) != "map[pool:"+pool+"]" || pod["serviceAccountName"] != "allot-agent" {
+			t.Errorf("pool %s: nodeSelector %v, account %v", pool, pod["nodeSelector"], pod["serviceAccountName"])
+		}
+		c := pod["containers"].([]any)[0].(map[string]any)
+		args := fmt.Sprint(c["args"])
+		if !strings.Contains(args, "--sharing="+sharing) || !strings.Contains(args, "--sharing-root=/run/allot/sharing") {
+			t.Errorf("pool %s: args %s", pool, args)
+		}
+		if (sharing == "hami-core") != strings.Contains(args, "--hami-core-library=/host-hami-core/libvgpu.so") {
+			t.Errorf("pool %s: args %s", pool, args)
+		}
+		vols := fmt.Sprint(pod["volumes"])
+		if !strings.Contains(vols, "/var/lib/kubelet/pod-resources") || !strings.Contains(vols, "/run/allot/sharing") {
+			t.Errorf("pool %s: volumes %s", pool, vols)
+		}
+	}
+	schedArgs := func(objs map[string]rendered) string {
+		pod := objs["Deployment/allot"]["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)
+		return fmt.Sprint(pod["containers"].([]any)[0].(map[string]any)["args"])
+	}
+	if !strings.Contains(schedArgs(objs), "--sharing-root=/run/allot/sharing") {
+		t.Errorf("scheduler args %s: pools enforce sharing, the webhook must mount the root", schedArgs(objs))
+	}
+	if args := schedArgs(render(t)); strings.Contains(args, "--sharing-root") {
+		t.Errorf("scheduler args %s: the default pool shares without enforcement, no hostPath is needed", args)
+	}
+	out, err := helm(t, "template", "allot", chart, "--set", "agent.pools[0].sharing=mig")
+	if err == nil || !strings.Contains(out, "sharing") || !strings.Contains(out, "'mps', 'hami-core', 'none'") {
+		t.Errorf("sharing=mig: %v\n%s", err, out)
+	}
+}

@@ -232,3 +232,68 @@ func TestSchedulerRoleIsEnough(t *testing.T) {
 		authorizationv1.ResourceAttributes{Verb: "delete", Resource: "nodes"},
 		authorizationv1.ResourceAttributes{Verb: "update", Group: "allot.dev", Resource: "queues"})
 }
+
+// TestAgentRoleIsEnough runs the real agent on a simulated GPU node (go-nvml's mock, a
+// device plugin, the kubelet's PodResources socket) as the chart's agent ServiceAccount
+// with the chart's role: it writes the node's inventory, records a pod's devices, reports a
+// failed GPU and tells the pod on it; the account may not read Secrets, change pods' specs
+// or delete anything.
+func TestAgentRoleIsEnough(t *testing.T) {
+	objs := deploy.Render(t)
+	ds := objs["DaemonSet/allot-agent-gpu"]
+	if ds == nil {
+		t.Fatal("the chart renders no agent DaemonSet for its default pool")
+	}
+	e, devices := kubetest.StartWithDevices(t, 1, 4, "")
+	install(t, e, objs, "ServiceAccount/allot-agent", "ClusterRole/allot-agent", "ClusterRoleBinding/allot-agent")
+	rc := serviceAccount(e, "allot-agent")
+	if err := devices.RunAgents(e.Ctx, kubernetes.NewForConfigOrDie(rc), nil, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stack.Local(e.Ctx, e.Cluster.Config, e.Dir, scheduler.Options{Interval: 200 * time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	e.Queue(t, "team-a", 4, nil)
+	e.MustPod(t, kubetest.PodSpec{Name: "train", Queue: "team-a", GPUs: 1})
+	e.WaitFor(t, "the inventory and train's devices recorded", func() (bool, string) {
+		n, _ := e.Client.CoreV1().Nodes().Get(e.Ctx, "dgx-1", metav1.GetOptions{})
+		p := e.Pods(t, "default")["train"]
+		return n.Annotations[v1alpha1.AnnotationGPUInventory] != "" && p != nil && p.Annotations[v1alpha1.AnnotationGPUDevices] != "",
+			fmt.Sprint(n.Annotations, p.Annotations)
+	})
+	held, _ := convertHeld(t, e, "train")
+	patch := []byte(`{"metadata":{"annotations":{"allot.dev/sim-fail-gpu":"` + fmt.Sprint(held) + `"}}}`)
+	if _, err := e.Client.CoreV1().Nodes().Patch(e.Ctx, "dgx-1", "application/merge-patch+json", patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.WaitFor(t, "the failure reported and train told", func() (bool, string) {
+		n, _ := e.Client.CoreV1().Nodes().Get(e.Ctx, "dgx-1", metav1.GetOptions{})
+		ev := strings.Join(e.Events(t, "default", "train"), "\n")
+		return n.Annotations[v1alpha1.AnnotationGPUUnhealthy] != "" && strings.Contains(ev, "GPUUnhealthy"), ev
+	})
+	refused(t, e, rc,
+		authorizationv1.ResourceAttributes{Verb: "list", Resource: "secrets"},
+		authorizationv1.ResourceAttributes{Verb: "update", Resource: "pods", Namespace: "default"},
+		authorizationv1.ResourceAttributes{Verb: "create", Resource: "pods", Namespace: "default"},
+		authorizationv1.ResourceAttributes{Verb: "delete", Resource: "pods", Namespace: "default"},
+		authorizationv1.ResourceAttributes{Verb: "delete", Resource: "nodes"},
+		authorizationv1.ResourceAttributes{Verb: "update", Resource: "nodes", Subresource: "status"},
+		authorizationv1.ResourceAttributes{Verb: "create", Resource: "pods", Subresource: "binding", Namespace: "default"})
+}
+
+// convertHeld is the index of the device the kubelet gave a one-GPU pod.
+func convertHeld(t *testing.T, e *kubetest.Env, pod string) (int, string) {
+	t.Helper()
+	n, err := e.Client.CoreV1().Nodes().Get(e.Ctx, "dgx-1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	uuid := e.Pods(t, "default")[pod].Annotations[v1alpha1.AnnotationGPUDevices]
+	for i, u := range strings.Split(n.Annotations[v1alpha1.AnnotationGPUUUIDs], ",") {
+		if u == uuid {
+			return i, uuid
+		}
+	}
+	t.Fatalf("%s's device %s is not among the node's", pod, uuid)
+	return -1, ""
+}

@@ -40,6 +40,15 @@ const (
 // the node's listing, and in the Event of each pod that shares a GPU there.
 const SharingNotEnforced = "GPU sharing is not enforced here (allot.dev/gpu-sharing=none): pods sharing a GPU are not held to their memory or compute share"
 
+// MPSDir is where, under the sharing root (the host directory the agent shares with
+// sharing pods), the MPS control daemon of one GPU keeps its pipes ("pipe") and logs
+// ("log"): the agent starts the daemon there, the scheduler points sharing pods at it.
+func MPSDir(root, uuid string) string { return root + "/mps/" + uuid }
+
+// HAMiCoreLibrary is where, under the sharing root, the agent puts HAMi-core's library for
+// sharing pods to preload.
+func HAMiCoreLibrary(root string) string { return root + "/hami-core/libvgpu.so" }
+
 // SharingModes are LabelGPUSharing's allowed values.
 var SharingModes = []string{SharingMPS, SharingHAMiCore, SharingNone}
 

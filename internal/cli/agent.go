@@ -24,7 +24,7 @@ import (
 )
 
 func newAgentCmd() *cobra.Command {
-	var kubeconfig, node, sharing, socket, library string
+	var kubeconfig, node, sharing, socket, library, sharingRoot, hamiLibrary, mpsControl string
 	var interval time.Duration
 	var metricsPort int
 	cmd := &cobra.Command{
@@ -75,7 +75,7 @@ enforced on the node (the allot.dev/gpu-sharing label).`,
 			metrics := agent.NewMetrics()
 			reg.MustRegister(metrics.Collectors()...)
 			a, err := agent.New(client, agent.Options{Node: node, NVML: nvml.New(opts...), PodResources: pr, Sharing: sharing,
-				Interval: interval, Version: Version, Metrics: metrics})
+				Interval: interval, Version: Version, Metrics: metrics, SharingRoot: sharingRoot, HAMiCoreLibrary: hamiLibrary, MPSControl: mpsControl})
 			if err != nil {
 				return err
 			}
@@ -102,6 +102,9 @@ enforced on the node (the allot.dev/gpu-sharing label).`,
 	f.StringVar(&sharing, "sharing", "", "how GPU sharing is enforced on this node: mps, hami-core or none (empty: keep the node's allot.dev/gpu-sharing label)")
 	f.StringVar(&socket, "pod-resources-socket", agent.DefaultPodResourcesSocket, "the kubelet's PodResources API socket")
 	f.StringVar(&library, "nvml-library", "", "path of libnvidia-ml.so.1 (default: found by the dynamic loader)")
+	f.StringVar(&sharingRoot, "sharing-root", "", "host directory shared with pods sharing a GPU: MPS pipes and HAMi-core's library go there (needed by mps and hami-core)")
+	f.StringVar(&hamiLibrary, "hami-core-library", "", "HAMi-core's libvgpu.so as the container sees it, copied under --sharing-root for sharing pods to preload (hami-core)")
+	f.StringVar(&mpsControl, "mps-control", agent.DefaultMPSControl, "NVIDIA's MPS control program (mps)")
 	f.DurationVar(&interval, "interval", 10*time.Second, "how often to report utilisation and memory")
 	f.IntVar(&metricsPort, "metrics-port", 9400, "serve per-device metrics at /metrics on this port, as DCGM exporter does (0: none)")
 	return cmd

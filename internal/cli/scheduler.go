@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -25,7 +26,7 @@ func newSchedulerCmd() *cobra.Command {
 	var gangGrace, usageHalfLife time.Duration
 	var usageStrength float64
 	var webhookPort, metricsPort int
-	var certDir string
+	var certDir, sharingRoot string
 	cmd := &cobra.Command{
 		Use:     "scheduler",
 		GroupID: "run",
@@ -64,7 +65,10 @@ controller that makes gangs (PodGroups) of Jobs, JobSets and Kubeflow jobs, and 
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			opts := stack.Options{Scheduler: scheduler.Options{Engine: engine.Options{Placement: pl, GangGrace: gangGrace, UsageStrength: usageStrength},
-				UsageHalfLife: usageHalfLife, LeaderElection: leaderElect, Identity: identity, Lease: lease}}
+				UsageHalfLife: usageHalfLife, LeaderElection: leaderElect, Identity: identity, Lease: lease, SharingRoot: sharingRoot}}
+			if sharingRoot != "" && !filepath.IsAbs(sharingRoot) {
+				return fmt.Errorf("--sharing-root %q is not allowed: an absolute path on the nodes, such as /run/allot/sharing", sharingRoot)
+			}
 			if webhookPort > 0 {
 				if opts.Cert, err = admission.CertFiles(ctx, certDir); err != nil {
 					return err
@@ -93,6 +97,7 @@ controller that makes gangs (PodGroups) of Jobs, JobSets and Kubeflow jobs, and 
 	f.StringVar(&certDir, "webhook-cert-dir", "/etc/allot/webhook", "directory with the webhooks' tls.crt and tls.key (reloaded when they change)")
 	f.IntVar(&metricsPort, "metrics-port", 0, "serve Prometheus metrics at /metrics on this port (0: none)")
 	f.StringVar(&placement, "placement", "allot", "placement policy: allot, binpack, spread, best-fit, gpu-packing, fgd, random")
+	f.StringVar(&sharingRoot, "sharing-root", "", "host directory the nodes' agents share with pods sharing a GPU (MPS pipes, HAMi-core's library), mounted into them by the webhook (empty: none, for clusters whose nodes do not enforce sharing)")
 	f.Float64Var(&usageStrength, "usage-strength", 0, "how much a queue's past use above quota lowers its part of idle GPUs: 0 ignores it, 1 is strong (quotas are never touched)")
 	f.DurationVar(&usageHalfLife, "usage-half-life", engine.DefaultUsageHalfLife, "how fast past use is forgotten: it counts half after this long")
 	return cmd

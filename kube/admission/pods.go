@@ -73,7 +73,15 @@ func DynamicOwners(dyn dynamic.Interface) Owners {
 type Mutator struct {
 	View   View
 	Owners Owners
+	// SharingRoot, when set, is the host directory the nodes' agents share with pods
+	// sharing a GPU (MPS pipes, HAMi-core's library): it is mounted into them at the same
+	// path. Set where some node enforces sharing with mps or hami-core; left empty, no
+	// hostPath is added (PodSecurity's baseline refuses hostPath volumes).
+	SharingRoot string
 }
+
+// sharingVolume is the name of the mounted SharingRoot in a sharing pod.
+const sharingVolume = "allot-gpu-sharing"
 
 // Handle implements admission.Handler.
 func (m *Mutator) Handle(ctx context.Context, req admission.Request) admission.Response {
@@ -123,6 +131,16 @@ func (m *Mutator) Handle(ctx context.Context, req admission.Request) admission.R
 		ref := corev1.EnvFromSource{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: name}}}
 		for i := range out.Spec.Containers {
 			out.Spec.Containers[i].EnvFrom = append(out.Spec.Containers[i].EnvFrom, ref)
+		}
+		// The pod's node is not known yet: the directory goes in whatever the node's mode,
+		// and the ConfigMap the scheduler writes for that node says what in it to use.
+		if m.SharingRoot != "" && !slices.ContainsFunc(out.Spec.Volumes, func(v corev1.Volume) bool { return v.Name == sharingVolume }) {
+			dirOrCreate := corev1.HostPathDirectoryOrCreate
+			out.Spec.Volumes = append(out.Spec.Volumes, corev1.Volume{Name: sharingVolume,
+				VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: m.SharingRoot, Type: &dirOrCreate}}})
+			for i := range out.Spec.Containers {
+				out.Spec.Containers[i].VolumeMounts = append(out.Spec.Containers[i].VolumeMounts, corev1.VolumeMount{Name: sharingVolume, MountPath: m.SharingRoot})
+			}
 		}
 	}
 	cur, err := json.Marshal(out)

@@ -44,6 +44,11 @@ type Options struct {
 	Version  string
 	Metrics  *Metrics // nil: none
 	Now      func() time.Time
+	// SharingRoot is the host directory shared with pods sharing a GPU (MPS pipes,
+	// HAMi-core's library); HAMiCoreLibrary is where the admin installed HAMi-core's
+	// libvgpu.so (for hami-core); MPSControl is NVIDIA's MPS control program (for mps;
+	// DefaultMPSControl when empty).
+	SharingRoot, HAMiCoreLibrary, MPSControl string
 }
 
 // Agent reports one node's GPUs. Run it on the node (a DaemonSet), or in process for a
@@ -59,6 +64,10 @@ type Agent struct {
 	told      map[types.UID]map[int]bool // pods already given an Event for a failed device
 	lastXID   map[int]uint64
 	changed   chan struct{}
+	// declared is the enforcement the node declares: opts.Sharing, or none when it cannot
+	// be had (prepareSharing). mps holds the GPUs whose MPS daemon runs (the run loop's).
+	declared string
+	mps      map[string]bool
 }
 
 // New makes an agent; Run starts it.
@@ -79,7 +88,7 @@ func New(client kubernetes.Interface, opts Options) (*Agent, error) {
 	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
 	return &Agent{opts: opts, client: client, recorder: b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: Component, Host: opts.Node}),
 		unhealthy: map[int]v1alpha1.UnhealthyGPU{}, told: map[types.UID]map[int]bool{}, lastXID: map[int]uint64{},
-		changed: make(chan struct{}, 1)}, nil
+		changed: make(chan struct{}, 1), mps: map[string]bool{}}, nil
 }
 
 // Run reports until ctx ends. It fails at once when NVML does not answer: without it the
@@ -96,15 +105,22 @@ func (a *Agent) Run(ctx context.Context) error {
 		return err
 	}
 	a.inv = inv
+	declared, problem := a.prepareSharing()
+	a.declared = declared
 	if err := a.publishInventory(ctx); err != nil {
 		return err
+	}
+	if problem != "" {
+		msg := fmt.Sprintf("GPU sharing declared %s (--sharing %s) cannot be enforced: %s", declared, a.opts.Sharing, problem)
+		slog.Warn("allot agent: "+msg, "node", a.opts.Node)
+		a.recorder.Event(&corev1.ObjectReference{Kind: "Node", Name: a.opts.Node, UID: types.UID(a.opts.Node)}, corev1.EventTypeWarning, "SharingNotEnforced", msg)
 	}
 	factory := informers.NewSharedInformerFactoryWithOptions(a.client, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 		o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", a.opts.Node).String()
 	}))
 	pods := factory.Core().V1().Pods().Informer()
 	poke := func(any) { a.poke() }
-	_, _ = pods.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: poke, UpdateFunc: func(_, n any) { poke(n) }})
+	_, _ = pods.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: poke, UpdateFunc: func(_, n any) { poke(n) }, DeleteFunc: poke})
 	factory.Start(ctx.Done())
 	if !cache.WaitForCacheSync(ctx.Done(), pods.HasSynced) {
 		return ctx.Err()
@@ -130,6 +146,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		case <-a.changed:
 			pending = a.syncDevices(ctx, pods.GetStore().List())
 			a.publishHealth(ctx, pods.GetStore().List())
+			a.syncMPS(ctx, pods.GetStore().List())
 		case <-retry.C:
 			// The kubelet lists a container's devices once it has admitted it; a pod seen
 			// before then is looked at again each second until its devices are known.
@@ -160,8 +177,8 @@ func (a *Agent) publishInventory(ctx context.Context) error {
 		v1alpha1.AnnotationGPUInventory: string(inv),
 		v1alpha1.AnnotationGPUUUIDs:     strings.Join(uuids, ","),
 	}}
-	if a.opts.Sharing != "" {
-		meta["labels"] = map[string]any{v1alpha1.LabelGPUSharing: a.opts.Sharing}
+	if a.declared != "" {
+		meta["labels"] = map[string]any{v1alpha1.LabelGPUSharing: a.declared}
 	}
 	if err := a.patchNode(ctx, meta); err != nil {
 		return fmt.Errorf("node %s: writing the GPU inventory: %w", a.opts.Node, err)

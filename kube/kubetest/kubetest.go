@@ -72,6 +72,17 @@ func Start(t *testing.T, nodes, gpus int) *Env {
 // agents declare ("" for none declared).
 func StartWithAgents(t *testing.T, nodes, gpus int, sharing string) (*Env, *simnode.Devices) {
 	t.Helper()
+	e, devices := StartWithDevices(t, nodes, gpus, sharing)
+	if err := devices.RunAgents(e.Ctx, e.Client, nil, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	return e, devices
+}
+
+// StartWithDevices is StartWithAgents without the agents: the test runs them (as the
+// Helm chart's ServiceAccount, say) with Devices.RunAgents.
+func StartWithDevices(t *testing.T, nodes, gpus int, sharing string) (*Env, *simnode.Devices) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	dir := t.TempDir()
 	c, err := localcluster.Start(ctx, dir)
@@ -97,9 +108,6 @@ func StartWithAgents(t *testing.T, nodes, gpus int, sharing string) (*Env, *simn
 		t.Fatal(err)
 	}
 	go simnode.NewKubelet(client).WithDevices(devices).Run(ctx)
-	if err := devices.RunAgents(ctx, client, nil, time.Second); err != nil {
-		t.Fatal(err)
-	}
 	return &Env{Ctx: ctx, Client: client, Dyn: dynamic.NewForConfigOrDie(c.Config), Cluster: c, Dir: dir}, devices
 }
 

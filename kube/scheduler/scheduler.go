@@ -62,6 +62,10 @@ type Options struct {
 	// half after this long); zero means engine.DefaultUsageHalfLife. Engine.UsageStrength says
 	// how much that use tilts the division of idle GPUs.
 	UsageHalfLife time.Duration
+	// SharingRoot is the host directory the nodes' agents share with sharing pods (the
+	// webhook mounts it); a sharing pod's ConfigMap points into it by its node's mode.
+	// Empty: none (the environment then carries the limits and the mode only).
+	SharingRoot string
 	// Collectors are more series served beside the scheduler's (allot up's simulated
 	// nodes' agents).
 	Collectors []prometheus.Collector
@@ -630,7 +634,7 @@ func (s *Scheduler) apply(ctx context.Context, plan *engine.Plan, idx *index) {
 		j := bindJob{p: p, b: b.Binding}
 		if b.Binding.Share > 0 && len(b.Binding.GPUs) == 1 {
 			if n := idx.nodes[b.Binding.Node]; n != nil && b.Binding.GPUs[0] < len(n.GPUs) {
-				j.env = shareEnv(p, n, b.Binding)
+				j.env = shareEnv(p, n, b.Binding, s.opts.SharingRoot)
 			}
 		}
 		select {

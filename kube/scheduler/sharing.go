@@ -41,8 +41,28 @@ func gpuEnv(uuid string, memoryBytes int64, computePercent int32, share engine.M
 	}
 }
 
+// enforcementEnv is what a sharing pod on a node of the given enforcement is told, beside
+// its limits: where the node's MPS control daemon for its GPU listens, or HAMi-core's
+// library to preload, under the host directory the webhook mounted (root); and the mode.
+func enforcementEnv(env map[string]string, mode, root, uuid string) {
+	env["ALLOT_GPU_SHARING"] = mode
+	if mode == "" {
+		env["ALLOT_GPU_SHARING"] = "undeclared"
+	}
+	if root == "" {
+		return
+	}
+	switch mode {
+	case v1alpha1.SharingMPS:
+		env["CUDA_MPS_PIPE_DIRECTORY"] = v1alpha1.MPSDir(root, uuid) + "/pipe"
+		env["CUDA_MPS_LOG_DIRECTORY"] = v1alpha1.MPSDir(root, uuid) + "/log"
+	case v1alpha1.SharingHAMiCore:
+		env["LD_PRELOAD"] = v1alpha1.HAMiCoreLibrary(root)
+	}
+}
+
 // shareEnv works out a shared pod's environment from where the engine put it.
-func shareEnv(p *corev1.Pod, node *engine.Node, b engine.Binding) map[string]string {
+func shareEnv(p *corev1.Pod, node *engine.Node, b engine.Binding, root string) map[string]string {
 	gpu := node.GPUs[b.GPUs[0]]
 	share, _ := v1alpha1.ParseGPUShare(p.Annotations)
 	mem := share.Memory
@@ -53,7 +73,9 @@ func shareEnv(p *corev1.Pod, node *engine.Node, b engine.Binding) map[string]str
 	if compute == 0 {
 		compute = int32(max(1, (int64(b.Share)*100+int64(engine.OneGPU)/2)/int64(engine.OneGPU)))
 	}
-	return gpuEnv(gpu.UUID, mem, compute, b.Share)
+	env := gpuEnv(gpu.UUID, mem, compute, b.Share)
+	enforcementEnv(env, node.Sharing, root, gpu.UUID)
+	return env
 }
 
 // writeConfigMap fills the ConfigMap the admission webhook pointed the pod's containers
@@ -267,7 +289,7 @@ func (s *Scheduler) placeOnReservation(ctx context.Context, j *bindJob, uuids []
 		if o, ok, _ := s.nodes.GetStore().GetByKey(string(j.b.Node)); ok {
 			n := convert.Node(o.(*corev1.Node))
 			if real < len(n.GPUs) {
-				j.env = shareEnv(j.p, &n, j.b)
+				j.env = shareEnv(j.p, &n, j.b, s.opts.SharingRoot)
 			}
 		}
 		s.amu.Lock()

@@ -36,6 +36,9 @@ const AnnotationFailGPU = "allot.dev/sim-fail-gpu"
 // what the scheduler prefers and what a pod is given differ as they may on a real node.
 type Devices struct {
 	dir string
+	// SharingRoot, HAMiCoreLibrary and MPSControl go to the agents RunAgents starts (see
+	// agent.Options): how they enforce sharing on nodes declaring mps or hami-core.
+	SharingRoot, HAMiCoreLibrary, MPSControl string
 
 	mu    sync.Mutex
 	nodes map[string]*nodeDevices
@@ -126,7 +129,8 @@ func (d *Devices) RunAgents(ctx context.Context, client kubernetes.Interface, me
 			return err
 		}
 		a, err := agent.New(client, agent.Options{Node: nd.name, NVML: nd.machine, PodResources: pr, Sharing: nd.sharing,
-			Interval: interval, Metrics: metrics, Version: "simulated"})
+			Interval: interval, Metrics: metrics, Version: "simulated",
+			SharingRoot: d.SharingRoot, HAMiCoreLibrary: d.HAMiCoreLibrary, MPSControl: d.MPSControl})
 		if err != nil {
 			closeConn()
 			return err

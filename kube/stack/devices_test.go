@@ -2,6 +2,7 @@ package stack_test
 
 import (
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -226,5 +227,113 @@ func TestMissingDeviceReportLeavesThePodUnbound(t *testing.T) {
 	})
 	if p := e.Pods(t, "default")["nb"]; p.Spec.NodeName != "" {
 		t.Errorf("nb bound to %s without its device known", p.Spec.NodeName)
+	}
+}
+
+// enforcedCluster is one node of two GPUs whose agent enforces sharing with mode, sharing
+// root and all, with the whole stack (its webhook mounting the root into sharing pods).
+func enforcedCluster(t *testing.T, mode string, devices func(*simnode.Devices)) (*kubetest.Env, string) {
+	t.Helper()
+	root := t.TempDir()
+	e, d := kubetest.StartWithDevices(t, 1, 2, mode)
+	d.SharingRoot = root
+	devices(d)
+	if err := d.RunAgents(e.Ctx, e.Client, nil, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stack.Local(e.Ctx, e.Cluster.Config, e.Dir, scheduler.Options{Interval: 200 * time.Millisecond, SharingRoot: root}); err != nil {
+		t.Fatal(err)
+	}
+	e.Queue(t, "team-a", 2, nil)
+	return e, root
+}
+
+// sharingPodsRun starts two halves and returns their common environment, checking the
+// webhook mounted the sharing root into them.
+func sharingPodsRun(t *testing.T, e *kubetest.Env, root string) map[string]string {
+	t.Helper()
+	e.MustPod(t, fraction("nb-1", "0.5"))
+	e.MustPod(t, fraction("nb-2", "0.5"))
+	e.WaitFor(t, "both halves running", func() (bool, string) {
+		n := e.Count(t, "default", kubetest.Running)
+		return n == 2, fmt.Sprintf("%d running", n)
+	})
+	p := e.Pods(t, "default")["nb-1"]
+	mounted := false
+	for _, v := range p.Spec.Volumes {
+		if v.HostPath != nil && v.HostPath.Path == root {
+			for _, m := range p.Spec.Containers[0].VolumeMounts {
+				mounted = mounted || (m.Name == v.Name && m.MountPath == root)
+			}
+		}
+	}
+	if !mounted {
+		t.Errorf("the sharing root %s is not mounted into nb-1: %+v", root, p.Spec.Volumes)
+	}
+	_, _, env := gpuOf(t, e, "nb-1")
+	return env
+}
+
+// hami-core: the agent puts the admin's libvgpu.so under the sharing root, and the
+// halves' environment preloads it.
+func TestHAMiCoreSharingIsPreloaded(t *testing.T) {
+	lib := t.TempDir() + "/libvgpu.so"
+	if err := os.WriteFile(lib, []byte("\x7fELF stand-in for HAMi-core's library"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e, root := enforcedCluster(t, v1alpha1.SharingHAMiCore, func(d *simnode.Devices) { d.HAMiCoreLibrary = lib })
+	env := sharingPodsRun(t, e, root)
+	if env["LD_PRELOAD"] != root+"/hami-core/libvgpu.so" || env["ALLOT_GPU_SHARING"] != "hami-core" || env["CUDA_DEVICE_MEMORY_LIMIT"] != "40960m" {
+		t.Errorf("environment %v, want HAMi-core's library preloaded from the sharing root with a 40960m cap", env)
+	}
+	if b, err := os.ReadFile(root + "/hami-core/libvgpu.so"); err != nil || !strings.Contains(string(b), "stand-in") {
+		t.Errorf("the library is not under the sharing root: %v", err)
+	}
+}
+
+// hami-core without its library: the node declares none, says why, and takes no pod asking
+// a hard memory cap.
+func TestHAMiCoreWithoutItsLibraryDeclaresNone(t *testing.T) {
+	e, _ := enforcedCluster(t, v1alpha1.SharingHAMiCore, func(d *simnode.Devices) { d.HAMiCoreLibrary = "/nonexistent/libvgpu.so" })
+	e.WaitFor(t, "the node labelled none with an Event", func() (bool, string) {
+		n, _ := e.Client.CoreV1().Nodes().Get(e.Ctx, "dgx-1", metav1.GetOptions{})
+		evs, _ := e.Client.CoreV1().Events("default").List(e.Ctx, metav1.ListOptions{FieldSelector: "involvedObject.kind=Node,reason=SharingNotEnforced"})
+		return n.Labels[v1alpha1.LabelGPUSharing] == v1alpha1.SharingNone && evs != nil && len(evs.Items) == 1 &&
+			strings.Contains(evs.Items[0].Message, "HAMi-core's library is not there to preload"), fmt.Sprint(n.Labels, evs)
+	})
+}
+
+// mps: the agent runs an MPS control daemon for the shared GPU, seeing only that GPU, with
+// its pipes where the halves are pointed, and stops it when the GPU is no longer shared.
+// NVIDIA publishes no fake of nvidia-cuda-mps-control: a stand-in script records how it is
+// invoked (environment, arguments, input), which is the contract checked here.
+func TestMPSDaemonPerSharedGPU(t *testing.T) {
+	bin := t.TempDir()
+	log := bin + "/calls"
+	script := "#!/bin/sh\necho \"$CUDA_VISIBLE_DEVICES $CUDA_MPS_PIPE_DIRECTORY $* $(cat)\" >> " + log + "\n"
+	if err := os.WriteFile(bin+"/nvidia-cuda-mps-control", []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	e, root := enforcedCluster(t, v1alpha1.SharingMPS, func(d *simnode.Devices) { d.MPSControl = bin + "/nvidia-cuda-mps-control" })
+	env := sharingPodsRun(t, e, root)
+	uuid := env["NVIDIA_VISIBLE_DEVICES"]
+	pipe := root + "/mps/" + uuid + "/pipe"
+	if env["CUDA_MPS_PIPE_DIRECTORY"] != pipe || env["ALLOT_GPU_SHARING"] != "mps" || env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] != "50" {
+		t.Errorf("environment %v, want the pipes of %s's daemon", env, uuid)
+	}
+	calls := func() string { b, _ := os.ReadFile(log); return string(b) }
+	e.WaitFor(t, "the daemon started for the shared GPU", func() (bool, string) {
+		return strings.Contains(calls(), uuid+" "+pipe+" -d"), calls()
+	})
+	for _, name := range []string{"nb-1", "nb-2"} {
+		if err := e.Client.CoreV1().Pods("default").Delete(e.Ctx, name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.WaitFor(t, "the daemon stopped once the GPU is not shared", func() (bool, string) {
+		return strings.Contains(calls(), uuid+" "+pipe+"  quit"), calls()
+	})
+	if n := strings.Count(calls(), " -d"); n != 1 {
+		t.Errorf("%d daemons started for one shared GPU:\n%s", n, calls())
 	}
 }

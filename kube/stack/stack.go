@@ -71,7 +71,7 @@ func Run(ctx context.Context, rc *rest.Config, opts Options) error {
 		if err != nil {
 			return err
 		}
-		m := &admission.Mutator{View: view, Owners: admission.DynamicOwners(dyn)}
+		m := &admission.Mutator{View: view, Owners: admission.DynamicOwners(dyn), SharingRoot: opts.Scheduler.SharingRoot}
 		go func() {
 			if err := admission.Serve(ctx, opts.Webhook, opts.Cert, m, &admission.Validator{View: view},
 				&admission.QueueValidator{View: view, Client: client, Dyn: dyn}, hooks); err != nil {
