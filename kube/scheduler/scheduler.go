@@ -384,6 +384,9 @@ func (s *Scheduler) Cycle(ctx context.Context) error {
 	if s.stale.Load() {
 		return nil // what the informers hold predates an outage
 	}
+	// First, so that the snapshot already has held-back shared pods whose reservation
+	// reported its device on that device, and places others beside them there.
+	s.resumeAwaiting(ctx)
 	var nodes []*corev1.Node
 	for _, o := range s.nodes.GetStore().List() {
 		nodes = append(nodes, o.(*corev1.Node))
@@ -473,7 +476,6 @@ func (s *Scheduler) Cycle(ctx context.Context) error {
 	snap, idx := buildSnapshot(now, nodes, pods, queues, badQueues, groups, topologies, &s.conv)
 	s.readUsage(snap, queues)
 	s.countAdopted(idx)
-	s.resumeAwaiting(ctx)
 	s.notePartialGangs(ctx, snap, idx)
 	constrain(ctx, s.fit, snap, idx, nodes, pods, &s.conv)
 	started := time.Now()

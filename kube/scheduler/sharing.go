@@ -225,6 +225,16 @@ func effectiveIndex(p *corev1.Pod, uuids []string) int {
 // one takes the first free name for g: the one of slot 0 may be held by a reservation the
 // device plugin gave another device.
 func (s *Scheduler) reservationFor(ctx context.Context, node engine.NodeID, g int, uuids []string) (string, *corev1.Pod, error) {
+	// A pod placed beside one still held back for (or just resumed from) a reservation
+	// goes to that reservation: the engine put them together on what it took to be GPU g.
+	s.amu.Lock()
+	for _, a := range s.awaiting {
+		if a.job.b.Node == node && a.job.b.GPUs[0] == g {
+			s.amu.Unlock()
+			return a.reservation, nil, nil
+		}
+	}
+	s.amu.Unlock()
 	taken := map[string]bool{}
 	inSystem, _ := s.pods.GetIndexer().ByIndex(cache.NamespaceIndex, v1alpha1.SystemNamespace)
 	for _, o := range inSystem {
@@ -324,7 +334,7 @@ func (s *Scheduler) resumeAwaiting(ctx context.Context) {
 			continue
 		}
 		uuids, _ := s.agentUUIDs(a.job.b.Node)
-		_, st, why := reservedDevice(s.reservationPod(a.reservation), uuids)
+		real, st, why := reservedDevice(s.reservationPod(a.reservation), uuids)
 		if st == reservationWaiting && now.Sub(a.since) < s.deviceReportTimeout() {
 			continue
 		}
@@ -332,6 +342,10 @@ func (s *Scheduler) resumeAwaiting(ctx context.Context) {
 		if st == reservationReported {
 			a.resumed = true
 			s.awaiting[uid] = a
+			if b, ok := s.assumed[uid]; ok && real >= 0 {
+				b.GPUs = []int{real} // the books, from now on, where it really goes
+				s.assumed[uid] = b
+			}
 		} else {
 			delete(s.awaiting, uid)
 		}
