@@ -21,6 +21,7 @@ import (
 	"github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/internal/browsertest"
 	"github.com/allot-dev/allot/kube/inspect"
+	"github.com/allot-dev/allot/kube/simnode"
 )
 
 // TestDashboard opens the dashboard of `allot up --demo` in headless Chromium after work
@@ -312,6 +313,23 @@ func TestDashboard(t *testing.T) {
 		t.Errorf("nodes page order %v, want each node under its rack: r1,dgx-1,r2,dgx-2", order)
 	}
 	b.Screenshot(t, "nodes-topology")
+
+	// A GPU fails (the simulated node's driver raises XID 79; its agent reports it) and a
+	// node declares its sharing unenforced: the nodes page marks the GPU failed with the
+	// reason and carries the node's warning.
+	for node, patch := range map[string]string{
+		"dgx-2": fmt.Sprintf(`{"metadata":{"annotations":{%q:"5"}}}`, simnode.AnnotationFailGPU),
+		"dgx-1": fmt.Sprintf(`{"metadata":{"labels":{%q:"none"}}}`, v1alpha1.LabelGPUSharing)} {
+		if _, err := kubernetes.NewForConfigOrDie(rc).CoreV1().Nodes().Patch(up.ctx, node, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.WaitText(t, "article.node[data-node=dgx-2] .gpu-failed[data-gpu='5']", "GPU 5 of dgx-2 shown failed", browsertest.Contains("failed", "XID 79 (GPU has fallen off the bus)"))
+	b.WaitText(t, "article.node[data-node=dgx-1] [data-sharing-warning]", "dgx-1's unenforced sharing", browsertest.Contains("GPU sharing is not enforced here"))
+	if n := browsertest.Eval[int](t, b, `document.querySelectorAll(".gpu-failed").length`); n != 1 {
+		t.Errorf("%d GPUs shown failed, want 1", n)
+	}
+	b.Screenshot(t, "nodes-failed-gpu")
 
 	if os.Getenv("ALLOT_UPDATE_DOCS") != "" {
 		for _, name := range []string{"overview", "nodes", "workloads", "queues"} {

@@ -1,10 +1,13 @@
 // The shapes the Go server sends (kube/dashboard and kube/inspect): keep in step with them.
 
 export interface Holder { pod: string; share: number }
-export interface GPU { index: number; used: number; holders?: Holder[]; freeMemoryMi: number; utilization?: number }
+export interface GPU { index: number; used: number; holders?: Holder[]; freeMemoryMi: number; utilization?: number; uuid?: string; unhealthy?: string }
 // Place is a node's domain at one level of the cluster's Topology, widest level first.
 export interface Place { level: string; domain: string }
-export interface Node { name: string; pool?: string; model: string; gpus: GPU[]; allocated: number; gpuMemoryMi: number; topology?: Place[] }
+export interface Node {
+  name: string; pool?: string; model: string; gpus: GPU[]; allocated: number; gpuMemoryMi: number; topology?: Place[];
+  sharing?: string; sharingWarning?: string; agent?: string;
+}
 
 export interface Pod { name: string; node?: string; gpus?: string; gpusRequested: number; phase: string; reason?: string }
 export interface Workload {

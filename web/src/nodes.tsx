@@ -9,15 +9,19 @@ function short(pod: string): string {
 
 function Cell({ g, c }: { g: GPU; c: Colours }) {
   const holders = g.holders ?? [];
-  const label = holders.length === 0 ? `GPU ${g.index}: free` :
+  const failed = g.unhealthy !== undefined && g.unhealthy !== "";
+  let label = holders.length === 0 ? `GPU ${g.index}: free` :
     `GPU ${g.index}: ` + holders.map((h) => `${short(h.pod)} ${fmt(h.share)}`).join(", ") + (g.used < 1 ? `, ${fmt(1 - g.used)} free` : "");
+  if (failed) label = `GPU ${g.index}: failed, ${g.unhealthy}` + (holders.length > 0 ? `; still held by ${holders.map((h) => short(h.pod)).join(", ")}` : "");
   const util = g.utilization;
   const idle = util !== undefined && util < IdleBelow && holders.length > 0;
   return (
-    <div class={`gpu ${holders.length === 0 ? "gpu-free" : ""} ${holders.length > 1 ? "gpu-shared" : ""}`}
-      title={label + (util !== undefined ? `; ${util}% busy` : "")} aria-label={label} data-gpu={g.index}>
-      <div class="gpu-index">GPU {g.index}{util !== undefined &&
+    <div class={`gpu ${holders.length === 0 && !failed ? "gpu-free" : ""} ${holders.length > 1 ? "gpu-shared" : ""} ${failed ? "gpu-failed" : ""}`}
+      title={label + (util !== undefined ? `; ${util}% busy` : "") + (g.uuid ? `; ${g.uuid}` : "")} aria-label={label} data-gpu={g.index}
+      data-failed={failed ? g.unhealthy : undefined}>
+      <div class="gpu-index">GPU {g.index}{failed && <span class="gpu-failed-badge">failed</span>}{util !== undefined && !failed &&
         <span class={`gpu-util ${idle ? "gpu-idle" : ""}`} data-util={util}>{idle ? `idle ${util}%` : `${util}%`}</span>}</div>
+      {failed && <div class="gpu-failed-reason">{g.unhealthy}</div>}
       <div class="gpu-parts">
         {holders.map((h) => {
           const o = c.pod.get(h.pod);
@@ -30,7 +34,7 @@ function Cell({ g, c }: { g: GPU; c: Colours }) {
             </div>
           );
         })}
-        {g.used < 1 && <div class="gpu-part gpu-rest" style={{ flexGrow: 1 - g.used }}><span>{g.used === 0 ? "free" : `${fmt(1 - g.used)} free`}</span></div>}
+        {g.used < 1 && !failed && <div class="gpu-part gpu-rest" style={{ flexGrow: 1 - g.used }}><span>{g.used === 0 ? "free" : `${fmt(1 - g.used)} free`}</span></div>}
       </div>
     </div>
   );
@@ -42,9 +46,11 @@ function NodeCard({ n, c }: { n: Node; c: Colours }) {
     <article class="node" data-node={n.name}>
       <header>
         <h2>{n.name}</h2>
-        <span class="node-meta">{n.model}{n.pool ? ` · pool ${n.pool}` : ""} · {Math.round(n.gpuMemoryMi / 1024)} GiB per GPU</span>
+        <span class="node-meta">{n.model}{n.pool ? ` · pool ${n.pool}` : ""} · {Math.round(n.gpuMemoryMi / 1024)} GiB per GPU
+          {n.sharing ? ` · sharing: ${n.sharing}` : ""}</span>
         <span class={`node-free ${free > 0 ? "has-free" : ""}`}>{fmt(n.allocated)}/{n.gpus.length} allocated · {fmt(free)} free</span>
       </header>
+      {n.sharingWarning && <p class="node-warning" role="note" data-sharing-warning>{n.sharingWarning}</p>}
       <div class="gpus">{n.gpus.map((g) => <Cell g={g} c={c} key={g.index} />)}</div>
     </article>
   );
