@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -69,6 +70,10 @@ func install(t *testing.T, e *kubetest.Env, objs map[string]deploy.Rendered, key
 		case "RoleBinding":
 			r := as[rbacv1.RoleBinding](t, o)
 			_, err = e.Client.RbacV1().RoleBindings(r.Namespace).Create(e.Ctx, r, metav1.CreateOptions{})
+		case "ValidatingAdmissionPolicy":
+			_, err = e.Client.AdmissionregistrationV1().ValidatingAdmissionPolicies().Create(e.Ctx, as[admissionregistrationv1.ValidatingAdmissionPolicy](t, o), metav1.CreateOptions{})
+		case "ValidatingAdmissionPolicyBinding":
+			_, err = e.Client.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Create(e.Ctx, as[admissionregistrationv1.ValidatingAdmissionPolicyBinding](t, o), metav1.CreateOptions{})
 		default:
 			t.Fatalf("install: %s", key)
 		}
@@ -235,9 +240,9 @@ func TestSchedulerRoleIsEnough(t *testing.T) {
 
 // TestAgentRoleIsEnough runs the real agent on a simulated GPU node (go-nvml's mock, a
 // device plugin, the kubelet's PodResources socket) as the chart's agent ServiceAccount
-// with the chart's role: it writes the node's inventory, records a pod's devices, reports a
-// failed GPU and tells the pod on it; the account may not read Secrets, change pods' specs
-// or delete anything.
+// with the chart's role and admission policy: it writes the node's inventory, records a
+// pod's devices, reports a failed GPU and tells the pod on it; it may write no other node
+// nor pods bound elsewhere, read no Secret, change no pod's spec and delete nothing.
 func TestAgentRoleIsEnough(t *testing.T) {
 	objs := deploy.Render(t)
 	ds := objs["DaemonSet/allot-agent-gpu"]
@@ -245,8 +250,11 @@ func TestAgentRoleIsEnough(t *testing.T) {
 		t.Fatal("the chart renders no agent DaemonSet for its default pool")
 	}
 	e, devices := kubetest.StartWithDevices(t, 1, 4, "")
-	install(t, e, objs, "ServiceAccount/allot-agent", "ClusterRole/allot-agent", "ClusterRoleBinding/allot-agent")
+	install(t, e, objs, "ServiceAccount/allot-agent", "ClusterRole/allot-agent", "ClusterRoleBinding/allot-agent",
+		"ValidatingAdmissionPolicy/allot-agent-own-node", "ValidatingAdmissionPolicyBinding/allot-agent-own-node")
 	rc := serviceAccount(e, "allot-agent")
+	// As the token of the agent's pod on dgx-1 says (a bound token's node claim).
+	rc.Impersonate.Extra = map[string][]string{"authentication.kubernetes.io/node-name": {"dgx-1"}}
 	if err := devices.RunAgents(e.Ctx, kubernetes.NewForConfigOrDie(rc), nil, time.Second); err != nil {
 		t.Fatal(err)
 	}
@@ -271,6 +279,30 @@ func TestAgentRoleIsEnough(t *testing.T) {
 		ev := strings.Join(e.Events(t, "default", "train"), "\n")
 		return n.Annotations[v1alpha1.AnnotationGPUUnhealthy] != "" && strings.Contains(ev, "GPUUnhealthy"), ev
 	})
+	// Its own node only: another Node, and a pod bound to it, are refused by the chart's
+	// admission policy (RBAC alone cannot say "its own node").
+	agentClient := kubernetes.NewForConfigOrDie(rc)
+	other := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "other"}}
+	if _, err := e.Client.CoreV1().Nodes().Create(e.Ctx, other, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	elsewhere := kubetest.PodSpec{Name: "elsewhere"}.Pod()
+	elsewhere.Spec.NodeName, elsewhere.Spec.SchedulerName = "other", ""
+	if _, err := e.Client.CoreV1().Pods("default").Create(e.Ctx, elsewhere, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	note := []byte(`{"metadata":{"annotations":{"allot.dev/gpu-devices":"GPU-x"}}}`)
+	e.WaitFor(t, "the admission policy in force", func() (bool, string) {
+		_, err := agentClient.CoreV1().Nodes().Patch(e.Ctx, "other", "application/merge-patch+json", note, metav1.PatchOptions{})
+		return err != nil && strings.Contains(err.Error(), "the allot agent may write only its own node and the pods on it (dgx-1)"), fmt.Sprint(err)
+	})
+	if _, err := agentClient.CoreV1().Pods("default").Patch(e.Ctx, "elsewhere", "application/merge-patch+json", note, metav1.PatchOptions{}); err == nil ||
+		!strings.Contains(err.Error(), "only its own node") {
+		t.Errorf("the agent of dgx-1 annotated a pod on another node: %v", err)
+	}
+	if _, err := agentClient.CoreV1().Nodes().Patch(e.Ctx, "dgx-1", "application/merge-patch+json", []byte(`{"metadata":{"annotations":{"x":"y"}}}`), metav1.PatchOptions{}); err != nil {
+		t.Errorf("the agent of dgx-1 may not annotate dgx-1: %v", err)
+	}
 	refused(t, e, rc,
 		authorizationv1.ResourceAttributes{Verb: "list", Resource: "secrets"},
 		authorizationv1.ResourceAttributes{Verb: "update", Resource: "pods", Namespace: "default"},
