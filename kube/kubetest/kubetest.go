@@ -44,8 +44,8 @@ type Env struct {
 	Dir     string
 }
 
-// Start brings up a cluster of nodes × gpus A100-80GB GPUs; it stops with the test.
-func Start(t *testing.T, nodes, gpus int) *Env {
+// cluster starts the embedded control plane for a test; it stops with the test.
+func cluster(t *testing.T) (context.Context, kubernetes.Interface, *localcluster.Cluster, string) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	dir := t.TempDir()
@@ -56,7 +56,13 @@ func Start(t *testing.T, nodes, gpus int) *Env {
 	}
 	// Clients stop before the API server, or its shutdown waits for their watches.
 	t.Cleanup(func() { cancel(); c.Stop() })
-	client := kubernetes.NewForConfigOrDie(c.Config)
+	return ctx, kubernetes.NewForConfigOrDie(c.Config), c, dir
+}
+
+// Start brings up a cluster of nodes × gpus A100-80GB GPUs; it stops with the test.
+func Start(t *testing.T, nodes, gpus int) *Env {
+	t.Helper()
+	ctx, client, c, dir := cluster(t)
 	if err := simnode.Create(ctx, client, simnode.Spec{Prefix: "dgx", Count: nodes, GPUs: gpus, GPUType: "A100-80GB",
 		GPUMemoryMi: 81920, CPU: "64", Memory: "512Gi"}); err != nil {
 		t.Fatal(err)
@@ -83,15 +89,7 @@ func StartWithAgents(t *testing.T, nodes, gpus int, sharing string) (*Env, *simn
 // Helm chart's ServiceAccount, say) with Devices.RunAgents.
 func StartWithDevices(t *testing.T, nodes, gpus int, sharing string) (*Env, *simnode.Devices) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	dir := t.TempDir()
-	c, err := localcluster.Start(ctx, dir)
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cancel(); c.Stop() })
-	client := kubernetes.NewForConfigOrDie(c.Config)
+	ctx, client, c, dir := cluster(t)
 	spec := simnode.Spec{Prefix: "dgx", Count: nodes, GPUs: gpus, GPUType: "A100-SXM4-80GB",
 		GPUMemoryMi: 81920, CPU: "64", Memory: "512Gi", Sharing: sharing}
 	if err := simnode.Create(ctx, client, spec); err != nil {

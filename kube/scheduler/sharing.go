@@ -225,11 +225,13 @@ func effectiveIndex(p *corev1.Pod, uuids []string) int {
 // one takes the first free name for g: the one of slot 0 may be held by a reservation the
 // device plugin gave another device.
 func (s *Scheduler) reservationFor(ctx context.Context, node engine.NodeID, g int, uuids []string) (string, *corev1.Pod, error) {
-	// A pod placed beside one still held back for (or just resumed from) a reservation
-	// goes to that reservation: the engine put them together on what it took to be GPU g.
+	// A pod placed beside one still held back for a reservation goes to that reservation:
+	// the engine put them together on what it takes to be GPU g (the held pod is counted
+	// there until its device is known). Not beside a resumed one: the books already have it
+	// on its real device, and g may be a device that is really free.
 	s.amu.Lock()
 	for _, a := range s.awaiting {
-		if a.job.b.Node == node && a.job.b.GPUs[0] == g {
+		if !a.resumed && a.job.b.Node == node && a.job.b.GPUs[0] == g {
 			s.amu.Unlock()
 			return a.reservation, nil, nil
 		}

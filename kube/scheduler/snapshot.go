@@ -286,7 +286,8 @@ func buildSnapshot(now time.Time, nodes []*corev1.Node, pods []*corev1.Pod, queu
 		}
 		if p.Spec.NodeName != "" {
 			b := &engine.Binding{Node: engine.NodeID(p.Spec.NodeName), GPUs: heldIndices(p, idx.nodes[engine.NodeID(p.Spec.NodeName)])}
-			if rec, ok := convert.RecordedGPUs(p, idx.nodes[b.Node]); ok && !pod.Request.Shared() && formatIndices(rec) != p.Annotations[AnnotationGPUs] {
+			if rec, ok := convert.RecordedGPUs(p, idx.nodes[b.Node]); ok && !pod.Request.Shared() && p.Annotations[AnnotationGPUs] != "" &&
+				formatIndices(rec) != p.Annotations[AnnotationGPUs] {
 				idx.adopted = append(idx.adopted, p.UID) // the device plugin chose other devices
 			}
 			if pod.Request.Shared() {
