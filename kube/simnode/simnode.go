@@ -166,6 +166,9 @@ func (k *Kubelet) Run(ctx context.Context) {
 		}
 	}
 	forget := func(obj any) {
+		if p, ok := obj.(*corev1.Pod); ok && k.devices != nil {
+			k.devices.Release(p.Spec.NodeName, p.UID) // removed without this kubelet stopping it
+		}
 		if p, ok := obj.(*corev1.Pod); ok {
 			k.mu.Lock()
 			delete(k.waiting, p.UID)
@@ -375,6 +378,12 @@ func (k *Kubelet) sync(ctx context.Context, p *corev1.Pod) {
 				return // still stopping; the next tick looks again
 			}
 		}
+		if k.devices != nil {
+			// The containers are killed: their devices are free before the pod reports its
+			// end, as on a kubelet, so that a pod bound the moment this one is seen ending
+			// or gone can have them.
+			k.devices.Release(p.Spec.NodeName, p.UID)
+		}
 		// As a kubelet does: the containers are killed, the pod reports its end, then it is
 		// removed. Controllers (a Job's pod failure policy) read that last status.
 		if p.Status.Phase == corev1.PodRunning {
@@ -395,9 +404,6 @@ func (k *Kubelet) sync(ctx context.Context, p *corev1.Pod) {
 		if err != nil && !apierrors.IsNotFound(err) {
 			slog.Warn("simulated kubelet: delete", "pod", p.Name, "err", err)
 		}
-		if k.devices != nil {
-			k.devices.Release(p.Spec.NodeName, p.UID) // the containers are gone
-		}
 		k.mu.Lock()
 		k.removed[p.UID] = true
 		k.mu.Unlock()
@@ -414,6 +420,7 @@ func (k *Kubelet) sync(ctx context.Context, p *corev1.Pod) {
 			// Admission: the device plugin hands out the devices, or the pod fails as a
 			// kubelet fails a pod whose devices are not there.
 			if _, err := k.devices.Allocate(p); err != nil {
+				slog.Warn("simulated kubelet: admission refused", "pod", p.Namespace+"/"+p.Name, "node", p.Spec.NodeName, "err", err)
 				p = p.DeepCopy()
 				p.Status.Phase, p.Status.Reason, p.Status.Message = corev1.PodFailed, "UnexpectedAdmissionError", err.Error()
 				if _, err := k.client.CoreV1().Pods(p.Namespace).UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
