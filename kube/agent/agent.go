@@ -66,8 +66,9 @@ type Agent struct {
 	changed   chan struct{}
 	// declared is the enforcement the node declares: opts.Sharing, or none when it cannot
 	// be had (prepareSharing). mps holds the GPUs whose MPS daemon runs (the run loop's).
-	declared string
-	mps      map[string]bool
+	declared   string
+	mps        map[string]bool
+	mpsAdopted bool
 }
 
 // New makes an agent; Run starts it.
@@ -268,6 +269,17 @@ func (a *Agent) publishHealth(ctx context.Context, pods []any) {
 			slog.Warn("allot agent: GPU health", "node", a.opts.Node, "err", err)
 		}
 	}
+	present := make(map[types.UID]bool, len(pods))
+	for _, o := range pods {
+		present[o.(*corev1.Pod).UID] = true
+	}
+	a.mu.Lock()
+	for uid := range a.told { // pods gone from the node
+		if !present[uid] {
+			delete(a.told, uid)
+		}
+	}
+	a.mu.Unlock()
 	for _, o := range pods {
 		p := o.(*corev1.Pod)
 		if p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed ||

@@ -89,6 +89,9 @@ func (a *Agent) syncMPS(ctx context.Context, pods []any) {
 	if a.declared != v1alpha1.SharingMPS {
 		return
 	}
+	if !a.mpsAdopted {
+		a.adoptMPS()
+	}
 	want := map[string]bool{}
 	for _, o := range pods {
 		p := o.(*corev1.Pod)
@@ -124,6 +127,19 @@ func (a *Agent) syncMPS(ctx context.Context, pods []any) {
 			slog.Warn("allot agent: stopping MPS control daemon", "node", a.opts.Node, "gpu", u, "err", err)
 		}
 		delete(a.mps, u)
+	}
+}
+
+// adoptMPS takes over the daemons an earlier run of the agent started (it restarted; the
+// daemons outlive it, serving pods that still run): a GPU whose daemon left its control
+// pipe is counted as running, so it is not started twice, and is quit like any other once
+// its GPU is no longer shared.
+func (a *Agent) adoptMPS() {
+	a.mpsAdopted = true
+	for _, g := range a.inv {
+		if fi, err := os.Stat(v1alpha1.MPSDir(a.opts.SharingRoot, g.UUID) + "/pipe/control"); err == nil && fi.Mode()&os.ModeNamedPipe != 0 {
+			a.mps[g.UUID] = true
+		}
 	}
 }
 
