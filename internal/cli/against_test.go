@@ -57,8 +57,8 @@ func compareOnSmallClusters(t *testing.T, mode string) ([]againstRun, string) {
 		t.Fatalf("%v\n%s", err, progress.String())
 	}
 	for _, r := range runs {
-		if r.Bound != 40 || r.PodsPerSecond <= 0 || r.Submitted <= 0 {
-			t.Errorf("%s bound %d of 40 pods at %.0f pods/s", r.Scheduler, r.Bound, r.PodsPerSecond)
+		if r.Bound != 40 || r.PodsPerSecond <= 0 || r.Submitted <= 0 || r.FirstBind <= 0 || r.FirstBind > r.Elapsed || r.Binding <= 0 {
+			t.Errorf("%s bound %d of 40 pods at %.0f pods/s (first after %s, %.0f pods/s from then)", r.Scheduler, r.Bound, r.PodsPerSecond, r.FirstBind, r.Binding)
 		}
 	}
 	return runs, out.String()
@@ -90,7 +90,8 @@ func TestBenchAgainstKubeSchedulerBacklog(t *testing.T) {
 	}
 	for _, re := range []string{`allot ÷ kube-scheduler: \d+\.\d\d× \(mean pods/s over 1 round\(s\), 5 nodes × 8 GPUs, 40 one-GPU pods, created first`,
 		`(?m)^allot drains at \d+% of the API server's creation rate \(\d+ pods/s, mean of the runs\) and at \d+% of its bind rate`,
-		`(?m)^kube-scheduler drains at \d+% of the API server's creation rate`, `(?m)^direct binds +\d+ .* 40/40 `} {
+		`(?m)^kube-scheduler drains at \d+% of the API server's creation rate`, `(?m)^direct binds +\d+ .* 40/40 `,
+		`(?m)^allot binds at \d+% of the bench's own binds from its first binding to its last \(\d+ against \d+ pods/s\)`} {
 		if !regexp.MustCompile(re).MatchString(out) {
 			t.Fatalf("output lacks %s:\n%s", re, out)
 		}

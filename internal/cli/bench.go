@@ -37,7 +37,13 @@ type BenchResult struct {
 	Submitted     time.Duration // first creation to last creation
 	PodsPerSecond float64
 	P50, P99      time.Duration // creation (a backlog: the queue opening) to binding
-	Mode          string
+	// FirstBind is from the first creation (a backlog: the queue opening, the scheduler's
+	// start) to the first binding: a scheduler's start, listing and first cycle.
+	FirstBind time.Duration
+	// Binding is the pods per second from the first binding to the last: the rate once
+	// binds flow, the start left out.
+	Binding float64
+	Mode    string
 }
 
 // Bench modes.
@@ -68,7 +74,9 @@ their creation: the most pods per second this API server can take, whatever sche
 --against KUBE-SCHEDULER runs upstream kube-scheduler and Allot in turn, each on a fresh
 embedded API server with --nodes simulated nodes: --mode stream as above; --mode backlog
 creates the pods before the scheduler starts and times from its start (listing, first
-cycle, binds), and prints how close to the API server's own creation rate each drains.`,
+cycle, binds), and prints how close to the API server's own creation rate each drains.
+Each run also shows the time to its first binding (a scheduler's start) and its pods per
+second from the first binding to the last (its binds alone).`,
 		Example: "  allot up --nodes 250 --gpus-per-node 8 --data-dir /tmp/bench &\n  allot bench --kubeconfig /tmp/bench/kubeconfig --pods 2000\n  allot bench --kubeconfig /tmp/bench/kubeconfig --pods 2000 --mode backlog\n" +
 			"  make bench-kube   # allot bench --against bin/kube-scheduler --nodes 250 --pods 2000\n" +
 			"  make bench-kube MODE=backlog",
@@ -314,7 +322,7 @@ func submitAndTime(ctx context.Context, client kubernetes.Interface, n int, queu
 	mu.Lock()
 	defer mu.Unlock()
 	res := &BenchResult{Pods: n, Bound: len(bound), Submitted: submitted, Mode: mode}
-	var first, last time.Time
+	var first, firstBound, last time.Time
 	var lat []time.Duration
 	for name, c := range created {
 		if backlog {
@@ -328,6 +336,9 @@ func submitAndTime(ctx context.Context, client kubernetes.Interface, n int, queu
 			if b.After(last) {
 				last = b
 			}
+			if firstBound.IsZero() || b.Before(firstBound) {
+				firstBound = b
+			}
 		}
 	}
 	if len(lat) > 0 {
@@ -335,6 +346,10 @@ func submitAndTime(ctx context.Context, client kubernetes.Interface, n int, queu
 		res.P50, res.P99 = lat[len(lat)/2], lat[min(len(lat)*99/100, len(lat)-1)]
 		res.Elapsed = last.Sub(first)
 		res.PodsPerSecond = float64(len(lat)) / res.Elapsed.Seconds()
+		res.FirstBind = firstBound.Sub(first)
+		if len(lat) > 1 && last.After(firstBound) {
+			res.Binding = float64(len(lat)-1) / last.Sub(firstBound).Seconds()
+		}
 	}
 	cleanUp(ctx, client, sel)
 	return res, nil

@@ -127,3 +127,22 @@ func BenchmarkAdapterCycleProduction(b *testing.B) {
 	nodes, pods := adapterCluster(4000, 200, 8, 2000, 140000, 500)
 	benchCycles(b, nodes, pods)
 }
+
+// BenchmarkAdapterFirstCycle is a fresh scheduler's first cycle on a backlog, what `allot
+// bench --against --mode backlog` waits for before its first bind: 250 empty nodes × 8
+// GPUs, 2,000 pending one-GPU pods, nothing converted yet (a new conversion cache and
+// engine each time).
+func BenchmarkAdapterFirstCycle(b *testing.B) {
+	nodes, pods := adapterCluster(250, 250, 0, 0, 0, 2000)
+	ctx := context.Background()
+	queue := &v1alpha1.Queue{ObjectMeta: metav1.ObjectMeta{Name: "q"}, Spec: v1alpha1.QueueSpec{GPU: v1alpha1.GPUQuota{Quota: 100000}}}
+	checker, _ := newChecker(b)
+	var binds int
+	for i := 0; i < b.N; i++ {
+		conv := &convCache{}
+		snap, idx := buildSnapshot(time.Unix(1e9, 0), nodes, pods, []*v1alpha1.Queue{queue}, nil, nil, nil, conv)
+		constrain(ctx, checker, snap, idx, nodes, pods, conv)
+		binds = len(engine.New(engine.Options{}).Schedule(snap).Binds)
+	}
+	b.ReportMetric(float64(binds), "binds")
+}

@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/informers"
@@ -302,8 +303,17 @@ func (s *Scheduler) start(parent context.Context) error {
 	s.fit = fit
 	factory.Start(ctx.Done())
 	dfactory.Start(ctx.Done())
-	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
-		return ctx.Err()
+	// Checked every 10 ms, not every 100 ms as client-go's WaitForCacheSync does: on a
+	// fresh start with a backlog waiting, the lists are most of the time to the first bind.
+	if err := wait.PollUntilContextCancel(ctx, 10*time.Millisecond, true, func(context.Context) (bool, error) {
+		for _, ok := range synced {
+			if !ok() {
+				return false, nil
+			}
+		}
+		return true, nil
+	}); err != nil {
+		return err
 	}
 	for typ, ok := range factory.WaitForCacheSync(ctx.Done()) {
 		if !ok {
