@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -94,6 +95,23 @@ func TestBenchAgainstKubeSchedulerBacklog(t *testing.T) {
 		`(?m)^allot binds at \d+% of the bench's own binds from its first binding to its last \(\d+ against \d+ pods/s\)`} {
 		if !regexp.MustCompile(re).MatchString(out) {
 			t.Fatalf("output lacks %s:\n%s", re, out)
+		}
+	}
+}
+
+// TestBenchAgainstRefusesWhatMeasuresNothing checks that flags which cannot give a
+// comparison are refused before any cluster starts, naming the flag and what is allowed.
+func TestBenchAgainstRefusesWhatMeasuresNothing(t *testing.T) {
+	for want, args := range map[string][]string{
+		"--pods 1 is not allowed with --against: 2 or more":    {"--pods", "1"},
+		"--mode create is not allowed with --against":          {"--mode", "create"},
+		"--nodes 0 is not allowed: 1 to 5000":                  {"--nodes", "0"},
+		"--rounds 0 is not allowed: 1 or more":                 {"--rounds", "0"},
+		"--pods 81 is not allowed with --nodes 10: at most 80": {"--nodes", "10", "--pods", "81"},
+	} {
+		_, err := run(append([]string{"bench", "--against", "/nonexistent/kube-scheduler"}, args...)...)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("bench --against %v: %v, want an error with %q", args, err, want)
 		}
 	}
 }

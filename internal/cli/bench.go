@@ -91,6 +91,8 @@ second from the first binding to the last (its binds alone).`,
 					return fmt.Errorf("--mode %s is not allowed with --against: stream or backlog", mode)
 				case nodes < 1 || nodes > 5000:
 					return fmt.Errorf("--nodes %d is not allowed: 1 to 5000", nodes)
+				case pods < 2:
+					return fmt.Errorf("--pods %d is not allowed with --against: 2 or more (a rate needs a first and a last pod)", pods)
 				case rounds < 1:
 					return fmt.Errorf("--rounds %d is not allowed: 1 or more", rounds)
 				case pods > nodes*8:
