@@ -82,6 +82,7 @@ type Scheduler struct {
 	dyn      dynamic.Interface
 	eng      *engine.Engine
 	recorder record.EventRecorder
+	events   *scheduledEvents
 
 	mu sync.Mutex // one cycle at a time
 	// assumed holds binds made but not yet seen by the informer, so that the next cycle
@@ -160,8 +161,8 @@ func New(rc *rest.Config, opts Options) (*Scheduler, error) {
 	b := record.NewBroadcaster()
 	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
 	s := &Scheduler{opts: opts, client: client, dyn: dyn, eng: engine.New(opts.Engine),
-		recorder: b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: SchedulerName}),
-		assumed:  map[types.UID]engine.Binding{}, awaiting: map[types.UID]awaitingBind{}, adopted: map[types.UID]bool{}, backoff: map[types.UID]time.Time{}, reasons: map[types.UID]string{}, evicting: map[types.UID]time.Time{}, partial: map[engine.JobID]partialGang{}, wake: make(chan struct{}, 1),
+		recorder: b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: SchedulerName}), events: newScheduledEvents(),
+		assumed: map[types.UID]engine.Binding{}, awaiting: map[types.UID]awaitingBind{}, adopted: map[types.UID]bool{}, backoff: map[types.UID]time.Time{}, reasons: map[types.UID]string{}, evicting: map[types.UID]time.Time{}, partial: map[engine.JobID]partialGang{}, wake: make(chan struct{}, 1),
 		occWritten: map[engine.NodeID]string{}, queueWritten: map[string]time.Time{}, usage: map[string]engine.Usage{}}
 	if s.opts.UsageHalfLife <= 0 {
 		s.opts.UsageHalfLife = engine.DefaultUsageHalfLife
@@ -182,6 +183,9 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		return err
 	}
 	go s.watchConnection(ctx)
+	for w := 0; w < eventWriters; w++ {
+		go s.writeEvents(ctx)
+	}
 	if !s.opts.LeaderElection {
 		return s.loop(ctx)
 	}
@@ -649,11 +653,22 @@ func (s *Scheduler) apply(ctx context.Context, plan *engine.Plan, idx *index) {
 				j.env = shareEnv(p, n, b.Binding, s.opts.SharingRoot)
 			}
 		}
-		select {
-		case s.binds <- j:
-		case <-ctx.Done():
+		if !s.queueBind(ctx, j) {
 			return
 		}
+	}
+}
+
+// queueBind hands a bind to the bind workers, counted as waiting until one takes it (the
+// Scheduled Events wait for those); false when ctx ended first.
+func (s *Scheduler) queueBind(ctx context.Context, j bindJob) bool {
+	s.events.waiting.Add(1)
+	select {
+	case s.binds <- j:
+		return true
+	case <-ctx.Done():
+		s.events.waiting.Add(-1)
+		return false
 	}
 }
 
@@ -751,21 +766,6 @@ const evictionResend = 30 * time.Second
 // evictionRetry is how soon an eviction that failed (not refused by a budget) is tried again.
 const evictionRetry = 5 * time.Second
 
-// eventNow writes an Event at once, for the records that must land before the action
-// they explain; the recorder batches and may lose its queue with the process.
-func (s *Scheduler) eventNow(ctx context.Context, p *corev1.Pod, typ, reason, msg string) error {
-	now := metav1.NewTime(time.Now())
-	ev := &corev1.Event{
-		ObjectMeta: metav1.ObjectMeta{GenerateName: p.Name + ".", Namespace: p.Namespace},
-		InvolvedObject: corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: p.Namespace, Name: p.Name,
-			UID: p.UID, ResourceVersion: p.ResourceVersion},
-		Reason: reason, Message: msg, Type: typ, Count: 1, FirstTimestamp: now, LastTimestamp: now,
-		Source: corev1.EventSource{Component: SchedulerName}, ReportingController: SchedulerName, ReportingInstance: s.opts.Identity,
-	}
-	_, err := s.client.CoreV1().Events(p.Namespace).Create(ctx, ev, metav1.CreateOptions{})
-	return err
-}
-
 // bindBackoff is how long a pod whose bind failed waits before the next try: short, since
 // a gang member waiting here leaves its gang partly bound.
 const bindBackoff = time.Second
@@ -781,6 +781,7 @@ const BindWorkers = 128
 // pod is pending again at the next cycle.
 func (s *Scheduler) bindLoop(ctx context.Context) {
 	for j := range s.binds {
+		s.events.waiting.Add(-1)
 		err := s.bind(ctx, &j)
 		if errors.Is(err, errAwaitingDevice) {
 			continue // held, still assumed: resumeAwaiting binds it once the device is known
@@ -792,19 +793,7 @@ func (s *Scheduler) bindLoop(ctx context.Context) {
 		}
 		s.opts.Metrics.bindDone(err)
 		if err == nil {
-			// As kube-scheduler does: the pod's describe and the dashboard's timeline
-			// (started, resumed after a reclaim) read it.
-			msg := fmt.Sprintf("assigned %s/%s to %s", j.p.Namespace, j.p.Name, j.b.Node)
-			switch {
-			case j.b.Share > 0:
-				msg += fmt.Sprintf(", %.3g of GPU %s", float64(j.b.Share)/1000, formatIndices(j.b.GPUs))
-				if s.sharingUnenforced(j.b.Node) {
-					msg += "; " + v1alpha1.SharingNotEnforced
-				}
-			case len(j.b.GPUs) > 0:
-				msg += ", GPUs " + formatIndices(j.b.GPUs)
-			}
-			s.recorder.Event(j.p, corev1.EventTypeNormal, "Scheduled", msg)
+			s.scheduled(&j)
 		} else if errors.Is(err, errNotLeader) {
 			s.amu.Lock()
 			delete(s.assumed, j.p.UID) // the new leader places it; nothing to report from here

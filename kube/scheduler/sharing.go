@@ -354,9 +354,7 @@ func (s *Scheduler) resumeAwaiting(ctx context.Context) {
 		s.amu.Unlock()
 		if st == reservationReported {
 			a.job.reservation = a.reservation
-			select {
-			case s.binds <- a.job:
-			case <-ctx.Done():
+			if !s.queueBind(ctx, a.job) {
 				return
 			}
 			continue
