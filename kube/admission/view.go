@@ -9,8 +9,10 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -42,10 +44,12 @@ type View interface {
 	Topologies() map[string]convert.Levels
 }
 
-// informerView answers from informer caches, so that admission costs no API call.
+// informerView answers from informer caches, so that admission costs no API call, but for
+// a Queue the cache does not hold yet (liveQueue).
 type informerView struct {
 	nodes, namespaces, queues, groups cache.SharedIndexInformer
 	topologies                        cache.SharedIndexInformer // nil where the CRD is not installed
+	dyn                               dynamic.Interface
 }
 
 // NewView starts informers for what validation reads and waits for them to sync.
@@ -53,7 +57,7 @@ func NewView(ctx context.Context, client kubernetes.Interface, dyn dynamic.Inter
 	f := informers.NewSharedInformerFactory(client, 0)
 	df := dynamicinformer.NewDynamicSharedInformerFactory(dyn, 0)
 	v := &informerView{nodes: f.Core().V1().Nodes().Informer(), namespaces: f.Core().V1().Namespaces().Informer(),
-		queues: df.ForResource(queuesGVR).Informer(), groups: df.ForResource(podGroupsGVR).Informer()}
+		queues: df.ForResource(queuesGVR).Informer(), groups: df.ForResource(podGroupsGVR).Informer(), dyn: dyn}
 	synced := []cache.InformerSynced{v.nodes.HasSynced, v.namespaces.HasSynced, v.queues.HasSynced, v.groups.HasSynced}
 	if workload.Served(client.Discovery(), v1alpha1.Topologies) {
 		v.topologies = df.ForResource(v1alpha1.Topologies).Informer()
@@ -68,16 +72,40 @@ func NewView(ctx context.Context, client kubernetes.Interface, dyn dynamic.Inter
 }
 
 func (v *informerView) Queue(name string) (*v1alpha1.Queue, bool) {
-	o, ok, _ := v.queues.GetStore().GetByKey(name)
+	u, ok := v.liveQueue(name)
 	if !ok {
 		return nil, false
 	}
 	var q v1alpha1.Queue
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.(*unstructured.Unstructured).Object, &q); err != nil {
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &q); err != nil {
 		return nil, false
 	}
 	return &q, true
 }
+
+// liveQueue is the Queue from the cache, or from the API server when the cache does not
+// hold it: a Queue created a moment before its first pod (a script, `kubectl apply` of
+// both) may not have reached the informer when the pod is admitted, and refusing the pod
+// for a queue that exists would be wrong. Only the refusal path pays the request.
+func (v *informerView) liveQueue(name string) (*unstructured.Unstructured, bool) {
+	if o, ok, _ := v.queues.GetStore().GetByKey(name); ok {
+		return o.(*unstructured.Unstructured), true
+	}
+	if v.dyn == nil {
+		return nil, false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), liveReadTimeout)
+	defer cancel()
+	u, err := v.dyn.Resource(queuesGVR).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil, false
+	}
+	return u, true
+}
+
+// liveReadTimeout bounds the read of a Queue the cache does not hold, well inside the
+// webhook's own timeout (10 s in the chart).
+const liveReadTimeout = 2 * time.Second
 
 func (v *informerView) QueueNames() []string {
 	names := v.queues.GetStore().ListKeys()
