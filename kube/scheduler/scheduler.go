@@ -38,7 +38,6 @@ import (
 	"github.com/allot-dev/allot/engine"
 	"github.com/allot-dev/allot/kube/convert"
 	"github.com/allot-dev/allot/kube/podfit"
-	"github.com/allot-dev/allot/kube/podutil"
 	"github.com/allot-dev/allot/kube/workload"
 )
 
@@ -83,6 +82,7 @@ type Scheduler struct {
 	eng      *engine.Engine
 	recorder record.EventRecorder
 	events   *scheduledEvents
+	statuses *podStatuses
 
 	mu sync.Mutex // one cycle at a time
 	// assumed holds binds made but not yet seen by the informer, so that the next cycle
@@ -161,7 +161,7 @@ func New(rc *rest.Config, opts Options) (*Scheduler, error) {
 	b := record.NewBroadcaster()
 	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
 	s := &Scheduler{opts: opts, client: client, dyn: dyn, eng: engine.New(opts.Engine),
-		recorder: b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: SchedulerName}), events: newScheduledEvents(),
+		recorder: b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: SchedulerName}), events: newScheduledEvents(), statuses: newPodStatuses(),
 		assumed: map[types.UID]engine.Binding{}, awaiting: map[types.UID]awaitingBind{}, adopted: map[types.UID]bool{}, backoff: map[types.UID]time.Time{}, reasons: map[types.UID]string{}, evicting: map[types.UID]time.Time{}, partial: map[engine.JobID]partialGang{}, wake: make(chan struct{}, 1),
 		occWritten: map[engine.NodeID]string{}, queueWritten: map[string]time.Time{}, usage: map[string]engine.Usage{}}
 	if s.opts.UsageHalfLife <= 0 {
@@ -186,6 +186,10 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	for w := 0; w < eventWriters; w++ {
 		go s.writeEvents(ctx)
 	}
+	for w := 0; w < statusWriters; w++ {
+		go s.writeStatuses(ctx)
+	}
+	go func() { <-ctx.Done(); s.statuses.close() }()
 	if !s.opts.LeaderElection {
 		return s.loop(ctx)
 	}
@@ -866,8 +870,15 @@ func (s *Scheduler) bind(ctx context.Context, j *bindJob) error {
 }
 
 // writeStatus puts the engine's reason on every waiting pod (condition and Event, when it
-// changes) and each queue's accounting on its status.
+// changes; written by the status writers, status.go) and each queue's accounting on its
+// status.
 func (s *Scheduler) writeStatus(ctx context.Context, plan *engine.Plan, idx *index, queues []*v1alpha1.Queue) {
+	// A write that did not land is written again below if its reason still holds.
+	for _, w := range s.statuses.takeFailed() {
+		if s.reasons[w.p.UID] == w.msg {
+			delete(s.reasons, w.p.UID)
+		}
+	}
 	for jid, r := range plan.Pending {
 		for _, p := range idx.jobs[jid] {
 			if p.Spec.NodeName != "" || s.reasons[p.UID] == r.Message {
@@ -876,17 +887,8 @@ func (s *Scheduler) writeStatus(ctx context.Context, plan *engine.Plan, idx *ind
 			if s.isAssumed(p.UID) {
 				continue
 			}
-			cp := p.DeepCopy()
-			podutil.SetCondition(cp, corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionFalse,
-				Reason: corev1.PodReasonUnschedulable, Message: r.Message, LastTransitionTime: metav1.Now()})
-			if _, err := s.client.CoreV1().Pods(p.Namespace).UpdateStatus(ctx, cp, metav1.UpdateOptions{}); err != nil {
-				if !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-					slog.Warn("allot scheduler: pod status", "pod", p.Name, "err", err)
-				}
-				continue
-			}
-			s.recorder.Eventf(p, corev1.EventTypeWarning, "FailedScheduling", "%s", r.Message)
 			s.reasons[p.UID] = r.Message
+			s.statuses.put(statusWrite{p: p, msg: r.Message})
 		}
 	}
 	for _, q := range queues {

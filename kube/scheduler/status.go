@@ -1,0 +1,126 @@
+package scheduler
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/allot-dev/allot/kube/podutil"
+)
+
+// podStatuses carries waiting pods' reasons (the PodScheduled=False condition and a
+// FailedScheduling Event) to writers of their own, off the cycle. Written in the cycle, one
+// request after another, a thousand pods that newly could not be placed held the cycle
+// about 6 s, and a pod that fitted waited for it to end. A pod whose reason changes again
+// before its write is taken has only its newest written; a write that does not land (a
+// conflict with the pod's own change, the API server busy) is handed back to the next cycle,
+// which writes it again if the reason still holds.
+type podStatuses struct {
+	mu     sync.Mutex
+	wake   *sync.Cond
+	order  []types.UID               // pods with a write waiting, oldest first
+	latest map[types.UID]statusWrite // the newest write of each
+	failed []statusWrite
+	closed bool
+}
+
+type statusWrite struct {
+	p   *corev1.Pod // as the cycle saw it: the write fails if the pod changed since
+	msg string
+}
+
+// statusWriters is how many pods' reasons are written at once.
+const statusWriters = 8
+
+func newPodStatuses() *podStatuses {
+	q := &podStatuses{latest: map[types.UID]statusWrite{}}
+	q.wake = sync.NewCond(&q.mu)
+	return q
+}
+
+func (q *podStatuses) put(w statusWrite) {
+	q.mu.Lock()
+	if _, waiting := q.latest[w.p.UID]; !waiting {
+		q.order = append(q.order, w.p.UID)
+	}
+	q.latest[w.p.UID] = w
+	q.mu.Unlock()
+	q.wake.Signal()
+}
+
+// take waits for a write; false once closed.
+func (q *podStatuses) take() (statusWrite, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for len(q.order) == 0 {
+		if q.closed {
+			return statusWrite{}, false
+		}
+		q.wake.Wait()
+	}
+	uid := q.order[0]
+	q.order = q.order[1:]
+	w := q.latest[uid]
+	delete(q.latest, uid)
+	return w, true
+}
+
+func (q *podStatuses) close() {
+	q.mu.Lock()
+	q.closed = true
+	q.mu.Unlock()
+	q.wake.Broadcast()
+}
+
+func (q *podStatuses) fail(w statusWrite) {
+	q.mu.Lock()
+	q.failed = append(q.failed, w)
+	q.mu.Unlock()
+}
+
+// takeFailed returns the writes that did not land since the last call.
+func (q *podStatuses) takeFailed() []statusWrite {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	f := q.failed
+	q.failed = nil
+	return f
+}
+
+// writeStatuses writes queued reasons until ctx ends; like the Scheduled Events, they wait
+// while binds wait for a worker.
+func (s *Scheduler) writeStatuses(ctx context.Context) {
+	for {
+		w, ok := s.statuses.take()
+		if !ok {
+			return
+		}
+		for s.events.waiting.Load() > 0 {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+		cp := w.p.DeepCopy()
+		podutil.SetCondition(cp, corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionFalse,
+			Reason: corev1.PodReasonUnschedulable, Message: w.msg, LastTransitionTime: metav1.Now()})
+		if _, err := s.client.CoreV1().Pods(cp.Namespace).UpdateStatus(ctx, cp, metav1.UpdateOptions{}); err != nil {
+			if apierrors.IsNotFound(err) {
+				continue // gone: nothing to explain
+			}
+			if !apierrors.IsConflict(err) && ctx.Err() == nil {
+				slog.Warn("allot scheduler: pod status", "pod", w.p.Name, "err", err)
+			}
+			s.statuses.fail(w)
+			continue
+		}
+		s.events.add(s.newEvent(w.p, corev1.EventTypeWarning, "FailedScheduling", w.msg))
+	}
+}
