@@ -14,13 +14,15 @@ import (
 	"github.com/allot-dev/allot/api/v1alpha1"
 )
 
-// scheduledEvents carries the Scheduled Event of every bind to writers of its own.
-// client-go's recorder writes one Event at a time (about 80 a second on a busy 2-core API
-// server) behind a queue of 1,000 that drops what does not fit, and loses what is queued
-// when the process stops: after a backlog of 2,000 pods bound in 2.5 s, 1,023 of their
-// Scheduled Events had been written 45 s later, when the process was stopped. A pod's describe and the dashboard's
-// timeline read that Event, so each bind's is written here, several at a time, once no
-// bind is waiting for a worker: the binds first, their record right after.
+// scheduledEvents carries the Events written once per pod and decision, the Scheduled
+// Event of every bind and the FailedScheduling Event of every changed reason, to writers
+// of its own. client-go's recorder writes one Event at a time (about 80 a second on a busy
+// 2-core API server) behind a queue of 1,000 that drops what does not fit, and loses what
+// is queued when the process stops: after a backlog of 2,000 pods bound in 2.5 s, 1,023 of
+// their Scheduled Events had been written 45 s later, when the process was stopped. A
+// pod's describe and the dashboard's timeline read these Events, so they are written here,
+// several at a time, once no bind is waiting for a worker: the binds first, their record
+// right after. The rarer Events stay with the recorder.
 type scheduledEvents struct {
 	queue chan *corev1.Event
 	// waiting counts the binds handed to the bind workers and not yet taken by one.
@@ -29,7 +31,7 @@ type scheduledEvents struct {
 	failed  atomic.Int64 // not written after eventTries
 }
 
-// eventQueue is how many Scheduled Events wait for a writer at most. Past it (more than
+// eventQueue is how many Events wait for a writer at most. Past it (more than
 // that many binds while binds never stop waiting) the newest are dropped, and said so.
 const eventQueue = 20000
 
@@ -49,7 +51,7 @@ func (e *scheduledEvents) add(ev *corev1.Event) {
 	case e.queue <- ev:
 	default:
 		if n := e.dropped.Add(1); n == 1 || n%1000 == 0 {
-			slog.Warn("allot scheduler: Scheduled Events dropped, more binds than the API server took Events for", "dropped", n)
+			slog.Warn("allot scheduler: Events dropped, more binds and reasons than the API server took Events for", "dropped", n)
 		}
 	}
 }
@@ -88,7 +90,7 @@ func (s *Scheduler) writeEvents(ctx context.Context) {
 		}
 		if err != nil && ctx.Err() == nil {
 			if n := s.events.failed.Add(1); n == 1 || n%100 == 0 {
-				slog.Warn("allot scheduler: Scheduled Events not written", "failed", n, "last", ev.InvolvedObject.Name, "err", err)
+				slog.Warn("allot scheduler: Events not written", "failed", n, "last", ev.InvolvedObject.Name, "err", err)
 			}
 		}
 	}
