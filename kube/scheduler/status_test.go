@@ -18,7 +18,9 @@ import (
 //	                   small (1 GPU): must not wait for those 1,500 reasons to be written
 //
 // The small pod binds while the reasons are still being written (the cycle does not hold
-// for them), and every huge pod ends with its PodScheduled=False reason.
+// for them), and every huge pod ends with its PodScheduled=False reason. The check leans on
+// 1,500 status writes taking longer than a cycle and a poll (here seconds against a few
+// hundred milliseconds); the old code failed it every time, having written them all first.
 func TestFittingPodDoesNotWaitForOthersReasons(t *testing.T) {
 	e := newEnv(t, 1, 8)
 	e.queue(t, "big", 100000)
