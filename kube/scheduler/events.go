@@ -14,7 +14,7 @@ import (
 	"github.com/allot-dev/allot/api/v1alpha1"
 )
 
-// scheduledEvents carries the Events written once per pod and decision, the Scheduled
+// podEvents carries the Events written once per pod and decision, the Scheduled
 // Event of every bind and the FailedScheduling Event of every changed reason, to writers
 // of its own. client-go's recorder writes one Event at a time (about 80 a second on a busy
 // 2-core API server) behind a queue of 1,000 that drops what does not fit, and loses what
@@ -23,10 +23,8 @@ import (
 // pod's describe and the dashboard's timeline read these Events, so they are written here,
 // several at a time, once no bind is waiting for a worker: the binds first, their record
 // right after. The rarer Events stay with the recorder.
-type scheduledEvents struct {
-	queue chan *corev1.Event
-	// waiting counts the binds handed to the bind workers and not yet taken by one.
-	waiting atomic.Int64
+type podEvents struct {
+	queue   chan *corev1.Event
 	dropped atomic.Int64
 	failed  atomic.Int64 // not written after eventTries
 }
@@ -41,12 +39,12 @@ const eventWriters = 4
 // eventTries is how many times an Event is tried before it is given up.
 const eventTries = 3
 
-func newScheduledEvents() *scheduledEvents {
-	return &scheduledEvents{queue: make(chan *corev1.Event, eventQueue)}
+func newPodEvents() *podEvents {
+	return &podEvents{queue: make(chan *corev1.Event, eventQueue)}
 }
 
 // add queues an Event; it never blocks a bind worker.
-func (e *scheduledEvents) add(ev *corev1.Event) {
+func (e *podEvents) add(ev *corev1.Event) {
 	select {
 	case e.queue <- ev:
 	default:
@@ -56,7 +54,7 @@ func (e *scheduledEvents) add(ev *corev1.Event) {
 	}
 }
 
-// writeEvents writes queued Events until ctx ends, waiting while binds wait for a worker.
+// writeEvents writes queued Events until ctx ends, each after the binds waiting for a worker.
 func (s *Scheduler) writeEvents(ctx context.Context) {
 	for {
 		var ev *corev1.Event
@@ -65,12 +63,8 @@ func (s *Scheduler) writeEvents(ctx context.Context) {
 			return
 		case ev = <-s.events.queue:
 		}
-		for s.events.waiting.Load() > 0 {
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(10 * time.Millisecond):
-			}
+		if !s.afterWaitingBinds(ctx) {
+			return
 		}
 		// A few tries a second apart ride out a busy or restarting API server; an outage
 		// longer than that loses the Event, said once in a while rather than per Event.
@@ -130,4 +124,17 @@ func (s *Scheduler) eventNow(ctx context.Context, p *corev1.Pod, typ, reason, ms
 	ev := s.newEvent(p, typ, reason, msg)
 	_, err := s.client.CoreV1().Events(p.Namespace).Create(ctx, ev, metav1.CreateOptions{})
 	return err
+}
+
+// afterWaitingBinds returns once no bind waits for a bind worker (false if ctx ends first):
+// the record of what was decided yields to carrying it out.
+func (s *Scheduler) afterWaitingBinds(ctx context.Context) bool {
+	for s.bindsWaiting.Load() > 0 {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	return true
 }

@@ -81,8 +81,11 @@ type Scheduler struct {
 	dyn      dynamic.Interface
 	eng      *engine.Engine
 	recorder record.EventRecorder
-	events   *scheduledEvents
+	events   *podEvents
 	statuses *podStatuses
+	// bindsWaiting counts the binds handed to the bind workers and not yet taken by one;
+	// Events and pods' reasons are written only while it is zero.
+	bindsWaiting atomic.Int64
 
 	mu sync.Mutex // one cycle at a time
 	// assumed holds binds made but not yet seen by the informer, so that the next cycle
@@ -161,7 +164,7 @@ func New(rc *rest.Config, opts Options) (*Scheduler, error) {
 	b := record.NewBroadcaster()
 	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
 	s := &Scheduler{opts: opts, client: client, dyn: dyn, eng: engine.New(opts.Engine),
-		recorder: b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: SchedulerName}), events: newScheduledEvents(), statuses: newPodStatuses(),
+		recorder: b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: SchedulerName}), events: newPodEvents(), statuses: newPodStatuses(),
 		assumed: map[types.UID]engine.Binding{}, awaiting: map[types.UID]awaitingBind{}, adopted: map[types.UID]bool{}, backoff: map[types.UID]time.Time{}, reasons: map[types.UID]string{}, evicting: map[types.UID]time.Time{}, partial: map[engine.JobID]partialGang{}, wake: make(chan struct{}, 1),
 		occWritten: map[engine.NodeID]string{}, queueWritten: map[string]time.Time{}, usage: map[string]engine.Usage{}}
 	if s.opts.UsageHalfLife <= 0 {
@@ -664,14 +667,14 @@ func (s *Scheduler) apply(ctx context.Context, plan *engine.Plan, idx *index) {
 }
 
 // queueBind hands a bind to the bind workers, counted as waiting until one takes it (the
-// Scheduled Events wait for those); false when ctx ended first.
+// Event and status writers wait for those); false when ctx ended first.
 func (s *Scheduler) queueBind(ctx context.Context, j bindJob) bool {
-	s.events.waiting.Add(1)
+	s.bindsWaiting.Add(1)
 	select {
 	case s.binds <- j:
 		return true
 	case <-ctx.Done():
-		s.events.waiting.Add(-1)
+		s.bindsWaiting.Add(-1)
 		return false
 	}
 }
@@ -785,7 +788,7 @@ const BindWorkers = 128
 // pod is pending again at the next cycle.
 func (s *Scheduler) bindLoop(ctx context.Context) {
 	for j := range s.binds {
-		s.events.waiting.Add(-1)
+		s.bindsWaiting.Add(-1)
 		err := s.bind(ctx, &j)
 		if errors.Is(err, errAwaitingDevice) {
 			continue // held, still assumed: resumeAwaiting binds it once the device is known

@@ -22,7 +22,6 @@ import (
 	"github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/engine"
 	"github.com/allot-dev/allot/kube/convert"
-	"github.com/allot-dev/allot/kube/podutil"
 )
 
 // gpuEnv is what a pod sharing a GPU reads from its ConfigMap: the device, and its memory
@@ -372,10 +371,7 @@ func (s *Scheduler) resumeAwaiting(ctx context.Context) {
 		s.backoff[uid] = time.Now().Add(deviceBackoff)
 		s.amu.Unlock()
 		s.recorder.Event(a.job.p, corev1.EventTypeWarning, "DeviceNotReported", msg)
-		cp := a.job.p.DeepCopy()
-		podutil.SetCondition(cp, corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionFalse,
-			Reason: corev1.PodReasonUnschedulable, Message: msg, LastTransitionTime: metav1.Now()})
-		if _, err := s.client.CoreV1().Pods(cp.Namespace).UpdateStatus(ctx, cp, metav1.UpdateOptions{}); err == nil {
+		if err := s.setUnschedulable(ctx, a.job.p, msg); err == nil {
 			s.reasons[uid] = msg
 		}
 	}
