@@ -132,6 +132,8 @@ type Scheduler struct {
 	// (connection.go); stopInformers ends the informers of the current listing.
 	stale         atomic.Bool
 	stopInformers context.CancelFunc
+	// listWaited holds the informers a cycle has waited for (wakeWhenListed), from start.
+	listWaited map[cache.SharedIndexInformer]bool
 }
 
 // New connects to the cluster.
@@ -253,13 +255,23 @@ func (s *Scheduler) newTerm() {
 func (s *Scheduler) start(parent context.Context) error {
 	ctx, cancel := context.WithCancel(parent)
 	s.stopInformers = cancel
+	s.listWaited = map[cache.SharedIndexInformer]bool{}
 	factory := informers.NewSharedInformerFactory(s.client, 0)
 	s.pods = factory.Core().V1().Pods().Informer()
 	s.nodes = factory.Core().V1().Nodes().Informer()
 	dfactory := dynamicinformer.NewDynamicSharedInformerFactory(s.dyn, 0)
 	s.queues = dfactory.ForResource(queuesGVR).Informer()
 	s.groups = dfactory.ForResource(podGroupsGVR).Informer()
-	poke := cache.ResourceEventHandlerFuncs{AddFunc: func(any) { s.poke() }, UpdateFunc: func(_, _ any) { s.poke() }, DeleteFunc: func(any) { s.poke() }}
+	// The scheduler writes the status of Queues and PodGroups itself; a status alone is no
+	// news for a cycle (the next one reads a Queue's usage from it all the same).
+	poke := cache.ResourceEventHandlerFuncs{AddFunc: func(any) { s.poke() }, DeleteFunc: func(any) { s.poke() },
+		UpdateFunc: func(o, n any) {
+			ou, ok1 := o.(*unstructured.Unstructured)
+			nu, ok2 := n.(*unstructured.Unstructured)
+			if !ok1 || !ok2 || !statusOnly(ou, nu) {
+				s.poke()
+			}
+		}}
 	informers := []cache.SharedIndexInformer{s.queues}
 	// PodGroups are watched but not waited for, as Topologies below: only a cycle with a
 	// pod of a gang (labelled with its group from admission on) needs them, and it waits
@@ -334,6 +346,24 @@ func (s *Scheduler) start(parent context.Context) error {
 	return nil
 }
 
+// wakeWhenListed wakes a cycle once inf has listed, for a cycle that waited for it: its
+// objects' arrival wakes one too, but it may have come before the cycle took the wake-up
+// (Cycle), and an empty list brings none. Checked every 10 ms, for a minute at most (a
+// relist replaces the informers).
+func (s *Scheduler) wakeWhenListed(ctx context.Context, inf cache.SharedIndexInformer) {
+	if s.listWaited[inf] {
+		return
+	}
+	s.listWaited[inf] = true
+	go func() {
+		ctx, cancel := context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+		if wait.PollUntilContextCancel(ctx, 10*time.Millisecond, true, func(context.Context) (bool, error) { return inf.HasSynced(), nil }) == nil {
+			s.poke()
+		}
+	}()
+}
+
 // loop runs cycles until ctx ends.
 func (s *Scheduler) loop(ctx context.Context) error {
 	s.binds = make(chan bindJob, 1024)
@@ -344,19 +374,23 @@ func (s *Scheduler) loop(ctx context.Context) error {
 	}
 	defer workers.Wait()
 	defer close(s.binds)
-	ticker := time.NewTicker(s.opts.Interval)
-	defer ticker.Stop()
+	// A cycle at least every Interval after the last one, for what time alone changes
+	// (backoffs, grace periods, usage): counted from the last cycle, not on a fixed beat,
+	// so that one does not come while a backlog's binds still flow from a cycle just done.
+	timer := time.NewTimer(s.opts.Interval)
+	defer timer.Stop()
 	for {
 		if err := s.Cycle(ctx); err != nil {
 			slog.Warn("allot scheduler: cycle", "err", err)
 		}
+		timer.Reset(s.opts.Interval)
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-s.wake:
 			// Let a burst of events land before the next cycle: one cycle then places many.
 			time.Sleep(50 * time.Millisecond)
-		case <-ticker.C:
+		case <-timer.C:
 		}
 	}
 }
@@ -384,6 +418,15 @@ func reportOnly(o, n *corev1.Node) bool {
 	return true
 }
 
+// statusOnly tells whether an update of a custom resource changed at most its status: the
+// API server raises metadata.generation for every change but of metadata (and of status,
+// where the resource has a status subresource); the parts of metadata the engine reads
+// are compared here.
+func statusOnly(o, n *unstructured.Unstructured) bool {
+	return o.GetGeneration() == n.GetGeneration() && (o.GetDeletionTimestamp() == nil) == (n.GetDeletionTimestamp() == nil) &&
+		maps.Equal(o.GetLabels(), n.GetLabels()) && maps.Equal(o.GetAnnotations(), n.GetAnnotations())
+}
+
 func terminal(p *corev1.Pod) bool {
 	return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
 }
@@ -408,6 +451,14 @@ func (s *Scheduler) Cycle(ctx context.Context) error {
 	// First, so that the snapshot already has held-back shared pods whose reservation
 	// reported its device on that device, and places others beside them there.
 	s.resumeAwaiting(ctx)
+	// What poked until now is in the informers' stores already (client-go updates a store
+	// before it calls the handlers), so this cycle sees it; a poke left waiting would only
+	// repeat the cycle (after the first listing, 2,000 pods' arrival did, while the
+	// backlog's binds were flowing).
+	select {
+	case <-s.wake:
+	default:
+	}
 	var nodes []*corev1.Node
 	for _, o := range s.nodes.GetStore().List() {
 		nodes = append(nodes, o.(*corev1.Node))
@@ -476,7 +527,8 @@ func (s *Scheduler) Cycle(ctx context.Context) error {
 	}
 	if !s.groups.HasSynced() && inGangs(pods) {
 		// The PodGroups have not listed yet and some pod belongs to one: without its
-		// minimum, the gang could start short. Wait for the list (it pokes, as does the tick).
+		// minimum, the gang could start short. Wait for the list.
+		s.wakeWhenListed(ctx, s.groups)
 		return nil
 	}
 	groups := map[string]convert.Group{}
@@ -489,7 +541,8 @@ func (s *Scheduler) Cycle(ctx context.Context) error {
 	if topologies == nil && s.topologies != nil && namesTopology(pods, groups) {
 		// The Topology informer has not listed yet and some workload names a level: such a
 		// job cannot be placed rightly, and counted as invalid its running pods would leave
-		// its queue's use for that moment. Wait for the list (it pokes, as does the tick).
+		// its queue's use for that moment. Wait for the list.
+		s.wakeWhenListed(ctx, s.topologies)
 		return nil
 	}
 	now := s.opts.Now()
@@ -912,7 +965,7 @@ func (s *Scheduler) writeStatus(ctx context.Context, plan *engine.Plan, idx *ind
 			continue
 		}
 		// At most one write a second per queue: under a stream of binds its counts change
-		// every cycle, and the cycle that follows (the ticker guarantees one) writes the rest.
+		// every cycle, and the cycle that follows (one comes at least every Interval) writes the rest.
 		if now := time.Now(); now.Sub(s.queueWritten[q.Name]) < time.Second {
 			continue
 		} else {

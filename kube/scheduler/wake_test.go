@@ -1,13 +1,98 @@
 package scheduler
 
 import (
+	"context"
+	"fmt"
 	"testing"
+	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/allot-dev/allot/api/v1alpha1"
 )
+
+// A Queue's status is the scheduler's own record: writing it wakes no cycle (each write
+// would otherwise bring one more, and under a stream of binds a write comes every second
+// per queue), while a change of the queue itself does.
+//
+//	dgx-0  8 GPUs     team-a  quota 8    periodic cycle an hour away: only news wakes it
+func TestStatusWritesDoNotWake(t *testing.T) {
+	e := newEnv(t, 1, 8)
+	e.queue(t, "team-a", 8)
+	m := NewMetrics()
+	s, err := New(e.c.Config, Options{Interval: time.Hour, Metrics: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(e.ctx)
+	done := make(chan struct{})
+	go func() { _ = s.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	cycles := func() uint64 {
+		var d dto.Metric
+		if err := m.cycle.Write(&d); err != nil {
+			t.Fatal(err)
+		}
+		return d.GetHistogram().GetSampleCount()
+	}
+	get := func() *unstructured.Unstructured {
+		q, err := e.dyn.Resource(queuesGVR).Get(e.ctx, "team-a", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return q
+	}
+	e.waitFor(t, "the scheduler's first status of team-a", func() (bool, string) {
+		q := get()
+		_, ok, _ := unstructured.NestedMap(q.Object, "status", "fairShare")
+		return ok && cycles() > 0, fmt.Sprintf("%d cycles, status %v", cycles(), q.Object["status"])
+	})
+	// Settled: no cycle for half a second.
+	var before uint64
+	e.waitFor(t, "no cycle for 500ms", func() (bool, string) {
+		before = cycles()
+		time.Sleep(500 * time.Millisecond)
+		return cycles() == before, fmt.Sprintf("%d cycles", cycles())
+	})
+
+	// Another writer of the status (a former leader, kubectl edit --subresource status).
+	q := get()
+	if err := unstructured.SetNestedField(q.Object, int64(3), "status", "pending"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.dyn.Resource(queuesGVR).UpdateStatus(e.ctx, q, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second)
+	if n := cycles(); n != before {
+		t.Fatalf("a status write woke %d cycle(s)", n-before)
+	}
+
+	// The quota halved: that is news.
+	q = get()
+	if err := unstructured.SetNestedField(q.Object, int64(4), "spec", "gpu", "quota"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.dyn.Resource(queuesGVR).Update(e.ctx, q, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitFor(t, "a cycle after the quota changed", func() (bool, string) {
+		return cycles() > before, fmt.Sprintf("%d cycles", cycles())
+	})
+	// A change of its labels wakes one too: only the status is the scheduler's own.
+	before = cycles()
+	q = get()
+	q.SetLabels(map[string]string{"team": "vision"})
+	if _, err := e.dyn.Resource(queuesGVR).Update(e.ctx, q, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitFor(t, "a cycle after a label changed", func() (bool, string) {
+		return cycles() > before, fmt.Sprintf("%d cycles", cycles())
+	})
+}
 
 // A node update wakes the scheduler unless it only carries the occupancy or utilisation
 // reports, which the engine does not read.
