@@ -14,16 +14,12 @@ import (
 	"github.com/allot-dev/allot/api/v1alpha1"
 )
 
-// A Queue's status is the scheduler's own record: writing it wakes no cycle (each write
-// would otherwise bring one more, and under a stream of binds a write comes every second
-// per queue), while a change of the queue itself does.
-//
-//	dgx-0  8 GPUs     team-a  quota 8    periodic cycle an hour away: only news wakes it
-func TestStatusWritesDoNotWake(t *testing.T) {
-	e := newEnv(t, 1, 8)
-	e.queue(t, "team-a", 8)
+// startCounting runs a scheduler with a cycle at least every interval, until the test
+// ends, and returns how many cycles it has run so far.
+func (e *env) startCounting(t *testing.T, interval time.Duration) (cycles func() uint64) {
+	t.Helper()
 	m := NewMetrics()
-	s, err := New(e.c.Config, Options{Interval: time.Hour, Metrics: m})
+	s, err := New(e.c.Config, Options{Interval: interval, Metrics: m})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,13 +27,27 @@ func TestStatusWritesDoNotWake(t *testing.T) {
 	done := make(chan struct{})
 	go func() { _ = s.Run(ctx); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
-	cycles := func() uint64 {
+	return func() uint64 {
 		var d dto.Metric
 		if err := m.cycle.Write(&d); err != nil {
 			t.Fatal(err)
 		}
 		return d.GetHistogram().GetSampleCount()
 	}
+}
+
+// A Queue's status and a waiting pod's are the scheduler's own record (its accounting,
+// its reason): writing them wakes no cycle (each write would otherwise bring one more:
+// under a stream of binds a queue's comes every second, and a backlog that cannot fit
+// has one per pod), while a change of the queue or the pod itself does.
+//
+//	dgx-0  8 GPUs     team-a  quota 8    huge  16 GPUs: never fits, waits with a reason
+//	periodic cycle an hour away: only news wakes the scheduler
+func TestStatusWritesDoNotWake(t *testing.T) {
+	e := newEnv(t, 1, 8)
+	e.queue(t, "team-a", 8)
+	e.pod(t, "huge", "team-a", 16, nil)
+	cycles := e.startCounting(t, time.Hour)
 	get := func() *unstructured.Unstructured {
 		q, err := e.dyn.Resource(queuesGVR).Get(e.ctx, "team-a", metav1.GetOptions{})
 		if err != nil {
@@ -45,10 +55,11 @@ func TestStatusWritesDoNotWake(t *testing.T) {
 		}
 		return q
 	}
-	e.waitFor(t, "the scheduler's first status of team-a", func() (bool, string) {
+	e.waitFor(t, "the scheduler's first status of team-a and huge's reason", func() (bool, string) {
 		q := get()
 		_, ok, _ := unstructured.NestedMap(q.Object, "status", "fairShare")
-		return ok && cycles() > 0, fmt.Sprintf("%d cycles, status %v", cycles(), q.Object["status"])
+		p := e.pods(t)["huge"]
+		return ok && cycles() > 0 && len(p.Status.Conditions) > 0, fmt.Sprintf("%d cycles, status %v, huge %v", cycles(), q.Object["status"], p.Status.Conditions)
 	})
 	// Settled: no cycle for half a second.
 	var before uint64
@@ -66,9 +77,15 @@ func TestStatusWritesDoNotWake(t *testing.T) {
 	if _, err := e.dyn.Resource(queuesGVR).UpdateStatus(e.ctx, q, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	// And of the waiting pod's (a former leader's reason, or kube-scheduler's).
+	p := e.pods(t)["huge"]
+	p.Status.Conditions[0].Message = "0/1 nodes are available: 1 Insufficient nvidia.com/gpu."
+	if _, err := e.client.CoreV1().Pods("default").UpdateStatus(e.ctx, p, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	time.Sleep(time.Second)
 	if n := cycles(); n != before {
-		t.Fatalf("a status write woke %d cycle(s)", n-before)
+		t.Fatalf("status writes woke %d cycle(s)", n-before)
 	}
 
 	// The quota halved: that is news.
@@ -90,6 +107,16 @@ func TestStatusWritesDoNotWake(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.waitFor(t, "a cycle after a label changed", func() (bool, string) {
+		return cycles() > before, fmt.Sprintf("%d cycles", cycles())
+	})
+	// The waiting pod's labels too.
+	before = cycles()
+	p = e.pods(t)["huge"]
+	p.Labels["tier"] = "batch"
+	if _, err := e.client.CoreV1().Pods("default").Update(e.ctx, p, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitFor(t, "a cycle after the pod's label changed", func() (bool, string) {
 		return cycles() > before, fmt.Sprintf("%d cycles", cycles())
 	})
 }
