@@ -119,7 +119,7 @@ second from the first binding to the last (its binds alone).`,
 			// Protobuf, as kubectl and the controllers use for built-in kinds: cheaper for
 			// the API server than JSON.
 			rc.ContentType = runtime.ContentTypeProtobuf
-			res, err := runBench(cmd.Context(), kubernetes.NewForConfigOrDie(rc), dynamic.NewForConfigOrDie(rc), queue, pods, mode, scheduler.SchedulerName,
+			res, err := runBench(cmd.Context(), kubernetes.NewForConfigOrDie(rc), dynamic.NewForConfigOrDie(rc), queue, pods, mode, scheduler.SchedulerName, nil,
 				progress(cmd.ErrOrStderr(), pods, "binding"))
 			if err != nil {
 				return err
@@ -152,9 +152,10 @@ second from the first binding to the last (its binds alone).`,
 // runBench submits n one-GPU pods for the scheduler named sched and times their binding.
 // For Allot's scheduler they go to queue, made for them (closed first in backlog mode);
 // for any other scheduler they carry no queue and mode is stream.
-func runBench(ctx context.Context, client kubernetes.Interface, dyn dynamic.Interface, queue string, n int, mode, sched string, prog func(done, total int)) (*BenchResult, error) {
+// stored, if set, is where binds are seen (storedPods); else a watch through the API server.
+func runBench(ctx context.Context, client kubernetes.Interface, dyn dynamic.Interface, queue string, n int, mode, sched string, stored podSource, prog func(done, total int)) (*BenchResult, error) {
 	if sched != scheduler.SchedulerName {
-		return submitAndTime(ctx, client, n, "", mode, sched, nil, prog)
+		return submitAndTime(ctx, client, n, "", mode, sched, nil, stored, prog)
 	}
 	backlog := mode == benchBacklog
 	queues := dyn.Resource(v1alpha1.Queues)
@@ -183,7 +184,7 @@ func runBench(ctx context.Context, client kubernetes.Interface, dyn dynamic.Inte
 			return opened, nil
 		}
 	}
-	return submitAndTime(ctx, client, n, queue, mode, sched, open, prog)
+	return submitAndTime(ctx, client, n, queue, mode, sched, open, stored, prog)
 }
 
 // queueGPU is the bench queue's GPU spec: open, room for all n pods; closed, limit 0, so
@@ -215,22 +216,22 @@ func setQueueGPU(ctx context.Context, dyn dynamic.Interface, queue string, n int
 	return err
 }
 
+// podSource hands seen each version of the pods of namespace default from now on, until
+// ctx ends.
+type podSource func(ctx context.Context, seen func(*corev1.Pod)) error
+
 // submitAndTime creates n one-GPU pods for scheduler sched (in queue, if not empty) and
 // waits for them to bind. With release set, nothing may bind before it is called, after
-// every pod is created, and times count from the moment it returns.
-func submitAndTime(ctx context.Context, client kubernetes.Interface, n int, queue, mode, sched string, release func() (time.Time, error), prog func(done, total int)) (*BenchResult, error) {
+// every pod is created, and times count from the moment it returns. Binds are seen from
+// stored if set, else from an informer.
+func submitAndTime(ctx context.Context, client kubernetes.Interface, n int, queue, mode, sched string, release func() (time.Time, error), stored podSource, prog func(done, total int)) (*BenchResult, error) {
 	run := strconv.FormatInt(time.Now().UnixNano(), 36)
 	var mu sync.Mutex
 	created := map[string]time.Time{}
 	bound := map[string]time.Time{}
 	allBound := make(chan struct{})
-	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-		o.LabelSelector = "allot.dev/bench=" + run
-	}))
-	inf := factory.Core().V1().Pods().Informer()
-	seen := func(obj any) {
-		p, ok := obj.(*corev1.Pod)
-		if !ok || p.Spec.NodeName == "" {
+	seen := func(p *corev1.Pod) {
+		if p.Spec.NodeName == "" || p.Labels["allot.dev/bench"] != run {
 			return
 		}
 		mu.Lock()
@@ -243,11 +244,26 @@ func submitAndTime(ctx context.Context, client kubernetes.Interface, n int, queu
 			}
 		}
 	}
-	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: seen, UpdateFunc: func(_, o any) { seen(o) }})
-	stop := make(chan struct{})
-	defer close(stop)
-	factory.Start(stop)
-	cache.WaitForCacheSync(stop, inf.HasSynced)
+	watchCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	if stored != nil {
+		if err := stored(watchCtx, seen); err != nil {
+			return nil, err
+		}
+	} else {
+		factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.LabelSelector = "allot.dev/bench=" + run
+		}))
+		inf := factory.Core().V1().Pods().Informer()
+		pod := func(obj any) {
+			if p, ok := obj.(*corev1.Pod); ok {
+				seen(p)
+			}
+		}
+		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: pod, UpdateFunc: func(_, o any) { pod(o) }})
+		factory.Start(watchCtx.Done())
+		cache.WaitForCacheSync(watchCtx.Done(), inf.HasSynced)
+	}
 
 	schedulerName := sched
 	if mode == benchCreate {

@@ -11,7 +11,9 @@ import (
 	"path/filepath"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
+	"go.etcd.io/etcd/server/v3/etcdserver/api/v3client"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
@@ -106,6 +108,10 @@ func waitForServiceAccount(ctx context.Context, rc *rest.Config, cm <-chan error
 	}
 	return nil
 }
+
+// Store is a client of the cluster's etcd within this process (no network between them):
+// what the API server has stored, as stored, for a caller to close.
+func (c *Cluster) Store() *clientv3.Client { return v3client.New(c.etcd.Server) }
 
 // Stop shuts the control plane down and waits for the API server to finish.
 func (c *Cluster) Stop() {
