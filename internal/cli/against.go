@@ -168,11 +168,9 @@ func bindDirectly(ctx context.Context, client kubernetes.Interface, sched string
 // API server stored it. The comparison sees binds there: a watch through the API server is
 // closed when it falls behind (a fresh API server gives each watcher a buffer of tens of
 // events), and an informer sees the binds since only once it watches or lists again, all
-// at once and late, more often the faster a scheduler binds. In one run timed both ways
-// (a build logging its binds, not kept), Allot's last bind returned 2.34 s after its
-// start and the bench's informer saw nearly all 2,000 pods bound at 2.81 s, p50 and p99
-// 2 ms apart. etcd's watch catches up instead, and the API server under test serves one
-// watch less.
+// at once and late, more often the faster a scheduler binds (README, "Beside upstream
+// kube-scheduler"). etcd's watch catches up instead, and the API server under test serves
+// one watch less.
 func storedPods(store *clientv3.Client) podSource {
 	return func(ctx context.Context, seen func(*corev1.Pod)) error {
 		// From the revision now, so that no version after this call is missed.

@@ -40,14 +40,7 @@ func TestFenceExpiresBeforeTheLease(t *testing.T) {
 func TestAPIServerRefusesAStaleLeader(t *testing.T) {
 	e := newEnv(t, 1, 4)
 	e.queue(t, "q", 4)
-	s, err := New(e.c.Config, Options{Interval: 200 * time.Millisecond, LeaderElection: true, Identity: "r-new"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(e.ctx)
-	done := make(chan struct{})
-	go func() { _ = s.Run(ctx); close(done) }()
-	defer func() { cancel(); <-done }()
+	defer e.run(t, Options{Interval: 200 * time.Millisecond, LeaderElection: true, Identity: "r-new"})()
 
 	e.pod(t, "mine", "q", 1, nil)
 	e.waitFor(t, "the leader binds, saying who it is", func() (bool, string) {
@@ -70,7 +63,7 @@ func TestAPIServerRefusesAStaleLeader(t *testing.T) {
 		}
 		return strings.Contains(err.Error(), "allot scheduler r-old does not hold the Lease allot-scheduler"), err.Error()
 	})
-	err = e.client.CoreV1().Pods("default").Bind(e.ctx, &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: "other", Namespace: "default", Annotations: stale},
+	err := e.client.CoreV1().Pods("default").Bind(e.ctx, &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: "other", Namespace: "default", Annotations: stale},
 		Target: corev1.ObjectReference{Kind: "Node", Name: "dgx-1"}}, metav1.CreateOptions{})
 	if err == nil || !strings.Contains(err.Error(), "allot scheduler r-old does not hold the Lease allot-scheduler") {
 		t.Fatalf("a bind from r-old: %v", err)

@@ -416,8 +416,8 @@ func reportOnly(o, n *corev1.Node) bool {
 // podNews tells whether a pod's update can change a plan. Waking for the rest would
 // rebuild the snapshot for nothing: a running pod's status (the kubelet reporting it
 // started), the arrival of our own binds, and a waiting pod's status, which holds the
-// reason the scheduler wrote itself (1,500 unplaceable pods woke a cycle each as their
-// reasons landed) or another scheduler's.
+// reason the scheduler wrote itself or another scheduler's (the reasons of 1,500
+// unplaceable pods landing woke 59 cycles).
 func (s *Scheduler) podNews(o, n *corev1.Pod) bool {
 	switch {
 	case (o.DeletionTimestamp == nil) != (n.DeletionTimestamp == nil) || terminal(o) != terminal(n):

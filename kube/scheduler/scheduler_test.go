@@ -39,7 +39,13 @@ func newEnv(t *testing.T, nodes, gpus int) *env {
 // startScheduler runs a scheduler until the returned stop is called.
 func (e *env) startScheduler(t *testing.T) (stop func()) {
 	t.Helper()
-	s, err := New(e.c.Config, Options{Interval: 200 * time.Millisecond})
+	return e.run(t, Options{Interval: 200 * time.Millisecond})
+}
+
+// run runs a scheduler with opts until the returned stop is called.
+func (e *env) run(t *testing.T, opts Options) (stop func()) {
+	t.Helper()
+	s, err := New(e.c.Config, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

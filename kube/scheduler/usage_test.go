@@ -1,7 +1,6 @@
 package scheduler
 
 import (
-	"context"
 	"fmt"
 	"math"
 	"sync/atomic"
@@ -30,14 +29,7 @@ func TestUsageSurvivesRestartAndTiltsShares(t *testing.T) {
 	now := func() time.Time { return time.Unix(0, clock.Load()) }
 	set := func(d time.Duration) { clock.Store(t0.Add(d).UnixNano()) }
 	start := func() (stop func()) {
-		s, err := New(e.c.Config, Options{Interval: 200 * time.Millisecond, Now: now, Engine: engine.Options{UsageStrength: 1}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(e.ctx)
-		done := make(chan struct{})
-		go func() { _ = s.Run(ctx); close(done) }()
-		return func() { cancel(); <-done }
+		return e.run(t, Options{Interval: 200 * time.Millisecond, Now: now, Engine: engine.Options{UsageStrength: 1}})
 	}
 	weight := map[string]any{"gpu": map[string]any{"quota": 0, "overQuotaWeight": 1}}
 	e.Queue(t, "heavy", 0, weight)

@@ -1,7 +1,6 @@
 package scheduler
 
 import (
-	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -19,14 +18,7 @@ import (
 func (e *env) startCounting(t *testing.T, interval time.Duration) (cycles func() uint64) {
 	t.Helper()
 	m := NewMetrics()
-	s, err := New(e.c.Config, Options{Interval: interval, Metrics: m})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(e.ctx)
-	done := make(chan struct{})
-	go func() { _ = s.Run(ctx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
+	t.Cleanup(e.run(t, Options{Interval: interval, Metrics: m}))
 	return func() uint64 {
 		var d dto.Metric
 		if err := m.cycle.Write(&d); err != nil {
