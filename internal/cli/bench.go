@@ -76,7 +76,9 @@ embedded API server with --nodes simulated nodes: --mode stream as above; --mode
 creates the pods before the scheduler starts and times from its start (listing, first
 cycle, binds), and prints how close to the API server's own creation rate each drains.
 Each run also shows the time to its first binding (a scheduler's start) and its pods per
-second from the first binding to the last (its binds alone).`,
+second from the first binding to the last (its binds alone). Each round also times the
+bench binding the pods itself, deciding nothing ("direct binds"): the most any scheduler
+could show on that API server.`,
 		Example: "  allot up --nodes 250 --gpus-per-node 8 --data-dir /tmp/bench &\n  allot bench --kubeconfig /tmp/bench/kubeconfig --pods 2000\n  allot bench --kubeconfig /tmp/bench/kubeconfig --pods 2000 --mode backlog\n" +
 			"  make bench-kube   # allot bench --against bin/kube-scheduler --nodes 250 --pods 2000\n" +
 			"  make bench-kube MODE=backlog",
