@@ -94,8 +94,8 @@ func benchAgainst(ctx context.Context, out, progressTo io.Writer, allot, kubeSch
 		fmt.Fprintf(out, "direct binds ÷ kube-scheduler: %.2f× (the most a scheduler could show on this API server)\n",
 			sum[direct]/sum["kube-scheduler"])
 	}
+	binds := sum[direct] / float64(rounds)
 	if mode == benchStream {
-		binds := sum[direct] / float64(rounds)
 		for _, name := range []string{"allot", "kube-scheduler"} {
 			fmt.Fprintf(out, "%s binds at %.0f%% of the bench's own binds as the pods arrive (%.0f against %.0f pods/s)\n",
 				name, 100*sum[name]/sum[direct], sum[name]/float64(rounds), binds)
@@ -109,7 +109,6 @@ func benchAgainst(ctx context.Context, out, progressTo io.Writer, allot, kubeSch
 			created += float64(r.Pods) / r.Submitted.Seconds()
 		}
 		created /= float64(len(runs))
-		binds := sum[direct] / float64(rounds)
 		for _, name := range []string{"allot", "kube-scheduler"} {
 			sched := sum[name] / float64(rounds)
 			fmt.Fprintf(out, "%s drains at %.0f%% of the API server's creation rate (%.0f pods/s, mean of the runs) and at %.0f%% of its bind rate (%.0f pods/s, bound directly)\n",
@@ -129,67 +128,43 @@ func benchAgainst(ctx context.Context, out, progressTo io.Writer, allot, kubeSch
 const direct = "direct binds"
 
 // bindDirectly binds every pod of scheduler sched in namespace default that waits, to the
-// nodes in turn (one GPU each, as the pods ask), with as many binds in flight as Allot's
-// scheduler has.
+// nodes in turn, and gives the first failure.
 func bindDirectly(ctx context.Context, client kubernetes.Interface, sched string) error {
-	nodes, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	bind, err := bindInTurn(ctx, client)
 	if err != nil {
-		return fmt.Errorf("listing nodes: %w", err)
+		return err
 	}
-	if len(nodes.Items) == 0 {
-		return fmt.Errorf("no nodes to bind to")
-	}
-	pods, err := client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{FieldSelector: "spec.schedulerName=" + sched + ",spec.nodeName="})
+	pods, err := client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{FieldSelector: waitingFor(sched)})
 	if err != nil {
 		return fmt.Errorf("listing pods: %w", err)
 	}
-	work := make(chan int)
-	errs := make(chan error, 1)
-	var wg sync.WaitGroup
-	for w := 0; w < scheduler.BindWorkers; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range work {
-				p := &pods.Items[i]
-				b := &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, UID: p.UID},
-					Target: corev1.ObjectReference{Kind: "Node", Name: nodes.Items[i%len(nodes.Items)].Name}}
-				if err := client.CoreV1().Pods(p.Namespace).Bind(ctx, b, metav1.CreateOptions{}); err != nil {
-					select {
-					case errs <- fmt.Errorf("binding %s: %w", p.Name, err):
-					default:
-					}
-				}
+	work := make(chan *corev1.Pod)
+	go func() {
+		defer close(work)
+		for i := range pods.Items {
+			select {
+			case work <- &pods.Items[i]:
+			case <-ctx.Done():
+				return
 			}
-		}()
-	}
-	for i := range pods.Items {
-		work <- i
-	}
-	close(work)
-	wg.Wait()
-	select {
-	case err := <-errs:
-		return err
-	default:
-		return nil
-	}
+		}
+	}()
+	var first error
+	var once sync.Once
+	bindEach(ctx, work, bind, func(err error) { once.Do(func() { first = err }) })
+	return first
 }
 
 // bindAsCreated binds each pod of scheduler sched in namespace default as it is created,
-// to the nodes in turn, with as many binds in flight as Allot's scheduler has: a scheduler
-// that watches pods through the API server, as any must, and decides nothing. It returns
-// once it watches; it binds until ctx ends.
+// to the nodes in turn: a scheduler that watches pods through the API server, as any must, and
+// decides nothing. It returns once it watches; it binds until ctx ends, failures logged.
 func bindAsCreated(ctx context.Context, client kubernetes.Interface, sched string, logs io.Writer) error {
-	nodes, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	bind, err := bindInTurn(ctx, client)
 	if err != nil {
-		return fmt.Errorf("listing nodes: %w", err)
-	}
-	if len(nodes.Items) == 0 {
-		return fmt.Errorf("no nodes to bind to")
+		return err
 	}
 	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-		o.FieldSelector = "spec.schedulerName=" + sched + ",spec.nodeName="
+		o.FieldSelector = waitingFor(sched)
 	}))
 	inf := factory.Core().V1().Pods().Informer()
 	work := make(chan *corev1.Pod, 1024)
@@ -203,30 +178,66 @@ func bindAsCreated(ctx context.Context, client kubernetes.Interface, sched strin
 	}}); err != nil {
 		return err
 	}
-	var next atomic.Int64
-	for w := 0; w < scheduler.BindWorkers; w++ {
-		go func() {
-			for {
-				var p *corev1.Pod
-				select {
-				case p = <-work:
-				case <-ctx.Done():
-					return
-				}
-				node := nodes.Items[int(next.Add(1)-1)%len(nodes.Items)].Name
-				b := &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, UID: p.UID},
-					Target: corev1.ObjectReference{Kind: "Node", Name: node}}
-				if err := client.CoreV1().Pods(p.Namespace).Bind(ctx, b, metav1.CreateOptions{}); err != nil && ctx.Err() == nil {
-					fmt.Fprintf(logs, "direct binds: binding %s: %v\n", p.Name, err)
-				}
-			}
-		}()
-	}
+	go bindEach(ctx, work, bind, func(err error) { fmt.Fprintf(logs, "direct binds: %v\n", err) })
 	factory.Start(ctx.Done())
 	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
 		return fmt.Errorf("direct binds: the pods were not listed: %w", ctx.Err())
 	}
 	return nil
+}
+
+// waitingFor selects the pods of scheduler sched not bound yet.
+func waitingFor(sched string) string {
+	return "spec.schedulerName=" + sched + ",spec.nodeName="
+}
+
+// bindInTurn lists the nodes and gives a bind to the next of them in turn, one GPU a pod
+// as the bench's pods ask; safe to call at once from many goroutines.
+func bindInTurn(ctx context.Context, client kubernetes.Interface) (func(*corev1.Pod) error, error) {
+	nodes, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("listing nodes: %w", err)
+	}
+	if len(nodes.Items) == 0 {
+		return nil, fmt.Errorf("no nodes to bind to")
+	}
+	var next atomic.Int64
+	return func(p *corev1.Pod) error {
+		node := nodes.Items[int(next.Add(1)-1)%len(nodes.Items)].Name
+		b := &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, UID: p.UID},
+			Target: corev1.ObjectReference{Kind: "Node", Name: node}}
+		if err := client.CoreV1().Pods(p.Namespace).Bind(ctx, b, metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("binding %s: %w", p.Name, err)
+		}
+		return nil
+	}, nil
+}
+
+// bindEach binds the pods from work with as many binds in flight as Allot's scheduler
+// has, until work closes or ctx ends; failed hears of each bind that failed while ctx
+// lasted.
+func bindEach(ctx context.Context, work <-chan *corev1.Pod, bind func(*corev1.Pod) error, failed func(error)) {
+	var wg sync.WaitGroup
+	for w := 0; w < scheduler.BindWorkers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case p, ok := <-work:
+					if !ok {
+						return
+					}
+					if err := bind(p); err != nil && ctx.Err() == nil {
+						failed(err)
+					}
+				case <-ctx.Done():
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
 }
 
 // storedPods watches the pods of namespace default in etcd itself, each version as the
