@@ -39,3 +39,49 @@ func TestHostPressure(t *testing.T) {
 		t.Errorf("packed weight %v at 0.85, %v at 0.95, %v at 1, %v at 1.3", packedWeight(0.85), packedWeight(0.95), packedWeight(1), packedWeight(1.3))
 	}
 }
+
+// TestScarceModelKeptForThePodsThatNeedIt: one pod in six names the T4, whose node is the
+// cluster's only one; the rest could go anywhere, and eight-GPU pods want the G2 node whole.
+//
+//	t4-a [2 T4, 104 cores]   g2-a [8 G2, 96 cores]
+//
+// FGD's measure sends a 1-GPU pod that names no model to the T4 (it keeps the G2 whole for
+// the eight-GPU pods, and the T4 is where those can never go). When the hosts run out with
+// the GPUs (CPU-only pods press them to 1.0), the default keeps the T4s for the pods that
+// cannot run elsewhere; with CPU to spare (no CPU-only pods, pressure 0.5) it does not.
+func TestScarceModelKeptForThePodsThatNeedIt(t *testing.T) {
+	t4 := Node{ID: "t4-a", CPU: 104000, Memory: 512 << 30, GPUs: []GPU{{Model: "T4", Memory: 16 << 30}, {Model: "T4", Memory: 16 << 30}}}
+	g2 := gpuNode("g2-a", "", "G2", 8)
+	g2.CPU = 96000
+	nodes := []Node{t4, g2}
+	anywhere := PodRequest{GPUs: 1, CPU: 10000}
+	workload := func(cpuOnly float64) []Shape {
+		return []Shape{
+			{Request: anywhere, Weight: 6},
+			{Request: anywhere, GPUTypes: []string{"T4"}, Weight: 2},
+			{Request: PodRequest{GPUs: 8, CPU: 80000}, Weight: 0.5},
+			{Request: PodRequest{CPU: 10000}, Weight: cpuOnly},
+		}
+	}
+	for _, c := range []struct {
+		name    string
+		cpuOnly float64
+		want    NodeID
+	}{
+		{"hosts tight", 12, "g2-a"},
+		{"CPU to spare", 0, "t4-a"},
+	} {
+		shapes := workload(c.cpuOnly)
+		p := NewPlacer(nodes, Options{Placement: PlacementAllot, Workload: shapes})
+		b, ok := p.Place(anywhere, nil)
+		if !ok || b.Node != c.want {
+			t.Errorf("%s (host pressure %.2f): a pod naming no model went to %q, want %q", c.name, hostPressure(p.s.frag.shapes, nodes), b.Node, c.want)
+		}
+	}
+	// What a model is spoken for: the T4 pods carry a sixth of the GPU demand (2 of 12) and
+	// may use a fifth of the devices (2 of 10): 0.83 of each T4. The G2 is spoken for by none.
+	spoken := spokenFor(workload(12), nodes)
+	if math.Abs(spoken["T4"]-2.0/12*10/2) > 1e-9 || spoken["G2"] != 0 {
+		t.Errorf("spoken for: %v, want T4 0.833 and G2 0", spoken)
+	}
+}
