@@ -51,10 +51,11 @@ func newFragModel(shapes []Shape, nodes []Node, allot bool) *fragModel {
 		}
 	}
 	if allot {
-		pressure := hostPressure(m.shapes, nodes)
+		hosts := gpuHostsOf(nodes)
+		pressure := hosts.pressure(m.shapes)
 		m.packed = packedWeight(pressure)
 		if pressure >= hostBound {
-			m.spoken = spokenFor(m.shapes, nodes)
+			m.spoken = hosts.spokenFor(m.shapes)
 		}
 	}
 	return m
@@ -134,8 +135,8 @@ func (k fragKey) hash() uint64 {
 }
 
 // packedWeight scales the packed measure against FGD's, by how hard the workload presses
-// on the GPU nodes' CPU and memory (hostPressure). With CPU to spare (every published openb
-// list, pressure 0.69–0.85) a weight of 1 strands whole GPUs that multi-GPU pods need and
+// on the GPU nodes' CPU and memory (gpuHosts.pressure). With CPU to spare (every published
+// openb list, pressure 0.69–0.85) a weight of 1 strands whole GPUs that multi-GPU pods need and
 // 0.1 beats FGD on every list; where the workload asks about as much CPU per GPU as the
 // nodes have or more (1.75 to 2.5 times the CPU-only pods, sharing-heavy mixes: 0.95–1.27)
 // the host runs out first, and 3 places up to 2.7 points more than 0.1 and beats
@@ -165,19 +166,10 @@ const hostBound = 0.95
 // 2.3 points more on every such list derived from gpuspec10 and gpuspec20. With CPU to
 // spare it placed 0.14–0.27 points less on those lists, so it is left out there (README,
 // "Mixes beyond the published ones"). A workload naming no model speaks for nothing.
-func spokenFor(shapes []Shape, nodes []Node) map[string]float64 {
-	devices := map[string]float64{}
-	var capGPU, devMem float64
-	for i := range nodes {
-		for _, g := range nodes[i].GPUs {
-			devices[g.Model]++
-			capGPU++
-			devMem += float64(g.Memory)
-		}
-	}
+func (h gpuHosts) spokenFor(shapes []Shape) map[string]float64 {
 	var demand float64
 	for _, sh := range shapes {
-		demand += sh.Weight * gpusOf(sh.Request, capGPU, devMem)
+		demand += sh.Weight * h.gpusOf(sh.Request)
 	}
 	if demand == 0 {
 		return nil
@@ -190,12 +182,12 @@ func spokenFor(shapes []Shape, nodes []Node) map[string]float64 {
 		models := slices.Compact(slices.Sorted(slices.Values(sh.GPUTypes)))
 		var eligible float64
 		for _, t := range models {
-			eligible += devices[t]
+			eligible += h.byModel[t]
 		}
 		if eligible == 0 {
 			continue // nothing here can run it: it takes nothing from anyone
 		}
-		share := sh.Weight * gpusOf(sh.Request, capGPU, devMem) / demand * capGPU / eligible
+		share := sh.Weight * h.gpusOf(sh.Request) / demand * h.gpus / eligible
 		for _, t := range models {
 			out[t] += share
 		}
@@ -203,17 +195,41 @@ func spokenFor(shapes []Shape, nodes []Node) map[string]float64 {
 	return out
 }
 
+// gpuHosts is what the nodes with GPUs hold in all: devices (and how many of each model),
+// the devices' memory, and the hosts' CPU and memory.
+type gpuHosts struct {
+	gpus, devMem, cpu, mem float64
+	byModel                map[string]float64
+}
+
+func gpuHostsOf(nodes []Node) gpuHosts {
+	h := gpuHosts{byModel: map[string]float64{}}
+	for i := range nodes {
+		n := &nodes[i]
+		if len(n.GPUs) == 0 {
+			continue
+		}
+		h.cpu += float64(n.CPU)
+		h.mem += float64(n.Memory)
+		for _, g := range n.GPUs {
+			h.gpus++
+			h.byModel[g.Model]++
+			h.devMem += float64(g.Memory)
+		}
+	}
+	return h
+}
+
 // gpusOf is how many GPUs a pod of the request takes: whole devices, a fraction, or a
-// request by memory as a part of the cluster's average device (capGPU devices with devMem
-// memory in all).
-func gpusOf(r PodRequest, capGPU, devMem float64) float64 {
+// request by memory as a part of the hosts' average device.
+func (h gpuHosts) gpusOf(r PodRequest) float64 {
 	switch {
 	case r.GPUs > 0:
 		return float64(r.GPUs)
 	case r.GPUFraction > 0:
 		return float64(r.GPUFraction) / float64(OneGPU)
-	case r.GPUMemory > 0 && devMem > 0:
-		return min(float64(r.GPUMemory)*capGPU/devMem, 1)
+	case r.GPUMemory > 0 && h.devMem > 0:
+		return min(float64(r.GPUMemory)*h.gpus/h.devMem, 1)
 	}
 	return 0
 }
@@ -234,41 +250,28 @@ func (m *fragModel) spokenCost(n *Node, o option) float64 {
 	return c
 }
 
-// hostPressure is how much CPU (or memory, whichever is more) the workload asks per GPU,
-// as a multiple of what the GPU nodes have per GPU: 1 means that the hosts would run out
-// as the GPUs are filled. Shapes are weighted as in the model (by frequency), CPU-only
-// ones included: they compete for the same hosts. A workload with no GPU demand, or
-// nodes without GPUs, press at 0.
-func hostPressure(shapes []Shape, nodes []Node) float64 {
-	var capGPU, capCPU, capMem, devMem float64
-	for i := range nodes {
-		n := &nodes[i]
-		if len(n.GPUs) == 0 {
-			continue
-		}
-		capGPU += float64(len(n.GPUs))
-		capCPU += float64(n.CPU)
-		capMem += float64(n.Memory)
-		for _, g := range n.GPUs {
-			devMem += float64(g.Memory)
-		}
-	}
+// pressure is how much CPU (or memory, whichever is more) the workload asks per GPU, as
+// a multiple of what the GPU nodes have per GPU: 1 means that the hosts would run out as
+// the GPUs are filled. Shapes are weighted as in the model (by frequency), CPU-only ones
+// included: they compete for the same hosts. A workload with no GPU demand, or nodes
+// without GPUs, press at 0.
+func (h gpuHosts) pressure(shapes []Shape) float64 {
 	var gpu, cpu, mem float64
 	for _, sh := range shapes {
 		r := sh.Request
-		gpu += sh.Weight * gpusOf(r, capGPU, devMem)
+		gpu += sh.Weight * h.gpusOf(r)
 		cpu += sh.Weight * float64(r.CPU)
 		mem += sh.Weight * float64(r.Memory)
 	}
-	if gpu == 0 || capGPU == 0 {
+	if gpu == 0 || h.gpus == 0 {
 		return 0
 	}
 	var p float64
-	if capCPU > 0 {
-		p = (cpu / gpu) / (capCPU / capGPU)
+	if h.cpu > 0 {
+		p = (cpu / gpu) / (h.cpu / h.gpus)
 	}
-	if capMem > 0 {
-		p = max(p, (mem/gpu)/(capMem/capGPU))
+	if h.mem > 0 {
+		p = max(p, (mem/gpu)/(h.mem/h.gpus))
 	}
 	return p
 }
@@ -406,7 +409,9 @@ func (s *session) fragState(n *nodeState) (fragKey, bool) {
 	return n.key, true
 }
 
-// fragDelta is how much the option would change the node's fragmentation.
+// fragDelta is how much the option would change the node's fragmentation, with the
+// capacity it takes that pods naming its devices' model need (spokenCost; none but in
+// Allot's default on tight hosts).
 func (s *session) fragDelta(n *nodeState, r PodRequest, o option) float64 {
 	var after [64]MilliGPU
 	used := after[:len(n.gpuUsed)]
@@ -421,5 +426,5 @@ func (s *session) fragDelta(n *nodeState, r PodRequest, o option) float64 {
 	if memo {
 		akey = keyOf(n.fclass, used, cpu-r.CPU, mem-r.Memory)
 	}
-	return s.frag.value(n.n, memo, akey, used, cpu-r.CPU, mem-r.Memory) - before
+	return s.frag.value(n.n, memo, akey, used, cpu-r.CPU, mem-r.Memory) - before + s.frag.spokenCost(n.n, o)
 }

@@ -28,7 +28,7 @@ func TestHostPressure(t *testing.T) {
 		{"by memory of the device: 40 of 80 GiB", []Shape{{Request: PodRequest{GPUMemory: 40 << 30, CPU: 4000}, Weight: 1}}, 1},
 		{"no GPU demand", []Shape{{Request: PodRequest{CPU: 8000}, Weight: 1}}, 0},
 	} {
-		got := hostPressure(c.shapes, nodes)
+		got := gpuHostsOf(nodes).pressure(c.shapes)
 		if math.Abs(got-c.want) > 1e-9 {
 			t.Errorf("%s: pressure %.3f, want %.3f", c.name, got, c.want)
 		}
@@ -75,12 +75,12 @@ func TestScarceModelKeptForThePodsThatNeedIt(t *testing.T) {
 		p := NewPlacer(nodes, Options{Placement: PlacementAllot, Workload: shapes})
 		b, ok := p.Place(anywhere, nil)
 		if !ok || b.Node != c.want {
-			t.Errorf("%s (host pressure %.2f): a pod naming no model went to %q, want %q", c.name, hostPressure(p.s.frag.shapes, nodes), b.Node, c.want)
+			t.Errorf("%s (host pressure %.2f): a pod naming no model went to %q, want %q", c.name, gpuHostsOf(nodes).pressure(p.s.frag.shapes), b.Node, c.want)
 		}
 	}
 	// What a model is spoken for: the T4 pods carry a sixth of the GPU demand (2 of 12) and
 	// may use a fifth of the devices (2 of 10): 0.83 of each T4. The G2 is spoken for by none.
-	spoken := spokenFor(workload(12), nodes)
+	spoken := gpuHostsOf(nodes).spokenFor(workload(12))
 	if math.Abs(spoken["T4"]-2.0/12*10/2) > 1e-9 || spoken["G2"] != 0 {
 		t.Errorf("spoken for: %v, want T4 0.833 and G2 0", spoken)
 	}

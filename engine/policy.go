@@ -123,7 +123,7 @@ func (s *session) placeScored(p *podState, nodes []*nodeState) bool {
 				}
 			} else if ranked {
 				// The pod's preference ranks options that fragment alike, before packing.
-				frag, left := s.fragDelta(n, r, o)+s.frag.spokenCost(n.n, o), s.leftAfter(r, n, o)
+				frag, left := s.fragDelta(n, r, o), s.leftAfter(r, n, o)
 				if frag > bestFrag || (frag == bestFrag && (pref < bestPref || (pref == bestPref && left >= bestLeft))) {
 					continue
 				}
@@ -190,8 +190,7 @@ func (s *session) score(j *jobState, r PodRequest, n *nodeState, o option) float
 		return -math.Floor(100 / (1 + math.Exp(s.fragDelta(n, r, o)/1000)))
 	case PlacementAllot:
 		// Packing only breaks ties: leftAfter is at most 3, fragmentation moves in MilliGPU.
-		// Capacity that pods naming a scarce model need counts against taking it.
-		return s.fragDelta(n, r, o) + s.frag.spokenCost(n.n, o) + 1e-3*s.leftAfter(r, n, o)
+		return s.fragDelta(n, r, o) + 1e-3*s.leftAfter(r, n, o)
 	}
 	return 0
 }
