@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	"net"
 	"net/http"
 	"strings"
@@ -210,7 +211,7 @@ func TestSchedulerRoleIsEnough(t *testing.T) {
 			}
 		}
 		nb := pods["nb-1"]
-		configured := nb != nil && nb.Annotations[v1alpha1.AnnotationConfigMap] != ""
+		configured := nb != nil && nb.Annotations[v1alpha1.AnnotationGPUEnvPrefix+"NVIDIA_VISIBLE_DEVICES"] != ""
 		var seen []string
 		for name, p := range pods {
 			seen = append(seen, fmt.Sprintf("%s %s on %q", name, p.Status.Phase, p.Spec.NodeName))
@@ -251,7 +252,10 @@ func TestAgentRoleIsEnough(t *testing.T) {
 	}
 	e, devices := kubetest.StartWithDevices(t, 1, 4, "")
 	install(t, e, objs, "ServiceAccount/allot-agent", "ClusterRole/allot-agent", "ClusterRoleBinding/allot-agent",
-		"ValidatingAdmissionPolicy/allot-agent-own-node", "ValidatingAdmissionPolicyBinding/allot-agent-own-node")
+		"Role/allot-agent-heartbeat", "RoleBinding/allot-agent-heartbeat",
+		"ValidatingAdmissionPolicy/allot-agent-own-node", "ValidatingAdmissionPolicyBinding/allot-agent-own-node",
+		// The chart's, naming the agent's account as the one that records devices.
+		"ValidatingAdmissionPolicy/allot-pod-fields", "ValidatingAdmissionPolicyBinding/allot-pod-fields")
 	rc := serviceAccount(e, "allot-agent")
 	// As the token of the agent's pod on dgx-1 says (a bound token's node claim).
 	rc.Impersonate.Extra = map[string][]string{"authentication.kubernetes.io/node-name": {"dgx-1"}}
@@ -302,6 +306,17 @@ func TestAgentRoleIsEnough(t *testing.T) {
 	}
 	if _, err := agentClient.CoreV1().Nodes().Patch(e.Ctx, "dgx-1", "application/merge-patch+json", []byte(`{"metadata":{"annotations":{"x":"y"}}}`), metav1.PatchOptions{}); err != nil {
 		t.Errorf("the agent of dgx-1 may not annotate dgx-1: %v", err)
+	}
+	// Its heartbeat: its own node's Lease, renewed; another node's is refused.
+	e.WaitFor(t, "dgx-1's agent Lease", func() (bool, string) {
+		l, err := e.Client.CoordinationV1().Leases("allot-system").Get(e.Ctx, v1alpha1.AgentLeaseName("dgx-1"), metav1.GetOptions{})
+		return err == nil && l.Spec.RenewTime != nil, fmt.Sprint(err)
+	})
+	fake := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.AgentLeaseName("other"), Namespace: "allot-system",
+		Labels: map[string]string{v1alpha1.LabelAgentLease: "other"}}}
+	if _, err := agentClient.CoordinationV1().Leases("allot-system").Create(e.Ctx, fake, metav1.CreateOptions{}); err == nil ||
+		!strings.Contains(err.Error(), "only its own node") {
+		t.Errorf("the agent of dgx-1 wrote node other's heartbeat: %v", err)
 	}
 	refused(t, e, rc,
 		authorizationv1.ResourceAttributes{Verb: "list", Resource: "secrets"},

@@ -260,7 +260,8 @@ func failedNote(nodes []*nodeState) string {
 // explainConstraint names the pool, node constraint or GPU model that no schedulable
 // node offers.
 func (s *session) explainConstraint(j *jobState) Reason {
-	inPool, unenforced := 0, 0
+	inPool, unenforced, noFractions := 0, 0, 0
+	fractionsWhy := ""
 	models := map[string]bool{}
 	for _, n := range s.nodes {
 		if n.n.Unschedulable || n.n.Pool != j.j.NodePool {
@@ -273,6 +274,11 @@ func (s *session) explainConstraint(j *jobState) Reason {
 			unenforced++
 			continue
 		}
+		if j.shares && n.n.NoFractions != "" {
+			noFractions++
+			fractionsWhy = n.n.NoFractions
+			continue
+		}
 		inPool++
 		for _, g := range n.n.GPUs {
 			models[g.Model] = true
@@ -281,6 +287,10 @@ func (s *session) explainConstraint(j *jobState) Reason {
 	pool := j.j.NodePool
 	if pool == "" {
 		pool = "default"
+	}
+	if inPool == 0 && noFractions > 0 {
+		return reasonf(ReasonConstraint, "shares a GPU, and the %s it may use cannot hand a fraction its device: %s",
+			plural(noFractions, "node"), fractionsWhy)
 	}
 	if inPool == 0 && unenforced > 0 {
 		return reasonf(ReasonConstraint, "asks for a hard GPU memory cap (allot.dev/gpu-memory), and the %s it may use cannot enforce one (allot.dev/gpu-sharing=none): ask for allot.dev/gpu-fraction instead, or use nodes sharing with mps or hami-core",

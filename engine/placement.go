@@ -18,6 +18,9 @@ func (s *session) eligible(j *jobState, n *nodeState) bool {
 	if j.memCap && n.n.Sharing == SharingNone {
 		return false
 	}
+	if j.shares && n.n.NoFractions != "" {
+		return false
+	}
 	if len(j.j.GPUTypes) == 0 {
 		return true
 	}
@@ -52,6 +55,10 @@ func asksMemoryCap(j *Job) bool {
 		}
 	}
 	return false
+}
+
+func asksShare(j *Job) bool {
+	return slices.ContainsFunc(j.Pods, func(p Pod) bool { return p.Request.Shared() })
 }
 
 func gpuTypeOK(j *Job, g *GPU) bool {

@@ -68,6 +68,10 @@ type Node struct {
 	// limits); empty when the node does not say. A pod asking for a hard GPU memory cap
 	// is never placed where sharing is SharingNone.
 	Sharing string
+	// NoFractions, when set, says why pods sharing a GPU cannot be given one here (the
+	// node declares no way to hand a fraction its device); they are placed elsewhere, or
+	// wait with this reason.
+	NoFractions string
 }
 
 // SharingNone is a node that lets pods share a GPU without holding them to their share.

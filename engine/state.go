@@ -114,6 +114,8 @@ type jobState struct {
 	filter      *filterState // nil: every node
 	// memCap: a pod asks for a hard GPU memory cap, which only an enforcing node gives.
 	memCap bool
+	// shares: a pod asks for part of a GPU, which only a node that can hand one over takes.
+	shares bool
 	// shielded are victims a reclaim or preemption for this job passed over because they
 	// had not yet run their queue's minimum runtime; the wait's reason names them.
 	shielded []shield
@@ -435,7 +437,7 @@ func newSession(snap *Snapshot, opts Options) *session {
 			s.orphans = append(s.orphans, orphanJob{j.ID, why})
 			q = nil
 		}
-		js := &jobState{j: j, q: q, preemptible: j.IsPreemptible(), filter: s.filterOf(j.Nodes), memCap: asksMemoryCap(j)}
+		js := &jobState{j: j, q: q, preemptible: j.IsPreemptible(), filter: s.filterOf(j.Nodes), memCap: asksMemoryCap(j), shares: asksShare(j)}
 		for k := range j.Pods {
 			p := &j.Pods[k]
 			ps := &podState{p: p, job: js, idx: k, orig: p.Binding}

@@ -29,6 +29,14 @@ const (
 	LabelGPUSharing = "allot.dev/gpu-sharing"
 )
 
+// AgentLeaseName is the Lease in SystemNamespace a node's agent renews while it runs
+// (labelled LabelAgentLease with the node's name): the scheduler trusts the agent's
+// reports on the node only while it is fresh.
+func AgentLeaseName(node string) string { return "allot-agent-" + node }
+
+// LabelAgentLease on an agent's Lease names its node.
+const LabelAgentLease = "allot.dev/agent-node"
+
 // The values of LabelGPUSharing.
 const (
 	SharingMPS      = "mps"       // NVIDIA MPS: the agent runs a control daemon per shared GPU
@@ -48,6 +56,11 @@ func MPSDir(root, uuid string) string { return root + "/mps/" + uuid }
 // HAMiCoreLibrary is where, under the sharing root, the agent puts HAMi-core's library for
 // sharing pods to preload.
 func HAMiCoreLibrary(root string) string { return root + "/hami-core/libvgpu.so" }
+
+// PreloadListPath is, under the sharing root, the list of libraries the dynamic loader of
+// every sharing container preloads (mounted read-only as its /etc/ld.so.preload): HAMi-core's
+// library where the node enforces with it, nothing elsewhere. The agent writes it.
+const PreloadListPath = "hami-core/ld.so.preload"
 
 // SharingModes are LabelGPUSharing's allowed values.
 var SharingModes = []string{SharingMPS, SharingHAMiCore, SharingNone}

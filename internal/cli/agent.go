@@ -24,7 +24,7 @@ import (
 )
 
 func newAgentCmd() *cobra.Command {
-	var kubeconfig, node, sharing, socket, library, sharingRoot, hamiLibrary, mpsControl string
+	var kubeconfig, node, sharing, delivery, socket, library, sharingRoot, hamiLibrary, mpsControl string
 	var interval time.Duration
 	var metricsPort int
 	cmd := &cobra.Command{
@@ -44,6 +44,11 @@ enforced on the node (the allot.dev/gpu-sharing label).`,
 			}
 			if _, err := v1alpha1.ParseSharing(sharing); err != nil {
 				return fmt.Errorf("--sharing: %w", err)
+			}
+			if delivery != "" && delivery != agent.DeliveryAuto {
+				if _, err := v1alpha1.ParseDelivery(delivery); err != nil || delivery == "" {
+					return fmt.Errorf("--delivery %q is not allowed: cdi, env or auto", delivery)
+				}
 			}
 			if interval < time.Second {
 				return fmt.Errorf("--interval %s is not allowed: at least 1s", interval)
@@ -74,7 +79,7 @@ enforced on the node (the allot.dev/gpu-sharing label).`,
 			reg := prometheus.NewRegistry()
 			metrics := agent.NewMetrics()
 			reg.MustRegister(metrics.Collectors()...)
-			a, err := agent.New(client, agent.Options{Node: node, NVML: nvml.New(opts...), PodResources: pr, Sharing: sharing,
+			a, err := agent.New(client, agent.Options{Node: node, NVML: nvml.New(opts...), PodResources: pr, PodResourcesSocket: socket, Sharing: sharing, Delivery: delivery,
 				Interval: interval, Version: Version, Metrics: metrics, SharingRoot: sharingRoot, HAMiCoreLibrary: hamiLibrary, MPSControl: mpsControl})
 			if err != nil {
 				return err
@@ -88,6 +93,10 @@ enforced on the node (the allot.dev/gpu-sharing label).`,
 				}
 				mux := http.NewServeMux()
 				mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+				// Liveness: the loop ran within three intervals. Readiness: it reports,
+				// and the kubelet and the API server answered it last time.
+				mux.HandleFunc("/healthz", probe(func() error { return a.Live(3 * interval) }))
+				mux.HandleFunc("/readyz", probe(a.Ready))
 				srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 				go func() { _ = srv.Serve(l) }()
 				defer srv.Close()
@@ -100,6 +109,7 @@ enforced on the node (the allot.dev/gpu-sharing label).`,
 	f.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig of the cluster (default: the in-cluster configuration)")
 	f.StringVar(&node, "node-name", os.Getenv("NODE_NAME"), "this node's name (default: $NODE_NAME)")
 	f.StringVar(&sharing, "sharing", "", "how GPU sharing is enforced on this node: mps, hami-core or none (empty: keep the node's allot.dev/gpu-sharing label)")
+	f.StringVar(&delivery, "delivery", "", "how this node's container runtime gives a pod sharing a GPU its device: cdi (NVIDIA's NRI plugin reads the pod's annotations), env (the NVIDIA runtime in legacy mode reads NVIDIA_VISIBLE_DEVICES), auto (read from the GPU Operator's ClusterPolicy); empty keeps the node's allot.dev/gpu-delivery label")
 	f.StringVar(&socket, "pod-resources-socket", agent.DefaultPodResourcesSocket, "the kubelet's PodResources API socket")
 	f.StringVar(&library, "nvml-library", "", "path of libnvidia-ml.so.1 (default: found by the dynamic loader)")
 	f.StringVar(&sharingRoot, "sharing-root", "", "host directory shared with pods sharing a GPU: MPS pipes and HAMi-core's library go there (needed by mps and hami-core)")
@@ -108,4 +118,14 @@ enforced on the node (the allot.dev/gpu-sharing label).`,
 	f.DurationVar(&interval, "interval", 10*time.Second, "how often to report utilisation and memory")
 	f.IntVar(&metricsPort, "metrics-port", 9400, "serve per-device metrics at /metrics on this port, as DCGM exporter does (0: none)")
 	return cmd
+}
+
+func probe(check func() error) http.HandlerFunc {
+	return func(w http.ResponseWriter, _ *http.Request) {
+		if err := check(); err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ok"))
+	}
 }

@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/engine"
 	"github.com/allot-dev/allot/kube/admission"
 	"github.com/allot-dev/allot/kube/scheduler"
@@ -26,7 +27,8 @@ func newSchedulerCmd() *cobra.Command {
 	var gangGrace, usageHalfLife time.Duration
 	var usageStrength float64
 	var webhookPort, metricsPort int
-	var certDir, sharingRoot string
+	var certDir, sharingRoot, cdiKind, runtimeClass string
+	var deviceRecorders []string
 	cmd := &cobra.Command{
 		Use:     "scheduler",
 		GroupID: "run",
@@ -65,7 +67,8 @@ controller that makes gangs (PodGroups) of Jobs, JobSets and Kubeflow jobs, and 
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			opts := stack.Options{Scheduler: scheduler.Options{Engine: engine.Options{Placement: pl, GangGrace: gangGrace, UsageStrength: usageStrength},
-				UsageHalfLife: usageHalfLife, LeaderElection: leaderElect, Identity: identity, Lease: lease, SharingRoot: sharingRoot}}
+				UsageHalfLife: usageHalfLife, LeaderElection: leaderElect, Identity: identity, Lease: lease, SharingRoot: sharingRoot,
+				CDIKind: cdiKind, DeviceRecorders: deviceRecorders}, SharingRuntimeClass: runtimeClass}
 			if sharingRoot != "" && !filepath.IsAbs(sharingRoot) {
 				return fmt.Errorf("--sharing-root %q is not allowed: an absolute path on the nodes, such as /run/allot/sharing", sharingRoot)
 			}
@@ -98,6 +101,9 @@ controller that makes gangs (PodGroups) of Jobs, JobSets and Kubeflow jobs, and 
 	f.IntVar(&metricsPort, "metrics-port", 0, "serve Prometheus metrics at /metrics on this port (0: none)")
 	f.StringVar(&placement, "placement", "allot", "placement policy: allot, binpack, spread, best-fit, gpu-packing, fgd, random")
 	f.StringVar(&sharingRoot, "sharing-root", "", "host directory the nodes' agents share with pods sharing a GPU (MPS pipes, HAMi-core's library), mounted into them by the webhook (empty: none, for clusters whose nodes do not enforce sharing)")
+	f.StringVar(&cdiKind, "cdi-kind", v1alpha1.DefaultCDIKind, "the CDI kind a sharing pod's GPU is named by on nodes whose delivery is cdi (the device plugin's spec names GPUs by UUID under this kind; nvidia.com/gpu for a spec made with nvidia-ctk)")
+	f.StringVar(&runtimeClass, "sharing-runtime-class", "", "runtime class the webhook gives pods sharing a GPU that name none: where their device goes by environment and the node's default runtime is not NVIDIA's (nvidia-legacy under the GPU Operator with CDI on, nvidia with it off)")
+	f.StringSliceVar(&deviceRecorders, "device-recorders", nil, "users who may record on a pod the devices the kubelet gave it (the agents' service account), kept by the API server's allot-pod-fields policy when the scheduler installs it")
 	f.Float64Var(&usageStrength, "usage-strength", 0, "how much a queue's past use above quota lowers its part of idle GPUs: 0 ignores it, 1 is strong (quotas are never touched)")
 	f.DurationVar(&usageHalfLife, "usage-half-life", engine.DefaultUsageHalfLife, "how fast past use is forgotten: it counts half after this long")
 	return cmd

@@ -2,8 +2,6 @@ package admission
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -78,6 +76,10 @@ type Mutator struct {
 	// path. Set where some node enforces sharing with mps or hami-core; left empty, no
 	// hostPath is added (PodSecurity's baseline refuses hostPath volumes).
 	SharingRoot string
+	// RuntimeClass, when set, is given to sharing pods that name none: the runtime class
+	// under which the NVIDIA runtime reads NVIDIA_VISIBLE_DEVICES on nodes whose delivery
+	// is env and whose default runtime is not NVIDIA's.
+	RuntimeClass string
 }
 
 // sharingVolume is the name of the mounted SharingRoot in a sharing pod.
@@ -125,22 +127,28 @@ func (m *Mutator) Handle(ctx context.Context, req admission.Request) admission.R
 			}
 		}
 	}
-	if share, err := v1alpha1.ParseGPUShare(p.Annotations); err == nil && share.Shared() && out.Annotations[v1alpha1.AnnotationConfigMap] == "" {
-		name := gpuConfigMapName(&p)
-		out.Annotations[v1alpha1.AnnotationConfigMap] = name
-		ref := corev1.EnvFromSource{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: name}}}
-		for i := range out.Spec.Containers {
-			out.Spec.Containers[i].EnvFrom = append(out.Spec.Containers[i].EnvFrom, ref)
-		}
+	if share, err := v1alpha1.ParseGPUShare(p.Annotations); err == nil && share.Shared() {
+		giveGPUEnv(out)
 		// The pod's node is not known yet: the directory goes in whatever the node's mode,
-		// and the ConfigMap the scheduler writes for that node says what in it to use.
+		// and the environment the scheduler writes for that node says what in it to use.
 		if m.SharingRoot != "" && !slices.ContainsFunc(out.Spec.Volumes, func(v corev1.Volume) bool { return v.Name == sharingVolume }) {
 			dirOrCreate := corev1.HostPathDirectoryOrCreate
 			out.Spec.Volumes = append(out.Spec.Volumes, corev1.Volume{Name: sharingVolume,
 				VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: m.SharingRoot, Type: &dirOrCreate}}})
 			for i := range out.Spec.Containers {
-				out.Spec.Containers[i].VolumeMounts = append(out.Spec.Containers[i].VolumeMounts, corev1.VolumeMount{Name: sharingVolume, MountPath: m.SharingRoot})
+				out.Spec.Containers[i].VolumeMounts = append(out.Spec.Containers[i].VolumeMounts,
+					// Read-only: the directory is shared by every pod on the node (the
+					// MPS pipes are FIFOs, which a read-only mount still lets a client
+					// open for writing).
+					corev1.VolumeMount{Name: sharingVolume, MountPath: m.SharingRoot, ReadOnly: true},
+					// HAMi-core is preloaded by the dynamic loader's own list, which a
+					// process cannot empty as it can LD_PRELOAD; the agent writes the
+					// file on every node (empty where HAMi-core does not enforce).
+					corev1.VolumeMount{Name: sharingVolume, MountPath: "/etc/ld.so.preload", SubPath: v1alpha1.PreloadListPath, ReadOnly: true})
 			}
+		}
+		if m.RuntimeClass != "" && out.Spec.RuntimeClassName == nil {
+			out.Spec.RuntimeClassName = &m.RuntimeClass
 		}
 	}
 	cur, err := json.Marshal(out)
@@ -150,17 +158,35 @@ func (m *Mutator) Handle(ctx context.Context, req admission.Request) admission.R
 	return admission.PatchResponseFromRaw(req.Object.Raw, cur)
 }
 
-// gpuConfigMapName names a pod's GPU ConfigMap. A pod from generateName has no name yet
-// at admission, so the name carries a random suffix rather than the pod's.
-func gpuConfigMapName(p *corev1.Pod) string {
-	base := p.Name
-	if base == "" {
-		base = strings.TrimSuffix(p.GenerateName, "-")
+// giveGPUEnv appends to each container an env entry for each variable the scheduler sets
+// for a sharing pod, read from the pod's annotation of that name through the downward API
+// when the container starts: last, so that it wins over anything before it, and from the
+// pod itself, which its owner may not change there (FieldsPolicyName). Until the bind
+// writes the values they are empty: no device.
+func giveGPUEnv(p *corev1.Pod) {
+	for i := range p.Spec.Containers {
+		c := &p.Spec.Containers[i]
+		// Entries of its own from an earlier pass go (a webhook may be called again); a
+		// pod's own setting of these names stays, for the validator to refuse by name.
+		c.Env = slices.DeleteFunc(c.Env, isGPUEnv)
+		for _, name := range v1alpha1.GPUEnvNames {
+			c.Env = append(c.Env, gpuEnvVar(name))
+		}
 	}
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	base = strings.TrimSuffix(base[:min(len(base), 200)], "-")
-	return base + "-gpu-" + hex.EncodeToString(b[:])
+}
+
+func gpuEnvVar(name string) corev1.EnvVar {
+	return corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{
+		APIVersion: "v1", FieldPath: fmt.Sprintf("metadata.annotations['%s%s']", v1alpha1.AnnotationGPUEnvPrefix, name)}}}
+}
+
+// isGPUEnv tells an entry giveGPUEnv makes: the name read from the annotation of that name.
+func isGPUEnv(e corev1.EnvVar) bool {
+	if !slices.Contains(v1alpha1.GPUEnvNames, e.Name) {
+		return false
+	}
+	want := gpuEnvVar(e.Name)
+	return e.Value == "" && e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && *e.ValueFrom.FieldRef == *want.ValueFrom.FieldRef
 }
 
 // Validator refuses pods that could never run as asked.
@@ -196,6 +222,14 @@ func ValidatePod(p *corev1.Pod, view View) error {
 	whole := v1alpha1.WholeGPUs(p)
 	if share.Shared() && whole > 0 {
 		return fmt.Errorf("%s or %s with nvidia.com/gpu: a pod takes part of one GPU or whole GPUs, not both", v1alpha1.AnnotationGPUFraction, v1alpha1.AnnotationGPUMemory)
+	}
+	if err := checkOwnedAnnotations(p); err != nil {
+		return err
+	}
+	if guardsEnv(p, share) {
+		if err := checkEnv(p); err != nil {
+			return err
+		}
 	}
 	if c, ok := p.Labels[v1alpha1.LabelClass]; ok && c != v1alpha1.ClassTrain && c != v1alpha1.ClassInteractive && c != v1alpha1.ClassInference {
 		return fmt.Errorf("%s: %q is not allowed: train, interactive or inference", v1alpha1.LabelClass, c)

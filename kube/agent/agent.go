@@ -36,9 +36,16 @@ type Options struct {
 	Node         string
 	NVML         nvml.Interface
 	PodResources podresourcesv1.PodResourcesListerClient
+	// PodResourcesSocket is where PodResources is served, for what the agent says when
+	// it cannot reach it.
+	PodResourcesSocket string
 	// Sharing is the enforcement the node declares (v1alpha1.SharingModes); empty leaves
 	// the node's allot.dev/gpu-sharing label as an admin set it.
 	Sharing string
+	// Delivery is how the node's runtime gives a sharing pod its device (LabelGPUDelivery:
+	// cdi or env), DeliveryAuto to read it from the GPU Operator, or empty to leave the
+	// node's label as an admin set it.
+	Delivery string
 	// Interval between load reports (utilisation, memory); 10 s when zero.
 	Interval time.Duration
 	Version  string
@@ -69,6 +76,7 @@ type Agent struct {
 	declared   string
 	mps        map[string]bool
 	mpsAdopted bool
+	probes     probeState
 }
 
 // New makes an agent; Run starts it.
@@ -106,6 +114,12 @@ func (a *Agent) Run(ctx context.Context) error {
 		return err
 	}
 	a.inv = inv
+	// The node is marked as having an agent only once the kubelet answers: an agent that
+	// cannot read which devices pods were given would have fractions wait for reports
+	// that never come.
+	if err := CheckPodResources(ctx, a.opts.PodResources, a.opts.PodResourcesSocket); err != nil {
+		return err
+	}
 	declared, problem := a.prepareSharing()
 	a.declared = declared
 	if err := a.publishInventory(ctx); err != nil {
@@ -137,6 +151,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	retry := time.NewTicker(time.Second)
 	defer retry.Stop()
 	a.report(ctx, lib)
+	a.beat(ctx)
 	pending := a.syncDevices(ctx, pods.GetStore().List())
 	for {
 		select {
@@ -144,6 +159,7 @@ func (a *Agent) Run(ctx context.Context) error {
 			return nil
 		case <-load.C:
 			a.report(ctx, lib)
+			a.beat(ctx)
 		case <-a.changed:
 			pending = a.syncDevices(ctx, pods.GetStore().List())
 			a.publishHealth(ctx, pods.GetStore().List())
@@ -154,8 +170,21 @@ func (a *Agent) Run(ctx context.Context) error {
 			if pending {
 				pending = a.syncDevices(ctx, pods.GetStore().List())
 			}
+			// A Lease not written (Allot's namespace not made yet, the API server away)
+			// is tried again each second rather than an interval later.
+			if a.probes.failing("lease") {
+				a.beat(ctx)
+			}
 		}
 	}
+}
+
+// beat renews the agent's Lease and tells the probes the loop runs.
+func (a *Agent) beat(ctx context.Context) {
+	if err := a.renewLease(ctx); err != nil && ctx.Err() == nil {
+		slog.Warn("allot agent: heartbeat", "node", a.opts.Node, "err", err)
+	}
+	a.probes.tick(a.opts.Now())
 }
 
 func (a *Agent) poke() {
@@ -178,8 +207,20 @@ func (a *Agent) publishInventory(ctx context.Context) error {
 		v1alpha1.AnnotationGPUInventory: string(inv),
 		v1alpha1.AnnotationGPUUUIDs:     strings.Join(uuids, ","),
 	}}
+	labels := map[string]any{}
 	if a.declared != "" {
-		meta["labels"] = map[string]any{v1alpha1.LabelGPUSharing: a.declared}
+		labels[v1alpha1.LabelGPUSharing] = a.declared
+	}
+	delivery, problem := a.delivery(ctx)
+	if delivery != "" {
+		labels[v1alpha1.LabelGPUDelivery] = delivery
+	}
+	if problem != "" {
+		slog.Warn("allot agent: "+problem, "node", a.opts.Node)
+		a.recorder.Event(&corev1.ObjectReference{Kind: "Node", Name: a.opts.Node, UID: types.UID(a.opts.Node)}, corev1.EventTypeWarning, "DeliveryUnknown", problem)
+	}
+	if len(labels) > 0 {
+		meta["labels"] = labels
 	}
 	if err := a.patchNode(ctx, meta); err != nil {
 		return fmt.Errorf("node %s: writing the GPU inventory: %w", a.opts.Node, err)
@@ -342,6 +383,7 @@ func (a *Agent) syncDevices(ctx context.Context, pods []any) (pending bool) {
 		return false
 	}
 	given, err := GivenDevices(ctx, a.opts.PodResources, a.inv)
+	a.probes.set("kubelet", err)
 	if err != nil {
 		if ctx.Err() == nil {
 			slog.Warn("allot agent: kubelet pod resources", "node", a.opts.Node, "err", err)

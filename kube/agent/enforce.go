@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -27,6 +28,24 @@ const DefaultMPSControl = "nvidia-cuda-mps-control"
 // Node: a node that claims limits it cannot hold would let a pod asking for a hard memory
 // cap land there.
 func (a *Agent) prepareSharing() (declared, problem string) {
+	declared, problem = a.prepareMode()
+	// Every sharing container's dynamic loader reads this list (the webhook mounts it
+	// read-only as /etc/ld.so.preload): HAMi-core's library where it enforces, else
+	// nothing. It is written on every node with a sharing root, since a mount of a file
+	// that is missing would make the kubelet create a directory in its place.
+	if a.opts.SharingRoot != "" {
+		list := ""
+		if declared == v1alpha1.SharingHAMiCore {
+			list = v1alpha1.HAMiCoreLibrary(a.opts.SharingRoot) + "\n"
+		}
+		if err := writeFile(filepath.Join(a.opts.SharingRoot, v1alpha1.PreloadListPath), []byte(list)); err != nil && declared == v1alpha1.SharingHAMiCore {
+			return v1alpha1.SharingNone, fmt.Sprintf("the preload list for sharing pods cannot be written under --sharing-root: %v", err)
+		}
+	}
+	return declared, problem
+}
+
+func (a *Agent) prepareMode() (declared, problem string) {
 	mode := a.opts.Sharing
 	switch mode {
 	case v1alpha1.SharingHAMiCore:
@@ -63,6 +82,13 @@ func copyFile(src, dst string) error {
 		return err
 	}
 	defer in.Close()
+	return writeFrom(dst, in)
+}
+
+func writeFile(dst string, b []byte) error { return writeFrom(dst, bytes.NewReader(b)) }
+
+// writeFrom writes a file whole: pods starting meanwhile never see half of it.
+func writeFrom(dst string, in io.Reader) error {
 	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
 		return err
 	}
@@ -78,7 +104,7 @@ func copyFile(src, dst string) error {
 	if err := out.Close(); err != nil {
 		return err
 	}
-	return os.Rename(tmp, dst) // pods starting meanwhile never see half a library
+	return os.Rename(tmp, dst)
 }
 
 // syncMPS runs an MPS control daemon for each GPU of the node that is shared (its

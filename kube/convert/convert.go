@@ -33,6 +33,7 @@ func Node(n *corev1.Node) engine.Node {
 		Unschedulable: n.Spec.Unschedulable || !ready(n)}
 	// A label outside the allowed values declares nothing (NodeProblems says so).
 	out.Sharing, _ = v1alpha1.ParseSharing(n.Labels[v1alpha1.LabelGPUSharing])
+	out.NoFractions = NoFractions(n)
 	// A node is trusted no further than its capacity: a negative quantity an admin wrote
 	// counts as none, and a GPU memory label past 2^40 MiB (or not a number) as unknown.
 	out.CPU, out.Memory = max(out.CPU, 0), max(out.Memory, 0)
@@ -156,6 +157,9 @@ func NodeProblems(n *corev1.Node) []string {
 	if _, err := v1alpha1.ParseSharing(n.Labels[v1alpha1.LabelGPUSharing]); err != nil {
 		out = append(out, err.Error()+": the node is taken to declare nothing")
 	}
+	if _, err := v1alpha1.ParseDelivery(n.Labels[v1alpha1.LabelGPUDelivery]); err != nil {
+		out = append(out, err.Error()+": no pod sharing a GPU is placed there")
+	}
 	if inv, err := v1alpha1.ParseInventory(n.Annotations[v1alpha1.AnnotationGPUInventory]); err != nil {
 		out = append(out, err.Error()+": NVLink and NUMA grouping guessed")
 	} else if inv != nil && v1alpha1.Islands(inv, int(gpus)) == nil {
@@ -169,6 +173,20 @@ func NodeProblems(n *corev1.Node) []string {
 		out = append(out, fmt.Sprintf("annotation %s is not the scheduler's JSON (%v): rewritten at the next change", v1alpha1.AnnotationOccupancy, err))
 	}
 	return out
+}
+
+// NoFractions says why a node cannot hand a pod sharing a GPU its device: it declares no
+// delivery (LabelGPUDelivery), or one Allot does not know. Empty when it can.
+func NoFractions(n *corev1.Node) string {
+	d, err := v1alpha1.ParseDelivery(n.Labels[v1alpha1.LabelGPUDelivery])
+	switch {
+	case err != nil:
+		return fmt.Sprintf("%v (set the agent's --delivery, the chart's agent.pools[].delivery)", err)
+	case d == "":
+		return fmt.Sprintf("the node does not say how a container is given a device it did not ask the kubelet for (label %s: %s; set the chart's agent.pools[].delivery, or let the agent read it from the GPU Operator)",
+			v1alpha1.LabelGPUDelivery, strings.Join(v1alpha1.Deliveries, " or "))
+	}
+	return ""
 }
 
 // PodRequest reads what a pod asks for. A sharing annotation the webhook would have

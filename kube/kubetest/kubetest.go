@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/restmapper"
+	"k8s.io/kubernetes/pkg/fieldpath"
 
 	"github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/kube/localcluster"
@@ -295,4 +296,66 @@ func (e *Env) Remove(t *testing.T, objs []*unstructured.Unstructured) {
 // mapper maps kinds to resources as the API server serves them now (CRDs included).
 func (e *Env) mapper() *restmapper.DeferredDiscoveryRESTMapper {
 	return restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(e.Client.Discovery()))
+}
+
+// ContainerEnv is the environment the kubelet would give a container of p when it starts:
+// envFrom sources in order, then env in order, a later name winning (the kubelet's order,
+// pkg/kubelet's makeEnvironmentVariables); values from the pod's own fields through the
+// kubelet's downward API resolver (k8s.io/kubernetes/pkg/fieldpath), and from ConfigMaps
+// and Secrets as they are now. Resource fields are left out (no container runs here).
+func (e *Env) ContainerEnv(t *testing.T, p *corev1.Pod, container string) map[string]string {
+	t.Helper()
+	var c *corev1.Container
+	for i := range p.Spec.InitContainers {
+		if p.Spec.InitContainers[i].Name == container {
+			c = &p.Spec.InitContainers[i]
+		}
+	}
+	for i := range p.Spec.Containers {
+		if p.Spec.Containers[i].Name == container {
+			c = &p.Spec.Containers[i]
+		}
+	}
+	if c == nil {
+		t.Fatalf("pod %s has no container %s", p.Name, container)
+	}
+	env := map[string]string{}
+	for _, from := range c.EnvFrom {
+		data := map[string]string{}
+		if r := from.ConfigMapRef; r != nil {
+			if cm, err := e.Client.CoreV1().ConfigMaps(p.Namespace).Get(e.Ctx, r.Name, metav1.GetOptions{}); err == nil {
+				data = cm.Data
+			}
+		} else if r := from.SecretRef; r != nil {
+			if s, err := e.Client.CoreV1().Secrets(p.Namespace).Get(e.Ctx, r.Name, metav1.GetOptions{}); err == nil {
+				for k, v := range s.Data {
+					data[k] = string(v)
+				}
+			}
+		}
+		for k, v := range data {
+			env[from.Prefix+k] = v
+		}
+	}
+	for _, v := range c.Env {
+		switch {
+		case v.ValueFrom == nil:
+			env[v.Name] = v.Value
+		case v.ValueFrom.FieldRef != nil:
+			val, err := fieldpath.ExtractFieldPathAsString(p, v.ValueFrom.FieldRef.FieldPath)
+			if err != nil {
+				t.Fatalf("pod %s container %s env %s: %v", p.Name, container, v.Name, err)
+			}
+			env[v.Name] = val
+		case v.ValueFrom.ConfigMapKeyRef != nil:
+			if cm, err := e.Client.CoreV1().ConfigMaps(p.Namespace).Get(e.Ctx, v.ValueFrom.ConfigMapKeyRef.Name, metav1.GetOptions{}); err == nil {
+				env[v.Name] = cm.Data[v.ValueFrom.ConfigMapKeyRef.Key]
+			}
+		case v.ValueFrom.SecretKeyRef != nil:
+			if s, err := e.Client.CoreV1().Secrets(p.Namespace).Get(e.Ctx, v.ValueFrom.SecretKeyRef.Name, metav1.GetOptions{}); err == nil {
+				env[v.Name] = string(s.Data[v.ValueFrom.SecretKeyRef.Key])
+			}
+		}
+	}
+	return env
 }

@@ -67,6 +67,12 @@ type Options struct {
 	// webhook mounts it); a sharing pod's ConfigMap points into it by its node's mode.
 	// Empty: none (the environment then carries the limits and the mode only).
 	SharingRoot string
+	// CDIKind is the CDI kind a sharing pod's device is named by on nodes whose delivery
+	// is cdi (v1alpha1.DefaultCDIKind when empty).
+	CDIKind string
+	// DeviceRecorders are the users who may record on a pod the devices the kubelet gave
+	// it (the nodes' agents), beside the scheduler's own user.
+	DeviceRecorders []string
 	// Collectors are more series served beside the scheduler's (allot up's simulated
 	// nodes' agents).
 	Collectors []prometheus.Collector
@@ -121,6 +127,9 @@ type Scheduler struct {
 	fit *podfit.Checker
 
 	pods, nodes, queues, groups cache.SharedIndexInformer
+	agentLeases                 cache.SharedIndexInformer // the nodes' agents' (agents.go)
+	// reservationClass: reservation pods may name ReservationPriorityClass (reservation.go).
+	reservationClass bool
 	// topologies is nil where the Topology CRD is not served (a chart upgraded without its
 	// new CRDs): workloads that name a level then wait, saying there is no Topology.
 	topologies cache.SharedIndexInformer
@@ -189,6 +198,7 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		return err
 	}
 	go s.watchConnection(ctx)
+	s.ensureFieldsPolicy(ctx)
 	for w := 0; w < eventWriters; w++ {
 		go s.writeEvents(ctx)
 	}
@@ -313,6 +323,7 @@ func (s *Scheduler) start(parent context.Context) error {
 	if err := s.ensureSystemNamespace(ctx); err != nil {
 		return fmt.Errorf("namespace %s: %w", v1alpha1.SystemNamespace, err)
 	}
+	s.reservationClass = s.ensureReservationClass(ctx)
 	// kube-scheduler's plugins add the informers they read (volumes, namespaces, services…)
 	// to the factory, so they are built before it starts.
 	fit, err := podfit.New(ctx, s.client, factory)
@@ -322,6 +333,7 @@ func (s *Scheduler) start(parent context.Context) error {
 	s.fit = fit
 	factory.Start(ctx.Done())
 	dfactory.Start(ctx.Done())
+	s.startAgentLeases(ctx)
 	// Checked every 10 ms, not every 100 ms as client-go's WaitForCacheSync does: on a
 	// fresh start with a backlog waiting, the lists are most of the time to the first bind.
 	if err := wait.PollUntilContextCancel(ctx, 10*time.Millisecond, true, func(context.Context) (bool, error) {
@@ -583,7 +595,7 @@ func (s *Scheduler) Cycle(ctx context.Context) error {
 	s.accrueUsage(snap, plan)
 	s.apply(ctx, plan, idx)
 	s.opts.Metrics.observe(time.Since(started).Seconds(), snap, plan, queues)
-	s.releaseReservations(ctx, snap, plan)
+	s.releaseReservations(ctx, snap, plan, idx)
 	// Occupancy is for people and dashboards: once a second is fresh enough, and spares
 	// the API server a node write per bind under a stream of submissions.
 	if now := time.Now(); now.Sub(s.occAt) >= time.Second {
@@ -930,14 +942,30 @@ func (s *Scheduler) bind(ctx context.Context, j *bindJob) error {
 				return err
 			}
 			b = j.b
-		} else if err := s.ensureReservation(ctx, b.Node, b.GPUs[0]); err != nil {
-			return err
+		} else {
+			if _, marked := s.nodeAnnotation(b.Node, v1alpha1.AnnotationAgent); marked {
+				s.noteAgentMissing(p, b.Node)
+			}
+			if err := s.ensureReservation(ctx, b.Node, b.GPUs[0]); err != nil {
+				return err
+			}
 		}
 	}
 	ann := map[string]string{AnnotationGPUs: formatIndices(b.GPUs)}
 	if b.Share > 0 {
 		ann[v1alpha1.AnnotationGPUShare] = strconv.Itoa(int(b.Share))
 		if j.env != nil {
+			o, ok, _ := s.nodes.GetStore().GetByKey(string(b.Node))
+			if !ok {
+				return fmt.Errorf("node %s is gone", b.Node)
+			}
+			delivered, err := deliveryAnnotations(p, o.(*corev1.Node), j.env, s.opts.CDIKind)
+			if err != nil {
+				return err
+			}
+			for k, v := range delivered {
+				ann[k] = v
+			}
 			if err := s.writeConfigMap(ctx, p, j.env); err != nil {
 				return err
 			}

@@ -14,7 +14,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
@@ -55,9 +54,9 @@ func enforcementEnv(env map[string]string, mode, root, uuid string) {
 	case v1alpha1.SharingMPS:
 		env["CUDA_MPS_PIPE_DIRECTORY"] = v1alpha1.MPSDir(root, uuid) + "/pipe"
 		env["CUDA_MPS_LOG_DIRECTORY"] = v1alpha1.MPSDir(root, uuid) + "/log"
-	case v1alpha1.SharingHAMiCore:
-		env["LD_PRELOAD"] = v1alpha1.HAMiCoreLibrary(root)
 	}
+	// HAMi-core is preloaded through the loader's list the webhook mounts read-only (its
+	// /etc/ld.so.preload), not LD_PRELOAD, which a process can empty for its children.
 }
 
 // shareEnv works out a shared pod's environment from where the engine put it.
@@ -77,9 +76,39 @@ func shareEnv(p *corev1.Pod, node *engine.Node, b engine.Binding, root string) m
 	return env
 }
 
-// writeConfigMap fills the ConfigMap the admission webhook pointed the pod's containers
-// at, owned by the pod so that it goes when the pod goes. Pods admitted without the
-// webhook have none to fill.
+// deliveryAnnotations are what the bind writes on a sharing pod for its containers to be
+// given device uuid with environment env on node n: the environment's values, read by the
+// containers' env entries (the webhook's, through the downward API), and on a node whose
+// delivery is CDI the NRI plugin's device annotation for each container, with no device
+// in the environment.
+func deliveryAnnotations(p *corev1.Pod, n *corev1.Node, env map[string]string, cdiKind string) (map[string]string, error) {
+	delivery, err := v1alpha1.ParseDelivery(n.Labels[v1alpha1.LabelGPUDelivery])
+	if err == nil && delivery == "" {
+		err = errors.New(convert.NoFractions(n))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("node %s: %w", n.Name, err)
+	}
+	out := make(map[string]string, len(v1alpha1.GPUEnvNames)+len(p.Spec.Containers))
+	for _, name := range v1alpha1.GPUEnvNames {
+		out[v1alpha1.AnnotationGPUEnvPrefix+name] = env[name]
+	}
+	if delivery == v1alpha1.DeliveryCDI {
+		out[v1alpha1.AnnotationGPUEnvPrefix+"NVIDIA_VISIBLE_DEVICES"] = ""
+		names := make([]string, len(p.Spec.Containers))
+		for i, c := range p.Spec.Containers {
+			names[i] = c.Name
+		}
+		for k, v := range v1alpha1.CDIAnnotations(names, cdiKind, env["NVIDIA_VISIBLE_DEVICES"]) {
+			out[k] = v
+		}
+	}
+	return out, nil
+}
+
+// writeConfigMap fills the ConfigMap an earlier version's admission webhook pointed the
+// pod's containers at (pods admitted before an upgrade), owned by the pod so that it goes
+// when the pod goes. Pods admitted since read annotations instead, and have none to fill.
 func (s *Scheduler) writeConfigMap(ctx context.Context, p *corev1.Pod, data map[string]string) error {
 	name := p.Annotations[v1alpha1.AnnotationConfigMap]
 	if name == "" {
@@ -125,8 +154,10 @@ func (s *Scheduler) createReservation(ctx context.Context, node engine.NodeID, g
 		Spec: corev1.PodSpec{NodeName: string(node), SchedulerName: SchedulerName,
 			Tolerations:                   []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
 			TerminationGracePeriodSeconds: new(int64),
-			Containers: []corev1.Container{{Name: "reservation", Image: "registry.k8s.io/pause:3.10",
-				Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{GPUResource: resource.MustParse("1")}}}}}}
+			Containers:                    []corev1.Container{{Name: "reservation", Image: "registry.k8s.io/pause:3.10", Resources: reservationResources()}}}}
+	if s.reservationClass {
+		p.Spec.PriorityClassName = ReservationPriorityClass
+	}
 	created, err := s.client.CoreV1().Pods(v1alpha1.SystemNamespace).Create(ctx, p, metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {
 		return nil, nil // another bind made it: it is looked up again from the informer
@@ -162,10 +193,20 @@ func (s *Scheduler) agentUUIDs(node engine.NodeID) (uuids []string, ok bool) {
 		return nil, false
 	}
 	n := o.(*corev1.Node)
-	if _, managed := n.Annotations[v1alpha1.AnnotationAgent]; !managed {
+	if _, managed := n.Annotations[v1alpha1.AnnotationAgent]; !managed || !s.agentAlive(node) {
 		return nil, false
 	}
 	return strings.Split(n.Annotations[v1alpha1.AnnotationGPUUUIDs], ","), true
+}
+
+// nodeAnnotation reads one annotation of a node from the informer.
+func (s *Scheduler) nodeAnnotation(node engine.NodeID, key string) (string, bool) {
+	o, exists, _ := s.nodes.GetStore().GetByKey(string(node))
+	if !exists {
+		return "", false
+	}
+	v, ok := o.(*corev1.Node).Annotations[key]
+	return v, ok
 }
 
 // sharingUnenforced tells whether a node lets pods share GPUs without holding them to
@@ -409,7 +450,7 @@ type gpuKey struct {
 
 // releaseReservations deletes the reservation of every GPU no fraction uses any more,
 // counting the pods the snapshot and this plan place on shared GPUs.
-func (s *Scheduler) releaseReservations(ctx context.Context, snap *engine.Snapshot, plan *engine.Plan) {
+func (s *Scheduler) releaseReservations(ctx context.Context, snap *engine.Snapshot, plan *engine.Plan, idx *index) {
 	snapNodes := make(map[engine.NodeID]*engine.Node, len(snap.Nodes))
 	for i := range snap.Nodes {
 		snapNodes[snap.Nodes[i].ID] = &snap.Nodes[i]
@@ -436,6 +477,15 @@ func (s *Scheduler) releaseReservations(ctx context.Context, snap *engine.Snapsh
 	for _, b := range plan.Binds {
 		if b.Binding.Share > 0 && len(b.Binding.GPUs) == 1 {
 			shared[gpuKey{b.Binding.Node, b.Binding.GPUs[0]}] = true
+		}
+	}
+	// A fraction still terminating runs on its GPU until its containers stop: the
+	// reservation stays until it is gone, or the kubelet could give the device away under it.
+	for n, gpus := range idx.releasing {
+		for g := range gpus {
+			if g >= 0 {
+				shared[gpuKey{n, g}] = true
+			}
 		}
 	}
 	// Reservations that held-back shared pods wait on are kept, whatever their device.

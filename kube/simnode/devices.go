@@ -128,7 +128,7 @@ func (d *Devices) RunAgents(ctx context.Context, client kubernetes.Interface, me
 		if err != nil {
 			return err
 		}
-		a, err := agent.New(client, agent.Options{Node: nd.name, NVML: nd.machine, PodResources: pr, Sharing: nd.sharing,
+		a, err := agent.New(client, agent.Options{Node: nd.name, NVML: nd.machine, PodResources: pr, PodResourcesSocket: nd.socket, Sharing: nd.sharing,
 			Interval: interval, Metrics: metrics, Version: "simulated",
 			SharingRoot: d.SharingRoot, HAMiCoreLibrary: d.HAMiCoreLibrary, MPSControl: d.MPSControl})
 		if err != nil {

@@ -69,7 +69,10 @@ func Create(ctx context.Context, client kubernetes.Interface, spec Spec) error {
 	for i := 1; i <= spec.Count; i++ {
 		name := fmt.Sprintf("%s-%d", spec.Prefix, i)
 		labels := map[string]string{LabelProduct: spec.GPUType, LabelMemory: strconv.FormatInt(spec.GPUMemoryMi, 10),
-			LabelCount: strconv.Itoa(spec.GPUs), LabelSimulated: "true", corev1.LabelHostname: name}
+			LabelCount: strconv.Itoa(spec.GPUs), LabelSimulated: "true", corev1.LabelHostname: name,
+			// The simulated kubelet reads a sharing pod's device from its environment, as
+			// the NVIDIA runtime in legacy mode does.
+			v1alpha1.LabelGPUDelivery: v1alpha1.DeliveryEnv}
 		for k, v := range spec.Labels {
 			labels[k] = v
 		}

@@ -2,6 +2,7 @@ package stack_test
 
 import (
 	"fmt"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	"os"
 	"strings"
 	"testing"
@@ -199,18 +200,39 @@ func TestUnenforcedSharingIsSaid(t *testing.T) {
 	}
 }
 
-// A node that says it has an agent (allot.dev/agent) whose agent never reports the
-// reservation's device: the shared pod is not bound to a guessed device; it gets an Event
-// and a reason, and stays pending.
+// markAgent makes dgx-1 look as if an agent ran there: the node's mark, and, when live,
+// a Lease renewed a moment ago for a minute.
+func markAgent(t *testing.T, e *kubetest.Env, live bool) {
+	t.Helper()
+	patch := []byte(`{"metadata":{"annotations":{"` + v1alpha1.AnnotationAgent + `":"gone"}}}`)
+	if _, err := e.Client.CoreV1().Nodes().Patch(e.Ctx, "dgx-1", "application/merge-patch+json", patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if !live {
+		return
+	}
+	e.WaitFor(t, "Allot's namespace", func() (bool, string) {
+		_, err := e.Client.CoreV1().Namespaces().Get(e.Ctx, v1alpha1.SystemNamespace, metav1.GetOptions{})
+		return err == nil, fmt.Sprint(err)
+	})
+	now, secs, holder := metav1.NewMicroTime(time.Now()), int32(60), "dgx-1/test"
+	l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.AgentLeaseName("dgx-1"), Namespace: v1alpha1.SystemNamespace,
+		Labels: map[string]string{v1alpha1.LabelAgentLease: "dgx-1"}},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &secs, RenewTime: &now}}
+	if _, err := e.Client.CoordinationV1().Leases(v1alpha1.SystemNamespace).Create(e.Ctx, l, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A node whose agent is alive (its Lease fresh) but never reports the reservation's
+// device: the shared pod is not bound to a guessed device; it gets an Event and a reason,
+// and stays pending.
 func TestMissingDeviceReportLeavesThePodUnbound(t *testing.T) {
 	e := kubetest.Start(t, 1, 2) // no device plugin, no agent: nothing will report
 	if _, err := stack.Local(e.Ctx, e.Cluster.Config, e.Dir, scheduler.Options{Interval: 200 * time.Millisecond, DeviceReportTimeout: 2 * time.Second}); err != nil {
 		t.Fatal(err)
 	}
-	patch := []byte(`{"metadata":{"annotations":{"` + v1alpha1.AnnotationAgent + `":"gone"}}}`)
-	if _, err := e.Client.CoreV1().Nodes().Patch(e.Ctx, "dgx-1", "application/merge-patch+json", patch, metav1.PatchOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	markAgent(t, e, true)
 	e.Queue(t, "team-a", 2, nil)
 	e.MustPod(t, fraction("nb", "0.5"))
 	e.WaitFor(t, "an Event and a reason on nb", func() (bool, string) {
@@ -228,6 +250,24 @@ func TestMissingDeviceReportLeavesThePodUnbound(t *testing.T) {
 	if p := e.Pods(t, "default")["nb"]; p.Spec.NodeName != "" {
 		t.Errorf("nb bound to %s without its device known", p.Spec.NodeName)
 	}
+}
+
+// An agent that crashed or was uninstalled leaves its mark on the Node but renews no
+// Lease: a shared pod is then placed by index, as on a node without an agent, and told
+// so, rather than waiting for reports that will never come.
+func TestStaleAgentMarkPlacesByIndex(t *testing.T) {
+	e := kubetest.Start(t, 1, 2)
+	if _, err := stack.Local(e.Ctx, e.Cluster.Config, e.Dir, scheduler.Options{Interval: 200 * time.Millisecond, DeviceReportTimeout: 2 * time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	markAgent(t, e, false)
+	e.Queue(t, "team-a", 2, nil)
+	e.MustPod(t, fraction("nb", "0.5"))
+	e.WaitFor(t, "nb running, told its device was not checked", func() (bool, string) {
+		ev := strings.Join(e.Events(t, "default", "nb"), "\n")
+		return kubetest.Running(e.Pods(t, "default")["nb"]) && strings.Contains(ev, "AgentNotReporting") &&
+			strings.Contains(ev, "placed by index"), ev
+	})
 }
 
 // enforcedCluster is one node of two GPUs whose agent enforces sharing with mode, sharing
@@ -283,8 +323,25 @@ func TestHAMiCoreSharingIsPreloaded(t *testing.T) {
 	}
 	e, root := enforcedCluster(t, v1alpha1.SharingHAMiCore, func(d *simnode.Devices) { d.HAMiCoreLibrary = lib })
 	env := sharingPodsRun(t, e, root)
-	if env["LD_PRELOAD"] != root+"/hami-core/libvgpu.so" || env["ALLOT_GPU_SHARING"] != "hami-core" || env["CUDA_DEVICE_MEMORY_LIMIT"] != "40960m" {
-		t.Errorf("environment %v, want HAMi-core's library preloaded from the sharing root with a 40960m cap", env)
+	if env["ALLOT_GPU_SHARING"] != "hami-core" || env["CUDA_DEVICE_MEMORY_LIMIT"] != "40960m" {
+		t.Errorf("environment %v, want HAMi-core's 40960m cap", env)
+	}
+	if _, set := env["LD_PRELOAD"]; set {
+		t.Errorf("LD_PRELOAD is set (%q): a process could empty it for its children", env["LD_PRELOAD"])
+	}
+	// The loader's own list, read-only: what the container's /etc/ld.so.preload is.
+	p := e.Pods(t, "default")["nb-1"]
+	var preload *corev1.VolumeMount
+	for i, m := range p.Spec.Containers[0].VolumeMounts {
+		if m.MountPath == "/etc/ld.so.preload" {
+			preload = &p.Spec.Containers[0].VolumeMounts[i]
+		}
+	}
+	if preload == nil || !preload.ReadOnly || preload.SubPath != v1alpha1.PreloadListPath {
+		t.Fatalf("nb-1's /etc/ld.so.preload is %+v, want the sharing root's %s, read-only", preload, v1alpha1.PreloadListPath)
+	}
+	if b, err := os.ReadFile(root + "/" + preload.SubPath); err != nil || string(b) != root+"/hami-core/libvgpu.so\n" {
+		t.Errorf("the preload list holds %q (%v), want HAMi-core's library under the sharing root", b, err)
 	}
 	if b, err := os.ReadFile(root + "/hami-core/libvgpu.so"); err != nil || !strings.Contains(string(b), "stand-in") {
 		t.Errorf("the library is not under the sharing root: %v", err)

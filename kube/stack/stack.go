@@ -35,6 +35,9 @@ type Options struct {
 	Cert    func(*tls.ClientHelloInfo) (*tls.Certificate, error)
 	// Metrics serves Prometheus metrics at /metrics on this listener; nil serves none.
 	Metrics net.Listener
+	// SharingRuntimeClass is given by the webhook to sharing pods that name none (the
+	// runtime class under which the NVIDIA runtime reads their device variable).
+	SharingRuntimeClass string
 }
 
 // Run runs until ctx ends; it returns the scheduler's error.
@@ -71,7 +74,8 @@ func Run(ctx context.Context, rc *rest.Config, opts Options) error {
 		if err != nil {
 			return err
 		}
-		m := &admission.Mutator{View: view, Owners: admission.DynamicOwners(dyn), SharingRoot: opts.Scheduler.SharingRoot}
+		m := &admission.Mutator{View: view, Owners: admission.DynamicOwners(dyn), SharingRoot: opts.Scheduler.SharingRoot,
+			RuntimeClass: opts.SharingRuntimeClass}
 		go func() {
 			if err := admission.Serve(ctx, opts.Webhook, opts.Cert, m, &admission.Validator{View: view},
 				&admission.QueueValidator{View: view, Client: client, Dyn: dyn}, hooks); err != nil {

@@ -57,18 +57,12 @@ func fraction(name, f string) kubetest.PodSpec {
 	return kubetest.PodSpec{Name: name, Queue: "team-a", Annotations: map[string]string{v1alpha1.AnnotationGPUFraction: f}}
 }
 
-// gpuOf is where a running shared pod sits, and the environment its ConfigMap gives it.
+// gpuOf is where a running shared pod sits, and the environment its container starts
+// with (resolved as the kubelet does, from the pod as it is now).
 func gpuOf(t *testing.T, e *kubetest.Env, name string) (node, index string, env map[string]string) {
 	t.Helper()
 	p := e.Pods(t, "default")[name]
-	cm, err := e.Client.CoreV1().ConfigMaps("default").Get(e.Ctx, p.Annotations[v1alpha1.AnnotationConfigMap], metav1.GetOptions{})
-	if err != nil {
-		t.Fatalf("%s's GPU ConfigMap: %v", name, err)
-	}
-	if len(p.Spec.Containers[0].EnvFrom) != 1 || p.Spec.Containers[0].EnvFrom[0].ConfigMapRef.Name != cm.Name {
-		t.Fatalf("%s's container does not read its ConfigMap: %+v", name, p.Spec.Containers[0].EnvFrom)
-	}
-	return p.Spec.NodeName, p.Annotations[v1alpha1.AnnotationGPUs], cm.Data
+	return p.Spec.NodeName, p.Annotations[v1alpha1.AnnotationGPUs], e.ContainerEnv(t, p, p.Spec.Containers[0].Name)
 }
 
 func reservations(t *testing.T, e *kubetest.Env) []string {
@@ -82,7 +76,7 @@ func reservations(t *testing.T, e *kubetest.Env) []string {
 // One node, four GPUs:
 //
 //	GPU a: nb-1 0.5 + nb-2 0.5      GPU b: big 0.6 + small 0.4      GPU c: extra 0.5
-func TestFractionsShareGPUsThroughConfigMaps(t *testing.T) {
+func TestFractionsShareGPUs(t *testing.T) {
 	e, metrics := startWithMetrics(t, 1, 4)
 	e.Queue(t, "team-a", 4, nil)
 	e.MustPod(t, fraction("nb-1", "0.5"))
@@ -106,7 +100,7 @@ func TestFractionsShareGPUsThroughConfigMaps(t *testing.T) {
 	for _, env := range []map[string]string{env1, env2} {
 		if env["NVIDIA_VISIBLE_DEVICES"] != uuids[idx] || env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] != "50" ||
 			env["CUDA_DEVICE_SM_LIMIT"] != "50" || env["CUDA_DEVICE_MEMORY_LIMIT"] != "40960m" || env["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"] != "0=40960M" {
-			t.Fatalf("ConfigMap %v, want device %s with a 50%% share of 80Gi", env, uuids[idx])
+			t.Fatalf("environment %v, want device %s with a 50%% share of 80Gi", env, uuids[idx])
 		}
 	}
 	if r := reservations(t, e); len(r) != 1 || r[0] != fmt.Sprintf("allot-reservation-%s-gpu%s", n1, g1) {

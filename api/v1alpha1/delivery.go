@@ -1,0 +1,102 @@
+package v1alpha1
+
+import (
+	"fmt"
+	"strings"
+)
+
+// How a pod sharing a GPU is given its device. It asks the kubelet for no nvidia.com/gpu
+// (a reservation pod holds the device), so the device reaches its containers another way,
+// which depends on how the node's container runtime injects NVIDIA devices.
+const (
+	// LabelGPUDelivery on a node says which way works there: DeliveryCDI or DeliveryEnv.
+	// The agent sets it from its pool's setting or from what the GPU Operator says of the
+	// node; a node without it gets no fractions, with a reason naming the setting.
+	LabelGPUDelivery = "allot.dev/gpu-delivery"
+
+	// DeliveryCDI: NVIDIA's NRI plugin (nvidia-container-toolkit 1.19 and later; the GPU
+	// Operator's cdi.nriPluginEnabled, 26.3 and later) injects into each container the CDI
+	// devices its annotation AnnotationNRIContainerPrefix+<container> names, under any
+	// runtime, runc included. The environment is not read.
+	DeliveryCDI = "cdi"
+	// DeliveryEnv: the NVIDIA container runtime in legacy mode reads NVIDIA_VISIBLE_DEVICES
+	// from the container's environment: the node's default runtime, or a runtime class the
+	// admin names (the GPU Operator's nvidia-legacy where CDI is on, nvidia otherwise).
+	DeliveryEnv = "env"
+
+	// AnnotationNRIContainerPrefix + a container's name is the annotation NVIDIA's NRI
+	// plugin reads that container's CDI devices from (a comma-separated list of CDI names);
+	// AnnotationNRIPod applies to every container of the pod, init containers included.
+	AnnotationNRIContainerPrefix = "nvidia.cdi.k8s.io/container."
+	AnnotationNRIPod             = "nvidia.cdi.k8s.io/pod"
+
+	// DefaultCDIKind is the CDI kind of the devices the NVIDIA device plugin writes a spec
+	// for when CDI is on (device-list-strategy cdi-cri or cdi-annotations), naming each GPU
+	// by UUID; "nvidia.com/gpu" where an admin generated the spec with nvidia-ctk.
+	DefaultCDIKind = "k8s.device-plugin.nvidia.com/gpu"
+
+	// AnnotationGPUEnvPrefix starts the annotations that hold a sharing pod's device
+	// environment (AnnotationGPUEnvPrefix + "NVIDIA_VISIBLE_DEVICES", …). The webhook gives
+	// each container an env entry for each name of GPUEnvNames reading its annotation
+	// through the downward API, last in its env so that it wins; the scheduler writes the
+	// values in the bind. Unlike a ConfigMap in the tenant's namespace, the pod's
+	// annotations are kept from its owner by FieldsPolicyName.
+	AnnotationGPUEnvPrefix = "allot.dev/gpu-env."
+)
+
+// GPUEnvNames are the variables a sharing pod's containers get from the scheduler: the
+// device, the limits in the forms MPS and HAMi-core read, and Allot's own notes.
+var GPUEnvNames = []string{
+	"NVIDIA_VISIBLE_DEVICES",
+	"CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE",
+	"CUDA_MPS_PIPE_DIRECTORY", "CUDA_MPS_LOG_DIRECTORY",
+	"CUDA_DEVICE_MEMORY_LIMIT", "CUDA_DEVICE_SM_LIMIT",
+	"ALLOT_GPU_SHARE", "ALLOT_GPU_SHARING",
+}
+
+// Deliveries are LabelGPUDelivery's allowed values.
+var Deliveries = []string{DeliveryCDI, DeliveryEnv}
+
+// ParseDelivery reads a node's LabelGPUDelivery: "" when the node does not declare one.
+func ParseDelivery(v string) (string, error) {
+	if v == "" {
+		return "", nil
+	}
+	for _, d := range Deliveries {
+		if v == d {
+			return v, nil
+		}
+	}
+	return "", fmt.Errorf("label %s: %q is not one of %s", LabelGPUDelivery, v, strings.Join(Deliveries, ", "))
+}
+
+// CDIOwnedPrefixes start the annotations that ask a container runtime or its NRI
+// plugins for devices: the NRI plugin's domain, and the Container Device Interface's own
+// (which containerd passes on where its pod_annotations setting lets it). Only the
+// scheduler writes them, in the bind; the webhook refuses them on pods it admits and the
+// API server refuses any later change (FieldsPolicyName).
+var CDIOwnedPrefixes = []string{"nvidia.cdi.k8s.io", "cdi.k8s.io/"}
+
+// CDIAnnotations are the annotations that give a sharing pod's containers the device uuid
+// of kind (DefaultCDIKind when empty): one per container, or one for the whole pod when a
+// container's name is too long for an annotation key (its name part holds 63 characters).
+func CDIAnnotations(containers []string, kind, uuid string) map[string]string {
+	if kind == "" {
+		kind = DefaultCDIKind
+	}
+	dev := kind + "=" + uuid
+	out := map[string]string{}
+	for _, c := range containers {
+		key := AnnotationNRIContainerPrefix + c
+		if len(key)-len("nvidia.cdi.k8s.io/") > 63 {
+			return map[string]string{AnnotationNRIPod: dev}
+		}
+		out[key] = dev
+	}
+	return out
+}
+
+// FieldsPolicyName is the ValidatingAdmissionPolicy that keeps the labels and annotations
+// Allot books by, and those that reach a container's devices, as they were admitted or
+// written by Allot.
+const FieldsPolicyName = "allot-pod-fields"

@@ -1,0 +1,112 @@
+package admission
+
+import (
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/allot-dev/allot/api/v1alpha1"
+)
+
+// Each variable that would widen a sharing pod's GPU or lift its limits is refused by
+// name, wherever the pod sets it; a GPU-less pod likewise; a whole-GPU pod, which the
+// device plugin gives its devices, is not concerned.
+func TestSharingPodsMayNotSetDeviceVariables(t *testing.T) {
+	sharing := func(edit func(*corev1.Pod)) *corev1.Pod {
+		p := pod("team-a", 0, nil, map[string]string{v1alpha1.AnnotationGPUFraction: "0.5"})
+		giveGPUEnv(p) // as the mutating webhook does before the validator sees it
+		edit(p)
+		return p
+	}
+	lit := func(name, v string) corev1.EnvVar { return corev1.EnvVar{Name: name, Value: v} }
+	for _, name := range []string{"NVIDIA_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES", "LD_PRELOAD", "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE",
+		"CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", "CUDA_MPS_PIPE_DIRECTORY", "CUDA_DEVICE_MEMORY_LIMIT", "CUDA_DEVICE_SM_LIMIT",
+		"CUDA_DEVICE_MEMORY_LIMIT_0", "GPU_CORE_UTILIZATION_POLICY", "NVIDIA_MIG_CONFIG_DEVICES"} {
+		for where, p := range map[string]*corev1.Pod{
+			"containers[main].env": sharing(func(p *corev1.Pod) {
+				p.Spec.Containers[0].Env = append([]corev1.EnvVar{lit(name, "all")}, p.Spec.Containers[0].Env...)
+			}),
+			"containers[main].env (after Allot's)": sharing(func(p *corev1.Pod) { p.Spec.Containers[0].Env = append(p.Spec.Containers[0].Env, lit(name, "all")) }),
+			"initContainers[setup].env": sharing(func(p *corev1.Pod) {
+				p.Spec.InitContainers = []corev1.Container{{Name: "setup", Env: []corev1.EnvVar{lit(name, "all")}}}
+			}),
+			"GPU-less containers[main].env": func() *corev1.Pod {
+				p := pod("team-a", 0, nil, nil)
+				p.Spec.Containers[0].Env = []corev1.EnvVar{lit(name, "all")}
+				return p
+			}(),
+		} {
+			err := ValidatePod(p, view{})
+			want := strings.TrimPrefix(strings.TrimSuffix(where, " (after Allot's)"), "GPU-less ") + ": " + name + " may not be set"
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("%s sets %s: %v, want a refusal containing %q", where, name, err, want)
+			}
+		}
+	}
+	for _, c := range []struct {
+		name string
+		pod  *corev1.Pod
+		want string // "" = admitted
+	}{
+		{"Allot's own entries", sharing(func(*corev1.Pod) {}), ""},
+		{"an ordinary variable", sharing(func(p *corev1.Pod) { p.Spec.Containers[0].Env = append(p.Spec.Containers[0].Env, lit("HF_HOME", "/cache")) }), ""},
+		{"CUDA's own connection count", sharing(func(p *corev1.Pod) {
+			p.Spec.Containers[0].Env = append(p.Spec.Containers[0].Env, lit("CUDA_DEVICE_MAX_CONNECTIONS", "1"))
+		}), ""},
+		{"capabilities it needs", sharing(func(p *corev1.Pod) {
+			p.Spec.Containers[0].Env = append(p.Spec.Containers[0].Env, lit("NVIDIA_DRIVER_CAPABILITIES", "compute,utility"))
+		}), ""},
+		{"every capability", sharing(func(p *corev1.Pod) {
+			p.Spec.Containers[0].Env = append(p.Spec.Containers[0].Env, lit("NVIDIA_DRIVER_CAPABILITIES", "all"))
+		}), `NVIDIA_DRIVER_CAPABILITIES "all" is not allowed`},
+		{"a ConfigMap's whole environment", sharing(func(p *corev1.Pod) {
+			p.Spec.Containers[0].EnvFrom = []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "app"}}}}
+		}), `containers[main].envFrom configMapRef "app"`},
+		{"a Secret's, in an init container", sharing(func(p *corev1.Pod) {
+			p.Spec.InitContainers = []corev1.Container{{Name: "setup", EnvFrom: []corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "creds"}}}}}}
+		}), `initContainers[setup].envFrom secretRef "creds"`},
+		{"a prefix that completes a guarded name", sharing(func(p *corev1.Pod) {
+			p.Spec.Containers[0].EnvFrom = []corev1.EnvFromSource{{Prefix: "CUDA_", ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "app"}}}}
+		}), `envFrom configMapRef "app"`},
+		{"a safe prefix", sharing(func(p *corev1.Pod) {
+			p.Spec.Containers[0].EnvFrom = []corev1.EnvFromSource{{Prefix: "APP_", ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "app"}}}}
+		}), ""},
+		{"a CDI device asked by its owner", sharing(func(p *corev1.Pod) { p.Annotations["nvidia.cdi.k8s.io/container.main"] = "nvidia.com/gpu=all" }),
+			"nvidia.cdi.k8s.io/container.main is written by Allot"},
+		{"its own device environment", sharing(func(p *corev1.Pod) { p.Annotations[v1alpha1.AnnotationGPUEnvPrefix+"NVIDIA_VISIBLE_DEVICES"] = "all" }),
+			"allot.dev/gpu-env.NVIDIA_VISIBLE_DEVICES is written by Allot"},
+		{"a whole-GPU pod sets its own", func() *corev1.Pod {
+			p := pod("team-a", 1, nil, nil)
+			p.Spec.Containers[0].Env = []corev1.EnvVar{lit("CUDA_VISIBLE_DEVICES", "0")}
+			return p
+		}(), ""},
+	} {
+		err := ValidatePod(c.pod, view{})
+		if c.want == "" && err != nil {
+			t.Errorf("%s: refused: %v", c.name, err)
+		}
+		if c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
+			t.Errorf("%s: %v, want a refusal containing %q", c.name, err, c.want)
+		}
+	}
+}
+
+// The mutating webhook's entries come last in every container, read the pod's
+// annotations of their names, and are not doubled when the webhook runs again.
+func TestGPUEnvEntriesComeLast(t *testing.T) {
+	p := pod("team-a", 0, nil, map[string]string{v1alpha1.AnnotationGPUFraction: "0.5"})
+	p.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "HF_HOME", Value: "/cache"}}
+	giveGPUEnv(p)
+	giveGPUEnv(p)
+	env := p.Spec.Containers[0].Env
+	if len(env) != 1+len(v1alpha1.GPUEnvNames) || env[0].Name != "HF_HOME" {
+		t.Fatalf("env %+v, want HF_HOME then one entry per name", env)
+	}
+	for i, name := range v1alpha1.GPUEnvNames {
+		e := env[1+i]
+		if e.Name != name || e.ValueFrom.FieldRef.FieldPath != "metadata.annotations['allot.dev/gpu-env."+name+"']" {
+			t.Errorf("entry %d: %+v, want %s from its annotation", i, e, name)
+		}
+	}
+}

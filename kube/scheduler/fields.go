@@ -1,0 +1,117 @@
+package scheduler
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/allot-dev/allot/api/v1alpha1"
+)
+
+// Who may write what on a pod Allot schedules, once it exists. Its owner sets the queue,
+// the gang and the GPU request when creating it, and the admission webhooks check them
+// then; the scheduler writes where it put the pod and what its containers get in the bind
+// (pods/binding, which an UPDATE policy does not see); the node's agent records the
+// devices the kubelet gave. Pod labels and annotations stay writable by anyone who may
+// update the pod (a tenant with the edit role in its namespace), so without this policy a
+// tenant could rewrite a running pod's share (double-booking its GPU), move it to another
+// team's queue, or point its next container start at another device. The API server
+// refuses those writes itself: no webhook has to be up for it.
+
+// frozenLabels and frozenAnnotations may not change after creation.
+var (
+	frozenLabels      = []string{v1alpha1.LabelQueue, v1alpha1.LabelPodGroup, v1alpha1.LabelClass, v1alpha1.LabelPreemptible}
+	frozenAnnotations = []string{
+		v1alpha1.AnnotationGPUFraction, v1alpha1.AnnotationGPUMemory, v1alpha1.AnnotationGPUCompute, v1alpha1.AnnotationGPUTypes,
+		v1alpha1.AnnotationMinMember, v1alpha1.AnnotationTopologyRequired, v1alpha1.AnnotationTopologyPreferred, v1alpha1.AnnotationTopology,
+		v1alpha1.AnnotationGPUs, v1alpha1.AnnotationGPUShare, v1alpha1.AnnotationConfigMap, v1alpha1.AnnotationLeader,
+	}
+	// frozenPrefixes: the device environment and the CDI device requests.
+	frozenPrefixes = append([]string{v1alpha1.AnnotationGPUEnvPrefix}, v1alpha1.CDIOwnedPrefixes...)
+)
+
+// FieldsPolicy is the policy, with the users who may record a pod's devices (the agents).
+func FieldsPolicy(deviceRecorders []string) (*admissionregistrationv1.ValidatingAdmissionPolicy, *admissionregistrationv1.ValidatingAdmissionPolicyBinding) {
+	fail := admissionregistrationv1.Fail
+	name := v1alpha1.FieldsPolicyName
+	owned := make([]string, len(frozenPrefixes))
+	for i, p := range frozenPrefixes {
+		owned[i] = fmt.Sprintf("k.startsWith(%s)", celString(p))
+	}
+	isOwned := strings.Join(owned, " || ")
+	changedIn := func(list, newV, oldV string) string {
+		return fmt.Sprintf("%s.filter(k, (k in %s) != (k in %s) || (k in %s && %s[k] != %s[k]))", list, newV, oldV, newV, newV, oldV)
+	}
+	p := &admissionregistrationv1.ValidatingAdmissionPolicy{ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
+			FailurePolicy: &fail,
+			MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
+				RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+					Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Update},
+					Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"}},
+				}}}},
+			MatchConditions: []admissionregistrationv1.MatchCondition{{Name: "scheduled-by-allot",
+				Expression: "object.spec.schedulerName == " + celString(v1alpha1.SchedulerName)}},
+			Variables: []admissionregistrationv1.Variable{
+				{Name: "newA", Expression: "object.metadata.?annotations.orValue({})"},
+				{Name: "oldA", Expression: "oldObject.metadata.?annotations.orValue({})"},
+				{Name: "newL", Expression: "object.metadata.?labels.orValue({})"},
+				{Name: "oldL", Expression: "oldObject.metadata.?labels.orValue({})"},
+				{Name: "changed", Expression: changedIn(celList(frozenLabels), "variables.newL", "variables.oldL") + " + " +
+					changedIn(celList(frozenAnnotations), "variables.newA", "variables.oldA") + " + " +
+					fmt.Sprintf("variables.newA.filter(k, (%s) && (!(k in variables.oldA) || variables.oldA[k] != variables.newA[k])) + ", isOwned) +
+					fmt.Sprintf("variables.oldA.filter(k, (%s) && !(k in variables.newA))", isOwned)},
+				{Name: "devicesChanged", Expression: "size(" + changedIn(celList([]string{v1alpha1.AnnotationGPUDevices}), "variables.newA", "variables.oldA") + ") > 0"},
+			},
+			Validations: []admissionregistrationv1.Validation{{
+				Expression: "size(variables.changed) == 0",
+				MessageExpression: "variables.changed.join(', ') + ': fixed once the pod is admitted; Allot books the pod and gives its containers their devices by it " +
+					"(delete the pod and create it anew to change it)'",
+				Reason: ptr(metav1.StatusReasonForbidden),
+			}, {
+				Expression: "!variables.devicesChanged || request.userInfo.username in " + celList(deviceRecorders),
+				Message:    v1alpha1.AnnotationGPUDevices + " is written by the node's allot agent only: the devices the kubelet gave the pod",
+				Reason:     ptr(metav1.StatusReasonForbidden),
+			}},
+		}}
+	b := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{PolicyName: name,
+			ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny}}}
+	return p, b
+}
+
+func celString(s string) string { return fmt.Sprintf("%q", s) }
+
+func celList(ss []string) string {
+	q := make([]string, len(ss))
+	for i, s := range ss {
+		q[i] = celString(s)
+	}
+	return "[" + strings.Join(q, ", ") + "]"
+}
+
+// ensureFieldsPolicy installs the policy if it is missing, with the scheduler's own user
+// among the device recorders (agents run in process on allot up, with its client) beside
+// those configured. Without the right to (the Helm chart installs it itself), it says so.
+func (s *Scheduler) ensureFieldsPolicy(ctx context.Context) {
+	recorders := append([]string(nil), s.opts.DeviceRecorders...)
+	if r, err := s.client.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{}); err == nil {
+		recorders = append(recorders, r.Status.UserInfo.Username)
+	}
+	p, b := FieldsPolicy(recorders)
+	api := s.client.AdmissionregistrationV1()
+	_, err := api.ValidatingAdmissionPolicies().Create(ctx, p, metav1.CreateOptions{})
+	if err == nil || apierrors.IsAlreadyExists(err) {
+		_, err = api.ValidatingAdmissionPolicyBindings().Create(ctx, b, metav1.CreateOptions{})
+	}
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		slog.Warn("allot scheduler: the API server will not keep pods' queue, share and device fields from their owners (install the chart's policy)",
+			"policy", p.Name, "err", err)
+	}
+}

@@ -1,0 +1,81 @@
+package stack_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/allot-dev/allot/api/v1alpha1"
+	"github.com/allot-dev/allot/kube/kubetest"
+)
+
+func labelNode(t *testing.T, e *kubetest.Env, node, key string, value any) {
+	t.Helper()
+	patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%s}}}`, key, map[bool]string{true: "null", false: fmt.Sprintf("%q", value)}[value == nil])
+	if _, err := e.Client.CoreV1().Nodes().Patch(e.Ctx, node, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// One node whose runtime injects CDI devices named in NVIDIA's NRI annotations (the GPU
+// Operator with its NRI plugin): a pair of halves, one of two containers, each container
+// named with the device, and no device in the environment.
+//
+//	dgx-1 (delivery cdi): GPU a: nb-1 0.5 [main, sidecar] + nb-2 0.5 [main]
+func TestFractionsOnACDINodeGetTheirDeviceByAnnotation(t *testing.T) {
+	e := start(t, 1, 2)
+	labelNode(t, e, "dgx-1", v1alpha1.LabelGPUDelivery, v1alpha1.DeliveryCDI)
+	e.Queue(t, "team-a", 2, nil)
+	two := fraction("nb-1", "0.5").Pod()
+	two.Spec.Containers = append(two.Spec.Containers, corev1.Container{Name: "sidecar", Image: "busybox"})
+	if _, err := e.Client.CoreV1().Pods("default").Create(e.Ctx, two, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.MustPod(t, fraction("nb-2", "0.5"))
+	e.WaitFor(t, "both halves running", func() (bool, string) {
+		n := e.Count(t, "default", kubetest.Running)
+		return n == 2, fmt.Sprintf("%d running", n)
+	})
+	node, _ := e.Client.CoreV1().Nodes().Get(e.Ctx, "dgx-1", metav1.GetOptions{})
+	uuids := strings.Split(node.Annotations[v1alpha1.AnnotationGPUUUIDs], ",")
+	for _, name := range []string{"nb-1", "nb-2"} {
+		p := e.Pods(t, "default")[name]
+		var idx int
+		fmt.Sscan(p.Annotations[v1alpha1.AnnotationGPUs], &idx)
+		want := "k8s.device-plugin.nvidia.com/gpu=" + uuids[idx]
+		for _, c := range p.Spec.Containers {
+			if got := p.Annotations["nvidia.cdi.k8s.io/container."+c.Name]; got != want {
+				t.Errorf("%s container %s: CDI annotation %q, want %q", name, c.Name, got, want)
+			}
+			env := e.ContainerEnv(t, p, c.Name)
+			if env["NVIDIA_VISIBLE_DEVICES"] != "" || env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] != "50" {
+				t.Errorf("%s container %s starts with %v: want no device variable, and its limits", name, c.Name, env)
+			}
+		}
+	}
+}
+
+// A node that does not say how a fraction is given its device takes none: the pod waits,
+// told which setting is missing; whole GPUs still go there.
+func TestFractionWaitsWhereDeliveryIsUnknown(t *testing.T) {
+	e := start(t, 1, 2)
+	labelNode(t, e, "dgx-1", v1alpha1.LabelGPUDelivery, nil)
+	e.Queue(t, "team-a", 2, nil)
+	e.MustPod(t, fraction("nb", "0.5"))
+	e.MustPod(t, kubetest.PodSpec{Name: "whole", Queue: "team-a", GPUs: 1})
+	e.WaitFor(t, "whole running, nb waiting with the setting named", func() (bool, string) {
+		pods := e.Pods(t, "default")
+		var reason string
+		for _, c := range pods["nb"].Status.Conditions {
+			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
+				reason = c.Message
+			}
+		}
+		return kubetest.Running(pods["whole"]) && strings.Contains(reason, "allot.dev/gpu-delivery: cdi or env") &&
+			strings.Contains(reason, "agent.pools[].delivery"), reason
+	})
+}

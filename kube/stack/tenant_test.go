@@ -1,0 +1,131 @@
+package stack_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/allot-dev/allot/api/v1alpha1"
+	"github.com/allot-dev/allot/kube/kubetest"
+)
+
+// tenant is alice, who holds Kubernetes' edit role in namespace ml and nothing else: what
+// a team member gets on a shared cluster.
+func tenant(t *testing.T, e *kubetest.Env) kubernetes.Interface {
+	t.Helper()
+	if _, err := e.Client.CoreV1().Namespaces().Create(e.Ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ml"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	rb := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "alice-edit", Namespace: "ml"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "edit"},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "alice"}}}
+	if _, err := e.Client.RbacV1().RoleBindings("ml").Create(e.Ctx, rb, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	rc := rest.CopyConfig(e.Cluster.Config)
+	rc.Impersonate = rest.ImpersonationConfig{UserName: "alice", Groups: []string{"system:authenticated"}}
+	c, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func halfPod(name string, edit func(*corev1.Pod)) *corev1.Pod {
+	p := kubetest.PodSpec{Name: name, Queue: "team-a", Annotations: map[string]string{v1alpha1.AnnotationGPUFraction: "0.5"}}.Pod()
+	p.Namespace = "ml"
+	if edit != nil {
+		edit(p)
+	}
+	return p
+}
+
+// A tenant with the edit role tries every way to see more of a GPU than its half, or to
+// lift its limits: a device or limit variable in a container, an init container or a
+// ConfigMap read whole; a CDI device annotation; and, once the pod runs, rewriting the
+// annotations its environment is read from, its share or its queue. None gets through,
+// and the running container's environment is the scheduler's.
+func TestTenantCannotWidenItsShare(t *testing.T) {
+	e := start(t, 1, 4)
+	e.Queue(t, "team-a", 4, nil)
+	alice := tenant(t, e)
+	create := func(p *corev1.Pod) error {
+		_, err := alice.CoreV1().Pods("ml").Create(e.Ctx, p, metav1.CreateOptions{})
+		return err
+	}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "app", Namespace: "ml"},
+		Data: map[string]string{"NVIDIA_VISIBLE_DEVICES": "all", "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": "100"}}
+	if _, err := alice.CoreV1().ConfigMaps("ml").Create(e.Ctx, cm, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	fromApp := []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "app"}}}}
+	for _, c := range []struct {
+		name string
+		edit func(*corev1.Pod)
+		want string
+	}{
+		{"every GPU", func(p *corev1.Pod) { p.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "NVIDIA_VISIBLE_DEVICES", Value: "all"}} }, "NVIDIA_VISIBLE_DEVICES may not be set"},
+		{"no limiter", func(p *corev1.Pod) { p.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "LD_PRELOAD", Value: ""}} }, "LD_PRELOAD may not be set"},
+		{"all the SMs", func(p *corev1.Pod) {
+			p.Spec.InitContainers = []corev1.Container{{Name: "setup", Image: "busybox", Env: []corev1.EnvVar{{Name: "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", Value: "100"}}}}
+		}, "initContainers[setup].env: CUDA_MPS_ACTIVE_THREAD_PERCENTAGE may not be set"},
+		{"a configmap whole", func(p *corev1.Pod) { p.Spec.Containers[0].EnvFrom = fromApp }, `envFrom configMapRef "app"`},
+		{"a CDI device", func(p *corev1.Pod) { p.Annotations["nvidia.cdi.k8s.io/pod"] = "k8s.device-plugin.nvidia.com/gpu=all" }, "nvidia.cdi.k8s.io/pod is written by Allot"},
+	} {
+		err := create(halfPod("try-"+strings.ReplaceAll(strings.ToLower(c.name), " ", "-"), c.edit))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want a refusal containing %q", c.name, err, c.want)
+		}
+	}
+
+	if err := create(halfPod("nb", nil)); err != nil {
+		t.Fatal(err)
+	}
+	e.WaitFor(t, "nb running", func() (bool, string) {
+		p := e.Pods(t, "ml")["nb"]
+		return kubetest.Running(p), fmt.Sprint(p.Status.Phase)
+	})
+	nb := e.Pods(t, "ml")["nb"]
+	node, _ := e.Client.CoreV1().Nodes().Get(e.Ctx, nb.Spec.NodeName, metav1.GetOptions{})
+	uuids := strings.Split(node.Annotations[v1alpha1.AnnotationGPUUUIDs], ",")
+	var idx int
+	fmt.Sscan(nb.Annotations[v1alpha1.AnnotationGPUs], &idx)
+	device := uuids[idx]
+
+	for _, c := range []struct{ name, patch, want string }{
+		{"its device", `{"metadata":{"annotations":{"allot.dev/gpu-env.NVIDIA_VISIBLE_DEVICES":"all"}}}`, "allot.dev/gpu-env.NVIDIA_VISIBLE_DEVICES"},
+		{"its limits", `{"metadata":{"annotations":{"allot.dev/gpu-env.CUDA_MPS_ACTIVE_THREAD_PERCENTAGE":null}}}`, "allot.dev/gpu-env.CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"},
+		{"a CDI device", `{"metadata":{"annotations":{"nvidia.cdi.k8s.io/container.main":"k8s.device-plugin.nvidia.com/gpu=all"}}}`, "nvidia.cdi.k8s.io/container.main"},
+		{"its share", `{"metadata":{"annotations":{"allot.dev/gpu-fraction":"0.1"}}}`, "allot.dev/gpu-fraction"},
+		{"its booked share", `{"metadata":{"annotations":{"allot.dev/gpu-share":"100"}}}`, "allot.dev/gpu-share"},
+		{"its queue", `{"metadata":{"labels":{"allot.dev/queue":"team-b"}}}`, "allot.dev/queue"},
+		{"its device record", `{"metadata":{"annotations":{"allot.dev/gpu-devices":"` + uuids[(idx+1)%len(uuids)] + `"}}}`, "allot.dev/gpu-devices is written by the node's allot agent only"},
+	} {
+		_, err := alice.CoreV1().Pods("ml").Patch(e.Ctx, "nb", types.MergePatchType, []byte(c.patch), metav1.PatchOptions{})
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("rewriting %s: %v, want a refusal naming %s", c.name, err, c.want)
+		}
+	}
+	// What is still hers to change is: a label of her own.
+	if _, err := alice.CoreV1().Pods("ml").Patch(e.Ctx, "nb", types.MergePatchType, []byte(`{"metadata":{"labels":{"experiment":"7"}}}`), metav1.PatchOptions{}); err != nil {
+		t.Errorf("a label of her own: %v", err)
+	}
+
+	nb = e.Pods(t, "ml")["nb"]
+	env := e.ContainerEnv(t, nb, nb.Spec.Containers[0].Name)
+	if env["NVIDIA_VISIBLE_DEVICES"] != device || env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] != "50" || env["CUDA_DEVICE_MEMORY_LIMIT"] != "40960m" {
+		t.Errorf("nb starts with %v, want its one device %s at half its compute and memory", env, device)
+	}
+	for k, v := range nb.Annotations {
+		if strings.HasPrefix(k, "nvidia.cdi.k8s.io") || strings.HasPrefix(k, "cdi.k8s.io/") {
+			t.Errorf("nb carries %s=%s on a node whose delivery is env", k, v)
+		}
+	}
+}
