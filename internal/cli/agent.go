@@ -26,6 +26,7 @@ import (
 func newAgentCmd() *cobra.Command {
 	var kubeconfig, node, sharing, delivery, socket, library, sharingRoot, hamiLibrary, mpsControl string
 	var interval time.Duration
+	var ignoredXIDs []uint
 	var metricsPort int
 	cmd := &cobra.Command{
 		Use:     "agent",
@@ -79,7 +80,11 @@ enforced on the node (the allot.dev/gpu-sharing label).`,
 			reg := prometheus.NewRegistry()
 			metrics := agent.NewMetrics()
 			reg.MustRegister(metrics.Collectors()...)
-			a, err := agent.New(client, agent.Options{Node: node, NVML: nvml.New(opts...), PodResources: pr, PodResourcesSocket: socket, Sharing: sharing, Delivery: delivery,
+			ignored := make([]uint64, len(ignoredXIDs))
+			for i, x := range ignoredXIDs {
+				ignored[i] = uint64(x)
+			}
+			a, err := agent.New(client, agent.Options{IgnoredXIDs: ignored, Node: node, NVML: nvml.New(opts...), PodResources: pr, PodResourcesSocket: socket, Sharing: sharing, Delivery: delivery,
 				Interval: interval, Version: Version, Metrics: metrics, SharingRoot: sharingRoot, HAMiCoreLibrary: hamiLibrary, MPSControl: mpsControl})
 			if err != nil {
 				return err
@@ -115,6 +120,7 @@ enforced on the node (the allot.dev/gpu-sharing label).`,
 	f.StringVar(&sharingRoot, "sharing-root", "", "host directory shared with pods sharing a GPU: MPS pipes and HAMi-core's library go there (needed by mps and hami-core)")
 	f.StringVar(&hamiLibrary, "hami-core-library", "", "HAMi-core's libvgpu.so as the container sees it, copied under --sharing-root for sharing pods to preload (hami-core)")
 	f.StringVar(&mpsControl, "mps-control", agent.DefaultMPSControl, "NVIDIA's MPS control program (mps)")
+	f.UintSliceVar(&ignoredXIDs, "ignored-xids", nil, "XIDs that fail no device on this node (beside those NVIDIA's catalogue puts down to the application, such as 13 and 43), e.g. --ignored-xids 63,64")
 	f.DurationVar(&interval, "interval", 10*time.Second, "how often to report utilisation and memory")
 	f.IntVar(&metricsPort, "metrics-port", 9400, "serve per-device metrics at /metrics on this port, as DCGM exporter does (0: none)")
 	return cmd

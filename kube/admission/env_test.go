@@ -50,7 +50,9 @@ func TestSharingPodsMayNotSetDeviceVariables(t *testing.T) {
 		want string // "" = admitted
 	}{
 		{"Allot's own entries", sharing(func(*corev1.Pod) {}), ""},
-		{"an ordinary variable", sharing(func(p *corev1.Pod) { p.Spec.Containers[0].Env = append(p.Spec.Containers[0].Env, lit("HF_HOME", "/cache")) }), ""},
+		{"an ordinary variable", sharing(func(p *corev1.Pod) {
+			p.Spec.Containers[0].Env = append(p.Spec.Containers[0].Env, lit("HF_HOME", "/cache"))
+		}), ""},
 		{"CUDA's own connection count", sharing(func(p *corev1.Pod) {
 			p.Spec.Containers[0].Env = append(p.Spec.Containers[0].Env, lit("CUDA_DEVICE_MAX_CONNECTIONS", "1"))
 		}), ""},

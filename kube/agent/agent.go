@@ -46,6 +46,9 @@ type Options struct {
 	// cdi or env), DeliveryAuto to read it from the GPU Operator, or empty to leave the
 	// node's label as an admin set it.
 	Delivery string
+	// IgnoredXIDs are XIDs that do not fail a device here (an admin's list, beside those
+	// NVIDIA's catalogue puts down to the application).
+	IgnoredXIDs []uint64
 	// Interval between load reports (utilisation, memory); 10 s when zero.
 	Interval time.Duration
 	Version  string
@@ -68,9 +71,13 @@ type Agent struct {
 
 	mu        sync.Mutex
 	unhealthy map[int]v1alpha1.UnhealthyGPU
-	told      map[types.UID]map[int]bool // pods already given an Event for a failed device
-	lastXID   map[int]uint64
-	changed   chan struct{}
+	// failedBy says what failed each unhealthy device, and so what may bring it back:
+	// NVML reaching a lost device again, the device plugin listing it again. An XID or
+	// ECC failure stays until the agent restarts (after the GPU's reset).
+	failedBy map[int]failureSource
+	told     map[types.UID]map[int]bool // pods already given an Event for a failed device
+	lastXID  map[int]uint64
+	changed  chan struct{}
 	// declared is the enforcement the node declares: opts.Sharing, or none when it cannot
 	// be had (prepareSharing). mps holds the GPUs whose MPS daemon runs (the run loop's).
 	declared   string
@@ -96,7 +103,7 @@ func New(client kubernetes.Interface, opts Options) (*Agent, error) {
 	b := record.NewBroadcaster()
 	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
 	return &Agent{opts: opts, client: client, recorder: b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: Component, Host: opts.Node}),
-		unhealthy: map[int]v1alpha1.UnhealthyGPU{}, told: map[types.UID]map[int]bool{}, lastXID: map[int]uint64{},
+		unhealthy: map[int]v1alpha1.UnhealthyGPU{}, failedBy: map[int]failureSource{}, told: map[types.UID]map[int]bool{}, lastXID: map[int]uint64{},
 		changed: make(chan struct{}, 1), mps: map[string]bool{}}, nil
 }
 
@@ -141,7 +148,13 @@ func (a *Agent) Run(ctx context.Context) error {
 		return ctx.Err()
 	}
 	go func() {
-		err := WatchHealth(ctx, lib, inv, func(f Failure) { a.fail(f.Index, f.Reason, f.XID) })
+		err := WatchHealth(ctx, lib, inv, func(f Failure) {
+			if f.XID != 0 && slices.Contains(a.opts.IgnoredXIDs, f.XID) {
+				slog.Info("allot agent: ignored XID", "node", a.opts.Node, "gpu", f.Index, "xid", f.XID)
+				return
+			}
+			a.fail(f.Index, f.Reason, f.XID, failedByEvent)
+		})
 		if err != nil {
 			slog.Warn("allot agent: device events", "node", a.opts.Node, "err", err)
 		}
@@ -152,6 +165,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	defer retry.Stop()
 	a.report(ctx, lib)
 	a.beat(ctx)
+	a.publishHealth(ctx, pods.GetStore().List()) // clears what an earlier run left, if all is well now
 	pending := a.syncDevices(ctx, pods.GetStore().List())
 	for {
 		select {
@@ -245,8 +259,19 @@ func (a *Agent) patchNode(ctx context.Context, meta map[string]any) error {
 // device that fell off the bus.
 func (a *Agent) report(ctx context.Context, lib nvml.Interface) {
 	s := ReadSample(lib, len(a.inv))
+	lost := map[int]bool{}
 	for _, i := range s.Lost {
-		a.fail(i, "GPU is lost: NVML cannot reach it (fallen off the bus)", 0)
+		lost[i] = true
+		a.fail(i, "GPU is lost: NVML cannot reach it (fallen off the bus)", 0, failedByLoss)
+	}
+	a.recover(failedByLoss, func(i int) bool { return !lost[i] })
+	if healthy, ok, err := PluginHealthy(ctx, a.opts.PodResources, a.inv); err == nil && ok {
+		for i := range a.inv {
+			if !healthy[i] {
+				a.fail(i, "the NVIDIA device plugin reports it unhealthy", 0, failedByPlugin)
+			}
+		}
+		a.recover(failedByPlugin, func(i int) bool { return healthy[i] })
 	}
 	unhealthy, xids := a.health()
 	a.opts.Metrics.observe(a.opts.Node, a.inv, s, unhealthy, xids)
@@ -261,8 +286,37 @@ func (a *Agent) report(ctx context.Context, lib nvml.Interface) {
 	}
 }
 
+// failureSource is what failed a device.
+type failureSource int
+
+const (
+	failedByEvent  failureSource = iota // an XID or ECC event
+	failedByLoss                        // NVML cannot reach it
+	failedByPlugin                      // the device plugin took it out
+)
+
+// recover returns to health the devices failed by source that back says are back.
+func (a *Agent) recover(source failureSource, back func(int) bool) {
+	a.mu.Lock()
+	var recovered []int
+	for i, src := range a.failedBy {
+		if src == source && back(i) {
+			delete(a.unhealthy, i)
+			delete(a.failedBy, i)
+			recovered = append(recovered, i)
+		}
+	}
+	a.mu.Unlock()
+	for _, i := range recovered {
+		slog.Info("allot agent: GPU recovered", "node", a.opts.Node, "gpu", i, "uuid", a.inv[i].UUID)
+	}
+	if len(recovered) > 0 {
+		a.poke()
+	}
+}
+
 // fail records device i as failed (once) and has the health published.
-func (a *Agent) fail(i int, reason string, xid uint64) {
+func (a *Agent) fail(i int, reason string, xid uint64, source failureSource) {
 	if i < 0 || i >= len(a.inv) {
 		return
 	}
@@ -273,6 +327,9 @@ func (a *Agent) fail(i int, reason string, xid uint64) {
 	_, known := a.unhealthy[i]
 	if !known {
 		a.unhealthy[i] = v1alpha1.UnhealthyGPU{Index: i, UUID: a.inv[i].UUID, Reason: reason, Since: a.opts.Now().UTC().Format(time.RFC3339)}
+		a.failedBy[i] = source
+	} else if source == failedByEvent {
+		a.failedBy[i] = source // an event outlasts the loss or the plugin's verdict it came with
 	}
 	a.mu.Unlock()
 	if !known {
@@ -299,16 +356,26 @@ func (a *Agent) health() (map[int]v1alpha1.UnhealthyGPU, map[int]uint64) {
 // publishHealth writes the failed devices to the Node and gives each pod on one an Event.
 func (a *Agent) publishHealth(ctx context.Context, pods []any) {
 	unhealthy, xids := a.health()
-	if len(unhealthy) == 0 {
-		return
-	}
 	a.opts.Metrics.observeHealth(a.opts.Node, a.inv, unhealthy, xids)
-	v, _ := json.Marshal(sortedUnhealthy(unhealthy))
+	// Written when it differs from the Node's, an empty list too: a device that came back
+	// (or that an earlier run of the agent saw fail before the GPU was reset) counts again.
+	var want any // nil removes the annotation
+	if len(unhealthy) > 0 {
+		v, _ := json.Marshal(sortedUnhealthy(unhealthy))
+		want = string(v)
+	}
 	n, err := a.client.CoreV1().Nodes().Get(ctx, a.opts.Node, metav1.GetOptions{ResourceVersion: "0"})
-	if err != nil || n.Annotations[v1alpha1.AnnotationGPUUnhealthy] != string(v) {
-		if err := a.patchNode(ctx, map[string]any{"annotations": map[string]any{v1alpha1.AnnotationGPUUnhealthy: string(v)}}); err != nil && ctx.Err() == nil {
+	cur, has := "", false
+	if err == nil {
+		cur, has = n.Annotations[v1alpha1.AnnotationGPUUnhealthy]
+	}
+	if err != nil || (want == nil && has) || (want != nil && cur != want) {
+		if err := a.patchNode(ctx, map[string]any{"annotations": map[string]any{v1alpha1.AnnotationGPUUnhealthy: want}}); err != nil && ctx.Err() == nil {
 			slog.Warn("allot agent: GPU health", "node", a.opts.Node, "err", err)
 		}
+	}
+	if len(unhealthy) == 0 {
+		return
 	}
 	present := make(map[types.UID]bool, len(pods))
 	for _, o := range pods {

@@ -45,11 +45,7 @@ func GivenDevices(ctx context.Context, client podresourcesv1.PodResourcesListerC
 	if err != nil {
 		return nil, fmt.Errorf("pod resources: %w", err)
 	}
-	known := map[string]string{}
-	for _, g := range inv {
-		known[g.UUID] = g.UUID
-		known[strconv.Itoa(g.Index)] = g.UUID
-	}
+	known := deviceIDs(inv)
 	out := map[PodKey][]string{}
 	for _, p := range resp.GetPodResources() {
 		var uuids []string
@@ -59,7 +55,7 @@ func GivenDevices(ctx context.Context, client podresourcesv1.PodResourcesListerC
 					continue
 				}
 				for _, id := range d.GetDeviceIds() {
-					if u, ok := known[id]; ok {
+					if u, ok := known[baseID(id)]; ok {
 						uuids = append(uuids, u)
 					}
 				}
@@ -70,6 +66,57 @@ func GivenDevices(ctx context.Context, client podresourcesv1.PodResourcesListerC
 		}
 	}
 	return out, nil
+}
+
+// deviceIDs maps the IDs the device plugin may name a GPU by (its UUID, or its index with
+// DEVICE_ID_STRATEGY=index) to its UUID.
+func deviceIDs(inv []v1alpha1.GPUInfo) map[string]string {
+	known := make(map[string]string, 2*len(inv))
+	for _, g := range inv {
+		known[g.UUID] = g.UUID
+		known[strconv.Itoa(g.Index)] = g.UUID
+	}
+	return known
+}
+
+// baseID is the GPU a device ID names: with time-slicing the device plugin lists each GPU
+// as several replicas, "GPU-<uuid>::0", "GPU-<uuid>::1", …, all of which are that GPU.
+func baseID(id string) string {
+	if i := strings.Index(id, "::"); i > 0 {
+		return id[:i]
+	}
+	return id
+}
+
+// PluginHealthy asks the kubelet which GPUs the device plugin offers (the kubelet's
+// allocatable devices are the healthy ones it registered) and returns their inventory
+// indices. ok is false when it lists no GPU at all (no plugin registered, or an old
+// kubelet): then nothing can be told about any device's health from it.
+func PluginHealthy(ctx context.Context, client podresourcesv1.PodResourcesListerClient, inv []v1alpha1.GPUInfo) (healthy map[int]bool, ok bool, err error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	resp, err := client.GetAllocatableResources(ctx, &podresourcesv1.AllocatableResourcesRequest{})
+	if err != nil {
+		return nil, false, fmt.Errorf("pod resources (allocatable): %w", err)
+	}
+	known := deviceIDs(inv)
+	index := make(map[string]int, len(inv))
+	for _, g := range inv {
+		index[g.UUID] = g.Index
+	}
+	healthy = map[int]bool{}
+	for _, d := range resp.GetDevices() {
+		if d.GetResourceName() != v1alpha1.GPUResource {
+			continue
+		}
+		ok = true
+		for _, id := range d.GetDeviceIds() {
+			if u, found := known[baseID(id)]; found {
+				healthy[index[u]] = true
+			}
+		}
+	}
+	return healthy, ok, nil
 }
 
 // dedupe keeps the first of each device (containers of one pod may list the same one).

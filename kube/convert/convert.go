@@ -39,6 +39,14 @@ func Node(n *corev1.Node) engine.Node {
 	out.CPU, out.Memory = max(out.CPU, 0), max(out.Memory, 0)
 	count, memMi := GPUCount(n), GPUMemoryMiB(n)
 	uuids := strings.Split(n.Annotations[v1alpha1.AnnotationGPUUUIDs], ",")
+	// The kubelet's allocatable leaves out the devices the plugin took out, so its count
+	// alone would drop the last index, whichever failed. Where the agent lists the node's
+	// devices (no more than its capacity), each keeps its index and the failed one is
+	// marked by the agent's health list.
+	if capacity := n.Status.Capacity[GPUResource]; n.Annotations[v1alpha1.AnnotationGPUUUIDs] != "" &&
+		len(uuids) > count && int64(len(uuids)) <= capacity.Value() {
+		count = len(uuids)
+	}
 	// The agent's inventory, read through NVML, says how the devices are linked; without
 	// it, two halves is the guess (two sockets, or two NVLink halves of a PCIe board).
 	inv, _ := v1alpha1.ParseInventory(n.Annotations[v1alpha1.AnnotationGPUInventory])

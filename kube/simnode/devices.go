@@ -39,6 +39,8 @@ type Devices struct {
 	// SharingRoot, HAMiCoreLibrary and MPSControl go to the agents RunAgents starts (see
 	// agent.Options): how they enforce sharing on nodes declaring mps or hami-core.
 	SharingRoot, HAMiCoreLibrary, MPSControl string
+	// IgnoredXIDs go to the agents too: XIDs that fail no device.
+	IgnoredXIDs []uint64
 
 	mu    sync.Mutex
 	nodes map[string]*nodeDevices
@@ -52,6 +54,9 @@ type nodeDevices struct {
 	given   map[types.UID]*givenPod
 	socket  string
 	failed  map[int]bool
+	// pluginDown are devices the device plugin took out without an XID (its own health
+	// check), until it lists them again.
+	pluginDown map[int]bool
 }
 
 type givenPod struct {
@@ -130,7 +135,7 @@ func (d *Devices) RunAgents(ctx context.Context, client kubernetes.Interface, me
 		}
 		a, err := agent.New(client, agent.Options{Node: nd.name, NVML: nd.machine, PodResources: pr, PodResourcesSocket: nd.socket, Sharing: nd.sharing,
 			Interval: interval, Metrics: metrics, Version: "simulated",
-			SharingRoot: d.SharingRoot, HAMiCoreLibrary: d.HAMiCoreLibrary, MPSControl: d.MPSControl})
+			SharingRoot: d.SharingRoot, HAMiCoreLibrary: d.HAMiCoreLibrary, MPSControl: d.MPSControl, IgnoredXIDs: d.IgnoredXIDs})
 		if err != nil {
 			closeConn()
 			return err
@@ -165,7 +170,7 @@ func (d *Devices) Allocate(p *corev1.Pod) (bool, error) {
 		var devs []int
 		// Highest free index first, healthy devices only.
 		for g := len(nd.holder) - 1; g >= 0 && len(devs) < want; g-- {
-			if nd.holder[g] == "" && !nd.failed[g] {
+			if nd.holder[g] == "" && !nd.failed[g] && !nd.pluginDown[g] {
 				devs = append(devs, g)
 				nd.holder[g] = p.UID
 			}
@@ -213,6 +218,22 @@ func (d *Devices) fail(node string, g int) {
 	nd.failed[g] = true
 	d.mu.Unlock()
 	nd.machine.RaiseXID(g, 79)
+}
+
+// SetPluginHealth has the device plugin take device g of node out, or list it again, as
+// NVIDIA's plugin does on its own health checks: the kubelet's allocatable devices change,
+// and no XID is raised.
+func (d *Devices) SetPluginHealth(node string, g int, healthy bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	nd := d.nodes[node]
+	if nd == nil {
+		return
+	}
+	if nd.pluginDown == nil {
+		nd.pluginDown = map[int]bool{}
+	}
+	nd.pluginDown[g] = !healthy
 }
 
 // failRequested fails the device a node's AnnotationFailGPU names.
@@ -284,7 +305,7 @@ func (s *podResources) GetAllocatableResources(context.Context, *podresourcesv1.
 	nd := s.d.nodes[s.node]
 	var ids []string
 	for g := range nd.holder {
-		if !nd.failed[g] {
+		if !nd.failed[g] && !nd.pluginDown[g] {
 			ids = append(ids, nd.machine.UUID(g))
 		}
 	}

@@ -71,7 +71,9 @@ func TestTenantCannotWidenItsShare(t *testing.T) {
 		edit func(*corev1.Pod)
 		want string
 	}{
-		{"every GPU", func(p *corev1.Pod) { p.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "NVIDIA_VISIBLE_DEVICES", Value: "all"}} }, "NVIDIA_VISIBLE_DEVICES may not be set"},
+		{"every GPU", func(p *corev1.Pod) {
+			p.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "NVIDIA_VISIBLE_DEVICES", Value: "all"}}
+		}, "NVIDIA_VISIBLE_DEVICES may not be set"},
 		{"no limiter", func(p *corev1.Pod) { p.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "LD_PRELOAD", Value: ""}} }, "LD_PRELOAD may not be set"},
 		{"all the SMs", func(p *corev1.Pod) {
 			p.Spec.InitContainers = []corev1.Container{{Name: "setup", Image: "busybox", Env: []corev1.EnvVar{{Name: "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", Value: "100"}}}}
