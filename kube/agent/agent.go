@@ -75,6 +75,8 @@ type Agent struct {
 	// NVML reaching a lost device again, the device plugin listing it again. An XID or
 	// ECC failure stays until the agent restarts (after the GPU's reset).
 	failedBy map[int]failureSource
+	// load is the last report's utilisation and memory annotations, for the Lease.
+	load map[string]string
 	told     map[types.UID]map[int]bool // pods already given an Event for a failed device
 	lastXID  map[int]uint64
 	changed  chan struct{}
@@ -275,15 +277,12 @@ func (a *Agent) report(ctx context.Context, lib nvml.Interface) {
 	}
 	unhealthy, xids := a.health()
 	a.opts.Metrics.observe(a.opts.Node, a.inv, s, unhealthy, xids)
-	util, mem := formatInts(s.Utilization), formatInts(s.MemoryUsed)
-	n, err := a.client.CoreV1().Nodes().Get(ctx, a.opts.Node, metav1.GetOptions{ResourceVersion: "0"})
-	if err == nil && n.Annotations[v1alpha1.AnnotationGPUUtilization] == util && n.Annotations[v1alpha1.AnnotationGPUMemoryUsed] == mem {
-		return
-	}
-	err = a.patchNode(ctx, map[string]any{"annotations": map[string]any{v1alpha1.AnnotationGPUUtilization: util, v1alpha1.AnnotationGPUMemoryUsed: mem}})
-	if err != nil && ctx.Err() == nil {
-		slog.Warn("allot agent: GPU load", "node", a.opts.Node, "err", err)
-	}
+	// The load goes out with the next heartbeat, on the agent's own Lease: written to the
+	// Node, it would reach every Node watcher in the cluster (kube-scheduler, every
+	// controller, every DaemonSet) at each report.
+	a.mu.Lock()
+	a.load = map[string]string{v1alpha1.AnnotationGPUUtilization: formatInts(s.Utilization), v1alpha1.AnnotationGPUMemoryUsed: formatInts(s.MemoryUsed)}
+	a.mu.Unlock()
 }
 
 // failureSource is what failed a device.

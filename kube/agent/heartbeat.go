@@ -90,21 +90,32 @@ func (a *Agent) Ready() error {
 	return nil
 }
 
-// renewLease writes the agent's Lease: its node, its version, and now.
+// renewLease writes the agent's Lease: its node, its version, now, and the devices' last
+// load (annotations AnnotationGPUUtilization and AnnotationGPUMemoryUsed, as the Node had
+// them before).
 func (a *Agent) renewLease(ctx context.Context) error {
 	leases := a.client.CoordinationV1().Leases(v1alpha1.SystemNamespace)
 	name := v1alpha1.AgentLeaseName(a.opts.Node)
 	now := metav1.NewMicroTime(a.opts.Now())
 	secs := int32(leaseIntervals * a.opts.Interval / time.Second)
 	holder := a.opts.Node + "/" + a.version()
+	a.mu.Lock()
+	load := a.load
+	a.mu.Unlock()
 	l, err := leases.Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		l = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: v1alpha1.SystemNamespace,
-			Labels: map[string]string{v1alpha1.LabelAgentLease: a.opts.Node}},
+			Labels: map[string]string{v1alpha1.LabelAgentLease: a.opts.Node}, Annotations: load},
 			Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &secs, AcquireTime: &now, RenewTime: &now}}
 		_, err = leases.Create(ctx, l, metav1.CreateOptions{})
 	} else if err == nil {
 		l.Spec.HolderIdentity, l.Spec.LeaseDurationSeconds, l.Spec.RenewTime = &holder, &secs, &now
+		if l.Annotations == nil {
+			l.Annotations = map[string]string{}
+		}
+		for k, v := range load {
+			l.Annotations[k] = v
+		}
 		_, err = leases.Update(ctx, l, metav1.UpdateOptions{})
 	}
 	a.probes.set("lease", err)

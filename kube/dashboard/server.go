@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	"log/slog"
 	"net"
 	"net/http"
@@ -21,6 +22,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
@@ -68,13 +70,16 @@ type Server struct {
 	opts    Options
 	factory informers.SharedInformerFactory
 	dynf    dynamicinformer.DynamicSharedInformerFactory
-	pods    cache.SharedIndexInformer
-	events  cache.SharedIndexInformer
-	nodes   cache.SharedIndexInformer
-	jobs    cache.SharedIndexInformer
-	deps    cache.SharedIndexInformer
-	rss     cache.SharedIndexInformer
-	queues  cache.SharedIndexInformer
+	// leaseF watches the agents' Leases, which carry their GPUs' load.
+	leaseF informers.SharedInformerFactory
+	leases cache.SharedIndexInformer
+	pods   cache.SharedIndexInformer
+	events cache.SharedIndexInformer
+	nodes  cache.SharedIndexInformer
+	jobs   cache.SharedIndexInformer
+	deps   cache.SharedIndexInformer
+	rss    cache.SharedIndexInformer
+	queues cache.SharedIndexInformer
 	// topologies is nil where the Topology CRD is not installed.
 	topologies cache.SharedIndexInformer
 	dirty      chan struct{}
@@ -109,6 +114,9 @@ func New(rc *rest.Config, opts Options) (*Server, error) {
 		factory: informers.NewSharedInformerFactory(client, 0),
 		dynf:    dynamicinformer.NewDynamicSharedInformerFactory(dyn, 0),
 		assets:  http.FileServerFS(dist)}
+	s.leaseF = informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(v1alpha1.SystemNamespace),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = v1alpha1.LabelAgentLease }))
+	s.leases = s.leaseF.Coordination().V1().Leases().Informer()
 	s.pods = s.factory.Core().V1().Pods().Informer()
 	s.events = s.factory.Core().V1().Events().Informer()
 	s.nodes = s.factory.Core().V1().Nodes().Informer()
@@ -133,7 +141,7 @@ func New(rc *rest.Config, opts Options) (*Server, error) {
 }
 
 func (s *Server) informers() []cache.SharedIndexInformer {
-	out := []cache.SharedIndexInformer{s.pods, s.events, s.nodes, s.jobs, s.deps, s.rss, s.queues}
+	out := []cache.SharedIndexInformer{s.pods, s.events, s.nodes, s.jobs, s.deps, s.rss, s.queues, s.leases}
 	if s.topologies != nil {
 		out = append(out, s.topologies)
 	}
@@ -162,6 +170,7 @@ func (s *Server) touch() {
 func (s *Server) Run(ctx context.Context) error {
 	s.factory.Start(ctx.Done())
 	s.dynf.Start(ctx.Done())
+	s.leaseF.Start(ctx.Done())
 	for _, inf := range s.informers() {
 		if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
 			if ctx.Err() != nil {
@@ -217,7 +226,7 @@ func (s *Server) queueObjects() []*v1alpha1.Queue {
 // rebuild makes a new state from the caches, adds a history point when one is due, and
 // wakes the streams.
 func (s *Server) rebuild() {
-	st := Build(Input{Now: s.opts.Clock.Now(), Nodes: list[corev1.Node](s.nodes), Queues: s.queueObjects(), Topology: s.topology(),
+	st := Build(Input{Now: s.opts.Clock.Now(), Nodes: inspect.WithLoad(list[corev1.Node](s.nodes), list[coordinationv1.Lease](s.leases)), Queues: s.queueObjects(), Topology: s.topology(),
 		Objects: inspect.Objects{Pods: list[corev1.Pod](s.pods), Jobs: list[batchv1.Job](s.jobs), Deployments: list[appsv1.Deployment](s.deps),
 			ReplicaSets: list[appsv1.ReplicaSet](s.rss), Refusals: inspect.Refusals(list[corev1.Event](s.events))}})
 	s.mu.Lock()

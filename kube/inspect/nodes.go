@@ -3,6 +3,7 @@ package inspect
 import (
 	"context"
 	"fmt"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	"math"
 	"slices"
 	"sort"
@@ -101,7 +102,40 @@ func listNodesAndPods(ctx context.Context, client kubernetes.Interface) ([]*core
 	if err != nil {
 		return nil, nil, err
 	}
-	return ptrs(nodes.Items), ptrs(pods.Items), nil
+	// The agents' load, where this user may read their Leases (else no utilisation shown).
+	var leases []*coordinationv1.Lease
+	if l, err := client.CoordinationV1().Leases(v1alpha1.SystemNamespace).List(ctx, metav1.ListOptions{LabelSelector: v1alpha1.LabelAgentLease}); err == nil {
+		leases = ptrs(l.Items)
+	}
+	return WithLoad(ptrs(nodes.Items), leases), ptrs(pods.Items), nil
+}
+
+// WithLoad is nodes with the load their agents report on their Leases (utilisation and
+// memory used per device) as the Nodes' own annotations, where the readers of a node look
+// for it; a node whose agent reports none keeps what it has (a simulated node's kubelet
+// writes its own).
+func WithLoad(nodes []*corev1.Node, leases []*coordinationv1.Lease) []*corev1.Node {
+	byNode := make(map[string]*coordinationv1.Lease, len(leases))
+	for _, l := range leases {
+		byNode[l.Labels[v1alpha1.LabelAgentLease]] = l
+	}
+	out := make([]*corev1.Node, len(nodes))
+	for i, n := range nodes {
+		out[i] = n
+		l := byNode[n.Name]
+		if l == nil || l.Annotations[v1alpha1.AnnotationGPUUtilization] == "" {
+			continue
+		}
+		c := n.DeepCopy()
+		if c.Annotations == nil {
+			c.Annotations = map[string]string{}
+		}
+		for _, k := range []string{v1alpha1.AnnotationGPUUtilization, v1alpha1.AnnotationGPUMemoryUsed} {
+			c.Annotations[k] = l.Annotations[k]
+		}
+		out[i] = c
+	}
+	return out
 }
 
 // EmptyNodes reads every GPU node without its pods: its devices as if free, for what is a
