@@ -57,6 +57,26 @@ type nodeDevices struct {
 	// pluginDown are devices the device plugin took out without an XID (its own health
 	// check), until it lists them again.
 	pluginDown map[int]bool
+	// kubelet, when set, admits the node's pods' devices instead (UseKubelet).
+	kubelet NodeKubelet
+}
+
+// NodeKubelet is a node's device accounting done by other code than this package's: the
+// kubelet's own device manager and PodResources server (package kubeletdm).
+type NodeKubelet interface {
+	Allocate(*corev1.Pod) error
+	Release(types.UID)
+	Socket() string // its PodResources API
+}
+
+// UseKubelet has k admit node's devices and serve its PodResources API from now on: the
+// node's agent (RunAgents, after this) reads k's.
+func (d *Devices) UseKubelet(node string, k NodeKubelet) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if nd := d.nodes[node]; nd != nil {
+		nd.kubelet, nd.socket = k, k.Socket()
+	}
 }
 
 type givenPod struct {
@@ -117,7 +137,14 @@ func (d *Devices) Machine(node string) *simgpu.Machine {
 }
 
 // Socket is where a simulated node's PodResources API listens.
-func (d *Devices) Socket(node string) string { return filepath.Join(d.dir, node+".sock") }
+func (d *Devices) Socket(node string) string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if nd := d.nodes[node]; nd != nil {
+		return nd.socket
+	}
+	return filepath.Join(d.dir, node+".sock")
+}
 
 // RunAgents runs the real agent for every node Devices plays, against the node's mock
 // GPUs and PodResources socket, until ctx ends.
@@ -159,6 +186,9 @@ func (d *Devices) Allocate(p *corev1.Pod) (bool, error) {
 	if nd == nil {
 		return false, nil
 	}
+	if nd.kubelet != nil {
+		return true, nd.kubelet.Allocate(p)
+	}
 	if _, ok := nd.given[p.UID]; ok {
 		return true, nil
 	}
@@ -197,6 +227,10 @@ func (d *Devices) Release(node string, uid types.UID) {
 	defer d.mu.Unlock()
 	nd := d.nodes[node]
 	if nd == nil {
+		return
+	}
+	if nd.kubelet != nil {
+		nd.kubelet.Release(uid)
 		return
 	}
 	for g, h := range nd.holder {
