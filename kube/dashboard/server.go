@@ -227,7 +227,7 @@ func (s *Server) queueObjects() []*v1alpha1.Queue {
 // wakes the streams.
 func (s *Server) rebuild() {
 	st := Build(Input{Now: s.opts.Clock.Now(), Nodes: inspect.WithLoad(list[corev1.Node](s.nodes), list[coordinationv1.Lease](s.leases)), Queues: s.queueObjects(), Topology: s.topology(),
-		Objects: inspect.Objects{Pods: list[corev1.Pod](s.pods), Jobs: list[batchv1.Job](s.jobs), Deployments: list[appsv1.Deployment](s.deps),
+		Objects: inspect.Objects{NodeUUIDs: inspect.NodeUUIDs(list[corev1.Node](s.nodes)), Pods: list[corev1.Pod](s.pods), Jobs: list[batchv1.Job](s.jobs), Deployments: list[appsv1.Deployment](s.deps),
 			ReplicaSets: list[appsv1.ReplicaSet](s.rss), Refusals: inspect.Refusals(list[corev1.Event](s.events))}})
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -333,7 +333,8 @@ func (s *Server) detail(w http.ResponseWriter, key string) {
 	}
 	evs := typed[corev1.Event](at(s.events))
 	all := inspect.BuildWorkloads(inspect.Objects{Pods: typed[corev1.Pod](at(s.pods)), Jobs: typed[batchv1.Job](at(s.jobs)),
-		Deployments: typed[appsv1.Deployment](at(s.deps)), ReplicaSets: typed[appsv1.ReplicaSet](at(s.rss)), Refusals: inspect.Refusals(evs)})
+		Deployments: typed[appsv1.Deployment](at(s.deps)), ReplicaSets: typed[appsv1.ReplicaSet](at(s.rss)), Refusals: inspect.Refusals(evs),
+		NodeUUIDs: inspect.NodeUUIDs(list[corev1.Node](s.nodes))})
 	found, err := inspect.Pick(all, ns, name)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusNotFound)

@@ -69,6 +69,20 @@ type Objects struct {
 	Deployments []*appsv1.Deployment
 	ReplicaSets []*appsv1.ReplicaSet
 	Refusals    map[types.UID]Refusal
+	// NodeUUIDs are each node's device UUIDs by index (its agent's list), to show the
+	// devices the kubelet gave a pod rather than those Allot preferred; nil when not read.
+	NodeUUIDs map[string][]string
+}
+
+// NodeUUIDs reads each node's device UUIDs by index from the agents' lists.
+func NodeUUIDs(nodes []*corev1.Node) map[string][]string {
+	out := map[string][]string{}
+	for _, n := range nodes {
+		if v := n.Annotations[v1alpha1.AnnotationGPUUUIDs]; v != "" {
+			out[n.Name] = strings.Split(v, ",")
+		}
+	}
+	return out
 }
 
 // Refusal is an owner's last pod creation the API server refused.
@@ -107,6 +121,11 @@ func Workloads(ctx context.Context, client kubernetes.Interface, namespace, queu
 		return nil, err
 	}
 	o.Refusals = Refusals(ptrs(refused.Items))
+	// Which devices pods really hold needs the nodes' device lists: a user who may not
+	// read Nodes sees Allot's preference, said as such.
+	if nodes, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{}); err == nil {
+		o.NodeUUIDs = NodeUUIDs(ptrs(nodes.Items))
+	}
 	all := BuildWorkloads(o)
 	if queue == "" {
 		return all, nil
@@ -307,12 +326,24 @@ func BuildWorkloads(o Objects) []Workload {
 		if idx := p.Annotations[v1alpha1.AnnotationGPUs]; idx != "" {
 			// In numeric order, as the scheduler reads them ("3,1" is devices 1 and 3).
 			gpus := convert.Indices(idx)
+			_, shared := p.Annotations[v1alpha1.AnnotationGPUShare]
+			// Whole GPUs are the device plugin's pick: the devices its agent recorded,
+			// once known; until then, Allot's preference, said as such. A shared GPU is
+			// the one its reservation holds, already the real one where an agent reports.
+			real, known := recordedIndices(p, o.NodeUUIDs[p.Spec.NodeName])
+			if known {
+				gpus = real
+			}
+			preferred := !shared && !known
 			slices.Sort(gpus)
 			parts := make([]string, len(gpus))
 			for i, g := range gpus {
 				parts[i] = strconv.Itoa(g)
 			}
 			pod.GPUs = strings.Join(parts, ",")
+			if preferred {
+				pod.GPUs += " (preferred)"
+			}
 			if share := p.Annotations[v1alpha1.AnnotationGPUShare]; share != "" {
 				pod.GPUs += fmt.Sprintf(" (%s)", strconv.FormatFloat(PodGPUs(p), 'f', -1, 64))
 			}
@@ -521,4 +552,21 @@ func WorkloadEvents(events []*corev1.Event, w *Workload) []corev1.Event {
 		return ea == nil && eb == nil && ra < rb
 	})
 	return out
+}
+
+// recordedIndices reads the devices the kubelet gave a pod (its agent's record) as indices
+// of its node's devices; known is false without a record, or when a device is not listed.
+func recordedIndices(p *corev1.Pod, uuids []string) (indices []int, known bool) {
+	rec := p.Annotations[v1alpha1.AnnotationGPUDevices]
+	if rec == "" || len(uuids) == 0 {
+		return nil, false
+	}
+	for _, u := range strings.Split(rec, ",") {
+		i := slices.Index(uuids, strings.TrimSpace(u))
+		if i < 0 {
+			return nil, false
+		}
+		indices = append(indices, i)
+	}
+	return indices, true
 }

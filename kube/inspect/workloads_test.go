@@ -2,6 +2,7 @@ package inspect
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -83,5 +84,42 @@ func TestWorkloadEventsAreItsOwn(t *testing.T) {
 	want := []string{"SuccessfulCreate llm-5f", "Scheduled llm-5f-a", "Evicted llm-5f-gone"}
 	if !slices.Equal(got, want) {
 		t.Fatalf("events %q, want %q", got, want)
+	}
+}
+
+// A whole-GPU pod shows the devices the kubelet gave it once its node's agent recorded
+// them, and Allot's preference, said as such, before; a shared pod shows its GPU as the
+// scheduler bound it (its reservation's device).
+func TestPodsShowTheDevicesTheyHave(t *testing.T) {
+	q := map[string]string{v1alpha1.LabelQueue: "team-a"}
+	pod := func(name, indices, devices, share string) *corev1.Pod {
+		p := &corev1.Pod{ObjectMeta: objectMeta(name, nil, q), Spec: corev1.PodSpec{NodeName: "dgx-1"}}
+		p.Annotations = map[string]string{v1alpha1.AnnotationGPUs: indices}
+		if devices != "" {
+			p.Annotations[v1alpha1.AnnotationGPUDevices] = devices
+		}
+		if share != "" {
+			p.Annotations[v1alpha1.AnnotationGPUShare] = share
+		}
+		return p
+	}
+	uuids := map[string][]string{"dgx-1": {"GPU-0", "GPU-1", "GPU-2", "GPU-3"}}
+	ws := BuildWorkloads(Objects{NodeUUIDs: uuids, Pods: []*corev1.Pod{
+		pod("recorded", "0,1", "GPU-3,GPU-2", ""),
+		pod("unrecorded", "1", "", ""),
+		pod("half", "2", "", "500"),
+	}})
+	got := map[string]string{}
+	for _, w := range ws {
+		got[w.Name] = w.Pods[0].GPUs
+	}
+	want := map[string]string{"recorded": "2,3", "unrecorded": "1 (preferred)"}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s shows GPUs %q, want %q", k, got[k], v)
+		}
+	}
+	if !strings.HasPrefix(got["half"], "2 (") || strings.Contains(got["half"], "preferred") {
+		t.Errorf("half shows GPUs %q, want GPU 2 with its share", got["half"])
 	}
 }

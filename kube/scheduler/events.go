@@ -101,7 +101,9 @@ func (s *Scheduler) scheduled(j *bindJob) {
 			msg += "; " + v1alpha1.SharingNotEnforced
 		}
 	case len(j.b.GPUs) > 0:
-		msg += ", GPUs " + formatIndices(j.b.GPUs)
+		// The kubelet's device plugin picks the devices; the node's agent records which
+		// (allot.dev/gpu-devices), and every other face shows those once known.
+		msg += ", preferred GPUs " + formatIndices(j.b.GPUs) + " (the device plugin picks)"
 	}
 	s.events.add(s.newEvent(j.p, corev1.EventTypeNormal, "Scheduled", msg))
 }

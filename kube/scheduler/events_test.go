@@ -44,7 +44,7 @@ func TestEveryBindOfABurstGetsItsScheduledEvent(t *testing.T) {
 			if _, err := fmt.Sscanf(ev.InvolvedObject.Name, "burst-%d", &i); err != nil {
 				continue
 			}
-			if want := fmt.Sprintf("assigned default/burst-%d to gpu-%d, GPUs %d", i, i%300, i%8); ev.Message != want || ev.Source.Component != SchedulerName {
+			if want := fmt.Sprintf("assigned default/burst-%d to gpu-%d, preferred GPUs %d (the device plugin picks)", i, i%300, i%8); ev.Message != want || ev.Source.Component != SchedulerName {
 				return false, fmt.Sprintf("%s's Event from %q says %q, want %q", ev.InvolvedObject.Name, ev.Source.Component, ev.Message, want)
 			}
 			seen[ev.InvolvedObject.Name] = true
