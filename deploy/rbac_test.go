@@ -155,7 +155,6 @@ func TestDashboardRoleIsEnoughAndReadOnly(t *testing.T) {
 		authorizationv1.ResourceAttributes{Verb: "list", Resource: "secrets"},
 		authorizationv1.ResourceAttributes{Verb: "get", Resource: "secrets", Namespace: "allot-system"},
 		authorizationv1.ResourceAttributes{Verb: "create", Resource: "pods", Namespace: "default"},
-		authorizationv1.ResourceAttributes{Verb: "delete", Resource: "pods", Namespace: "default"},
 		authorizationv1.ResourceAttributes{Verb: "create", Resource: "pods", Subresource: "eviction", Namespace: "default"},
 		authorizationv1.ResourceAttributes{Verb: "update", Group: "allot.dev", Resource: "queues"},
 		authorizationv1.ResourceAttributes{Verb: "patch", Resource: "nodes"},
@@ -304,6 +303,10 @@ func TestAgentRoleIsEnough(t *testing.T) {
 		!strings.Contains(err.Error(), "only its own node") {
 		t.Errorf("the agent of dgx-1 annotated a pod on another node: %v", err)
 	}
+	if err := agentClient.CoreV1().Pods("default").Delete(e.Ctx, "elsewhere", metav1.DeleteOptions{}); err == nil ||
+		!strings.Contains(err.Error(), "only its own node") {
+		t.Errorf("the agent of dgx-1 deleted a pod on another node: %v", err)
+	}
 	if _, err := agentClient.CoreV1().Nodes().Patch(e.Ctx, "dgx-1", "application/merge-patch+json", []byte(`{"metadata":{"annotations":{"x":"y"}}}`), metav1.PatchOptions{}); err != nil {
 		t.Errorf("the agent of dgx-1 may not annotate dgx-1: %v", err)
 	}
@@ -322,7 +325,6 @@ func TestAgentRoleIsEnough(t *testing.T) {
 		authorizationv1.ResourceAttributes{Verb: "list", Resource: "secrets"},
 		authorizationv1.ResourceAttributes{Verb: "update", Resource: "pods", Namespace: "default"},
 		authorizationv1.ResourceAttributes{Verb: "create", Resource: "pods", Namespace: "default"},
-		authorizationv1.ResourceAttributes{Verb: "delete", Resource: "pods", Namespace: "default"},
 		authorizationv1.ResourceAttributes{Verb: "delete", Resource: "nodes"},
 		authorizationv1.ResourceAttributes{Verb: "update", Resource: "nodes", Subresource: "status"},
 		authorizationv1.ResourceAttributes{Verb: "create", Resource: "pods", Subresource: "binding", Namespace: "default"})

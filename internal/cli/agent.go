@@ -24,7 +24,7 @@ import (
 )
 
 func newAgentCmd() *cobra.Command {
-	var kubeconfig, node, sharing, delivery, socket, library, sharingRoot, hamiLibrary, mpsControl string
+	var kubeconfig, node, sharing, delivery, onFailure, socket, library, sharingRoot, hamiLibrary, mpsControl string
 	var interval time.Duration
 	var ignoredXIDs []uint
 	var metricsPort int
@@ -84,7 +84,7 @@ enforced on the node (the allot.dev/gpu-sharing label).`,
 			for i, x := range ignoredXIDs {
 				ignored[i] = uint64(x)
 			}
-			a, err := agent.New(client, agent.Options{IgnoredXIDs: ignored, Node: node, NVML: nvml.New(opts...), PodResources: pr, PodResourcesSocket: socket, Sharing: sharing, Delivery: delivery,
+			a, err := agent.New(client, agent.Options{IgnoredXIDs: ignored, Node: node, NVML: nvml.New(opts...), PodResources: pr, PodResourcesSocket: socket, Sharing: sharing, Delivery: delivery, OnGPUFailure: onFailure,
 				Interval: interval, Version: Version, Metrics: metrics, SharingRoot: sharingRoot, HAMiCoreLibrary: hamiLibrary, MPSControl: mpsControl})
 			if err != nil {
 				return err
@@ -115,6 +115,7 @@ enforced on the node (the allot.dev/gpu-sharing label).`,
 	f.StringVar(&node, "node-name", os.Getenv("NODE_NAME"), "this node's name (default: $NODE_NAME)")
 	f.StringVar(&sharing, "sharing", "", "how GPU sharing is enforced on this node: mps, hami-core or none (empty: keep the node's allot.dev/gpu-sharing label)")
 	f.StringVar(&delivery, "delivery", "", "how this node's container runtime gives a pod sharing a GPU its device: cdi (NVIDIA's NRI plugin reads the pod's annotations), env (the NVIDIA runtime in legacy mode reads NVIDIA_VISIBLE_DEVICES), auto (read from the GPU Operator's ClusterPolicy); empty keeps the node's allot.dev/gpu-delivery label")
+	f.StringVar(&onFailure, "on-gpu-failure", agent.FailureEvent, "what happens to a pod on a GPU that fails: event (an Event; its owner decides) or evict (the pod is deleted, so that its Job, Deployment or gang starts it again on a healthy GPU)")
 	f.StringVar(&socket, "pod-resources-socket", agent.DefaultPodResourcesSocket, "the kubelet's PodResources API socket")
 	f.StringVar(&library, "nvml-library", "", "path of libnvidia-ml.so.1 (default: found by the dynamic loader)")
 	f.StringVar(&sharingRoot, "sharing-root", "", "host directory shared with pods sharing a GPU: MPS pipes and HAMi-core's library go there (needed by mps and hami-core)")

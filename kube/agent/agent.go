@@ -49,6 +49,10 @@ type Options struct {
 	// IgnoredXIDs are XIDs that do not fail a device here (an admin's list, beside those
 	// NVIDIA's catalogue puts down to the application).
 	IgnoredXIDs []uint64
+	// OnGPUFailure is what happens to a pod on a device that fails: FailureEvent (an Event
+	// only, the default: the owner decides) or FailureEvict (the pod is deleted, so that
+	// a Job, Deployment or gang controller starts it again elsewhere).
+	OnGPUFailure string
 	// Interval between load reports (utilisation, memory); 10 s when zero.
 	Interval time.Duration
 	Version  string
@@ -95,6 +99,13 @@ func New(client kubernetes.Interface, opts Options) (*Agent, error) {
 	}
 	if _, err := v1alpha1.ParseSharing(opts.Sharing); err != nil {
 		return nil, fmt.Errorf("--sharing: %w", err)
+	}
+	switch opts.OnGPUFailure {
+	case "":
+		opts.OnGPUFailure = FailureEvent
+	case FailureEvent, FailureEvict:
+	default:
+		return nil, fmt.Errorf("--on-gpu-failure %q is not allowed: %s or %s", opts.OnGPUFailure, FailureEvent, FailureEvict)
 	}
 	if opts.Interval <= 0 {
 		opts.Interval = 10 * time.Second
@@ -405,10 +416,32 @@ func (a *Agent) publishHealth(ctx context.Context, pods []any) {
 			}
 			a.mu.Unlock()
 			if bad && !told {
+				if a.opts.OnGPUFailure == FailureEvict {
+					a.recorder.Eventf(p, corev1.EventTypeWarning, "GPUUnhealthy", "GPU %d (%s) on node %s failed: %s. The pod is deleted so that its owner starts it again on a healthy GPU (the node's policy: evict).",
+						i, u.UUID, a.opts.Node, u.Reason)
+					a.evict(ctx, p)
+					continue
+				}
 				a.recorder.Eventf(p, corev1.EventTypeWarning, "GPUUnhealthy", "GPU %d (%s) on node %s failed: %s. The scheduler places nothing more on it; this pod's work on it may be lost.",
 					i, u.UUID, a.opts.Node, u.Reason)
 			}
 		}
+	}
+}
+
+// Policies for pods on a failed device.
+const (
+	FailureEvent = "event"
+	FailureEvict = "evict"
+)
+
+// evict deletes a pod on a failed device, gracefully and only the pod seen (its UID): as
+// the taint manager does with pods on a failed node, not through the Eviction API, whose
+// disruption budgets guard against voluntary disruptions, which this is not.
+func (a *Agent) evict(ctx context.Context, p *corev1.Pod) {
+	err := a.client.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &p.UID}})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) && ctx.Err() == nil {
+		slog.Warn("allot agent: deleting a pod on a failed GPU", "pod", p.Namespace+"/"+p.Name, "err", err)
 	}
 }
 

@@ -39,8 +39,10 @@ type Devices struct {
 	// SharingRoot, HAMiCoreLibrary and MPSControl go to the agents RunAgents starts (see
 	// agent.Options): how they enforce sharing on nodes declaring mps or hami-core.
 	SharingRoot, HAMiCoreLibrary, MPSControl string
-	// IgnoredXIDs go to the agents too: XIDs that fail no device.
-	IgnoredXIDs []uint64
+	// IgnoredXIDs go to the agents too: XIDs that fail no device; OnGPUFailure their
+	// policy for pods on a failed device.
+	IgnoredXIDs  []uint64
+	OnGPUFailure string
 
 	mu    sync.Mutex
 	nodes map[string]*nodeDevices
@@ -162,7 +164,7 @@ func (d *Devices) RunAgents(ctx context.Context, client kubernetes.Interface, me
 		}
 		a, err := agent.New(client, agent.Options{Node: nd.name, NVML: nd.machine, PodResources: pr, PodResourcesSocket: nd.socket, Sharing: nd.sharing,
 			Interval: interval, Metrics: metrics, Version: "simulated",
-			SharingRoot: d.SharingRoot, HAMiCoreLibrary: d.HAMiCoreLibrary, MPSControl: d.MPSControl, IgnoredXIDs: d.IgnoredXIDs})
+			SharingRoot: d.SharingRoot, HAMiCoreLibrary: d.HAMiCoreLibrary, MPSControl: d.MPSControl, IgnoredXIDs: d.IgnoredXIDs, OnGPUFailure: d.OnGPUFailure})
 		if err != nil {
 			closeConn()
 			return err
