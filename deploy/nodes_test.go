@@ -24,8 +24,8 @@ func TestHelmGPUNodeSetups(t *testing.T) {
 	for _, c := range []struct {
 		name         string
 		set          []string // helm template arguments
-		runtimeClass string // the agent's
-		nri          bool   // the agent's devices by NRI annotation
+		runtimeClass string   // the agent's
+		nri          bool     // the agent's devices by NRI annotation
 		delivery     string
 		schedArgs    []string
 	}{

@@ -80,10 +80,10 @@ type Agent struct {
 	// ECC failure stays until the agent restarts (after the GPU's reset).
 	failedBy map[int]failureSource
 	// load is the last report's utilisation and memory annotations, for the Lease.
-	load map[string]string
-	told     map[types.UID]map[int]bool // pods already given an Event for a failed device
-	lastXID  map[int]uint64
-	changed  chan struct{}
+	load    map[string]string
+	told    map[types.UID]map[int]bool // pods already given an Event for a failed device
+	lastXID map[int]uint64
+	changed chan struct{}
 	// declared is the enforcement the node declares: opts.Sharing, or none when it cannot
 	// be had (prepareSharing). mps holds the GPUs whose MPS daemon runs (the run loop's).
 	declared   string
