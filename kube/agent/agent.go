@@ -89,6 +89,7 @@ type Agent struct {
 	declared   string
 	mps        map[string]bool
 	mpsAdopted bool
+	mpsHeld    map[string]mpsLimits // the limits each daemon was last set to
 	probes     probeState
 }
 
@@ -117,7 +118,7 @@ func New(client kubernetes.Interface, opts Options) (*Agent, error) {
 	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
 	return &Agent{opts: opts, client: client, recorder: b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: Component, Host: opts.Node}),
 		unhealthy: map[int]v1alpha1.UnhealthyGPU{}, failedBy: map[int]failureSource{}, told: map[types.UID]map[int]bool{}, lastXID: map[int]uint64{},
-		changed: make(chan struct{}, 1), mps: map[string]bool{}}, nil
+		changed: make(chan struct{}, 1), mps: map[string]bool{}, mpsHeld: map[string]mpsLimits{}}, nil
 }
 
 // Run reports until ctx ends. It fails at once when NVML does not answer: without it the

@@ -33,6 +33,10 @@ func TestMain(m *testing.M) {
 	switch os.Getenv(childEnv) {
 	case "":
 		os.Exit(m.Run())
+	case "mps-control":
+		mpsControlMain()
+	case "mps-daemon":
+		mpsDaemonMain()
 	case "check":
 		// As the agent starts: dial, ask once, explain.
 		socket := os.Getenv("SOCKET")

@@ -47,6 +47,7 @@ type Machine struct {
 	util    []uint32
 	memUsed []uint64
 	lost    []bool
+	mode    []nvml.ComputeMode
 	events  chan nvml.EventData
 }
 
@@ -73,7 +74,7 @@ func New(spec Spec) *Machine {
 func wire(s *server.Server, spec Spec) *Machine {
 	n := len(s.Devices)
 	m := &Machine{Server: s, util: make([]uint32, n), memUsed: make([]uint64, n), lost: make([]bool, n),
-		events: make(chan nvml.EventData, 64)}
+		mode: make([]nvml.ComputeMode, n), events: make(chan nvml.EventData, 64)}
 	sockets := max(spec.Sockets, 1)
 	for i, dev := range s.Devices {
 		d := dev.(*server.Device)
@@ -83,6 +84,19 @@ func wire(s *server.Server, spec Spec) *Machine {
 		i := i
 		numa := i * sockets / n
 		d.GetNumaNodeIdFunc = func() (int, nvml.Return) { return numa, nvml.SUCCESS }
+		// Compute mode, as nvidia-smi -c sets it (the agent makes a GPU shared through
+		// MPS exclusive-process).
+		d.SetComputeModeFunc = func(mode nvml.ComputeMode) nvml.Return {
+			m.mu.Lock()
+			defer m.mu.Unlock()
+			m.mode[i] = mode
+			return nvml.SUCCESS
+		}
+		d.GetComputeModeFunc = func() (nvml.ComputeMode, nvml.Return) {
+			m.mu.Lock()
+			defer m.mu.Unlock()
+			return m.mode[i], nvml.SUCCESS
+		}
 		d.GetP2PStatusFunc = func(other nvml.Device, caps nvml.GpuP2PCapsIndex) (nvml.GpuP2PStatus, nvml.Return) {
 			if caps != nvml.P2P_CAPS_INDEX_NVLINK {
 				return nvml.P2P_STATUS_OK, nvml.SUCCESS // PCIe peer access works everywhere here

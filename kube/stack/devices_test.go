@@ -361,7 +361,9 @@ func TestHAMiCoreWithoutItsLibraryDeclaresNone(t *testing.T) {
 }
 
 // mps: the agent runs an MPS control daemon for the shared GPU, seeing only that GPU, with
-// its pipes where the halves are pointed, and stops it when the GPU is no longer shared.
+// its pipes where the halves are pointed, holds it to the halves' share, and stops it when
+// the GPU is no longer shared. (kube/agent's MPS tests run a stand-in that speaks the
+// control commands; this one only records how it is called.)
 // NVIDIA publishes no fake of nvidia-cuda-mps-control: a stand-in script records how it is
 // invoked (environment, arguments, input), which is the contract checked here.
 func TestMPSDaemonPerSharedGPU(t *testing.T) {
@@ -390,7 +392,13 @@ func TestMPSDaemonPerSharedGPU(t *testing.T) {
 	e.WaitFor(t, "the daemon stopped once the GPU is not shared", func() (bool, string) {
 		return strings.Contains(calls(), uuid+" "+pipe+"  quit"), calls()
 	})
-	if n := strings.Count(calls(), " -d"); n != 1 {
+	if n := strings.Count(calls(), uuid+" "+pipe+" -d"); n != 1 {
 		t.Errorf("%d daemons started for one shared GPU:\n%s", n, calls())
+	}
+	// Held to the halves' share, whatever a client sets (its own settings only narrow these).
+	for _, want := range []string{"set_default_active_thread_percentage 50", "set_default_device_pinned_mem_limit 0 40960M"} {
+		if !strings.Contains(calls(), want) {
+			t.Errorf("the daemon was not sent %q:\n%s", want, calls())
+		}
 	}
 }
