@@ -107,3 +107,31 @@ func mustJSON(t *testing.T, v any) string {
 	}
 	return strings.TrimSpace(fmt.Sprint(string(b)))
 }
+
+// An mps pool runs the MPS daemons from a container of their own in the agent's pod, so
+// that they outlive the agent's restarts: the agent is told to leave starting them to it,
+// and it may change user (the control daemon starts servers as their clients' user) and
+// nothing else.
+func TestHelmMPSDaemonsHaveAContainerOfTheirOwn(t *testing.T) {
+	objs := deploy.Render(t, "--set", "agent.pools[0].name=gpu", "--set-string", "agent.pools[0].nodeSelector.nvidia\\.com/gpu\\.present=true",
+		"--set", "agent.pools[0].sharing=mps")
+	pod := as[appsv1.DaemonSet](t, objs["DaemonSet/allot-agent-gpu"]).Spec.Template.Spec
+	if len(pod.Containers) != 2 || pod.Containers[1].Name != "mps" {
+		t.Fatalf("containers %v, want the agent and mps", len(pod.Containers))
+	}
+	if !slices.Contains(pod.Containers[0].Args, "--mps-host") {
+		t.Errorf("agent args %v lack --mps-host", pod.Containers[0].Args)
+	}
+	mps := pod.Containers[1]
+	if mps.Args[0] != "mps-host" || !slices.Contains(mps.Args, "--sharing-root=/run/allot/sharing") {
+		t.Errorf("mps container args %v", mps.Args)
+	}
+	sc := mps.SecurityContext
+	if sc == nil || !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) || !slices.Equal(sc.Capabilities.Add, []corev1.Capability{"SETUID", "SETGID"}) ||
+		sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem {
+		t.Errorf("mps container securityContext %s", mustJSON(t, sc))
+	}
+	if len(mps.VolumeMounts) != 1 || mps.VolumeMounts[0].MountPath != "/run/allot/sharing" {
+		t.Errorf("mps container mounts %v, want the sharing root", mps.VolumeMounts)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -24,6 +25,7 @@ import (
 )
 
 func newAgentCmd() *cobra.Command {
+	var mpsHost bool
 	var kubeconfig, node, sharing, delivery, onFailure, socket, library, sharingRoot, hamiLibrary, mpsControl string
 	var interval time.Duration
 	var ignoredXIDs []uint
@@ -84,7 +86,7 @@ enforced on the node (the allot.dev/gpu-sharing label).`,
 			for i, x := range ignoredXIDs {
 				ignored[i] = uint64(x)
 			}
-			a, err := agent.New(client, agent.Options{IgnoredXIDs: ignored, Node: node, NVML: nvml.New(opts...), PodResources: pr, PodResourcesSocket: socket, Sharing: sharing, Delivery: delivery, OnGPUFailure: onFailure,
+			a, err := agent.New(client, agent.Options{IgnoredXIDs: ignored, Node: node, NVML: nvml.New(opts...), PodResources: pr, PodResourcesSocket: socket, Sharing: sharing, Delivery: delivery, OnGPUFailure: onFailure, MPSHost: mpsHost,
 				Interval: interval, Version: Version, Metrics: metrics, SharingRoot: sharingRoot, HAMiCoreLibrary: hamiLibrary, MPSControl: mpsControl})
 			if err != nil {
 				return err
@@ -115,6 +117,7 @@ enforced on the node (the allot.dev/gpu-sharing label).`,
 	f.StringVar(&node, "node-name", os.Getenv("NODE_NAME"), "this node's name (default: $NODE_NAME)")
 	f.StringVar(&sharing, "sharing", "", "how GPU sharing is enforced on this node: mps, hami-core or none (empty: keep the node's allot.dev/gpu-sharing label)")
 	f.StringVar(&delivery, "delivery", "", "how this node's container runtime gives a pod sharing a GPU its device: cdi (NVIDIA's NRI plugin reads the pod's annotations), env (the NVIDIA runtime in legacy mode reads NVIDIA_VISIBLE_DEVICES), auto (read from the GPU Operator's ClusterPolicy); empty keeps the node's allot.dev/gpu-delivery label")
+	f.BoolVar(&mpsHost, "mps-host", false, "mps: the MPS daemons are started by allot mps-host (a container of their own, so that they outlive the agent's) rather than by the agent")
 	f.StringVar(&onFailure, "on-gpu-failure", agent.FailureEvent, "what happens to a pod on a GPU that fails: event (an Event; its owner decides) or evict (the pod is deleted, so that its Job, Deployment or gang starts it again on a healthy GPU)")
 	f.StringVar(&socket, "pod-resources-socket", agent.DefaultPodResourcesSocket, "the kubelet's PodResources API socket")
 	f.StringVar(&library, "nvml-library", "", "path of libnvidia-ml.so.1 (default: found by the dynamic loader)")
@@ -135,4 +138,30 @@ func probe(check func() error) http.HandlerFunc {
 		}
 		_, _ = w.Write([]byte("ok"))
 	}
+}
+
+func newMPSHostCmd() *cobra.Command {
+	var root, control string
+	cmd := &cobra.Command{
+		Use:     "mps-host",
+		GroupID: "run",
+		Short:   "Keep the MPS control daemons a node's agent asks for (a container of the agent's pod)",
+		Long: `Start an MPS control daemon (NVIDIA's nvidia-cuda-mps-control -d) for each GPU the node's
+allot agent marks as wanting one under --sharing-root, and start it again if it stops
+answering. The daemons are processes of this container, so they outlive restarts of the
+agent's; the agent holds them to their limits and quits them through their pipes.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if !filepath.IsAbs(root) {
+				return fmt.Errorf("--sharing-root %q is not allowed: an absolute path, the agent's --sharing-root", root)
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			slog.Info("allot mps-host: keeping MPS daemons", "sharingRoot", root)
+			return agent.MPSHost{SharingRoot: root, Control: control}.Run(ctx)
+		},
+	}
+	cmd.Flags().StringVar(&root, "sharing-root", "", "the agent's --sharing-root")
+	cmd.Flags().StringVar(&control, "mps-control", agent.DefaultMPSControl, "NVIDIA's MPS control program")
+	return cmd
 }

@@ -48,7 +48,7 @@ func NewRoot() *cobra.Command {
 		&cobra.Group{ID: "run", Title: "Run Allot:"}, &cobra.Group{ID: "study", Title: "Study and simulate:"})
 	root.AddCommand(newSubmitCmd(), newListCmd(), newDescribeCmd(), newLogsCmd(), newExecCmd(), newSuspendCmd(false), newSuspendCmd(true),
 		newDeleteCmd(), newConfigCmd(), newQueuesCmd(), newQueueCmd(), newTopCmd(), newDashboardCmd(),
-		newUpCmd(), newSchedulerCmd(), newAgentCmd(), newBenchCmd(), newSimCmd())
+		newUpCmd(), newSchedulerCmd(), newAgentCmd(), newMPSHostCmd(), newBenchCmd(), newSimCmd())
 	return root
 }
 

@@ -63,6 +63,9 @@ type Options struct {
 	// libvgpu.so (for hami-core); MPSControl is NVIDIA's MPS control program (for mps;
 	// DefaultMPSControl when empty).
 	SharingRoot, HAMiCoreLibrary, MPSControl string
+	// MPSHost: the MPS daemons are started by the MPS host (allot mps-host, a container of
+	// their own in the agent's pod) rather than by the agent, so that they outlive it.
+	MPSHost bool
 }
 
 // Agent reports one node's GPUs. Run it on the node (a DaemonSet), or in process for a

@@ -57,7 +57,11 @@ func (a *Agent) prepareMode() (declared, problem string) {
 			return v1alpha1.SharingNone, fmt.Sprintf("NVIDIA's MPS control program is not there (%v): the agent needs the driver's utilities (runtimeClassName nvidia, NVIDIA_DRIVER_CAPABILITIES with utility)", err)
 		}
 		// Declared only once a daemon answered: the program being there is not enough.
-		if err := a.probeMPS(); err != nil {
+		if a.opts.MPSHost {
+			if err := a.mpsHostReady(); err != nil {
+				return v1alpha1.SharingNone, fmt.Sprintf("the MPS host (the agent pod's mps container) did not report a daemon answering: %v", err)
+			}
+		} else if err := a.probeMPS(); err != nil {
 			return v1alpha1.SharingNone, fmt.Sprintf("an MPS control daemon did not answer: %v", err)
 		}
 	}

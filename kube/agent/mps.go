@@ -72,14 +72,14 @@ func (a *Agent) syncMPS(ctx context.Context, pods []any) {
 	sort.Strings(stop)
 	for _, u := range start {
 		a.setComputeMode(u, nvml.COMPUTEMODE_EXCLUSIVE_PROCESS)
-		if _, err := a.mpsCommand(ctx, u, "", "-d"); err != nil {
+		if err := a.startMPS(ctx, u); err != nil {
 			slog.Warn("allot agent: MPS control daemon", "node", a.opts.Node, "gpu", u, "err", err)
 			continue
 		}
 		a.mps[u] = true
 	}
 	for _, u := range stop {
-		if _, err := a.mpsCommand(ctx, u, "quit\n"); err != nil {
+		if err := a.stopMPS(ctx, u); err != nil {
 			slog.Warn("allot agent: stopping MPS control daemon", "node", a.opts.Node, "gpu", u, "err", err)
 		}
 		delete(a.mps, u)
@@ -92,7 +92,11 @@ func (a *Agent) syncMPS(ctx context.Context, pods []any) {
 		if !ok || a.mpsHeld[u] == l {
 			continue
 		}
-		if err := a.holdMPS(ctx, u, l); err != nil {
+		hold := a.holdMPS
+		if a.opts.MPSHost {
+			hold = a.wantMPSLimits // the host applies them, again whenever it restarts the daemon
+		}
+		if err := hold(ctx, u, l); err != nil {
 			slog.Warn("allot agent: MPS limits", "node", a.opts.Node, "gpu", u, "err", err)
 			continue
 		}

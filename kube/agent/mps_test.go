@@ -7,6 +7,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	corev1 "k8s.io/api/core/v1"
@@ -150,4 +151,82 @@ func stopDaemons(t *testing.T, root string, uuids ...string) {
 			_ = exec.Command("kill", strings.TrimSpace(string(b))).Run()
 		}
 	}
+}
+
+// With the MPS host (the chart's mps container), the agent never starts a daemon itself:
+// it asks for one with the limits of its pods' share, the host starts it and holds it to
+// them; a new agent (restarted) adopts it; a daemon that dies while its GPU is wanted is
+// started again by the host and held again; a GPU no longer shared loses its daemon.
+func TestMPSHostKeepsTheDaemonsTheAgentAsksFor(t *testing.T) {
+	root, bin := t.TempDir(), t.TempDir()
+	control, err := mpsStandIn(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stopDaemons(t, root, "GPU-a") })
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = MPSHost{SharingRoot: root, Control: control, Interval: 100 * time.Millisecond}.Run(ctx) }()
+	agentOf := func() *Agent {
+		return &Agent{opts: Options{Node: "n1", Sharing: v1alpha1.SharingMPS, SharingRoot: root, MPSControl: control, MPSHost: true},
+			inv: []v1alpha1.GPUInfo{{Index: 0, UUID: "GPU-a"}}, mps: map[string]bool{}, mpsHeld: map[string]mpsLimits{}}
+	}
+	first := agentOf()
+	if declared, why := first.prepareMode(); declared != v1alpha1.SharingMPS {
+		t.Fatalf("declared %q (%s), want mps once the host's probe answered", declared, why)
+	}
+	first.declared = v1alpha1.SharingMPS
+	pods := []any{
+		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "r", Namespace: v1alpha1.SystemNamespace,
+			Labels: map[string]string{v1alpha1.LabelReservation: "true"}, Annotations: map[string]string{v1alpha1.AnnotationGPUDevices: "GPU-a"}}},
+		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "nb", Namespace: "ml", Annotations: map[string]string{
+			v1alpha1.AnnotationGPUEnvPrefix + "NVIDIA_VISIBLE_DEVICES":            "GPU-a",
+			v1alpha1.AnnotationGPUEnvPrefix + "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": "30",
+			v1alpha1.AnnotationGPUEnvPrefix + "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT":  "0=24576M"}}},
+	}
+	first.syncMPS(ctx, pods)
+	pid := daemonPID(t, root, "GPU-a")
+	clientGets(t, first, "GPU-a", "30 24576M")
+	second := agentOf()
+	second.declared = v1alpha1.SharingMPS
+	second.syncMPS(ctx, pods)
+	if again := daemonPID(t, root, "GPU-a"); again != pid {
+		t.Errorf("the daemon is %s after the agent's restart, was %s", again, pid)
+	}
+	// The daemon dies; the host starts another while the GPU is wanted.
+	if err := exec.Command("kill", pid).Run(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if b, err := os.ReadFile(v1alpha1.MPSDir(root, "GPU-a") + "/pipe/daemon.pid"); err == nil && string(b) != pid {
+			if _, err := second.mpsCommand(ctx, "GPU-a", "get_server_list\n"); err == nil {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the host did not start a new daemon for GPU a after its daemon died")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	clientGets(t, second, "GPU-a", "30 24576M")
+	second.syncMPS(ctx, nil)
+	time.Sleep(300 * time.Millisecond) // a look of the host's
+	if _, err := second.mpsCommand(ctx, "GPU-a", "get_server_list\n"); err == nil {
+		t.Error("GPU a's daemon answers after its GPU is no longer shared")
+	}
+}
+
+// clientGets waits until a client of uuid's daemon asking for all of it gets want (the
+// MPS host applies limits at its next look).
+func clientGets(t *testing.T, a *Agent, uuid, want string) {
+	t.Helper()
+	got := ""
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		out, _ := a.mpsCommand(context.Background(), uuid, "client 100 0M\n")
+		if got = strings.TrimSpace(out); got == want {
+			return
+		}
+	}
+	t.Fatalf("a client of %s's daemon asking for all of it got %q, want %q", uuid, got, want)
 }

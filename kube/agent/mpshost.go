@@ -1,0 +1,138 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/allot-dev/allot/api/v1alpha1"
+)
+
+// Where the agent runs as a DaemonSet, an MPS daemon it started would be a process of the
+// agent's container, killed with it when the container restarts (a crash, a failed
+// liveness probe, an upgrade) while the pods sharing its GPU still use it. So the chart
+// runs the daemons from a container of their own in the agent's pod (allot mps-host): the
+// agent says which GPUs want a daemon (a file, wanted, in the GPU's directory under the
+// sharing root) and talks to the daemons through their pipes as before; the host keeps a
+// daemon answering for each GPU that wants one, and says once a probe daemon answered
+// (ready, under the sharing root's mps directory) so that the node may declare mps.
+
+// mpsWanted is the file that asks the MPS host for a GPU's daemon.
+const mpsWanted = "wanted"
+
+// mpsReady is the file the MPS host writes once a probe daemon answered.
+const mpsReady = "ready"
+
+// MPSHost keeps the MPS daemons the agent asks for.
+type MPSHost struct {
+	SharingRoot, Control string
+	Interval             time.Duration // between looks; a second when zero
+}
+
+// Run probes, then keeps the daemons until ctx ends. Daemons are left running when it
+// ends: they serve pods until the agent quits them.
+func (h MPSHost) Run(ctx context.Context) error {
+	a := &Agent{opts: Options{SharingRoot: h.SharingRoot, MPSControl: h.Control}}
+	if err := a.probeMPS(); err != nil {
+		return err
+	}
+	if err := writeFile(filepath.Join(h.SharingRoot, "mps", mpsReady), []byte("ok\n")); err != nil {
+		return err
+	}
+	every := h.Interval
+	if every <= 0 {
+		every = time.Second
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	applied := map[string]string{}
+	for {
+		h.keep(ctx, a, applied)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// keep starts a daemon for each GPU that wants one and has none answering, and holds
+// each to the limits the agent wrote in its wish (again after a restart of the daemon).
+func (h MPSHost) keep(ctx context.Context, a *Agent, applied map[string]string) {
+	dirs, _ := filepath.Glob(filepath.Join(h.SharingRoot, "mps", "GPU-*", mpsWanted))
+	for _, f := range dirs {
+		uuid := filepath.Base(filepath.Dir(f))
+		if _, err := a.mpsCommand(ctx, uuid, "get_server_list\n"); err != nil {
+			_ = os.RemoveAll(filepath.Join(filepath.Dir(f), "pipe")) // a dead daemon's
+			if _, err := a.mpsCommand(ctx, uuid, "", "-d"); err != nil {
+				if ctx.Err() == nil {
+					slog.Warn("allot mps-host: starting an MPS control daemon", "gpu", uuid, "err", err)
+				}
+				continue
+			}
+			delete(applied, uuid) // a new daemon holds nothing yet
+		}
+		want, err := os.ReadFile(f)
+		if err != nil || applied[uuid] == string(want) {
+			continue
+		}
+		var l mpsLimits
+		if _, err := fmt.Sscan(string(want), &l.threadPercent, &l.pinnedMiB); err != nil {
+			continue // no limits written yet
+		}
+		if err := a.holdMPS(ctx, uuid, l); err != nil {
+			slog.Warn("allot mps-host: MPS limits", "gpu", uuid, "err", err)
+			continue
+		}
+		applied[uuid] = string(want)
+	}
+}
+
+// startMPS starts a GPU's daemon: itself, or through the MPS host, waiting for it to
+// answer.
+func (a *Agent) startMPS(ctx context.Context, uuid string) error {
+	if !a.opts.MPSHost {
+		_, err := a.mpsCommand(ctx, uuid, "", "-d")
+		return err
+	}
+	if err := writeFile(filepath.Join(v1alpha1.MPSDir(a.opts.SharingRoot, uuid), mpsWanted), nil); err != nil {
+		return err
+	}
+	var err error
+	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline) && ctx.Err() == nil; time.Sleep(100 * time.Millisecond) {
+		if _, err = a.mpsCommand(ctx, uuid, "get_server_list\n"); err == nil {
+			return nil
+		}
+	}
+	return err
+}
+
+// wantMPSLimits writes the limits a GPU's daemon is to hold into the wish for it, for the
+// MPS host to apply.
+func (a *Agent) wantMPSLimits(_ context.Context, uuid string, l mpsLimits) error {
+	return writeFile(filepath.Join(v1alpha1.MPSDir(a.opts.SharingRoot, uuid), mpsWanted), []byte(fmt.Sprintf("%d %d\n", l.threadPercent, l.pinnedMiB)))
+}
+
+// stopMPS quits a GPU's daemon, first withdrawing the wish for one.
+func (a *Agent) stopMPS(ctx context.Context, uuid string) error {
+	_ = os.Remove(filepath.Join(v1alpha1.MPSDir(a.opts.SharingRoot, uuid), mpsWanted))
+	_, err := a.mpsCommand(ctx, uuid, "quit\n")
+	return err
+}
+
+// mpsHostReady waits for the MPS host's probe.
+func (a *Agent) mpsHostReady() error {
+	f := filepath.Join(a.opts.SharingRoot, "mps", mpsReady)
+	var err error
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		var b []byte
+		if b, err = os.ReadFile(f); err == nil && strings.TrimSpace(string(b)) == "ok" {
+			return nil
+		}
+	}
+	return err
+}
