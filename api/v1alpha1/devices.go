@@ -84,8 +84,10 @@ type GPUInfo struct {
 	UUID      string `json:"uuid"`
 	Model     string `json:"model"`
 	MemoryMiB int64  `json:"memoryMiB"`
-	// MIG is true when the device is split into MIG instances.
-	MIG bool `json:"mig,omitempty"`
+	// MIG is true when the device is split into MIG instances; MIGDevices are their UUIDs
+	// ("MIG-…"), which the device plugin names them by, each a part of this device.
+	MIG        bool     `json:"mig,omitempty"`
+	MIGDevices []string `json:"migDevices,omitempty"`
 	// NUMA is the host NUMA node the device is attached to; -1 when NVML does not say.
 	NUMA int `json:"numa"`
 	// NVLink numbers the device's NVLink group: devices with the same number reach each

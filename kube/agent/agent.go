@@ -89,11 +89,12 @@ type Agent struct {
 	changed chan struct{}
 	// declared is the enforcement the node declares: opts.Sharing, or none when it cannot
 	// be had (prepareSharing). mps holds the GPUs whose MPS daemon runs (the run loop's).
-	declared   string
-	mps        map[string]bool
-	mpsAdopted bool
-	mpsHeld    map[string]mpsLimits // the limits each daemon was last set to
-	probes     probeState
+	declared     string
+	mps          map[string]bool
+	mpsAdopted   bool
+	mpsHeld      map[string]mpsLimits // the limits each daemon was last set to
+	probes       probeState
+	beatFailures int // the run loop's
 }
 
 // New makes an agent; Run starts it.
@@ -213,7 +214,13 @@ func (a *Agent) Run(ctx context.Context) error {
 // beat renews the agent's Lease and tells the probes the loop runs.
 func (a *Agent) beat(ctx context.Context) {
 	if err := a.renewLease(ctx); err != nil && ctx.Err() == nil {
-		slog.Warn("allot agent: heartbeat", "node", a.opts.Node, "err", err)
+		// At first Allot's namespace may not be there yet (the scheduler makes it): said
+		// once it keeps failing.
+		if a.beatFailures++; a.beatFailures == 5 {
+			slog.Warn("allot agent: heartbeat", "node", a.opts.Node, "err", err)
+		}
+	} else {
+		a.beatFailures = 0
 	}
 	a.probes.tick(a.opts.Now())
 }

@@ -56,6 +56,9 @@ func ReadInventory(lib nvml.Interface) ([]v1alpha1.GPUInfo, error) {
 		if current, _, r := d.GetMigMode(); r == nvml.SUCCESS {
 			g.MIG = current == nvml.DEVICE_MIG_ENABLE
 		}
+		if g.MIG {
+			g.MIGDevices = migDevices(d)
+		}
 		if numa, r := d.GetNumaNodeId(); r == nvml.SUCCESS {
 			g.NUMA = numa
 		}
@@ -260,5 +263,25 @@ func sortedUnhealthy(m map[int]v1alpha1.UnhealthyGPU) []v1alpha1.UnhealthyGPU {
 		out = append(out, u)
 	}
 	sort.Slice(out, func(a, b int) bool { return out[a].Index < out[b].Index })
+	return out
+}
+
+// migDevices lists the UUIDs of a MIG-enabled device's MIG devices, as the device plugin
+// names them to the kubelet.
+func migDevices(d nvml.Device) []string {
+	n, r := d.GetMaxMigDeviceCount()
+	if r != nvml.SUCCESS {
+		return nil
+	}
+	var out []string
+	for i := range n {
+		mig, r := d.GetMigDeviceHandleByIndex(i)
+		if r != nvml.SUCCESS {
+			continue // no MIG device in this slot
+		}
+		if u, r := mig.GetUUID(); r == nvml.SUCCESS {
+			out = append(out, u)
+		}
+	}
 	return out
 }

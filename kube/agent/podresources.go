@@ -36,8 +36,8 @@ type PodKey struct{ Namespace, Name string }
 
 // GivenDevices asks the kubelet which GPUs it gave each pod's containers, as device UUIDs
 // in the order the containers list them. The NVIDIA device plugin names devices by UUID,
-// or by index when deployed with DEVICE_ID_STRATEGY=index; both are read, through the
-// node's inventory. IDs that are neither (a MIG device) are left out.
+// or by index when deployed with DEVICE_ID_STRATEGY=index, and MIG devices by their own
+// UUIDs; all are read, through the node's inventory, as the GPU they are (a part of).
 func GivenDevices(ctx context.Context, client podresourcesv1.PodResourcesListerClient, inv []v1alpha1.GPUInfo) (map[PodKey][]string, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
@@ -69,12 +69,15 @@ func GivenDevices(ctx context.Context, client podresourcesv1.PodResourcesListerC
 }
 
 // deviceIDs maps the IDs the device plugin may name a GPU by (its UUID, or its index with
-// DEVICE_ID_STRATEGY=index) to its UUID.
+// DEVICE_ID_STRATEGY=index, or the UUID of one of its MIG devices) to its UUID.
 func deviceIDs(inv []v1alpha1.GPUInfo) map[string]string {
 	known := make(map[string]string, 2*len(inv))
 	for _, g := range inv {
 		known[g.UUID] = g.UUID
 		known[strconv.Itoa(g.Index)] = g.UUID
+		for _, m := range g.MIGDevices {
+			known[m] = g.UUID // a MIG device is a part of its GPU
+		}
 	}
 	return known
 }

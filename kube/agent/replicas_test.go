@@ -6,6 +6,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"google.golang.org/grpc"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -14,6 +15,7 @@ import (
 	"k8s.io/kubernetes/pkg/kubelet/apis/podresources"
 
 	"github.com/allot-dev/allot/api/v1alpha1"
+	"github.com/allot-dev/allot/kube/simgpu"
 )
 
 // replicaDevices is a device plugin with time-slicing on (each GPU listed as two replicas,
@@ -70,5 +72,25 @@ func TestTimeSlicedReplicasMapToTheirGPU(t *testing.T) {
 	healthy, ok, err := PluginHealthy(context.Background(), client, inv)
 	if err != nil || !ok || !healthy[0] || healthy[1] || !healthy[2] {
 		t.Errorf("healthy %v (ok %v, %v), want GPUs 0 and 2, GPU 1 out", healthy, ok, err)
+	}
+}
+
+// With MIG on, the device plugin names MIG devices by their own UUIDs: the inventory lists
+// each GPU's, and a pod given one is recorded on the GPU it is a part of.
+func TestMIGDevicesMapToTheirGPU(t *testing.T) {
+	m := simgpu.New(simgpu.Spec{Model: "NVIDIA A100-SXM4-80GB", MemoryMiB: 81920, Count: 2, UUIDs: []string{"GPU-a", "GPU-b"}})
+	if r, _ := m.Devices[1].SetMigMode(nvml.DEVICE_MIG_ENABLE); r != nvml.SUCCESS {
+		t.Fatalf("SetMigMode: %v", r)
+	}
+	inv, err := ReadInventory(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if inv[0].MIG || len(inv[0].MIGDevices) != 0 || !inv[1].MIG || len(inv[1].MIGDevices) != 7 {
+		t.Fatalf("inventory %+v, want GPU b in MIG mode with 7 MIG devices", inv)
+	}
+	ids := deviceIDs(inv)
+	if got := ids[inv[1].MIGDevices[3]]; got != "GPU-b" {
+		t.Errorf("%s maps to %q, want GPU-b", inv[1].MIGDevices[3], got)
 	}
 }
