@@ -93,6 +93,7 @@ type Agent struct {
 	mps          map[string]bool
 	mpsAdopted   bool
 	mpsHeld      map[string]mpsLimits // the limits each daemon was last set to
+	mpsPending   bool                 // a daemon or its limits to try again
 	probes       probeState
 	beatFailures int // the run loop's
 }
@@ -206,6 +207,9 @@ func (a *Agent) Run(ctx context.Context) error {
 			// is tried again each second rather than an interval later.
 			if a.probes.failing("lease") {
 				a.beat(ctx)
+			}
+			if a.mpsPending {
+				a.syncMPS(ctx, pods.GetStore().List())
 			}
 		}
 	}

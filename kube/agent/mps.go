@@ -70,10 +70,12 @@ func (a *Agent) syncMPS(ctx context.Context, pods []any) {
 	}
 	sort.Strings(start)
 	sort.Strings(stop)
+	a.mpsPending = false
 	for _, u := range start {
 		a.setComputeMode(u, nvml.COMPUTEMODE_EXCLUSIVE_PROCESS)
 		if err := a.startMPS(ctx, u); err != nil {
 			slog.Warn("allot agent: MPS control daemon", "node", a.opts.Node, "gpu", u, "err", err)
+			a.mpsPending = true // tried again each second, not only at the next pod change
 			continue
 		}
 		a.mps[u] = true
@@ -98,6 +100,7 @@ func (a *Agent) syncMPS(ctx context.Context, pods []any) {
 		}
 		if err := hold(ctx, u, l); err != nil {
 			slog.Warn("allot agent: MPS limits", "node", a.opts.Node, "gpu", u, "err", err)
+			a.mpsPending = true
 			continue
 		}
 		a.mpsHeld[u] = l
@@ -113,7 +116,7 @@ func mpsLimitsOf(pods []any, inv []v1alpha1.GPUInfo) map[string]mpsLimits {
 		if p.DeletionTimestamp != nil || p.Labels[v1alpha1.LabelReservation] == "true" {
 			continue
 		}
-		uuid := p.Annotations[v1alpha1.AnnotationGPUEnvPrefix+"NVIDIA_VISIBLE_DEVICES"]
+		uuid := sharedDevice(p)
 		if uuid == "" {
 			continue
 		}
@@ -125,6 +128,22 @@ func mpsLimitsOf(pods []any, inv []v1alpha1.GPUInfo) map[string]mpsLimits {
 		out[uuid] = l
 	}
 	return out
+}
+
+// sharedDevice is the GPU a sharing pod was given: its device variable, or on a node whose
+// delivery is CDI (where that is empty) the device its NRI annotations name.
+func sharedDevice(p *corev1.Pod) string {
+	if u := p.Annotations[v1alpha1.AnnotationGPUEnvPrefix+"NVIDIA_VISIBLE_DEVICES"]; u != "" {
+		return u
+	}
+	for k, v := range p.Annotations {
+		if strings.HasPrefix(k, v1alpha1.AnnotationNRIContainerPrefix) || k == v1alpha1.AnnotationNRIPod {
+			if _, dev, ok := strings.Cut(v, "="); ok {
+				return dev
+			}
+		}
+	}
+	return ""
 }
 
 // holdMPS sets a GPU's daemon's limits: the defaults for servers it starts, and the

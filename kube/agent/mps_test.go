@@ -230,3 +230,17 @@ func clientGets(t *testing.T, a *Agent, uuid, want string) {
 	}
 	t.Fatalf("a client of %s's daemon asking for all of it got %q, want %q", uuid, got, want)
 }
+
+// On a node whose delivery is CDI a pod's device variable is empty and its NRI annotation
+// names the device: its daemon is held to its share all the same.
+func TestMPSLimitsOfPodsGivenTheirGPUByCDI(t *testing.T) {
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "nb", Namespace: "ml", Annotations: map[string]string{
+		v1alpha1.AnnotationGPUEnvPrefix + "NVIDIA_VISIBLE_DEVICES":            "",
+		v1alpha1.AnnotationNRIContainerPrefix + "main":                        "k8s.device-plugin.nvidia.com/gpu=GPU-a",
+		v1alpha1.AnnotationGPUEnvPrefix + "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": "25",
+		v1alpha1.AnnotationGPUEnvPrefix + "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT":  "0=20480M"}}}
+	got := mpsLimitsOf([]any{p}, nil)
+	if l := got["GPU-a"]; l.threadPercent != 25 || l.pinnedMiB != 20480 {
+		t.Errorf("limits %+v, want GPU-a held to 25%% and 20480M", got)
+	}
+}

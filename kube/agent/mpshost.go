@@ -67,6 +67,11 @@ func (h MPSHost) keep(ctx context.Context, a *Agent, applied map[string]string) 
 	for _, f := range dirs {
 		uuid := filepath.Base(filepath.Dir(f))
 		if _, err := a.mpsCommand(ctx, uuid, "get_server_list\n"); err != nil {
+			// The agent may have withdrawn the wish and quit the daemon since the list
+			// was read: a daemon started now would belong to no one.
+			if _, err := os.Stat(f); err != nil {
+				continue
+			}
 			_ = os.RemoveAll(filepath.Join(filepath.Dir(f), "pipe")) // a dead daemon's
 			if _, err := a.mpsCommand(ctx, uuid, "", "-d"); err != nil {
 				if ctx.Err() == nil {

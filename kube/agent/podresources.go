@@ -119,6 +119,14 @@ func PluginHealthy(ctx context.Context, client podresourcesv1.PodResourcesLister
 			}
 		}
 	}
+	// A GPU in MIG mode is offered as its MIG devices, under nvidia.com/mig-* resources
+	// with the plugin's mixed strategy: its absence from nvidia.com/gpu says nothing of
+	// its health.
+	for _, g := range inv {
+		if g.MIG {
+			healthy[g.Index] = true
+		}
+	}
 	return healthy, ok, nil
 }
 
