@@ -6,13 +6,18 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/deploy"
+	"github.com/allot-dev/allot/kube/kubetest"
 	"github.com/allot-dev/allot/kube/scheduler"
+	"github.com/allot-dev/allot/kube/stack"
 )
 
 // The chart as it lands on the two GPU node setups people run, checked for what a stock
@@ -111,7 +116,7 @@ func mustJSON(t *testing.T, v any) string {
 // An mps pool runs the MPS daemons from a container of their own in the agent's pod, so
 // that they outlive the agent's restarts: the agent is told to leave starting them to it,
 // and it may change user (the control daemon starts servers as their clients' user) and
-// nothing else.
+// set a GPU's compute mode (SYS_ADMIN, which the driver asks for), nothing else.
 func TestHelmMPSDaemonsHaveAContainerOfTheirOwn(t *testing.T) {
 	objs := deploy.Render(t, "--set", "agent.pools[0].name=gpu", "--set-string", "agent.pools[0].nodeSelector.nvidia\\.com/gpu\\.present=true",
 		"--set", "agent.pools[0].sharing=mps")
@@ -127,11 +132,54 @@ func TestHelmMPSDaemonsHaveAContainerOfTheirOwn(t *testing.T) {
 		t.Errorf("mps container args %v", mps.Args)
 	}
 	sc := mps.SecurityContext
-	if sc == nil || !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) || !slices.Equal(sc.Capabilities.Add, []corev1.Capability{"SETUID", "SETGID"}) ||
+	if sc == nil || !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) || !slices.Equal(sc.Capabilities.Add, []corev1.Capability{"SETUID", "SETGID", "SYS_ADMIN"}) ||
 		sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem {
 		t.Errorf("mps container securityContext %s", mustJSON(t, sc))
 	}
 	if len(mps.VolumeMounts) != 1 || mps.VolumeMounts[0].MountPath != "/run/allot/sharing" {
 		t.Errorf("mps container mounts %v, want the sharing root", mps.VolumeMounts)
+	}
+}
+
+// The chart's allot-cdi-annotations policy on a real API server: a pod of any scheduler
+// that names a CDI device in NVIDIA's NRI annotations is refused, adding one later too,
+// while Allot's bind writes them for a fraction on a cdi node and the fraction's other
+// fields stay editable.
+func TestCDIAnnotationsOnlyFromTheBind(t *testing.T) {
+	objs := deploy.Render(t)
+	e := kubetest.Start(t, 1, 2)
+	install(t, e, objs, "ValidatingAdmissionPolicy/allot-cdi-annotations", "ValidatingAdmissionPolicyBinding/allot-cdi-annotations")
+	if _, err := stack.Local(e.Ctx, e.Cluster.Config, e.Dir, scheduler.Options{Interval: 200 * time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	patch := []byte(`{"metadata":{"labels":{"` + v1alpha1.LabelGPUDelivery + `":"cdi"}}}`)
+	if _, err := e.Client.CoreV1().Nodes().Patch(e.Ctx, "dgx-1", "application/merge-patch+json", patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.Queue(t, "team-a", 2, nil)
+	bare := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "sneaky", Namespace: "default",
+		Annotations: map[string]string{"nvidia.cdi.k8s.io/container.main": "k8s.device-plugin.nvidia.com/gpu=all"}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "main", Image: "busybox"}}}}
+	e.WaitFor(t, "the policy in force", func() (bool, string) {
+		_, err := e.Client.CoreV1().Pods("default").Create(e.Ctx, bare, metav1.CreateOptions{})
+		return err != nil && strings.Contains(err.Error(), "CDI device annotations"), fmt.Sprint(err)
+	})
+	plain := bare.DeepCopy()
+	plain.Name, plain.Annotations = "plain", nil
+	if _, err := e.Client.CoreV1().Pods("default").Create(e.Ctx, plain, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	add := []byte(`{"metadata":{"annotations":{"cdi.k8s.io/x":"nvidia.com/gpu=all"}}}`)
+	if _, err := e.Client.CoreV1().Pods("default").Patch(e.Ctx, "plain", "application/merge-patch+json", add, metav1.PatchOptions{}); err == nil ||
+		!strings.Contains(err.Error(), "CDI device annotations") {
+		t.Errorf("a CDI annotation added to a running pod: %v", err)
+	}
+	e.MustPod(t, kubetest.PodSpec{Name: "nb", Queue: "team-a", Annotations: map[string]string{v1alpha1.AnnotationGPUFraction: "0.5"}})
+	e.WaitFor(t, "nb running with its NRI annotation", func() (bool, string) {
+		p := e.Pods(t, "default")["nb"]
+		return kubetest.Running(p) && p.Annotations["nvidia.cdi.k8s.io/container.main"] != "", fmt.Sprint(p.Status.Phase, p.Annotations)
+	})
+	if _, err := e.Client.CoreV1().Pods("default").Patch(e.Ctx, "nb", "application/merge-patch+json", []byte(`{"metadata":{"labels":{"experiment":"7"}}}`), metav1.PatchOptions{}); err != nil {
+		t.Errorf("a label of its own on nb: %v", err)
 	}
 }

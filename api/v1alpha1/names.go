@@ -67,6 +67,12 @@ const (
 	LabelGPUCount   = "nvidia.com/gpu.count"
 )
 
+// IsReservation tells a scheduler's reservation pod: the label, in Allot's namespace. The
+// label alone, on a pod elsewhere, is a tenant's and means nothing (the webhook refuses it).
+func IsReservation(p *corev1.Pod) bool {
+	return p.Namespace == SystemNamespace && p.Labels[LabelReservation] == "true"
+}
+
 // WholeGPUs is the whole GPUs a pod's containers ask for (limits, else requests).
 func WholeGPUs(p *corev1.Pod) int64 {
 	var n int64

@@ -158,7 +158,7 @@ agent's; the agent holds them to their limits and quits them through their pipes
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			slog.Info("allot mps-host: keeping MPS daemons", "sharingRoot", root)
-			return agent.MPSHost{SharingRoot: root, Control: control}.Run(ctx)
+			return agent.MPSHost{SharingRoot: root, Control: control, NVML: nvml.New()}.Run(ctx)
 		},
 	}
 	cmd.Flags().StringVar(&root, "sharing-root", "", "the agent's --sharing-root")

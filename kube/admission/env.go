@@ -76,6 +76,26 @@ func prefixSafe(prefix string) bool {
 	return true
 }
 
+// checkWholeGPUEnv refuses, in a pod given whole GPUs by the device plugin, the variables
+// by which the NVIDIA runtime would give a container other devices than those: the pod's
+// own value comes after the plugin's, and wins where the runtime reads the variable.
+func checkWholeGPUEnv(p *corev1.Pod) error {
+	for _, list := range []struct {
+		kind string
+		cs   []corev1.Container
+	}{{"initContainers", p.Spec.InitContainers}, {"containers", p.Spec.Containers}} {
+		for _, c := range list.cs {
+			for _, e := range c.Env {
+				if e.Name == "NVIDIA_VISIBLE_DEVICES" && !(e.Value == noDevice.Value && e.ValueFrom == nil) ||
+					e.Name == "NVIDIA_MIG_CONFIG_DEVICES" || e.Name == "NVIDIA_MIG_MONITOR_DEVICES" {
+					return fmt.Errorf("%s[%s].env: %s may not be set: the device plugin gives the pod its GPUs (remove the variable)", list.kind, c.Name, e.Name)
+				}
+			}
+		}
+	}
+	return nil
+}
+
 // guardsEnv tells whether a pod's environment is checked: it shares a GPU, or asks for
 // none (it gets no device, and must not take one).
 func guardsEnv(p *corev1.Pod, share v1alpha1.GPUShare) bool {
@@ -106,6 +126,9 @@ func checkEnv(p *corev1.Pod) error {
 			if n.kind == "containers" && isGPUEnv(e) {
 				continue // the mutating webhook's own, read from annotations only Allot writes
 			}
+			if e.Name == noDevice.Name && e.Value == noDevice.Value && e.ValueFrom == nil {
+				continue // no device: narrows, never widens
+			}
 			if guarded(e.Name) {
 				return fmt.Errorf("%s.env: %s may not be set by a pod %s: Allot sets the device and the limits itself (remove the variable)",
 					where, e.Name, guardedWhy(p))
@@ -124,9 +147,6 @@ func checkEnv(p *corev1.Pod) error {
 				name = src.ConfigMapRef.Name
 			} else if src.SecretRef != nil {
 				kind, name = "secretRef", src.SecretRef.Name
-			}
-			if kind == "configMapRef" && name != "" && name == p.Annotations[v1alpha1.AnnotationConfigMap] {
-				continue // written by the scheduler for pods admitted before env by annotation
 			}
 			return fmt.Errorf("%s.envFrom %s %q: a pod %s may not take its whole environment from a source it can rewrite after admission (it could hold %s): set a prefix such as APP_, or name each key with env[].valueFrom",
 				where, kind, name, guardedWhy(p), strings.Join(guardedExact[:3], ", "))
@@ -160,9 +180,19 @@ func guardedWhy(p *corev1.Pod) string {
 // container runtime obeys.
 func checkOwnedAnnotations(p *corev1.Pod) error {
 	for k := range p.Annotations {
-		if strings.HasPrefix(k, v1alpha1.AnnotationGPUEnvPrefix) || slices.ContainsFunc(v1alpha1.CDIOwnedPrefixes, func(pre string) bool { return strings.HasPrefix(k, pre) }) {
+		if strings.HasPrefix(k, v1alpha1.AnnotationGPUEnvPrefix) || slices.Contains(writtenByAllot, k) ||
+			slices.ContainsFunc(v1alpha1.CDIOwnedPrefixes, func(pre string) bool { return strings.HasPrefix(k, pre) }) {
 			return fmt.Errorf("metadata.annotations: %s is written by Allot when it places the pod, not by its owner (remove it)", k)
 		}
 	}
+	if _, ok := p.Labels[v1alpha1.LabelReservation]; ok {
+		return fmt.Errorf("metadata.labels: %s marks the scheduler's own reservation pods in %s, not a workload's (remove it)",
+			v1alpha1.LabelReservation, v1alpha1.SystemNamespace)
+	}
 	return nil
 }
+
+// writtenByAllot are the annotations the scheduler and the agents write on a placed pod,
+// which the scheduler books by: a pod created with them would be booked where it said.
+var writtenByAllot = []string{v1alpha1.AnnotationGPUs, v1alpha1.AnnotationGPUShare, v1alpha1.AnnotationGPUDevices,
+	v1alpha1.AnnotationLeader, v1alpha1.AnnotationConfigMap}

@@ -112,3 +112,54 @@ func TestGPUEnvEntriesComeLast(t *testing.T) {
 		}
 	}
 }
+
+// What a pod may not be created with: the records Allot books by, the reservation mark,
+// and for a pod given whole GPUs by the device plugin a device list of its own.
+func TestPodsAreNotCreatedWithWhatAllotWrites(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		pod  *corev1.Pod
+		want string
+	}{
+		{"a device record", pod("team-a", 1, nil, map[string]string{v1alpha1.AnnotationGPUDevices: "GPU-x"}), "allot.dev/gpu-devices is written by Allot"},
+		{"its own booking", pod("team-a", 1, nil, map[string]string{v1alpha1.AnnotationGPUs: "0"}), "allot.dev/gpu-indices is written by Allot"},
+		{"a share booked", pod("team-a", 0, nil, map[string]string{v1alpha1.AnnotationGPUFraction: "0.5", v1alpha1.AnnotationGPUShare: "100"}), "allot.dev/gpu-share is written by Allot"},
+		{"an old ConfigMap's name", pod("team-a", 0, nil, map[string]string{v1alpha1.AnnotationGPUFraction: "0.5", v1alpha1.AnnotationConfigMap: "mine"}), "allot.dev/gpu-configmap is written by Allot"},
+		{"the reservation mark", pod("team-a", 1, map[string]string{v1alpha1.LabelReservation: "true"}, nil), "allot.dev/reservation marks the scheduler's own"},
+		{"every GPU on a whole-GPU pod", func() *corev1.Pod {
+			p := pod("team-a", 1, nil, nil)
+			p.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "NVIDIA_VISIBLE_DEVICES", Value: "all"}}
+			return p
+		}(), "containers[main].env: NVIDIA_VISIBLE_DEVICES may not be set"},
+	} {
+		if err := ValidatePod(c.pod, view{}); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want a refusal containing %q", c.name, err, c.want)
+		}
+	}
+}
+
+// CUDA images carry NVIDIA_VISIBLE_DEVICES=all: the containers Allot gives no device (a
+// GPU-less pod's, a sharing pod's init containers) are told "void" last, and are admitted.
+func TestContainersGivenNoDeviceAreToldSo(t *testing.T) {
+	cpu := pod("team-a", 0, nil, nil)
+	cpu.Spec.InitContainers = []corev1.Container{{Name: "setup"}}
+	half := pod("team-a", 0, nil, map[string]string{v1alpha1.AnnotationGPUFraction: "0.5"})
+	half.Spec.InitContainers = []corev1.Container{{Name: "setup"}}
+	denyImageDevices(cpu, false)
+	denyImageDevices(half, true)
+	giveGPUEnv(half)
+	last := func(c corev1.Container) corev1.EnvVar { return c.Env[len(c.Env)-1] }
+	for _, c := range []corev1.Container{cpu.Spec.InitContainers[0], cpu.Spec.Containers[0], half.Spec.InitContainers[0]} {
+		if len(c.Env) == 0 || last(c) != noDevice {
+			t.Errorf("container %s ends with %+v, want NVIDIA_VISIBLE_DEVICES=void", c.Name, c.Env)
+		}
+	}
+	if last(half.Spec.Containers[0]).Name == noDevice.Name && last(half.Spec.Containers[0]).Value == "void" {
+		t.Error("the sharing pod's own container was told void")
+	}
+	for _, p := range []*corev1.Pod{cpu, half} {
+		if err := ValidatePod(p, view{}); err != nil {
+			t.Errorf("refused after the mutating webhook: %v", err)
+		}
+	}
+}

@@ -127,7 +127,13 @@ func (m *Mutator) Handle(ctx context.Context, req admission.Request) admission.R
 			}
 		}
 	}
-	if share, err := v1alpha1.ParseGPUShare(p.Annotations); err == nil && share.Shared() {
+	share, shareErr := v1alpha1.ParseGPUShare(p.Annotations)
+	if shareErr == nil && (share.Shared() || v1alpha1.WholeGPUs(&p) == 0) {
+		// CUDA images carry NVIDIA_VISIBLE_DEVICES=all in their own environment, which the
+		// NVIDIA runtime reads: containers given no device by Allot are told so, last.
+		denyImageDevices(out, share.Shared())
+	}
+	if shareErr == nil && share.Shared() {
 		giveGPUEnv(out)
 		// The pod's node is not known yet: the directory goes in whatever the node's mode,
 		// and the environment the scheduler writes for that node says what in it to use.
@@ -172,6 +178,26 @@ func giveGPUEnv(p *corev1.Pod) {
 		for _, name := range v1alpha1.GPUEnvNames {
 			c.Env = append(c.Env, gpuEnvVar(name))
 		}
+	}
+}
+
+// noDevice is the setting of NVIDIA_VISIBLE_DEVICES by which the NVIDIA runtime gives a
+// container no GPU (and none of the driver).
+var noDevice = corev1.EnvVar{Name: "NVIDIA_VISIBLE_DEVICES", Value: "void"}
+
+// denyImageDevices appends noDevice to the containers Allot gives no device: the init
+// containers of a sharing pod, and every container of a pod asking for no GPU.
+func denyImageDevices(p *corev1.Pod, sharing bool) {
+	deny := func(cs []corev1.Container) {
+		for i := range cs {
+			c := &cs[i]
+			c.Env = slices.DeleteFunc(c.Env, func(e corev1.EnvVar) bool { return e == noDevice })
+			c.Env = append(c.Env, noDevice)
+		}
+	}
+	deny(p.Spec.InitContainers)
+	if !sharing {
+		deny(p.Spec.Containers)
 	}
 }
 
@@ -230,6 +256,8 @@ func ValidatePod(p *corev1.Pod, view View) error {
 		if err := checkEnv(p); err != nil {
 			return err
 		}
+	} else if err := checkWholeGPUEnv(p); err != nil {
+		return err
 	}
 	if c, ok := p.Labels[v1alpha1.LabelClass]; ok && c != v1alpha1.ClassTrain && c != v1alpha1.ClassInteractive && c != v1alpha1.ClassInference {
 		return fmt.Errorf("%s: %q is not allowed: train, interactive or inference", v1alpha1.LabelClass, c)

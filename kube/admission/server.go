@@ -98,10 +98,13 @@ func SelfSigned(dir string) (caBundle []byte, err error) {
 
 // MutateCondition selects the pods the mutating webhook has something to do for: pods of a
 // workload (queue, class and gang come from the owner), pods without a queue label (the
-// namespace's default), and pods sharing a GPU. A bare pod that names its queue skips the
-// call, which halves the admission cost of the commonest submission.
+// namespace's default), pods sharing a GPU, and pods asking for no GPU (their containers
+// are told they have none, whatever their image says). A bare pod that names its queue and
+// asks for whole GPUs skips the call, which halves the admission cost of the commonest
+// submission.
 const MutateCondition = `has(object.metadata.ownerReferences) || !has(object.metadata.labels) || !('allot.dev/queue' in object.metadata.labels) ||
-(has(object.metadata.annotations) && ('allot.dev/gpu-fraction' in object.metadata.annotations || 'allot.dev/gpu-memory' in object.metadata.annotations))`
+(has(object.metadata.annotations) && ('allot.dev/gpu-fraction' in object.metadata.annotations || 'allot.dev/gpu-memory' in object.metadata.annotations)) ||
+!object.spec.containers.exists(c, has(c.resources) && has(c.resources.limits) && 'nvidia.com/gpu' in c.resources.limits)`
 
 // Register creates or updates the webhook configurations that send pods scheduled by
 // Allot to the webhooks at baseURL. Only pods with schedulerName allot are sent: a webhook

@@ -416,7 +416,7 @@ func (a *Agent) publishHealth(ctx context.Context, pods []any) {
 	for _, o := range pods {
 		p := o.(*corev1.Pod)
 		if p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed ||
-			p.Labels[v1alpha1.LabelReservation] == "true" {
+			v1alpha1.IsReservation(p) {
 			continue
 		}
 		for _, i := range a.heldBy(p) {

@@ -50,7 +50,7 @@ func (a *Agent) syncMPS(ctx context.Context, pods []any) {
 	want := map[string]bool{}
 	for _, o := range pods {
 		p := o.(*corev1.Pod)
-		if p.Labels[v1alpha1.LabelReservation] != "true" || p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded {
+		if !v1alpha1.IsReservation(p) || p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded {
 			continue
 		}
 		if uuid := strings.TrimSpace(p.Annotations[v1alpha1.AnnotationGPUDevices]); uuid != "" && a.indexOf(uuid) >= 0 {
@@ -72,7 +72,9 @@ func (a *Agent) syncMPS(ctx context.Context, pods []any) {
 	sort.Strings(stop)
 	a.mpsPending = false
 	for _, u := range start {
-		a.setComputeMode(u, nvml.COMPUTEMODE_EXCLUSIVE_PROCESS)
+		if !a.opts.MPSHost { // the host sets it, holding the capability it takes
+			a.setComputeMode(u, nvml.COMPUTEMODE_EXCLUSIVE_PROCESS)
+		}
 		if err := a.startMPS(ctx, u); err != nil {
 			slog.Warn("allot agent: MPS control daemon", "node", a.opts.Node, "gpu", u, "err", err)
 			a.mpsPending = true // tried again each second, not only at the next pod change
@@ -86,7 +88,9 @@ func (a *Agent) syncMPS(ctx context.Context, pods []any) {
 		}
 		delete(a.mps, u)
 		delete(a.mpsHeld, u)
-		a.setComputeMode(u, nvml.COMPUTEMODE_DEFAULT)
+		if !a.opts.MPSHost {
+			a.setComputeMode(u, nvml.COMPUTEMODE_DEFAULT)
+		}
 	}
 	limits := mpsLimitsOf(pods, a.inv)
 	for u := range a.mps {
@@ -113,7 +117,7 @@ func mpsLimitsOf(pods []any, inv []v1alpha1.GPUInfo) map[string]mpsLimits {
 	out := map[string]mpsLimits{}
 	for _, o := range pods {
 		p := o.(*corev1.Pod)
-		if p.DeletionTimestamp != nil || p.Labels[v1alpha1.LabelReservation] == "true" {
+		if p.DeletionTimestamp != nil || v1alpha1.IsReservation(p) {
 			continue
 		}
 		uuid := sharedDevice(p)
@@ -217,7 +221,8 @@ func (a *Agent) probeMPS() error {
 }
 
 // setComputeMode puts a shared GPU in exclusive-process mode (only the MPS server reaches
-// it) and back to default when it is no longer shared.
+// it) and back to default when it is no longer shared. The driver allows it only to a
+// process with CAP_SYS_ADMIN: the chart's MPS host container, not the agent's.
 func (a *Agent) setComputeMode(uuid string, mode nvml.ComputeMode) {
 	if a.opts.NVML == nil {
 		return

@@ -166,7 +166,11 @@ func TestMPSHostKeepsTheDaemonsTheAgentAsksFor(t *testing.T) {
 	t.Cleanup(func() { stopDaemons(t, root, "GPU-a") })
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	go func() { _ = MPSHost{SharingRoot: root, Control: control, Interval: 100 * time.Millisecond}.Run(ctx) }()
+	gpus := simgpu.New(simgpu.Spec{Model: "NVIDIA A100-SXM4-80GB", MemoryMiB: 81920, Count: 1, UUIDs: []string{"GPU-a"}})
+	go func() {
+		_ = MPSHost{SharingRoot: root, Control: control, Interval: 100 * time.Millisecond, NVML: gpus}.Run(ctx)
+	}()
+	mode := func() nvml.ComputeMode { m, _ := gpus.Devices[0].GetComputeMode(); return m }
 	agentOf := func() *Agent {
 		return &Agent{opts: Options{Node: "n1", Sharing: v1alpha1.SharingMPS, SharingRoot: root, MPSControl: control, MPSHost: true},
 			inv: []v1alpha1.GPUInfo{{Index: 0, UUID: "GPU-a"}}, mps: map[string]bool{}, mpsHeld: map[string]mpsLimits{}}
@@ -187,6 +191,9 @@ func TestMPSHostKeepsTheDaemonsTheAgentAsksFor(t *testing.T) {
 	first.syncMPS(ctx, pods)
 	pid := daemonPID(t, root, "GPU-a")
 	clientGets(t, first, "GPU-a", "30 24576M")
+	if mode() != nvml.COMPUTEMODE_EXCLUSIVE_PROCESS {
+		t.Errorf("GPU a in compute mode %d with its daemon, want exclusive-process (set by the host)", mode())
+	}
 	second := agentOf()
 	second.declared = v1alpha1.SharingMPS
 	second.syncMPS(ctx, pods)
@@ -212,6 +219,9 @@ func TestMPSHostKeepsTheDaemonsTheAgentAsksFor(t *testing.T) {
 	clientGets(t, second, "GPU-a", "30 24576M")
 	second.syncMPS(ctx, nil)
 	time.Sleep(300 * time.Millisecond) // a look of the host's
+	if mode() != nvml.COMPUTEMODE_DEFAULT {
+		t.Errorf("GPU a in compute mode %d without a daemon, want default", mode())
+	}
 	if _, err := second.mpsCommand(ctx, "GPU-a", "get_server_list\n"); err == nil {
 		t.Error("GPU a's daemon answers after its GPU is no longer shared")
 	}

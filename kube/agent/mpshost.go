@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+
 	"github.com/allot-dev/allot/api/v1alpha1"
 )
 
@@ -31,12 +33,22 @@ const mpsReady = "ready"
 type MPSHost struct {
 	SharingRoot, Control string
 	Interval             time.Duration // between looks; a second when zero
+	// NVML, when set, puts each GPU with a daemon in exclusive-process compute mode and
+	// back to default when it has none. Setting a compute mode takes CAP_SYS_ADMIN, which
+	// the chart gives this container and not the agent's.
+	NVML nvml.Interface
 }
 
 // Run probes, then keeps the daemons until ctx ends. Daemons are left running when it
 // ends: they serve pods until the agent quits them.
 func (h MPSHost) Run(ctx context.Context) error {
-	a := &Agent{opts: Options{SharingRoot: h.SharingRoot, MPSControl: h.Control}}
+	a := &Agent{opts: Options{SharingRoot: h.SharingRoot, MPSControl: h.Control, NVML: h.NVML}}
+	if h.NVML != nil {
+		if r := h.NVML.Init(); r != nvml.SUCCESS {
+			return fmt.Errorf("nvml init: %s", nvml.ErrorString(r))
+		}
+		defer h.NVML.Shutdown()
+	}
 	if err := a.probeMPS(); err != nil {
 		return err
 	}
@@ -49,9 +61,10 @@ func (h MPSHost) Run(ctx context.Context) error {
 	}
 	t := time.NewTicker(every)
 	defer t.Stop()
-	applied := map[string]string{}
+	applied, exclusive := map[string]string{}, map[string]bool{}
 	for {
 		h.keep(ctx, a, applied)
+		h.computeModes(a, exclusive)
 		select {
 		case <-ctx.Done():
 			return nil
@@ -94,6 +107,30 @@ func (h MPSHost) keep(ctx context.Context, a *Agent, applied map[string]string) 
 			continue
 		}
 		applied[uuid] = string(want)
+	}
+}
+
+// computeModes keeps each wanted GPU exclusive-process and returns the others to default.
+func (h MPSHost) computeModes(a *Agent, exclusive map[string]bool) {
+	if h.NVML == nil {
+		return
+	}
+	wanted := map[string]bool{}
+	files, _ := filepath.Glob(filepath.Join(h.SharingRoot, "mps", "GPU-*", mpsWanted))
+	for _, f := range files {
+		wanted[filepath.Base(filepath.Dir(f))] = true
+	}
+	for u := range wanted {
+		if !exclusive[u] {
+			a.setComputeMode(u, nvml.COMPUTEMODE_EXCLUSIVE_PROCESS)
+			exclusive[u] = true
+		}
+	}
+	for u := range exclusive {
+		if !wanted[u] {
+			a.setComputeMode(u, nvml.COMPUTEMODE_DEFAULT)
+			delete(exclusive, u)
+		}
 	}
 }
 

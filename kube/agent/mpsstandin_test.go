@@ -88,11 +88,12 @@ func mpsControlMain() {
 // mpsDaemonMain is the stand-in's daemon: it logs every command to the log directory.
 func mpsDaemonMain() {
 	pipe, logDir := os.Getenv("CUDA_MPS_PIPE_DIRECTORY"), os.Getenv("CUDA_MPS_LOG_DIRECTORY")
+	// The PID first: -d returns once the daemon listens, and tests read it then.
+	_ = os.WriteFile(filepath.Join(pipe, "daemon.pid"), []byte(strconv.Itoa(os.Getpid())), 0o644)
 	l, err := net.Listen("unix", filepath.Join(pipe, "control"))
 	if err != nil {
 		os.Exit(1)
 	}
-	_ = os.WriteFile(filepath.Join(pipe, "daemon.pid"), []byte(strconv.Itoa(os.Getpid())), 0o644)
 	logf, _ := os.OpenFile(filepath.Join(logDir, "control.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	var mu sync.Mutex
 	defPct, defMem := 100, int64(0)

@@ -160,7 +160,7 @@ func BuildNodes(nodes []*corev1.Node, pods []*corev1.Pod) []Node {
 	}
 	held := map[string]map[int][]Holder{}
 	for _, p := range pods {
-		if p.Spec.NodeName == "" || !live(p) || p.Labels[v1alpha1.LabelReservation] == "true" {
+		if p.Spec.NodeName == "" || !live(p) || v1alpha1.IsReservation(p) {
 			continue
 		}
 		indices, share := v1alpha1.HeldGPUs(p)

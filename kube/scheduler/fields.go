@@ -26,7 +26,8 @@ import (
 
 // frozenLabels and frozenAnnotations may not change after creation.
 var (
-	frozenLabels      = []string{v1alpha1.LabelQueue, v1alpha1.LabelPodGroup, v1alpha1.LabelClass, v1alpha1.LabelPreemptible}
+	frozenLabels = []string{v1alpha1.LabelQueue, v1alpha1.LabelPodGroup, v1alpha1.LabelClass, v1alpha1.LabelPreemptible,
+		v1alpha1.LabelReservation}
 	frozenAnnotations = []string{
 		v1alpha1.AnnotationGPUFraction, v1alpha1.AnnotationGPUMemory, v1alpha1.AnnotationGPUCompute, v1alpha1.AnnotationGPUTypes,
 		v1alpha1.AnnotationMinMember, v1alpha1.AnnotationTopologyRequired, v1alpha1.AnnotationTopologyPreferred, v1alpha1.AnnotationTopology,

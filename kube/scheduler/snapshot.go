@@ -203,7 +203,7 @@ func buildSnapshot(now time.Time, nodes []*corev1.Node, pods []*corev1.Pod, queu
 		// resources, and apply holds any bind onto its node until it is gone. One that
 		// outstays its deadline (a node not answering) holds its devices as work of no
 		// queue, so the engine places elsewhere.
-		if p.DeletionTimestamp != nil && p.Spec.NodeName != "" && p.Labels[v1alpha1.LabelReservation] != "true" {
+		if p.DeletionTimestamp != nil && p.Spec.NodeName != "" && !v1alpha1.IsReservation(p) {
 			if now.Before(p.DeletionTimestamp.Add(stuckAfter)) {
 				// Its CPU and memory stay counted (constrain subtracts every pod the
 				// snapshot does not hold); its devices are remembered here.
@@ -226,7 +226,7 @@ func buildSnapshot(now time.Time, nodes []*corev1.Node, pods []*corev1.Pod, queu
 				continue
 			}
 		}
-		if p.Labels[v1alpha1.LabelReservation] == "true" {
+		if v1alpha1.IsReservation(p) {
 			continue // holds a shared GPU for the kubelet; its fractions are counted instead
 		}
 		ours := p.Spec.SchedulerName == SchedulerName && p.DeletionTimestamp == nil // a stuck one of ours is held like others'

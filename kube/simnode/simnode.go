@@ -320,7 +320,7 @@ func utilization(gpus int, pods []*corev1.Pod) string {
 // podBusy is how busy a pod keeps its part of its GPUs, in percent; false for a shared
 // GPU's placeholder, which runs nothing.
 func podBusy(p *corev1.Pod) (float64, bool) {
-	if p.Labels[v1alpha1.LabelReservation] == "true" {
+	if v1alpha1.IsReservation(p) {
 		return 0, false
 	}
 	percent := 95.0
