@@ -229,10 +229,37 @@ func (v *Validator) Handle(_ context.Context, req admission.Request) admission.R
 	if p.Namespace == "" {
 		p.Namespace = req.Namespace
 	}
+	if req.SubResource == "ephemeralcontainers" {
+		// kubectl debug adds a container to a running pod: its environment is held to
+		// what the pod's own containers are.
+		if err := ValidateEphemeral(&p); err != nil {
+			return admission.Denied(err.Error())
+		}
+		return admission.Allowed("")
+	}
 	if err := ValidatePod(&p, v.View); err != nil {
 		return admission.Denied(err.Error())
 	}
 	return admission.Allowed("")
+}
+
+// ValidateEphemeral checks the ephemeral containers of a running pod scheduled by Allot
+// (added through pods/ephemeralcontainers, as kubectl debug does) as its containers were
+// checked at admission.
+func ValidateEphemeral(p *corev1.Pod) error {
+	if !subject(p) {
+		return nil
+	}
+	share, _ := v1alpha1.ParseGPUShare(p.Annotations)
+	only := p.DeepCopy()
+	only.Spec.InitContainers, only.Spec.Containers = nil, nil
+	if guardsEnv(p, share) {
+		return checkEnv(only)
+	}
+	for _, e := range p.Spec.EphemeralContainers {
+		only.Spec.Containers = append(only.Spec.Containers, corev1.Container(e.EphemeralContainerCommon))
+	}
+	return checkWholeGPUEnv(only)
 }
 
 // ValidatePod checks a pod scheduled by Allot against the cluster: its sharing annotations,

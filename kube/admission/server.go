@@ -130,9 +130,12 @@ func Register(ctx context.Context, client kubernetes.Interface, baseURL string, 
 					Rule: admissionregv1.Rule{APIGroups: []string{"batch"}, APIVersions: []string{"v1"}, Resources: []string{"jobs"}}}},
 				MatchConditions: []admissionregv1.MatchCondition{{Name: "scheduled-by-allot", Expression: "object.spec.template.spec.schedulerName == 'allot'"}},
 				FailurePolicy:   &fail, SideEffects: &none, TimeoutSeconds: &timeout, AdmissionReviewVersions: []string{"v1"}}}}
+	// kubectl debug's ephemeral containers arrive as an update of pods/ephemeralcontainers.
+	validateRules := append(slices.Clone(rules), admissionregv1.RuleWithOperations{Operations: []admissionregv1.OperationType{admissionregv1.Update},
+		Rule: admissionregv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods/ephemeralcontainers"}}})
 	val := &admissionregv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "allot"},
 		Webhooks: []admissionregv1.ValidatingWebhook{{Name: "pods.validate.allot.dev", ClientConfig: url(PathValidatePods),
-			Rules: rules, MatchConditions: ours, FailurePolicy: &fail, SideEffects: &none, TimeoutSeconds: &timeout,
+			Rules: validateRules, MatchConditions: ours, FailurePolicy: &fail, SideEffects: &none, TimeoutSeconds: &timeout,
 			AdmissionReviewVersions: []string{"v1"}},
 			{Name: "queues.validate.allot.dev", ClientConfig: url(PathValidateQueues),
 				Rules: []admissionregv1.RuleWithOperations{{Operations: []admissionregv1.OperationType{admissionregv1.Create, admissionregv1.Update, admissionregv1.Delete},

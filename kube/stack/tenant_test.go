@@ -131,3 +131,33 @@ func TestTenantCannotWidenItsShare(t *testing.T) {
 		}
 	}
 }
+
+// kubectl debug on a running sharing pod (an admin's, or a tenant's where an admin granted
+// pods/ephemeralcontainers): an ephemeral container that sets the device variable is
+// refused as the pod's own containers were; one that does not is added.
+func TestDebugContainerCannotWidenAShare(t *testing.T) {
+	e := start(t, 1, 2)
+	e.Queue(t, "team-a", 2, nil)
+	e.MustPod(t, fraction("nb", "0.5"))
+	e.WaitFor(t, "nb running", func() (bool, string) {
+		p := e.Pods(t, "default")["nb"]
+		return kubetest.Running(p), fmt.Sprint(p.Status.Phase)
+	})
+	debug := func(name string, env []corev1.EnvVar) error {
+		p, err := e.Client.CoreV1().Pods("default").Get(e.Ctx, "nb", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		p.Spec.EphemeralContainers = append(p.Spec.EphemeralContainers, corev1.EphemeralContainer{EphemeralContainerCommon: corev1.EphemeralContainerCommon{
+			Name: name, Image: "busybox", Env: env, TerminationMessagePolicy: corev1.TerminationMessageReadFile, ImagePullPolicy: corev1.PullIfNotPresent}})
+		_, err = e.Client.CoreV1().Pods("default").UpdateEphemeralContainers(e.Ctx, "nb", p, metav1.UpdateOptions{})
+		return err
+	}
+	if err := debug("widen", []corev1.EnvVar{{Name: "NVIDIA_VISIBLE_DEVICES", Value: "all"}}); err == nil ||
+		!strings.Contains(err.Error(), "ephemeralContainers[widen].env: NVIDIA_VISIBLE_DEVICES may not be set") {
+		t.Errorf("a debug container asking for every GPU: %v, want a refusal naming the variable", err)
+	}
+	if err := debug("look", nil); err != nil {
+		t.Errorf("a plain debug container: %v", err)
+	}
+}
