@@ -3,6 +3,8 @@ package v1alpha1
 import (
 	"fmt"
 	"strings"
+
+	corev1 "k8s.io/api/core/v1"
 )
 
 // How a pod sharing a GPU is given its device. It asks the kubelet for no nvidia.com/gpu
@@ -52,6 +54,25 @@ var GPUEnvNames = []string{
 	"CUDA_MPS_PIPE_DIRECTORY", "CUDA_MPS_LOG_DIRECTORY",
 	"CUDA_DEVICE_MEMORY_LIMIT", "CUDA_DEVICE_SM_LIMIT",
 	"ALLOT_GPU_SHARE", "ALLOT_GPU_SHARING",
+}
+
+// HasGPUEnv tells whether every container of a sharing pod reads its device from the
+// scheduler's annotations (the entries the mutating webhook appends): a pod admitted while
+// the webhook was skipped has none, and would start with no device or its image's.
+func HasGPUEnv(p *corev1.Pod) bool {
+	want := "metadata.annotations['" + AnnotationGPUEnvPrefix + "NVIDIA_VISIBLE_DEVICES']"
+	for _, c := range p.Spec.Containers {
+		found := false
+		for _, e := range c.Env {
+			if e.Name == "NVIDIA_VISIBLE_DEVICES" && e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == want {
+				found = true
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
 }
 
 // Deliveries are LabelGPUDelivery's allowed values.

@@ -73,6 +73,9 @@ type Options struct {
 	// DeviceRecorders are the users who may record on a pod the devices the kubelet gave
 	// it (the nodes' agents), beside the scheduler's own user.
 	DeviceRecorders []string
+	// RequireGPUEnv: a sharing pod is bound only if the webhook gave its containers the
+	// entries that read their device (set where this process serves the webhooks).
+	RequireGPUEnv bool
 	// Collectors are more series served beside the scheduler's (allot up's simulated
 	// nodes' agents).
 	Collectors []prometheus.Collector
@@ -934,6 +937,9 @@ func (s *Scheduler) bind(ctx context.Context, j *bindJob) error {
 	p, b := j.p, j.b
 	if !s.fence.ok() {
 		return errNotLeader // before the reservation and the ConfigMap, too
+	}
+	if b.Share > 0 && s.opts.RequireGPUEnv && !v1alpha1.HasGPUEnv(p) && p.Annotations[v1alpha1.AnnotationConfigMap] == "" {
+		return fmt.Errorf("the pod shares a GPU but was admitted without Allot's webhook (its containers have no entries to read their device from): delete it and create it again while the webhook answers")
 	}
 	if b.Share > 0 {
 		if uuids, ok := s.agentUUIDs(b.Node); ok {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -78,4 +79,24 @@ func TestFractionWaitsWhereDeliveryIsUnknown(t *testing.T) {
 		return kubetest.Running(pods["whole"]) && strings.Contains(reason, "allot.dev/gpu-delivery: cdi or env") &&
 			strings.Contains(reason, "agent.pools[].delivery"), reason
 	})
+}
+
+// A sharing pod that reached the API server without the mutating webhook (its
+// configuration gone, or failurePolicy Ignore while no replica answered) has no entries
+// to read its device from: it is not bound, and is told why and what to do.
+func TestSharingPodAdmittedWithoutTheWebhookIsNotBound(t *testing.T) {
+	e := start(t, 1, 2)
+	e.Queue(t, "team-a", 2, nil)
+	if err := e.Client.AdmissionregistrationV1().MutatingWebhookConfigurations().Delete(e.Ctx, "allot", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second) // the API server's webhook configuration cache
+	e.MustPod(t, fraction("nb", "0.5"))
+	e.WaitFor(t, "nb told why it is not bound", func() (bool, string) {
+		ev := strings.Join(e.Events(t, "default", "nb"), "\n")
+		return strings.Contains(ev, "admitted without Allot's webhook"), ev
+	})
+	if p := e.Pods(t, "default")["nb"]; kubetest.Bound(p) {
+		t.Errorf("nb bound to %s with no way to reach its device", p.Spec.NodeName)
+	}
 }

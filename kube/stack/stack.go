@@ -85,6 +85,7 @@ func Run(ctx context.Context, rc *rest.Config, opts Options) error {
 		}()
 	}
 	go gangs.Run(ctx)
+	opts.Scheduler.RequireGPUEnv = opts.Webhook != nil
 	s, err := scheduler.New(rc, opts.Scheduler)
 	if err != nil {
 		return err
