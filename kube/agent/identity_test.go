@@ -82,15 +82,7 @@ func kubeletSocket(t *testing.T) string {
 	if err := os.MkdirAll(filepath.Join(root, "kubelet"), 0o750); err != nil { // setupDataDirs' root dir
 		t.Fatal(err)
 	}
-	l, err := kubeletutil.CreateListener("unix://" + socket)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := grpc.NewServer()
-	podresourcesv1.RegisterPodResourcesListerServer(srv, podresources.NewV1PodResourcesServer(context.Background(), podresources.PodResourcesProviders{
-		Pods: noPods{}, Devices: noDevices{}, Cpus: noCPUs{}, Memory: noMemory{}, DynamicResources: noDRA{}}))
-	go func() { _ = srv.Serve(l) }()
-	t.Cleanup(srv.Stop)
+	servePodResources(t, socket, noPods{}, noDevices{})
 	for _, d := range []string{filepath.Join(root, "kubelet"), filepath.Dir(socket)} {
 		if fi, err := os.Stat(d); err != nil || fi.Mode().Perm() != 0o750 {
 			t.Fatalf("%s: %v %v, want the kubelet's 0750", d, fi.Mode(), err)
@@ -109,6 +101,21 @@ func openTempDir(t *testing.T) string {
 		}
 	}
 	return dir
+}
+
+// servePodResources serves the kubelet's PodResources v1 server on socket, made by the
+// kubelet's own listener code, with these pods and devices, until the test ends.
+func servePodResources(t *testing.T, socket string, pods podresources.PodsProvider, devices podresources.DevicesProvider) {
+	t.Helper()
+	l, err := kubeletutil.CreateListener("unix://" + socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	podresourcesv1.RegisterPodResourcesListerServer(srv, podresources.NewV1PodResourcesServer(context.Background(), podresources.PodResourcesProviders{
+		Pods: pods, Devices: devices, Cpus: noCPUs{}, Memory: noMemory{}, DynamicResources: noDRA{}}))
+	go func() { _ = srv.Serve(l) }()
+	t.Cleanup(srv.Stop)
 }
 
 // runAs runs this test binary's child mode as uid, from a copy anyone may execute.

@@ -7,12 +7,9 @@ import (
 	"testing"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
-	"google.golang.org/grpc"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	kubeletutil "k8s.io/cri-client/pkg/util"
 	podresourcesv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
-	"k8s.io/kubernetes/pkg/kubelet/apis/podresources"
 
 	"github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/kube/simgpu"
@@ -47,15 +44,7 @@ func (p onePod) GetPods() []*corev1.Pod { return p.GetActivePods() }
 // server.
 func TestTimeSlicedReplicasMapToTheirGPU(t *testing.T) {
 	socket := filepath.Join(t.TempDir(), "kubelet.sock")
-	l, err := kubeletutil.CreateListener("unix://" + socket)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := grpc.NewServer()
-	podresourcesv1.RegisterPodResourcesListerServer(srv, podresources.NewV1PodResourcesServer(context.Background(), podresources.PodResourcesProviders{
-		Pods: onePod{}, Devices: replicaDevices{}, Cpus: noCPUs{}, Memory: noMemory{}, DynamicResources: noDRA{}}))
-	go func() { _ = srv.Serve(l) }()
-	defer srv.Stop()
+	servePodResources(t, socket, onePod{}, replicaDevices{})
 	client, closeConn, err := DialPodResources(socket)
 	if err != nil {
 		t.Fatal(err)

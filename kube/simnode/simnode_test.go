@@ -101,7 +101,7 @@ func TestUtilization(t *testing.T) {
 		return p
 	}
 	reservation := pod("", "3", "", "")
-	reservation.Labels[v1alpha1.LabelReservation] = "true"
+	reservation.Namespace, reservation.Labels[v1alpha1.LabelReservation] = v1alpha1.SystemNamespace, "true"
 	pods := []*corev1.Pod{
 		pod(v1alpha1.ClassTrain, "0,1", "", ""),
 		pod(v1alpha1.ClassInteractive, "2", "500", ""),

@@ -200,6 +200,21 @@ func TestUnenforcedSharingIsSaid(t *testing.T) {
 	}
 }
 
+// halfOnAMarkedNode is one node of two GPUs with no device plugin and no agent, made to
+// look as if an agent ran there (live or not), the whole stack with a 2 s device-report
+// timeout, and a half-GPU pod nb submitted.
+func halfOnAMarkedNode(t *testing.T, live bool) *kubetest.Env {
+	t.Helper()
+	e := kubetest.Start(t, 1, 2)
+	if _, err := stack.Local(e.Ctx, e.Cluster.Config, e.Dir, scheduler.Options{Interval: 200 * time.Millisecond, DeviceReportTimeout: 2 * time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	markAgent(t, e, live)
+	e.Queue(t, "team-a", 2, nil)
+	e.MustPod(t, fraction("nb", "0.5"))
+	return e
+}
+
 // markAgent makes dgx-1 look as if an agent ran there: the node's mark, and, when live,
 // a Lease renewed a moment ago for a minute.
 func markAgent(t *testing.T, e *kubetest.Env, live bool) {
@@ -228,13 +243,7 @@ func markAgent(t *testing.T, e *kubetest.Env, live bool) {
 // device: the shared pod is not bound to a guessed device; it gets an Event and a reason,
 // and stays pending.
 func TestMissingDeviceReportLeavesThePodUnbound(t *testing.T) {
-	e := kubetest.Start(t, 1, 2) // no device plugin, no agent: nothing will report
-	if _, err := stack.Local(e.Ctx, e.Cluster.Config, e.Dir, scheduler.Options{Interval: 200 * time.Millisecond, DeviceReportTimeout: 2 * time.Second}); err != nil {
-		t.Fatal(err)
-	}
-	markAgent(t, e, true)
-	e.Queue(t, "team-a", 2, nil)
-	e.MustPod(t, fraction("nb", "0.5"))
+	e := halfOnAMarkedNode(t, true)
 	e.WaitFor(t, "an Event and a reason on nb", func() (bool, string) {
 		p := e.Pods(t, "default")["nb"]
 		ev := strings.Join(e.Events(t, "default", "nb"), "\n")
@@ -256,13 +265,7 @@ func TestMissingDeviceReportLeavesThePodUnbound(t *testing.T) {
 // Lease: a shared pod is then placed by index, as on a node without an agent, and told
 // so, rather than waiting for reports that will never come.
 func TestStaleAgentMarkPlacesByIndex(t *testing.T) {
-	e := kubetest.Start(t, 1, 2)
-	if _, err := stack.Local(e.Ctx, e.Cluster.Config, e.Dir, scheduler.Options{Interval: 200 * time.Millisecond, DeviceReportTimeout: 2 * time.Second}); err != nil {
-		t.Fatal(err)
-	}
-	markAgent(t, e, false)
-	e.Queue(t, "team-a", 2, nil)
-	e.MustPod(t, fraction("nb", "0.5"))
+	e := halfOnAMarkedNode(t, false)
 	e.WaitFor(t, "nb running, told its device was not checked", func() (bool, string) {
 		ev := strings.Join(e.Events(t, "default", "nb"), "\n")
 		return kubetest.Running(e.Pods(t, "default")["nb"]) && strings.Contains(ev, "AgentNotReporting") &&
