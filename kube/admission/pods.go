@@ -97,6 +97,21 @@ func (m *Mutator) Handle(ctx context.Context, req admission.Request) admission.R
 	if !subject(&p) {
 		return admission.Allowed("not a workload scheduled by allot")
 	}
+	if req.SubResource == "ephemeralcontainers" {
+		// kubectl debug's containers get no device either, whatever their image says.
+		out := p.DeepCopy()
+		for i := range out.Spec.EphemeralContainers {
+			c := &out.Spec.EphemeralContainers[i]
+			if !slices.Contains(c.Env, noDevice) {
+				c.Env = append(c.Env, noDevice)
+			}
+		}
+		cur, err := json.Marshal(out)
+		if err != nil {
+			return admission.Errored(http.StatusInternalServerError, err)
+		}
+		return admission.PatchResponseFromRaw(req.Object.Raw, cur)
+	}
 	out := p.DeepCopy()
 	if out.Labels == nil {
 		out.Labels = map[string]string{}

@@ -121,18 +121,24 @@ func Register(ctx context.Context, client kubernetes.Interface, baseURL string, 
 		u := baseURL + path
 		return admissionregv1.WebhookClientConfig{URL: &u, CABundle: caBundle}
 	}
+	debug := admissionregv1.RuleWithOperations{Operations: []admissionregv1.OperationType{admissionregv1.Update},
+		Rule: admissionregv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods/ephemeralcontainers"}}}
 	mut := &admissionregv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "allot"},
 		Webhooks: []admissionregv1.MutatingWebhook{{Name: "pods.mutate.allot.dev", ClientConfig: url(PathMutatePods),
 			Rules: rules, MatchConditions: mutate, FailurePolicy: &fail, SideEffects: &none, TimeoutSeconds: &timeout,
 			AdmissionReviewVersions: []string{"v1"}},
+			// kubectl debug's containers are told they have no device (mutate-pods sees the
+			// subresource).
+			{Name: "debug.mutate.allot.dev", ClientConfig: url(PathMutatePods),
+				Rules: []admissionregv1.RuleWithOperations{debug}, MatchConditions: ours, FailurePolicy: &fail, SideEffects: &none,
+				TimeoutSeconds: &timeout, AdmissionReviewVersions: []string{"v1"}},
 			{Name: "jobs.mutate.allot.dev", ClientConfig: url(PathMutateJobs),
 				Rules: []admissionregv1.RuleWithOperations{{Operations: []admissionregv1.OperationType{admissionregv1.Create},
 					Rule: admissionregv1.Rule{APIGroups: []string{"batch"}, APIVersions: []string{"v1"}, Resources: []string{"jobs"}}}},
 				MatchConditions: []admissionregv1.MatchCondition{{Name: "scheduled-by-allot", Expression: "object.spec.template.spec.schedulerName == 'allot'"}},
 				FailurePolicy:   &fail, SideEffects: &none, TimeoutSeconds: &timeout, AdmissionReviewVersions: []string{"v1"}}}}
 	// kubectl debug's ephemeral containers arrive as an update of pods/ephemeralcontainers.
-	validateRules := append(slices.Clone(rules), admissionregv1.RuleWithOperations{Operations: []admissionregv1.OperationType{admissionregv1.Update},
-		Rule: admissionregv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods/ephemeralcontainers"}}})
+	validateRules := append(slices.Clone(rules), debug)
 	val := &admissionregv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "allot"},
 		Webhooks: []admissionregv1.ValidatingWebhook{{Name: "pods.validate.allot.dev", ClientConfig: url(PathValidatePods),
 			Rules: validateRules, MatchConditions: ours, FailurePolicy: &fail, SideEffects: &none, TimeoutSeconds: &timeout,

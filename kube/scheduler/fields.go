@@ -111,7 +111,12 @@ func (s *Scheduler) ensureFieldsPolicy(ctx context.Context) {
 	if err == nil || apierrors.IsAlreadyExists(err) {
 		_, err = api.ValidatingAdmissionPolicyBindings().Create(ctx, b, metav1.CreateOptions{})
 	}
-	if err != nil && !apierrors.IsAlreadyExists(err) {
+	switch {
+	case err == nil || apierrors.IsAlreadyExists(err):
+	case apierrors.IsForbidden(err):
+		// The Helm chart installs the policy itself and gives the scheduler no right to.
+		slog.Info("allot scheduler: not allowed to install the pod-fields policy; the Helm chart installs it", "policy", p.Name)
+	default:
 		slog.Warn("allot scheduler: the API server will not keep pods' queue, share and device fields from their owners (install the chart's policy)",
 			"policy", p.Name, "err", err)
 	}

@@ -2,6 +2,7 @@ package stack_test
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -159,5 +160,10 @@ func TestDebugContainerCannotWidenAShare(t *testing.T) {
 	}
 	if err := debug("look", nil); err != nil {
 		t.Errorf("a plain debug container: %v", err)
+	}
+	// Its image may say NVIDIA_VISIBLE_DEVICES=all: it is told void, last.
+	p := e.Pods(t, "default")["nb"]
+	if n := len(p.Spec.EphemeralContainers); n != 1 || !slices.Contains(p.Spec.EphemeralContainers[0].Env, corev1.EnvVar{Name: "NVIDIA_VISIBLE_DEVICES", Value: "void"}) {
+		t.Errorf("debug containers %+v, want look told NVIDIA_VISIBLE_DEVICES=void", p.Spec.EphemeralContainers)
 	}
 }
