@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -36,6 +37,13 @@ func tenant(t *testing.T, e *kubetest.Env) kubernetes.Interface {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The API server's RBAC cache takes the binding in a moment later.
+	e.WaitFor(t, "alice's edit role in force", func() (bool, string) {
+		r, err := c.AuthorizationV1().SelfSubjectAccessReviews().Create(e.Ctx, &authorizationv1.SelfSubjectAccessReview{
+			Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
+				Namespace: "ml", Verb: "create", Resource: "configmaps"}}}, metav1.CreateOptions{})
+		return err == nil && r.Status.Allowed, fmt.Sprint(err)
+	})
 	return c
 }
 
