@@ -6,3 +6,6 @@ var Render = render
 
 // Rendered is one object of the chart's output.
 type Rendered = rendered
+
+// MustJSON is a value as JSON, failing the test when it cannot be.
+var MustJSON = mustJSON

@@ -1,7 +1,6 @@
 package deploy_test
 
 import (
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -12,6 +11,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/deploy"
@@ -50,7 +50,7 @@ func TestHelmGPUNodeSetups(t *testing.T) {
 				sc.Capabilities == nil || !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) || len(sc.Capabilities.Add) > 0 ||
 				sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation ||
 				(sc.Privileged != nil && *sc.Privileged) {
-				t.Errorf("agent securityContext %s: want uid 0 with every capability dropped, read-only, unprivileged", mustJSON(t, sc))
+				t.Errorf("agent securityContext %s: want uid 0 with every capability dropped, read-only, unprivileged", string(deploy.MustJSON(t, sc)))
 			}
 			var mounted bool
 			for _, m := range agent.VolumeMounts {
@@ -64,7 +64,7 @@ func TestHelmGPUNodeSetups(t *testing.T) {
 			if agent.LivenessProbe == nil || agent.LivenessProbe.HTTPGet.Path != "/healthz" || agent.ReadinessProbe == nil || agent.ReadinessProbe.HTTPGet.Path != "/readyz" {
 				t.Errorf("agent probes: liveness %v readiness %v", agent.LivenessProbe, agent.ReadinessProbe)
 			}
-			if got := ptrOr(pod.Spec.RuntimeClassName); got != c.runtimeClass {
+			if got := ptr.Deref(pod.Spec.RuntimeClassName, ""); got != c.runtimeClass {
 				t.Errorf("agent runtime class %q, want %q", got, c.runtimeClass)
 			}
 			if got := pod.Annotations["nvidia.cdi.k8s.io/container.agent"]; (got != "") != c.nri || (c.nri && got != "management.nvidia.com/gpu=all") {
@@ -89,28 +89,12 @@ func TestHelmFieldsPolicyIsTheSchedulers(t *testing.T) {
 	objs := deploy.Render(t)
 	chart := as[admissionregistrationv1.ValidatingAdmissionPolicy](t, objs["ValidatingAdmissionPolicy/allot-pod-fields"])
 	want, _ := scheduler.FieldsPolicy([]string{"system:serviceaccount:allot-system:allot-agent"})
-	if a, b := mustJSON(t, chart.Spec), mustJSON(t, want.Spec); a != b {
+	if a, b := string(deploy.MustJSON(t, chart.Spec)), string(deploy.MustJSON(t, want.Spec)); a != b {
 		t.Errorf("the chart's policy differs from the scheduler's:\nchart:     %s\nscheduler: %s", a, b)
 	}
 	if objs["ValidatingAdmissionPolicyBinding/allot-pod-fields"] == nil {
 		t.Error("no binding for allot-pod-fields")
 	}
-}
-
-func ptrOr(s *string) string {
-	if s == nil {
-		return ""
-	}
-	return *s
-}
-
-func mustJSON(t *testing.T, v any) string {
-	t.Helper()
-	b, err := json.Marshal(v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return strings.TrimSpace(fmt.Sprint(string(b)))
 }
 
 // An mps pool runs the MPS daemons from a container of their own in the agent's pod, so
@@ -134,7 +118,7 @@ func TestHelmMPSDaemonsHaveAContainerOfTheirOwn(t *testing.T) {
 	sc := mps.SecurityContext
 	if sc == nil || !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) || !slices.Equal(sc.Capabilities.Add, []corev1.Capability{"SETUID", "SETGID", "SYS_ADMIN"}) ||
 		sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem {
-		t.Errorf("mps container securityContext %s", mustJSON(t, sc))
+		t.Errorf("mps container securityContext %s", string(deploy.MustJSON(t, sc)))
 	}
 	if len(mps.VolumeMounts) != 1 || mps.VolumeMounts[0].MountPath != "/run/allot/sharing" {
 		t.Errorf("mps container mounts %v, want the sharing root", mps.VolumeMounts)

@@ -56,11 +56,17 @@ var GPUEnvNames = []string{
 	"ALLOT_GPU_SHARE", "ALLOT_GPU_SHARING",
 }
 
+// GPUEnvFieldPath is the downward API path of the annotation a sharing pod's variable
+// name is read from.
+func GPUEnvFieldPath(name string) string {
+	return "metadata.annotations['" + AnnotationGPUEnvPrefix + name + "']"
+}
+
 // HasGPUEnv tells whether every container of a sharing pod reads its device from the
 // scheduler's annotations (the entries the mutating webhook appends): a pod admitted while
 // the webhook was skipped has none, and would start with no device or its image's.
 func HasGPUEnv(p *corev1.Pod) bool {
-	want := "metadata.annotations['" + AnnotationGPUEnvPrefix + "NVIDIA_VISIBLE_DEVICES']"
+	want := GPUEnvFieldPath("NVIDIA_VISIBLE_DEVICES")
 	for _, c := range p.Spec.Containers {
 		found := false
 		for _, e := range c.Env {

@@ -218,7 +218,7 @@ func denyImageDevices(p *corev1.Pod, sharing bool) {
 
 func gpuEnvVar(name string) corev1.EnvVar {
 	return corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{
-		APIVersion: "v1", FieldPath: fmt.Sprintf("metadata.annotations['%s%s']", v1alpha1.AnnotationGPUEnvPrefix, name)}}}
+		APIVersion: "v1", FieldPath: v1alpha1.GPUEnvFieldPath(name)}}}
 }
 
 // isGPUEnv tells an entry giveGPUEnv makes: the name read from the annotation of that name.

@@ -63,8 +63,9 @@ func (h MPSHost) Run(ctx context.Context) error {
 	defer t.Stop()
 	applied, exclusive := map[string]string{}, map[string]bool{}
 	for {
-		h.keep(ctx, a, applied)
-		h.computeModes(a, exclusive)
+		wishes, _ := filepath.Glob(filepath.Join(h.SharingRoot, "mps", "GPU-*", mpsWanted))
+		h.keep(ctx, a, wishes, applied)
+		h.computeModes(a, wishes, exclusive)
 		select {
 		case <-ctx.Done():
 			return nil
@@ -75,9 +76,8 @@ func (h MPSHost) Run(ctx context.Context) error {
 
 // keep starts a daemon for each GPU that wants one and has none answering, and holds
 // each to the limits the agent wrote in its wish (again after a restart of the daemon).
-func (h MPSHost) keep(ctx context.Context, a *Agent, applied map[string]string) {
-	dirs, _ := filepath.Glob(filepath.Join(h.SharingRoot, "mps", "GPU-*", mpsWanted))
-	for _, f := range dirs {
+func (h MPSHost) keep(ctx context.Context, a *Agent, wishes []string, applied map[string]string) {
+	for _, f := range wishes {
 		uuid := filepath.Base(filepath.Dir(f))
 		if _, err := a.mpsCommand(ctx, uuid, "get_server_list\n"); err != nil {
 			// The agent may have withdrawn the wish and quit the daemon since the list
@@ -111,13 +111,12 @@ func (h MPSHost) keep(ctx context.Context, a *Agent, applied map[string]string) 
 }
 
 // computeModes keeps each wanted GPU exclusive-process and returns the others to default.
-func (h MPSHost) computeModes(a *Agent, exclusive map[string]bool) {
+func (h MPSHost) computeModes(a *Agent, wishes []string, exclusive map[string]bool) {
 	if h.NVML == nil {
 		return
 	}
 	wanted := map[string]bool{}
-	files, _ := filepath.Glob(filepath.Join(h.SharingRoot, "mps", "GPU-*", mpsWanted))
-	for _, f := range files {
+	for _, f := range wishes {
 		wanted[filepath.Base(filepath.Dir(f))] = true
 	}
 	for u := range wanted {

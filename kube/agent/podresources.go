@@ -20,15 +20,21 @@ const DefaultPodResourcesSocket = "/var/lib/kubelet/pod-resources/kubelet.sock"
 
 // DialPodResources connects to a kubelet's PodResources API on a unix socket.
 func DialPodResources(socket string) (podresourcesv1.PodResourcesListerClient, func() error, error) {
-	conn, err := grpc.NewClient("passthrough:///"+socket,
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
-			return (&net.Dialer{}).DialContext(ctx, "unix", strings.TrimPrefix(addr, "passthrough:///"))
-		}))
+	conn, err := DialUnix(socket)
 	if err != nil {
 		return nil, nil, fmt.Errorf("pod resources socket %s: %w", socket, err)
 	}
 	return podresourcesv1.NewPodResourcesListerClient(conn), conn.Close, nil
+}
+
+// DialUnix makes a gRPC connection to a kubelet-side unix socket (the kubelet's APIs and
+// device plugins speak gRPC over them, without TLS).
+func DialUnix(socket string) (*grpc.ClientConn, error) {
+	return grpc.NewClient("passthrough:///"+socket,
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "unix", strings.TrimPrefix(addr, "passthrough:///"))
+		}))
 }
 
 // PodKey names a pod on the node.

@@ -191,11 +191,13 @@ func NoFractions(n *corev1.Node) string {
 	case err != nil:
 		return fmt.Sprintf("%v (set the agent's --delivery, the chart's agent.pools[].delivery)", err)
 	case d == "":
-		return fmt.Sprintf("the node does not say how a container is given a device it did not ask the kubelet for (label %s: %s; set the chart's agent.pools[].delivery, or let the agent read it from the GPU Operator)",
-			v1alpha1.LabelGPUDelivery, strings.Join(v1alpha1.Deliveries, " or "))
+		return noDelivery // every cycle, for every node without the label: made once
 	}
 	return ""
 }
+
+var noDelivery = fmt.Sprintf("the node does not say how a container is given a device it did not ask the kubelet for (label %s: %s; set the chart's agent.pools[].delivery, or let the agent read it from the GPU Operator)",
+	v1alpha1.LabelGPUDelivery, strings.Join(v1alpha1.Deliveries, " or "))
 
 // PodRequest reads what a pod asks for. A sharing annotation the webhook would have
 // refused (it may not be installed) leaves the pod asking for nothing shared; invalid

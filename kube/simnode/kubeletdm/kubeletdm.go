@@ -23,7 +23,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -219,12 +218,4 @@ func (none) GetMemory(string, string) []*podresourcesv1.ContainerMemory { return
 func (none) GetAllocatableMemory() []*podresourcesv1.ContainerMemory    { return nil }
 func (none) GetDynamicResources(*corev1.Pod, *corev1.Container) []*podresourcesv1.DynamicResource {
 	return nil
-}
-
-// dial connects to a unix socket with gRPC.
-func dial(socket string) (*grpc.ClientConn, error) {
-	return grpc.NewClient("passthrough:///"+socket, grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
-			return (&net.Dialer{}).DialContext(ctx, "unix", socket)
-		}))
 }

@@ -12,6 +12,7 @@ import (
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
 	"github.com/allot-dev/allot/api/v1alpha1"
+	"github.com/allot-dev/allot/kube/agent"
 )
 
 // plugin is a simulated NVIDIA device plugin: it offers the node's GPUs by UUID (the
@@ -52,7 +53,7 @@ func (p *plugin) close() {
 
 // register announces the plugin to the kubelet, as a device plugin does at start.
 func (p *plugin) register(ctx context.Context) error {
-	conn, err := dial(pluginapi.KubeletSocket)
+	conn, err := agent.DialUnix(pluginapi.KubeletSocket)
 	if err != nil {
 		return err
 	}
