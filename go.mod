@@ -15,6 +15,7 @@ require (
 	go.etcd.io/etcd/client/v3 v3.6.5
 	go.etcd.io/etcd/server/v3 v3.6.5
 	go.uber.org/zap v1.27.0
+	golang.org/x/sys v0.49.0
 	golang.org/x/term v0.47.0
 	gonum.org/v1/plot v0.17.0
 	google.golang.org/grpc v1.72.2
@@ -26,10 +27,12 @@ require (
 	k8s.io/client-go v0.35.4
 	k8s.io/component-helpers v0.35.4
 	k8s.io/controller-manager v0.35.4
+	k8s.io/cri-client v0.0.0
 	k8s.io/klog/v2 v2.130.1
 	k8s.io/kube-scheduler v0.0.0
 	k8s.io/kubelet v0.35.4
 	k8s.io/kubernetes v1.35.4
+	k8s.io/mount-utils v0.0.0
 	k8s.io/utils v0.0.0-20251002143259-bc988d571ff4
 	pgregory.net/rapid v1.3.0
 	sigs.k8s.io/controller-runtime v0.23.3
@@ -155,7 +158,6 @@ require (
 	golang.org/x/net v0.47.0 // indirect
 	golang.org/x/oauth2 v0.30.0 // indirect
 	golang.org/x/sync v0.18.0 // indirect
-	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/text v0.31.0 // indirect
 	golang.org/x/time v0.9.0 // indirect
 	golang.org/x/tools v0.38.0 // indirect
@@ -171,7 +173,6 @@ require (
 	k8s.io/cluster-bootstrap v0.0.0 // indirect
 	k8s.io/component-base v0.35.4 // indirect
 	k8s.io/cri-api v0.35.4 // indirect
-	k8s.io/cri-client v0.0.0 // indirect
 	k8s.io/csi-translation-lib v0.0.0 // indirect
 	k8s.io/dynamic-resource-allocation v0.35.4 // indirect
 	k8s.io/endpointslice v0.0.0 // indirect
@@ -183,7 +184,6 @@ require (
 	k8s.io/kube-proxy v0.0.0 // indirect
 	k8s.io/kubectl v0.0.0 // indirect
 	k8s.io/metrics v0.35.4 // indirect
-	k8s.io/mount-utils v0.0.0 // indirect
 	k8s.io/pod-security-admission v0.0.0 // indirect
 	sigs.k8s.io/apiserver-network-proxy/konnectivity-client v0.31.2 // indirect
 	sigs.k8s.io/json v0.0.0-20250730193827-2d320260d730 // indirect

@@ -120,8 +120,12 @@ func TestHelmMPSDaemonsHaveAContainerOfTheirOwn(t *testing.T) {
 		sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem {
 		t.Errorf("mps container securityContext %s", string(deploy.MustJSON(t, sc)))
 	}
-	if len(mps.VolumeMounts) != 1 || mps.VolumeMounts[0].MountPath != "/run/allot/sharing" {
-		t.Errorf("mps container mounts %v, want the sharing root", mps.VolumeMounts)
+	// The daemons' /dev/shm is the directory the scheduler names as /dev/shm to the
+	// sharing pods of an mps node (ALLOT_SHM_DIR), which mps-host checks is its own.
+	want := []corev1.VolumeMount{{Name: "sharing", MountPath: "/run/allot/sharing"},
+		{Name: "sharing", MountPath: "/dev/shm", SubPath: "shm/" + v1alpha1.ShmMPS}}
+	if !slices.Equal(mps.VolumeMounts, want) || slices.ContainsFunc(mps.Args, func(a string) bool { return strings.HasPrefix(a, "--shm") }) {
+		t.Errorf("mps container mounts %+v (args %v), want the sharing root and its shm/mps as /dev/shm, checked at mps-host's default --shm", mps.VolumeMounts, mps.Args)
 	}
 }
 

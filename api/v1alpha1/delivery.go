@@ -54,6 +54,9 @@ var GPUEnvNames = []string{
 	"CUDA_MPS_PIPE_DIRECTORY", "CUDA_MPS_LOG_DIRECTORY",
 	"CUDA_DEVICE_MEMORY_LIMIT", "CUDA_DEVICE_SM_LIMIT",
 	"ALLOT_GPU_SHARE", "ALLOT_GPU_SHARING",
+	// Not for the process: the subdirectory of ShmDir mounted as the container's /dev/shm
+	// (its volume mount's subPathExpr reads it).
+	"ALLOT_SHM_DIR",
 }
 
 // GPUEnvFieldPath is the downward API path of the annotation a sharing pod's variable

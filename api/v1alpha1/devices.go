@@ -53,6 +53,21 @@ const SharingNotEnforced = "GPU sharing is not enforced here (allot.dev/gpu-shar
 // ("log"): the agent starts the daemon there, the scheduler points sharing pods at it.
 func MPSDir(root, uuid string) string { return root + "/mps/" + uuid }
 
+// ShmDir is, under the sharing root, the directory whose subdirectories are sharing
+// containers' /dev/shm (the webhook mounts one, named by the ALLOT_SHM_DIR the scheduler
+// writes in the bind): on an MPS node the one the node's control daemons also have as
+// their /dev/shm (ShmMPS), for the POSIX shared memory by which an MPS server and its
+// clients talk; elsewhere one of the pod's own (ShmPodDir), shared with no one. The agent
+// keeps it world-writable with the sticky bit, as /dev/shm is, and the kubelet makes each
+// subdirectory with its mode.
+func ShmDir(root string) string { return root + "/shm" }
+
+// ShmMPS is the subdirectory of ShmDir the MPS daemons of a node and all their clients share.
+const ShmMPS = "mps"
+
+// ShmPodDir is the subdirectory of ShmDir that is the /dev/shm of the pod of this UID alone.
+func ShmPodDir(uid string) string { return "pod-" + uid }
+
 // HAMiCoreLibrary is where, under the sharing root, the agent puts HAMi-core's library for
 // sharing pods to preload.
 func HAMiCoreLibrary(root string) string { return root + "/hami-core/libvgpu.so" }

@@ -141,7 +141,7 @@ func probe(check func() error) http.HandlerFunc {
 }
 
 func newMPSHostCmd() *cobra.Command {
-	var root, control string
+	var root, control, shm string
 	cmd := &cobra.Command{
 		Use:     "mps-host",
 		GroupID: "run",
@@ -149,7 +149,11 @@ func newMPSHostCmd() *cobra.Command {
 		Long: `Start an MPS control daemon (NVIDIA's nvidia-cuda-mps-control -d) for each GPU the node's
 allot agent marks as wanting one under --sharing-root, and start it again if it stops
 answering. The daemons are processes of this container, so they outlive restarts of the
-agent's; the agent holds them to their limits and quits them through their pipes.`,
+agent's; the agent holds them to their limits and quits them through their pipes.
+
+An MPS server and its clients talk through POSIX shared memory: this container's /dev/shm
+must be the sharing root's shm/mps, which sharing pods on the node are given as theirs
+(--shm names it as this container sees it; the chart mounts it there).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if !filepath.IsAbs(root) {
@@ -158,10 +162,11 @@ agent's; the agent holds them to their limits and quits them through their pipes
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			slog.Info("allot mps-host: keeping MPS daemons", "sharingRoot", root)
-			return agent.MPSHost{SharingRoot: root, Control: control, NVML: nvml.New()}.Run(ctx)
+			return agent.MPSHost{SharingRoot: root, Control: control, Shm: shm, NVML: nvml.New()}.Run(ctx)
 		},
 	}
 	cmd.Flags().StringVar(&root, "sharing-root", "", "the agent's --sharing-root")
 	cmd.Flags().StringVar(&control, "mps-control", agent.DefaultMPSControl, "NVIDIA's MPS control program")
+	cmd.Flags().StringVar(&shm, "shm", "/dev/shm", "this container's /dev/shm, which must be the sharing root's shm/mps; empty: not checked")
 	return cmd
 }

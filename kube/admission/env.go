@@ -29,6 +29,7 @@ var guardedExact = []string{
 	"GPU_CORE_UTILIZATION_POLICY", // HAMi-core: "disable" lifts the SM limit
 	"CUDA_OVERSUBSCRIBE",          // HAMi-core: memory beyond the limit, spilled to the host
 	"CUDA_DISABLE_CONTROL",        // HAMi-core: turns its limits off
+	"ALLOT_SHM_DIR",               // which shared-memory directory is the container's /dev/shm
 }
 
 // guardedPrefixes are refused as families: MPS client settings (thread percentage, pinned

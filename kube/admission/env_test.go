@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 
 	"github.com/allot-dev/allot/api/v1alpha1"
 )
@@ -22,7 +23,7 @@ func TestSharingPodsMayNotSetDeviceVariables(t *testing.T) {
 	lit := func(name, v string) corev1.EnvVar { return corev1.EnvVar{Name: name, Value: v} }
 	for _, name := range []string{"NVIDIA_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES", "LD_PRELOAD", "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE",
 		"CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", "CUDA_MPS_PIPE_DIRECTORY", "CUDA_DEVICE_MEMORY_LIMIT", "CUDA_DEVICE_SM_LIMIT",
-		"CUDA_DEVICE_MEMORY_LIMIT_0", "GPU_CORE_UTILIZATION_POLICY", "NVIDIA_MIG_CONFIG_DEVICES"} {
+		"CUDA_DEVICE_MEMORY_LIMIT_0", "GPU_CORE_UTILIZATION_POLICY", "NVIDIA_MIG_CONFIG_DEVICES", "ALLOT_SHM_DIR"} {
 		for where, p := range map[string]*corev1.Pod{
 			"containers[main].env": sharing(func(p *corev1.Pod) {
 				p.Spec.Containers[0].Env = append([]corev1.EnvVar{lit(name, "all")}, p.Spec.Containers[0].Env...)
@@ -161,5 +162,56 @@ func TestContainersGivenNoDeviceAreToldSo(t *testing.T) {
 		if err := ValidatePod(p, view{}); err != nil {
 			t.Errorf("refused after the mutating webhook: %v", err)
 		}
+	}
+}
+
+// A sharing pod's /dev/shm is the host directory the bind names, in place of one of its
+// own; a volume of the pod's own under the sharing volume's name does not stand for the
+// host directory (HAMi-core's preload list would be the pod's to empty); and a second
+// pass of the webhook changes nothing.
+func TestSharingMountsAreAllotsOwn(t *testing.T) {
+	p := pod("team-a", 0, nil, map[string]string{v1alpha1.AnnotationGPUFraction: "0.5"})
+	p.Spec.Volumes = []corev1.Volume{
+		{Name: sharingVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+		{Name: "dshm", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory}}},
+		{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+	}
+	p.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{
+		{Name: "dshm", MountPath: "/dev/shm/"}, {Name: sharingVolume, MountPath: "/etc/ld.so.preload"}, {Name: "data", MountPath: "/data"}}
+	mountSharing(p, "/run/allot/sharing")
+	once := p.DeepCopy()
+	mountSharing(p, "/run/allot/sharing")
+	if !equality.Semantic.DeepEqual(once, p) {
+		t.Errorf("a second pass changed the pod:\n%+v\n%+v", once.Spec, p.Spec)
+	}
+	hostPaths := map[string]string{}
+	for _, v := range p.Spec.Volumes {
+		if v.HostPath != nil {
+			hostPaths[v.Name] = v.HostPath.Path
+		} else if v.Name == sharingVolume || v.Name == shmVolume {
+			t.Errorf("volume %s is the pod's own %+v", v.Name, v.VolumeSource)
+		}
+	}
+	if hostPaths[sharingVolume] != "/run/allot/sharing" || hostPaths[shmVolume] != "/run/allot/sharing/shm" {
+		t.Errorf("host directories %v, want the sharing root and its shm", hostPaths)
+	}
+	at := map[string]corev1.VolumeMount{}
+	for _, m := range p.Spec.Containers[0].VolumeMounts {
+		if _, twice := at[m.MountPath]; twice {
+			t.Errorf("two mounts at %s", m.MountPath)
+		}
+		at[m.MountPath] = m
+	}
+	if m := at["/dev/shm"]; m.Name != shmVolume || m.SubPathExpr != "$(ALLOT_SHM_DIR)" || m.ReadOnly {
+		t.Errorf("/dev/shm is %+v, want the shm directory the bind names, writable", m)
+	}
+	if m := at["/etc/ld.so.preload"]; m.Name != sharingVolume || m.SubPath != v1alpha1.PreloadListPath || !m.ReadOnly {
+		t.Errorf("/etc/ld.so.preload is %+v, want the agent's list, read-only", m)
+	}
+	if m := at["/data"]; m.Name != "data" {
+		t.Errorf("the pod's own /data mount is %+v", m)
+	}
+	if _, ok := at["/dev/shm/"]; ok {
+		t.Error("the pod's own /dev/shm is still mounted")
 	}
 }

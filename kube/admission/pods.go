@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"path"
 	"slices"
 	"strconv"
 	"strings"
@@ -85,6 +86,9 @@ type Mutator struct {
 // sharingVolume is the name of the mounted SharingRoot in a sharing pod.
 const sharingVolume = "allot-gpu-sharing"
 
+// shmVolume is the name of the directory under it whose subdirectories are /dev/shm.
+const shmVolume = "allot-gpu-shm"
+
 // Handle implements admission.Handler.
 func (m *Mutator) Handle(ctx context.Context, req admission.Request) admission.Response {
 	var p corev1.Pod
@@ -152,21 +156,8 @@ func (m *Mutator) Handle(ctx context.Context, req admission.Request) admission.R
 		giveGPUEnv(out)
 		// The pod's node is not known yet: the directory goes in whatever the node's mode,
 		// and the environment the scheduler writes for that node says what in it to use.
-		if m.SharingRoot != "" && !slices.ContainsFunc(out.Spec.Volumes, func(v corev1.Volume) bool { return v.Name == sharingVolume }) {
-			dirOrCreate := corev1.HostPathDirectoryOrCreate
-			out.Spec.Volumes = append(out.Spec.Volumes, corev1.Volume{Name: sharingVolume,
-				VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: m.SharingRoot, Type: &dirOrCreate}}})
-			for i := range out.Spec.Containers {
-				out.Spec.Containers[i].VolumeMounts = append(out.Spec.Containers[i].VolumeMounts,
-					// Read-only: the directory is shared by every pod on the node (the
-					// MPS pipes are FIFOs, which a read-only mount still lets a client
-					// open for writing).
-					corev1.VolumeMount{Name: sharingVolume, MountPath: m.SharingRoot, ReadOnly: true},
-					// HAMi-core is preloaded by the dynamic loader's own list, which a
-					// process cannot empty as it can LD_PRELOAD; the agent writes the
-					// file on every node (empty where HAMi-core does not enforce).
-					corev1.VolumeMount{Name: sharingVolume, MountPath: "/etc/ld.so.preload", SubPath: v1alpha1.PreloadListPath, ReadOnly: true})
-			}
+		if m.SharingRoot != "" {
+			mountSharing(out, m.SharingRoot)
 		}
 		if m.RuntimeClass != "" && out.Spec.RuntimeClassName == nil {
 			out.Spec.RuntimeClassName = &m.RuntimeClass
@@ -193,6 +184,43 @@ func giveGPUEnv(p *corev1.Pod) {
 		for _, name := range v1alpha1.GPUEnvNames {
 			c.Env = append(c.Env, gpuEnvVar(name))
 		}
+	}
+}
+
+// mountSharing mounts into each container of a sharing pod the sharing root (read-only),
+// the dynamic loader's preload list from it and the /dev/shm the bind names. Whatever the
+// pod itself put at those names or paths goes first: a volume of the pod's own under the
+// sharing volume's name (an emptyDir) would otherwise stand for the host directory and
+// leave HAMi-core unloaded. Run again on its own output it changes nothing.
+func mountSharing(p *corev1.Pod, root string) {
+	ours := func(name string) bool { return name == sharingVolume || name == shmVolume }
+	p.Spec.Volumes = slices.DeleteFunc(p.Spec.Volumes, func(v corev1.Volume) bool { return ours(v.Name) })
+	dirOrCreate := corev1.HostPathDirectoryOrCreate
+	p.Spec.Volumes = append(p.Spec.Volumes,
+		corev1.Volume{Name: sharingVolume,
+			VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: root, Type: &dirOrCreate}}},
+		corev1.Volume{Name: shmVolume,
+			VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: v1alpha1.ShmDir(root), Type: &dirOrCreate}}})
+	taken := []string{path.Clean(root), "/etc/ld.so.preload", "/dev/shm"}
+	for i := range p.Spec.Containers {
+		c := &p.Spec.Containers[i]
+		c.VolumeMounts = slices.DeleteFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool {
+			return ours(m.Name) || slices.Contains(taken, path.Clean(m.MountPath))
+		})
+		c.VolumeMounts = append(c.VolumeMounts,
+			// Read-only: the directory is shared by every pod on the node (the MPS pipes
+			// are FIFOs, which a read-only mount still lets a client open for writing).
+			corev1.VolumeMount{Name: sharingVolume, MountPath: root, ReadOnly: true},
+			// HAMi-core is preloaded by the dynamic loader's own list, which a process
+			// cannot empty as it can LD_PRELOAD; the agent writes the file on every node
+			// (empty where HAMi-core does not enforce).
+			corev1.VolumeMount{Name: sharingVolume, MountPath: "/etc/ld.so.preload", SubPath: v1alpha1.PreloadListPath, ReadOnly: true},
+			// The directory the bind names (ALLOT_SHM_DIR): on an MPS node the one the
+			// node's MPS servers have, through whose POSIX shared memory they talk to
+			// their clients; elsewhere the pod's own. It replaces a /dev/shm of the pod's
+			// (often a memory emptyDir to be larger than the runtime's 64M; this one has
+			// no size of its own, its pages count against the container's memory).
+			corev1.VolumeMount{Name: shmVolume, MountPath: "/dev/shm", SubPathExpr: "$(ALLOT_SHM_DIR)"})
 	}
 }
 

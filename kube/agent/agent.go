@@ -193,6 +193,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		case <-load.C:
 			a.report(ctx, lib)
 			a.beat(ctx)
+			a.sweepShm(pods.GetStore().List())
 		case <-a.changed:
 			pending = a.syncDevices(ctx, pods.GetStore().List())
 			a.publishHealth(ctx, pods.GetStore().List())

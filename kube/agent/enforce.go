@@ -28,6 +28,12 @@ func (a *Agent) prepareSharing() (declared, problem string) {
 	// nothing. It is written on every node with a sharing root, since a mount of a file
 	// that is missing would make the kubelet create a directory in its place.
 	if a.opts.SharingRoot != "" {
+		// Every sharing container mounts a directory under it as /dev/shm: with none,
+		// the kubelet would make it root's own, 0755, and a container not root could not
+		// write its shared memory.
+		if err := prepareShm(a.opts.SharingRoot); err != nil {
+			return v1alpha1.SharingNone, shmProblem(err)
+		}
 		list := ""
 		if declared == v1alpha1.SharingHAMiCore {
 			list = v1alpha1.HAMiCoreLibrary(a.opts.SharingRoot) + "\n"

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -32,7 +33,10 @@ const mpsReady = "ready"
 // MPSHost keeps the MPS daemons the agent asks for.
 type MPSHost struct {
 	SharingRoot, Control string
-	Interval             time.Duration // between looks; a second when zero
+	// Shm is the daemons' /dev/shm as this process sees it, which must be the sharing
+	// root's shm/mps that sharing pods on the node mount as theirs; empty: not checked.
+	Shm      string
+	Interval time.Duration // between looks; a second when zero
 	// NVML, when set, puts each GPU with a daemon in exclusive-process compute mode and
 	// back to default when it has none. Setting a compute mode takes CAP_SYS_ADMIN, which
 	// the chart gives this container and not the agent's.
@@ -48,6 +52,9 @@ func (h MPSHost) Run(ctx context.Context) error {
 			return fmt.Errorf("nvml init: %s", nvml.ErrorString(r))
 		}
 		defer h.NVML.Shutdown()
+	}
+	if err := h.checkShm(); err != nil {
+		return err
 	}
 	if err := a.probeMPS(); err != nil {
 		return err
@@ -72,6 +79,28 @@ func (h MPSHost) Run(ctx context.Context) error {
 		case <-t.C:
 		}
 	}
+}
+
+// checkShm makes the daemons' shared-memory directory and checks that it is this
+// process's /dev/shm: clients given that directory as theirs could not reach servers
+// started with another (their shared memory would not meet).
+func (h MPSHost) checkShm() error {
+	if err := prepareShm(h.SharingRoot); err != nil {
+		return fmt.Errorf("the MPS daemons' shared memory: %w", err)
+	}
+	if h.Shm == "" {
+		return nil
+	}
+	want := filepath.Join(v1alpha1.ShmDir(h.SharingRoot), v1alpha1.ShmMPS)
+	a, errA := os.Stat(h.Shm)
+	b, errB := os.Stat(want)
+	if err := errors.Join(errA, errB); err != nil {
+		return fmt.Errorf("the MPS daemons' shared memory: %w", err)
+	}
+	if !os.SameFile(a, b) {
+		return fmt.Errorf("--shm %s is not %s: mount the sharing root's shm/mps there (subPath), which sharing pods on this node have as their /dev/shm", h.Shm, want)
+	}
+	return nil
 }
 
 // keep starts a daemon for each GPU that wants one and has none answering, and holds

@@ -41,8 +41,10 @@ func gpuEnv(uuid string, memoryBytes int64, computePercent int32, share engine.M
 
 // enforcementEnv is what a sharing pod on a node of the given enforcement is told, beside
 // its limits: where the node's MPS control daemon for its GPU listens, or HAMi-core's
-// library to preload, under the host directory the webhook mounted (root); and the mode.
-func enforcementEnv(env map[string]string, mode, root, uuid string) {
+// library to preload, under the host directory the webhook mounted (root); which
+// directory under it is its /dev/shm (the MPS daemons' on an MPS node, which an MPS server
+// and its clients need in common, else its own); and the mode.
+func enforcementEnv(env map[string]string, mode, root, uuid string, pod types.UID) {
 	env["ALLOT_GPU_SHARING"] = mode
 	if mode == "" {
 		env["ALLOT_GPU_SHARING"] = "undeclared"
@@ -50,8 +52,10 @@ func enforcementEnv(env map[string]string, mode, root, uuid string) {
 	if root == "" {
 		return
 	}
+	env["ALLOT_SHM_DIR"] = v1alpha1.ShmPodDir(string(pod))
 	switch mode {
 	case v1alpha1.SharingMPS:
+		env["ALLOT_SHM_DIR"] = v1alpha1.ShmMPS
 		env["CUDA_MPS_PIPE_DIRECTORY"] = v1alpha1.MPSDir(root, uuid) + "/pipe"
 		env["CUDA_MPS_LOG_DIRECTORY"] = v1alpha1.MPSDir(root, uuid) + "/log"
 	}
@@ -72,7 +76,7 @@ func shareEnv(p *corev1.Pod, node *engine.Node, b engine.Binding, root string) m
 		compute = int32(max(1, (int64(b.Share)*100+int64(engine.OneGPU)/2)/int64(engine.OneGPU)))
 	}
 	env := gpuEnv(gpu.UUID, mem, compute, b.Share)
-	enforcementEnv(env, node.Sharing, root, gpu.UUID)
+	enforcementEnv(env, node.Sharing, root, gpu.UUID, p.UID)
 	return env
 }
 

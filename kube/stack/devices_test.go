@@ -4,12 +4,16 @@ import (
 	"fmt"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/kubernetes/pkg/volume/util/subpath"
+	"k8s.io/kubernetes/third_party/forked/golang/expansion"
+	"k8s.io/mount-utils"
 
 	"github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/kube/inspect"
@@ -317,6 +321,68 @@ func sharingPodsRun(t *testing.T, e *kubetest.Env, root string) map[string]strin
 	return env
 }
 
+// devShm is the host directory the kubelet would mount as the named pod's first
+// container's /dev/shm, made by the kubelet's own code as it makes a subPathExpr mount: the
+// expression expanded with the container's environment (the bind's annotations, read
+// through the downward API), the directory made with the mode of the volume's.
+func devShm(t *testing.T, e *kubetest.Env, name string) (string, os.FileInfo) {
+	t.Helper()
+	p := e.Pods(t, "default")[name]
+	c := p.Spec.Containers[0]
+	env := e.ContainerEnv(t, p, c.Name)
+	for _, m := range c.VolumeMounts {
+		if m.MountPath != "/dev/shm" {
+			continue
+		}
+		var base string
+		for _, v := range p.Spec.Volumes {
+			if v.Name == m.Name && v.HostPath != nil {
+				base = v.HostPath.Path
+			}
+		}
+		sub := expansion.Expand(m.SubPathExpr, expansion.MappingFuncFor(env))
+		if base == "" || sub == "" || filepath.IsAbs(sub) || strings.Contains(sub, "..") {
+			t.Fatalf("%s's /dev/shm: volume %q at %q (%q expanded), want a host directory and a relative subdirectory", name, base, sub, m.SubPathExpr)
+		}
+		info, err := os.Stat(base)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := subpath.New(mount.New("")).SafeMakeDir(sub, base, info.Mode()); err != nil {
+			t.Fatalf("the kubelet could not make %s's /dev/shm: %v", name, err)
+		}
+		dir := filepath.Join(base, sub)
+		made, err := os.Stat(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return dir, made
+	}
+	t.Fatalf("%s has no /dev/shm mount: %+v", name, c.VolumeMounts)
+	return "", nil
+}
+
+// checkDevShm checks where the halves' /dev/shm is: one directory, the MPS daemons', on an
+// mps node; one each elsewhere. Either is writable by any user and keeps each one's files
+// from the others, as /dev/shm is.
+func checkDevShm(t *testing.T, e *kubetest.Env, root string, shared bool) {
+	t.Helper()
+	one, info1 := devShm(t, e, "nb-1")
+	two, info2 := devShm(t, e, "nb-2")
+	for _, info := range []os.FileInfo{info1, info2} {
+		if info.Mode()&(os.ModeSticky|os.ModePerm) != os.ModeSticky|0o777 {
+			t.Errorf("%s's mode is %v, want /dev/shm's drwxrwxrwt", info.Name(), info.Mode())
+		}
+	}
+	if shared && (one != two || one != root+"/shm/mps") {
+		t.Errorf("the halves' /dev/shm are %s and %s, want the MPS daemons' %s/shm/mps", one, two, root)
+	}
+	uid := e.Pods(t, "default")["nb-1"].UID
+	if !shared && (one == two || one != root+"/shm/pod-"+string(uid)) {
+		t.Errorf("the halves' /dev/shm are %s and %s, want each its own (nb-1's %s/shm/pod-%s)", one, two, root, uid)
+	}
+}
+
 // hami-core: the agent puts the admin's libvgpu.so under the sharing root, and the
 // halves' environment preloads it.
 func TestHAMiCoreSharingIsPreloaded(t *testing.T) {
@@ -329,6 +395,7 @@ func TestHAMiCoreSharingIsPreloaded(t *testing.T) {
 	if env["ALLOT_GPU_SHARING"] != "hami-core" || env["CUDA_DEVICE_MEMORY_LIMIT"] != "40960m" {
 		t.Errorf("environment %v, want HAMi-core's 40960m cap", env)
 	}
+	checkDevShm(t, e, root, false)
 	if _, set := env["LD_PRELOAD"]; set {
 		t.Errorf("LD_PRELOAD is set (%q): a process could empty it for its children", env["LD_PRELOAD"])
 	}
@@ -383,6 +450,7 @@ func TestMPSDaemonPerSharedGPU(t *testing.T) {
 	if env["CUDA_MPS_PIPE_DIRECTORY"] != pipe || env["ALLOT_GPU_SHARING"] != "mps" || env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] != "50" {
 		t.Errorf("environment %v, want the pipes of %s's daemon", env, uuid)
 	}
+	checkDevShm(t, e, root, true)
 	calls := func() string { b, _ := os.ReadFile(log); return string(b) }
 	e.WaitFor(t, "the daemon started for the shared GPU", func() (bool, string) {
 		return strings.Contains(calls(), uuid+" "+pipe+" -d"), calls()
