@@ -49,10 +49,12 @@ func enforcementEnv(env map[string]string, mode, root, uuid string, pod types.UI
 	if mode == "" {
 		env["ALLOT_GPU_SHARING"] = "undeclared"
 	}
+	// Named even with no root of the scheduler's own: were the webhook to mount one, an
+	// empty name would make the whole shm directory, every pod's, this pod's /dev/shm.
+	env["ALLOT_SHM_DIR"] = v1alpha1.ShmPodDir(string(pod))
 	if root == "" {
 		return
 	}
-	env["ALLOT_SHM_DIR"] = v1alpha1.ShmPodDir(string(pod))
 	switch mode {
 	case v1alpha1.SharingMPS:
 		env["ALLOT_SHM_DIR"] = v1alpha1.ShmMPS
