@@ -2,7 +2,6 @@ package scheduler
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -760,43 +759,6 @@ func (s *Scheduler) apply(ctx context.Context, plan *engine.Plan, idx *index) {
 	}
 }
 
-// queueBind hands a bind to the bind workers, counted as waiting until one takes it (the
-// Event and status writers wait for those); false when ctx ended first.
-func (s *Scheduler) queueBind(ctx context.Context, j bindJob) bool {
-	s.bindsWaiting.Add(1)
-	select {
-	case s.binds <- j:
-		return true
-	case <-ctx.Done():
-		s.bindsWaiting.Add(-1)
-		return false
-	}
-}
-
-// confirms tells whether a pod's new binding is one of ours the next cycle already counts.
-func (s *Scheduler) confirms(p *corev1.Pod) bool {
-	s.amu.Lock()
-	defer s.amu.Unlock()
-	b, ok := s.assumed[p.UID]
-	return ok && string(b.Node) == p.Spec.NodeName
-}
-
-func (s *Scheduler) isAssumed(uid types.UID) bool {
-	s.amu.Lock()
-	defer s.amu.Unlock()
-	_, ok := s.assumed[uid]
-	return ok
-}
-
-type bindJob struct {
-	p   *corev1.Pod
-	b   engine.Binding
-	env map[string]string // a shared GPU's environment, written before the bind
-	// reservation names the reservation a held-back shared pod waited on (sharing.go):
-	// its device, once reported, is the pod's, whichever index the engine preferred.
-	reservation string
-}
-
 // notePartialGangs tells the engine since when each gang has run partly. A gang running
 // partly because a whole-gang eviction or move was cut short (the scheduler that made it
 // died between the requests, or one failed) has its rest stopped at once, with no grace
@@ -866,124 +828,6 @@ const evictionResend = 30 * time.Second
 
 // evictionRetry is how soon an eviction that failed (not refused by a budget) is tried again.
 const evictionRetry = 5 * time.Second
-
-// bindBackoff is how long a pod whose bind failed waits before the next try: short, since
-// a gang member waiting here leaves its gang partly bound.
-const bindBackoff = time.Second
-
-// BindWorkers is how many binds are in flight at once. A bind is one round trip that the
-// API server spends most of its time waiting on etcd for, so more in flight drain a
-// backlog faster: with 2,000 pods waiting on the shared harness, 32 gave 473-614 pods/s,
-// 128 500-666 and 256 477-756, while 1,024 overloaded that 2-core API server (300-376).
-// 128 stays under kube-apiserver's default of 200 mutating requests in flight.
-const BindWorkers = 128
-
-// bindLoop issues binds until s.binds closes. A failed bind drops its assumption, so the
-// pod is pending again at the next cycle.
-func (s *Scheduler) bindLoop(ctx context.Context) {
-	for j := range s.binds {
-		s.bindsWaiting.Add(-1)
-		err := s.bind(ctx, &j)
-		if errors.Is(err, errAwaitingDevice) {
-			continue // held, still assumed: resumeAwaiting binds it once the device is known
-		}
-		if j.reservation != "" {
-			s.amu.Lock()
-			delete(s.awaiting, j.p.UID) // its reservation is kept by the bound pod from now on
-			s.amu.Unlock()
-		}
-		s.opts.Metrics.bindDone(err)
-		if err == nil {
-			s.scheduled(&j)
-		} else if errors.Is(err, errNotLeader) {
-			s.amu.Lock()
-			delete(s.assumed, j.p.UID) // the new leader places it; nothing to report from here
-			s.amu.Unlock()
-		} else {
-			if ctx.Err() == nil {
-				slog.Warn("allot scheduler: bind", "pod", j.p.Name, "err", err)
-			}
-			s.recorder.Eventf(j.p, corev1.EventTypeWarning, "FailedBinding", "placed on %s but not bound: %v", j.b.Node, err)
-			s.amu.Lock()
-			delete(s.assumed, j.p.UID)
-			// Back off before binding it again: a bind that failed will likely fail again.
-			s.backoff[j.p.UID] = time.Now().Add(bindBackoff)
-			s.amu.Unlock()
-		}
-	}
-}
-
-// bind binds the pod to the node in one call; the API server copies the Binding's
-// annotations onto the pod, so the device indices land with the node name. A pod sharing a
-// GPU first gets the GPU's reservation and its ConfigMap, so that its container starts
-// with the device and limits set.
-// errNotLeader stops a bind from a replica that is not sure to hold the Lease.
-var errNotLeader = errors.New("this replica is not sure to hold the Lease any more")
-
-// leaderMark adds this replica's identity to a bind's or an eviction's annotations when
-// replicas take turns, for the API server's fence (see fencePolicy).
-func (s *Scheduler) leaderMark(ann map[string]string) map[string]string {
-	if s.fence == nil {
-		return ann
-	}
-	if ann == nil {
-		ann = map[string]string{}
-	}
-	ann[v1alpha1.AnnotationLeader] = s.opts.Identity
-	return ann
-}
-
-func (s *Scheduler) bind(ctx context.Context, j *bindJob) error {
-	p, b := j.p, j.b
-	if !s.fence.ok() {
-		return errNotLeader // before the reservation and the ConfigMap, too
-	}
-	if b.Share > 0 && s.opts.RequireGPUEnv && !v1alpha1.HasGPUEnv(p) && p.Annotations[v1alpha1.AnnotationConfigMap] == "" {
-		return fmt.Errorf("the pod shares a GPU but was admitted without Allot's webhook (its containers have no entries to read their device from): delete it and create it again while the webhook answers")
-	}
-	if b.Share > 0 {
-		if uuids, ok := s.agentUUIDs(b.Node); ok {
-			// The device is the one the reservation was really given.
-			if err := s.placeOnReservation(ctx, j, uuids); err != nil {
-				return err
-			}
-			b = j.b
-		} else {
-			if _, marked := s.nodeAnnotation(b.Node, v1alpha1.AnnotationAgent); marked {
-				s.noteAgentMissing(p, b.Node)
-			}
-			if err := s.ensureReservation(ctx, b.Node, b.GPUs[0]); err != nil {
-				return err
-			}
-		}
-	}
-	ann := map[string]string{AnnotationGPUs: formatIndices(b.GPUs)}
-	if b.Share > 0 {
-		ann[v1alpha1.AnnotationGPUShare] = strconv.Itoa(int(b.Share))
-		if j.env != nil {
-			o, ok, _ := s.nodes.GetStore().GetByKey(string(b.Node))
-			if !ok {
-				return fmt.Errorf("node %s is gone", b.Node)
-			}
-			delivered, err := deliveryAnnotations(p, o.(*corev1.Node), j.env, s.opts.CDIKind)
-			if err != nil {
-				return err
-			}
-			for k, v := range delivered {
-				ann[k] = v
-			}
-			if err := s.writeConfigMap(ctx, p, j.env); err != nil {
-				return err
-			}
-		}
-	}
-	binding := &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, UID: p.UID, Annotations: s.leaderMark(ann)},
-		Target: corev1.ObjectReference{Kind: "Node", Name: string(b.Node)}}
-	if !s.fence.ok() {
-		return errNotLeader
-	}
-	return s.client.CoreV1().Pods(p.Namespace).Bind(ctx, binding, metav1.CreateOptions{})
-}
 
 // writeStatus puts the engine's reason on every waiting pod (condition and Event, when it
 // changes; written by the status writers, status.go) and each queue's accounting on its
