@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"strconv"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -53,7 +55,6 @@ type bindJob struct {
 	reservation string
 }
 
-
 // bindBackoff is how long a pod whose bind failed waits before the next try: short, since
 // a gang member waiting here leaves its gang partly bound.
 const bindBackoff = time.Second
@@ -82,6 +83,13 @@ func (s *Scheduler) bindLoop(ctx context.Context) {
 		s.opts.Metrics.bindDone(err)
 		if err == nil {
 			s.scheduled(&j)
+		} else if errors.Is(err, errBindUnknown) {
+			// Kept booked where it was placed: were it bound there, freeing its GPUs now
+			// would let the next cycle give them to another pod.
+			s.recorder.Eventf(j.p, corev1.EventTypeWarning, "FailedBinding", "placed on %s; the API server's answer was lost and the pod could not be read: kept booked there for %s, unless seen bound", j.b.Node, bindUnknownHold)
+			s.amu.Lock()
+			s.unknownUntil[j.p.UID] = time.Now().Add(bindUnknownHold)
+			s.amu.Unlock()
 		} else if errors.Is(err, errNotLeader) {
 			s.amu.Lock()
 			delete(s.assumed, j.p.UID) // the new leader places it; nothing to report from here
@@ -169,5 +177,71 @@ func (s *Scheduler) bind(ctx context.Context, j *bindJob) error {
 	if !s.fence.ok() {
 		return errNotLeader
 	}
-	return s.client.CoreV1().Pods(p.Namespace).Bind(ctx, binding, metav1.CreateOptions{})
+	err := s.client.CoreV1().Pods(p.Namespace).Bind(ctx, binding, metav1.CreateOptions{})
+	if err == nil || !mayHaveLanded(err) || ctx.Err() != nil {
+		return err
+	}
+	// The answer was lost, or says the pod is bound already (an earlier try whose answer
+	// was lost): the pod itself says whether this bind is in force.
+	switch s.bindLanded(ctx, p, b.Node) {
+	case bindInForce:
+		return nil
+	case bindUnknown:
+		return fmt.Errorf("%w: %v", errBindUnknown, err)
+	}
+	return err
+}
+
+// errBindUnknown is a bind whose answer was lost and whose pod could not be read after:
+// it may be in force. Its pod stays booked where it was placed until the informer shows
+// it bound, or for bindUnknownHold (bindLoop).
+var errBindUnknown = errors.New("whether the bind landed is not known")
+
+// bindUnknownHold is how long a pod whose bind may have landed stays booked on its node
+// while the informer does not show it bound: the informer shows a landed bind well before.
+const bindUnknownHold = 30 * time.Second
+
+// mayHaveLanded tells whether a failed bind may still be in force: its answer never came
+// (a timeout, a dropped connection), the server failed after it may have written it, or it
+// says the pod is bound already.
+func mayHaveLanded(err error) bool {
+	var st apierrors.APIStatus
+	if !errors.As(err, &st) {
+		return true // no answer from the server
+	}
+	code := st.Status().Code
+	return code == http.StatusConflict || code >= http.StatusInternalServerError || code == 0
+}
+
+type bindOutcome int
+
+const (
+	bindNotInForce bindOutcome = iota
+	bindInForce
+	bindUnknown
+)
+
+// bindLanded reads the pod from the API server (not the informer, which may lag) to tell
+// whether it is bound to node, the same pod as was bound; a few tries, backing off.
+func (s *Scheduler) bindLanded(ctx context.Context, p *corev1.Pod, node engine.NodeID) bindOutcome {
+	wait := 200 * time.Millisecond
+	for try := 0; try < 4 && ctx.Err() == nil; try++ {
+		cur, err := s.client.CoreV1().Pods(p.Namespace).Get(ctx, p.Name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			return bindNotInForce
+		case err == nil && cur.UID != p.UID:
+			return bindNotInForce // another pod of the same name
+		case err == nil && cur.Spec.NodeName == string(node):
+			return bindInForce
+		case err == nil:
+			return bindNotInForce // unbound, or bound elsewhere by someone else
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(wait):
+		}
+		wait *= 2
+	}
+	return bindUnknown
 }

@@ -102,6 +102,9 @@ type Scheduler struct {
 	amu     sync.Mutex
 	assumed map[types.UID]engine.Binding
 	backoff map[types.UID]time.Time // pods whose bind failed, and when to try again
+	// unknownUntil holds assumed pods whose bind may have landed (errBindUnknown), and
+	// until when they stay assumed while the informer does not show them bound.
+	unknownUntil map[types.UID]time.Time
 	// awaiting holds shared pods whose bind waits for their reservation's reported device
 	// (sharing.go); they stay assumed meanwhile. Guarded by amu.
 	awaiting map[types.UID]awaitingBind
@@ -158,6 +161,7 @@ func New(rc *rest.Config, opts Options) (*Scheduler, error) {
 	// components; the dynamic client for Allot's own resources keeps JSON.
 	rc.ContentType = runtime.ContentTypeProtobuf
 	rc.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
+	rc.Wrap(withDeadlines(CallTimeout))
 	client, err := kubernetes.NewForConfig(rc)
 	if err != nil {
 		return nil, err
@@ -179,7 +183,7 @@ func New(rc *rest.Config, opts Options) (*Scheduler, error) {
 	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
 	s := &Scheduler{opts: opts, client: client, dyn: dyn, eng: engine.New(opts.Engine),
 		recorder: b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: SchedulerName}), events: newPodEvents(), statuses: newPodStatuses(),
-		assumed: map[types.UID]engine.Binding{}, awaiting: map[types.UID]awaitingBind{}, adopted: map[types.UID]bool{}, backoff: map[types.UID]time.Time{}, reasons: map[types.UID]string{}, evicting: map[types.UID]time.Time{}, partial: map[engine.JobID]partialGang{}, wake: make(chan struct{}, 1),
+		assumed: map[types.UID]engine.Binding{}, awaiting: map[types.UID]awaitingBind{}, adopted: map[types.UID]bool{}, backoff: map[types.UID]time.Time{}, unknownUntil: map[types.UID]time.Time{}, reasons: map[types.UID]string{}, evicting: map[types.UID]time.Time{}, partial: map[engine.JobID]partialGang{}, wake: make(chan struct{}, 1),
 		occWritten: map[engine.NodeID]string{}, queueWritten: map[string]time.Time{}, usage: map[string]engine.Usage{}}
 	if s.opts.UsageHalfLife <= 0 {
 		s.opts.UsageHalfLife = engine.DefaultUsageHalfLife
@@ -509,6 +513,14 @@ func (s *Scheduler) Cycle(ctx context.Context) error {
 	for _, o := range s.pods.GetStore().List() {
 		p := o.(*corev1.Pod)
 		live[p.UID] = p.DeletionTimestamp == nil
+		if until, ok := s.unknownUntil[p.UID]; ok && (p.Spec.NodeName != "" || time.Now().After(until)) {
+			delete(s.unknownUntil, p.UID)
+			if p.Spec.NodeName == "" {
+				// The bind did not land after all: the pod is placed again.
+				delete(s.assumed, p.UID)
+				s.backoff[p.UID] = time.Now().Add(bindBackoff)
+			}
+		}
 		if b, ok := s.assumed[p.UID]; ok {
 			if p.Spec.NodeName != "" {
 				delete(s.assumed, p.UID) // the informer caught up
@@ -534,6 +546,11 @@ func (s *Scheduler) Cycle(ctx context.Context) error {
 	for uid := range s.backoff {
 		if !live[uid] {
 			delete(s.backoff, uid)
+		}
+	}
+	for uid := range s.unknownUntil {
+		if !live[uid] {
+			delete(s.unknownUntil, uid)
 		}
 	}
 	s.amu.Unlock()
