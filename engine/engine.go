@@ -3,6 +3,7 @@ package engine
 import (
 	"slices"
 	"sort"
+	"strings"
 	"time"
 )
 
@@ -78,22 +79,27 @@ func (e *Engine) Schedule(snap *Snapshot) *Plan {
 // the grace period has its remaining pods stopped, so that it starts again whole rather
 // than hold GPUs it cannot use. KAI-Scheduler evicts such stale gangs the same way.
 func (s *session) stopStaleGangs(now time.Time) {
-	if s.opts.GangGrace < 0 {
-		return
-	}
 	for _, j := range s.jobs {
 		since := j.j.PartialSince
 		if j.bound == 0 || j.bound >= j.j.MinMember {
 			continue
+		}
+		grace := s.gangGrace(j)
+		if grace < 0 {
+			continue // the rule is off for this gang
+		}
+		lost := ""
+		if len(j.j.Lost) > 0 {
+			lost = " (lost: " + strings.Join(j.j.Lost, ", ") + ")"
 		}
 		var r Reason
 		switch {
 		case j.j.MembersEvicted:
 			r = reasonf(ReasonGangPartial, "gang %s runs %d of its %d pods, the others evicted: the rest are stopped too, so that it starts again whole",
 				j.j.ID, j.bound, j.j.MinMember)
-		case !since.IsZero() && now.Sub(since) >= s.opts.GangGrace:
-			r = reasonf(ReasonGangPartial, "gang %s ran %d of its %d pods for %s: the rest were stopped so that it starts again whole",
-				j.j.ID, j.bound, j.j.MinMember, now.Sub(since).Round(time.Second))
+		case !since.IsZero() && now.Sub(since) >= grace:
+			r = reasonf(ReasonGangPartial, "gang %s ran %d of its %d pods for %s%s: the rest were stopped so that it starts again whole",
+				j.j.ID, j.bound, j.j.MinMember, now.Sub(since).Round(time.Second), lost)
 		default:
 			continue
 		}
@@ -104,6 +110,18 @@ func (s *session) stopStaleGangs(now time.Time) {
 		}
 		j.reason = r
 	}
+}
+
+// gangGrace is how long the job may run below MinMember: its own, its queue's (or the
+// nearest ancestor's), else the engine's; negative: never stopped for it.
+func (s *session) gangGrace(j *jobState) time.Duration {
+	switch {
+	case j.j.GangGrace != nil:
+		return *j.j.GangGrace
+	case j.q.gangGrace != nil:
+		return *j.q.gangGrace
+	}
+	return s.opts.GangGrace
 }
 
 // orderJobs sorts each queue's jobs: priority first, then non-preemptible before

@@ -34,3 +34,40 @@ func TestPartlyRunningGang(t *testing.T) {
 		t.Fatalf("stopped with the rule turned off: %+v", p.Evictions)
 	}
 }
+
+// The grace period comes from the gang's own setting, else its queue's or the nearest
+// ancestor's, else the engine's; the reason names the members the gang lost.
+//
+//	org (grace 60s) ── research ── gang a (own grace 10s)   lost a-1 on dgx-2
+//	                            └─ gang b                   lost b-1 on dgx-2
+func TestGangGraceFromGangQueueOrEngine(t *testing.T) {
+	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	minute, ten := time.Minute, 10*time.Second
+	gang := func(id JobID, own *time.Duration, since time.Duration, gpu int) Job {
+		return Job{ID: id, Queue: "research", MinMember: 2, PartialSince: now.Add(-since), GangGrace: own,
+			Lost: []string{string(id) + "-1 on dgx-2"},
+			Pods: []Pod{{ID: PodID(id) + "-0", Request: PodRequest{GPUs: 1}, Binding: &Binding{Node: "dgx-1", GPUs: []int{gpu}}}}}
+	}
+	stopped := func(since time.Duration, engineGrace time.Duration) map[JobID]string {
+		snap := &Snapshot{Now: now,
+			Nodes: []Node{{ID: "dgx-1", CPU: 64000, Memory: 512 << 30, GPUs: make([]GPU, 4)}},
+			Queues: []Queue{{ID: "org", GangGrace: &minute, Resources: [3]QueueResource{ResourceGPU: {Quota: 4 * int64(OneGPU)}}},
+				{ID: "research", Parent: "org", Resources: [3]QueueResource{ResourceGPU: {Quota: 4 * int64(OneGPU)}}}},
+			Jobs: []Job{gang("a", &ten, since, 0), gang("b", nil, since, 1)}}
+		out := map[JobID]string{}
+		for _, e := range New(Options{GangGrace: engineGrace}).Schedule(snap).Evictions {
+			out[e.Job] = e.Reason.Message
+		}
+		return out
+	}
+	if got := stopped(9*time.Second, time.Second); len(got) != 0 {
+		t.Errorf("at 9s: %v stopped, want none (a's own 10s, b's queue's 60s over the engine's 1s)", got)
+	}
+	got := stopped(30*time.Second, time.Second)
+	if len(got) != 1 || !strings.Contains(got["a"], "gang a ran 1 of its 2 pods for 30s (lost: a-1 on dgx-2)") {
+		t.Errorf("at 30s: %v, want a stopped with its lost member named", got)
+	}
+	if got := stopped(61*time.Second, time.Hour); len(got) != 2 || !strings.Contains(got["b"], "(lost: b-1 on dgx-2)") {
+		t.Errorf("at 61s: %v, want both stopped (b by org's 60s)", got)
+	}
+}

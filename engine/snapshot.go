@@ -104,6 +104,9 @@ type Queue struct {
 	// until it has run this long; PreemptMinRuntime from being preempted by a job of
 	// higher priority in its own queue. Nil inherits the parent's (none at the top).
 	ReclaimMinRuntime, PreemptMinRuntime *time.Duration
+	// GangGrace is how long the queue's gangs may run below MinMember before the rest are
+	// stopped (see Options.GangGrace); nil inherits the parent's, then the engine's.
+	GangGrace *time.Duration
 	// Usage is the queue's past use above its quota at Snapshot.Now, in decayed
 	// GPU-seconds (see Usage); it matters only with Options.UsageStrength above 0.
 	Usage float64
@@ -146,7 +149,13 @@ type Job struct {
 	// running partly, that is a whole-gang eviction or move cut short (its maker died
 	// between the requests), and the rest are stopped at once.
 	MembersEvicted bool
-	NodePool       string
+	// GangGrace is the job's own grace period below MinMember (its PodGroup's); nil: its
+	// queue's.
+	GangGrace *time.Duration
+	// Lost names the members the job lost since it went below MinMember ("worker-3 on
+	// node-7"), for the reason given when the rest are stopped.
+	Lost     []string
+	NodePool string
 	// Topology, when set, keeps the job's pods within one domain of a level of node labels
 	// (required) or packs them into the narrowest one that holds them (preferred).
 	Topology *Topology

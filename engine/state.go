@@ -93,6 +93,8 @@ type queueState struct {
 	fair     Resources
 	deserved Resources // min(quota, demand, limit)
 	jobs     []*jobState
+	// gangGrace is the queue's own GangGrace or the nearest ancestor's; nil: none set.
+	gangGrace *time.Duration
 	// protect is how long a job of the queue runs before it may be a victim, by action:
 	// its own setting or the nearest ancestor's.
 	protect [2]time.Duration
@@ -531,6 +533,12 @@ func (s *session) buildQueues(qs []Queue) {
 		}
 		s.reached[q] = true
 		s.queues = append(s.queues, q)
+		switch {
+		case q.q.GangGrace != nil:
+			q.gangGrace = q.q.GangGrace
+		case q.parent != nil:
+			q.gangGrace = q.parent.gangGrace
+		}
 		for k, d := range [2]*time.Duration{q.q.ReclaimMinRuntime, q.q.PreemptMinRuntime} {
 			switch {
 			case d != nil:

@@ -30,6 +30,13 @@ type PodGroupSpec struct {
 	// Topology names a node label whose value the group's nodes should share.
 	// +optional
 	Topology string `json:"topology,omitempty"`
+	// StaleGracePeriod is how long the group may run with fewer than minMember pods (a
+	// member's node or GPU died, or it was deleted) before the rest are stopped so that its
+	// owner starts it again whole: a Go duration such as 30s or 5m. Unset, its queue's
+	// gangStaleGracePeriod applies, else the scheduler's --gang-grace.
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$')",message="staleGracePeriod must be a duration such as 30s or 5m"
+	// +optional
+	StaleGracePeriod *metav1.Duration `json:"staleGracePeriod,omitempty"`
 }
 
 // PodGroupStatus is the scheduler's view of the group.

@@ -268,6 +268,9 @@ func Queue(q *v1alpha1.Queue) engine.Queue {
 			*m.out = &d
 		}
 	}
+	if d := q.Spec.GangStaleGracePeriod; d != nil {
+		out.GangGrace = &d.Duration
+	}
 	if d := q.Spec.InteractiveTimeLimit; d != nil {
 		out.InteractiveTimeLimit = d.Duration
 	}

@@ -25,6 +25,8 @@ type Group struct {
 	// SharedLabel its spec.topology: a node label whose one value all its pods share.
 	Topology    map[string]string
 	SharedLabel string
+	// GangGrace is its spec.staleGracePeriod; nil when unset (its queue's applies).
+	GangGrace *time.Duration
 }
 
 // PodGroup reads a PodGroup as the API server hands it over (an unstructured object: the
@@ -40,6 +42,16 @@ func PodGroup(u *unstructured.Unstructured) Group {
 		}
 	}
 	g.SharedLabel, _, _ = unstructured.NestedString(u.Object, "spec", "topology")
+	if v, found, _ := unstructured.NestedFieldNoCopy(u.Object, "spec", "staleGracePeriod"); found && v != nil {
+		str, _ := v.(string)
+		d, err := time.ParseDuration(str)
+		if err != nil || d < 0 {
+			// The CRD's schema checks this; an old CRD does not.
+			g.Problem = fmt.Sprintf("PodGroup %s/%s: spec.staleGracePeriod: %v is not allowed; allowed: a duration such as 30s or 5m", u.GetNamespace(), u.GetName(), v)
+			return g
+		}
+		g.GangGrace = &d
+	}
 	where := fmt.Sprintf("PodGroup %s/%s: spec.minMember", u.GetNamespace(), u.GetName())
 	v, found, _ := unstructured.NestedFieldNoCopy(u.Object, "spec", "minMember")
 	if !found || v == nil {

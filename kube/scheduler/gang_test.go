@@ -158,3 +158,81 @@ func TestGangEvictionCutShortIsFinished(t *testing.T) {
 		t.Fatalf("g-1 stopped %s after the restart: the grace period was waited out", took)
 	}
 }
+
+// A node dies under a gang: it goes NotReady with the unreachable taint, and its pod is
+// deleted as the taint-eviction controller would. The gang's PodGroup gives it 8 s to be
+// whole again (not the scheduler's 5 s). A replacement that tolerates every taint is not
+// put on the dead node; with no room elsewhere it waits, and after the 8 s the survivor is
+// stopped with an Event naming the member lost and its node, so that the owner restarts
+// the gang whole.
+//
+//	dgx-1: [g-0 2 GPUs]   dgx-2: [g-1 2 GPUs] ✗ NotReady
+//	→ g-1 deleted; g-1b (tolerates all) waits, never on dgx-2
+//	→ at 8 s g-0 is evicted: "… (lost: g-1 on dgx-2) …"
+func TestGangOnADeadNodeRestartsWhole(t *testing.T) {
+	e := newEnv(t, 2, 2)
+	e.queue(t, "q", 4)
+	pg := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "allot.dev/v1alpha1", "kind": "PodGroup",
+		"metadata": map[string]any{"name": "g", "namespace": "default"},
+		"spec":     map[string]any{"minMember": int64(2), "queue": "q", "staleGracePeriod": "8s"}}}
+	if _, err := e.dyn.Resource(podGroupsGVR).Namespace("default").Create(e.ctx, pg, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	defer e.startScheduler(t)()
+	for _, name := range []string{"g-0", "g-1"} {
+		e.pod(t, name, "q", 2, map[string]string{LabelPodGroup: "g"})
+	}
+	e.waitFor(t, "the gang runs", func() (bool, string) {
+		ps := e.pods(t)
+		return running(ps["g-0"]) && running(ps["g-1"]), ""
+	})
+	dead := e.pods(t)["g-1"].Spec.NodeName
+	survivor := "g-0"
+	if e.pods(t)["g-0"].Spec.NodeName == dead {
+		survivor = "g-1"
+	}
+	lost := map[string]string{"g-0": "g-1", "g-1": "g-0"}[survivor]
+	node, err := e.client.CoreV1().Nodes().Get(e.ctx, dead, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	node.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionUnknown, Reason: "NodeStatusUnknown",
+		LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()}}
+	if node, err = e.client.CoreV1().Nodes().UpdateStatus(e.ctx, node, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	node.Spec.Taints = append(node.Spec.Taints, corev1.Taint{Key: corev1.TaintNodeUnreachable, Effect: corev1.TaintEffectNoExecute})
+	if _, err := e.client.CoreV1().Nodes().Update(e.ctx, node, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	zero := int64(0)
+	if err := e.client.CoreV1().Pods("default").Delete(e.ctx, lost, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+		t.Fatal(err)
+	}
+	gone := time.Now()
+	replacement := kubetest.PodSpec{Name: "g-1b", Queue: "q", GPUs: 2, Labels: map[string]string{LabelPodGroup: "g"}}.Pod()
+	replacement.Spec.Tolerations = []corev1.Toleration{{Operator: corev1.TolerationOpExists}}
+	if _, err := e.client.CoreV1().Pods("default").Create(e.ctx, replacement, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitFor(t, survivor+" stopped", func() (bool, string) {
+		ps := e.pods(t)
+		if n := ps["g-1b"].Spec.NodeName; n != "" {
+			t.Fatalf("g-1b bound to %s, whose node is %s", n, map[bool]string{true: "NotReady", false: "full"}[n == dead])
+		}
+		p, ok := ps[survivor]
+		return !ok || p.DeletionTimestamp != nil, ""
+	})
+	if took := time.Since(gone); took < 7*time.Second {
+		t.Fatalf("%s was stopped %s after %s went, before the PodGroup's 8 s", survivor, took.Round(100*time.Millisecond), lost)
+	}
+	e.waitFor(t, "an Evicted event naming the lost member", func() (bool, string) {
+		evs := e.Events(t, "default", survivor)
+		for _, m := range evs {
+			if strings.Contains(m, "gang default/g ran 1 of its 2 pods for") && strings.Contains(m, "(lost: "+lost+" on "+dead+")") {
+				return true, ""
+			}
+		}
+		return false, strings.Join(evs, "\n")
+	})
+}

@@ -126,7 +126,10 @@ type Scheduler struct {
 	evicting map[types.UID]time.Time
 	// partial holds since when each gang has run fewer than its minimum of pods (for the
 	// engine's stale-gang rule); a restart forgets it and the grace period starts again.
-	partial map[engine.JobID]partialGang
+	partial map[engine.JobID]*partialGang
+	// gone notes the gang members that left their nodes, for the stale-gang reason.
+	gone       goneMembers
+	cycleStart time.Time // when the running cycle began (wall clock)
 
 	// fit holds kube-scheduler's plugins for the Kubernetes scheduling contract.
 	fit *podfit.Checker
@@ -183,7 +186,7 @@ func New(rc *rest.Config, opts Options) (*Scheduler, error) {
 	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
 	s := &Scheduler{opts: opts, client: client, dyn: dyn, eng: engine.New(opts.Engine),
 		recorder: b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: SchedulerName}), events: newPodEvents(), statuses: newPodStatuses(),
-		assumed: map[types.UID]engine.Binding{}, awaiting: map[types.UID]awaitingBind{}, adopted: map[types.UID]bool{}, backoff: map[types.UID]time.Time{}, unknownUntil: map[types.UID]time.Time{}, reasons: map[types.UID]string{}, evicting: map[types.UID]time.Time{}, partial: map[engine.JobID]partialGang{}, wake: make(chan struct{}, 1),
+		assumed: map[types.UID]engine.Binding{}, awaiting: map[types.UID]awaitingBind{}, adopted: map[types.UID]bool{}, backoff: map[types.UID]time.Time{}, unknownUntil: map[types.UID]time.Time{}, reasons: map[types.UID]string{}, evicting: map[types.UID]time.Time{}, partial: map[engine.JobID]*partialGang{}, wake: make(chan struct{}, 1),
 		occWritten: map[engine.NodeID]string{}, queueWritten: map[string]time.Time{}, usage: map[string]engine.Usage{}}
 	if s.opts.UsageHalfLife <= 0 {
 		s.opts.UsageHalfLife = engine.DefaultUsageHalfLife
@@ -262,6 +265,7 @@ func (s *Scheduler) newTerm() {
 	s.amu.Lock()
 	clear(s.assumed)
 	clear(s.backoff)
+	clear(s.unknownUntil)
 	s.amu.Unlock()
 	clear(s.evicting)
 	clear(s.reasons)
@@ -318,10 +322,22 @@ func (s *Scheduler) start(parent context.Context) error {
 				s.poke()
 			}
 		}})
-	_, _ = s.pods.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: func(any) { s.poke() }, DeleteFunc: func(any) { s.poke() },
+	_, _ = s.pods.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: func(any) { s.poke() },
+		DeleteFunc: func(o any) {
+			if d, ok := o.(cache.DeletedFinalStateUnknown); ok {
+				o = d.Obj
+			}
+			if p, ok := o.(*corev1.Pod); ok {
+				s.gone.note(p)
+			}
+			s.poke()
+		},
 		UpdateFunc: func(o, n any) {
 			op, ok1 := o.(*corev1.Pod)
 			np, ok2 := n.(*corev1.Pod)
+			if ok2 && (np.DeletionTimestamp != nil || np.Status.Phase == corev1.PodFailed) {
+				s.gone.note(np)
+			}
 			if !ok1 || !ok2 || s.podNews(op, np) {
 				s.poke()
 			}
@@ -486,6 +502,9 @@ func (s *Scheduler) poke() {
 func (s *Scheduler) Cycle(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	// Before anything is listed: what the pod watch notes from here on may not be in this
+	// cycle's snapshot yet.
+	s.cycleStart = time.Now()
 	if !s.fence.ok() {
 		return nil // the Lease may be someone else's: write nothing
 	}
@@ -782,26 +801,30 @@ func (s *Scheduler) apply(ctx context.Context, plan *engine.Plan, idx *index) {
 // period to wait out. That is seen two ways: members leaving by eviction (the API server
 // marks them DisruptionTarget), or, once they are gone, an Evicted Event already written
 // on a member still running (apply writes every Event before any request).
+//
+// It also tells the engine which members a partly running gang lost, and where they ran,
+// for the reason its rest are stopped with (the pod watch notes them as they go: noteGone).
 func (s *Scheduler) notePartialGangs(ctx context.Context, snap *engine.Snapshot, idx *index) {
 	seen := make(map[engine.JobID]bool, len(s.partial))
 	for i := range snap.Jobs {
 		j := &snap.Jobs[i]
-		bound := 0
-		for _, p := range j.Pods {
-			if p.Binding != nil {
-				bound++
+		bound := map[string]bool{}
+		for _, ep := range j.Pods {
+			if p := idx.pods[ep.ID]; ep.Binding != nil && p != nil {
+				bound[p.Name] = true
 			}
 		}
-		if bound == 0 || bound >= j.MinMember {
+		if len(bound) == 0 || len(bound) >= j.MinMember {
 			continue
 		}
 		st, ok := s.partial[j.ID]
 		if !ok {
-			st = partialGang{since: snap.Now, cutShort: idx.evicted[j.ID] || s.evictionPlanned(ctx, j, idx)}
+			st = &partialGang{since: snap.Now, cutShort: idx.evicted[j.ID] || s.evictionPlanned(ctx, j, idx)}
 			s.partial[j.ID] = st
 		}
 		j.PartialSince = st.since
 		j.MembersEvicted = st.cutShort || idx.evicted[j.ID]
+		j.Lost = s.gone.of(j.ID, bound)
 		seen[j.ID] = true
 	}
 	for id := range s.partial {
@@ -809,6 +832,7 @@ func (s *Scheduler) notePartialGangs(ctx context.Context, snap *engine.Snapshot,
 			delete(s.partial, id)
 		}
 	}
+	s.gone.keep(seen, s.cycleStart)
 }
 
 // partialGang is what the scheduler remembers of a gang running partly.

@@ -248,6 +248,9 @@ func buildSnapshot(now time.Time, nodes []*corev1.Node, pods []*corev1.Pod, queu
 			} else if problem != "" {
 				job.Invalid = problem
 			}
+			if g, ok := groups[string(jid)]; ok && p.Labels[LabelPodGroup] != "" {
+				job.GangGrace = g.GangGrace
+			}
 			if p.Spec.Priority != nil {
 				job.Priority = *p.Spec.Priority
 			}
