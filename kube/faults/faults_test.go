@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,7 +22,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/informers"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/engine"
@@ -38,11 +42,16 @@ const (
 
 // TestFaults: the scheduler's safety under faults. Queues of 12, 8, 8 and 4 GPUs on 32
 // share a churn of single pods (1, 2 or 4 GPUs) and gangs (2 or 3 pods of 1 or 2 GPUs)
-// driven to 1.5–2× the cluster, jobs ending on their own and being deleted. The leader of
-// two replicas is SIGKILLed every 4–8 s and restarted, and once SIGSTOPped for twice its
-// lease and resumed. Checked at every pod event: no GPU index held by two running pods,
-// no node over its GPUs, no gang below its minMember for longer than partialLimit; at the
-// end, every pod the churn did not delete exists or has an Evicted event.
+// driven to 1.5–2× the cluster, jobs ending on their own and being deleted. Two replicas
+// reach the API server through a Proxy. Every 4–8 s a fault, in turn: the leader
+// SIGKILLed and restarted; a node lost (NotReady, the unreachable taint, its pods deleted
+// as the taint-eviction controller would, back 8 s later); the leader SIGSTOPped for twice
+// its lease (once); the API server slow and lossy for 8 s (requests 50 ms–2 s late, watch
+// events 0.2–1 s late, a third of the bind answers lost, every connection cut twice).
+// Checked at every pod event: no GPU index held by two running pods, no node over its
+// GPUs, no gang below its minMember for longer than partialLimit, no pod bound to a node
+// that had been NotReady for 2 s; at the end, every pod neither the churn nor a lost node
+// deleted exists or has an Evicted event.
 func TestFaults(t *testing.T) {
 	length := time.Minute
 	if v := os.Getenv("FAULTS_TIME"); v != "" {
@@ -54,8 +63,15 @@ func TestFaults(t *testing.T) {
 	}
 	bin := buildAllot(t)
 	e := kubetest.Start(t, nodes, gpusPerNode)
-	kubeconfig := filepath.Join(e.Dir, "kubeconfig")
-	if err := e.Cluster.WriteKubeconfig(kubeconfig); err != nil {
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))
+	seed := rng.Uint64()
+	proxy, err := NewProxy(e.Cluster.Config, seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer proxy.Close()
+	kubeconfig := filepath.Join(e.Dir, "kubeconfig-proxy")
+	if err := writeKubeconfig(proxy.Config(), kubeconfig); err != nil {
 		t.Fatal(err)
 	}
 	quotas := map[string]int{"qa": 12, "qb": 8, "qc": 8, "qd": 4}
@@ -68,18 +84,17 @@ func TestFaults(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(e.Ctx, length)
 	defer cancel()
-	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))
-	seed := rng.Uint64()
 	t.Logf("seed %d, %s", seed, length)
 	ch := &churn{e: e, rng: rand.New(rand.NewPCG(seed, 1)), quotas: quotas, check: check}
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() { defer wg.Done(); ch.run(ctx) }()
 
-	// Faults, after a warm-up: kills of the leader, and one pause past the lease.
+	// Faults, after a warm-up, in turn; the pause once.
 	time.Sleep(10 * time.Second)
-	kills, paused := 0, false
-	for ctx.Err() == nil {
+	done := map[string]int{}
+	turn := []string{"kill", "node", "pause", "slow"}
+	for i := 0; ctx.Err() == nil; i++ {
 		wait := time.Duration(4000+rng.IntN(4000)) * time.Millisecond
 		select {
 		case <-ctx.Done():
@@ -88,19 +103,32 @@ func TestFaults(t *testing.T) {
 		if ctx.Err() != nil {
 			break
 		}
-		if !paused && kills >= 2 {
-			paused = true
-			replicas.pauseLeader(t, e, 6*time.Second)
-			continue
+		kind := turn[i%len(turn)]
+		switch {
+		case kind == "pause" && done["pause"] > 0:
+			kind = "kill"
 		}
-		if replicas.killLeader(t, e) {
-			kills++
+		switch kind {
+		case "kill":
+			if replicas.killLeader(t, e) {
+				done[kind]++
+			}
+		case "pause":
+			replicas.pauseLeader(t, e, 6*time.Second)
+			done[kind]++
+		case "slow":
+			slowAPIServer(ctx, t, proxy, 8*time.Second)
+			done[kind]++
+		case "node":
+			loseNode(ctx, t, e, check, fmt.Sprintf("dgx-%d", 1+rng.IntN(nodes)), 8*time.Second)
+			done[kind]++
 		}
 	}
 	wg.Wait()
 	time.Sleep(3 * time.Second) // let the last evictions and binds land
 	events := evicted(t, e)
-	for _, v := range check.finish(events) {
+	violations := check.finish(events)
+	for _, v := range violations {
 		t.Error(v)
 	}
 	evictions := 0
@@ -111,14 +139,102 @@ func TestFaults(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("%d kills, pause: %v; %d pods created, %d bound at least once, %d evicted, %d gangs, longest partial gang %s",
-		kills, paused, ch.created, check.everBound(), evictions, ch.gangs, check.longest().Round(10*time.Millisecond))
-	if kills < 2 || !paused {
-		t.Fatalf("the faults were not all injected: %d kills, paused %v", kills, paused)
+	verdict := "PASS"
+	if len(violations) > 0 {
+		verdict = "FAIL"
+	}
+	t.Logf("FAULTS %s: %s, kills=%d nodes_lost=%d pauses=%d slow_api=%d bind_answers_lost=%d violations=%d pods=%d bound=%d evicted=%d gangs=%d longest_partial_gang=%s",
+		verdict, length, done["kill"], done["node"], done["pause"], done["slow"], proxy.Count("lost"), len(violations),
+		ch.created, check.everBound(), evictions, ch.gangs, check.longest().Round(10*time.Millisecond))
+	for _, kind := range turn {
+		if done[kind] == 0 {
+			t.Fatalf("the faults were not all injected: %v", done)
+		}
 	}
 	if check.everBound() < ch.created/3 {
 		t.Fatalf("only %d of %d pods were ever bound: the scheduler did not keep up", check.everBound(), ch.created)
 	}
+}
+
+// slowAPIServer makes the API server slow and lossy for d, as the proxy sees it.
+func slowAPIServer(ctx context.Context, t *testing.T, proxy *Proxy, d time.Duration) {
+	t.Logf("%s: API server slow and lossy for %s", time.Now().Format("15:04:05.000"), d)
+	proxy.SetLatency(50*time.Millisecond, 2*time.Second)
+	proxy.SetWatchLatency(200*time.Millisecond, time.Second)
+	proxy.LoseAnswers(func(r *http.Request) bool { return strings.HasSuffix(r.URL.Path, "/binding") }, 1.0/3)
+	defer func() {
+		proxy.SetLatency(0, 0)
+		proxy.SetWatchLatency(0, 0)
+		proxy.LoseAnswers(nil, 0)
+	}()
+	proxy.Drop()
+	select {
+	case <-ctx.Done():
+		return
+	case <-time.After(d / 2):
+	}
+	proxy.Drop()
+	select {
+	case <-ctx.Done():
+	case <-time.After(d / 2):
+	}
+}
+
+// loseNode takes a node away for d as a dead kubelet would: NotReady, the unreachable
+// taint the node lifecycle controller adds, and its pods deleted as the taint-eviction
+// controller deletes them; then brings it back.
+func loseNode(ctx context.Context, t *testing.T, e *kubetest.Env, check *checker, name string, d time.Duration) {
+	t.Logf("%s: node %s lost for %s", time.Now().Format("15:04:05.000"), name, d)
+	setReady := func(ready bool) {
+		n, err := e.Client.CoreV1().Nodes().Get(e.Ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		status := corev1.ConditionTrue
+		if !ready {
+			status = corev1.ConditionUnknown
+		}
+		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: status, Reason: "FaultTest",
+			LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()}}
+		if n, err = e.Client.CoreV1().Nodes().UpdateStatus(e.Ctx, n, metav1.UpdateOptions{}); err != nil {
+			t.Error(err)
+			return
+		}
+		n.Spec.Taints = slices.DeleteFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == corev1.TaintNodeUnreachable })
+		if !ready {
+			n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: corev1.TaintNodeUnreachable, Effect: corev1.TaintEffectNoExecute})
+		}
+		if _, err := e.Client.CoreV1().Nodes().Update(e.Ctx, n, metav1.UpdateOptions{}); err != nil {
+			t.Error(err)
+		}
+	}
+	check.nodeDown(name)
+	setReady(false)
+	pods, err := e.Client.CoreV1().Pods("default").List(e.Ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + name})
+	if err == nil {
+		zero := int64(0)
+		for _, p := range pods.Items {
+			check.deletedByFault(p.Name)
+			_ = e.Client.CoreV1().Pods("default").Delete(e.Ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
+		}
+	}
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+	setReady(true)
+	check.nodeUp(name)
+}
+
+// writeKubeconfig writes a kubeconfig for rc (a server and its CA; no credentials).
+func writeKubeconfig(rc *rest.Config, path string) error {
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["proxy"] = &clientcmdapi.Cluster{Server: rc.Host, CertificateAuthorityData: rc.CAData}
+	cfg.AuthInfos["proxy"] = &clientcmdapi.AuthInfo{}
+	cfg.Contexts["proxy"] = &clientcmdapi.Context{Cluster: "proxy", AuthInfo: "proxy"}
+	cfg.CurrentContext = "proxy"
+	return clientcmd.WriteToFile(*cfg, path)
 }
 
 // buildAllot builds the binary the replicas run.
@@ -348,12 +464,22 @@ type checker struct {
 	open    map[string]time.Time // gang → since when it runs partly
 	worst   time.Duration        // the longest partial window seen
 	bound   map[string]bool      // pods ever bound
+	byFault map[string]bool      // pods deleted with a lost node
+	down    map[string]time.Time // nodes lost, since when
 	fails   []string
+}
+
+func (c *checker) nodeDown(n string) { c.mu.Lock(); c.down[n] = time.Now(); c.mu.Unlock() }
+func (c *checker) nodeUp(n string)   { c.mu.Lock(); delete(c.down, n); c.mu.Unlock() }
+func (c *checker) deletedByFault(pod string) {
+	c.mu.Lock()
+	c.byFault[pod] = true
+	c.mu.Unlock()
 }
 
 func newChecker(t *testing.T, e *kubetest.Env) *checker {
 	c := &checker{t: t, minimum: map[string]int{}, user: map[string]bool{}, jobOf: map[string]string{},
-		open: map[string]time.Time{}, bound: map[string]bool{}}
+		open: map[string]time.Time{}, bound: map[string]bool{}, byFault: map[string]bool{}, down: map[string]time.Time{}}
 	f := informers.NewSharedInformerFactoryWithOptions(e.Client, 0, informers.WithNamespace("default"))
 	inf := f.Core().V1().Pods().Informer()
 	c.store = inf.GetStore()
@@ -411,6 +537,9 @@ func (c *checker) look() {
 		}
 		if p.Spec.NodeName == "" || p.DeletionTimestamp != nil {
 			continue
+		}
+		if since, down := c.down[p.Spec.NodeName]; down && !c.bound[p.Name] && time.Since(since) > 2*time.Second {
+			c.fail("pod %s bound to %s, NotReady for %s", p.Name, p.Spec.NodeName, time.Since(since).Round(time.Millisecond))
 		}
 		c.bound[p.Name] = true
 		members[job]++
@@ -488,7 +617,7 @@ func (c *checker) finish(events map[string][]string) []string {
 	}
 	var lost []string
 	for pod, job := range c.jobOf {
-		if live[pod] || c.user[job] || slices.Contains(events[pod], "Evicted") {
+		if live[pod] || c.user[job] || c.byFault[pod] || slices.Contains(events[pod], "Evicted") {
 			continue
 		}
 		lost = append(lost, pod)
