@@ -4,7 +4,7 @@ BIN := bin/allot
 # The version allot --version prints: the nearest tag and commit, from git.
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 
-.PHONY: run sim-demo test test-deps web build bench bench-kube vet fmt generate fuzz faults
+.PHONY: run sim-demo test test-deps web build bench bench-kube vet fmt generate fuzz faults soak
 
 # cgo builds NVIDIA's NVML bindings; their header marks calls Allot does not make as
 # deprecated, which only clutters the output.
@@ -35,9 +35,17 @@ fuzz:
 	./hack/fuzz.sh $${FUZZTIME:-2m} all
 
 # The fault-injection test (kube/faults) for ten minutes instead of make test's one:
-# replicas killed and paused under churn; FAULTS_TIME=30m for longer.
+# replicas killed and paused, nodes lost and the API server slowed under churn;
+# FAULTS_TIME=30m for longer. Its last line is the FAULTS summary.
 faults:
-	FAULTS_TIME=$${FAULTS_TIME:-10m} $(GO) test ./kube/faults -run TestFaults -count=1 -timeout 0 -v
+	FAULTS_TIME=$${FAULTS_TIME:-10m} $(GO) test ./kube/faults -run TestFaults -count=1 -timeout 0 -v 2>&1 | grep -v '^[IWE][0-9]\{4\} ' | tee /dev/stderr | grep 'FAULTS PASS' >/dev/null
+
+# The long run (kube/soak, not in make test): the scheduler binary for 30 minutes on 250
+# simulated nodes under churn; its heap, goroutines and the API server's watches each
+# minute as a table, a plot (docs/soak.svg) and a verdict on the heap's trend.
+# SOAK_TIME, SOAK_NODES, SOAK_EVERY and SOAK_PLOT change it.
+soak:
+	SOAK_PLOT=$${SOAK_PLOT:-$(CURDIR)/docs/soak.svg} $(GO) test -tags soak ./kube/soak -run TestSoak -count=1 -timeout 0 -v 2>&1 | grep -v '^[IWE][0-9]\{4\} ' | tee /dev/stderr | grep 'SOAK PASS' >/dev/null
 
 # Chromium for the dashboard's browser tests, Node.js and npm for the check that web/dist is
 # built from web/src (installed with apt-get when missing).

@@ -61,7 +61,7 @@ func TestFaults(t *testing.T) {
 		}
 		length = d
 	}
-	bin := buildAllot(t)
+	bin := kubetest.BuildAllot(t)
 	e := kubetest.Start(t, nodes, gpusPerNode)
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))
 	seed := rng.Uint64()
@@ -235,17 +235,6 @@ func writeKubeconfig(rc *rest.Config, path string) error {
 	cfg.Contexts["proxy"] = &clientcmdapi.Context{Cluster: "proxy", AuthInfo: "proxy"}
 	cfg.CurrentContext = "proxy"
 	return clientcmd.WriteToFile(*cfg, path)
-}
-
-// buildAllot builds the binary the replicas run.
-func buildAllot(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "allot")
-	cmd := exec.Command("go", "build", "-o", bin, "github.com/allot-dev/allot/cmd/allot")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
 }
 
 // replicas runs scheduler processes, restarting each that ends.

@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -358,4 +360,15 @@ func (e *Env) ContainerEnv(t *testing.T, p *corev1.Pod, container string) map[st
 		}
 	}
 	return env
+}
+
+// BuildAllot builds the allot binary, for tests that run it as a process of its own.
+func BuildAllot(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "allot")
+	cmd := exec.Command("go", "build", "-o", bin, "github.com/allot-dev/allot/cmd/allot")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
 }
