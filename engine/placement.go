@@ -301,6 +301,18 @@ func (s *session) fitsAllOn(j *jobState, pods []*podState, n *nodeState) (gpuLef
 	return int64(left), n.n.CPU - n.cpuUsed - cpu, true
 }
 
+// emptiestFirst is the nodes the job may use, the most free GPU first.
+func (s *session) emptiestFirst(j *jobState, nodes []*nodeState) []*nodeState {
+	var order []*nodeState
+	for _, n := range nodes {
+		if s.eligible(j, n) {
+			order = append(order, n)
+		}
+	}
+	sort.SliceStable(order, func(a, b int) bool { return freeMilli(order[a]) > freeMilli(order[b]) })
+	return order
+}
+
 func onlyWhole(pods []*podState) bool {
 	for _, p := range pods {
 		if p.p.Request.Shared() {
@@ -321,13 +333,18 @@ func (s *session) placeGang(j *jobState, pods []*podState, only []*nodeState) bo
 			return false
 		}
 	}
-	if len(pods) == 1 {
-		// Without a node list placeOne searches by free room, not node by node.
-		return s.placeOne(pods[0], only)
-	}
 	nodes := only
 	if nodes == nil {
 		nodes = s.nodes
+	}
+	// A job already running (a gang getting a lost member back, an elastic job growing)
+	// gets its pods as close to its running ones as its topology's levels allow.
+	if t := j.j.Topology; t != nil && j.bound > 0 && s.placeNearHome(j, pods, s.emptiestFirst(j, nodes), max(t.Required, 0)) {
+		return true
+	}
+	if len(pods) == 1 {
+		// Without a node list placeOne searches by free room, not node by node.
+		return s.placeOne(pods[0], only)
 	}
 	var best *nodeState
 	var bestGPU, bestCPU, bestPref int64
@@ -346,13 +363,7 @@ func (s *session) placeGang(j *jobState, pods []*podState, only []*nodeState) bo
 	// Across nodes: within one topology domain if any can hold the gang (the one with
 	// the most room first), else across the cluster; either way the emptiest nodes first
 	// so that the gang spans as few as possible.
-	var order []*nodeState
-	for _, n := range nodes {
-		if s.eligible(j, n) {
-			order = append(order, n)
-		}
-	}
-	sort.SliceStable(order, func(a, b int) bool { return freeMilli(order[a]) > freeMilli(order[b]) })
+	order := s.emptiestFirst(j, nodes)
 	if j.j.Topology != nil {
 		return s.placeInLevels(j, pods, order)
 	}

@@ -156,6 +156,40 @@ func (s *session) topologyNodes(j *jobState, nodes []*nodeState) []*nodeState {
 	return out
 }
 
+// placeNearHome places the missing pods of a job already running (a gang getting a lost
+// member back, an elastic job growing) as close to its running pods as the levels allow:
+// within the first running pod's host, then its block, then its rack, no wider than
+// widest; false, placing nothing, when none of those domains has room.
+func (s *session) placeNearHome(j *jobState, pods []*podState, order []*nodeState, widest int) bool {
+	var home *nodeState
+	for _, p := range j.pods {
+		if p.node != nil {
+			home = p.node
+			break
+		}
+	}
+	if home == nil {
+		return false
+	}
+	keys := s.domainKeys(j.j.Topology).keys
+	for i := len(keys) - 1; i >= widest; i-- {
+		k := keys[i][home.idx]
+		if k == "" {
+			continue
+		}
+		var near []*nodeState
+		for _, n := range order {
+			if keys[i][n.idx] == k {
+				near = append(near, n)
+			}
+		}
+		if s.fillNodes(pods, near) {
+			return true
+		}
+	}
+	return false
+}
+
 // placeInLevels places a gang into one domain of the narrowest level that can hold it,
 // trying levels outwards; with a required level it never goes wider than that, otherwise
 // it falls back to any nodes. order is the eligible nodes, emptiest first.

@@ -208,3 +208,27 @@ func TestReclaimForARackOnALargeCluster(t *testing.T) {
 		t.Fatalf("evicted %d pods in racks %v (%v), want 8 in one rack", len(plan.Evictions), racks, plan.Pending["ddp"])
 	}
 }
+
+// A gang that prefers one rack lost a member: the replacement goes beside the members
+// still running, though a tighter fit in the other rack is what bin-packing alone picks.
+//
+//	r1: b1 [ddp-0 ddp-1][x x x x x x x x]   b2 [. . . . . . . .][x x x x x x x x]
+//	r2: b3 [x x x x . . . .][x x x x x x x x]  b4 [x x x x x x x x][x x x x x x x x]
+//	ddp: 3 pods × 4 GPUs, topology-preferred: rack; ddp-2 lost → back in r1 (r1b2-1)
+func TestLostMemberComesBackBesideItsGang(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	ddp := topologyGang("ddp", "q", 3, 4, -1, 0, now)
+	ddp.Pods[0].Binding = &Binding{Node: "r1b1-1", GPUs: []int{0, 1, 2, 3}}
+	ddp.Pods[1].Binding = &Binding{Node: "r1b1-1", GPUs: []int{4, 5, 6, 7}}
+	all := []int{0, 1, 2, 3, 4, 5, 6, 7}
+	jobs := []Job{ddp, running("half", "q", "r2b3-1", 0, 1, 2, 3)}
+	for _, n := range []NodeID{"r1b1-2", "r1b2-2", "r2b3-2", "r2b4-1", "r2b4-2"} {
+		jobs = append(jobs, running(JobID("fill-"+n), "q", n, all...))
+	}
+	snap := &Snapshot{Now: now, Nodes: levelled(8), Queues: []Queue{quotaQueue("q", 64)}, Jobs: jobs}
+	plan := New(Options{}).Schedule(snap)
+	nodes := nodesOf(plan, "ddp")
+	if len(nodes) != 1 || !nodes["r1b2-1"] {
+		t.Fatalf("ddp-2 placed on %v (%v), want r1b2-1, in its gang's rack", nodes, plan.Pending["ddp"])
+	}
+}
