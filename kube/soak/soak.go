@@ -128,9 +128,9 @@ func fit(xs, ys []float64) (slope, intercept float64) {
 // Table writes the samples as a table, one row a sample.
 func Table(w io.Writer, samples []Sample) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "minute\theap MiB\tgoroutines\twatches\tpods\tbound\t")
+	fmt.Fprintln(tw, "at\theap MiB\tgoroutines\twatches\tpods\tbound\t")
 	for _, s := range samples {
-		fmt.Fprintf(tw, "%.0f\t%.1f\t%.0f\t%.0f\t%d\t%d\t\n", s.At.Minutes(), s.HeapBytes/(1<<20), s.Goroutines, s.Watches, s.Pods, s.Bound)
+		fmt.Fprintf(tw, "%s\t%.1f\t%.0f\t%.0f\t%d\t%d\t\n", s.At.Round(time.Second), s.HeapBytes/(1<<20), s.Goroutines, s.Watches, s.Pods, s.Bound)
 	}
 	return tw.Flush()
 }

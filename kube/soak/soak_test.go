@@ -85,7 +85,7 @@ func TestSoak(t *testing.T) {
 			goto done
 		case <-tick.C:
 		}
-		s, err := sample(ctx, e, client, port)
+		s, err := sample(e.Ctx, e, client, port)
 		if err != nil {
 			t.Logf("sample at %s: %v", time.Since(start).Round(time.Second), err)
 			continue
