@@ -20,7 +20,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
@@ -416,9 +415,7 @@ func (c *churn) submit(ctx context.Context, queue string) int {
 	}
 	job := fmt.Sprintf("g%d", c.seq)
 	n, gpus := 2+c.rng.IntN(2), int64(1+c.rng.IntN(2))
-	pg := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "allot.dev/v1alpha1", "kind": "PodGroup",
-		"metadata": map[string]any{"name": job, "namespace": "default"}, "spec": map[string]any{"minMember": int64(n), "queue": queue}}}
-	if _, err := c.e.Dyn.Resource(kubetest.PodGroups).Namespace("default").Create(ctx, pg, metav1.CreateOptions{}); err != nil {
+	if err := c.e.CreatePodGroup(ctx, job, queue, n); err != nil {
 		return 0
 	}
 	c.check.gang(job, n)
@@ -430,11 +427,7 @@ func (c *churn) submit(ctx context.Context, queue string) int {
 }
 
 func (c *churn) pod(ctx context.Context, job, name, queue string, gpus int64, labels, ann map[string]string) {
-	l := map[string]string{"job": job}
-	for k, v := range labels {
-		l[k] = v
-	}
-	p := kubetest.PodSpec{Name: name, Queue: queue, GPUs: gpus, Labels: l, Annotations: ann}.Pod()
+	p := kubetest.PodSpec{Name: name, Queue: queue, GPUs: gpus, Labels: labels, Annotations: ann, Job: job}.Pod()
 	p.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU] = resource.MustParse("100m")
 	if _, err := c.e.Client.CoreV1().Pods("default").Create(ctx, p, metav1.CreateOptions{}); err == nil {
 		c.created++

@@ -131,6 +131,7 @@ type PodSpec struct {
 	Name, Namespace, Queue string
 	GPUs                   int64             // whole GPUs
 	Labels, Annotations    map[string]string // added to the queue label
+	Job                    string            // labels it job=Job (the churns of the fault test and the soak)
 }
 
 // Pod builds the pod object: scheduler allot, one container, one CPU.
@@ -146,6 +147,9 @@ func (s PodSpec) Pod() *corev1.Pod {
 	for k, v := range s.Labels {
 		labels[k] = v
 	}
+	if s.Job != "" {
+		labels["job"] = s.Job
+	}
 	res := corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}}
 	if s.GPUs > 0 {
 		res.Limits = corev1.ResourceList{v1alpha1.GPUResource: *resource.NewQuantity(s.GPUs, resource.DecimalSI)}
@@ -159,6 +163,15 @@ func (e *Env) CreatePod(s PodSpec) error {
 	p := s.Pod()
 	_, err := e.Client.CoreV1().Pods(p.Namespace).Create(e.Ctx, p, metav1.CreateOptions{})
 	time.Sleep(5 * time.Millisecond) // distinct creation order
+	return err
+}
+
+// CreatePodGroup creates a PodGroup of minMember pods in queue, in the default namespace.
+func (e *Env) CreatePodGroup(ctx context.Context, name, queue string, minMember int) error {
+	pg := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "allot.dev/v1alpha1", "kind": "PodGroup",
+		"metadata": map[string]any{"name": name, "namespace": metav1.NamespaceDefault},
+		"spec":     map[string]any{"minMember": int64(minMember), "queue": queue}}}
+	_, err := e.Dyn.Resource(PodGroups).Namespace(metav1.NamespaceDefault).Create(ctx, pg, metav1.CreateOptions{})
 	return err
 }
 

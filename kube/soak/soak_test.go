@@ -19,7 +19,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/kube/kubetest"
@@ -207,9 +206,7 @@ func (c *churn) submit(ctx context.Context) int {
 	}
 	job := fmt.Sprintf("g%d", c.seq)
 	n := 2 + c.rng.IntN(3)
-	pg := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "allot.dev/v1alpha1", "kind": "PodGroup",
-		"metadata": map[string]any{"name": job, "namespace": "default"}, "spec": map[string]any{"minMember": int64(n), "queue": q}}}
-	if _, err := c.e.Dyn.Resource(kubetest.PodGroups).Namespace("default").Create(ctx, pg, metav1.CreateOptions{}); err != nil {
+	if err := c.e.CreatePodGroup(ctx, job, q, n); err != nil {
 		return 1 // counted, so that a failing API server does not spin this loop
 	}
 	for i := 0; i < n; i++ {
@@ -219,11 +216,7 @@ func (c *churn) submit(ctx context.Context) int {
 }
 
 func (c *churn) pod(ctx context.Context, job, name, queue string, gpus int64, labels, ann map[string]string) {
-	l := map[string]string{"job": job}
-	for k, v := range labels {
-		l[k] = v
-	}
-	p := kubetest.PodSpec{Name: name, Queue: queue, GPUs: gpus, Labels: l, Annotations: ann}.Pod()
+	p := kubetest.PodSpec{Name: name, Queue: queue, GPUs: gpus, Labels: labels, Annotations: ann, Job: job}.Pod()
 	if _, err := c.e.Client.CoreV1().Pods("default").Create(ctx, p, metav1.CreateOptions{}); err == nil {
 		c.created++
 	}
