@@ -38,14 +38,14 @@ fuzz:
 # replicas killed and paused, nodes lost and the API server slowed under churn;
 # FAULTS_TIME=30m for longer. Its last line is the FAULTS summary.
 faults:
-	FAULTS_TIME=$${FAULTS_TIME:-10m} $(GO) test ./kube/faults -run TestFaults -count=1 -timeout 0 -v 2>&1 | grep -v '^[IWE][0-9]\{4\} ' | tee /dev/stderr | grep 'FAULTS PASS' >/dev/null
+	FAULTS_TIME=$${FAULTS_TIME:-10m} $(GO) test ./kube/faults -run TestFaults -count=1 -timeout 0 -v 2>&1 | grep --line-buffered -v '^[IWE][0-9]\{4\} ' | tee /dev/stderr | grep 'FAULTS PASS' >/dev/null
 
 # The long run (kube/soak, not in make test): the scheduler binary for 30 minutes on 250
 # simulated nodes under churn; its heap, goroutines and the API server's watches each
 # minute as a table, a plot (docs/soak.svg) and a verdict on the heap's trend.
 # SOAK_TIME, SOAK_NODES, SOAK_EVERY and SOAK_PLOT change it.
 soak:
-	SOAK_PLOT=$${SOAK_PLOT:-$(CURDIR)/docs/soak.svg} $(GO) test -tags soak ./kube/soak -run TestSoak -count=1 -timeout 0 -v 2>&1 | grep -v '^[IWE][0-9]\{4\} ' | tee /dev/stderr | grep 'SOAK PASS' >/dev/null
+	SOAK_PLOT=$${SOAK_PLOT:-$(CURDIR)/docs/soak.svg} $(GO) test -tags soak ./kube/soak -run TestSoak -count=1 -timeout 0 -v 2>&1 | grep --line-buffered -v '^[IWE][0-9]\{4\} ' | tee /dev/stderr | grep 'SOAK PASS' >/dev/null
 
 # Chromium for the dashboard's browser tests, Node.js and npm for the check that web/dist is
 # built from web/src (installed with apt-get when missing).
