@@ -2,6 +2,7 @@ package faults
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
@@ -20,6 +21,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
@@ -52,7 +54,7 @@ const (
 // that had been NotReady for 2 s; at the end, every pod neither the churn nor a lost node
 // deleted exists or has an Evicted event.
 func TestFaults(t *testing.T) {
-	length := time.Minute
+	length := 90 * time.Second // each kind of fault once
 	if v := os.Getenv("FAULTS_TIME"); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil {
@@ -92,7 +94,7 @@ func TestFaults(t *testing.T) {
 	// Faults, after a warm-up, in turn; the pause once.
 	time.Sleep(10 * time.Second)
 	done := map[string]int{}
-	turn := []string{"kill", "node", "pause", "slow"}
+	turn := []string{"kill", "node", "pause", "slow", "gpu"}
 	for i := 0; ctx.Err() == nil; i++ {
 		wait := time.Duration(4000+rng.IntN(4000)) * time.Millisecond
 		select {
@@ -121,6 +123,10 @@ func TestFaults(t *testing.T) {
 		case "node":
 			loseNode(ctx, t, e, check, fmt.Sprintf("dgx-%d", 1+rng.IntN(nodes)), 8*time.Second)
 			done[kind]++
+		case "gpu":
+			if loseGPU(ctx, t, e, check, rng, 8*time.Second) {
+				done[kind]++
+			}
 		}
 	}
 	wg.Wait()
@@ -142,8 +148,8 @@ func TestFaults(t *testing.T) {
 	if len(violations) > 0 {
 		verdict = "FAIL"
 	}
-	t.Logf("FAULTS %s: %s, kills=%d nodes_lost=%d pauses=%d slow_api=%d bind_answers_lost=%d violations=%d pods=%d bound=%d evicted=%d gangs=%d longest_partial_gang=%s",
-		verdict, length, done["kill"], done["node"], done["pause"], done["slow"], proxy.Count("lost"), len(violations),
+	t.Logf("FAULTS %s: %s, kills=%d nodes_lost=%d gpus_lost=%d pauses=%d slow_api=%d bind_answers_lost=%d violations=%d pods=%d bound=%d evicted=%d gangs=%d longest_partial_gang=%s",
+		verdict, length, done["kill"], done["node"], done["gpu"], done["pause"], done["slow"], proxy.Count("lost"), len(violations),
 		ch.created, check.everBound(), evictions, ch.gangs, check.longest().Round(10*time.Millisecond))
 	for _, kind := range turn {
 		if done[kind] == 0 {
@@ -224,6 +230,51 @@ func loseNode(ctx context.Context, t *testing.T, e *kubetest.Env, check *checker
 	}
 	setReady(true)
 	check.nodeUp(name)
+}
+
+// loseGPU fails one GPU under a running pod for d as the node's agent reports an XID 79
+// (the GPU fallen off the bus): the node's unhealthy list names it and, under the evict
+// policy, the pod on it is deleted so that its owner makes it again elsewhere; then the GPU
+// recovers. False when no pod runs.
+func loseGPU(ctx context.Context, t *testing.T, e *kubetest.Env, check *checker, rng *rand.Rand, d time.Duration) bool {
+	pods, err := e.Client.CoreV1().Pods("default").List(e.Ctx, metav1.ListOptions{})
+	if err != nil {
+		return false
+	}
+	var on []corev1.Pod
+	for _, p := range pods.Items {
+		if p.Spec.NodeName != "" && p.DeletionTimestamp == nil && p.Annotations[v1alpha1.AnnotationGPUs] != "" && kubetest.Running(&p) {
+			on = append(on, p)
+		}
+	}
+	if len(on) == 0 {
+		return false
+	}
+	p := on[rng.IntN(len(on))]
+	node := p.Spec.NodeName
+	gpu, err := strconv.Atoi(strings.Split(p.Annotations[v1alpha1.AnnotationGPUs], ",")[0])
+	if err != nil {
+		return false
+	}
+	t.Logf("%s: GPU %d of %s lost for %s (under %s)", time.Now().Format("15:04:05.000"), gpu, node, d, p.Name)
+	mark := func(list string) {
+		patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{v1alpha1.AnnotationGPUUnhealthy: list}}})
+		if _, err := e.Client.CoreV1().Nodes().Patch(e.Ctx, node, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			t.Error(err)
+		}
+	}
+	check.gpuDown(node, gpu)
+	list, _ := json.Marshal([]v1alpha1.UnhealthyGPU{{Index: gpu, Reason: "XID 79: GPU has fallen off the bus"}})
+	mark(string(list))
+	check.deletedByFault(p.Name)
+	_ = e.Client.CoreV1().Pods("default").Delete(e.Ctx, p.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &p.UID}})
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+	mark("")
+	check.gpuUp(node, gpu)
+	return true
 }
 
 // writeKubeconfig writes a kubeconfig for rc (a server and its CA; no credentials).
@@ -448,8 +499,22 @@ type checker struct {
 	bound   map[string]bool      // pods ever bound
 	byFault map[string]bool      // pods deleted with a lost node
 	down    map[string]time.Time // nodes lost, since when
+	failed  map[dev]time.Time    // GPUs failed, since when
 	fails   []string
 }
+
+// dev is one GPU of one node.
+type dev struct {
+	node string
+	gpu  int
+}
+
+func (c *checker) gpuDown(n string, g int) {
+	c.mu.Lock()
+	c.failed[dev{n, g}] = time.Now()
+	c.mu.Unlock()
+}
+func (c *checker) gpuUp(n string, g int) { c.mu.Lock(); delete(c.failed, dev{n, g}); c.mu.Unlock() }
 
 func (c *checker) nodeDown(n string) { c.mu.Lock(); c.down[n] = time.Now(); c.mu.Unlock() }
 func (c *checker) nodeUp(n string)   { c.mu.Lock(); delete(c.down, n); c.mu.Unlock() }
@@ -461,7 +526,7 @@ func (c *checker) deletedByFault(pod string) {
 
 func newChecker(t *testing.T, e *kubetest.Env) *checker {
 	c := &checker{t: t, minimum: map[string]int{}, user: map[string]bool{}, jobOf: map[string]string{},
-		open: map[string]time.Time{}, bound: map[string]bool{}, byFault: map[string]bool{}, down: map[string]time.Time{}}
+		open: map[string]time.Time{}, bound: map[string]bool{}, byFault: map[string]bool{}, down: map[string]time.Time{}, failed: map[dev]time.Time{}}
 	f := informers.NewSharedInformerFactoryWithOptions(e.Client, 0, informers.WithNamespace("default"))
 	inf := f.Core().V1().Pods().Informer()
 	c.store = inf.GetStore()
@@ -502,10 +567,6 @@ func (c *checker) fail(format string, args ...any) {
 func (c *checker) look() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	type dev struct {
-		node string
-		gpu  int
-	}
 	holder := map[dev]string{}
 	perNode := map[string]int64{}
 	members := map[string]int{}
@@ -520,7 +581,8 @@ func (c *checker) look() {
 		if p.Spec.NodeName == "" || p.DeletionTimestamp != nil {
 			continue
 		}
-		if since, down := c.down[p.Spec.NodeName]; down && !c.bound[p.Name] && time.Since(since) > 2*time.Second {
+		fresh := !c.bound[p.Name] // first seen bound now
+		if since, down := c.down[p.Spec.NodeName]; down && fresh && time.Since(since) > 2*time.Second {
 			c.fail("pod %s bound to %s, NotReady for %s", p.Name, p.Spec.NodeName, time.Since(since).Round(time.Millisecond))
 		}
 		c.bound[p.Name] = true
@@ -536,6 +598,9 @@ func (c *checker) look() {
 			if err != nil || g < 0 || g >= gpusPerNode {
 				c.fail("pod %s names GPU %q on %s", p.Name, s, p.Spec.NodeName)
 				continue
+			}
+			if since, down := c.failed[dev{p.Spec.NodeName, g}]; down && fresh && time.Since(since) > 2*time.Second {
+				c.fail("pod %s bound to GPU %d of %s, failed for %s", p.Name, g, p.Spec.NodeName, time.Since(since).Round(time.Millisecond))
 			}
 			if other, ok := holder[dev{p.Spec.NodeName, g}]; ok {
 				c.fail("GPU %d of %s booked twice: %s and %s", g, p.Spec.NodeName, other, p.Name)
@@ -612,7 +677,8 @@ func (c *checker) finish(events map[string][]string) []string {
 	return out
 }
 
-// The checker sees what it is there to see: two pods on one GPU, and a pod lost.
+// The checker sees what it is there to see: two pods on one GPU, a pod put on a failed
+// GPU, and a pod lost.
 func TestCheckerSeesViolations(t *testing.T) {
 	e := kubetest.Start(t, 1, gpusPerNode)
 	check := newChecker(t, e)
@@ -623,6 +689,19 @@ func TestCheckerSeesViolations(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	check.mu.Lock()
+	check.failed[dev{"dgx-1", 5}] = time.Now().Add(-3 * time.Second) // a GPU failed 3 s ago
+	check.mu.Unlock()
+	d := kubetest.PodSpec{Name: "d", GPUs: 1, Annotations: map[string]string{v1alpha1.AnnotationGPUs: "5"}}.Pod()
+	d.Spec.NodeName = "dgx-1"
+	if _, err := e.Client.CoreV1().Pods("default").Create(e.Ctx, d, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.WaitFor(t, "the pod on the failed GPU seen", func() (bool, string) {
+		check.mu.Lock()
+		defer check.mu.Unlock()
+		return slices.ContainsFunc(check.fails, func(f string) bool { return strings.Contains(f, "pod d bound to GPU 5 of dgx-1, failed for") }), fmt.Sprint(check.fails)
+	})
 	check.created("c", "c") // made, never deleted, never evicted: lost
 	e.WaitFor(t, "the double booking seen", func() (bool, string) {
 		check.mu.Lock()
