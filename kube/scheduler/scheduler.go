@@ -572,6 +572,11 @@ func (s *Scheduler) Cycle(ctx context.Context) error {
 			delete(s.unknownUntil, uid)
 		}
 	}
+	for uid := range s.reasons {
+		if _, here := live[uid]; !here {
+			delete(s.reasons, uid) // deleted while it waited: its reason was kept for ever
+		}
+	}
 	s.amu.Unlock()
 	for uid := range s.evicting {
 		if !live[uid] {
