@@ -153,13 +153,21 @@ func sharedDevice(p *corev1.Pod) string {
 // holdMPS sets a GPU's daemon's limits: the defaults for servers it starts, and the
 // running servers'. Device 0: the daemon sees only its GPU.
 func (a *Agent) holdMPS(ctx context.Context, uuid string, l mpsLimits) error {
-	var cmds []string
+	var defaults, cmds []string
 	if l.threadPercent > 0 {
-		cmds = append(cmds, fmt.Sprintf("set_default_active_thread_percentage %d", l.threadPercent))
+		defaults = append(defaults, fmt.Sprintf("set_default_active_thread_percentage %d", l.threadPercent))
 	}
 	if l.pinnedMiB > 0 {
-		cmds = append(cmds, fmt.Sprintf("set_default_device_pinned_mem_limit 0 %dM", l.pinnedMiB))
+		defaults = append(defaults, fmt.Sprintf("set_default_device_pinned_mem_limit 0 %dM", l.pinnedMiB))
 	}
+	for _, c := range defaults {
+		if _, err := a.mpsCommand(ctx, uuid, c+"\n"); err != nil {
+			return err
+		}
+	}
+	// The servers are listed after the defaults are set: a server a client started
+	// between two of them (with some defaults and not others) is in the list and is set
+	// whole below; one started later has them all.
 	servers, err := a.mpsCommand(ctx, uuid, "get_server_list\n")
 	if err != nil {
 		return err
