@@ -339,7 +339,7 @@ func (s *session) placeGang(j *jobState, pods []*podState, only []*nodeState) bo
 	}
 	// A job already running (a gang getting a lost member back, an elastic job growing)
 	// gets its pods as close to its running ones as its topology's levels allow.
-	if t := j.j.Topology; t != nil && j.bound > 0 && s.placeNearHome(j, pods, s.emptiestFirst(j, nodes), max(t.Required, 0)) {
+	if t := j.j.Topology; t != nil && j.bound > 0 && s.placeNearHome(j, pods, nodes, max(t.Required, 0)) {
 		return true
 	}
 	if len(pods) == 1 {

@@ -159,8 +159,9 @@ func (s *session) topologyNodes(j *jobState, nodes []*nodeState) []*nodeState {
 // placeNearHome places the missing pods of a job already running (a gang getting a lost
 // member back, an elastic job growing) as close to its running pods as the levels allow:
 // within the first running pod's host, then its block, then its rack, no wider than
-// widest; false, placing nothing, when none of those domains has room.
-func (s *session) placeNearHome(j *jobState, pods []*podState, order []*nodeState, widest int) bool {
+// widest; false, placing nothing, when none of those domains has room. Only the nodes of
+// each such domain are ordered (emptiest first), not the cluster's.
+func (s *session) placeNearHome(j *jobState, pods []*podState, nodes []*nodeState, widest int) bool {
 	var home *nodeState
 	for _, p := range j.pods {
 		if p.node != nil {
@@ -178,12 +179,12 @@ func (s *session) placeNearHome(j *jobState, pods []*podState, order []*nodeStat
 			continue
 		}
 		var near []*nodeState
-		for _, n := range order {
+		for _, n := range nodes {
 			if keys[i][n.idx] == k {
 				near = append(near, n)
 			}
 		}
-		if s.fillNodes(pods, near) {
+		if s.fillNodes(pods, s.emptiestFirst(j, near)) {
 			return true
 		}
 	}

@@ -32,7 +32,7 @@ func (a *Agent) prepareSharing() (declared, problem string) {
 		// the kubelet would make it root's own, 0755, and a container not root could not
 		// write its shared memory.
 		if err := prepareShm(a.opts.SharingRoot); err != nil {
-			return v1alpha1.SharingNone, shmProblem(err)
+			return v1alpha1.SharingNone, fmt.Sprintf("the shared-memory directory for sharing pods cannot be made under --sharing-root: %v", err)
 		}
 		list := ""
 		if declared == v1alpha1.SharingHAMiCore {

@@ -2,7 +2,6 @@ package agent
 
 import (
 	"errors"
-	"fmt"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -73,9 +72,4 @@ func (a *Agent) sweepShm(pods []any) {
 			slog.Warn("allot agent: removing a gone pod's /dev/shm", "dir", filepath.Join(dir, e.Name()), "err", err)
 		}
 	}
-}
-
-// shmProblem says what is wrong when the shm directory cannot be made.
-func shmProblem(err error) string {
-	return fmt.Sprintf("the shared-memory directory for sharing pods cannot be made under --sharing-root: %v", err)
 }

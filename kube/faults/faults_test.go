@@ -54,14 +54,7 @@ const (
 // that had been NotReady for 2 s; at the end, every pod neither the churn nor a lost node
 // deleted exists or has an Evicted event.
 func TestFaults(t *testing.T) {
-	length := 90 * time.Second // each kind of fault once
-	if v := os.Getenv("FAULTS_TIME"); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil {
-			t.Fatalf("FAULTS_TIME=%q: %v", v, err)
-		}
-		length = d
-	}
+	length := kubetest.EnvDuration(t, "FAULTS_TIME", 90*time.Second) // each kind of fault once
 	bin := kubetest.BuildAllot(t)
 	e := kubetest.Start(t, nodes, gpusPerNode)
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))
@@ -500,6 +493,7 @@ type checker struct {
 	byFault map[string]bool      // pods deleted with a lost node
 	down    map[string]time.Time // nodes lost, since when
 	failed  map[dev]time.Time    // GPUs failed, since when
+	limit   time.Duration        // how long a gang may run partly (partialLimit unless slowed)
 	fails   []string
 }
 
@@ -525,7 +519,7 @@ func (c *checker) deletedByFault(pod string) {
 }
 
 func newChecker(t *testing.T, e *kubetest.Env) *checker {
-	c := &checker{t: t, minimum: map[string]int{}, user: map[string]bool{}, jobOf: map[string]string{},
+	c := &checker{t: t, limit: partialLimit, minimum: map[string]int{}, user: map[string]bool{}, jobOf: map[string]string{},
 		open: map[string]time.Time{}, bound: map[string]bool{}, byFault: map[string]bool{}, down: map[string]time.Time{}, failed: map[dev]time.Time{}}
 	f := informers.NewSharedInformerFactoryWithOptions(e.Client, 0, informers.WithNamespace("default"))
 	inf := f.Core().V1().Pods().Informer()
@@ -625,7 +619,7 @@ func (c *checker) look() {
 			delete(c.open, job)
 		case partly && open && now.Sub(since) > c.worst:
 			c.worst = now.Sub(since)
-			if c.worst > partialLimit {
+			if c.worst > c.limit {
 				c.fail("gang %s has run %d of its %d pods for %s", job, n, min, c.worst.Round(time.Millisecond))
 			}
 		}

@@ -385,3 +385,18 @@ func BuildAllot(t *testing.T) string {
 	}
 	return bin
 }
+
+// EnvDuration reads a test's length from the environment variable name (FAULTS_TIME,
+// SOAK_TIME…), def when unset; a value that is not a positive duration fails the test.
+func EnvDuration(t *testing.T, name string, def time.Duration) time.Duration {
+	t.Helper()
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		t.Fatalf("%s=%q: a positive duration such as 30m", name, v)
+	}
+	return d
+}

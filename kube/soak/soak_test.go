@@ -33,8 +33,8 @@ import (
 // (an SVG), and the run fails if the heap's trend over the last 20 minutes (or the last
 // two thirds of a shorter run) grows by more than 10%.
 func TestSoak(t *testing.T) {
-	length := envDuration(t, "SOAK_TIME", 30*time.Minute)
-	every := envDuration(t, "SOAK_EVERY", time.Minute)
+	length := kubetest.EnvDuration(t, "SOAK_TIME", 30*time.Minute)
+	every := kubetest.EnvDuration(t, "SOAK_EVERY", time.Minute)
 	nodes := 250
 	if v := os.Getenv("SOAK_NODES"); v != "" {
 		n, err := strconv.Atoi(v)
@@ -220,18 +220,6 @@ func (c *churn) pod(ctx context.Context, job, name, queue string, gpus int64, la
 	if _, err := c.e.Client.CoreV1().Pods("default").Create(ctx, p, metav1.CreateOptions{}); err == nil {
 		c.created++
 	}
-}
-
-func envDuration(t *testing.T, name string, def time.Duration) time.Duration {
-	v := os.Getenv(name)
-	if v == "" {
-		return def
-	}
-	d, err := time.ParseDuration(v)
-	if err != nil || d <= 0 {
-		t.Fatalf("%s=%q: a positive duration such as 30m", name, v)
-	}
-	return d
 }
 
 func freePort(t *testing.T) int {
