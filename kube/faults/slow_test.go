@@ -40,9 +40,6 @@ func TestSlowFlakyAPIServer(t *testing.T) {
 	isBind := func(r *http.Request) bool {
 		return r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/binding")
 	}
-	proxy.SetLatency(50*time.Millisecond, 2*time.Second)
-	proxy.SetWatchLatency(200*time.Millisecond, 1500*time.Millisecond)
-	proxy.LoseAnswers(isBind, 1.0/3)
 	// Webhooks are registered directly (an admin's act); the scheduler and the webhooks'
 	// informers run through the proxy.
 	if _, err := stack.LocalAs(e.Ctx, e.Cluster.Config, proxy.Config(), e.Dir, "", scheduler.Options{Interval: 200 * time.Millisecond}); err != nil {
@@ -58,6 +55,12 @@ func TestSlowFlakyAPIServer(t *testing.T) {
 	var wg sync.WaitGroup
 	wg.Add(2)
 	go func() { defer wg.Done(); ch.run(ctx) }()
+	// The faults start once the scheduler has synced and bound a pod: under a loaded
+	// machine, cut connections every 5 s could keep its informers from ever listing.
+	e.WaitFor(t, "a first pod bound through the proxy", func() (bool, string) { return check.everBound() > 0, "none yet" })
+	proxy.SetLatency(50*time.Millisecond, 2*time.Second)
+	proxy.SetWatchLatency(200*time.Millisecond, 1500*time.Millisecond)
+	proxy.LoseAnswers(isBind, 1.0/3)
 	drops := 0
 	go func() {
 		defer wg.Done()
