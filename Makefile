@@ -72,8 +72,21 @@ fmt:
 	gofmt -w $$(git ls-files '*.go')
 
 # Regenerate deepcopy functions and CRD manifests from api/ (controller-gen from the Go
-# module proxy, pinned).
+# module proxy, pinned), and the typed clientset, listers and informers of Allot's own
+# resources under kube/client (k8s.io/code-generator at the version of k8s.io/api).
+CODEGEN := k8s.io/code-generator/cmd
+CODEGEN_VERSION := v0.35.4
+CLIENT_PKG := github.com/allot-dev/allot/kube/client
 generate:
 	$(GO) run sigs.k8s.io/controller-tools/cmd/controller-gen@v0.20.0 object paths=./api/...
 	$(GO) run sigs.k8s.io/controller-tools/cmd/controller-gen@v0.20.0 crd paths=./api/... output:crd:dir=./deploy/crds
 	cp deploy/crds/*.yaml deploy/helm/allot/crds/
+	rm -rf kube/client/clientset kube/client/listers kube/client/informers
+	$(GO) run $(CODEGEN)/client-gen@$(CODEGEN_VERSION) --go-header-file hack/boilerplate.go.txt \
+		--input-base github.com/allot-dev/allot --input api/v1alpha1 --clientset-name versioned \
+		--output-dir kube/client/clientset --output-pkg $(CLIENT_PKG)/clientset
+	$(GO) run $(CODEGEN)/lister-gen@$(CODEGEN_VERSION) --go-header-file hack/boilerplate.go.txt \
+		--output-dir kube/client/listers --output-pkg $(CLIENT_PKG)/listers ./api/v1alpha1
+	$(GO) run $(CODEGEN)/informer-gen@$(CODEGEN_VERSION) --go-header-file hack/boilerplate.go.txt \
+		--versioned-clientset-package $(CLIENT_PKG)/clientset/versioned --listers-package $(CLIENT_PKG)/listers \
+		--output-dir kube/client/informers --output-pkg $(CLIENT_PKG)/informers ./api/v1alpha1

@@ -3,6 +3,7 @@ package v1alpha1
 import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 // PodGroup is a gang: at least MinMember of its pods start together or none do.
+// +genclient
 // +kubebuilder:object:root=true
 // +kubebuilder:resource:shortName=pg
 // +kubebuilder:subresource:status

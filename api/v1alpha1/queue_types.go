@@ -8,6 +8,8 @@ import (
 
 // Queue is a node of the queue tree: departments over projects. Workloads name their
 // queue with the label allot.dev/queue.
+// +genclient
+// +genclient:nonNamespaced
 // +kubebuilder:object:root=true
 // +kubebuilder:resource:scope=Cluster,shortName=aq
 // +kubebuilder:subresource:status

@@ -5,6 +5,8 @@ import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 // Topology describes how a cluster's nodes nest: levels of node labels from the widest
 // (a zone) to the narrowest (a host). A workload asks for one domain of a level with the
 // annotation allot.dev/topology-required (or allot.dev/topology-preferred) naming it.
+// +genclient
+// +genclient:nonNamespaced
 // +kubebuilder:object:root=true
 // +kubebuilder:resource:scope=Cluster,shortName=topo
 // +kubebuilder:printcolumn:name="Levels",type=string,JSONPath=`.spec.levels[*].name`
