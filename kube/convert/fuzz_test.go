@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
 
 	"github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/engine"
@@ -138,6 +139,19 @@ func FuzzPodGroup(f *testing.F) {
 		}
 		if g.Problem != "" && (g.MinMember != 0 || !strings.Contains(g.Problem, "spec.minMember")) {
 			t.Fatalf("problem %q with size %d", g.Problem, g.MinMember)
+		}
+		// The same object as the typed clientset decodes it (keys case-sensitive), when
+		// it does, reads alike.
+		var pg v1alpha1.PodGroup
+		if utiljson.Unmarshal(data, &pg) == nil {
+			tg := PodGroup(&pg)
+			if tg.MinMember < 0 || tg.MinMember > v1alpha1.MaxGang || (tg.Problem != "" && tg.MinMember != 0) {
+				t.Fatalf("typed: gang of %d, problem %q from %s", tg.MinMember, tg.Problem, data)
+			}
+			if g.Problem == "" && pg.Spec.MinMember != 0 && (tg.Problem != "" || tg.MinMember != g.MinMember ||
+				tg.SharedLabel != g.SharedLabel || (tg.GangGrace == nil) != (g.GangGrace == nil)) {
+				t.Fatalf("typed %+v, unstructured %+v from %s", tg, g, data)
+			}
 		}
 		if q, err := QueueObject(u); err == nil {
 			_ = Queue(q)

@@ -19,17 +19,13 @@ type Levels struct {
 	Labels, Names []string
 }
 
-// TopologyLevels reads a Topology as the API server hands it over. The CRD's schema checks
-// the levels; one that does not read (an old CRD) gives an error naming the object.
-func TopologyLevels(u *unstructured.Unstructured) (Levels, error) {
-	var t v1alpha1.Topology
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &t); err != nil {
-		return Levels{}, fmt.Errorf("Topology %s: %v", u.GetName(), err)
-	}
+// TopologyLevels reads a Topology's levels. The CRD's schema checks them; one that does
+// not read (an old CRD) gives an error naming the object.
+func TopologyLevels(t *v1alpha1.Topology) (Levels, error) {
 	var l Levels
 	for i, lv := range t.Spec.Levels {
 		if lv.NodeLabel == "" {
-			return Levels{}, fmt.Errorf("Topology %s: spec.levels[%d].nodeLabel is empty", u.GetName(), i)
+			return Levels{}, fmt.Errorf("Topology %s: spec.levels[%d].nodeLabel is empty", t.Name, i)
 		}
 		name := lv.Name
 		if name == "" {
@@ -38,24 +34,43 @@ func TopologyLevels(u *unstructured.Unstructured) (Levels, error) {
 		l.Labels, l.Names = append(l.Labels, lv.NodeLabel), append(l.Names, name)
 	}
 	if len(l.Labels) == 0 {
-		return Levels{}, fmt.Errorf("Topology %s: spec.levels is empty", u.GetName())
+		return Levels{}, fmt.Errorf("Topology %s: spec.levels is empty", t.Name)
 	}
 	return l, nil
 }
 
-// Topologies reads Topology objects as an informer's store or a list holds them
-// (*unstructured.Unstructured), by name; one that does not read is left out and its error
-// returned.
+// TopologyLevelsUnstructured reads a Topology as the dynamic client hands it over; one
+// whose fields do not have their types gives an error naming it.
+func TopologyLevelsUnstructured(u *unstructured.Unstructured) (Levels, error) {
+	var t v1alpha1.Topology
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &t); err != nil {
+		return Levels{}, fmt.Errorf("Topology %s: %v", u.GetName(), err)
+	}
+	return TopologyLevels(&t)
+}
+
+// Topologies reads Topology objects as an informer's store or a list holds them, by
+// name: typed (*v1alpha1.Topology) or, from the dynamic client, *unstructured.Unstructured.
+// One that does not read is left out and its error returned.
 func Topologies(objs []any) (map[string]Levels, []error) {
 	out := make(map[string]Levels, len(objs))
 	var errs []error
 	for _, o := range objs {
-		u, ok := o.(*unstructured.Unstructured)
-		if !ok {
+		var l Levels
+		var name string
+		var err error
+		switch t := o.(type) {
+		case *v1alpha1.Topology:
+			name = t.Name
+			l, err = TopologyLevels(t)
+		case *unstructured.Unstructured:
+			name = t.GetName()
+			l, err = TopologyLevelsUnstructured(t)
+		default:
 			continue
 		}
-		if l, err := TopologyLevels(u); err == nil {
-			out[u.GetName()] = l
+		if err == nil {
+			out[name] = l
 		} else {
 			errs = append(errs, err)
 		}

@@ -1,8 +1,14 @@
 package convert
 
 import (
+	"reflect"
 	"strings"
 	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/allot-dev/allot/api/v1alpha1"
 )
@@ -26,5 +32,78 @@ func TestJobTopologyBeforeTheTopologiesAreRead(t *testing.T) {
 	}
 	if _, err := JobTopology(rack, map[string]Levels{}); err == nil || !strings.Contains(err.Error(), "no Topology object") {
 		t.Errorf("read, none: %v", err)
+	}
+}
+
+// TestTopologiesTypedAndUnstructured: an informer's store of typed Topologies and one of
+// the dynamic client's read alike, a bad one left out with its name in the error.
+func TestTopologiesTypedAndUnstructured(t *testing.T) {
+	topo := func(name string, levels ...v1alpha1.TopologyLevel) *v1alpha1.Topology {
+		return &v1alpha1.Topology{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1alpha1.TopologySpec{Levels: levels}}
+	}
+	typed := []*v1alpha1.Topology{
+		topo("default", v1alpha1.TopologyLevel{NodeLabel: "topology.kubernetes.io/zone"}, v1alpha1.TopologyLevel{Name: "rack", NodeLabel: "example.com/rack"}),
+		topo("empty"),
+		topo("unlabelled", v1alpha1.TopologyLevel{Name: "rack"}),
+	}
+	var objs, dyn []any
+	for _, tp := range typed {
+		objs = append(objs, tp)
+		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(tp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dyn = append(dyn, &unstructured.Unstructured{Object: m})
+	}
+	dyn = append(dyn, &unstructured.Unstructured{Object: map[string]any{"metadata": map[string]any{"name": "odd"}, "spec": map[string]any{"levels": "rack"}}})
+	want := Levels{Labels: []string{"topology.kubernetes.io/zone", "example.com/rack"}, Names: []string{"topology.kubernetes.io/zone", "rack"}}
+	for _, c := range []struct {
+		name string
+		objs []any
+		errs []string
+	}{{"typed", objs, []string{"Topology empty", "Topology unlabelled"}}, {"unstructured", dyn, []string{"Topology empty", "Topology unlabelled", "Topology odd"}}} {
+		got, errs := Topologies(append(c.objs, "not a topology"))
+		if len(got) != 1 || !reflect.DeepEqual(got["default"], want) {
+			t.Errorf("%s: %+v", c.name, got)
+		}
+		if len(errs) != len(c.errs) {
+			t.Fatalf("%s: errors %v", c.name, errs)
+		}
+		for i, e := range errs {
+			if !strings.HasPrefix(e.Error(), c.errs[i]+":") {
+				t.Errorf("%s: error %d: %v", c.name, i, e)
+			}
+		}
+		if lv, ok := ViewTopology(c.objs); !ok || !reflect.DeepEqual(lv, want) {
+			t.Errorf("%s: view %+v %v", c.name, lv, ok)
+		}
+	}
+}
+
+// TestPodGroupTypedAsUnstructured: a PodGroup the API server accepts reads the same
+// typed (from the clientset) as unstructured (from the dynamic client).
+func TestPodGroupTypedAsUnstructured(t *testing.T) {
+	created := metav1.NewTime(time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC))
+	for _, pg := range []*v1alpha1.PodGroup{
+		{ObjectMeta: metav1.ObjectMeta{Name: "ddp", Namespace: "ml", CreationTimestamp: created},
+			Spec: v1alpha1.PodGroupSpec{MinMember: 4, Queue: "team-a"}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "racked", Namespace: "ml", CreationTimestamp: created,
+			Annotations: map[string]string{v1alpha1.AnnotationTopologyRequired: "rack", "other": "x"}},
+			Spec: v1alpha1.PodGroupSpec{MinMember: 2, Queue: "q", Topology: "example.com/rack", StaleGracePeriod: &metav1.Duration{Duration: 30 * time.Second}}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "huge", Namespace: "ml"}, Spec: v1alpha1.PodGroupSpec{MinMember: v1alpha1.MaxGang + 1, Queue: "q"}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "back", Namespace: "ml"}, Spec: v1alpha1.PodGroupSpec{MinMember: 1, Queue: "q", StaleGracePeriod: &metav1.Duration{Duration: -time.Second}}},
+	} {
+		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(pg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		typed, dyn := PodGroup(pg), PodGroup(&unstructured.Unstructured{Object: m})
+		if !typed.Created.Equal(dyn.Created) {
+			t.Errorf("%s: created %v, %v", pg.Name, typed.Created, dyn.Created)
+		}
+		typed.Created, dyn.Created = time.Time{}, time.Time{} // the same instant, read in another zone
+		if !reflect.DeepEqual(typed, dyn) {
+			t.Errorf("%s: typed %+v, unstructured %+v", pg.Name, typed, dyn)
+		}
 	}
 }
