@@ -162,7 +162,12 @@ func readCSV(path string, required []string) ([]row, error) {
 		return nil, fmt.Errorf("reading trace: %w", err)
 	}
 	defer f.Close()
-	cr := csv.NewReader(f)
+	return parseCSV(f, path, required)
+}
+
+// parseCSV reads rows from r; path only names the source in errors.
+func parseCSV(r io.Reader, path string, required []string) ([]row, error) {
+	cr := csv.NewReader(r)
 	cr.FieldsPerRecord = -1
 	header, err := cr.Read()
 	if err != nil {
@@ -213,6 +218,19 @@ func ReadRuntimes(path string) ([]time.Duration, error) {
 	if err != nil {
 		return nil, err
 	}
+	return runtimes(rows)
+}
+
+// ParseRuntimes is ReadRuntimes from a reader; name only names the source in errors.
+func ParseRuntimes(r io.Reader, name string) ([]time.Duration, error) {
+	rows, err := parseCSV(r, name, []string{"runtime"})
+	if err != nil {
+		return nil, err
+	}
+	return runtimes(rows)
+}
+
+func runtimes(rows []row) ([]time.Duration, error) {
 	out := make([]time.Duration, 0, len(rows))
 	for _, r := range rows {
 		v, err := strconv.ParseFloat(r.get("runtime"), 64)

@@ -37,7 +37,7 @@ func seed(f *testing.F, file string, lines int) {
 }
 
 func FuzzReadNodes(f *testing.F) {
-	seed(f, "../../shared/traces/alibaba-gpu-v2023/openb_node_list_gpu_node.csv", 6)
+	seed(f, "../traces/alibaba-gpu-v2023/openb_node_list_gpu_node.csv", 6)
 	f.Add([]byte("sn,cpu_milli,memory_mib,gpu,model\n\"0000000"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		nodes, err := ReadNodes(fuzzFile(t, data))
@@ -53,8 +53,8 @@ func FuzzReadNodes(f *testing.F) {
 }
 
 func FuzzReadPods(f *testing.F) {
-	seed(f, "../../shared/traces/alibaba-gpu-v2023/openb_pod_list_default.csv", 6)
-	seed(f, "../../shared/traces/alibaba-gpu-v2023/openb_pod_list_gpuspec10.csv", 6)
+	seed(f, "../traces/alibaba-gpu-v2023/openb_pod_list_default.csv", 6)
+	seed(f, "../traces/alibaba-gpu-v2023/openb_pod_list_gpuspec10.csv", 6)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		pods, err := ReadPods(fuzzFile(t, data))
 		if err != nil {
@@ -69,7 +69,7 @@ func FuzzReadPods(f *testing.F) {
 }
 
 func FuzzReadRuntimes(f *testing.F) {
-	seed(f, "../../shared/traces/philly_runtime.csv", 6)
+	seed(f, "../traces/philly_runtime.csv", 6)
 	f.Add([]byte("runtime\n1e300\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		rts, err := ReadRuntimes(fuzzFile(t, data))

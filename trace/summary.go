@@ -23,7 +23,7 @@ type Summary struct {
 
 // PublishedFGD is the mean allocation ratio at 130% arrived demand that the FGD paper's
 // authors report for each openb pod list (Weng et al., USENIX ATC'23; see
-// ../shared/traces/README.md), as a fraction.
+// traces/README.md at the repository root), as a fraction.
 var PublishedFGD = map[string]float64{
 	"default": .9539, "gpushare40": .9415, "gpushare60": .9140, "multigpu20": .9565, "multigpu30": .9646,
 	"gpuspec10": .9495, "gpuspec20": .9484, "cpu050": .9521, "cpu100": .9535,

@@ -14,7 +14,7 @@ import (
 	"github.com/allot-dev/allot/engine"
 )
 
-const traces = "../../shared/traces/alibaba-gpu-v2023/"
+const traces = "../traces/alibaba-gpu-v2023/"
 
 func write(t *testing.T, body string) string {
 	t.Helper()
@@ -53,7 +53,7 @@ func TestReadPodsErrorsNameFileAndLine(t *testing.T) {
 	}
 }
 
-// published reads the GPU node list and one pod list of ../shared/traces.
+// published reads the GPU node list and one pod list of traces/ (at the repository root).
 func published(t *testing.T, list string) ([]engine.Node, []Pod) {
 	t.Helper()
 	nodes, err := ReadNodes(traces + "openb_node_list_gpu_node.csv")

@@ -93,7 +93,7 @@ func TestSimErrors(t *testing.T) {
 // with what is allowed.
 func TestSimWorkloadWithHistory(t *testing.T) {
 	args := []string{"sim", "workload", "--days", "2", "--teams", "a:2:4,b:2", "--sizes", "1:60,2:40", "--rate", "3",
-		"--runtimes", "../../../shared/traces/philly_runtime.csv", "--usage-strength", "1"}
+		"--usage-strength", "1"}
 	out, err := run(args...)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)

@@ -29,8 +29,8 @@ to --tune × GPU capacity, a seeded shuffle, one pod at a time placed immediatel
 no departures, no migration. Reports the GPU allocation ratio at 100% and at the end of the
 arrivals per policy (mean and spread over seeds) and the stranded GPU capacity no pod shape
 of the trace could use. For the published pod lists the paper's FGD figure is shown beside.`,
-		Example: `  allot sim trace --nodes ../shared/traces/alibaba-gpu-v2023/openb_node_list_gpu_node.csv \
-    --pods ../shared/traces/alibaba-gpu-v2023/openb_pod_list_default.csv --plot default.svg`,
+		Example: `  allot sim trace --nodes traces/alibaba-gpu-v2023/openb_node_list_gpu_node.csv \
+    --pods traces/alibaba-gpu-v2023/openb_pod_list_default.csv --plot default.svg`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if nodesPath == "" || podsPath == "" {
@@ -192,8 +192,8 @@ func newVariantCmd() *cobra.Command {
 many CPU-only pods (with replacement, from the list's own); --sharing 0.8 leaves whole-GPU pods
 out at random until fractional pods carry 80% of the GPU demand. Only proportions change, as
 a replay resamples the list to its target demand anyway. The same --seed gives the same list.`,
-		Example: `  allot sim variant --pods ../shared/traces/alibaba-gpu-v2023/openb_pod_list_default.csv --cpu-only 2 > cpu2x.csv
-  allot sim variant --pods ../shared/traces/alibaba-gpu-v2023/openb_pod_list_default.csv --sharing 0.8 > share80.csv`,
+		Example: `  allot sim variant --pods traces/alibaba-gpu-v2023/openb_pod_list_default.csv --cpu-only 2 > cpu2x.csv
+  allot sim variant --pods traces/alibaba-gpu-v2023/openb_pod_list_default.csv --sharing 0.8 > share80.csv`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if podsPath == "" {

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -16,6 +17,7 @@ import (
 	"github.com/allot-dev/allot/engine"
 	"github.com/allot-dev/allot/sim"
 	"github.com/allot-dev/allot/trace"
+	"github.com/allot-dev/allot/traces"
 )
 
 func newWorkloadCmd() *cobra.Command {
@@ -51,7 +53,12 @@ GPU-hours end from its fair share (by quotas and weights) in each run.`,
 			if o.Sizes, err = parseSizes(sizes); err != nil {
 				return err
 			}
-			if o.Runtimes, err = trace.ReadRuntimes(runtimes); err != nil {
+			if runtimes == "" {
+				o.Runtimes, err = trace.ParseRuntimes(bytes.NewReader(traces.PhillyRuntimes), traces.PhillyRuntimesName)
+			} else {
+				o.Runtimes, err = trace.ReadRuntimes(runtimes)
+			}
+			if err != nil {
 				return err
 			}
 			o.Duration = time.Duration(days * 24 * float64(time.Hour))
@@ -99,7 +106,7 @@ GPU-hours end from its fair share (by quotas and weights) in each run.`,
 	f.Float64Var(&days, "days", 7, "simulated days")
 	f.Float64Var(&o.Rate, "rate", 2, "job arrivals per hour, all teams together")
 	f.StringVar(&sizes, "sizes", "1:60,2:15,4:15,8:10", "job sizes as gpus:weight, comma-separated")
-	f.StringVar(&runtimes, "runtimes", "../shared/traces/philly_runtime.csv", "CSV with a runtime column in seconds")
+	f.StringVar(&runtimes, "runtimes", "", "CSV with a runtime column in seconds (default: the Philly cluster's run times, embedded)")
 	f.Uint64Var(&o.Seed, "seed", 42, "seed of the arrivals, sizes and run times")
 	f.Float64Var(&sampleHours, "sample", 12, "hours per utilisation sample")
 	f.Float64Var(&o.UsageStrength, "usage-strength", 0, "how much past use above quota lowers a team's part of idle GPUs: 0 ignores history, 1 is strong; above 0 the run is compared with one without history")
