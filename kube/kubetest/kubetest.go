@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/discovery/cached/memory"
@@ -28,11 +29,13 @@ import (
 	"k8s.io/kubernetes/pkg/fieldpath"
 
 	"github.com/allot-dev/allot/api/v1alpha1"
+	allotclient "github.com/allot-dev/allot/kube/client"
+	"github.com/allot-dev/allot/kube/client/clientset/versioned"
 	"github.com/allot-dev/allot/kube/localcluster"
 	"github.com/allot-dev/allot/kube/simnode"
 )
 
-// Resources of Allot's API.
+// Resources of Allot's API, for the dynamic client.
 var (
 	Queues    = v1alpha1.Queues
 	PodGroups = v1alpha1.PodGroups
@@ -40,11 +43,19 @@ var (
 
 // Env is a running cluster with simulated GPU nodes named dgx-1, dgx-2, ….
 type Env struct {
-	Ctx     context.Context
-	Client  kubernetes.Interface
+	Ctx    context.Context
+	Client kubernetes.Interface
+	// Allot is the typed client of Allot's resources (Queues, PodGroups, Topologies);
+	// Dyn reads and writes any other kind (a workload's Jobs, an example's objects).
+	Allot   versioned.Interface
 	Dyn     dynamic.Interface
 	Cluster *localcluster.Cluster
 	Dir     string
+}
+
+func newEnv(ctx context.Context, client kubernetes.Interface, c *localcluster.Cluster, dir string) *Env {
+	return &Env{Ctx: ctx, Client: client, Allot: allotclient.NewForConfigOrDie(c.Config), Dyn: dynamic.NewForConfigOrDie(c.Config),
+		Cluster: c, Dir: dir}
 }
 
 // cluster starts the embedded control plane for a test; it stops with the test.
@@ -71,7 +82,7 @@ func Start(t *testing.T, nodes, gpus int) *Env {
 		t.Fatal(err)
 	}
 	go simnode.NewKubelet(client).Run(ctx)
-	return &Env{Ctx: ctx, Client: client, Dyn: dynamic.NewForConfigOrDie(c.Config), Cluster: c, Dir: dir}
+	return newEnv(ctx, client, c, dir)
 }
 
 // StartWithAgents is Start with what a real GPU node has below the scheduler: the GPUs on
@@ -109,19 +120,22 @@ func StartWithDevices(t *testing.T, nodes, gpus int, sharing string) (*Env, *sim
 		t.Fatal(err)
 	}
 	go simnode.NewKubelet(client).WithDevices(devices).Run(ctx)
-	return &Env{Ctx: ctx, Client: client, Dyn: dynamic.NewForConfigOrDie(c.Config), Cluster: c, Dir: dir}, devices
+	return newEnv(ctx, client, c, dir), devices
 }
 
-// Queue creates a queue; spec fields beyond the GPU quota go in extra.
+// Queue creates a queue; spec fields beyond the GPU quota go in extra, as in the Queue's
+// YAML (map[string]any{"parent": "dept"}).
 func (e *Env) Queue(t *testing.T, name string, quota int64, extra map[string]any) {
 	t.Helper()
 	spec := map[string]any{"gpu": map[string]any{"quota": quota}}
 	for k, v := range extra {
 		spec[k] = v
 	}
-	u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": v1alpha1.GroupVersion.String(), "kind": "Queue",
-		"metadata": map[string]any{"name": name}, "spec": spec}}
-	if _, err := e.Dyn.Resource(Queues).Create(e.Ctx, u, metav1.CreateOptions{}); err != nil {
+	q := &v1alpha1.Queue{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(spec, &q.Spec); err != nil {
+		t.Fatalf("queue %s: spec %v: %v", name, spec, err)
+	}
+	if _, err := e.Allot.AllotV1alpha1().Queues().Create(e.Ctx, q, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -168,10 +182,9 @@ func (e *Env) CreatePod(s PodSpec) error {
 
 // CreatePodGroup creates a PodGroup of minMember pods in queue, in the default namespace.
 func (e *Env) CreatePodGroup(ctx context.Context, name, queue string, minMember int) error {
-	pg := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "allot.dev/v1alpha1", "kind": "PodGroup",
-		"metadata": map[string]any{"name": name, "namespace": metav1.NamespaceDefault},
-		"spec":     map[string]any{"minMember": int64(minMember), "queue": queue}}}
-	_, err := e.Dyn.Resource(PodGroups).Namespace(metav1.NamespaceDefault).Create(ctx, pg, metav1.CreateOptions{})
+	pg := &v1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: metav1.NamespaceDefault},
+		Spec: v1alpha1.PodGroupSpec{MinMember: int32(minMember), Queue: queue}}
+	_, err := e.Allot.AllotV1alpha1().PodGroups(metav1.NamespaceDefault).Create(ctx, pg, metav1.CreateOptions{})
 	return err
 }
 
