@@ -20,6 +20,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
 
+	allotclient "github.com/allot-dev/allot/kube/client"
+	"github.com/allot-dev/allot/kube/client/clientset/versioned"
 	"github.com/allot-dev/allot/kube/control"
 )
 
@@ -28,7 +30,8 @@ import (
 type conn struct {
 	flags  *kubeFlags
 	client kubernetes.Interface
-	dyn    dynamic.Interface
+	allot  versioned.Interface // Allot's own resources: Queues, PodGroups, Topologies
+	dyn    dynamic.Interface   // workloads' kinds, which other projects define
 	rc     *rest.Config
 	ns     string
 }
@@ -82,7 +85,7 @@ func (c *conn) control(ctx context.Context) (control.Clients, error) {
 	if err != nil {
 		return control.Clients{}, err
 	}
-	return control.Clients{Client: c.client, Dyn: c.dyn, Mapper: m}, nil
+	return control.Clients{Client: c.client, Allot: c.allot, Dyn: c.dyn, Mapper: m}, nil
 }
 
 // connect builds clients and checks the cluster answers, saying which kubeconfig and
@@ -96,6 +99,9 @@ func (c *conn) connect(ctx context.Context) error {
 	c.rc = rest.CopyConfig(rc)
 	rc.Timeout = 15 * time.Second
 	if c.client, err = kubernetes.NewForConfig(rc); err != nil {
+		return err
+	}
+	if c.allot, err = allotclient.NewForConfig(rc); err != nil {
 		return err
 	}
 	if c.dyn, err = dynamic.NewForConfig(rc); err != nil {

@@ -13,8 +13,9 @@ import (
 
 // NewForConfig is the clientset of Allot's resources for rc. The config of the built-in
 // types' client may ask for protobuf (the scheduler's and the benchmarks' do); Allot's
-// resources are custom resources, which the API server serves as JSON only, so the
-// clientset's copy of rc asks for JSON, as a dynamic client's does.
+// types have no protobuf encoding (custom resources are served as JSON), and a write
+// through such a config fails, so the clientset's copy of rc asks for JSON, as a dynamic
+// client's does.
 func NewForConfig(rc *rest.Config) (versioned.Interface, error) {
 	c := rest.CopyConfig(rc)
 	c.ContentType = runtime.ContentTypeJSON

@@ -20,7 +20,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/allot-dev/allot/api/v1alpha1"
+	"github.com/allot-dev/allot/kube/client/clientset/versioned"
 	"github.com/allot-dev/allot/kube/inspect"
 	"github.com/allot-dev/allot/kube/submit"
 )
@@ -28,7 +28,11 @@ import (
 // Clients are what control acts through.
 type Clients struct {
 	Client kubernetes.Interface
-	Dyn    dynamic.Interface
+	// Allot is the client of Allot's own resources (a workload's PodGroup).
+	Allot versioned.Interface
+	// Dyn reaches the workloads' kinds, which other projects define (Jobs, JobSets,
+	// PyTorchJobs, …): whatever the API server serves.
+	Dyn dynamic.Interface
 	// Mapper turns a workload's kind into its resource (any kind an operator defines).
 	Mapper meta.RESTMapper
 }
@@ -75,7 +79,7 @@ func (c Clients) Delete(ctx context.Context, w *inspect.Workload) (string, error
 				return "", fmt.Errorf("deleting pod %s of %s: %w", p.Name, w.Ref(), e)
 			}
 		}
-		err = c.Dyn.Resource(v1alpha1.PodGroups).Namespace(w.Namespace).Delete(ctx, w.Name, metav1.DeleteOptions{})
+		err = c.Allot.AllotV1alpha1().PodGroups(w.Namespace).Delete(ctx, w.Name, metav1.DeleteOptions{})
 		if apierrors.IsNotFound(err) && len(w.Pods) > 0 {
 			err = nil
 		}
