@@ -37,7 +37,7 @@ func newQueuesCmd() *cobra.Command {
 				for _, n := range nodes {
 					cluster += float64(len(n.GPUs))
 				}
-				return inspect.Queues(ctx, c.dyn)
+				return inspect.Queues(ctx, c.allot)
 			}, func(out io.Writer, qs []v1alpha1.Queue) error { return printQueues(out, qs, cluster) })
 		},
 	}
@@ -55,7 +55,7 @@ func newTopCmd() *cobra.Command {
 		Short: "Per node and GPU: allocated whole and fractional GPUs, which pods hold each, free memory",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return show(cmd, c, output, func(ctx context.Context) ([]inspect.Node, error) { return inspect.PlacedNodes(ctx, c.client, c.dyn) }, printNodes)
+			return show(cmd, c, output, func(ctx context.Context) ([]inspect.Node, error) { return inspect.PlacedNodes(ctx, c.client, c.allot) }, printNodes)
 		},
 	}
 	nodes.Flags().StringVarP(&output, "output", "o", "table", "table, json or yaml")
@@ -67,7 +67,7 @@ func newTopCmd() *cobra.Command {
 		Short: "Per queue: GPUs allocated against fair share and quota, running and pending pods",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return show(cmd, qc, qoutput, func(ctx context.Context) ([]v1alpha1.Queue, error) { return inspect.Queues(ctx, qc.dyn) }, printQueueTop)
+			return show(cmd, qc, qoutput, func(ctx context.Context) ([]v1alpha1.Queue, error) { return inspect.Queues(ctx, qc.allot) }, printQueueTop)
 		},
 	}
 	queues.Flags().StringVarP(&qoutput, "output", "o", "table", "table, json or yaml")

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -15,7 +16,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/remotecommand"
 	"k8s.io/client-go/util/retry"
@@ -185,64 +185,83 @@ func newQueueCmd() *cobra.Command {
 		fl.StringSliceVar(&f.pools, "node-pools", nil, "node pools the queue may use (default: any)")
 	}
 	// spec writes the flags the user set into a Queue's spec.
-	spec := func(cmd *cobra.Command, f *queueFlags, s map[string]any) error {
-		gpu, _ := s["gpu"].(map[string]any)
-		if gpu == nil {
-			gpu = map[string]any{}
-		}
+	spec := func(cmd *cobra.Command, f *queueFlags, s *v1alpha1.QueueSpec) error {
 		set := cmd.Flags().Changed
+		// The fields are int32: a larger number would wrap round.
+		tooBig := func(flag string, v int) error {
+			if v > math.MaxInt32 {
+				return fmt.Errorf("--%s %d is not allowed: at most %d", flag, v, math.MaxInt32)
+			}
+			return nil
+		}
 		if set("quota") {
 			if f.quota < 0 {
 				return fmt.Errorf("--quota %d is not allowed: 0 or more GPUs", f.quota)
 			}
-			gpu["quota"] = int64(f.quota)
-		}
-		if set("limit") {
-			if f.limit < 0 {
-				delete(gpu, "limit")
-			} else {
-				gpu["limit"] = int64(f.limit)
+			if err := tooBig("quota", f.quota); err != nil {
+				return err
 			}
+			s.GPU.Quota = int32(f.quota)
 		}
-		if set("weight") {
-			if f.weight < 0 {
-				delete(gpu, "overQuotaWeight")
-			} else {
-				gpu["overQuotaWeight"] = int64(f.weight)
+		optional := func(flag string, v int, field **int32) error {
+			if !set(flag) {
+				return nil
 			}
+			if v < 0 {
+				*field = nil
+				return nil
+			}
+			if err := tooBig(flag, v); err != nil {
+				return err
+			}
+			n := int32(v)
+			*field = &n
+			return nil
 		}
-		s["gpu"] = gpu
+		if err := optional("limit", f.limit, &s.GPU.Limit); err != nil {
+			return err
+		}
+		if err := optional("weight", f.weight, &s.GPU.OverQuotaWeight); err != nil {
+			return err
+		}
 		if set("priority") {
-			s["priority"] = int64(f.priority)
+			if err := tooBig("priority", f.priority); err != nil {
+				return err
+			}
+			if f.priority < math.MinInt32 {
+				return fmt.Errorf("--priority %d is not allowed: at least %d", f.priority, math.MinInt32)
+			}
+			s.Priority = int32(f.priority)
 		}
 		if set("parent") {
-			s["parent"] = f.parent
+			s.Parent = f.parent
 		}
 		if set("interactive-time-limit") {
-			if d, err := time.ParseDuration(f.timeLimit); err != nil || d <= 0 {
+			d, err := time.ParseDuration(f.timeLimit)
+			if err != nil || d <= 0 {
 				return fmt.Errorf("--interactive-time-limit %q is not allowed: a positive duration such as 30m, 4h or 1h30m", f.timeLimit)
 			}
-			s["interactiveTimeLimit"] = f.timeLimit
+			s.InteractiveTimeLimit = &metav1.Duration{Duration: d}
 		}
-		for flag, field := range map[string]string{"reclaim-min-runtime": "reclaimMinRuntime", "preempt-min-runtime": "preemptMinRuntime"} {
+		for flag, field := range map[string]**metav1.Duration{"reclaim-min-runtime": &s.ReclaimMinRuntime, "preempt-min-runtime": &s.PreemptMinRuntime} {
 			if !set(flag) {
 				continue
 			}
 			v := map[string]string{"reclaim-min-runtime": f.reclaimMin, "preempt-min-runtime": f.preemptMin}[flag]
-			if d, err := time.ParseDuration(v); err != nil || d < 0 {
+			d, err := time.ParseDuration(v)
+			if err != nil || d < 0 {
 				return fmt.Errorf("--%s %q is not allowed: a duration such as 10m or 1h30m (0s for none)", flag, v)
 			}
-			s[field] = v
+			*field = &metav1.Duration{Duration: d}
 		}
 		if set("namespaces") {
-			s["namespaces"] = toAny(f.namespaces)
+			s.Namespaces = f.namespaces
 		}
 		if set("node-pools") {
-			s["nodePools"] = toAny(f.pools)
+			s.NodePools = f.pools
 		}
 		return nil
 	}
-	queues := v1alpha1.Queues
 
 	var cc *conn
 	var cf queueFlags
@@ -251,13 +270,11 @@ func newQueueCmd() *cobra.Command {
 			if err := cc.connect(cmd.Context()); err != nil {
 				return err
 			}
-			s := map[string]any{}
-			if err := spec(cmd, &cf, s); err != nil {
+			q := &v1alpha1.Queue{ObjectMeta: metav1.ObjectMeta{Name: args[0]}}
+			if err := spec(cmd, &cf, &q.Spec); err != nil {
 				return err
 			}
-			u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": v1alpha1.GroupVersion.String(), "kind": "Queue",
-				"metadata": map[string]any{"name": args[0]}, "spec": s}}
-			if _, err := cc.dyn.Resource(queues).Create(cmd.Context(), u, metav1.CreateOptions{}); err != nil {
+			if _, err := cc.allot.AllotV1alpha1().Queues().Create(cmd.Context(), q, metav1.CreateOptions{}); err != nil {
 				return fmt.Errorf("queue %s: %w", args[0], err)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "queue %s created\n", args[0])
@@ -277,21 +294,17 @@ func newQueueCmd() *cobra.Command {
 			// The scheduler writes the queue's status all the time: read, change and write
 			// again when the write finds the object moved on.
 			err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-				u, err := ec.dyn.Resource(queues).Get(cmd.Context(), args[0], metav1.GetOptions{})
+				queues := ec.allot.AllotV1alpha1().Queues()
+				q, err := queues.Get(cmd.Context(), args[0], metav1.GetOptions{})
 				if apierrors.IsNotFound(err) {
-					return fmt.Errorf("queue %q does not exist; queues: %s", args[0], strings.Join(inspect.QueueNames(cmd.Context(), ec.dyn), ", "))
+					return fmt.Errorf("queue %q does not exist; queues: %s", args[0], strings.Join(inspect.QueueNames(cmd.Context(), ec.allot), ", "))
 				} else if err != nil {
 					return err
 				}
-				s, _, _ := unstructured.NestedMap(u.Object, "spec")
-				if s == nil {
-					s = map[string]any{}
-				}
-				if err := spec(cmd, &ef, s); err != nil {
+				if err := spec(cmd, &ef, &q.Spec); err != nil {
 					return err
 				}
-				u.Object["spec"] = s
-				_, err = ec.dyn.Resource(queues).Update(cmd.Context(), u, metav1.UpdateOptions{})
+				_, err = queues.Update(cmd.Context(), q, metav1.UpdateOptions{})
 				return err
 			})
 			if st := apierrors.APIStatus(nil); errors.As(err, &st) {
@@ -315,12 +328,12 @@ func newQueueCmd() *cobra.Command {
 			for _, name := range args {
 				var err error
 				if force {
-					err = admission.ForceDelete(cmd.Context(), dc.dyn, name)
+					err = admission.ForceDelete(cmd.Context(), dc.allot, name)
 				} else {
-					err = dc.dyn.Resource(queues).Delete(cmd.Context(), name, metav1.DeleteOptions{})
+					err = dc.allot.AllotV1alpha1().Queues().Delete(cmd.Context(), name, metav1.DeleteOptions{})
 				}
 				if apierrors.IsNotFound(err) {
-					return fmt.Errorf("queue %q does not exist; queues: %s", name, strings.Join(inspect.QueueNames(cmd.Context(), dc.dyn), ", "))
+					return fmt.Errorf("queue %q does not exist; queues: %s", name, strings.Join(inspect.QueueNames(cmd.Context(), dc.allot), ", "))
 				} else if err != nil {
 					return fmt.Errorf("refused: %s", apiMessage(err))
 				}
@@ -332,14 +345,6 @@ func newQueueCmd() *cobra.Command {
 	dc = addConn(del)
 	q.AddCommand(create, edit, del)
 	return q
-}
-
-func toAny(l []string) []any {
-	out := make([]any, len(l))
-	for i, s := range l {
-		out[i] = s
-	}
-	return out
 }
 
 // printQueueTop is allot top queues: each queue's GPUs and its workloads' pods.

@@ -86,7 +86,7 @@ Job of N workers with a headless Service (worker i is NAME-i.NAME) started as on
 				}
 				return nil
 			}
-			if names := inspect.QueueNames(cmd.Context(), c.dyn); !slices.Contains(names, s.Queue) {
+			if names := inspect.QueueNames(cmd.Context(), c.allot); !slices.Contains(names, s.Queue) {
 				return fmt.Errorf("queue %q does not exist; queues: %s", s.Queue, strings.Join(names, ", "))
 			}
 			if err := checkSubmit(cmd, c, s, objs); err != nil {

@@ -11,14 +11,12 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/allot-dev/allot/api/v1alpha1"
+	"github.com/allot-dev/allot/kube/client/clientset/versioned"
 )
 
 // AnnotationForceDelete on a Queue lets it be deleted while it still holds work (allot
@@ -32,7 +30,7 @@ const AnnotationForceDelete = "allot.dev/force-delete"
 type QueueValidator struct {
 	View   View
 	Client kubernetes.Interface
-	Dyn    dynamic.Interface
+	Allot  versioned.Interface
 }
 
 // queue finds a queue in the cache, else on the API server: a parent created a moment ago
@@ -41,29 +39,24 @@ func (v *QueueValidator) queue(ctx context.Context, name string) (*v1alpha1.Queu
 	if q, ok := v.View.Queue(name); ok {
 		return q, true
 	}
-	u, err := v.Dyn.Resource(queuesGVR).Get(ctx, name, metav1.GetOptions{})
+	q, err := v.Allot.AllotV1alpha1().Queues().Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return nil, false
 	}
-	var q v1alpha1.Queue
-	if runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &q) != nil {
-		return nil, false
-	}
-	return &q, true
+	return q, true
 }
 
 // stillChild confirms on the API server what the cache says: a child deleted or moved a
 // moment ago (allot queue delete lab dept deletes the child first) may still be cached.
 func (v *QueueValidator) stillChild(ctx context.Context, name, parent string) bool {
-	u, err := v.Dyn.Resource(queuesGVR).Get(ctx, name, metav1.GetOptions{})
+	q, err := v.Allot.AllotV1alpha1().Queues().Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return false
 	}
 	if err != nil {
 		return true // cannot tell: refuse, as the cache says
 	}
-	p, _, _ := unstructured.NestedString(u.Object, "spec", "parent")
-	return p == parent && u.GetDeletionTimestamp() == nil
+	return q.Spec.Parent == parent && q.DeletionTimestamp == nil
 }
 
 // Handle implements admission.Handler.
@@ -168,12 +161,13 @@ func plural(n int, what string) string {
 
 // ForceDelete deletes a queue even while it holds work: it annotates the queue so that the
 // webhook lets the delete through.
-func ForceDelete(ctx context.Context, dyn dynamic.Interface, name string) error {
+func ForceDelete(ctx context.Context, allot versioned.Interface, name string) error {
+	queues := allot.AllotV1alpha1().Queues()
 	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:"true"}}}`, AnnotationForceDelete)
-	if _, err := dyn.Resource(queuesGVR).Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+	if _, err := queues.Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 		return err
 	}
-	err := dyn.Resource(queuesGVR).Delete(ctx, name, metav1.DeleteOptions{})
+	err := queues.Delete(ctx, name, metav1.DeleteOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil
 	}

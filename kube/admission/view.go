@@ -13,23 +13,17 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/allot-dev/allot/api/v1alpha1"
+	"github.com/allot-dev/allot/kube/client/clientset/versioned"
+	allotinformers "github.com/allot-dev/allot/kube/client/informers/externalversions"
+	allotv1alpha1 "github.com/allot-dev/allot/kube/client/informers/externalversions/api/v1alpha1"
 	"github.com/allot-dev/allot/kube/convert"
 	"github.com/allot-dev/allot/kube/workload"
-)
-
-var (
-	queuesGVR    = v1alpha1.Queues
-	podGroupsGVR = v1alpha1.PodGroups
 )
 
 // View is what validation reads of the cluster.
@@ -47,60 +41,51 @@ type View interface {
 // informerView answers from informer caches, so that admission costs no API call, but for
 // a Queue the cache does not hold yet (liveQueue).
 type informerView struct {
-	nodes, namespaces, queues, groups cache.SharedIndexInformer
-	topologies                        cache.SharedIndexInformer // nil where the CRD is not installed
-	dyn                               dynamic.Interface
+	nodes, namespaces cache.SharedIndexInformer
+	queues            allotv1alpha1.QueueInformer
+	groups            allotv1alpha1.PodGroupInformer
+	topologies        cache.SharedIndexInformer // nil where the CRD is not installed
+	allot             versioned.Interface
 }
 
 // NewView starts informers for what validation reads and waits for them to sync.
-func NewView(ctx context.Context, client kubernetes.Interface, dyn dynamic.Interface) (View, error) {
+func NewView(ctx context.Context, client kubernetes.Interface, allot versioned.Interface) (View, error) {
 	f := informers.NewSharedInformerFactory(client, 0)
-	df := dynamicinformer.NewDynamicSharedInformerFactory(dyn, 0)
+	af := allotinformers.NewSharedInformerFactory(allot, 0)
 	v := &informerView{nodes: f.Core().V1().Nodes().Informer(), namespaces: f.Core().V1().Namespaces().Informer(),
-		queues: df.ForResource(queuesGVR).Informer(), groups: df.ForResource(podGroupsGVR).Informer(), dyn: dyn}
-	synced := []cache.InformerSynced{v.nodes.HasSynced, v.namespaces.HasSynced, v.queues.HasSynced, v.groups.HasSynced}
+		queues: af.Allot().V1alpha1().Queues(), groups: af.Allot().V1alpha1().PodGroups(), allot: allot}
+	synced := []cache.InformerSynced{v.nodes.HasSynced, v.namespaces.HasSynced, v.queues.Informer().HasSynced, v.groups.Informer().HasSynced}
 	if workload.Served(client.Discovery(), v1alpha1.Topologies) {
-		v.topologies = df.ForResource(v1alpha1.Topologies).Informer()
+		v.topologies = af.Allot().V1alpha1().Topologies().Informer()
 		synced = append(synced, v.topologies.HasSynced)
 	}
 	f.Start(ctx.Done())
-	df.Start(ctx.Done())
+	af.Start(ctx.Done())
 	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
 		return nil, fmt.Errorf("admission: informers did not sync")
 	}
 	return v, nil
 }
 
+// Queue is the Queue from the cache, or from the API server when the cache does not hold
+// it: a Queue created a moment before its first pod (a script, `kubectl apply` of both)
+// may not have reached the informer when the pod is admitted, and refusing the pod for a
+// queue that exists would be wrong. Only the refusal path pays the request. The Queue is
+// the cache's: not to be changed.
 func (v *informerView) Queue(name string) (*v1alpha1.Queue, bool) {
-	u, ok := v.liveQueue(name)
-	if !ok {
-		return nil, false
+	if q, err := v.queues.Lister().Get(name); err == nil {
+		return q, true
 	}
-	var q v1alpha1.Queue
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &q); err != nil {
-		return nil, false
-	}
-	return &q, true
-}
-
-// liveQueue is the Queue from the cache, or from the API server when the cache does not
-// hold it: a Queue created a moment before its first pod (a script, `kubectl apply` of
-// both) may not have reached the informer when the pod is admitted, and refusing the pod
-// for a queue that exists would be wrong. Only the refusal path pays the request.
-func (v *informerView) liveQueue(name string) (*unstructured.Unstructured, bool) {
-	if o, ok, _ := v.queues.GetStore().GetByKey(name); ok {
-		return o.(*unstructured.Unstructured), true
-	}
-	if v.dyn == nil {
+	if v.allot == nil {
 		return nil, false
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), liveReadTimeout)
 	defer cancel()
-	u, err := v.dyn.Resource(queuesGVR).Get(ctx, name, metav1.GetOptions{})
+	q, err := v.allot.AllotV1alpha1().Queues().Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return nil, false
 	}
-	return u, true
+	return q, true
 }
 
 // liveReadTimeout bounds the read of a Queue the cache does not hold, well inside the
@@ -108,21 +93,17 @@ func (v *informerView) liveQueue(name string) (*unstructured.Unstructured, bool)
 const liveReadTimeout = 2 * time.Second
 
 func (v *informerView) QueueNames() []string {
-	names := v.queues.GetStore().ListKeys()
+	names := v.queues.Informer().GetStore().ListKeys()
 	sort.Strings(names)
 	return names
 }
 
 func (v *informerView) PodGroup(namespace, name string) (*v1alpha1.PodGroup, bool) {
-	o, ok, _ := v.groups.GetStore().GetByKey(namespace + "/" + name)
-	if !ok {
+	g, err := v.groups.Lister().PodGroups(namespace).Get(name)
+	if err != nil {
 		return nil, false
 	}
-	var g v1alpha1.PodGroup
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.(*unstructured.Unstructured).Object, &g); err != nil {
-		return nil, false
-	}
-	return &g, true
+	return g, true
 }
 
 func (v *informerView) NamespaceLabels(name string) map[string]string {

@@ -12,12 +12,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/engine"
+	"github.com/allot-dev/allot/kube/client/clientset/versioned"
 	"github.com/allot-dev/allot/kube/convert"
 	"github.com/allot-dev/allot/kube/submit"
 )
@@ -77,13 +76,13 @@ func Nodes(ctx context.Context, client kubernetes.Interface) ([]Node, error) {
 }
 
 // PlacedNodes is Nodes grouped by the cluster's Topology when it has one.
-func PlacedNodes(ctx context.Context, client kubernetes.Interface, dyn dynamic.Interface) ([]Node, error) {
+func PlacedNodes(ctx context.Context, client kubernetes.Interface, allot versioned.Interface) ([]Node, error) {
 	nodes, pods, err := listNodesAndPods(ctx, client)
 	if err != nil {
 		return nil, err
 	}
 	out := BuildNodes(nodes, pods)
-	lv, ok, err := Topology(ctx, dyn)
+	lv, ok, err := Topology(ctx, allot)
 	if err != nil {
 		return nil, err
 	}
@@ -245,25 +244,22 @@ func utilization(report string, gpus int) []*int {
 }
 
 // Queues reads the Queue objects with their status.
-func Queues(ctx context.Context, dyn dynamic.Interface) ([]v1alpha1.Queue, error) {
-	l, err := dyn.Resource(v1alpha1.Queues).List(ctx, metav1.ListOptions{})
+func Queues(ctx context.Context, allot versioned.Interface) ([]v1alpha1.Queue, error) {
+	l, err := allot.AllotV1alpha1().Queues().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, err
 	}
-	out := make([]v1alpha1.Queue, 0, len(l.Items))
-	for _, u := range l.Items {
-		var q v1alpha1.Queue
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &q); err == nil {
-			out = append(out, q)
-		}
+	out := l.Items
+	if out == nil {
+		out = []v1alpha1.Queue{}
 	}
 	sort.Slice(out, func(a, b int) bool { return out[a].Name < out[b].Name })
 	return out, nil
 }
 
 // QueueNames lists the queues' names, for errors that list the choices.
-func QueueNames(ctx context.Context, dyn dynamic.Interface) []string {
-	qs, _ := Queues(ctx, dyn)
+func QueueNames(ctx context.Context, allot versioned.Interface) []string {
+	qs, _ := Queues(ctx, allot)
 	var names []string
 	for _, q := range qs {
 		names = append(names, q.Name)

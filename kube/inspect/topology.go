@@ -8,9 +8,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/dynamic"
 
-	"github.com/allot-dev/allot/api/v1alpha1"
+	"github.com/allot-dev/allot/kube/client/clientset/versioned"
 	"github.com/allot-dev/allot/kube/convert"
 )
 
@@ -23,8 +22,8 @@ type Place struct {
 
 // Topology reads the Topology the views group nodes by (the only one, or the one named
 // default); ok is false when there is none to pick, or its CRD is not installed.
-func Topology(ctx context.Context, dyn dynamic.Interface) (convert.Levels, bool, error) {
-	l, err := dyn.Resource(v1alpha1.Topologies).List(ctx, metav1.ListOptions{})
+func Topology(ctx context.Context, allot versioned.Interface) (convert.Levels, bool, error) {
+	l, err := allot.AllotV1alpha1().Topologies().List(ctx, metav1.ListOptions{})
 	if apierrors.IsNotFound(err) {
 		return convert.Levels{}, false, nil
 	}

@@ -18,7 +18,7 @@ import (
 func TestPodRightAfterItsQueueIsAdmitted(t *testing.T) {
 	e := kubetest.Start(t, 1, 8)
 	ctx, stop := context.WithCancel(e.Ctx)
-	view, err := admission.NewView(ctx, e.Client, e.Dyn)
+	view, err := admission.NewView(ctx, e.Client, e.Allot)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/allot-dev/allot/kube/admission"
+	allotclient "github.com/allot-dev/allot/kube/client"
 	"github.com/allot-dev/allot/kube/scheduler"
 	"github.com/allot-dev/allot/kube/workload"
 )
@@ -70,7 +71,11 @@ func Run(ctx context.Context, rc *rest.Config, opts Options) error {
 		go func() { <-ctx.Done(); _ = srv.Close() }()
 	}
 	if opts.Webhook != nil {
-		view, err := admission.NewView(ctx, client, dyn)
+		allot, err := allotclient.NewForConfig(rc)
+		if err != nil {
+			return err
+		}
+		view, err := admission.NewView(ctx, client, allot)
 		if err != nil {
 			return err
 		}
@@ -78,7 +83,7 @@ func Run(ctx context.Context, rc *rest.Config, opts Options) error {
 			RuntimeClass: opts.SharingRuntimeClass}
 		go func() {
 			if err := admission.Serve(ctx, opts.Webhook, opts.Cert, m, &admission.Validator{View: view},
-				&admission.QueueValidator{View: view, Client: client, Dyn: dyn}, hooks); err != nil {
+				&admission.QueueValidator{View: view, Client: client, Allot: allot}, hooks); err != nil {
 				// The API server then refuses Allot's pods with a webhook error: say why here.
 				slog.Error("allot: admission webhooks stopped", "err", err)
 			}
