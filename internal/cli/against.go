@@ -17,12 +17,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/cache"
 
+	allotclient "github.com/allot-dev/allot/kube/client"
 	"github.com/allot-dev/allot/kube/localcluster"
 	"github.com/allot-dev/allot/kube/scheduler"
 	"github.com/allot-dev/allot/kube/simnode"
@@ -244,8 +244,8 @@ func bindEach(ctx context.Context, work <-chan *corev1.Pod, bind func(*corev1.Po
 // API server stored it. The comparison sees binds there: a watch through the API server is
 // closed when it falls behind (a fresh API server gives each watcher a buffer of tens of
 // events), and an informer sees the binds since only once it watches or lists again, all
-// at once and late, more often the faster a scheduler binds (README, "Beside upstream
-// kube-scheduler"). etcd's watch catches up instead, and the API server under test serves
+// at once and late, more often the faster a scheduler binds (docs/performance.md, "Beside
+// upstream kube-scheduler"). etcd's watch catches up instead, and the API server under test serves
 // one watch less.
 func storedPods(store *clientv3.Client) podSource {
 	return func(ctx context.Context, seen func(*corev1.Pod)) error {
@@ -370,7 +370,7 @@ leaderElection: {leaderElect: false}
 		queue := ""
 		if name == "allot" {
 			queue = "bench"
-			if err := ensureQueue(ctx, dynamic.NewForConfigOrDie(&rc), queue, pods, true); err != nil {
+			if err := ensureQueue(ctx, allotclient.NewForConfigOrDie(&rc), queue, pods, true); err != nil {
 				return nil, err
 			}
 		}
@@ -385,5 +385,5 @@ leaderElection: {leaderElect: false}
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
-	return runBench(ctx, client, dynamic.NewForConfigOrDie(&rc), "bench", pods, benchStream, sched, stored, prog)
+	return runBench(ctx, client, allotclient.NewForConfigOrDie(&rc), "bench", pods, benchStream, sched, stored, prog)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"sort"
@@ -16,17 +17,17 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/allot-dev/allot/api/v1alpha1"
+	allotclient "github.com/allot-dev/allot/kube/client"
+	"github.com/allot-dev/allot/kube/client/clientset/versioned"
 	"github.com/allot-dev/allot/kube/scheduler"
 )
 
@@ -121,7 +122,7 @@ could show on that API server.`,
 			// Protobuf, as kubectl and the controllers use for built-in kinds: cheaper for
 			// the API server than JSON.
 			rc.ContentType = runtime.ContentTypeProtobuf
-			res, err := runBench(cmd.Context(), kubernetes.NewForConfigOrDie(rc), dynamic.NewForConfigOrDie(rc), queue, pods, mode, scheduler.SchedulerName, nil,
+			res, err := runBench(cmd.Context(), kubernetes.NewForConfigOrDie(rc), allotclient.NewForConfigOrDie(rc), queue, pods, mode, scheduler.SchedulerName, nil,
 				progress(cmd.ErrOrStderr(), pods, "binding"))
 			if err != nil {
 				return err
@@ -155,13 +156,12 @@ could show on that API server.`,
 // For Allot's scheduler they go to queue, made for them (closed first in backlog mode);
 // for any other scheduler they carry no queue and mode is stream.
 // stored, if set, is where binds are seen (storedPods); else a watch through the API server.
-func runBench(ctx context.Context, client kubernetes.Interface, dyn dynamic.Interface, queue string, n int, mode, sched string, stored podSource, prog func(done, total int)) (*BenchResult, error) {
+func runBench(ctx context.Context, client kubernetes.Interface, allot versioned.Interface, queue string, n int, mode, sched string, stored podSource, prog func(done, total int)) (*BenchResult, error) {
 	if sched != scheduler.SchedulerName {
 		return submitAndTime(ctx, client, n, "", mode, sched, nil, stored, prog)
 	}
 	backlog := mode == benchBacklog
-	queues := dyn.Resource(v1alpha1.Queues)
-	if err := ensureQueue(ctx, dyn, queue, n, !backlog); err != nil {
+	if err := ensureQueue(ctx, allot, queue, n, !backlog); err != nil {
 		return nil, err
 	}
 	var open func() (time.Time, error)
@@ -169,18 +169,17 @@ func runBench(ctx context.Context, client kubernetes.Interface, dyn dynamic.Inte
 		// Open the queue once the scheduler counts every pod as waiting in it.
 		open = func() (time.Time, error) {
 			err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-				u, err := queues.Get(ctx, queue, metav1.GetOptions{})
+				q, err := allot.AllotV1alpha1().Queues().Get(ctx, queue, metav1.GetOptions{})
 				if err != nil {
 					return false, nil
 				}
-				pending, _, _ := unstructured.NestedInt64(u.Object, "status", "pending")
-				return pending == int64(n), nil
+				return int64(q.Status.Pending) == int64(n), nil
 			})
 			if err != nil {
 				return time.Time{}, fmt.Errorf("the scheduler did not count the %d pods waiting in queue %s: %w", n, queue, err)
 			}
 			opened := time.Now()
-			if err := setQueueGPU(ctx, dyn, queue, n, true); err != nil {
+			if err := setQueueGPU(ctx, allot, queue, n, true); err != nil {
 				return time.Time{}, fmt.Errorf("opening queue %s: %w", queue, err)
 			}
 			return opened, nil
@@ -189,21 +188,20 @@ func runBench(ctx context.Context, client kubernetes.Interface, dyn dynamic.Inte
 	return submitAndTime(ctx, client, n, queue, mode, sched, open, stored, prog)
 }
 
-// queueGPU is the bench queue's GPU spec: open, room for all n pods; closed, limit 0, so
-// that they wait with a reason.
-func queueGPU(n int, open bool) map[string]any {
+// queueGPU is the bench queue's GPU spec: open, room for all n pods (no limit); closed,
+// limit 0, so that they wait with a reason.
+func queueGPU(n int, open bool) v1alpha1.GPUQuota {
 	if open {
-		return map[string]any{"quota": int64(n), "limit": nil}
+		return v1alpha1.GPUQuota{Quota: int32(min(n, math.MaxInt32))}
 	}
-	return map[string]any{"quota": int64(0), "limit": int64(0)}
+	return v1alpha1.GPUQuota{Limit: new(int32)}
 }
 
 // ensureQueue makes the bench queue, or sets an existing one, open or closed.
-func ensureQueue(ctx context.Context, dyn dynamic.Interface, queue string, n int, open bool) error {
-	q := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "allot.dev/v1alpha1", "kind": "Queue",
-		"metadata": map[string]any{"name": queue}, "spec": map[string]any{"gpu": queueGPU(n, open)}}}
-	if _, err := dyn.Resource(v1alpha1.Queues).Create(ctx, q, metav1.CreateOptions{}); apierrors.IsAlreadyExists(err) {
-		if err := setQueueGPU(ctx, dyn, queue, n, open); err != nil {
+func ensureQueue(ctx context.Context, allot versioned.Interface, queue string, n int, open bool) error {
+	q := &v1alpha1.Queue{ObjectMeta: metav1.ObjectMeta{Name: queue}, Spec: v1alpha1.QueueSpec{GPU: queueGPU(n, open)}}
+	if _, err := allot.AllotV1alpha1().Queues().Create(ctx, q, metav1.CreateOptions{}); apierrors.IsAlreadyExists(err) {
+		if err := setQueueGPU(ctx, allot, queue, n, open); err != nil {
 			return fmt.Errorf("queue %s: %w", queue, err)
 		}
 	} else if err != nil {
@@ -212,9 +210,12 @@ func ensureQueue(ctx context.Context, dyn dynamic.Interface, queue string, n int
 	return nil
 }
 
-func setQueueGPU(ctx context.Context, dyn dynamic.Interface, queue string, n int, open bool) error {
-	patch, _ := json.Marshal(map[string]any{"spec": map[string]any{"gpu": queueGPU(n, open)}})
-	_, err := dyn.Resource(v1alpha1.Queues).Patch(ctx, queue, types.MergePatchType, patch, metav1.PatchOptions{})
+// setQueueGPU sets an existing queue's GPU quota and limit by a merge patch, the rest of
+// its spec (the GPU weight too) left as it is; an open queue's limit is removed (null).
+func setQueueGPU(ctx context.Context, allot versioned.Interface, queue string, n int, open bool) error {
+	g := queueGPU(n, open)
+	patch, _ := json.Marshal(map[string]any{"spec": map[string]any{"gpu": map[string]any{"quota": g.Quota, "limit": g.Limit}}})
+	_, err := allot.AllotV1alpha1().Queues().Patch(ctx, queue, types.MergePatchType, patch, metav1.PatchOptions{})
 	return err
 }
 

@@ -20,16 +20,16 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 
 	"github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/kube/agent"
+	allotclient "github.com/allot-dev/allot/kube/client"
+	"github.com/allot-dev/allot/kube/client/clientset/versioned"
 	"github.com/allot-dev/allot/kube/localcluster"
 	"github.com/allot-dev/allot/kube/scheduler"
 	"github.com/allot-dev/allot/kube/simnode"
@@ -167,7 +167,7 @@ A kubeconfig is written so that kubectl works against it. Ctrl-C stops everythin
 				}
 			}
 			if demo {
-				if err := startDemo(ctx, client, dynamic.NewForConfigOrDie(c.Config)); err != nil {
+				if err := startDemo(ctx, client, allotclient.NewForConfigOrDie(c.Config)); err != nil {
 					return err
 				}
 			}
@@ -204,15 +204,14 @@ A kubeconfig is written so that kubectl works against it. Ctrl-C stops everythin
 
 // startDemo creates the reference queues and some work: team-a borrows idle GPUs beyond
 // its quota, team-b stays within its own.
-func startDemo(ctx context.Context, client kubernetes.Interface, dyn dynamic.Interface) error {
-	queues := dyn.Resource(v1alpha1.Queues)
+func startDemo(ctx context.Context, client kubernetes.Interface, allot versioned.Interface) error {
+	queues := allot.AllotV1alpha1().Queues()
 	for _, q := range []struct {
 		name  string
-		quota int64
+		quota int32
 	}{{"team-a", 4}, {"team-b", 2}, {"team-c", 2}, {"team-d", 8}} {
-		u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "allot.dev/v1alpha1", "kind": "Queue",
-			"metadata": map[string]any{"name": q.name}, "spec": map[string]any{"gpu": map[string]any{"quota": q.quota}}}}
-		if _, err := queues.Create(ctx, u, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		queue := &v1alpha1.Queue{ObjectMeta: metav1.ObjectMeta{Name: q.name}, Spec: v1alpha1.QueueSpec{GPU: v1alpha1.GPUQuota{Quota: q.quota}}}
+		if _, err := queues.Create(ctx, queue, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("demo queue %s: %w", q.name, err)
 		}
 	}
