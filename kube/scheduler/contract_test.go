@@ -36,7 +36,7 @@ import (
 // buildSnapshot, constrain and the engine, asked node by node.
 //
 // One deliberate difference is left out of the generator: Allot never places a pod on a
-// cordoned node, even one that tolerates node.kubernetes.io/unschedulable (README).
+// cordoned node, even one that tolerates node.kubernetes.io/unschedulable (docs/cluster.md).
 func TestFeasibleNodesAgreeWithKubeScheduler(t *testing.T) {
 	ctx := context.Background()
 	checker, factory := newChecker(t)
@@ -79,7 +79,7 @@ func TestFeasibleNodesAgreeWithKubeScheduler(t *testing.T) {
 		// Allot's: the engine may use only node n, for each n.
 		got := map[string]bool{}
 		for _, only := range nodes {
-			s, idx := buildSnapshot(time.Unix(1e9, 0), slices.Clone(nodes), slices.Clone(all), []*v1alpha1.Queue{queue}, nil, nil, nil, nil)
+			s, idx := buildSnapshot(time.Unix(1e9, 0), slices.Clone(nodes), slices.Clone(all), []*v1alpha1.Queue{queue}, nil, nil, nil)
 			constrain(ctx, checker, s, idx, nodes, all, nil)
 			for i := range s.Nodes {
 				if s.Nodes[i].ID != engine.NodeID(only.Name) {

@@ -145,7 +145,7 @@ func benchCycles(b *testing.B, nodes []*corev1.Node, pods []*corev1.Pod) {
 			eng := engine.New(engine.Options{})
 			var binds int
 			for i := 0; i < b.N; i++ {
-				snap, idx := buildSnapshot(time.Unix(1e9, 0), nodes, pods, []*v1alpha1.Queue{queue}, nil, nil, nil, conv)
+				snap, idx := buildSnapshot(time.Unix(1e9, 0), nodes, pods, []*v1alpha1.Queue{queue}, nil, nil, conv)
 				constrain(ctx, c.fit, snap, idx, nodes, pods, conv)
 				binds = len(eng.Schedule(snap).Binds)
 			}
@@ -215,7 +215,7 @@ func BenchmarkAdapterFirstCycle(b *testing.B) {
 	var binds int
 	for i := 0; i < b.N; i++ {
 		conv := &convCache{}
-		snap, idx := buildSnapshot(time.Unix(1e9, 0), nodes, pods, []*v1alpha1.Queue{queue}, nil, nil, nil, conv)
+		snap, idx := buildSnapshot(time.Unix(1e9, 0), nodes, pods, []*v1alpha1.Queue{queue}, nil, nil, conv)
 		constrain(ctx, checker, snap, idx, nodes, pods, conv)
 		binds = len(engine.New(engine.Options{}).Schedule(snap).Binds)
 	}

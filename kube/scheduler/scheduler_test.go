@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/allot-dev/allot/api/v1alpha1"
+
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -18,6 +20,12 @@ import (
 	"github.com/allot-dev/allot/kube/convert"
 	"github.com/allot-dev/allot/kube/kubetest"
 	"github.com/allot-dev/allot/kube/localcluster"
+)
+
+// The tests write Allot's objects as a person's kubectl would, untyped.
+var (
+	queuesGVR    = v1alpha1.Queues
+	podGroupsGVR = v1alpha1.PodGroups
 )
 
 // env is a real API server with simulated GPU nodes and their kubelet (kubetest), with

@@ -149,7 +149,7 @@ func (c *convCache) prune(nodes []*corev1.Node, pods []*corev1.Pod) {
 // buildSnapshot turns cluster objects into the engine's input. Pods of other schedulers
 // that hold GPUs are included as running work of no queue, so that their GPUs are never
 // handed out again. cache may be nil.
-func buildSnapshot(now time.Time, nodes []*corev1.Node, pods []*corev1.Pod, queues []*v1alpha1.Queue, badQueues map[string]string, groups map[string]convert.Group,
+func buildSnapshot(now time.Time, nodes []*corev1.Node, pods []*corev1.Pod, queues []*v1alpha1.Queue, groups map[string]convert.Group,
 	topologies map[string]convert.Levels, cache *convCache) (*engine.Snapshot, *index) {
 	if cache == nil {
 		cache = &convCache{}
@@ -243,8 +243,6 @@ func buildSnapshot(now time.Time, nodes []*corev1.Node, pods []*corev1.Pod, queu
 				SubmitTime: submitted, NodePool: p.Spec.NodeSelector[LabelNodePool]}
 			if !ours {
 				job.Queue = "" // no queue: holds its GPUs, never scheduled
-			} else if bad, ok := badQueues[string(job.Queue)]; ok {
-				job.Invalid = bad
 			} else if problem != "" {
 				job.Invalid = problem
 			}

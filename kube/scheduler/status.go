@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/allot-dev/allot/engine"
 	"github.com/allot-dev/allot/kube/podutil"
 )
 
@@ -125,4 +126,27 @@ func (s *Scheduler) setUnschedulable(ctx context.Context, p *corev1.Pod, msg str
 		Reason: corev1.PodReasonUnschedulable, Message: msg, LastTransitionTime: metav1.Now()})
 	_, err := s.client.CoreV1().Pods(cp.Namespace).UpdateStatus(ctx, cp, metav1.UpdateOptions{})
 	return err
+}
+
+// writeReasons puts the engine's reason on every waiting pod (condition and Event), when
+// it changes; the status writers write them off the cycle.
+func (s *Scheduler) writeReasons(plan *engine.Plan, idx *index) {
+	// A write that did not land is written again below if its reason still holds.
+	for _, w := range s.statuses.takeFailed() {
+		if s.reasons[w.p.UID] == w.msg {
+			delete(s.reasons, w.p.UID)
+		}
+	}
+	for jid, r := range plan.Pending {
+		for _, p := range idx.jobs[jid] {
+			if p.Spec.NodeName != "" || s.reasons[p.UID] == r.Message {
+				continue
+			}
+			if s.isAssumed(p.UID) {
+				continue
+			}
+			s.reasons[p.UID] = r.Message
+			s.statuses.put(statusWrite{p: p, msg: r.Message})
+		}
+	}
 }

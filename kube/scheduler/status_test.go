@@ -69,7 +69,7 @@ func TestFittingPodDoesNotWaitForOthersReasons(t *testing.T) {
 	if n == huge {
 		t.Errorf("small was bound only once all %d waiting pods had their reason written", huge)
 	}
-	// The figures the README quotes (seen by polling every 100 ms).
+	// The figures docs/performance.md quotes (seen by polling every 100 ms).
 	t.Logf("small bound %s after its creation, with %d of %d reasons written", time.Since(created).Round(10*time.Millisecond), n, huge)
 	e.waitFor(t, "every waiting pod told why", func() (bool, string) {
 		n := told()

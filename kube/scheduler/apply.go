@@ -1,0 +1,65 @@
+package scheduler
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/allot-dev/allot/engine"
+)
+
+// apply evicts, then binds. A bind onto a node that lost a pod in this plan waits for the
+// next cycle: the evicted pod still holds its devices until it is gone.
+func (s *Scheduler) apply(ctx context.Context, plan *engine.Plan, idx *index) {
+	evictedOn, evicted, ok := s.evict(ctx, plan, idx)
+	if !ok {
+		return
+	}
+	// A bind waits while its node still has a pod leaving (evicted now or terminating):
+	// the engine counted that pod's devices as free, but the kubelet has not released
+	// them. A gang binds whole or waits whole: when one of its binds must wait for the
+	// next cycle, so do the others, or the gang would run partly until then.
+	waits := map[engine.JobID]bool{}
+	for _, b := range plan.Binds {
+		leaving, ok := idx.leaving(b.Binding)
+		if evictedOn[b.Binding.Node] || evicted[b.Pod] || ok {
+			waits[b.Job] = true
+		}
+		if _, pending := plan.Pending[b.Job]; ok && !pending && !evicted[b.Pod] {
+			plan.Pending[b.Job] = engine.Reason{Code: engine.ReasonNoFit,
+				Message: fmt.Sprintf("placed on %s, waiting for %s to leave it (terminating)", b.Binding.Node, leaving)}
+		}
+	}
+	for _, b := range plan.Binds {
+		p := idx.pods[b.Pod]
+		// A pod the plan moves (a consolidation, a reclaim that re-places its victim) is
+		// evicted here, and an evicted pod is gone for good: its controller makes a new
+		// one, which the next cycle places.
+		if p == nil || waits[b.Job] || p.DeletionTimestamp != nil {
+			continue
+		}
+		s.amu.Lock()
+		until, waiting := s.backoff[p.UID]
+		if waiting && time.Now().Before(until) {
+			s.amu.Unlock()
+			continue
+		}
+		delete(s.backoff, p.UID)
+		s.amu.Unlock()
+		// Assume first, then bind in the background: the next cycle already counts these
+		// devices as taken and can start while the API calls are in flight.
+		s.amu.Lock()
+		s.assumed[p.UID] = b.Binding
+		s.amu.Unlock()
+		delete(s.reasons, p.UID)
+		j := bindJob{p: p, b: b.Binding}
+		if b.Binding.Share > 0 && len(b.Binding.GPUs) == 1 {
+			if n := idx.nodes[b.Binding.Node]; n != nil && b.Binding.GPUs[0] < len(n.GPUs) {
+				j.env = shareEnv(p, n, b.Binding, s.opts.SharingRoot)
+			}
+		}
+		if !s.queueBind(ctx, j) {
+			return
+		}
+	}
+}

@@ -1,0 +1,105 @@
+package scheduler
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/allot-dev/allot/engine"
+)
+
+// evict asks the API server to evict the pods the plan takes away, each after an Event
+// saying why. It returns the nodes that lose a pod and the pods evicted (binds onto
+// those nodes wait: apply); false when the Lease may no longer be ours, and nothing more
+// of the plan may be carried out.
+func (s *Scheduler) evict(ctx context.Context, plan *engine.Plan, idx *index) (evictedOn map[engine.NodeID]bool, evicted map[engine.PodID]bool, ok bool) {
+	evictedOn = map[engine.NodeID]bool{}
+	evicted = map[engine.PodID]bool{}
+	// The Events are written, synchronously, before any request: a scheduler that dies
+	// part-way leaves a record of why each pod went, never an unexplained loss, and the
+	// next leader reads on a gang's running pods that their eviction was cut short.
+	type eviction struct {
+		p   *corev1.Pod
+		why string
+	}
+	var todo []eviction
+	for _, e := range plan.Evictions {
+		p := idx.pods[e.Pod]
+		if p == nil {
+			continue
+		}
+		evicted[e.Pod] = true
+		evictedOn[engine.NodeID(p.Spec.NodeName)] = true
+		// One request per pod: until the informer shows it terminating, the next cycles
+		// plan the same eviction again.
+		if at, ok := s.evicting[p.UID]; ok && time.Since(at) < evictionResend {
+			continue
+		}
+		if !s.fence.ok() {
+			return evictedOn, evicted, false // not sure to hold the Lease: nothing more of this plan
+		}
+		if err := s.eventNow(ctx, p, corev1.EventTypeNormal, "Evicted", e.Reason.Message); err != nil {
+			slog.Warn("allot scheduler: evict: event not written, pod not evicted", "pod", e.Pod, "err", err)
+			continue
+		}
+		todo = append(todo, eviction{p, e.Reason.Message})
+	}
+	for _, e := range todo {
+		p := e.p
+		if !s.fence.ok() {
+			return evictedOn, evicted, false
+		}
+		s.evicting[p.UID] = time.Now()
+		ev := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, Annotations: s.leaderMark(nil)},
+			DeleteOptions: &metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &p.UID}}}
+		err := s.client.PolicyV1().Evictions(p.Namespace).Evict(ctx, ev)
+		switch {
+		case err == nil || apierrors.IsNotFound(err) || apierrors.IsConflict(err):
+			// Evicted, or already gone (a pod of the same name is another pod).
+		case apierrors.IsTooManyRequests(err):
+			// Asked again only after evictionResend, so that a budget that holds for long
+			// does not add an Evicted and an EvictionBlocked Event every cycle.
+			s.recorder.Eventf(p, corev1.EventTypeWarning, "EvictionBlocked", "not evicted after all: a PodDisruptionBudget does not allow it (%s)", e.why)
+		default:
+			s.evicting[p.UID] = time.Now().Add(evictionRetry - evictionResend)
+			s.recorder.Eventf(p, corev1.EventTypeWarning, "EvictionFailed", "not evicted after all: %v", err)
+			slog.Warn("allot scheduler: evict", "pod", p.Name, "err", err)
+		}
+	}
+	return evictedOn, evicted, true
+}
+
+// evictionPlanned tells whether a running pod of the job carries an Evicted Event from us
+// written since it started: an eviction decided and not carried out.
+func (s *Scheduler) evictionPlanned(ctx context.Context, j *engine.Job, idx *index) bool {
+	for _, ep := range j.Pods {
+		p := idx.pods[ep.ID]
+		if ep.Binding == nil || p == nil || p.Status.StartTime == nil {
+			continue
+		}
+		evs, err := s.client.CoreV1().Events(p.Namespace).List(ctx, metav1.ListOptions{
+			FieldSelector: "involvedObject.uid=" + string(p.UID) + ",reason=Evicted"})
+		if err != nil {
+			continue
+		}
+		for _, ev := range evs.Items {
+			if ev.Source.Component == SchedulerName && !ev.LastTimestamp.Before(p.Status.StartTime) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// evictionResend is how long an eviction request stands before the same eviction, still
+// planned (the pod not yet seen terminating), is requested again.
+const evictionResend = 30 * time.Second
+
+// evictionRetry is how soon an eviction that failed (not refused by a budget) is tried again.
+const evictionRetry = 5 * time.Second
