@@ -4,7 +4,7 @@ BIN := bin/allot
 # The version allot --version prints: the nearest tag and commit, from git.
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 
-.PHONY: run sim-demo test test-deps web build bench bench-kube vet fmt generate fuzz faults soak
+.PHONY: run sim-demo test test-deps web build bench bench-kube fmt generate fuzz faults soak
 
 # cgo builds NVIDIA's NVML bindings; their header marks calls Allot does not make as
 # deprecated, which only clutters the output.

@@ -329,13 +329,19 @@ func (s *session) fairShareReason(j *jobState, q *queueState, r Resource, need R
 	if r == ResourceGPU {
 		unit = " GPUs"
 	}
-	var msg string
-	if q.alloc[r] >= q.fair[r] {
-		msg = "%s %s is at its fair share %s/%s%s"
-	} else {
-		msg = "%s %s would pass its fair share: %s/%s%s allocated, the job needs " + Format(r, need[r])
+	var reason Reason
+	switch {
+	case q.alloc[r] > q.fair[r]:
+		// Above it: it holds what it borrowed while others' demand has grown since (and
+		// could not be taken back, or not yet); "3/2" would read as a slip.
+		reason = reasonf(ReasonFairShare, "%s %s is above its fair share: %s%s allocated, its fair share is %s",
+			q.kind(), q.q.ID, Format(r, q.alloc[r]), unit, Format(r, q.fair[r]))
+	case q.alloc[r] == q.fair[r]:
+		reason = reasonf(ReasonFairShare, "%s %s is at its fair share %s/%s%s", q.kind(), q.q.ID, Format(r, q.alloc[r]), Format(r, q.fair[r]), unit)
+	default:
+		reason = reasonf(ReasonFairShare, "%s %s would pass its fair share: %s/%s%s allocated, the job needs "+Format(r, need[r]),
+			q.kind(), q.q.ID, Format(r, q.alloc[r]), Format(r, q.fair[r]), unit)
 	}
-	reason := reasonf(ReasonFairShare, msg, q.kind(), q.q.ID, Format(r, q.alloc[r]), Format(r, q.fair[r]), unit)
 	if ahead := s.jobsAhead(j); ahead > 0 {
 		reason.Message += "; " + plural(ahead, "job") + " ahead"
 	}

@@ -74,8 +74,8 @@ func (e *Engine) Schedule(snap *Snapshot) *Plan {
 	return s.plan(snap)
 }
 
-// stopStaleGangs is the rule for a gang found running partly (DESIGN.md 3, refined in the
-// README): one that this cycle could not complete and that has run below MinMember for
+// stopStaleGangs is the rule for a gang found running partly (docs/design.md,
+// "Scheduling rules"): one that this cycle could not complete and that has run below MinMember for
 // the grace period has its remaining pods stopped, so that it starts again whole rather
 // than hold GPUs it cannot use. KAI-Scheduler evicts such stale gangs the same way.
 func (s *session) stopStaleGangs(now time.Time) {
@@ -126,8 +126,8 @@ func (s *session) gangGrace(j *jobState) time.Duration {
 
 // orderJobs sorts each queue's jobs: priority first, then non-preemptible before
 // preemptible (a notebook someone waits at goes before the team's own batch training, as
-// Run:ai's interactive class does), then submission time (DESIGN.md 3.2, refined in the
-// README's "How Allot decides").
+// Run:ai's interactive class does), then submission time (docs/design.md, "Scheduling
+// rules").
 func (s *session) orderJobs() {
 	for _, q := range s.queues {
 		sort.SliceStable(q.jobs, func(a, b int) bool { return jobBefore(q.jobs[a].j, q.jobs[b].j) })

@@ -142,7 +142,7 @@ func (k fragKey) hash() uint64 {
 // the host runs out first, and 3 places up to 2.7 points more than 0.1 and beats
 // bin-packing, which 0.1 does not. A step, not a ramp: weights in between (0.3–0.5)
 // placed less than either end on a list at 0.91 (1.5 times the CPU-only pods). Measured on
-// the openb trace and lists derived from it (README, "Mixes beyond the published ones").
+// the openb trace and lists derived from it (docs/performance.md, "Placement on heavier mixes").
 func packedWeight(pressure float64) float64 {
 	if pressure >= hostBound {
 		return 3
@@ -164,8 +164,8 @@ const hostBound = 0.95
 // untyped pod on a node of a scarce model also takes the CPU the CPU-only pods would have
 // found there (T4 nodes have 52 cores per GPU, G2 nodes 12), and charging it placed 0.8 to
 // 2.3 points more on every such list derived from gpuspec10 and gpuspec20. With CPU to
-// spare it placed 0.14–0.27 points less on those lists, so it is left out there (README,
-// "Mixes beyond the published ones"). A workload naming no model speaks for nothing.
+// spare it placed 0.14–0.27 points less on those lists, so it is left out there (docs/performance.md,
+// "Placement on heavier mixes"). A workload naming no model speaks for nothing.
 func (h gpuHosts) spokenFor(shapes []Shape) map[string]float64 {
 	var demand float64
 	for _, sh := range shapes {

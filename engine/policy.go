@@ -185,8 +185,8 @@ func (s *session) score(j *jobState, r PodRequest, n *nodeState, o option) float
 		// of fragmentation mapped through a sigmoid to a whole score of 0–100, so that
 		// options within a few milli-GPUs of each other tie, and ties go to a random one
 		// (kube-scheduler's selectHost). The exact growth with first-wins ties landed 0.30
-		// points lower on average over the published lists (README, "Our fgd beside the
-		// authors'").
+		// points lower on average over the published lists (docs/performance.md,
+		// "Placement on the Alibaba trace").
 		return -math.Floor(100 / (1 + math.Exp(s.fragDelta(n, r, o)/1000)))
 	case PlacementAllot:
 		// Packing only breaks ties: leftAfter is at most 3, fragmentation moves in MilliGPU.

@@ -48,7 +48,7 @@ func TestExtraCyclesDetectFlapping(t *testing.T) {
 
 // TestScenariosIgnoreQueueOrder plays every scenario again with its queues declared in the
 // opposite order: every expectation still holds, because no rule breaks a tie by the order
-// of the file (DESIGN.md 3, rule 2 refined in the README).
+// of the file (docs/design.md, rule 2).
 func TestScenariosIgnoreQueueOrder(t *testing.T) {
 	files, _ := filepath.Glob("testdata/scenarios/*.yaml")
 	examples, _ := filepath.Glob("../examples/*.yaml")

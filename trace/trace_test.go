@@ -70,7 +70,7 @@ func published(t *testing.T, list string) ([]engine.Node, []Pod) {
 func TestReadPublishedTrace(t *testing.T) {
 	nodes, _ := published(t, "default")
 	if len(nodes) != 1213 || Capacity(nodes) != 6212*engine.OneGPU {
-		t.Fatalf("%d nodes, %s GPUs; the README says 1213 and 6212", len(nodes), Capacity(nodes))
+		t.Fatalf("%d nodes, %s GPUs; traces/README.md says 1213 and 6212", len(nodes), Capacity(nodes))
 	}
 	for _, f := range []string{"default", "multigpu20", "gpuspec20"} {
 		pods, err := ReadPods(traces + "openb_pod_list_" + f + ".csv")
@@ -147,7 +147,7 @@ func TestDefaultBeatsPublishedFGD(t *testing.T) {
 	}
 }
 
-// TestDefaultBestOnHeavierMixes derives, as the README's commands do (`allot sim variant`,
+// TestDefaultBestOnHeavierMixes derives, as docs/simulation.md's commands do (`allot sim variant`,
 // seed 1), lists with 2.5 times the CPU-only pods of default and of gpuspec20 (a fifth of
 // whose GPU pods name a model) and one where fractional pods carry 80% of the GPU demand:
 // mixes where the hosts' CPU runs out with the GPUs. The default must place at least as

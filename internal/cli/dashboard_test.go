@@ -29,7 +29,7 @@ import (
 // notebooks sharing one GPU on the nodes page, a pending job's reason on the workloads
 // page and its detail, a reclaimed job's timeline, and the queue tree. A screenshot of
 // every page is written among the test's artifacts (ALLOT_ARTIFACTS, default artifacts/);
-// ALLOT_UPDATE_DOCS=1 also copies the overview and nodes pages to docs/ for the README.
+// ALLOT_UPDATE_DOCS=1 also copies the overview and nodes pages to docs/ for the README and docs pages.
 func TestDashboard(t *testing.T) {
 	b := browsertest.Start(t, 1280, 900)
 	up := startUp(t, "--demo")
