@@ -39,8 +39,9 @@ func TopologyLevels(t *v1alpha1.Topology) (Levels, error) {
 	return l, nil
 }
 
-// TopologyLevelsUnstructured reads a Topology as the dynamic client hands it over; one
-// whose fields do not have their types gives an error naming it.
+// TopologyLevelsUnstructured reads a Topology as the dynamic client hands it over (the
+// dashboard's informer, until it moves to the typed one); one whose fields do not have
+// their types gives an error naming it.
 func TopologyLevelsUnstructured(u *unstructured.Unstructured) (Levels, error) {
 	var t v1alpha1.Topology
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &t); err != nil {

@@ -80,30 +80,35 @@ func TestTopologiesTypedAndUnstructured(t *testing.T) {
 	}
 }
 
-// TestPodGroupTypedAsUnstructured: a PodGroup the API server accepts reads the same
-// typed (from the clientset) as unstructured (from the dynamic client).
-func TestPodGroupTypedAsUnstructured(t *testing.T) {
+// TestPodGroup: a PodGroup's size, grace, shared label and topology annotations; a size
+// or a grace the schema of an old CRD let through is the gang's problem, naming the field.
+func TestPodGroup(t *testing.T) {
 	created := metav1.NewTime(time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC))
-	for _, pg := range []*v1alpha1.PodGroup{
-		{ObjectMeta: metav1.ObjectMeta{Name: "ddp", Namespace: "ml", CreationTimestamp: created},
+	grace := 30 * time.Second
+	for _, c := range []struct {
+		pg      *v1alpha1.PodGroup
+		want    Group
+		problem string
+	}{
+		{pg: &v1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Name: "ddp", Namespace: "ml", CreationTimestamp: created},
 			Spec: v1alpha1.PodGroupSpec{MinMember: 4, Queue: "team-a"}},
-		{ObjectMeta: metav1.ObjectMeta{Name: "racked", Namespace: "ml", CreationTimestamp: created,
+			want: Group{MinMember: 4, Created: created.Time}},
+		{pg: &v1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Name: "racked", Namespace: "ml", CreationTimestamp: created,
 			Annotations: map[string]string{v1alpha1.AnnotationTopologyRequired: "rack", "other": "x"}},
-			Spec: v1alpha1.PodGroupSpec{MinMember: 2, Queue: "q", Topology: "example.com/rack", StaleGracePeriod: &metav1.Duration{Duration: 30 * time.Second}}},
-		{ObjectMeta: metav1.ObjectMeta{Name: "huge", Namespace: "ml"}, Spec: v1alpha1.PodGroupSpec{MinMember: v1alpha1.MaxGang + 1, Queue: "q"}},
-		{ObjectMeta: metav1.ObjectMeta{Name: "back", Namespace: "ml"}, Spec: v1alpha1.PodGroupSpec{MinMember: 1, Queue: "q", StaleGracePeriod: &metav1.Duration{Duration: -time.Second}}},
+			Spec: v1alpha1.PodGroupSpec{MinMember: 2, Queue: "q", Topology: "example.com/rack", StaleGracePeriod: &metav1.Duration{Duration: grace}}},
+			want: Group{MinMember: 2, Created: created.Time, Topology: map[string]string{v1alpha1.AnnotationTopologyRequired: "rack"},
+				SharedLabel: "example.com/rack", GangGrace: &grace}},
+		{pg: &v1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Name: "unset", Namespace: "ml"}, Spec: v1alpha1.PodGroupSpec{Queue: "q"}},
+			want: Group{}},
+		{pg: &v1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Name: "huge", Namespace: "ml"}, Spec: v1alpha1.PodGroupSpec{MinMember: v1alpha1.MaxGang + 1, Queue: "q"}},
+			problem: "PodGroup ml/huge: spec.minMember: 100001 is not allowed; allowed: a whole number from 1 to 100000"},
+		{pg: &v1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Name: "back", Namespace: "ml"},
+			Spec: v1alpha1.PodGroupSpec{MinMember: 1, Queue: "q", StaleGracePeriod: &metav1.Duration{Duration: -time.Second}}},
+			problem: "PodGroup ml/back: spec.staleGracePeriod: -1s is not allowed; allowed: a duration such as 30s or 5m"},
 	} {
-		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(pg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		typed, dyn := PodGroup(pg), PodGroup(&unstructured.Unstructured{Object: m})
-		if !typed.Created.Equal(dyn.Created) {
-			t.Errorf("%s: created %v, %v", pg.Name, typed.Created, dyn.Created)
-		}
-		typed.Created, dyn.Created = time.Time{}, time.Time{} // the same instant, read in another zone
-		if !reflect.DeepEqual(typed, dyn) {
-			t.Errorf("%s: typed %+v, unstructured %+v", pg.Name, typed, dyn)
+		c.want.Problem = c.problem
+		if got := PodGroup(c.pg); !reflect.DeepEqual(got, c.want) {
+			t.Errorf("%s: %+v, want %+v", c.pg.Name, got, c.want)
 		}
 	}
 }
