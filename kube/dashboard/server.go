@@ -1,6 +1,7 @@
 // Package dashboard serves Allot's web dashboard: the pages (built into package web and
 // embedded in the binary), a JSON state made from informers, and a stream that pushes a
-// new state whenever the cluster changes. It only reads, with the identity it is given.
+// new state whenever the cluster changes. It only reads, with the identity it is given; with
+// authentication (auth.go) each person is shown what their own identity may read (view.go).
 package dashboard
 
 import (
@@ -9,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	coordinationv1 "k8s.io/api/coordination/v1"
 	"log/slog"
 	"net"
 	"net/http"
@@ -21,12 +21,9 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -34,6 +31,8 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/allot-dev/allot/api/v1alpha1"
+	allotclient "github.com/allot-dev/allot/kube/client"
+	allotinformers "github.com/allot-dev/allot/kube/client/informers/externalversions"
 	"github.com/allot-dev/allot/kube/convert"
 	"github.com/allot-dev/allot/kube/inspect"
 	"github.com/allot-dev/allot/kube/workload"
@@ -48,6 +47,8 @@ type Options struct {
 	Keep        int
 	// Settle gathers a burst of changes (a gang binding) into one new state.
 	Settle time.Duration
+	// Auth is who may see what; the zero value is AuthNone, everything to everyone.
+	Auth Auth
 }
 
 func (o *Options) defaults() {
@@ -63,13 +64,14 @@ func (o *Options) defaults() {
 	if o.Settle <= 0 {
 		o.Settle = 250 * time.Millisecond
 	}
+	o.Auth.defaults()
 }
 
 // Server holds the informers and the latest state.
 type Server struct {
 	opts    Options
 	factory informers.SharedInformerFactory
-	dynf    dynamicinformer.DynamicSharedInformerFactory
+	allotF  allotinformers.SharedInformerFactory
 	// leaseF watches the agents' Leases, which carry their GPUs' load.
 	leaseF informers.SharedInformerFactory
 	leases cache.SharedIndexInformer
@@ -87,22 +89,32 @@ type Server struct {
 	// synced is set once every informer has listed: until then the page would show an
 	// empty cluster, so /healthz says not ready (a missing permission keeps it so).
 	synced atomic.Bool
+	// auth finds who asks, access what they may see; access is nil with AuthNone.
+	auth   *authenticator
+	access *access
 
 	mu      sync.Mutex
+	st      State  // the latest State, shared: filtered per person on the way out
 	state   []byte // the latest State as JSON
 	version uint64
 	changed chan struct{} // closed and replaced when state changes
 	history []Sample
 }
 
-// New makes a server that reads the cluster with rc's identity.
+// New makes a server that reads the cluster with rc's identity. With opts.Auth in token
+// or proxy mode, rc's identity also reviews tokens and asks what each person may read
+// (tokenreviews and subjectaccessreviews: create, as the role system:auth-delegator has).
 func New(rc *rest.Config, opts Options) (*Server, error) {
 	opts.defaults()
+	if _, err := ParseAuthMode(string(opts.Auth.Mode)); err != nil {
+		return nil, err
+	}
 	client, err := kubernetes.NewForConfig(rc)
 	if err != nil {
 		return nil, err
 	}
-	dyn, err := dynamic.NewForConfig(rc)
+	// Allot's resources speak JSON only (allotclient asks so of its copy of rc).
+	allot, err := allotclient.NewForConfig(rc)
 	if err != nil {
 		return nil, err
 	}
@@ -112,8 +124,12 @@ func New(rc *rest.Config, opts Options) (*Server, error) {
 	}
 	s := &Server{opts: opts, dirty: make(chan struct{}, 1), changed: make(chan struct{}),
 		factory: informers.NewSharedInformerFactory(client, 0),
-		dynf:    dynamicinformer.NewDynamicSharedInformerFactory(dyn, 0),
+		allotF:  allotinformers.NewSharedInformerFactory(allot, 0),
 		assets:  http.FileServerFS(dist)}
+	s.auth = newAuthenticator(opts.Auth, client, opts.Clock)
+	if opts.Auth.Mode != AuthNone {
+		s.access = newAccess(client, opts.Clock, opts.Auth.CacheFor)
+	}
 	s.leaseF = informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(v1alpha1.SystemNamespace),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = v1alpha1.LabelAgentLease }))
 	s.leases = s.leaseF.Coordination().V1().Leases().Informer()
@@ -123,9 +139,9 @@ func New(rc *rest.Config, opts Options) (*Server, error) {
 	s.jobs = s.factory.Batch().V1().Jobs().Informer()
 	s.deps = s.factory.Apps().V1().Deployments().Informer()
 	s.rss = s.factory.Apps().V1().ReplicaSets().Informer()
-	s.queues = s.dynf.ForResource(v1alpha1.Queues).Informer()
+	s.queues = s.allotF.Allot().V1alpha1().Queues().Informer()
 	if workload.Served(client.Discovery(), v1alpha1.Topologies) {
-		s.topologies = s.dynf.ForResource(v1alpha1.Topologies).Informer()
+		s.topologies = s.allotF.Allot().V1alpha1().Topologies().Informer()
 	}
 	for _, inf := range s.informers() {
 		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -136,7 +152,8 @@ func New(rc *rest.Config, opts Options) (*Server, error) {
 			return nil, err
 		}
 	}
-	s.state, _ = json.Marshal(State{Nodes: []inspect.Node{}, Workloads: []inspect.Workload{}, Queues: []Queue{}, History: []Sample{}})
+	s.st = State{Nodes: []inspect.Node{}, Workloads: []inspect.Workload{}, Queues: []Queue{}, History: []Sample{}}
+	s.state, _ = json.Marshal(s.st)
 	return s, nil
 }
 
@@ -169,7 +186,7 @@ func (s *Server) touch() {
 // Run starts the informers and keeps the state current until ctx ends.
 func (s *Server) Run(ctx context.Context) error {
 	s.factory.Start(ctx.Done())
-	s.dynf.Start(ctx.Done())
+	s.allotF.Start(ctx.Done())
 	s.leaseF.Start(ctx.Done())
 	for _, inf := range s.informers() {
 		if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
@@ -208,25 +225,10 @@ func (s *Server) Run(ctx context.Context) error {
 
 func list[T any](inf cache.SharedIndexInformer) []*T { return typed[T](inf.GetStore().List()) }
 
-func (s *Server) queueObjects() []*v1alpha1.Queue {
-	var out []*v1alpha1.Queue
-	for _, o := range s.queues.GetStore().List() {
-		u, ok := o.(*unstructured.Unstructured)
-		if !ok {
-			continue
-		}
-		var q v1alpha1.Queue
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &q); err == nil {
-			out = append(out, &q)
-		}
-	}
-	return out
-}
-
 // rebuild makes a new state from the caches, adds a history point when one is due, and
 // wakes the streams.
 func (s *Server) rebuild() {
-	st := Build(Input{Now: s.opts.Clock.Now(), Nodes: inspect.WithLoad(list[corev1.Node](s.nodes), list[coordinationv1.Lease](s.leases)), Queues: s.queueObjects(), Topology: s.topology(),
+	st := Build(Input{Now: s.opts.Clock.Now(), Nodes: inspect.WithLoad(list[corev1.Node](s.nodes), list[coordinationv1.Lease](s.leases)), Queues: list[v1alpha1.Queue](s.queues), Topology: s.topology(),
 		Objects: inspect.Objects{NodeUUIDs: inspect.NodeUUIDs(list[corev1.Node](s.nodes)), Pods: list[corev1.Pod](s.pods), Jobs: list[batchv1.Job](s.jobs), Deployments: list[appsv1.Deployment](s.deps),
 			ReplicaSets: list[appsv1.ReplicaSet](s.rss), Refusals: inspect.Refusals(list[corev1.Event](s.events))}})
 	s.mu.Lock()
@@ -238,7 +240,8 @@ func (s *Server) rebuild() {
 		if len(s.history) > s.opts.Keep {
 			s.history = slices.Delete(s.history, 0, len(s.history)-s.opts.Keep)
 		}
-		st.History = s.history
+		// A copy: s.st is read outside the lock, and s.history moves as it is trimmed.
+		st.History = slices.Clone(s.history)
 	} else {
 		st.History = append(s.history[:n:n], pt)
 	}
@@ -249,46 +252,77 @@ func (s *Server) rebuild() {
 		slog.Error("dashboard: state", "err", err)
 		return
 	}
-	s.state = b
+	s.st, s.state = st, b
 	close(s.changed)
 	s.changed = make(chan struct{})
 }
 
-func (s *Server) current() ([]byte, chan struct{}) {
+func (s *Server) current() (State, []byte, chan struct{}) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.state, s.changed
+	return s.st, s.state, s.changed
 }
 
-// ServeHTTP serves the pages, /api/state, /api/stream, /api/workloads/NS/NAME and /healthz.
-// Only GET and HEAD: the dashboard never changes the cluster.
+// stateFor is the state as JSON as id may see it (nil id: everything, AuthNone).
+func (s *Server) stateFor(ctx context.Context, id *Identity, st State, all []byte) []byte {
+	if id == nil || s.access == nil {
+		return all
+	}
+	v := s.access.viewer(ctx, id, &st)
+	if v.Admin() {
+		return all
+	}
+	b, err := json.Marshal(Filter(st, v))
+	if err != nil {
+		slog.Error("dashboard: state", "err", err)
+		return []byte("{}")
+	}
+	return b
+}
+
+// ServeHTTP serves the pages, /api/state, /api/stream, /api/workloads/NS/NAME and /healthz;
+// with AuthToken also /login and /logout. Only GET and HEAD otherwise: the dashboard never
+// changes the cluster. Without AuthNone every path but /healthz needs an identity.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	h.Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("X-Frame-Options", "DENY")
+	p := r.URL.Path
+	if s.opts.Auth.Mode == AuthToken && (p == "/login" || p == "/logout") {
+		s.auth.login(w, r)
+		return
+	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD")
 		http.Error(w, "the dashboard is read-only: GET and HEAD only", http.StatusMethodNotAllowed)
 		return
 	}
-	h := w.Header()
-	h.Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'")
-	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set("Referrer-Policy", "no-referrer")
-	h.Set("X-Frame-Options", "DENY")
-	switch p := r.URL.Path; {
-	case p == "/healthz":
+	if p == "/healthz" {
 		if !s.synced.Load() {
 			http.Error(w, "not ready: still listing the cluster's objects (a permission missing from the dashboard's role keeps it so)", http.StatusServiceUnavailable)
 			return
 		}
 		_, _ = w.Write([]byte("ok"))
+		return
+	}
+	id, err := s.auth.identify(r)
+	if err != nil {
+		s.auth.refuse(w, r, err)
+		return
+	}
+	switch {
 	case p == "/api/state":
-		b, _ := s.current()
+		st, all, _ := s.current()
+		b := s.stateFor(r.Context(), id, st, all)
 		h.Set("Content-Type", "application/json")
 		h.Set("Cache-Control", "no-store")
 		_, _ = w.Write(b)
 	case p == "/api/stream":
-		s.stream(w, r)
+		s.stream(w, r, id)
 	case strings.HasPrefix(p, "/api/workloads/"):
-		s.detail(w, strings.TrimPrefix(p, "/api/workloads/"))
+		s.detail(w, r, id, strings.TrimPrefix(p, "/api/workloads/"))
 	case strings.HasPrefix(p, "/api/"):
 		http.Error(w, "no such API: /api/state, /api/stream and /api/workloads/NAMESPACE/NAME are served", http.StatusNotFound)
 	default:
@@ -296,8 +330,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// stream sends the state as server-sent events: now, and after every change.
-func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
+// stream sends the state as server-sent events, as id may see it: now, and after every
+// change. A token no longer accepted ends it.
+func (s *Server) stream(w http.ResponseWriter, r *http.Request, id *Identity) {
 	flusher, ok := w.(http.Flusher)
 	if !ok {
 		http.Error(w, "streaming unsupported", http.StatusInternalServerError)
@@ -306,8 +341,14 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-store")
-	for {
-		b, changed := s.current()
+	for first := true; ; first = false {
+		st, all, changed := s.current()
+		if !first && s.opts.Auth.Mode == AuthToken {
+			if _, err := s.auth.identify(r); err != nil {
+				return
+			}
+		}
+		b := s.stateFor(r.Context(), id, st, all)
 		if _, err := fmt.Fprintf(w, "event: state\ndata: %s\n\n", b); err != nil {
 			return
 		}
@@ -320,11 +361,17 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func (s *Server) detail(w http.ResponseWriter, key string) {
+func (s *Server) detail(w http.ResponseWriter, r *http.Request, id *Identity, key string) {
 	// NAMESPACE/NAME, or NAMESPACE/KIND/NAME when two workloads of other kinds share a name.
 	ns, name, ok := strings.Cut(key, "/")
 	if !ok || ns == "" || name == "" {
 		http.Error(w, "want /api/workloads/NAMESPACE/NAME or /api/workloads/NAMESPACE/KIND/NAME", http.StatusBadRequest)
+		return
+	}
+	if id != nil && s.access != nil && !s.access.canReadNamespace(r.Context(), id, ns) {
+		// As if there were none: 404, not 403, so that it does not tell what exists.
+		_, err := inspect.Pick(nil, ns, name)
+		http.Error(w, err.Error(), http.StatusNotFound)
 		return
 	}
 	at := func(i cache.SharedIndexInformer) []any {
