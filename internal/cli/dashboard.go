@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/rest"
@@ -13,32 +15,72 @@ import (
 )
 
 func newDashboardCmd() *cobra.Command {
-	var address string
+	var address, mode, secretFile string
+	var auth dashboard.Auth
 	cmd := &cobra.Command{
 		Use:     "dashboard",
 		GroupID: "admin",
 		Short:   "Serve the web dashboard for a cluster running Allot",
 		Long: `Serve the dashboard: overview, nodes with their GPUs, workloads and queues, updated live.
 It reads the cluster with your own identity (your kubeconfig or token), only reads, and
-listens on the loopback address unless told otherwise.`,
-		Example: "  allot dashboard\n  allot dashboard --kubeconfig /tmp/allot-up/kubeconfig --address 127.0.0.1:8090",
-		Args:    cobra.NoArgs,
+listens on the loopback address unless told otherwise.
+
+--auth says who may see what (kube/dashboard/README.md):
+  none   everything your identity reads, to whoever reaches the address (the default)
+  token  each person signs in with a Kubernetes token (Authorization: Bearer, or the
+         sign-in page at /login) and sees what that identity may read: the workloads and
+         events of the namespaces where it may list pods
+  proxy  an OIDC proxy in front (oauth2-proxy) names the user and groups in headers;
+         nothing else may reach the dashboard (a NetworkPolicy, or --proxy-secret-file)
+With token or proxy, the identity the dashboard runs as also needs to create tokenreviews
+and subjectaccessreviews (the ClusterRole system:auth-delegator).`,
+		Example: "  allot dashboard\n  allot dashboard --kubeconfig /tmp/allot-up/kubeconfig --address 127.0.0.1:8090\n" +
+			"  allot dashboard --auth=proxy --address :8090 --proxy-user-header X-Auth-Request-User --proxy-groups-header X-Auth-Request-Groups",
+		Args: cobra.NoArgs,
 	}
 	c := addConn(cmd)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		m, err := dashboard.ParseAuthMode(mode)
+		if err != nil {
+			return fmt.Errorf("--auth: %w", err)
+		}
+		auth.Mode = m
+		if secretFile != "" {
+			if m != dashboard.AuthProxy {
+				return fmt.Errorf("--proxy-secret-file is for --auth=proxy")
+			}
+			b, err := os.ReadFile(secretFile)
+			if err != nil {
+				return fmt.Errorf("--proxy-secret-file: %w", err)
+			}
+			if auth.Secret = strings.TrimSpace(string(b)); auth.Secret == "" {
+				return fmt.Errorf("--proxy-secret-file %s is empty", secretFile)
+			}
+		}
 		if err := c.connect(cmd.Context()); err != nil {
 			return err
 		}
-		return serveDashboard(cmd.Context(), cmd.OutOrStdout(), c.rc, "--address", address, true)
+		return serveDashboardWith(cmd.Context(), cmd.OutOrStdout(), c.rc, "--address", address, true, dashboard.Options{Auth: auth})
 	}
-	cmd.Flags().StringVar(&address, "address", "127.0.0.1:8090", "host:port to serve on (keep it on loopback unless something in front checks who asks)")
+	f := cmd.Flags()
+	f.StringVar(&address, "address", "127.0.0.1:8090", "host:port to serve on (keep it on loopback unless something in front checks who asks, or --auth is token or proxy)")
+	f.StringVar(&mode, "auth", string(dashboard.AuthNone), "who may see what: none (everything, to whoever reaches it), token (a Kubernetes token per person) or proxy (an OIDC proxy names the user)")
+	f.StringVar(&auth.UserHeader, "proxy-user-header", "X-Forwarded-User", "with --auth=proxy: the header naming the user")
+	f.StringVar(&auth.GroupsHeader, "proxy-groups-header", "X-Forwarded-Groups", "with --auth=proxy: the header naming the user's groups, comma-separated")
+	f.StringVar(&secretFile, "proxy-secret-file", "", "with --auth=proxy: a file holding a secret the proxy sends on every request; requests without it are refused")
+	f.StringVar(&auth.SecretHeader, "proxy-secret-header", "X-Allot-Proxy-Secret", "with --proxy-secret-file: the header that carries the secret")
 	return cmd
 }
 
 // serveDashboard listens on address and serves until ctx ends; wait false returns once it
-// listens, leaving it to run in the background.
+// listens, leaving it to run in the background. It serves everything rc reads (--auth=none).
 func serveDashboard(ctx context.Context, out io.Writer, rc *rest.Config, flag, address string, wait bool) error {
-	srv, err := dashboard.New(rc, dashboard.Options{})
+	return serveDashboardWith(ctx, out, rc, flag, address, wait, dashboard.Options{})
+}
+
+// serveDashboardWith is serveDashboard with the server's options (its --auth).
+func serveDashboardWith(ctx context.Context, out io.Writer, rc *rest.Config, flag, address string, wait bool, opts dashboard.Options) error {
+	srv, err := dashboard.New(rc, opts)
 	if err != nil {
 		return err
 	}
@@ -46,7 +88,11 @@ func serveDashboard(ctx context.Context, out io.Writer, rc *rest.Config, flag, a
 	if err != nil {
 		return fmt.Errorf("%s %s: %w (pick another host:port)", flag, address, err)
 	}
-	fmt.Fprintf(out, "dashboard: http://%s/\n", ln.Addr())
+	if m := opts.Auth.Mode; m != "" && m != dashboard.AuthNone {
+		fmt.Fprintf(out, "dashboard: http://%s/ (auth: %s)\n", ln.Addr(), m)
+	} else {
+		fmt.Fprintf(out, "dashboard: http://%s/\n", ln.Addr())
+	}
 	if !wait {
 		go func() {
 			if err := srv.Serve(ctx, ln); err != nil {
