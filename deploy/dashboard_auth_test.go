@@ -1,0 +1,106 @@
+package deploy_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"testing"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/allot-dev/allot/deploy"
+	"github.com/allot-dev/allot/kube/dashboard"
+	"github.com/allot-dev/allot/kube/kubetest"
+)
+
+// TestDashboardAuthRolesAreEnough installs the chart's dashboard account with
+// dashboard.auth.mode=token (its read-only role and system:auth-delegator) on a real API
+// server and runs the dashboard as that account in token mode: it reviews a
+// ServiceAccount's token and asks what it may read, so that the account, which may edit
+// team-a only, sees team-a's pod and not team-b's; the dashboard's account still reads no
+// Secret and changes nothing.
+func TestDashboardAuthRolesAreEnough(t *testing.T) {
+	objs := deploy.Render(t, "--set", "dashboard.auth.mode=token")
+	e := kubetest.Start(t, 1, 8)
+	e.Queue(t, "team-a", 4, nil)
+	for _, ns := range []string{"team-a", "team-b"} {
+		if _, err := e.Client.CoreV1().Namespaces().Create(e.Ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		e.MustPod(t, kubetest.PodSpec{Name: "waiting-in-" + ns, Namespace: ns, Queue: "team-a", GPUs: 1})
+	}
+	if _, err := e.Client.CoreV1().ServiceAccounts("team-a").Create(e.Ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "alice"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	rb := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "alice-edit", Namespace: "team-a"},
+		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "alice", Namespace: "team-a"}},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "edit"}}
+	if _, err := e.Client.RbacV1().RoleBindings("team-a").Create(e.Ctx, rb, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	exp := int64(600)
+	tr, err := e.Client.CoreV1().ServiceAccounts("team-a").CreateToken(e.Ctx, "alice",
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &exp}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	install(t, e, objs, "ServiceAccount/allot-dashboard", "ClusterRole/allot-dashboard", "ClusterRoleBinding/allot-dashboard",
+		"ClusterRoleBinding/allot-dashboard-auth-delegator")
+	rc := serviceAccount(e, "allot-dashboard")
+	srv, err := dashboard.New(rc, dashboard.Options{Auth: dashboard.Auth{Mode: dashboard.AuthToken}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = srv.Serve(e.Ctx, ln) }()
+	get := func(path, token string) (int, string) {
+		req, _ := http.NewRequest("GET", "http://"+ln.Addr().String()+path, nil)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	e.WaitFor(t, "the dashboard ready as its ServiceAccount", func() (bool, string) {
+		code, body := get("/healthz", "")
+		return code == http.StatusOK, fmt.Sprint(code, " ", body)
+	})
+	if code, body := get("/api/state", ""); code != http.StatusUnauthorized {
+		t.Errorf("no token: %d %s", code, body)
+	}
+	e.WaitFor(t, "alice's namespace on her page, and only hers", func() (bool, string) {
+		code, body := get("/api/state", tr.Status.Token)
+		var st dashboard.State
+		if err := json.Unmarshal([]byte(body), &st); code != http.StatusOK || err != nil {
+			return false, fmt.Sprint(code, " ", err, " ", body)
+		}
+		var names []string
+		for _, w := range st.Workloads {
+			names = append(names, w.Namespace+"/"+w.Name)
+		}
+		return fmt.Sprint(names) == "[team-a/waiting-in-team-a]", fmt.Sprint(names)
+	})
+	if code, body := get("/api/workloads/team-b/waiting-in-team-b", tr.Status.Token); code != http.StatusNotFound {
+		t.Errorf("alice asking for team-b's pod: %d %s", code, body)
+	}
+	refused(t, e, rc,
+		authorizationv1.ResourceAttributes{Verb: "list", Resource: "secrets"},
+		authorizationv1.ResourceAttributes{Verb: "create", Resource: "pods", Namespace: "default"},
+		authorizationv1.ResourceAttributes{Verb: "create", Resource: "serviceaccounts", Subresource: "token", Namespace: "team-a"},
+		authorizationv1.ResourceAttributes{Verb: "impersonate", Resource: "users"},
+		authorizationv1.ResourceAttributes{Verb: "update", Group: "allot.dev", Resource: "queues"})
+}

@@ -1,0 +1,97 @@
+package deploy
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// dashboardArgs are the dashboard container's args as rendered.
+func dashboardArgs(t *testing.T, objs map[string]rendered) []string {
+	t.Helper()
+	d := objs["Deployment/allot-dashboard"]
+	if d == nil {
+		t.Fatal("no dashboard Deployment")
+	}
+	c := d["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)["containers"].([]any)[0].(map[string]any)
+	var args []string
+	for _, a := range c["args"].([]any) {
+		args = append(args, a.(string))
+	}
+	return args
+}
+
+// TestHelmDashboardAuth: dashboard.auth.mode none renders the dashboard as before (no
+// --auth, no review rights); token and proxy pass the mode and the proxy's header names and
+// bind the dashboard's account to system:auth-delegator; proxy refuses to install unless
+// the dashboard is fenced to the proxy (a NetworkPolicy from its pods) or told a secret
+// only the proxy sends (mounted from a Secret, never in the args); a mode the dashboard
+// does not know is refused.
+func TestHelmDashboardAuth(t *testing.T) {
+	objs := render(t)
+	if args := dashboardArgs(t, objs); fmt.Sprint(args) != "[dashboard --address=:8090]" {
+		t.Errorf("mode none: args %v", args)
+	}
+	if objs["ClusterRoleBinding/allot-dashboard-auth-delegator"] != nil || objs["NetworkPolicy/allot-dashboard"] != nil {
+		t.Error("mode none binds review rights or fences the dashboard")
+	}
+
+	objs = render(t, "--set", "dashboard.auth.mode=token")
+	if args := dashboardArgs(t, objs); fmt.Sprint(args) != "[dashboard --address=:8090 --auth=token]" {
+		t.Errorf("mode token: args %v", args)
+	}
+	crb := objs["ClusterRoleBinding/allot-dashboard-auth-delegator"]
+	if crb == nil || crb.str("roleRef", "name") != "system:auth-delegator" || crb.str("roleRef", "kind") != "ClusterRole" {
+		t.Fatalf("mode token: review rights %v", crb)
+	}
+	sub := rendered(crb["subjects"].([]any)[0].(map[string]any))
+	if len(crb["subjects"].([]any)) != 1 || sub.str("kind") != "ServiceAccount" || sub.str("name") != "allot-dashboard" || sub.str("namespace") != "allot-system" {
+		t.Errorf("system:auth-delegator bound to %v, want the dashboard's ServiceAccount alone", crb["subjects"])
+	}
+	for _, r := range objs["ClusterRole/allot-dashboard"]["rules"].([]any) {
+		if verbs := fmt.Sprint(r.(map[string]any)["verbs"]); verbs != "[get list watch]" {
+			t.Errorf("mode token: the dashboard's own role grants %s", verbs)
+		}
+	}
+
+	out, err := helm(t, "template", "allot", chart, "--set", "dashboard.auth.mode=proxy")
+	if err == nil || !strings.Contains(out, "dashboard.auth.proxy.from") || !strings.Contains(out, "dashboard.auth.proxy.secretName") {
+		t.Errorf("mode proxy with nothing fencing the dashboard: %v\n%s", err, out)
+	}
+	objs = render(t, "--set", "dashboard.auth.mode=proxy", "--set", "dashboard.auth.proxy.userHeader=X-Auth-Request-User",
+		"--set", "dashboard.auth.proxy.groupsHeader=X-Auth-Request-Groups", "--set", "dashboard.auth.proxy.secretName=proxy-secret",
+		"--set", "dashboard.auth.proxy.from[0].podSelector.matchLabels.app=oauth2-proxy")
+	args := dashboardArgs(t, objs)
+	for _, want := range []string{"--auth=proxy", "--proxy-user-header=X-Auth-Request-User", "--proxy-groups-header=X-Auth-Request-Groups",
+		"--proxy-secret-file=/etc/allot-dashboard-proxy/secret", "--proxy-secret-header=X-Allot-Proxy-Secret"} {
+		if !slices.Contains(args, want) {
+			t.Errorf("mode proxy: args %v lack %s", args, want)
+		}
+	}
+	pod := objs["Deployment/allot-dashboard"]["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)
+	if vols := fmt.Sprint(pod["volumes"]); !strings.Contains(vols, "secretName:proxy-secret") || !strings.Contains(vols, "key:secret") {
+		t.Errorf("mode proxy: volumes %s, want the proxy's Secret", vols)
+	}
+	np := objs["NetworkPolicy/allot-dashboard"]
+	if np == nil {
+		t.Fatal("mode proxy with proxy.from: no NetworkPolicy")
+	}
+	spec := fmt.Sprint(np["spec"])
+	if !strings.Contains(spec, "app:oauth2-proxy") || !strings.Contains(spec, "app.kubernetes.io/name:allot-dashboard") || !strings.Contains(spec, "policyTypes:[Ingress]") {
+		t.Errorf("NetworkPolicy %s: want ingress to the dashboard from the proxy's pods only", spec)
+	}
+	if objs["ClusterRoleBinding/allot-dashboard-auth-delegator"] == nil {
+		t.Error("mode proxy: no review rights")
+	}
+	// A secret alone will do, without a NetworkPolicy.
+	objs = render(t, "--set", "dashboard.auth.mode=proxy", "--set", "dashboard.auth.proxy.secretName=proxy-secret")
+	if objs["NetworkPolicy/allot-dashboard"] != nil {
+		t.Error("a NetworkPolicy without proxy.from")
+	}
+
+	out, err = helm(t, "template", "allot", chart, "--set", "dashboard.auth.mode=oidc")
+	if err == nil || !strings.Contains(out, "mode") || !strings.Contains(out, "'none', 'token', 'proxy'") {
+		t.Errorf("mode oidc: %v\n%s", err, out)
+	}
+}
