@@ -26,6 +26,7 @@ import (
 type Cluster struct {
 	Config *rest.Config
 	etcd   *embed.Etcd
+	lock   *os.File // the data directory's (lockDir)
 	cancel context.CancelFunc
 	done   []<-chan error
 }
@@ -45,19 +46,25 @@ func start(ctx context.Context, dir string, defaultScheduler bool) (*Cluster, er
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
+	lock, err := lockDir(dir)
+	if err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	e, etcdURL, err := startEtcd(ctx, dir)
 	if err != nil {
 		cancel()
+		lock.Close()
 		return nil, err
 	}
 	rc, done, err := startAPIServer(ctx, dir, etcdURL)
 	if err != nil {
 		cancel()
 		e.Close()
+		lock.Close()
 		return nil, err
 	}
-	c := &Cluster{Config: rc, etcd: e, cancel: cancel, done: []<-chan error{done}}
+	c := &Cluster{Config: rc, etcd: e, lock: lock, cancel: cancel, done: []<-chan error{done}}
 	if err := installCRDs(ctx, rc); err != nil {
 		c.Stop()
 		return nil, err
@@ -121,6 +128,7 @@ func (c *Cluster) Stop() {
 		}
 	}
 	c.etcd.Close()
+	c.lock.Close()
 }
 
 // WriteKubeconfig writes a kubeconfig for kubectl and the allot CLI.

@@ -59,6 +59,12 @@ type Options struct {
 	// Collectors are more series served beside the scheduler's (allot up's simulated
 	// nodes' agents).
 	Collectors []prometheus.Collector
+	// UsageIdleWhileAway counts the time since a Queue's status was last written as time
+	// nothing ran: the past use it holds only decays over it. Right where the cluster
+	// stopped with the scheduler (allot up, whose control plane and pods live in its
+	// process); on a real cluster pods run on while the scheduler restarts, and the gap
+	// is counted at the rate they run (the default).
+	UsageIdleWhileAway bool
 	// DeviceReportTimeout is how long a shared pod on a node with an agent waits for its
 	// GPU's reservation to have its device reported; zero means DefaultDeviceReportTimeout.
 	DeviceReportTimeout time.Duration

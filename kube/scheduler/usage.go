@@ -30,6 +30,10 @@ func (s *Scheduler) readUsage(snap *engine.Snapshot, queues []*v1alpha1.Queue) {
 		}
 		if st != nil && (!ok || st.LastUpdated.Time.After(u.At)) {
 			u = engine.Usage{GPUSeconds: float64(st.GPUSeconds), At: st.LastUpdated.Time}
+			if !ok && s.opts.UsageIdleWhileAway && snap.Now.After(u.At) {
+				// The gap is idle time: decayed, and counted from now on.
+				u = engine.Usage{GPUSeconds: u.Decayed(snap.Now, s.opts.UsageHalfLife), At: snap.Now}
+			}
 			s.usage[string(q.ID)] = u
 		}
 		q.Usage = u.Decayed(snap.Now, s.opts.UsageHalfLife)

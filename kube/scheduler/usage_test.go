@@ -98,3 +98,61 @@ func TestUsageSurvivesRestartAndTiltsShares(t *testing.T) {
 	})
 	noDoubleBooking(t, e.pods(t))
 }
+
+// TestUsageIdleWhileAway: where the pods stopped with the scheduler (allot up), the hour a
+// new process was away only decays the past use; it does not add an hour of 8 GPUs above
+// quota, as a real cluster, whose pods ran on, would.
+func TestUsageIdleWhileAway(t *testing.T) {
+	e := newEnv(t, 1, 8)
+	t0 := time.Now().Truncate(time.Second)
+	var clock atomic.Int64
+	clock.Store(t0.UnixNano())
+	now := func() time.Time { return time.Unix(0, clock.Load()) }
+	set := func(d time.Duration) { clock.Store(t0.Add(d).UnixNano()) }
+	start := func() (stop func()) {
+		return e.run(t, Options{Interval: 200 * time.Millisecond, Now: now, UsageIdleWhileAway: true, Engine: engine.Options{UsageStrength: 1}})
+	}
+	e.Queue(t, "heavy", 0, map[string]any{"gpu": map[string]any{"quota": 0, "overQuotaWeight": 1}})
+	for i := range 8 {
+		e.pod(t, fmt.Sprintf("heavy-%d", i), "heavy", 1, nil)
+	}
+	usageOf := func() int64 {
+		u, err := e.dyn.Resource(queuesGVR).Get(e.ctx, "heavy", metav1.GetOptions{})
+		if err != nil {
+			return -1
+		}
+		v, _, _ := unstructured.NestedInt64(u.Object, "status", "usage", "gpuSeconds")
+		return v
+	}
+	near := func(got int64, want float64) bool { return math.Abs(float64(got)-want) <= 0.002*want+1 }
+	halfLife := engine.DefaultUsageHalfLife
+
+	stop := start()
+	e.waitFor(t, "heavy's 8 pods running", func() (bool, string) {
+		n := e.count(t, running)
+		return n == 8, fmt.Sprintf("%d running", n)
+	})
+	e.waitFor(t, "usage counted from now", func() (bool, string) { return usageOf() >= 0, "no status yet" })
+	set(2 * time.Hour)
+	twoHours := engine.Usage{At: t0}.Accrue(t0.Add(2*time.Hour), 8, halfLife).GPUSeconds
+	e.waitFor(t, "two hours written", func() (bool, string) {
+		v := usageOf()
+		return near(v, twoHours), fmt.Sprintf("heavy %d GPU-s, want %.0f", v, twoHours)
+	})
+	stop()
+
+	set(3 * time.Hour)
+	defer start()()
+	away := engine.Usage{GPUSeconds: twoHours, At: t0.Add(2 * time.Hour)}.Decayed(t0.Add(3*time.Hour), halfLife)
+	e.waitFor(t, "the new process's first cycle", func() (bool, string) {
+		v := usageOf()
+		return near(v, away), fmt.Sprintf("heavy %d GPU-s, want %.0f", v, away)
+	})
+	set(3*time.Hour + time.Minute)
+	want := engine.Usage{GPUSeconds: away, At: t0.Add(3 * time.Hour)}.Accrue(t0.Add(3*time.Hour+time.Minute), 8, halfLife).GPUSeconds
+	ranOn := engine.Usage{GPUSeconds: twoHours, At: t0.Add(2 * time.Hour)}.Accrue(t0.Add(3*time.Hour+time.Minute), 8, halfLife).GPUSeconds
+	e.waitFor(t, "the hour away decayed only", func() (bool, string) {
+		v := usageOf()
+		return near(v, want), fmt.Sprintf("heavy %d GPU-s, want %.0f (had the pods run on: %.0f)", v, want, ranOn)
+	})
+}
