@@ -81,7 +81,7 @@ type GPUQuota struct {
 	// Quota is the number of GPUs guaranteed.
 	// +kubebuilder:validation:Minimum=0
 	// +optional
-	Quota int32 `json:"quota,omitempty"`
+	Quota int32 `json:"quota"`
 	// OverQuotaWeight divides idle GPUs among queues that want more; default: the quota.
 	// +kubebuilder:validation:Minimum=0
 	// +optional

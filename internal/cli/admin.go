@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
@@ -78,7 +80,25 @@ func newTopCmd() *cobra.Command {
 
 func newConfigCmd() *cobra.Command {
 	cfg := &cobra.Command{Use: "config", GroupID: "work", Short: "The CLI's own settings"}
-	cfg.AddCommand(&cobra.Command{
+	var qc *conn // set below, once the command exists to carry its flags
+	// queueNamesOf lists the cluster's queues, if a cluster answers within a few seconds.
+	queueNamesOf := func(cmd *cobra.Command) ([]string, error) {
+		ctx, cancel := context.WithTimeout(cmd.Context(), 5*time.Second)
+		defer cancel()
+		if err := qc.connect(ctx); err != nil {
+			return nil, err
+		}
+		qs, err := inspect.Queues(ctx, qc.allot)
+		if err != nil {
+			return nil, err
+		}
+		names := make([]string, 0, len(qs))
+		for _, q := range qs {
+			names = append(names, q.Name)
+		}
+		return names, nil
+	}
+	queue := &cobra.Command{
 		Use:   "queue [NAME]",
 		Short: "Show or set the default queue of allot submit",
 		Args:  cobra.MaximumNArgs(1),
@@ -92,6 +112,14 @@ func newConfigCmd() *cobra.Command {
 				}
 				return nil
 			}
+			// The queue is checked where a cluster is at hand: a misspelt default would
+			// only fail at the next submit. Without one (configuring before allot up),
+			// it is kept and said so.
+			if names, err := queueNamesOf(cmd); err == nil && !slices.Contains(names, args[0]) {
+				return fmt.Errorf("queue %q does not exist; queues: %s", args[0], strings.Join(names, ", "))
+			} else if err != nil {
+				fmt.Fprintf(cmd.ErrOrStderr(), "queue %s not checked: %v\n", args[0], err)
+			}
 			c.Queue = args[0]
 			if err := saveConfig(c); err != nil {
 				return err
@@ -99,7 +127,9 @@ func newConfigCmd() *cobra.Command {
 			fmt.Fprintf(cmd.OutOrStdout(), "default queue: %s (in %s)\n", c.Queue, configPath())
 			return nil
 		},
-	})
+	}
+	qc = addConn(queue)
+	cfg.AddCommand(queue)
 	return cfg
 }
 

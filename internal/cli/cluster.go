@@ -93,7 +93,15 @@ func (c *conn) control(ctx context.Context) (control.Clients, error) {
 func (c *conn) connect(ctx context.Context) error {
 	rc, err := c.flags.ToRESTConfig()
 	if err != nil {
-		return fmt.Errorf("no cluster configured: %w (tried kubeconfig %s; allot up writes one, or pass --kubeconfig)", err, c.kubeconfigPath())
+		path := c.kubeconfigPath()
+		if clientcmd.IsEmptyConfig(err) {
+			// client-go's own words name KUBERNETES_MASTER, a variable nothing reads any more.
+			if _, statErr := os.Stat(path); statErr != nil {
+				return fmt.Errorf("no cluster configured: no kubeconfig at %s; allot up starts a cluster and prints the kubeconfig it writes, or pass --kubeconfig", path)
+			}
+			return fmt.Errorf("no cluster configured: the kubeconfig %s names no cluster (no current context); pass --kubeconfig or --context", path)
+		}
+		return fmt.Errorf("no cluster configured: %w (tried kubeconfig %s; allot up writes one, or pass --kubeconfig)", err, path)
 	}
 	rc.QPS, rc.Burst = 50, 100
 	c.rc = rest.CopyConfig(rc)

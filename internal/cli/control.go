@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -23,6 +24,7 @@ import (
 	"github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/kube/admission"
 	"github.com/allot-dev/allot/kube/inspect"
+	"github.com/allot-dev/allot/kube/simnode"
 )
 
 // podOf connects and picks a workload's pod for logs and exec.
@@ -70,9 +72,12 @@ func newLogsCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if err := c.onRealNode(cmd.Context(), name, "logs"); err != nil {
+				return err
+			}
 			stream, err := c.client.CoreV1().Pods(c.ns).GetLogs(name, &corev1.PodLogOptions{Follow: follow}).Stream(cmd.Context())
 			if err != nil {
-				return fmt.Errorf("logs of %s: %w (logs come from the node's kubelet; simulated nodes of allot up run no containers)", name, err)
+				return fmt.Errorf("logs of %s: %w (logs come from the node's kubelet, through the API server)", name, err)
 			}
 			defer stream.Close()
 			_, err = io.Copy(cmd.OutOrStdout(), bufio.NewReader(stream))
@@ -83,6 +88,25 @@ func newLogsCmd() *cobra.Command {
 	cmd.Flags().StringVar(&pod, "pod", "", "which pod: its name or index (distributed jobs)")
 	c = addConn(cmd)
 	return cmd
+}
+
+// onRealNode says, before the API server is asked for a pod's logs or a shell in it, when
+// that cannot be: the pod is not on a node yet, or its node is one of allot up's
+// simulated nodes, which run no containers (the API server would only answer that it
+// found no address for their kubelet).
+func (c *conn) onRealNode(ctx context.Context, pod, what string) error {
+	p, err := c.client.CoreV1().Pods(c.ns).Get(ctx, pod, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("%s of %s: %w", what, pod, err)
+	}
+	if p.Spec.NodeName == "" {
+		return fmt.Errorf("no %s for %s: it is not running yet (allot describe says why it waits)", what, pod)
+	}
+	n, err := c.client.CoreV1().Nodes().Get(ctx, p.Spec.NodeName, metav1.GetOptions{})
+	if err == nil && n.Labels[simnode.LabelSimulated] == "true" {
+		return fmt.Errorf("no %s for %s: it runs on %s, a simulated node of allot up, and simulated nodes run no containers", what, pod, n.Name)
+	}
+	return nil
 }
 
 func newExecCmd() *cobra.Command {
@@ -102,6 +126,9 @@ func newExecCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if err := c.onRealNode(cmd.Context(), name, "exec"); err != nil {
+				return err
+			}
 			rc, err := c.flags.ToRESTConfig()
 			if err != nil {
 				return err
@@ -114,7 +141,7 @@ func newExecCmd() *cobra.Command {
 			}
 			err = exec.StreamWithContext(cmd.Context(), remotecommand.StreamOptions{Stdin: os.Stdin, Stdout: cmd.OutOrStdout(), Stderr: cmd.ErrOrStderr(), Tty: tty})
 			if err != nil {
-				return fmt.Errorf("exec in %s: %w (simulated nodes of allot up run no containers)", name, err)
+				return fmt.Errorf("exec in %s: %w", name, err)
 			}
 			return nil
 		},
@@ -166,15 +193,15 @@ func newSuspendCmd(resume bool) *cobra.Command {
 func newQueueCmd() *cobra.Command {
 	q := &cobra.Command{Use: "queue", GroupID: "admin", Short: "Create, edit and delete queues"}
 	type queueFlags struct {
-		quota, limit, weight, priority int
-		parent, timeLimit              string
-		reclaimMin, preemptMin         string
-		namespaces, pools              []string
+		quota, weight, priority  int
+		limit, parent, timeLimit string
+		reclaimMin, preemptMin   string
+		namespaces, pools        []string
 	}
 	bind := func(cmd *cobra.Command, f *queueFlags) {
 		fl := cmd.Flags()
 		fl.IntVar(&f.quota, "quota", 0, "GPUs guaranteed")
-		fl.IntVar(&f.limit, "limit", -1, "most GPUs the queue may hold (-1: no cap)")
+		fl.StringVar(&f.limit, "limit", "", "most GPUs the queue may hold (leave it out for no cap; on edit, none removes the cap)")
 		fl.IntVar(&f.weight, "weight", -1, "over-quota weight (-1: the quota)")
 		fl.IntVar(&f.priority, "priority", 0, "queues of higher priority get idle GPUs first")
 		fl.StringVar(&f.parent, "parent", "", "the department this queue belongs to")
@@ -218,8 +245,22 @@ func newQueueCmd() *cobra.Command {
 			*field = &n
 			return nil
 		}
-		if err := optional("limit", f.limit, &s.GPU.Limit); err != nil {
-			return err
+		if set("limit") {
+			// An unlimited queue is one without --limit; -1 meant that once and is refused
+			// now, with the way to say it.
+			n, err := strconv.Atoi(f.limit)
+			switch {
+			case f.limit == "none":
+				s.GPU.Limit = nil
+			case err != nil || n < 0:
+				return fmt.Errorf("--limit %q is not allowed: a whole number of GPUs, 0 or more; for no cap leave --limit out (allot queue edit NAME --limit none removes a cap)", f.limit)
+			default:
+				if err := tooBig("limit", n); err != nil {
+					return err
+				}
+				l := int32(n)
+				s.GPU.Limit = &l
+			}
 		}
 		if err := optional("weight", f.weight, &s.GPU.OverQuotaWeight); err != nil {
 			return err

@@ -42,7 +42,7 @@ func newUpCmd() *cobra.Command {
 	var gpuType, gpuMemory, dataDir, kubeconfig string
 	var demo bool
 	var cpuProfile, dashboardAddr, metricsAddr string
-	var sharing, failGPU string
+	var sharing, failGPU, history, topology string
 	cmd := &cobra.Command{
 		Use:     "up",
 		GroupID: "run",
@@ -69,6 +69,18 @@ A kubeconfig is written so that kubectl works against it. Ctrl-C stops everythin
 			}
 			if _, err := v1alpha1.ParseSharing(sharing); err != nil {
 				return fmt.Errorf("--sharing: %w", err)
+			}
+			var schedOpts scheduler.Options
+			if history != "" {
+				strength, halfLife, err := parseHistory(history)
+				if err != nil {
+					return err
+				}
+				schedOpts.Engine.UsageStrength, schedOpts.UsageHalfLife = strength, halfLife
+			}
+			levels, err := parseTopologyLevels(topology)
+			if err != nil {
+				return err
 			}
 			var failNode string
 			var failIndex int
@@ -105,7 +117,7 @@ A kubeconfig is written so that kubectl works against it. Ctrl-C stops everythin
 				defer pprof.StopCPUProfile()
 			}
 			out := cmd.OutOrStdout()
-			if err := os.MkdirAll(dataDir, 0o700); err != nil {
+			if err := localcluster.CheckDataDir(dataDir); err != nil {
 				return err
 			}
 			// The control plane's own logs go to a file, not over the demo's output.
@@ -134,6 +146,11 @@ A kubeconfig is written so that kubectl works against it. Ctrl-C stops everythin
 			if err := simnode.Create(ctx, client, spec); err != nil {
 				return err
 			}
+			if len(levels) > 0 {
+				if err := createTopology(ctx, client, allotclient.NewForConfigOrDie(c.Config), spec, levels); err != nil {
+					return fmt.Errorf("--topology: %w", err)
+				}
+			}
 			kubeletConfig := rest.CopyConfig(c.Config)
 			kubeletConfig.QPS, kubeletConfig.Burst = 1000, 2000
 			kubeletConfig.ContentType = runtime.ContentTypeProtobuf
@@ -156,7 +173,9 @@ A kubeconfig is written so that kubectl works against it. Ctrl-C stops everythin
 			if err := devices.RunAgents(ctx, nodeClient, agentMetrics, 10*time.Second); err != nil {
 				return err
 			}
-			running, err := stack.LocalAs(ctx, c.Config, c.Config, dataDir, metricsAddr, scheduler.Options{Collectors: agentMetrics.Collectors()})
+			// The pods of allot up stop with it: the time it was down is no use of GPUs.
+			schedOpts.Collectors, schedOpts.UsageIdleWhileAway = agentMetrics.Collectors(), true
+			running, err := stack.LocalAs(ctx, c.Config, c.Config, dataDir, metricsAddr, schedOpts)
 			if err != nil {
 				return err
 			}
@@ -180,6 +199,9 @@ A kubeconfig is written so that kubectl works against it. Ctrl-C stops everythin
 			}
 			fmt.Fprintf(out, "Allot is up: %d simulated nodes × %d %s GPUs, each with its allot agent.\nkubeconfig: %s\n  kubectl --kubeconfig %s get nodes,queues,pods\nmetrics: %s\nFail a GPU: kubectl --kubeconfig %s annotate node dgx-1 %s=3\nCtrl-C stops it.\n",
 				nodes, gpus, gpuType, kubeconfig, kubeconfig, running.MetricsURL, kubeconfig, simnode.AnnotationFailGPU)
+			if demo {
+				fmt.Fprint(out, demoNext(kubeconfig))
+			}
 			<-ctx.Done()
 			fmt.Fprintln(out, "\nstopping …")
 			return <-schedDone
@@ -198,6 +220,8 @@ A kubeconfig is written so that kubectl works against it. Ctrl-C stops everythin
 	f.StringVar(&metricsAddr, "metrics-address", "127.0.0.1:9090", "serve Prometheus metrics at /metrics on this host:port (127.0.0.1:0: any free port)")
 	f.StringVar(&sharing, "sharing", "", "how the simulated nodes declare GPU sharing is enforced: mps, hami-core or none (empty: not declared)")
 	f.StringVar(&failGPU, "fail-gpu", "", "make one simulated GPU fail once Allot is up, as NODE/INDEX (dgx-1/3): the health path end to end")
+	f.StringVar(&history, "fair-share-history", "", "let past use tilt the division of idle GPUs, as STRENGTH[:HALF-LIFE] (1:168h): 0 ignores it, 1 is strong")
+	f.StringVar(&topology, "topology", "", "simulated network topology: level names, narrowest first, such as rack,block (2 nodes to a rack, 2 racks to a block), with a Topology named default")
 	f.BoolVar(&demo, "demo", false, "the demo: queues team-a/b/c/d with quotas 4/2/2/8 on 2 nodes of 8 GPUs, with work submitted")
 	return cmd
 }

@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -20,6 +21,8 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+
+	allotclient "github.com/allot-dev/allot/kube/client"
 )
 
 // syncBuffer lets the test read what the command prints while it runs.
@@ -40,6 +43,7 @@ type upRun struct {
 	ctx        context.Context
 	out        *syncBuffer
 	kubeconfig string
+	dataDir    string
 }
 
 // startUp runs `allot up` with args until the test ends (then Ctrl-C, and it must stop
@@ -53,7 +57,8 @@ func startUp(t *testing.T, args ...string) *upRun {
 	out := &syncBuffer{}
 	cmd.SetOut(out)
 	cmd.SetErr(out)
-	cmd.SetArgs(append([]string{"up", "--data-dir", filepath.Join(dir, "state"), "--kubeconfig", kc,
+	dataDir := filepath.Join(dir, "state")
+	cmd.SetArgs(append([]string{"up", "--data-dir", dataDir, "--kubeconfig", kc,
 		"--dashboard-address", "127.0.0.1:0", "--metrics-address", "127.0.0.1:0"}, args...))
 	done := make(chan error, 1)
 	go func() { done <- cmd.ExecuteContext(ctx) }()
@@ -69,7 +74,7 @@ func startUp(t *testing.T, args ...string) *upRun {
 	if err != nil {
 		t.Fatalf("no kubeconfig path printed: %s", out.String())
 	}
-	return &upRun{ctx: ctx, out: out, kubeconfig: kc}
+	return &upRun{ctx: ctx, out: out, kubeconfig: kc, dataDir: dataDir}
 }
 
 // TestUpDemo runs `allot up --demo` and uses its kubeconfig as a user would: nodes and
@@ -81,8 +86,39 @@ func TestUpDemo(t *testing.T) {
 	}
 	metrics := l.Addr().String()
 	l.Close()
-	up := startUp(t, "--demo", "--metrics-address", metrics) // the last flag wins
+	up := startUp(t, "--demo", "--metrics-address", metrics, "--topology", "rack,block", "--fair-share-history", "1:24h") // the last flag wins
 	ctx, kc := up.ctx, up.kubeconfig
+	// Once ready, the demo says what to try next: three commands the CLI has.
+	next := up.out.String()
+	if i := strings.Index(next, "Try next"); i < 0 {
+		t.Fatalf("allot up --demo printed no next steps:\n%s", next)
+	} else {
+		next = next[i:]
+	}
+	tried := 0
+	for _, line := range strings.Split(next, "\n") {
+		if f := strings.Fields(line); len(f) > 1 && f[0] == "allot" {
+			if c, rest, err := NewRoot().Find(f[1:]); err != nil || c.Name() != f[1] || (len(rest) > 0 && !strings.HasPrefix(rest[0], "-") && c.Args != nil && c.Args(c, rest) != nil) {
+				t.Errorf("next step %q is not a command: %v", line, err)
+			}
+			tried++
+		}
+	}
+	if tried != 3 {
+		t.Errorf("%d next steps, want 3:\n%s", tried, next)
+	}
+	// A second allot up on the same data directory says who holds it, at once, instead of
+	// hanging on etcd's lock.
+	second := NewRoot()
+	second.SetOut(io.Discard)
+	second.SetErr(io.Discard)
+	second.SetArgs([]string{"up", "--data-dir", up.dataDir, "--dashboard-address", "", "--metrics-address", "127.0.0.1:0"})
+	secondCtx, cancelSecond := context.WithTimeout(ctx, 30*time.Second)
+	err = second.ExecuteContext(secondCtx)
+	cancelSecond()
+	if err == nil || !strings.Contains(err.Error(), "holds "+up.dataDir+" (another allot up") || !strings.Contains(err.Error(), "--data-dir") {
+		t.Fatalf("a second allot up on %s: %v", up.dataDir, err)
+	}
 	if !strings.Contains(up.out.String(), "metrics: http://"+metrics+"/metrics") {
 		t.Fatalf("metrics not at --metrics-address %s:\n%s", metrics, up.out.String())
 	}
@@ -106,6 +142,17 @@ func TestUpDemo(t *testing.T) {
 	qs, err := dynamic.NewForConfigOrDie(rc).Resource(schema.GroupVersionResource{Group: "allot.dev", Version: "v1alpha1", Resource: "queues"}).List(ctx, metav1.ListOptions{})
 	if err != nil || len(qs.Items) != 4 {
 		t.Fatalf("queues: %v", err)
+	}
+	// --topology rack,block: two nodes share rack-1 and block-1, and the Topology lists the
+	// block first.
+	topo, err := allotclient.NewForConfigOrDie(rc).AllotV1alpha1().Topologies().Get(ctx, "default", metav1.GetOptions{})
+	if err != nil || len(topo.Spec.Levels) != 2 || topo.Spec.Levels[0].Name != "block" || topo.Spec.Levels[1].NodeLabel != "topology.allot.dev/rack" {
+		t.Fatalf("topology: %v %+v", err, topo)
+	}
+	for _, n := range nodes.Items {
+		if n.Labels["topology.allot.dev/rack"] != "rack-1" || n.Labels["topology.allot.dev/block"] != "block-1" {
+			t.Errorf("node %s labels %v, want rack-1 in block-1", n.Name, n.Labels)
+		}
 	}
 	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
 		pods, err := client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{})
@@ -177,6 +224,30 @@ func TestUpFailGPU(t *testing.T) {
 func regexpMatch(pattern, s string) bool { return regexp.MustCompile(pattern).MatchString(s) }
 
 // A --fail-gpu that names no simulated GPU is refused before anything starts.
+// TestUpRefusesBadHistoryAndTopology: each flag names what it takes, before anything
+// starts.
+func TestUpRefusesBadHistoryAndTopology(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--fair-share-history", "strong"}, `--fair-share-history "strong" is not allowed: STRENGTH[:HALF-LIFE]`},
+		{[]string{"--fair-share-history", "1:forever"}, "the half-life after the colon is a positive duration"},
+		{[]string{"--topology", "rack,rack"}, `--topology "rack,rack" is not allowed: distinct level names, narrowest first`},
+	} {
+		cmd := NewRoot()
+		cmd.SetOut(io.Discard)
+		cmd.SetErr(io.Discard)
+		cmd.SetArgs(append([]string{"up", "--data-dir", t.TempDir()}, c.args...))
+		if err := cmd.Execute(); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("allot up %v: %v, want %q", c.args, err, c.want)
+		}
+	}
+	if s, h, err := parseHistory("0.5:72h"); err != nil || s != 0.5 || h != 72*time.Hour {
+		t.Errorf("0.5:72h read as %v %v %v", s, h, err)
+	}
+}
+
 func TestUpRefusesAFailGPUItDoesNotHave(t *testing.T) {
 	cmd := NewRoot()
 	var out bytes.Buffer

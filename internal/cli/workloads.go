@@ -37,7 +37,12 @@ Job of N workers with a headless Service (worker i is NAME-i.NAME) started as on
   allot submit notebook -p team-a -i jupyter/base -g 0.5 --interactive --port 8888
   allot submit ddp -p team-d -i pytorch/pytorch -g 4 --workers 2 -- torchrun train.py
   allot submit llm -p team-c -i vllm/vllm-openai -g 1 --inference --port 8000`,
-		Args: cobra.MinimumNArgs(1),
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 || cmd.ArgsLenAtDash() == 0 {
+				return fmt.Errorf("a NAME for the workload is required: allot submit NAME -p QUEUE -i IMAGE [flags] [-- COMMAND ARGS…]")
+			}
+			return nil
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			s.Name = args[0]
 			if dash := cmd.ArgsLenAtDash(); dash >= 0 {
@@ -221,7 +226,13 @@ func newListCmd() *cobra.Command {
 		Use:     "list",
 		GroupID: "work",
 		Short:   "List workloads: name, queue, type, status, GPUs, pods, node, age",
-		Args:    cobra.NoArgs,
+		Long: `List workloads: name, queue, type, status, GPUs, pods, node, age.
+
+GPUS is held/requested: 0/8 is a job asking for 8 GPUs that holds none yet, 0.5/0.5 a
+notebook running on half a GPU. PODS is running/(running and waiting), as kubectl's READY
+reads: 2/4 is a job with two pods running and two waiting. The dashboard writes both the
+same way.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := outputFormat(output, true); err != nil {
 				return err
@@ -232,6 +243,12 @@ func newListCmd() *cobra.Command {
 			ns := c.ns
 			if all {
 				ns = ""
+			}
+			if queue != "" {
+				// A misspelt queue would list nothing and look like an empty queue.
+				if names := inspect.QueueNames(cmd.Context(), c.allot); !slices.Contains(names, queue) {
+					return fmt.Errorf("queue %q does not exist; queues: %s", queue, strings.Join(names, ", "))
+				}
 			}
 			for {
 				ws, err := inspect.Workloads(cmd.Context(), c.client, ns, queue)
@@ -277,8 +294,8 @@ func printWorkloads(cmd *cobra.Command, ws []inspect.Workload, output string, na
 		if len(w.Nodes) > 0 {
 			node = strings.Join(w.Nodes, ",")
 		}
-		row := fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s (%s)\t%d (%d)\t%s\t%s", w.Name, w.Kind, w.Queue, w.Type, w.Status,
-			gpuAmount(w.GPUs), gpuAmount(w.Requested), w.Running, w.Pending, node, age(w.Created))
+		row := fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s/%s\t%d/%d\t%s\t%s", w.Name, w.Kind, w.Queue, w.Type, w.Status,
+			gpuAmount(w.GPUs), gpuAmount(w.Requested), w.Running, w.Running+w.Pending, node, age(w.Created))
 		if namespaces {
 			row = w.Namespace + "\t" + row
 		}

@@ -5,7 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -139,8 +141,12 @@ func TestSubmitListDescribeDelete(t *testing.T) {
 				t.Fatalf("listed %+v, want type %s with %v GPUs on a node", w, c.typ, c.gpus)
 			}
 			table := e.must(t, "list")
-			if !strings.Contains(table, c.name) || !strings.Contains(table, "NAME  ") {
-				t.Fatalf("table:\n%s", table)
+			// GPUS held/requested and PODS running/(running and waiting), as the
+			// dashboard writes them, never "1 (1)".
+			gpus, pods := gpuAmount(c.gpus)+"/"+gpuAmount(c.gpus), fmt.Sprintf("%d/%d", c.pods, c.pods)
+			if !regexp.MustCompile(`(?m)^`+regexp.QuoteMeta(c.name)+`\s.*\s`+regexp.QuoteMeta(gpus)+`\s+`+regexp.QuoteMeta(pods)+`\s`).MatchString(table) ||
+				!strings.Contains(table, "NAME  ") {
+				t.Fatalf("table, want %s with GPUS %s and PODS %s:\n%s", c.name, gpus, pods, table)
 			}
 			d := e.must(t, "describe", c.name)
 			for _, want := range append(c.descrParts, "Status:     Running", w.Nodes[0]) {
@@ -232,7 +238,7 @@ func TestCLIErrorsSayWhatToDo(t *testing.T) {
 		want string
 	}{
 		{[]string{"submit", "x", "-p", "team-z", "-i", "a"}, `queue "team-z" does not exist; queues: team-a, team-b, team-c, team-d`},
-		{[]string{"submit", "x", "-p", "team-a", "-i", "a", "-g", "1.5"}, `-g/--gpu "1.5" is not allowed: a fraction between 0 and 1 (such as 0.5) or a whole number of GPUs`},
+		{[]string{"submit", "x", "-p", "team-a", "-i", "a", "-g", "1.5"}, `-g/--gpu "1.5" is not allowed: a fraction between 0 and 1 (such as 0.5), a whole number of GPUs, or 0 for none`},
 		{[]string{"submit", "x", "-i", "a"}, "-p/--queue is required (or set a default: allot config queue NAME)"},
 		{[]string{"describe", "nothing"}, `no workload "nothing" in namespace default`},
 		{[]string{"list", "-o", "csv"}, `-o "csv" is not allowed: table, json, yaml, wide`},
@@ -247,6 +253,12 @@ func TestCLIErrorsSayWhatToDo(t *testing.T) {
 		{[]string{"queue", "create", "q", "--quota", "1.5"}, `--quota "1.5" is not allowed: a whole number (GPUs guaranteed)`},
 		{[]string{"queue", "create", "q"}, `required flag(s) "quota" not set`},
 		{[]string{"queue", "create", "q", "--quota", "1", "--reclaim-min-runtime", "a while"}, `--reclaim-min-runtime "a while" is not allowed: a duration such as 10m or 1h30m`},
+		// The first hour's slips: each says what was meant.
+		{[]string{"list", "-p", "tema-a"}, `queue "tema-a" does not exist; queues: team-a, team-b, team-c, team-d`},
+		{[]string{"submit"}, "a NAME for the workload is required: allot submit NAME -p QUEUE -i IMAGE"},
+		{[]string{"submit", "--", "python", "x.py"}, "a NAME for the workload is required"},
+		{[]string{"queue", "create", "q", "--quota", "1", "--limit", "-1"}, `--limit "-1" is not allowed: a whole number of GPUs, 0 or more; for no cap leave --limit out`},
+		{[]string{"config", "queue", "tema-a", "--kubeconfig", e.kubeconfig}, `queue "tema-a" does not exist; queues: team-a, team-b, team-c, team-d`},
 	} {
 		out, err := e.run(t, c.args...)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
@@ -275,6 +287,20 @@ func TestCLIErrorsSayWhatToDo(t *testing.T) {
 	e.must(t, "config", "queue", "team-a")
 	if out := e.must(t, "submit", "x", "-i", "a", "--dry-run"); !strings.Contains(out, "allot.dev/queue: team-a") {
 		t.Fatalf("dry run with the default queue:\n%s", out)
+	}
+	// -g 0 is a job without GPUs, not "not a whole number".
+	if out := e.must(t, "submit", "cpu-only", "-p", "team-a", "-i", "a", "-g", "0", "--dry-run"); strings.Contains(out, "nvidia.com/gpu") {
+		t.Fatalf("-g 0 asked for GPUs:\n%s", out)
+	}
+	// No kubeconfig: where it was looked for and how to get one, not client-go's
+	// KUBERNETES_MASTER.
+	root = NewRoot()
+	root.SetArgs([]string{"list", "--kubeconfig", filepath.Join(e.Dir, "no-such-kubeconfig")})
+	root.SetOut(io.Discard)
+	root.SetErr(io.Discard)
+	if err := root.ExecuteContext(e.Ctx); err == nil || strings.Contains(err.Error(), "KUBERNETES_MASTER") ||
+		!strings.Contains(err.Error(), "no kubeconfig at "+filepath.Join(e.Dir, "no-such-kubeconfig")+"; allot up starts a cluster") {
+		t.Fatalf("no kubeconfig: %v", err)
 	}
 	// No cluster: the kubeconfig and server tried are named.
 	root = NewRoot()
@@ -312,7 +338,8 @@ func TestSuspendResumeQueuesAndLogs(t *testing.T) {
 		}
 		return false, out
 	})
-	if _, err := e.run(t, "logs", "sweep"); err == nil || !strings.Contains(err.Error(), "simulated nodes of allot up run no containers") {
+	if _, err := e.run(t, "logs", "sweep"); err == nil || !strings.Contains(err.Error(), "a simulated node of allot up, and simulated nodes run no containers") ||
+		strings.Contains(err.Error(), "preferred addresses") {
 		t.Fatalf("logs on a simulated node: %v", err)
 	}
 	e.must(t, "suspend", "sweep")
@@ -394,7 +421,7 @@ func (e *cliEnv) names(t *testing.T) []string {
 	return out
 }
 
-// TestKubectlMadeWorkloads: the README's examples applied with kubectl (a Job of two
+// TestKubectlMadeWorkloads: docs/cluster.md's examples applied with kubectl (a Job of two
 // workers with its Service, a bare pod, a Deployment of two replicas) are listed under
 // their own names and kinds, described with their own events only, suspended, resumed and
 // deleted like the workloads of allot submit; a Deployment stays one workload through a
@@ -423,7 +450,7 @@ func TestKubectlMadeWorkloads(t *testing.T) {
 		t.Fatalf("describe ll: %v", err)
 	}
 	// logs finds the pod of a kubectl-made workload (the simulated nodes have no kubelet logs).
-	if _, err := e.run(t, "logs", "train-resnet"); err == nil || !strings.Contains(err.Error(), "logs of train-resnet:") {
+	if _, err := e.run(t, "logs", "train-resnet"); err == nil || !strings.Contains(err.Error(), "no logs for train-resnet") {
 		t.Fatalf("logs train-resnet: %v", err)
 	}
 	d := e.must(t, "describe", "llm")

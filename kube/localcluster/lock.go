@@ -37,3 +37,16 @@ func lockDir(dir string) (*os.File, error) {
 	_, _ = f.WriteAt([]byte(fmt.Sprint(os.Getpid())), 0)
 	return f, nil
 }
+
+// CheckDataDir says whether dir is free for a control plane, before anything else is set
+// up in it (Start takes it for good).
+func CheckDataDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	f, err := lockDir(dir)
+	if err != nil {
+		return err
+	}
+	return f.Close()
+}

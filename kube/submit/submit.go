@@ -196,12 +196,15 @@ func (s Spec) podSpec() (corev1.PodSpec, map[string]string, error) {
 		ann[v1alpha1.AnnotationGPUMemory] = s.GPUMemory
 	case gpus != "":
 		f, err := strconv.ParseFloat(gpus, 64)
-		if err != nil || f <= 0 || (f > 1 && f != math.Trunc(f)) {
-			return corev1.PodSpec{}, nil, fmt.Errorf("-g/--gpu %q is not allowed: a fraction between 0 and 1 (such as 0.5) or a whole number of GPUs", gpus)
+		if err != nil || f < 0 || math.IsInf(f, 0) || (f > 1 && f != math.Trunc(f)) {
+			return corev1.PodSpec{}, nil, fmt.Errorf("-g/--gpu %q is not allowed: a fraction between 0 and 1 (such as 0.5), a whole number of GPUs, or 0 for none", gpus)
 		}
-		if f < 1 {
+		switch {
+		case f == 0:
+			// No GPU, as leaving -g out: a CPU-only job of the queue.
+		case f < 1:
 			ann[v1alpha1.AnnotationGPUFraction] = gpus
-		} else {
+		default:
 			c.Resources.Limits[v1alpha1.GPUResource] = *resource.NewQuantity(int64(f), resource.DecimalSI)
 		}
 	}

@@ -1,6 +1,7 @@
 package submit
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -62,8 +63,8 @@ func TestRefusals(t *testing.T) {
 	}{
 		{func(s *Spec) { s.Name = "Bad_Name" }, `NAME "Bad_Name" is not allowed`},
 		{func(s *Spec) { s.Queue = "" }, "-p/--queue is required"},
-		{func(s *Spec) { s.GPUs = "1.5" }, `-g/--gpu "1.5" is not allowed: a fraction between 0 and 1 (such as 0.5) or a whole number of GPUs`},
-		{func(s *Spec) { s.GPUs = "0" }, `-g/--gpu "0" is not allowed`},
+		{func(s *Spec) { s.GPUs = "1.5" }, `-g/--gpu "1.5" is not allowed: a fraction between 0 and 1 (such as 0.5), a whole number of GPUs, or 0 for none`},
+		{func(s *Spec) { s.GPUs = "-1" }, `-g/--gpu "-1" is not allowed: a fraction between 0 and 1 (such as 0.5), a whole number of GPUs, or 0 for none`},
 		{func(s *Spec) { s.GPUs, s.GPUMemory = "1", "8Gi" }, "are both set"},
 		{func(s *Spec) { s.GPUCompute = 30 }, "--gpu-compute needs a shared GPU"},
 		{func(s *Spec) { s.Workers, s.MinWorkers = 2, 3 }, "--min-workers needs --workers and is at most it"},
@@ -78,5 +79,20 @@ func TestRefusals(t *testing.T) {
 		if _, err := s.Objects(); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("got %v, want %q", err, c.want)
 		}
+	}
+}
+
+// TestNoGPU: -g 0 is a job without GPUs, as leaving -g out is (it used to be refused as
+// "not a whole number"), in the queue all the same.
+func TestNoGPU(t *testing.T) {
+	s := base()
+	s.GPUs = "0"
+	objs, err := s.Objects()
+	if err != nil {
+		t.Fatal(err)
+	}
+	y := fmt.Sprint(objs)
+	if strings.Contains(y, "nvidia.com/gpu") || strings.Contains(y, v1alpha1.AnnotationGPUFraction) || !strings.Contains(y, s.Queue) {
+		t.Fatalf("-g 0 made %s", y)
 	}
 }
