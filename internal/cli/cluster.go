@@ -94,11 +94,11 @@ func (c *conn) connect(ctx context.Context) error {
 	rc, err := c.flags.ToRESTConfig()
 	if err != nil {
 		path := c.kubeconfigPath()
+		// client-go's own words name KUBERNETES_MASTER, a variable nothing reads any more.
+		if !anyExists(filepath.SplitList(path)) {
+			return fmt.Errorf("no cluster configured: no kubeconfig at %s; allot up starts a cluster and prints the kubeconfig it writes, or pass --kubeconfig", path)
+		}
 		if clientcmd.IsEmptyConfig(err) {
-			// client-go's own words name KUBERNETES_MASTER, a variable nothing reads any more.
-			if _, statErr := os.Stat(path); statErr != nil {
-				return fmt.Errorf("no cluster configured: no kubeconfig at %s; allot up starts a cluster and prints the kubeconfig it writes, or pass --kubeconfig", path)
-			}
 			return fmt.Errorf("no cluster configured: the kubeconfig %s names no cluster (no current context); pass --kubeconfig or --context", path)
 		}
 		return fmt.Errorf("no cluster configured: %w (tried kubeconfig %s; allot up writes one, or pass --kubeconfig)", err, path)
@@ -246,4 +246,14 @@ func bar(used, mark, total float64, width int) string {
 	cells := func(v float64) int { return min(width, int(v/total*float64(width)+0.5)) }
 	in, over := cells(min(used, mark)), cells(used)-cells(min(used, mark))
 	return "[" + strings.Repeat("█", in) + strings.Repeat("▒", over) + strings.Repeat("·", max(0, width-in-over)) + "]"
+}
+
+// anyExists tells whether any of the files exists (KUBECONFIG may list several).
+func anyExists(paths []string) bool {
+	for _, p := range paths {
+		if _, err := os.Stat(p); err == nil {
+			return true
+		}
+	}
+	return false
 }

@@ -98,7 +98,7 @@ func TestUpDemo(t *testing.T) {
 	tried := 0
 	for _, line := range strings.Split(next, "\n") {
 		if f := strings.Fields(line); len(f) > 1 && f[0] == "allot" {
-			if c, rest, err := NewRoot().Find(f[1:]); err != nil || c.Name() != f[1] || (len(rest) > 0 && !strings.HasPrefix(rest[0], "-") && c.Args != nil && c.Args(c, rest) != nil) {
+			if c, _, err := NewRoot().Find(f[1:]); err != nil || c.Name() != f[1] {
 				t.Errorf("next step %q is not a command: %v", line, err)
 			}
 			tried++
