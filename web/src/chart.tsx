@@ -2,16 +2,9 @@ import { useEffect, useRef } from "preact/hooks";
 import uPlot from "uplot";
 import "uplot/dist/uPlot.min.css";
 import type { Sample } from "./api";
+import { timeIncrs, timeLabels, timeRange } from "./clock";
 
 export interface Line { label: string; color: string; dash?: boolean; fill?: boolean; value: (s: Sample) => number | null }
-
-// clock labels the time axis in hours and minutes, and seconds when the ticks are closer
-// than a minute (a history only minutes long), so that no two labels read the same.
-function clock(v: number, seconds: boolean): string {
-  const d = new Date(v * 1000);
-  const two = (n: number) => String(n).padStart(2, "0");
-  return `${two(d.getHours())}:${two(d.getMinutes())}` + (seconds ? `:${two(d.getSeconds())}` : "");
-}
 
 // TimeChart draws lines over the history samples. The chart is made once and given new
 // data on every state, so a live page does not flicker.
@@ -28,14 +21,23 @@ export function TimeChart({ history, lines, height = 180, title }: { history: Sa
     const opts: uPlot.Options = {
       width: Math.max(240, el.clientWidth),
       height,
-      scales: { y: { range: (_u, _min, max) => [0, Math.max(1, Math.ceil(max * 1.1))] } },
-      // Ticks at least 80 px apart, so that labels never overlap.
+      scales: {
+        x: { range: (u, min, max) => timeRange(u.data?.[0] ?? [], min, max) },
+        y: { range: (_u, _min, max) => [0, Math.max(1, Math.ceil(max * 1.1))] },
+      },
+      // Ticks at least 80 px apart, so that labels never overlap, in whole seconds or more,
+      // labelled on a 24-hour clock (clock.ts): never two alike, whatever the history spans.
       // The labels drawn (on the canvas) are also kept on the element, for the tests to read.
-      axes: [{ space: 80, values: (_u, ticks, _axis, _space, incr) => {
-        const labels = ticks.map((v) => clock(v, incr < 60));
-        el.dataset.xticks = labels.join("|");
-        return labels;
-      } }, { label: "GPUs", size: 48 }],
+      axes: [{
+        space: 80, incrs: timeIncrs,
+        values: (u, ticks, _axis, _space, incr) => {
+          const labels = timeLabels(ticks, incr, u.scales.x.min ?? 0, u.scales.x.max ?? 0);
+          el.dataset.xticks = labels.join("|");
+          return labels;
+        },
+        // Room for a second line where the labels carry their date.
+        size: (_u, values) => (values?.some((v) => String(v).includes("\n")) ? 62 : 50),
+      }, { label: "GPUs", size: 48 }],
       series: [{}, ...lines.map((l) => ({ label: l.label, stroke: l.color, width: l.dash ? 2.5 : 2,
         dash: l.dash ? [7, 5] : undefined, fill: l.fill ? l.color + "26" : undefined }))],
       // The chart's own key (below) says which line is which, with its stroke.
