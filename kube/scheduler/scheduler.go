@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/allot-dev/allot/engine"
+	allotclient "github.com/allot-dev/allot/kube/client"
 	"github.com/allot-dev/allot/kube/client/clientset/versioned"
 	"github.com/allot-dev/allot/kube/podfit"
 )
@@ -148,10 +149,8 @@ func New(rc *rest.Config, opts Options) (*Scheduler, error) {
 	// make it crawl. The API server's own priority and fairness still protects it.
 	rc.QPS, rc.Burst = 2000, 4000
 	rc.Wrap(withDeadlines(CallTimeout))
-	// Custom resources are served in JSON only (whatever the caller's config asks).
-	arc := rest.CopyConfig(rc)
-	arc.ContentType, arc.AcceptContentTypes = runtime.ContentTypeJSON, runtime.ContentTypeJSON
-	allot, err := versioned.NewForConfig(arc)
+	allot, err := allotclient.NewForConfig(rc) // JSON, whatever rc asks
+
 	if err != nil {
 		return nil, err
 	}

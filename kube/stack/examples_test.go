@@ -133,7 +133,7 @@ func TestExamplesRun(t *testing.T) {
 	installCRD(t, e, "kubeflow.org", "v1", "PyTorchJob", "pytorchjobs")
 	installCRD(t, e, "kubeflow.org", "v2beta1", "MPIJob", "mpijobs")
 	// The workload controller looks for the CRDs when it starts: start one that sees them.
-	go workload.New(e.Client, e.Dyn).Run(e.Ctx)
+	go workload.New(e.Client, e.Dyn, e.Allot).Run(e.Ctx)
 	for file, want := range map[string]struct {
 		name, queue string
 		min         int64

@@ -15,7 +15,7 @@ import (
 // queries is one the process exports at /metrics, so the dashboard cannot drift from the
 // code.
 func TestGrafanaDashboardUsesRealSeries(t *testing.T) {
-	m, _ := newMetrics(workload.New(nil, nil))
+	m, _ := newMetrics(workload.New(nil, nil, nil))
 	// Describe names every series, also the labelled ones no sample has touched yet.
 	descs := make(chan *prometheus.Desc)
 	go func() { m.Registry.Describe(descs); close(descs) }()

@@ -53,8 +53,12 @@ func Run(ctx context.Context, rc *rest.Config, opts Options) error {
 	if err != nil {
 		return err
 	}
+	allot, err := allotclient.NewForConfig(rc)
+	if err != nil {
+		return err
+	}
 	var hooks *admission.Metrics
-	gangs := workload.New(client, dyn)
+	gangs := workload.New(client, dyn, allot)
 	if opts.Metrics != nil {
 		var m *scheduler.Metrics
 		m, hooks = newMetrics(gangs)
@@ -71,10 +75,6 @@ func Run(ctx context.Context, rc *rest.Config, opts Options) error {
 		go func() { <-ctx.Done(); _ = srv.Close() }()
 	}
 	if opts.Webhook != nil {
-		allot, err := allotclient.NewForConfig(rc)
-		if err != nil {
-			return err
-		}
 		view, err := admission.NewView(ctx, client, allot)
 		if err != nil {
 			return err

@@ -7,7 +7,11 @@ package workload
 import (
 	"context"
 	"log/slog"
+	"math"
 	"strconv"
+
+	"github.com/allot-dev/allot/kube/client/clientset/versioned"
+	allotinformers "github.com/allot-dev/allot/kube/client/informers/externalversions"
 
 	batchv1 "k8s.io/api/batch/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -28,8 +32,6 @@ import (
 	"github.com/allot-dev/allot/kube/convert"
 )
 
-var podGroupsGVR = v1alpha1.PodGroups
-
 // kind is a custom workload kind Allot groups when its CRD is installed.
 type kind struct {
 	gvr  schema.GroupVersionResource
@@ -48,15 +50,16 @@ var customKinds = []kind{
 // Controller keeps the PodGroups of gang workloads.
 type Controller struct {
 	client kubernetes.Interface
-	dyn    dynamic.Interface
+	dyn    dynamic.Interface   // other projects' workloads (JobSets, PyTorchJobs, MPIJobs)
+	allot  versioned.Interface // Allot's PodGroups
 	// groups caches the PodGroups, so that a Job's status updates cost no API call.
 	groups cache.SharedIndexInformer
 	writes *prometheus.CounterVec
 }
 
 // New returns a controller.
-func New(client kubernetes.Interface, dyn dynamic.Interface) *Controller {
-	return &Controller{client: client, dyn: dyn, writes: prometheus.NewCounterVec(prometheus.CounterOpts{
+func New(client kubernetes.Interface, dyn dynamic.Interface, allot versioned.Interface) *Controller {
+	return &Controller{client: client, dyn: dyn, allot: allot, writes: prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "allot_workload_pod_group_writes_total",
 		Help: "PodGroups the workload controller created or corrected, by action (create, update) and result (ok, error).",
 	}, []string{"action", "result"})}
@@ -86,7 +89,8 @@ func (c *Controller) Run(ctx context.Context) {
 	}
 	_, _ = jobs.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: onJob, UpdateFunc: func(_, n any) { onJob(n) }})
 	df := dynamicinformer.NewDynamicSharedInformerFactory(c.dyn, 0)
-	c.groups = df.ForResource(podGroupsGVR).Informer()
+	af := allotinformers.NewSharedInformerFactory(c.allot, 0)
+	c.groups = af.Allot().V1alpha1().PodGroups().Informer()
 	for _, k := range customKinds {
 		if !c.served(k.gvr) {
 			continue
@@ -103,6 +107,7 @@ func (c *Controller) Run(ctx context.Context) {
 		_, _ = df.ForResource(k.gvr).Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: on, UpdateFunc: func(_, n any) { on(n) }})
 	}
 	// The cache of PodGroups first: ensure reads it (and falls back to the API before sync).
+	af.Start(ctx.Done())
 	df.Start(ctx.Done())
 	if !cache.WaitForCacheSync(ctx.Done(), c.groups.HasSynced) {
 		return
@@ -191,9 +196,9 @@ func (c *Controller) ensure(ctx context.Context, ns, name string, labels, annota
 			topology[k] = v
 		}
 	}
-	sameTopology := func(u *unstructured.Unstructured) bool {
+	sameTopology := func(pg *v1alpha1.PodGroup) bool {
 		for _, k := range convert.TopologyAnnotations {
-			if u.GetAnnotations()[k] != topology[k] {
+			if pg.Annotations[k] != topology[k] {
 				return false
 			}
 		}
@@ -208,36 +213,33 @@ func (c *Controller) ensure(ctx context.Context, ns, name string, labels, annota
 	if queue == "" {
 		return // no queue: the admission webhook refuses the pods and says why
 	}
-	if o, ok, _ := c.groups.GetStore().GetByKey(ns + "/" + name); ok {
-		u := o.(*unstructured.Unstructured)
-		m, _, _ := unstructured.NestedInt64(u.Object, "spec", "minMember")
-		q, _, _ := unstructured.NestedString(u.Object, "spec", "queue")
-		if m == minMember && q == queue && sameTopology(u) {
-			return // as it should be: no API call
-		}
+	if minMember > math.MaxInt32 {
+		minMember = math.MaxInt32 // the scheduler says the gang is too large, by its size
 	}
-	groups := c.dyn.Resource(podGroupsGVR).Namespace(ns)
+	min := int32(minMember)
+	asItShouldBe := func(pg *v1alpha1.PodGroup) bool {
+		return pg.Spec.MinMember == min && pg.Spec.Queue == queue && sameTopology(pg)
+	}
+	if o, ok, _ := c.groups.GetStore().GetByKey(ns + "/" + name); ok && asItShouldBe(o.(*v1alpha1.PodGroup)) {
+		return // as it should be: no API call
+	}
+	groups := c.allot.AllotV1alpha1().PodGroups(ns)
 	cur, err := groups.Get(ctx, name, metav1.GetOptions{})
 	if err == nil {
-		m, _, _ := unstructured.NestedInt64(cur.Object, "spec", "minMember")
-		q, _, _ := unstructured.NestedString(cur.Object, "spec", "queue")
-		if m == minMember && q == queue && sameTopology(cur) {
+		if asItShouldBe(cur) {
 			return
 		}
-		_ = unstructured.SetNestedField(cur.Object, minMember, "spec", "minMember")
-		_ = unstructured.SetNestedField(cur.Object, queue, "spec", "queue")
-		ann := cur.GetAnnotations()
-		if ann == nil {
-			ann = map[string]string{}
+		cur.Spec.MinMember, cur.Spec.Queue = min, queue
+		if cur.Annotations == nil {
+			cur.Annotations = map[string]string{}
 		}
 		for _, k := range convert.TopologyAnnotations {
 			if v, ok := topology[k]; ok {
-				ann[k] = v
+				cur.Annotations[k] = v
 			} else {
-				delete(ann, k)
+				delete(cur.Annotations, k)
 			}
 		}
-		cur.SetAnnotations(ann)
 		_, err := groups.Update(ctx, cur, metav1.UpdateOptions{})
 		c.wrote("update", err)
 		if err != nil && !apierrors.IsConflict(err) {
@@ -251,14 +253,12 @@ func (c *Controller) ensure(ctx context.Context, ns, name string, labels, annota
 	}
 	owner.Controller = new(bool)
 	*owner.Controller = true
-	pg := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": v1alpha1.GroupVersion.String(), "kind": "PodGroup",
-		"metadata": map[string]any{"name": name, "namespace": ns,
-			"labels": map[string]any{v1alpha1.LabelQueue: queue}},
-		"spec": map[string]any{"minMember": minMember, "queue": queue}}}
-	pg.SetOwnerReferences([]metav1.OwnerReference{owner})
+	pg := &v1alpha1.PodGroup{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{v1alpha1.LabelQueue: queue},
+			OwnerReferences: []metav1.OwnerReference{owner}},
+		Spec: v1alpha1.PodGroupSpec{MinMember: min, Queue: queue}}
 	if len(topology) > 0 {
-		pg.SetAnnotations(topology)
+		pg.Annotations = topology
 	}
 	_, err = groups.Create(ctx, pg, metav1.CreateOptions{})
 	c.wrote("create", err)
