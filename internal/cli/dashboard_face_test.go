@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
+
 	"github.com/allot-dev/allot/internal/browsertest"
 )
 
@@ -249,6 +251,56 @@ func TestDashboardFaceTimeAxis(t *testing.T) {
 			if i == 0 && (s.span == 0 || s.span == 23*time.Hour || s.span == 36*time.Hour || s.span == 3*24*time.Hour) {
 				b.Screenshot(t, fmt.Sprintf("queues-%dmin", int(s.span.Minutes())))
 			}
+		}
+	}
+}
+
+// TestDashboardFaceNodeRow: at 1280 px an 8-GPU node's GPUs stand on one row (they
+// wrapped 7 + 1); narrower, they wrap into even rows (4 + 4, 3 + 3 + 2, …), never with
+// one GPU alone under the others, and never past the node's card.
+func TestDashboardFaceNodeRow(t *testing.T) {
+	b := browsertest.Start(t, 1280, 800)
+	_, real := faceUp(t)
+	b.Open(t, real+"#/nodes")
+	b.WaitText(t, "article.node", "two nodes of 8 GPUs", browsertest.Contains("dgx-1", "dgx-2"))
+	rows := func() map[string][]int {
+		t.Helper()
+		return browsertest.Eval[map[string][]int](t, b, `Object.fromEntries(Array.from(document.querySelectorAll("article.node")).map(n => {
+			const tops = Array.from(n.querySelectorAll(".gpu")).map(g => g.offsetTop);
+			const right = n.getBoundingClientRect().right;
+			const over = Array.from(n.querySelectorAll(".gpu")).filter(g => g.getBoundingClientRect().right > right + 0.5).length;
+			const rows = [...new Set(tops)].map(t => tops.filter(x => x === t).length);
+			return [n.dataset.node, over > 0 ? [-over] : rows] }))`)
+	}
+	width := browsertest.Eval[int](t, b, `document.documentElement.clientWidth`)
+	t.Logf("window 1280x800: page %d px wide", width)
+	for node, r := range rows() {
+		if len(r) != 1 || r[0] != 8 {
+			t.Errorf("at 1280 px, %s's 8 GPUs stand in rows of %v, want one row of 8", node, r)
+		}
+	}
+	b.Screenshot(t, "nodes-1280")
+	for _, w := range []int{1440, 1100, 1000, 900, 800, 700, 600, 500, 400, 340} {
+		if err := chromedp.Do(b.Ctx, chromedp.EmulateViewport(int64(w), 800)); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(300 * time.Millisecond)
+		for node, r := range rows() {
+			least, most := r[0], r[0]
+			for _, n := range r {
+				least, most = min(least, n), max(most, n)
+			}
+			switch {
+			case least < 0:
+				t.Errorf("at %d px, %d of %s's GPUs stand past its card", w, -least, node)
+			case w >= 1280 && len(r) != 1:
+				t.Errorf("at %d px, %s's 8 GPUs stand in rows of %v, want one row", w, node, r)
+			case most-least > 1:
+				t.Errorf("at %d px, %s's 8 GPUs stand in rows of %v: uneven", w, node, r)
+			}
+		}
+		if w == 900 || w == 500 {
+			b.Screenshot(t, fmt.Sprintf("nodes-%d", w))
 		}
 	}
 }

@@ -1,3 +1,5 @@
+import type { ComponentChildren } from "preact";
+import { useLayoutEffect, useRef, useState } from "preact/hooks";
 import type { GPU, Node, State } from "./api";
 import { fmt, IdleBelow } from "./api";
 import type { Colours } from "./colours";
@@ -40,6 +42,35 @@ function Cell({ g, c }: { g: GPU; c: Colours }) {
   );
 }
 
+// MinCell is the least width of a GPU's cell, in px (as in app.css): at 1280 px an 8-GPU
+// node's GPUs stand on one row.
+const MinCell = 128;
+
+// columns is how many GPU cells a row of a node's grid holds, for n GPUs in width px with
+// gap px between cells: as many as fit, where all n fit on one row (so every node's cells
+// are the same width); where they do not, rows as even as can be: 8 GPUs as 4 + 4 rather
+// than 7 + 1, or 3 + 3 + 2 rather than 6 + 2.
+export function columns(n: number, width: number, gap: number): number {
+  const fit = Math.max(1, Math.floor((width + gap) / (MinCell + gap)));
+  return n <= fit ? fit : Math.ceil(n / Math.ceil(n / fit));
+}
+
+// Gpus is a node's grid of GPU cells, its columns fitted to its width as it changes.
+function Gpus({ n, children }: { n: number; children: ComponentChildren }) {
+  const box = useRef<HTMLDivElement>(null);
+  const [cols, setCols] = useState(0);
+  useLayoutEffect(() => {
+    const el = box.current!;
+    const fit = () => setCols(columns(n, el.clientWidth, parseFloat(getComputedStyle(el).columnGap) || 0));
+    fit();
+    const watch = new ResizeObserver(fit);
+    watch.observe(el);
+    return () => watch.disconnect();
+  }, [n]);
+  return <div class="gpus" ref={box} data-columns={cols || undefined}
+    style={cols ? { gridTemplateColumns: `repeat(${cols}, minmax(0, 1fr))` } : undefined}>{children}</div>;
+}
+
 function NodeCard({ n, c }: { n: Node; c: Colours }) {
   const free = n.gpus.length - n.allocated;
   return (
@@ -51,7 +82,7 @@ function NodeCard({ n, c }: { n: Node; c: Colours }) {
         <span class={`node-free ${free > 0 ? "has-free" : ""}`}>{fmt(n.allocated)}/{n.gpus.length} allocated · {fmt(free)} free</span>
       </header>
       {n.sharingWarning && <p class="node-warning" role="note" data-sharing-warning>{n.sharingWarning}</p>}
-      <div class="gpus">{n.gpus.map((g) => <Cell g={g} c={c} key={g.index} />)}</div>
+      <Gpus n={n.gpus.length}>{n.gpus.map((g) => <Cell g={g} c={c} key={g.index} />)}</Gpus>
     </article>
   );
 }
