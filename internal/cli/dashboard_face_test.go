@@ -18,6 +18,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/allot-dev/allot/internal/browsertest"
+	"github.com/allot-dev/allot/kube/inspect"
 )
 
 // The dashboard's face: what a new user met in the first hour with `allot up --demo`
@@ -303,4 +304,62 @@ func TestDashboardFaceNodeRow(t *testing.T) {
 			b.Screenshot(t, fmt.Sprintf("nodes-%d", w))
 		}
 	}
+}
+
+// TestDashboardFaceClock: a workload's timeline and events say their times on the same
+// 24-hour clock as the charts (they used the browser's 12-hour default: "1:05:07 PM").
+func TestDashboardFaceClock(t *testing.T) {
+	b := browsertest.Start(t, 1280, 800)
+	up, real := faceUp(t)
+	var job string
+	deadline := time.Now().Add(90 * time.Second)
+	for job == "" {
+		out, err := runAllot(up.ctx, up.kubeconfig, "list", "-o", "json")
+		var ws []inspect.Workload
+		if err == nil && json.Unmarshal([]byte(out), &ws) == nil {
+			for _, w := range ws {
+				if strings.HasPrefix(w.Name, "team-a-") && w.Status == "Running" {
+					job = w.Name
+					break
+				}
+			}
+		}
+		if job == "" {
+			if time.Now().After(deadline) {
+				t.Fatalf("no team-a job runs: %s %v", out, err)
+			}
+			time.Sleep(300 * time.Millisecond)
+		}
+	}
+	b.Open(t, real+"#/workloads/default/"+job)
+	b.WaitText(t, ".timeline", job+"'s timeline", browsertest.Contains("Submitted", "Started"))
+	clock := regexp.MustCompile(`^(\d{1,2} [A-Z][a-z]{2} )?(\d{2}:\d{2}:\d{2})$`)
+	check := func(what, sel string) int {
+		t.Helper()
+		got := browsertest.Eval[[]string](t, b, `Array.from(document.querySelectorAll(`+strconv.Quote(sel)+`)).map(e =>
+			((e.querySelector("time") || e).getAttribute("datetime") || "") + "=" + e.textContent)`)
+		for _, g := range got {
+			iso, text, _ := strings.Cut(g, "=")
+			m := clock.FindStringSubmatch(text)
+			if m == nil {
+				t.Errorf("%s time %q: want a 24-hour HH:MM:SS (no AM/PM)", what, text)
+				continue
+			}
+			if iso == "" {
+				continue
+			}
+			at, err := time.Parse(time.RFC3339, iso)
+			if err != nil {
+				t.Errorf("%s time's datetime %q: %v", what, iso, err)
+			} else if want := at.Local().Format("15:04:05"); m[2] != want {
+				t.Errorf("%s time %q for %s: want %s", what, text, iso, want)
+			}
+		}
+		return len(got)
+	}
+	if n := check("timeline", ".timeline time"); n < 2 {
+		t.Errorf("%d times on the timeline, want Submitted's and Started's", n)
+	}
+	check("event", "table.events tbody tr > td:first-child")
+	b.Screenshot(t, "timeline")
 }

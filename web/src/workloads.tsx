@@ -1,6 +1,7 @@
 import { useEffect, useState } from "preact/hooks";
 import type { Detail, State, Workload } from "./api";
 import { age, fmt } from "./api";
+import { full, when } from "./clock";
 
 const statuses = ["Running", "Running (partly)", "Pending", "Suspended", "Succeeded", "Failed"];
 
@@ -120,6 +121,8 @@ export function WorkloadDetail({ s, ns, name }: { s: State; ns: string; name: st
   if (err && d?.key !== key) return <section><h1>{title}</h1><p class="error">{err}</p><a href="#/workloads">All workloads</a></section>;
   if (!d || d.key !== key) return <section><h1>{title}</h1><p class="loading">Loading…</p></section>;
   const w: Workload = d.detail.workload;
+  // Times on the 24-hour clock of the charts, with their date where not today.
+  const now = new Date(s.time);
   return (
     <section class="detail">
       <p><a href="#/workloads">← All workloads</a></p>
@@ -138,7 +141,7 @@ export function WorkloadDetail({ s, ns, name }: { s: State; ns: string; name: st
       <ol class="timeline">
         {d.detail.timeline.map((t, i) => (
           <li key={i} class={`step step-${t.what.toLowerCase()}`}>
-            <time dateTime={t.time}>{new Date(t.time).toLocaleTimeString()}</time>
+            <time dateTime={t.time} title={full(t.time)}>{when(t.time, now)}</time>
             <strong>{t.what}</strong>{t.pods && t.pods > 1 ? ` (${t.pods} pods)` : ""}
             {t.message && <span class="msg"> — {t.message}</span>}
           </li>
@@ -155,7 +158,7 @@ export function WorkloadDetail({ s, ns, name }: { s: State; ns: string; name: st
       <table class="events">
         <thead><tr><th scope="col">When</th><th scope="col">Type</th><th scope="col">Reason</th><th scope="col">Object</th><th scope="col">Message</th></tr></thead>
         <tbody>{d.detail.events.map((e, i) => (
-          <tr key={i} class={e.type === "Warning" ? "warn" : ""}><td>{new Date(e.time).toLocaleTimeString()}</td><td>{e.type}</td><td>{e.reason}{e.count > 1 ? ` ×${e.count}` : ""}</td><td>{e.object}</td><td>{e.message}</td></tr>
+          <tr key={i} class={e.type === "Warning" ? "warn" : ""}><td><time dateTime={e.time} title={full(e.time)}>{when(e.time, now)}</time></td><td>{e.type}</td><td>{e.reason}{e.count > 1 ? ` ×${e.count}` : ""}</td><td>{e.object}</td><td>{e.message}</td></tr>
         ))}</tbody>
       </table>
     </section>
