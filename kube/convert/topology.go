@@ -6,9 +6,6 @@ import (
 	"slices"
 	"strings"
 
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
-
 	"github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/engine"
 )
@@ -39,20 +36,8 @@ func TopologyLevels(t *v1alpha1.Topology) (Levels, error) {
 	return l, nil
 }
 
-// TopologyLevelsUnstructured reads a Topology as the dynamic client hands it over (the
-// dashboard's informer, until it moves to the typed one); one whose fields do not have
-// their types gives an error naming it.
-func TopologyLevelsUnstructured(u *unstructured.Unstructured) (Levels, error) {
-	var t v1alpha1.Topology
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &t); err != nil {
-		return Levels{}, fmt.Errorf("Topology %s: %v", u.GetName(), err)
-	}
-	return TopologyLevels(&t)
-}
-
-// Topologies reads Topology objects as an informer's store or a list holds them, by
-// name: typed (*v1alpha1.Topology) or, from the dynamic client, *unstructured.Unstructured.
-// One that does not read is left out and its error returned.
+// Topologies reads Topology objects as a typed informer's store holds them, by name. One
+// that does not read is left out and its error returned.
 func Topologies(objs []any) (map[string]Levels, []error) {
 	out := make(map[string]Levels, len(objs))
 	var errs []error
@@ -60,16 +45,12 @@ func Topologies(objs []any) (map[string]Levels, []error) {
 		var l Levels
 		var name string
 		var err error
-		switch t := o.(type) {
-		case *v1alpha1.Topology:
-			name = t.Name
-			l, err = TopologyLevels(t)
-		case *unstructured.Unstructured:
-			name = t.GetName()
-			l, err = TopologyLevelsUnstructured(t)
-		default:
+		t, ok := o.(*v1alpha1.Topology)
+		if !ok {
 			continue
 		}
+		name = t.Name
+		l, err = TopologyLevels(t)
 		if err == nil {
 			out[name] = l
 		} else {

@@ -7,8 +7,6 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/allot-dev/allot/api/v1alpha1"
 )
@@ -35,48 +33,27 @@ func TestJobTopologyBeforeTheTopologiesAreRead(t *testing.T) {
 	}
 }
 
-// TestTopologiesTypedAndUnstructured: an informer's store of typed Topologies and one of
-// the dynamic client's read alike, a bad one left out with its name in the error.
-func TestTopologiesTypedAndUnstructured(t *testing.T) {
+// TestTopologies: an informer's store of Topologies read by name, a bad one left out with
+// its name in the error, and what is not a Topology skipped.
+func TestTopologies(t *testing.T) {
 	topo := func(name string, levels ...v1alpha1.TopologyLevel) *v1alpha1.Topology {
 		return &v1alpha1.Topology{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1alpha1.TopologySpec{Levels: levels}}
 	}
-	typed := []*v1alpha1.Topology{
+	objs := []any{
 		topo("default", v1alpha1.TopologyLevel{NodeLabel: "topology.kubernetes.io/zone"}, v1alpha1.TopologyLevel{Name: "rack", NodeLabel: "example.com/rack"}),
 		topo("empty"),
 		topo("unlabelled", v1alpha1.TopologyLevel{Name: "rack"}),
 	}
-	var objs, dyn []any
-	for _, tp := range typed {
-		objs = append(objs, tp)
-		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(tp)
-		if err != nil {
-			t.Fatal(err)
-		}
-		dyn = append(dyn, &unstructured.Unstructured{Object: m})
-	}
-	dyn = append(dyn, &unstructured.Unstructured{Object: map[string]any{"metadata": map[string]any{"name": "odd"}, "spec": map[string]any{"levels": "rack"}}})
 	want := Levels{Labels: []string{"topology.kubernetes.io/zone", "example.com/rack"}, Names: []string{"topology.kubernetes.io/zone", "rack"}}
-	for _, c := range []struct {
-		name string
-		objs []any
-		errs []string
-	}{{"typed", objs, []string{"Topology empty", "Topology unlabelled"}}, {"unstructured", dyn, []string{"Topology empty", "Topology unlabelled", "Topology odd"}}} {
-		got, errs := Topologies(append(c.objs, "not a topology"))
-		if len(got) != 1 || !reflect.DeepEqual(got["default"], want) {
-			t.Errorf("%s: %+v", c.name, got)
-		}
-		if len(errs) != len(c.errs) {
-			t.Fatalf("%s: errors %v", c.name, errs)
-		}
-		for i, e := range errs {
-			if !strings.HasPrefix(e.Error(), c.errs[i]+":") {
-				t.Errorf("%s: error %d: %v", c.name, i, e)
-			}
-		}
-		if lv, ok := ViewTopology(c.objs); !ok || !reflect.DeepEqual(lv, want) {
-			t.Errorf("%s: view %+v %v", c.name, lv, ok)
-		}
+	got, errs := Topologies(append(objs, "not a topology"))
+	if len(got) != 1 || !reflect.DeepEqual(got["default"], want) {
+		t.Errorf("%+v", got)
+	}
+	if len(errs) != 2 || !strings.HasPrefix(errs[0].Error(), "Topology empty:") || !strings.HasPrefix(errs[1].Error(), "Topology unlabelled:") {
+		t.Fatalf("errors %v", errs)
+	}
+	if lv, ok := ViewTopology(objs); !ok || !reflect.DeepEqual(lv, want) {
+		t.Errorf("view %+v %v", lv, ok)
 	}
 }
 
