@@ -200,7 +200,14 @@ func TestDashboardAuthProxy(t *testing.T) {
 	headers(t, b, map[string]any{"X-Auth-Request-User": "alice"})
 	sees(t, b, url, "alice", []string{"alpha-train", "alpha-eval"}, []string{"bravo-train", "team-b", "queue-b"})
 	b.Open(t, url+"#/nodes")
-	b.WaitText(t, ".gpu-part", "bravo-train's GPU unnamed", browsertest.Contains(dashboard.OtherNamespace, "alpha-train"))
+	b.WaitText(t, ".gpu-part", "bravo-train's GPU unnamed", browsertest.Contains("another namespace", "alpha-train"))
+	if parts := browsertest.Eval[string](t, b, `Array.from(document.querySelectorAll(".gpu-part")).map(p => p.innerText).join(" | ")`); strings.Contains(parts, "not Allot's") {
+		t.Errorf("a GPU of another namespace's pod reads as not Allot's: %s", parts)
+	}
+	b.WaitText(t, "header .who", "who the page is shown as", browsertest.Contains("alice"))
+	if strings.Contains(browsertest.Eval[string](t, b, `document.querySelector("header").innerText`), "sign out") {
+		t.Errorf("behind a proxy the page offers to sign out, which only the proxy can do")
+	}
 	b.Screenshot(t, "alice-nodes")
 	b.Open(t, url+"#/queues")
 	b.WaitText(t, "table.queue-tree", "alice's queues", browsertest.Contains("queue-a", dashboard.OtherQueues))
@@ -275,8 +282,12 @@ func TestDashboardAuthToken(t *testing.T) {
 	if code := fetchStatus(t, b, "api/workloads/team-b/bravo-train"); code != http.StatusNotFound {
 		t.Errorf("alice asking for team-b's bravo-train: %d, want 404", code)
 	}
-	// Signing out forgets the token: the page asks again.
-	b.Open(t, url+"logout")
+	// The header names who the page is shown as and offers to sign out; signing out
+	// forgets the token and the page asks again.
+	b.Open(t, url)
+	b.WaitText(t, "header .who", "alice named in the header", browsertest.Contains("alice", "sign out"))
+	browsertest.Eval[bool](t, b, `(document.querySelector("header .who a").click(), true)`)
+	b.WaitText(t, "form", "the sign-out form", browsertest.Contains("Sign"))
 	browsertest.Eval[bool](t, b, `(document.querySelector("form").submit(), true)`)
 	b.WaitText(t, "body", "the sign-in page after signing out", browsertest.Contains("Sign in"))
 	if code := fetchStatus(t, b, "api/state"); code != http.StatusUnauthorized {

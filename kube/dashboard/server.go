@@ -323,11 +323,29 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.stream(w, r, id)
 	case strings.HasPrefix(p, "/api/workloads/"):
 		s.detail(w, r, id, strings.TrimPrefix(p, "/api/workloads/"))
+	case p == "/api/me":
+		// Who the pages show as signed in, and whether they offer to sign out; the pages
+		// also ask it when their stream breaks, to tell an expired sign-in (401) from a
+		// server away.
+		me := Me{SignOut: s.opts.Auth.Mode == AuthToken}
+		if id != nil {
+			me.User = id.User
+		}
+		h.Set("Content-Type", "application/json")
+		h.Set("Cache-Control", "no-store")
+		_ = json.NewEncoder(w).Encode(me)
 	case strings.HasPrefix(p, "/api/"):
-		http.Error(w, "no such API: /api/state, /api/stream and /api/workloads/NAMESPACE/NAME are served", http.StatusNotFound)
+		http.Error(w, "no such API: /api/state, /api/stream, /api/me and /api/workloads/NAMESPACE/NAME are served", http.StatusNotFound)
 	default:
 		s.assets.ServeHTTP(w, r)
 	}
+}
+
+// Me is /api/me: the person the dashboard acts for (empty with AuthNone), and whether
+// the pages offer to sign out (AuthToken's sign-in cookie).
+type Me struct {
+	User    string `json:"user,omitempty"`
+	SignOut bool   `json:"signOut,omitempty"`
 }
 
 // stream sends the state as server-sent events, as id may see it: now, and after every

@@ -55,3 +55,14 @@ export function age(iso: string, now: Date): string {
   if (s < 172800) return `${Math.floor(s / 3600)}h`;
   return `${Math.floor(s / 86400)}d`;
 }
+
+// OtherNamespace is the holder the server shows, to someone signed in, for a pod of a
+// namespace they may not read (kube/dashboard.OtherNamespace).
+export const OtherNamespace = "in use by another namespace";
+
+// Me is /api/me: who the dashboard acts for (empty without sign-in) and whether the pages
+// offer to sign out.
+export interface Me {
+  user?: string;
+  signOut?: boolean;
+}

@@ -1,5 +1,5 @@
 import { useEffect, useState } from "preact/hooks";
-import type { State } from "./api";
+import type { Me, State } from "./api";
 
 export type Conn = "connecting" | "live" | "reconnecting";
 
@@ -15,10 +15,24 @@ export function useLive(): [State | null, Conn] {
       setState(JSON.parse((e as MessageEvent).data) as State);
       setConn("live");
     });
-    es.onerror = () => setConn("reconnecting");
+    es.onerror = () => {
+      setConn("reconnecting");
+      // A sign-in that expired (or was signed out elsewhere) answers 401: reload, which
+      // brings the sign-in page, rather than say "reconnecting" for ever.
+      fetch("api/me").then((r) => { if (r.status === 401) location.reload(); }, () => {});
+    };
     return () => es.close();
   }, []);
   return [state, conn];
+}
+
+// useMe asks once who the dashboard acts for.
+export function useMe(): Me {
+  const [me, setMe] = useState<Me>({});
+  useEffect(() => {
+    fetch("api/me").then((r) => (r.ok ? r.json() : {})).then((m) => setMe(m as Me), () => {});
+  }, []);
+  return me;
 }
 
 // useRoute is the hash route: "#/nodes" → ["nodes"], with its query as a map.

@@ -1,6 +1,6 @@
 import { render } from "preact";
 import "./app.css";
-import { useLive, useRoute } from "./live";
+import { useLive, useMe, useRoute } from "./live";
 import { Overview } from "./overview";
 import { Nodes } from "./nodes";
 import { Workloads, WorkloadDetail } from "./workloads";
@@ -15,6 +15,7 @@ const pages = [
 
 function App() {
   const [s, conn] = useLive();
+  const me = useMe();
   const [route, query] = useRoute();
   const page = route[0] ?? "";
   let body;
@@ -32,6 +33,7 @@ function App() {
           {pages.map((p) => <a key={p.path} href={`#/${p.path}`} aria-current={page === p.path ? "page" : undefined}>{p.label}</a>)}
         </nav>
         <span class={`conn conn-${conn}`} role="status">{conn === "live" ? "● live" : conn === "connecting" ? "connecting…" : "reconnecting…"}</span>
+        {me.user && <span class="who" title="the Kubernetes identity the dashboard shows this page as">{me.user}{me.signOut && <> · <a href="logout">sign out</a></>}</span>}
       </header>
       <main data-version={s?.version ?? 0}>{body}</main>
     </>

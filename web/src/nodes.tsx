@@ -1,7 +1,7 @@
 import type { ComponentChildren } from "preact";
 import { useLayoutEffect, useRef, useState } from "preact/hooks";
 import type { GPU, Node, State } from "./api";
-import { fmt, IdleBelow } from "./api";
+import { fmt, IdleBelow, OtherNamespace } from "./api";
 import type { Colours } from "./colours";
 import { colours, other, textOn } from "./colours";
 
@@ -31,8 +31,8 @@ function Cell({ g, c }: { g: GPU; c: Colours }) {
           return (
             <div class="gpu-part" key={h.pod} style={{ flexGrow: h.share, background: bg, color: textOn(bg) }} data-pod={h.pod} data-share={h.share}
               data-queue={o?.queue ?? ""} data-workload={o?.workload ?? ""}>
-              <span>{short(h.pod)}</span>
-              <span class="part-queue">{o?.queue ?? "not Allot's"}{h.share < 1 && <b class="share"> {fmt(h.share)}</b>}</span>
+              <span>{h.pod === OtherNamespace ? "another namespace" : short(h.pod)}</span>
+              <span class="part-queue">{o?.queue ?? (h.pod === OtherNamespace ? "in use" : "not Allot's")}{h.share < 1 && <b class="share"> {fmt(h.share)}</b>}</span>
             </div>
           );
         })}
