@@ -3,8 +3,6 @@ package deploy_test
 import (
 	"encoding/json"
 	"fmt"
-	"io"
-	"net"
 	"net/http"
 	"testing"
 
@@ -53,28 +51,8 @@ func TestDashboardAuthRolesAreEnough(t *testing.T) {
 	install(t, e, objs, "ServiceAccount/allot-dashboard", "ClusterRole/allot-dashboard", "ClusterRoleBinding/allot-dashboard",
 		"ClusterRoleBinding/allot-dashboard-auth-delegator")
 	rc := serviceAccount(e, "allot-dashboard")
-	srv, err := dashboard.New(rc, dashboard.Options{Auth: dashboard.Auth{Mode: dashboard.AuthToken}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = srv.Serve(e.Ctx, ln) }()
-	get := func(path, token string) (int, string) {
-		req, _ := http.NewRequest("GET", "http://"+ln.Addr().String()+path, nil)
-		if token != "" {
-			req.Header.Set("Authorization", "Bearer "+token)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return 0, err.Error()
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
-	}
+	base := serveDashboardAs(t, e, rc, dashboard.Options{Auth: dashboard.Auth{Mode: dashboard.AuthToken}})
+	get := func(path, token string) (int, string) { return httpGet(t, base+path, token) }
 	e.WaitFor(t, "the dashboard ready as its ServiceAccount", func() (bool, string) {
 		code, body := get("/healthz", "")
 		return code == http.StatusOK, fmt.Sprint(code, " ", body)

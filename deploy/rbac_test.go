@@ -4,12 +4,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	coordinationv1 "k8s.io/api/coordination/v1"
 	"net"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
@@ -120,24 +121,8 @@ func TestDashboardRoleIsEnoughAndReadOnly(t *testing.T) {
 	e.MustPod(t, kubetest.PodSpec{Name: "waiting", Queue: "team-a", GPUs: 1})
 	install(t, e, objs, "ServiceAccount/allot-dashboard", "ClusterRole/allot-dashboard", "ClusterRoleBinding/allot-dashboard")
 	rc := serviceAccount(e, "allot-dashboard")
-	srv, err := dashboard.New(rc, dashboard.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = srv.Serve(e.Ctx, ln) }()
-	get := func(path string) (int, string) {
-		resp, err := http.Get("http://" + ln.Addr().String() + path)
-		if err != nil {
-			return 0, err.Error()
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
-	}
+	base := serveDashboardAs(t, e, rc, dashboard.Options{})
+	get := func(path string) (int, string) { return httpGet(t, base+path, "") }
 	e.WaitFor(t, "the dashboard ready as its ServiceAccount", func() (bool, string) {
 		code, body := get("/healthz")
 		return code == http.StatusOK, fmt.Sprint(code, " ", body)
@@ -345,4 +330,37 @@ func convertHeld(t *testing.T, e *kubetest.Env, pod string) (int, string) {
 	}
 	t.Fatalf("%s's device %s is not among the node's", pod, uuid)
 	return -1, ""
+}
+
+// serveDashboardAs runs the dashboard's server with rc's identity on a loopback port until
+// the test ends, and returns its base address.
+func serveDashboardAs(t *testing.T, e *kubetest.Env, rc *rest.Config, opts dashboard.Options) string {
+	t.Helper()
+	srv, err := dashboard.New(rc, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = srv.Serve(e.Ctx, ln) }()
+	return "http://" + ln.Addr().String()
+}
+
+// httpGet answers a GET's status and body, with a bearer token when one is given (a
+// request that got no answer: status 0 and the error).
+func httpGet(t *testing.T, url, token string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest("GET", url, nil)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
 }

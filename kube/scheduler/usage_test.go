@@ -23,11 +23,7 @@ import (
 //	n1 (×8): heavy ×8 (quota 0, weight 1)      light (quota 0, weight 1) arrives later
 func TestUsageSurvivesRestartAndTiltsShares(t *testing.T) {
 	e := newEnv(t, 1, 8)
-	t0 := time.Now().Truncate(time.Second)
-	var clock atomic.Int64
-	clock.Store(t0.UnixNano())
-	now := func() time.Time { return time.Unix(0, clock.Load()) }
-	set := func(d time.Duration) { clock.Store(t0.Add(d).UnixNano()) }
+	t0, now, set := movableClock()
 	start := func() (stop func()) {
 		return e.run(t, Options{Interval: 200 * time.Millisecond, Now: now, Engine: engine.Options{UsageStrength: 1}})
 	}
@@ -104,11 +100,7 @@ func TestUsageSurvivesRestartAndTiltsShares(t *testing.T) {
 // quota, as a real cluster, whose pods ran on, would.
 func TestUsageIdleWhileAway(t *testing.T) {
 	e := newEnv(t, 1, 8)
-	t0 := time.Now().Truncate(time.Second)
-	var clock atomic.Int64
-	clock.Store(t0.UnixNano())
-	now := func() time.Time { return time.Unix(0, clock.Load()) }
-	set := func(d time.Duration) { clock.Store(t0.Add(d).UnixNano()) }
+	t0, now, set := movableClock()
 	start := func() (stop func()) {
 		return e.run(t, Options{Interval: 200 * time.Millisecond, Now: now, UsageIdleWhileAway: true, Engine: engine.Options{UsageStrength: 1}})
 	}
@@ -155,4 +147,12 @@ func TestUsageIdleWhileAway(t *testing.T) {
 		v := usageOf()
 		return near(v, want), fmt.Sprintf("heavy %d GPU-s, want %.0f (had the pods run on: %.0f)", v, want, ranOn)
 	})
+}
+
+// movableClock is a clock the test moves: now reads it, set puts it at t0 plus d.
+func movableClock() (t0 time.Time, now func() time.Time, set func(d time.Duration)) {
+	t0 = time.Now().Truncate(time.Second)
+	var clock atomic.Int64
+	clock.Store(t0.UnixNano())
+	return t0, func() time.Time { return time.Unix(0, clock.Load()) }, func(d time.Duration) { clock.Store(t0.Add(d).UnixNano()) }
 }
