@@ -376,7 +376,7 @@ func (vs *victimSearch) settle(s *session, out []evicted) (victims, stopped []un
 				// The message says that much and promises no more: a bare pod has no
 				// replacement, and until the pod has gone its queue counts it still.
 				for _, p := range u.pods {
-					p.evictReason = reasonf(ReasonConsolidated, "moved to make room for job %s of queue %s: queue %s stays within its fair share and %s has room for this pod; a replacement from its controller is placed once this pod has gone",
+					p.evictReason = reasonf(ReasonConsolidated, "moved to make room for job %s of queue %s: queue %s keeps what it holds, and %s has room for this pod; a replacement from its controller is placed once this pod has gone",
 						vs.job.j.ID, vs.job.q.q.ID, u.job.q.q.ID, p.node.n.ID)
 				}
 				continue

@@ -35,7 +35,7 @@ type PodGroupSpec struct {
 	// member's node or GPU died, or it was deleted) before the rest are stopped so that its
 	// owner starts it again whole: a Go duration such as 30s or 5m. Unset, its queue's
 	// gangStaleGracePeriod applies, else the scheduler's --gang-grace.
-	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$')",message="staleGracePeriod must be a duration such as 30s or 5m"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|µs|ms|s|m|h))+$') && duration(self) >= duration('0s')",message="staleGracePeriod must be a duration such as 30s or 5m"
 	// +optional
 	StaleGracePeriod *metav1.Duration `json:"staleGracePeriod,omitempty"`
 }

@@ -53,24 +53,24 @@ type QueueSpec struct {
 	// InteractiveTimeLimit stops interactive workloads that ran this long: a Go duration
 	// such as 30m or 4h (checked here, so that a Queue the scheduler cannot read is
 	// refused by the API server rather than ignored).
-	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$')",message="interactiveTimeLimit must be a positive duration such as 30m, 4h or 1h30m"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|µs|ms|s|m|h))+$') && duration(self) >= duration('0s')",message="interactiveTimeLimit must be a positive duration such as 30m, 4h or 1h30m"
 	// +optional
 	InteractiveTimeLimit *metav1.Duration `json:"interactiveTimeLimit,omitempty"`
 	// GangStaleGracePeriod is how long a gang of this queue may run with fewer than its
 	// minimum of pods before the rest are stopped so that it starts again whole (a Go
 	// duration such as 60s); a PodGroup's staleGracePeriod overrides it. Unset, the
 	// parent's applies, else the scheduler's --gang-grace.
-	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$')",message="gangStaleGracePeriod must be a duration such as 60s or 5m"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|µs|ms|s|m|h))+$') && duration(self) >= duration('0s')",message="gangStaleGracePeriod must be a duration such as 60s or 5m"
 	// +optional
 	GangStaleGracePeriod *metav1.Duration `json:"gangStaleGracePeriod,omitempty"`
 	// ReclaimMinRuntime keeps a job of this queue from being reclaimed by another queue
 	// until it has run this long (a Go duration such as 10m); unset, the parent's applies.
-	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$')",message="reclaimMinRuntime must be a duration such as 10m or 1h30m"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|µs|ms|s|m|h))+$') && duration(self) >= duration('0s')",message="reclaimMinRuntime must be a duration such as 10m or 1h30m"
 	// +optional
 	ReclaimMinRuntime *metav1.Duration `json:"reclaimMinRuntime,omitempty"`
 	// PreemptMinRuntime keeps a job of this queue from being preempted by a job of higher
 	// priority in the same queue until it has run this long; unset, the parent's applies.
-	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$')",message="preemptMinRuntime must be a duration such as 10m or 1h30m"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|µs|ms|s|m|h))+$') && duration(self) >= duration('0s')",message="preemptMinRuntime must be a duration such as 10m or 1h30m"
 	// +optional
 	PreemptMinRuntime *metav1.Duration `json:"preemptMinRuntime,omitempty"`
 }

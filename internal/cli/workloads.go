@@ -1,9 +1,9 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -91,8 +91,8 @@ Job of N workers with a headless Service (worker i is NAME-i.NAME) started as on
 				}
 				return nil
 			}
-			if names := inspect.QueueNames(cmd.Context(), c.allot); !slices.Contains(names, s.Queue) {
-				return fmt.Errorf("queue %q does not exist; queues: %s", s.Queue, strings.Join(names, ", "))
+			if err := queueExists(cmd.Context(), c, s.Queue); err != nil {
+				return err
 			}
 			if err := checkSubmit(cmd, c, s, objs); err != nil {
 				return err
@@ -246,8 +246,8 @@ same way.`,
 			}
 			if queue != "" {
 				// A misspelt queue would list nothing and look like an empty queue.
-				if names := inspect.QueueNames(cmd.Context(), c.allot); !slices.Contains(names, queue) {
-					return fmt.Errorf("queue %q does not exist; queues: %s", queue, strings.Join(names, ", "))
+				if err := queueExists(cmd.Context(), c, queue); err != nil {
+					return err
 				}
 			}
 			for {
@@ -406,4 +406,22 @@ func newDeleteCmd() *cobra.Command {
 	}
 	c = addConn(cmd)
 	return cmd
+}
+
+// queueExists refuses a queue the cluster does not have, naming those it has. Someone
+// who may not list Queues (a tenant with Kubernetes' edit role in a namespace) is not
+// refused for it: the admission webhook checks the queue of what they submit.
+func queueExists(ctx context.Context, c *conn, name string) error {
+	qs, err := inspect.Queues(ctx, c.allot)
+	if err != nil {
+		return nil
+	}
+	names := make([]string, 0, len(qs))
+	for _, q := range qs {
+		if q.Name == name {
+			return nil
+		}
+		names = append(names, q.Name)
+	}
+	return fmt.Errorf("queue %q does not exist; queues: %s", name, strings.Join(names, ", "))
 }

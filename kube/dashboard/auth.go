@@ -301,7 +301,10 @@ func (a *authenticator) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	secure := r.TLS != nil || strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https")
-	cookie := &http.Cookie{Name: CookieName, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: secure}
+	// No Path: the browser scopes the cookie to the directory of /login as it was asked
+	// for, so that behind an ingress at /allot/ the token goes to the dashboard only, not
+	// to every other application of the host.
+	cookie := &http.Cookie{Name: CookieName, HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: secure}
 	if out {
 		cookie.MaxAge = -1
 		http.SetCookie(w, cookie)

@@ -80,6 +80,21 @@ func TestAPIServerRefusesBadQueuesAndTopologies(t *testing.T) {
 			t.Errorf("%s \"a while\": got %v", field, err)
 		}
 	}
+	// Every duration is parsed as Go parses it: one past what a duration holds is refused
+	// (stored, it would stall every typed reader), and the forms Go writes are taken
+	// ("500µs" is how a typed client writes half a millisecond).
+	for v, ok := range map[string]bool{"100000000h": false, "1h30m0s": true, "500µs": true, "500us": true} {
+		q := queue("d-"+strings.Map(func(r rune) rune {
+			if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' {
+				return r
+			}
+			return 'x'
+		}, v), map[string]any{"quota": int64(1)})
+		q.Object["spec"].(map[string]any)["reclaimMinRuntime"] = v
+		if _, err := queues.Create(ctx, q, metav1.CreateOptions{}); (err == nil) != ok {
+			t.Errorf("reclaimMinRuntime %q: %v, want accepted %v", v, err, ok)
+		}
+	}
 	for name, c := range map[string]struct {
 		gpu  map[string]any
 		want string

@@ -49,6 +49,14 @@ func TestGarbageIsReportedAndSchedulingGoesOn(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.pod(t, "in-huge", "q", 1, map[string]string{LabelPodGroup: "huge"})
+	// A grace period of the right form but past what a duration holds is refused by the
+	// API server: stored, it would not decode, and the typed PodGroup informer would
+	// stall for every gang.
+	overflow := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "allot.dev/v1alpha1", "kind": "PodGroup",
+		"metadata": map[string]any{"name": "forever", "namespace": "default"}, "spec": map[string]any{"minMember": int64(1), "queue": "q", "staleGracePeriod": "100000000h"}}}
+	if _, err := e.dyn.Resource(podGroupsGVR).Namespace("default").Create(e.ctx, overflow, metav1.CreateOptions{}); err == nil {
+		t.Fatal("a PodGroup with staleGracePeriod 100000000h was stored")
+	}
 	e.MustPod(t, kubetest.PodSpec{Name: "bad-min", Queue: "q", GPUs: 1,
 		Labels: map[string]string{LabelPodGroup: "by-hand"}, Annotations: map[string]string{v1alpha1.AnnotationMinMember: "lots"}})
 	for _, name := range []string{"good-1", "good-2", "good-3", "good-4", "good-5", "good-6", "good-7", "good-8", "good-9"} {

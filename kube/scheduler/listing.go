@@ -91,8 +91,8 @@ func (s *Scheduler) list(ctx context.Context) (in cycleInput, ok bool) {
 			delete(s.evicting, uid) // seen leaving or gone
 		}
 	}
-	// The API server checks every field's type against the CRD's schema, so a Queue or
-	// PodGroup always decodes; the values the schema cannot check (a gang of two billion,
+	// The API server checks every field's type against the CRD's schema, and its rules
+	// parse every duration as Go does, so a Queue or PodGroup always decodes; the values the schema cannot check (a gang of two billion,
 	// a queue that is its own ancestor) make their pods wait, saying which field.
 	var queues []*v1alpha1.Queue
 	for _, o := range s.queues.GetStore().List() {

@@ -196,7 +196,7 @@ func (s Spec) podSpec() (corev1.PodSpec, map[string]string, error) {
 		ann[v1alpha1.AnnotationGPUMemory] = s.GPUMemory
 	case gpus != "":
 		f, err := strconv.ParseFloat(gpus, 64)
-		if err != nil || f < 0 || math.IsInf(f, 0) || (f > 1 && f != math.Trunc(f)) {
+		if err != nil || f < 0 || math.IsInf(f, 0) || math.IsNaN(f) || (f > 1 && f != math.Trunc(f)) {
 			return corev1.PodSpec{}, nil, fmt.Errorf("-g/--gpu %q is not allowed: a fraction between 0 and 1 (such as 0.5), a whole number of GPUs, or 0 for none", gpus)
 		}
 		switch {
