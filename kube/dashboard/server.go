@@ -19,6 +19,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/validation"
+
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -362,7 +364,10 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, id *Identity) {
 	for first := true; ; first = false {
 		st, all, changed := s.current()
 		if !first && s.opts.Auth.Mode == AuthToken {
-			if _, err := s.auth.identify(r); err != nil {
+			// A token no longer accepted ends the stream; the API server not answering
+			// the review (a 503) does not: the person was signed in a moment ago.
+			var rf *refusal
+			if _, err := s.auth.identify(r); errors.As(err, &rf) && rf.status == http.StatusUnauthorized {
 				return
 			}
 		}
@@ -386,7 +391,9 @@ func (s *Server) detail(w http.ResponseWriter, r *http.Request, id *Identity, ke
 		http.Error(w, "want /api/workloads/NAMESPACE/NAME or /api/workloads/NAMESPACE/KIND/NAME", http.StatusBadRequest)
 		return
 	}
-	if id != nil && s.access != nil && !s.access.canReadNamespace(r.Context(), id, ns) {
+	// A name no namespace can have is not worth a review of the API server (anyone signed
+	// in could otherwise make the dashboard ask one per made-up name).
+	if id != nil && s.access != nil && (len(validation.IsDNS1123Label(ns)) > 0 || !s.access.canReadNamespace(r.Context(), id, ns)) {
 		// As if there were none: 404, not 403, so that it does not tell what exists.
 		_, err := inspect.Pick(nil, ns, name)
 		http.Error(w, err.Error(), http.StatusNotFound)

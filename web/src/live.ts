@@ -10,18 +10,28 @@ export function useLive(): [State | null, Conn] {
   const [state, setState] = useState<State | null>(null);
   const [conn, setConn] = useState<Conn>("connecting");
   useEffect(() => {
-    const es = new EventSource("api/stream");
-    es.addEventListener("state", (e) => {
-      setState(JSON.parse((e as MessageEvent).data) as State);
-      setConn("live");
-    });
-    es.onerror = () => {
-      setConn("reconnecting");
-      // A sign-in that expired (or was signed out elsewhere) answers 401: reload, which
-      // brings the sign-in page, rather than say "reconnecting" for ever.
-      fetch("api/me").then((r) => { if (r.status === 401) location.reload(); }, () => {});
+    let es: EventSource;
+    let retry: number | undefined;
+    const open = () => {
+      es = new EventSource("api/stream");
+      es.addEventListener("state", (e) => {
+        setState(JSON.parse((e as MessageEvent).data) as State);
+        setConn("live");
+      });
+      es.onerror = () => {
+        setConn("reconnecting");
+        // A sign-in that expired (or was signed out elsewhere) answers 401: reload, which
+        // brings the sign-in page, rather than say "reconnecting" for ever.
+        fetch("api/me").then((r) => { if (r.status === 401) location.reload(); }, () => {});
+        // EventSource gives up for good on an answer that is not a stream (a 503 while
+        // the API server is away): open it again a little later.
+        if (es.readyState === EventSource.CLOSED && retry === undefined) {
+          retry = window.setTimeout(() => { retry = undefined; open(); }, 3000);
+        }
+      };
     };
-    return () => es.close();
+    open();
+    return () => { window.clearTimeout(retry); es.close(); };
   }, []);
   return [state, conn];
 }
