@@ -3,6 +3,7 @@ package cli
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +13,9 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	jsonpatch "gopkg.in/evanphx/json-patch.v4"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
@@ -342,10 +346,29 @@ func newQueueCmd() *cobra.Command {
 				} else if err != nil {
 					return err
 				}
+				// Only what the flags change is sent, as a merge patch on the version read:
+				// a field this CLI does not know (a newer CRD), and the way the others are
+				// written, stay as they are.
+				before, err := json.Marshal(q.Spec)
+				if err != nil {
+					return err
+				}
 				if err := spec(cmd, &ef, &q.Spec); err != nil {
 					return err
 				}
-				_, err = queues.Update(cmd.Context(), q, metav1.UpdateOptions{})
+				after, err := json.Marshal(q.Spec)
+				if err != nil {
+					return err
+				}
+				change, err := jsonpatch.CreateMergePatch(before, after)
+				if err != nil {
+					return err
+				}
+				patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"resourceVersion": q.ResourceVersion}, "spec": json.RawMessage(change)})
+				if err != nil {
+					return err
+				}
+				_, err = queues.Patch(cmd.Context(), q.Name, types.MergePatchType, patch, metav1.PatchOptions{})
 				return err
 			})
 			if st := apierrors.APIStatus(nil); errors.As(err, &st) {

@@ -323,7 +323,23 @@ func TestSuspendResumeQueuesAndLogs(t *testing.T) {
 	if _, err := e.run(t, "queue", "create", "broken", "--quota", "4", "--limit", "2"); err == nil || !strings.Contains(err.Error(), "gpu.limit must be at least gpu.quota") {
 		t.Fatalf("limit below quota: %v", err)
 	}
+	// edit sends what its flags change and nothing else: a field as someone wrote it
+	// ("90m") stays written so, and --limit none removes the cap.
+	if _, err := e.Dyn.Resource(kubetest.Queues).Patch(e.Ctx, "research", types.MergePatchType, []byte(`{"spec":{"reclaimMinRuntime":"90m"}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	e.must(t, "queue", "edit", "research", "--quota", "3")
+	raw, err := e.Dyn.Resource(kubetest.Queues).Get(e.Ctx, "research", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if spec, _ := raw.Object["spec"].(map[string]any); spec["reclaimMinRuntime"] != "90m" || fmt.Sprint(spec["gpu"]) != "map[limit:4 quota:3]" {
+		t.Fatalf("after queue edit --quota 3: spec %v", spec)
+	}
+	e.must(t, "queue", "edit", "research", "--limit", "none")
+	if q, err := e.Allot.AllotV1alpha1().Queues().Get(e.Ctx, "research", metav1.GetOptions{}); err != nil || q.Spec.GPU.Limit != nil || q.Spec.GPU.Quota != 3 {
+		t.Fatalf("after queue edit --limit none: %v %+v", err, q.Spec.GPU)
+	}
 	if out := e.must(t, "queues"); !strings.Contains(out, "research") {
 		t.Fatalf("queues:\n%s", out)
 	}

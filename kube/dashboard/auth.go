@@ -137,6 +137,11 @@ func (a *authenticator) identify(r *http.Request) (*Identity, error) {
 		if a.cfg.Secret != "" && subtle.ConstantTimeCompare([]byte(r.Header.Get(a.cfg.SecretHeader)), []byte(a.cfg.Secret)) != 1 {
 			return nil, unauthorized("this request did not come through the dashboard's sign-in proxy")
 		}
+		// A proxy sets its header; one that appended instead of replacing would pass on a
+		// client's own. Two user headers are refused rather than one of them believed.
+		if len(r.Header.Values(a.cfg.UserHeader)) > 1 {
+			return nil, unauthorized("more than one " + a.cfg.UserHeader + " header: the proxy in front must replace what a client sends, not add to it")
+		}
 		user := strings.TrimSpace(r.Header.Get(a.cfg.UserHeader))
 		if user == "" {
 			return nil, unauthorized("no user: sign in through the proxy in front of the dashboard (it names the user in " + a.cfg.UserHeader + ")")

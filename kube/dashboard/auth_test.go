@@ -249,6 +249,10 @@ func TestAuthProxy(t *testing.T) {
 	if got := workloadNames(t, r.body); len(got) != 0 {
 		t.Errorf("carol without her groups sees %v", got)
 	}
+	// A proxy that appends its header to the client's: two users, neither believed.
+	if r := do(t, web, "GET", "/api/state", http.Header{"X-Auth-Request-User": {"root", "alice"}}, nil); r.code != 401 || !strings.Contains(r.body, "more than one") {
+		t.Errorf("two user headers: %d %s", r.code, r.body)
+	}
 
 	secret := testServer(t, Auth{Mode: AuthProxy, Secret: "s3cret"}, api, testclock.NewFakeClock(time.Unix(1000, 0)))
 	if r := do(t, secret, "GET", "/api/state", http.Header{"X-Forwarded-User": {"root"}}, nil); r.code != 401 || !strings.Contains(r.body, "did not come through") {
