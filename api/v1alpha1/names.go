@@ -171,3 +171,16 @@ func HeldGPUs(p *corev1.Pod) (indices []int, share float64) {
 // annotation that says otherwise (a number a CRD's schema did not check) is refused by
 // name rather than left to wait for pods that will never come or overflow a sum.
 const MaxGang = 100_000
+
+// ResourceClaimsProblem says why a pod Allot schedules may not ask for devices through
+// Dynamic Resource Allocation yet: Allot does not allocate claims, so the kubelet would
+// never start such a pod on the node Allot bound it to. Empty when the pod has no claims.
+// The admission webhook refuses such a pod with it, and the scheduler makes one admitted
+// past the webhook wait with it.
+func ResourceClaimsProblem(spec *corev1.PodSpec) string {
+	if len(spec.ResourceClaims) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("spec.resourceClaims (%s): Allot does not allocate Dynamic Resource Allocation claims yet, and the pod could never start; "+
+		"ask for GPUs with nvidia.com/gpu, %s or %s, or leave the pod to another scheduler", spec.ResourceClaims[0].Name, AnnotationGPUFraction, AnnotationGPUMemory)
+}

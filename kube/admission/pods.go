@@ -3,6 +3,7 @@ package admission
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"path"
@@ -310,6 +311,9 @@ func ValidateEphemeral(p *corev1.Pod) error {
 func ValidatePod(p *corev1.Pod, view View) error {
 	if !subject(p) {
 		return nil
+	}
+	if msg := v1alpha1.ResourceClaimsProblem(&p.Spec); msg != "" {
+		return errors.New(msg)
 	}
 	share, err := v1alpha1.ParseGPUShare(p.Annotations)
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/kube/convert"
@@ -90,5 +91,16 @@ func TestValidatePod(t *testing.T) {
 	other.Spec.SchedulerName = "default-scheduler"
 	if err := ValidatePod(other, view{}); err != nil {
 		t.Errorf("another scheduler's pod was judged: %v", err)
+	}
+	// A DRA claim: Allot allocates none yet, so the pod is refused with what to write
+	// instead, rather than bound to a node where it could never start.
+	claims := pod("team-a", 0, nil, nil)
+	claims.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptr.To("one-gpu")}}
+	if err := ValidatePod(claims, view{}); err == nil || !strings.Contains(err.Error(), "spec.resourceClaims (gpu): Allot does not allocate Dynamic Resource Allocation claims yet") {
+		t.Errorf("a pod with a resource claim: %v", err)
+	}
+	claims.Spec.SchedulerName = "default-scheduler"
+	if err := ValidatePod(claims, view{}); err != nil {
+		t.Errorf("another scheduler's DRA pod was judged: %v", err)
 	}
 }

@@ -59,6 +59,14 @@ func TestGarbageIsReportedAndSchedulingGoesOn(t *testing.T) {
 	}
 	e.MustPod(t, kubetest.PodSpec{Name: "bad-min", Queue: "q", GPUs: 1,
 		Labels: map[string]string{LabelPodGroup: "by-hand"}, Annotations: map[string]string{v1alpha1.AnnotationMinMember: "lots"}})
+	// A pod asking a device through a DRA claim: Allot allocates none yet, so bound it
+	// would never start.
+	claim := kubetest.PodSpec{Name: "with-claim", Queue: "q"}.Pod()
+	template := "one-gpu"
+	claim.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: &template}}
+	if _, err := e.client.CoreV1().Pods("default").Create(e.ctx, claim, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	for _, name := range []string{"good-1", "good-2", "good-3", "good-4", "good-5", "good-6", "good-7", "good-8", "good-9"} {
 		e.pod(t, name, "q", 1, nil)
 	}
@@ -87,12 +95,13 @@ func TestGarbageIsReportedAndSchedulingGoesOn(t *testing.T) {
 		return ""
 	}
 	for name, words := range map[string][]string{
-		"good-9":    {"queue q is at its fair share 8/8 GPUs"},
-		"bad-share": {"pod default/bad-share", "allot.dev/gpu-fraction", `"banana" is not allowed`},
-		"bad-class": {"label allot.dev/class", `unknown class "batch"`, "train, interactive, inference"},
-		"in-loop":   {"queue loop-a is in a cycle of parents (spec.parent)"},
-		"in-huge":   {"PodGroup default/huge: spec.minMember: 2147483647 is not allowed", "from 1 to 100000"},
-		"bad-min":   {"pod default/bad-min: annotation allot.dev/min-member", `"lots" is not allowed`},
+		"good-9":     {"queue q is at its fair share 8/8 GPUs"},
+		"bad-share":  {"pod default/bad-share", "allot.dev/gpu-fraction", `"banana" is not allowed`},
+		"bad-class":  {"label allot.dev/class", `unknown class "batch"`, "train, interactive, inference"},
+		"in-loop":    {"queue loop-a is in a cycle of parents (spec.parent)"},
+		"in-huge":    {"PodGroup default/huge: spec.minMember: 2147483647 is not allowed", "from 1 to 100000"},
+		"bad-min":    {"pod default/bad-min: annotation allot.dev/min-member", `"lots" is not allowed`},
+		"with-claim": {"pod default/with-claim: spec.resourceClaims (gpu): Allot does not allocate Dynamic Resource Allocation claims yet"},
 	} {
 		e.waitFor(t, name+" waits with its reason", func() (bool, string) {
 			m := reason(name)
