@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -81,23 +80,6 @@ func newTopCmd() *cobra.Command {
 func newConfigCmd() *cobra.Command {
 	cfg := &cobra.Command{Use: "config", GroupID: "work", Short: "The CLI's own settings"}
 	var qc *conn // set below, once the command exists to carry its flags
-	// queueNamesOf lists the cluster's queues, if a cluster answers within a few seconds.
-	queueNamesOf := func(cmd *cobra.Command) ([]string, error) {
-		ctx, cancel := context.WithTimeout(cmd.Context(), 5*time.Second)
-		defer cancel()
-		if err := qc.connect(ctx); err != nil {
-			return nil, err
-		}
-		qs, err := inspect.Queues(ctx, qc.allot)
-		if err != nil {
-			return nil, err
-		}
-		names := make([]string, 0, len(qs))
-		for _, q := range qs {
-			names = append(names, q.Name)
-		}
-		return names, nil
-	}
 	queue := &cobra.Command{
 		Use:   "queue [NAME]",
 		Short: "Show or set the default queue of allot submit",
@@ -115,10 +97,12 @@ func newConfigCmd() *cobra.Command {
 			// The queue is checked where a cluster is at hand: a misspelt default would
 			// only fail at the next submit. Without one (configuring before allot up),
 			// it is kept and said so.
-			if names, err := queueNamesOf(cmd); err == nil && !slices.Contains(names, args[0]) {
-				return fmt.Errorf("queue %q does not exist; queues: %s", args[0], strings.Join(names, ", "))
-			} else if err != nil {
+			ctx, cancel := context.WithTimeout(cmd.Context(), 5*time.Second)
+			defer cancel()
+			if err := qc.connect(ctx); err != nil {
 				fmt.Fprintf(cmd.ErrOrStderr(), "queue %s not checked: %v\n", args[0], err)
+			} else if err := queueExists(ctx, qc, args[0]); err != nil {
+				return err
 			}
 			c.Queue = args[0]
 			if err := saveConfig(c); err != nil {

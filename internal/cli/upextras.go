@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"regexp"
 	"strconv"
@@ -71,9 +72,12 @@ func createTopology(ctx context.Context, client kubernetes.Interface, allot vers
 			group /= 2
 			labels[label(l)] = fmt.Sprintf("%s-%d", l, group+1)
 		}
-		patch := fmt.Sprintf(`{"metadata":{"labels":%s}}`, jsonObject(labels))
+		patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": labels}})
+		if err != nil {
+			return err
+		}
 		name := fmt.Sprintf("%s-%d", spec.Prefix, i+1)
-		if _, err := client.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		if _, err := client.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 			return fmt.Errorf("labelling %s: %w", name, err)
 		}
 	}
@@ -89,14 +93,6 @@ func createTopology(ctx context.Context, client kubernetes.Interface, allot vers
 	}
 	_, err := topologies.Create(ctx, t, metav1.CreateOptions{})
 	return err
-}
-
-func jsonObject(m map[string]string) string {
-	parts := make([]string, 0, len(m))
-	for k, v := range m {
-		parts = append(parts, fmt.Sprintf("%q:%q", k, v))
-	}
-	return "{" + strings.Join(parts, ",") + "}"
 }
 
 // demoNext is what allot up --demo prints once it is ready: three things to try.
