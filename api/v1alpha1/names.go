@@ -172,15 +172,19 @@ func HeldGPUs(p *corev1.Pod) (indices []int, share float64) {
 // name rather than left to wait for pods that will never come or overflow a sum.
 const MaxGang = 100_000
 
-// ResourceClaimsProblem says why a pod Allot schedules may not ask for devices through
-// Dynamic Resource Allocation yet: Allot does not allocate claims, so the kubelet would
-// never start such a pod on the node Allot bound it to. Empty when the pod has no claims.
-// The admission webhook refuses such a pod with it, and the scheduler makes one admitted
-// past the webhook wait with it.
-func ResourceClaimsProblem(spec *corev1.PodSpec) string {
-	if len(spec.ResourceClaims) == 0 {
+// ResourceClaimsProblem says why a pod may not ask for devices through Dynamic Resource
+// Allocation claims as it does: beside nvidia.com/gpu or a GPU share, which would count
+// its GPUs twice and be handed out by two different agents. Empty when the pod has no
+// claims or asks only through them. The admission webhook refuses such a pod with it, and
+// the scheduler makes one admitted past the webhook wait with it.
+func ResourceClaimsProblem(p *corev1.Pod) string {
+	if len(p.Spec.ResourceClaims) == 0 {
 		return ""
 	}
-	return fmt.Sprintf("spec.resourceClaims (%s): Allot does not allocate Dynamic Resource Allocation claims yet, and the pod could never start; "+
-		"ask for GPUs with nvidia.com/gpu, %s or %s, or leave the pod to another scheduler", spec.ResourceClaims[0].Name, AnnotationGPUFraction, AnnotationGPUMemory)
+	share, _ := ParseGPUShare(p.Annotations)
+	if WholeGPUs(p) == 0 && !share.Shared() {
+		return ""
+	}
+	return fmt.Sprintf("spec.resourceClaims (%s) with %s, %s or %s: a pod asks for its GPUs one way, through ResourceClaims or through those",
+		p.Spec.ResourceClaims[0].Name, GPUResource, AnnotationGPUFraction, AnnotationGPUMemory)
 }

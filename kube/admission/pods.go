@@ -312,7 +312,7 @@ func ValidatePod(p *corev1.Pod, view View) error {
 	if !subject(p) {
 		return nil
 	}
-	if msg := v1alpha1.ResourceClaimsProblem(&p.Spec); msg != "" {
+	if msg := v1alpha1.ResourceClaimsProblem(p); msg != "" {
 		return errors.New(msg)
 	}
 	share, err := v1alpha1.ParseGPUShare(p.Annotations)

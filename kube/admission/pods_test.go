@@ -92,12 +92,17 @@ func TestValidatePod(t *testing.T) {
 	if err := ValidatePod(other, view{}); err != nil {
 		t.Errorf("another scheduler's pod was judged: %v", err)
 	}
-	// A DRA claim: Allot allocates none yet, so the pod is refused with what to write
-	// instead, rather than bound to a node where it could never start.
+	// A DRA claim is admitted; beside nvidia.com/gpu or a fraction it is refused, since
+	// its GPUs would be counted twice and handed out by two agents.
 	claims := pod("team-a", 0, nil, nil)
 	claims.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptr.To("one-gpu")}}
-	if err := ValidatePod(claims, view{}); err == nil || !strings.Contains(err.Error(), "spec.resourceClaims (gpu): Allot does not allocate Dynamic Resource Allocation claims yet") {
-		t.Errorf("a pod with a resource claim: %v", err)
+	if err := ValidatePod(claims, view{}); err != nil {
+		t.Errorf("a pod with a resource claim was refused: %v", err)
+	}
+	both := pod("team-a", 1, nil, nil)
+	both.Spec.ResourceClaims = claims.Spec.ResourceClaims
+	if err := ValidatePod(both, view{}); err == nil || !strings.Contains(err.Error(), "spec.resourceClaims (gpu) with nvidia.com/gpu") {
+		t.Errorf("a pod with a resource claim and nvidia.com/gpu: %v", err)
 	}
 	claims.Spec.SchedulerName = "default-scheduler"
 	if err := ValidatePod(claims, view{}); err != nil {

@@ -85,6 +85,26 @@ func Start(t *testing.T, nodes, gpus int) *Env {
 	return newEnv(ctx, client, c, dir)
 }
 
+// StartNodes brings up a cluster with the given groups of simulated nodes (a DRA group
+// publishes its GPUs in ResourceSlices); it stops with the test.
+func StartNodes(t *testing.T, specs ...simnode.Spec) *Env {
+	t.Helper()
+	ctx, client, c, dir := cluster(t)
+	for _, spec := range specs {
+		if spec.GPUType == "" {
+			spec.GPUType, spec.GPUMemoryMi = "A100-SXM4-80GB", 81920
+		}
+		if spec.CPU == "" {
+			spec.CPU, spec.Memory = "64", "512Gi"
+		}
+		if err := simnode.Create(ctx, client, spec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	go simnode.NewKubelet(client).Run(ctx)
+	return newEnv(ctx, client, c, dir)
+}
+
 // StartWithAgents is Start with what a real GPU node has below the scheduler: the GPUs on
 // go-nvml's mock, a device plugin that hands devices out in its own order (highest free
 // first), the kubelet's PodResources API on a unix socket per node, and the real allot
@@ -146,6 +166,8 @@ type PodSpec struct {
 	GPUs                   int64             // whole GPUs
 	Labels, Annotations    map[string]string // added to the queue label
 	Job                    string            // labels it job=Job (the churns of the fault test and the soak)
+	// Claims are DRA claims of the pod (spec.resourceClaims), each used by its container.
+	Claims []corev1.PodResourceClaim
 }
 
 // Pod builds the pod object: scheduler allot, one container, one CPU.
@@ -168,8 +190,12 @@ func (s PodSpec) Pod() *corev1.Pod {
 	if s.GPUs > 0 {
 		res.Limits = corev1.ResourceList{v1alpha1.GPUResource: *resource.NewQuantity(s.GPUs, resource.DecimalSI)}
 	}
+	for _, c := range s.Claims {
+		res.Claims = append(res.Claims, corev1.ResourceClaim{Name: c.Name})
+	}
 	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: s.Name, Namespace: ns, Labels: labels, Annotations: s.Annotations},
-		Spec: corev1.PodSpec{SchedulerName: v1alpha1.SchedulerName, Containers: []corev1.Container{{Name: "main", Image: "train", Resources: res}}}}
+		Spec: corev1.PodSpec{SchedulerName: v1alpha1.SchedulerName, ResourceClaims: s.Claims,
+			Containers: []corev1.Container{{Name: "main", Image: "train", Resources: res}}}}
 }
 
 // CreatePod creates the pod and returns the API server's answer.

@@ -25,6 +25,9 @@ var controllers = []string{
 	"deployment-controller", "replicaset-controller", "statefulset-controller", "daemonset-controller",
 	"replicationcontroller-controller", "disruption-controller", "resourcequota-controller",
 	"endpoints-controller", "endpointslice-controller", "clusterrole-aggregation-controller",
+	// Makes a pod's ResourceClaims from its templates, and frees a claim once no pod uses
+	// it: the half of DRA that is not the scheduler's.
+	"resourceclaim-controller",
 }
 
 // startControllers runs kube-controller-manager from the upstream module in this process,

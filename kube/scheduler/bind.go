@@ -10,6 +10,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -53,6 +54,9 @@ type bindJob struct {
 	// reservation names the reservation a held-back shared pod waited on (sharing.go):
 	// its device, once reported, is the pod's, whichever index the engine preferred.
 	reservation string
+	// claimsWritten are the ResourceClaims allocated or reserved for the pod by this bind,
+	// taken back if the bind fails (claimbind.go).
+	claimsWritten []*resourceapi.ResourceClaim
 }
 
 // bindBackoff is how long a pod whose bind failed waits before the next try: short, since
@@ -99,6 +103,7 @@ func (s *Scheduler) bindLoop(ctx context.Context) {
 				slog.Warn("allot scheduler: bind", "pod", j.p.Name, "err", err)
 			}
 			s.recorder.Eventf(j.p, corev1.EventTypeWarning, "FailedBinding", "placed on %s but not bound: %v", j.b.Node, err)
+			s.undoClaims(ctx, &j)
 			s.amu.Lock()
 			delete(s.assumed, j.p.UID)
 			// Back off before binding it again: a bind that failed will likely fail again.
@@ -151,6 +156,14 @@ func (s *Scheduler) bind(ctx context.Context, j *bindJob) error {
 				return err
 			}
 		}
+	}
+	if len(p.Spec.ResourceClaims) > 0 {
+		// Its devices are its claims': allocated and reserved for it before it is bound,
+		// as the kubelet prepares only such claims.
+		if err := s.allocateClaims(ctx, j); err != nil {
+			return err
+		}
+		b = j.b
 	}
 	ann := map[string]string{AnnotationGPUs: formatIndices(b.GPUs)}
 	if b.Share > 0 {

@@ -59,8 +59,8 @@ func TestGarbageIsReportedAndSchedulingGoesOn(t *testing.T) {
 	}
 	e.MustPod(t, kubetest.PodSpec{Name: "bad-min", Queue: "q", GPUs: 1,
 		Labels: map[string]string{LabelPodGroup: "by-hand"}, Annotations: map[string]string{v1alpha1.AnnotationMinMember: "lots"}})
-	// A pod asking a device through a DRA claim: Allot allocates none yet, so bound it
-	// would never start.
+	// A pod whose DRA claim is made from a template no one has made a claim of: bound, it
+	// could never start.
 	claim := kubetest.PodSpec{Name: "with-claim", Queue: "q"}.Pod()
 	template := "one-gpu"
 	claim.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: &template}}
@@ -101,7 +101,7 @@ func TestGarbageIsReportedAndSchedulingGoesOn(t *testing.T) {
 		"in-loop":    {"queue loop-a is in a cycle of parents (spec.parent)"},
 		"in-huge":    {"PodGroup default/huge: spec.minMember: 2147483647 is not allowed", "from 1 to 100000"},
 		"bad-min":    {"pod default/bad-min: annotation allot.dev/min-member", `"lots" is not allowed`},
-		"with-claim": {"pod default/with-claim: spec.resourceClaims (gpu): Allot does not allocate Dynamic Resource Allocation claims yet"},
+		"with-claim": {"pod default/with-claim: spec.resourceClaims gpu: waiting for the resource claim controller to make its ResourceClaim from template one-gpu"},
 	} {
 		e.waitFor(t, name+" waits with its reason", func() (bool, string) {
 			m := reason(name)

@@ -69,6 +69,9 @@ type Options struct {
 	// DeviceReportTimeout is how long a shared pod on a node with an agent waits for its
 	// GPU's reservation to have its device reported; zero means DefaultDeviceReportTimeout.
 	DeviceReportTimeout time.Duration
+	// GPUDeviceClasses are the DRA DeviceClasses whose devices count as GPUs (the GPUs
+	// of a node and of a claim); empty means dra.DefaultGPUClasses.
+	GPUDeviceClasses []string
 }
 
 // Scheduler runs cycles against the API server.
@@ -140,6 +143,8 @@ type Scheduler struct {
 	stopInformers context.CancelFunc
 	// listWaited holds the informers a cycle has waited for (wakeWhenListed), from start.
 	listWaited map[cache.SharedIndexInformer]bool
+
+	draState // DRA: slices, claims and classes, and the allocations in flight (dra.go)
 }
 
 // New connects to the cluster.
@@ -177,6 +182,7 @@ func New(rc *rest.Config, opts Options) (*Scheduler, error) {
 		recorder: b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: SchedulerName}), events: newPodEvents(), statuses: newPodStatuses(),
 		assumed: map[types.UID]engine.Binding{}, awaiting: map[types.UID]awaitingBind{}, adopted: map[types.UID]bool{}, backoff: map[types.UID]time.Time{}, unknownUntil: map[types.UID]time.Time{}, reasons: map[types.UID]string{}, evicting: map[types.UID]time.Time{}, partial: map[engine.JobID]*partialGang{}, wake: make(chan struct{}, 1),
 		occWritten: map[engine.NodeID]string{}, queueWritten: map[string]time.Time{}, usage: map[string]engine.Usage{}}
+	s.claimsAssumed = map[types.UID]assumedClaim{}
 	if s.opts.UsageHalfLife <= 0 {
 		s.opts.UsageHalfLife = engine.DefaultUsageHalfLife
 	}

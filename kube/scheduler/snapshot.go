@@ -280,10 +280,6 @@ func buildSnapshot(now time.Time, nodes []*corev1.Node, pods []*corev1.Pod, queu
 		}
 		pid := engine.PodID(p.Namespace + "/" + p.Name)
 		pod := engine.Pod{ID: pid, Request: cache.request(p)}
-		if msg := v1alpha1.ResourceClaimsProblem(&p.Spec); msg != "" && ours && job.Invalid == "" {
-			// Admitted past the webhook: bound, it would never start (no claim allocated).
-			job.Invalid = fmt.Sprintf("pod %s: %s", pid, msg)
-		}
 		if _, err := v1alpha1.ParseGPUShare(p.Annotations); err != nil && ours && job.Invalid == "" {
 			// Written past the admission webhook (not installed, or by an admin): the job
 			// waits and says what to fix, rather than running without its GPU share.

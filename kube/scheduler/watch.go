@@ -109,6 +109,7 @@ func (s *Scheduler) start(parent context.Context) error {
 		return err
 	}
 	s.fit = fit
+	synced = append(synced, s.startDRA(ctx, factory)...)
 	factory.Start(ctx.Done())
 	afactory.Start(ctx.Done())
 	s.startAgentLeases(ctx)

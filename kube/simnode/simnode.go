@@ -62,6 +62,9 @@ type Spec struct {
 	// Sharing is the GPU sharing enforcement the node's agent declares
 	// (allot.dev/gpu-sharing); empty declares none. Only nodes with Devices have agents.
 	Sharing string
+	// DRA publishes the GPUs as NVIDIA's DRA driver does, in ResourceSlices (dra.go),
+	// instead of as the device plugin's nvidia.com/gpu.
+	DRA bool
 }
 
 // Create makes the Node objects (existing ones are kept) and marks them Ready.
@@ -90,6 +93,10 @@ func Create(ctx context.Context, client kubernetes.Interface, spec Spec) error {
 		}
 		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels,
 			Annotations: map[string]string{v1alpha1.AnnotationGPUUUIDs: strings.Join(uuids, ",")}}}
+		if spec.DRA {
+			delete(capacity, GPUResource)
+			node.Annotations = nil
+		}
 		created, err := client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
 		if apierrors.IsAlreadyExists(err) {
 			if created, err = client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{}); err != nil {
@@ -115,6 +122,12 @@ func Create(ctx context.Context, client kubernetes.Interface, spec Spec) error {
 			}
 		}
 	}
+	if spec.DRA {
+		if err := EnsureDeviceClass(ctx, client); err != nil {
+			return fmt.Errorf("device class %s: %w", DRAClass, err)
+		}
+		return PublishSlices(ctx, client, spec)
+	}
 	return nil
 }
 
@@ -138,12 +151,15 @@ type Kubelet struct {
 	waiting map[types.UID]bool               // bound pods whose ConfigMaps are not there yet
 	leases  map[string]*coordinationv1.Lease // the last written, by node; the run loop's only
 	removed map[types.UID]bool               // pods deleted, until the informer sees them go
+	// preparedFor is the claim each DRA device was last prepared for, by pool/device.
+	preparedFor map[string]claimRef
 }
 
 // NewKubelet returns a kubelet for all simulated nodes. Give it a client with a high QPS:
 // it writes one status per pod.
 func NewKubelet(client kubernetes.Interface) *Kubelet {
-	return &Kubelet{client: client, now: time.Now, waiting: map[types.UID]bool{}, removed: map[types.UID]bool{}, leases: map[string]*coordinationv1.Lease{}}
+	return &Kubelet{client: client, now: time.Now, waiting: map[types.UID]bool{}, removed: map[types.UID]bool{}, leases: map[string]*coordinationv1.Lease{},
+		preparedFor: map[string]claimRef{}}
 }
 
 // WithDevices has the kubelet hand devices out through d, as a kubelet with the NVIDIA
@@ -417,6 +433,22 @@ func (k *Kubelet) sync(ctx context.Context, p *corev1.Pod) {
 		if !k.configReady(ctx, p) {
 			k.setWaiting(p, true) // as a kubelet does: the container waits for its ConfigMaps
 			return
+		}
+		if len(p.Spec.ResourceClaims) > 0 {
+			ready, refused := k.claimsReady(ctx, p)
+			if refused != "" {
+				slog.Warn("simulated kubelet: DRA claims refused", "pod", p.Namespace+"/"+p.Name, "err", refused)
+				p = p.DeepCopy()
+				p.Status.Phase, p.Status.Reason, p.Status.Message = corev1.PodFailed, "UnexpectedAdmissionError", refused
+				if _, err := k.client.CoreV1().Pods(p.Namespace).UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+					slog.Warn("simulated kubelet: admission", "pod", p.Name, "err", err)
+				}
+				return
+			}
+			if !ready {
+				k.setWaiting(p, true) // as a kubelet does: NodePrepareResources waits for the claims
+				return
+			}
 		}
 		k.setWaiting(p, false)
 		if k.devices != nil {

@@ -1,0 +1,133 @@
+package dra
+
+import (
+	"errors"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/dynamic-resource-allocation/resourceclaim"
+	"k8s.io/dynamic-resource-allocation/structured"
+)
+
+// ClaimLookup finds a ResourceClaim by namespace and name (nil when there is none).
+type ClaimLookup func(namespace, name string) *resourceapi.ResourceClaim
+
+// PodClaims resolves a pod's spec.resourceClaims to their ResourceClaims, in spec order.
+// A claim made from a template exists only once the resource claim controller has made it
+// and named it in the pod's status; until then, and for a named claim that does not
+// exist, problem says what the pod waits for. A template claim the pod does not need
+// (the controller named none) is left out.
+func PodClaims(p *corev1.Pod, lookup ClaimLookup) (claims []*resourceapi.ResourceClaim, problem string) {
+	for i := range p.Spec.ResourceClaims {
+		pc := &p.Spec.ResourceClaims[i]
+		name, mustCheckOwner, err := resourceclaim.Name(p, pc)
+		switch {
+		case errors.Is(err, resourceclaim.ErrClaimNotFound):
+			return nil, fmt.Sprintf("spec.resourceClaims %s: waiting for the resource claim controller to make its ResourceClaim from template %s",
+				pc.Name, deref(pc.ResourceClaimTemplateName))
+		case err != nil:
+			return nil, fmt.Sprintf("spec.resourceClaims %s: %v", pc.Name, err)
+		case name == nil:
+			continue
+		}
+		c := lookup(p.Namespace, *name)
+		if c == nil {
+			if pc.ResourceClaimTemplateName != nil {
+				return nil, fmt.Sprintf("spec.resourceClaims %s: waiting for ResourceClaim %s, made from template %s, to be seen", pc.Name, *name, *pc.ResourceClaimTemplateName)
+			}
+			return nil, fmt.Sprintf("spec.resourceClaims %s: ResourceClaim %s/%s does not exist", pc.Name, p.Namespace, *name)
+		}
+		if mustCheckOwner {
+			if err := resourceclaim.IsForPod(p, c); err != nil {
+				return nil, fmt.Sprintf("spec.resourceClaims %s: %v", pc.Name, err)
+			}
+		}
+		if c.DeletionTimestamp != nil && !resourceclaim.IsReservedForPod(p, c) {
+			return nil, fmt.Sprintf("spec.resourceClaims %s: ResourceClaim %s is being deleted", pc.Name, c.Name)
+		}
+		claims = append(claims, c)
+	}
+	return claims, ""
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// Allocated lists the devices an allocated claim holds (nil when it holds none).
+func Allocated(c *resourceapi.ResourceClaim) []structured.DeviceID {
+	if c.Status.Allocation == nil {
+		return nil
+	}
+	out := make([]structured.DeviceID, 0, len(c.Status.Allocation.Devices.Results))
+	for _, r := range c.Status.Allocation.Devices.Results {
+		out = append(out, structured.MakeDeviceID(r.Driver, r.Pool, r.Device))
+	}
+	return out
+}
+
+// AllocatedNode is the node an allocated claim's devices are on: the one node its
+// allocation's node selector names by metadata.name, as the allocator writes it for a
+// node's own devices; "" when it names none (network devices, or not allocated).
+func AllocatedNode(c *resourceapi.ResourceClaim) string {
+	a := c.Status.Allocation
+	if a == nil || a.NodeSelector == nil {
+		return ""
+	}
+	for _, t := range a.NodeSelector.NodeSelectorTerms {
+		for _, f := range t.MatchFields {
+			if f.Key == "metadata.name" && f.Operator == corev1.NodeSelectorOpIn && len(f.Values) == 1 {
+				return f.Values[0]
+			}
+		}
+	}
+	return ""
+}
+
+// GPUs is how many GPUs a claim counts for. An allocated claim counts the GPUs it holds.
+// One not yet allocated counts what its requests of GPU classes ask: the count of an
+// exact request, the first choice of a prioritized list (firstAvailable). A request of a
+// GPU class for all matching devices cannot be counted against a quota before it is
+// allocated: problem says so.
+func (inv *Inventory) GPUs(c *resourceapi.ResourceClaim) (n int, problem string) {
+	if c.Status.Allocation != nil {
+		for _, id := range Allocated(c) {
+			if _, ok := inv.where[id]; ok {
+				n++
+			}
+		}
+		return n, ""
+	}
+	for _, r := range c.Spec.Devices.Requests {
+		switch {
+		case r.Exactly != nil:
+			k, msg := inv.requestGPUs(r.Name, r.Exactly.DeviceClassName, r.Exactly.AllocationMode, r.Exactly.Count)
+			if msg != "" {
+				return 0, fmt.Sprintf("ResourceClaim %s: %s", c.Name, msg)
+			}
+			n += k
+		case len(r.FirstAvailable) > 0:
+			s := r.FirstAvailable[0]
+			k, msg := inv.requestGPUs(r.Name+"/"+s.Name, s.DeviceClassName, s.AllocationMode, s.Count)
+			if msg != "" {
+				return 0, fmt.Sprintf("ResourceClaim %s: %s", c.Name, msg)
+			}
+			n += k
+		}
+	}
+	return n, ""
+}
+
+func (inv *Inventory) requestGPUs(name, class string, mode resourceapi.DeviceAllocationMode, count int64) (int, string) {
+	if !inv.IsGPUClass(class) {
+		return 0, ""
+	}
+	if mode == resourceapi.DeviceAllocationModeAll {
+		return 0, fmt.Sprintf("request %s asks for all devices of GPU class %s: a queue's quota needs a count (allocationMode: ExactCount, count: N)", name, class)
+	}
+	return int(max(count, 1)), ""
+}

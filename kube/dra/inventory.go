@@ -1,0 +1,245 @@
+// Package dra is what Allot knows of Dynamic Resource Allocation (resource.k8s.io/v1): which
+// devices of the ResourceSlices are GPUs and on which node, what a pod's ResourceClaims ask
+// for and hold, and the allocation itself, done by kube-scheduler's own structured
+// allocator (k8s.io/dynamic-resource-allocation/structured). It reads Kubernetes objects
+// and returns plain values; the scheduler turns those into the engine's GPUs, so the engine
+// never learns that a GPU came from a claim.
+package dra
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/dynamic-resource-allocation/cel"
+	"k8s.io/dynamic-resource-allocation/structured"
+)
+
+// DefaultGPUClasses are the DeviceClasses whose devices count as GPUs when the scheduler is
+// told none: NVIDIA's DRA driver names its whole-GPU class gpu.nvidia.com.
+var DefaultGPUClasses = []string{"gpu.nvidia.com"}
+
+// Device is one GPU a ResourceSlice publishes.
+type Device struct {
+	ID      structured.DeviceID
+	UUID    string // the "uuid" attribute NVIDIA's driver publishes; else driver/pool/device
+	Product string // "productName"
+	Memory  int64  // bytes, from the "memory" capacity; 0 when not published
+}
+
+// Inventory is the GPUs of each node as its ResourceSlices publish them, in a stable order
+// (driver, pool, then device name with numbers compared as numbers: gpu-2 before gpu-10),
+// which is the order of the engine's GPU indices on that node.
+type Inventory struct {
+	nodes map[string][]Device
+	where map[structured.DeviceID]Place
+	// slices are the current ones (older generations of a pool dropped), for the allocator.
+	slices []*resourceapi.ResourceSlice
+	// classes are the GPU classes, by name, for matching requests against devices.
+	classes map[string]*resourceapi.DeviceClass
+	gpu     map[string]bool
+	cel     *cel.Cache
+}
+
+// Place is where a device is: its node and its index among that node's GPUs.
+type Place struct {
+	Node  string
+	Index int
+}
+
+// NewInventory reads the slices. gpuClasses name the DeviceClasses that count as GPUs; a
+// device is a GPU when one of them selects it (its CEL selectors, evaluated as the
+// allocator does). Classes not in the cluster select nothing.
+func NewInventory(slices []*resourceapi.ResourceSlice, classes []*resourceapi.DeviceClass, gpuClasses []string, celCache *cel.Cache) *Inventory {
+	inv := &Inventory{nodes: map[string][]Device{}, where: map[structured.DeviceID]Place{}, classes: map[string]*resourceapi.DeviceClass{},
+		gpu: map[string]bool{}, cel: celCache}
+	for _, c := range gpuClasses {
+		inv.gpu[c] = true
+	}
+	for _, c := range classes {
+		if inv.gpu[c.Name] {
+			inv.classes[c.Name] = c
+		}
+	}
+	inv.slices = current(slices)
+	type found struct {
+		node string
+		dev  Device
+		name string
+	}
+	var all []found
+	for _, s := range inv.slices {
+		node := ""
+		if s.Spec.NodeName != nil {
+			node = *s.Spec.NodeName
+		}
+		if node == "" {
+			continue // network-attached devices: not a node's GPUs
+		}
+		for i := range s.Spec.Devices {
+			d := &s.Spec.Devices[i]
+			if !inv.isGPU(s.Spec.Driver, d) {
+				continue
+			}
+			id := structured.MakeDeviceID(s.Spec.Driver, s.Spec.Pool.Name, d.Name)
+			dev := Device{ID: id, UUID: id.String()}
+			if a, ok := d.Attributes["uuid"]; ok && a.StringValue != nil {
+				dev.UUID = *a.StringValue
+			}
+			if a, ok := d.Attributes["productName"]; ok && a.StringValue != nil {
+				dev.Product = *a.StringValue
+			}
+			if c, ok := d.Capacity["memory"]; ok {
+				dev.Memory = c.Value.Value()
+			}
+			all = append(all, found{node, dev, d.Name})
+		}
+	}
+	sort.SliceStable(all, func(a, b int) bool {
+		x, y := all[a], all[b]
+		if x.node != y.node {
+			return x.node < y.node
+		}
+		if x.dev.ID.Driver != y.dev.ID.Driver {
+			return x.dev.ID.Driver.String() < y.dev.ID.Driver.String()
+		}
+		if x.dev.ID.Pool != y.dev.ID.Pool {
+			return x.dev.ID.Pool.String() < y.dev.ID.Pool.String()
+		}
+		return naturalLess(x.name, y.name)
+	})
+	for _, f := range all {
+		if _, dup := inv.where[f.dev.ID]; dup {
+			continue // published twice (a pool mid-update): counted once
+		}
+		inv.where[f.dev.ID] = Place{f.node, len(inv.nodes[f.node])}
+		inv.nodes[f.node] = append(inv.nodes[f.node], f.dev)
+	}
+	return inv
+}
+
+// current drops the slices of a pool's older generations: a driver republishing its pool
+// bumps the generation, and until the old slices are deleted only the newest count.
+func current(slices []*resourceapi.ResourceSlice) []*resourceapi.ResourceSlice {
+	type pool struct{ driver, name string }
+	newest := map[pool]int64{}
+	for _, s := range slices {
+		k := pool{s.Spec.Driver, s.Spec.Pool.Name}
+		newest[k] = max(newest[k], s.Spec.Pool.Generation)
+	}
+	out := make([]*resourceapi.ResourceSlice, 0, len(slices))
+	for _, s := range slices {
+		if s.Spec.Pool.Generation == newest[pool{s.Spec.Driver, s.Spec.Pool.Name}] {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func (inv *Inventory) isGPU(driver string, d *resourceapi.Device) bool {
+	for _, c := range inv.classes {
+		if ok, _ := inv.selects(c.Spec.Selectors, driver, d); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// selects evaluates CEL selectors against a device, all of which must hold.
+func (inv *Inventory) selects(sel []resourceapi.DeviceSelector, driver string, d *resourceapi.Device) (bool, error) {
+	for _, s := range sel {
+		if s.CEL == nil {
+			continue
+		}
+		r := inv.cel.GetOrCompile(s.CEL.Expression)
+		if r.Error != nil {
+			return false, fmt.Errorf("selector %q: %v", s.CEL.Expression, r.Error)
+		}
+		ok, _, err := r.DeviceMatches(context.Background(), cel.Device{Driver: driver, Attributes: d.Attributes, Capacity: d.Capacity,
+			AllowMultipleAllocations: d.AllowMultipleAllocations})
+		if err != nil || !ok {
+			return false, err
+		}
+	}
+	return true, nil
+}
+
+// Nodes lists the nodes that have GPUs through DRA.
+func (inv *Inventory) Nodes() []string {
+	out := make([]string, 0, len(inv.nodes))
+	for n := range inv.nodes {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// NodeGPUs are a node's GPUs published through DRA, in index order; nil for a node with none.
+func (inv *Inventory) NodeGPUs(node string) []Device { return inv.nodes[node] }
+
+// Where says where a device is, when it is a GPU.
+func (inv *Inventory) Where(id structured.DeviceID) (Place, bool) {
+	p, ok := inv.where[id]
+	return p, ok
+}
+
+// IsGPUClass tells whether a DeviceClass's devices count as GPUs.
+func (inv *Inventory) IsGPUClass(name string) bool { return inv.gpu[name] }
+
+// Slices are the slices the allocator works with.
+func (inv *Inventory) Slices() []*resourceapi.ResourceSlice { return inv.slices }
+
+// Matching counts, per node, the devices one request of a claim could be given: its class's
+// selectors and its own hold (allocated or not). It is what a waiting pod's reason quotes.
+func (inv *Inventory) Matching(class string, classSel, reqSel []resourceapi.DeviceSelector) (map[string]int, error) {
+	out := map[string]int{}
+	for _, s := range inv.slices {
+		if s.Spec.NodeName == nil || *s.Spec.NodeName == "" {
+			continue
+		}
+		for i := range s.Spec.Devices {
+			d := &s.Spec.Devices[i]
+			ok, err := inv.selects(classSel, s.Spec.Driver, d)
+			if err != nil {
+				return nil, fmt.Errorf("device class %s: %w", class, err)
+			}
+			if !ok {
+				continue
+			}
+			if ok, err = inv.selects(reqSel, s.Spec.Driver, d); err != nil {
+				return nil, err
+			} else if ok {
+				out[*s.Spec.NodeName]++
+			}
+		}
+	}
+	return out, nil
+}
+
+// naturalLess orders names with numbers compared as numbers.
+func naturalLess(a, b string) bool {
+	for a != "" && b != "" {
+		ia, ib := digits(a), digits(b)
+		if ia > 0 && ib > 0 {
+			na, _ := strconv.Atoi(a[:ia])
+			nb, _ := strconv.Atoi(b[:ib])
+			if na != nb {
+				return na < nb
+			}
+			a, b = a[ia:], b[ib:]
+			continue
+		}
+		if a[0] != b[0] {
+			return a[0] < b[0]
+		}
+		a, b = a[1:], b[1:]
+	}
+	return len(a) < len(b)
+}
+
+func digits(s string) int {
+	return len(s) - len(strings.TrimLeft(s, "0123456789"))
+}

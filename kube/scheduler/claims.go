@@ -1,0 +1,394 @@
+package scheduler
+
+// The claims stage: pods that ask for devices through DRA ResourceClaims, turned into the
+// engine's GPUs. A node whose ResourceSlices publish GPUs has those as its GPUs; a claim
+// of a GPU class counts its devices against the pod's queue (a claim shared by several
+// pods once); a claim's allocation is where its pod's GPUs are; an allocated claim nobody
+// in the snapshot holds (another scheduler's pod, or a pod gone whose claim the resource
+// claim controller has not freed yet) holds its devices as work of no queue, so nothing is
+// placed on them before they are really free.
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/dynamic-resource-allocation/structured"
+
+	"github.com/allot-dev/allot/api/v1alpha1"
+	"github.com/allot-dev/allot/engine"
+	"github.com/allot-dev/allot/kube/dra"
+)
+
+// draCycle is what one cycle knows of DRA. nil where the API server serves no
+// resource.k8s.io/v1.
+type draCycle struct {
+	inv      *dra.Inventory
+	classes  dra.Classes
+	features structured.Features
+	claims   map[string]*resourceapi.ResourceClaim // by namespace/name
+	nodes    map[string]*corev1.Node
+	// pinned are pods whose claim is already allocated (shared with a running pod, or
+	// allocated for them by a bind that did not land): only that node can run them.
+	pinned map[types.UID]string
+	// fits caches whether a pod's claims could ever be allocated on each node (dra.Fits),
+	// between cycles while neither the claims nor the slices change.
+	fits *fitCache
+}
+
+func (d *draCycle) lookup(ns, name string) *resourceapi.ResourceClaim { return d.claims[ns+"/"+name] }
+
+func claimKey(c *resourceapi.ResourceClaim) string { return c.Namespace + "/" + c.Name }
+
+// addClaims brings DRA into a snapshot buildSnapshot made from the rest.
+func (d *draCycle) addClaims(now time.Time, snap *engine.Snapshot, idx *index, pods []*corev1.Pod) {
+	if d == nil {
+		// Bound, such a pod would never start: nothing can allocate its claims.
+		for ji := range snap.Jobs {
+			job := &snap.Jobs[ji]
+			for _, pod := range job.Pods {
+				if p := idx.pods[pod.ID]; p != nil && len(p.Spec.ResourceClaims) > 0 && job.Queue != "" && job.Invalid == "" {
+					job.Invalid = fmt.Sprintf("pod %s: spec.resourceClaims: the API server serves no resource.k8s.io/v1 (DRA, Kubernetes 1.34 and later), so its claims cannot be allocated", pod.ID)
+				}
+			}
+		}
+		return
+	}
+	d.pinned = map[types.UID]string{}
+	for i := range snap.Nodes {
+		n := &snap.Nodes[i]
+		devs := d.inv.NodeGPUs(string(n.ID))
+		if len(devs) == 0 {
+			continue
+		}
+		// Its GPUs are those its slices publish; a device plugin's count beside them would
+		// be the same GPUs twice.
+		n.GPUs = make([]engine.GPU, len(devs))
+		for k, dv := range devs {
+			model := dv.Product
+			if model == "" {
+				model = n.Labels[LabelProduct]
+			}
+			n.GPUs[k] = engine.GPU{Model: model, Memory: dv.Memory, UUID: dv.UUID, Island: k * 2 / len(devs)}
+		}
+		n.NoFractions = "its GPUs are handed out through DRA ResourceClaims: share one with a claim of the driver's sharing configuration, not a fraction"
+	}
+	accounted := map[string]bool{} // claims some pod of the snapshot holds or waits on
+	counted := map[string]bool{}   // claims whose GPUs a pod counts
+	claimsOf := func(job *engine.Job, pod *engine.Pod, p *corev1.Pod) []*resourceapi.ResourceClaim {
+		claims, problem := dra.PodClaims(p, d.lookup)
+		if problem == "" {
+			problem = v1alpha1.ResourceClaimsProblem(p)
+		}
+		if problem != "" {
+			if job.Queue != "" && job.Invalid == "" {
+				job.Invalid = fmt.Sprintf("pod %s: %s", pod.ID, problem)
+			}
+			return nil
+		}
+		return claims
+	}
+	count := func(job *engine.Job, pod *engine.Pod, c *resourceapi.ResourceClaim) {
+		if counted[claimKey(c)] {
+			return
+		}
+		n, problem := d.inv.GPUs(c)
+		if problem != "" && job.Queue != "" && job.Invalid == "" {
+			job.Invalid = fmt.Sprintf("pod %s: %s", pod.ID, problem)
+		}
+		counted[claimKey(c)] = true
+		pod.Request.GPUs += n
+		if pod.Binding == nil {
+			return
+		}
+		for _, id := range dra.Allocated(c) {
+			if pl, ok := d.inv.Where(id); ok && pl.Node == string(pod.Binding.Node) {
+				pod.Binding.GPUs = append(pod.Binding.GPUs, pl.Index)
+			}
+		}
+	}
+	// Bound pods first: a claim shared by a running pod and a waiting one is counted where
+	// it is held.
+	for _, bound := range []bool{true, false} {
+		for ji := range snap.Jobs {
+			job := &snap.Jobs[ji]
+			for k := range job.Pods {
+				pod := &job.Pods[k]
+				p := idx.pods[pod.ID]
+				if p == nil || len(p.Spec.ResourceClaims) == 0 || (pod.Binding != nil) != bound {
+					continue
+				}
+				if bound {
+					pod.Binding.GPUs = nil // the claims say where its GPUs are, not an annotation
+				}
+				for _, c := range claimsOf(job, pod, p) {
+					accounted[claimKey(c)] = true
+					if node := dra.AllocatedNode(c); !bound && node != "" {
+						d.pinned[p.UID] = node
+					}
+					count(job, pod, c)
+				}
+				if bound {
+					pod.Request.GPUs = len(pod.Binding.GPUs) // the books follow what its claims hold
+				}
+			}
+		}
+	}
+	// A pod of Allot's in its grace period still holds its claims' devices: they are free
+	// to the engine, and a bind onto them waits until the pod is gone (index.leaving).
+	for _, p := range pods {
+		if p.DeletionTimestamp == nil || p.Spec.NodeName == "" || len(p.Spec.ResourceClaims) == 0 || idx.uids[p.UID] ||
+			!now.Before(p.DeletionTimestamp.Add(stuckAfter)) || p.Spec.SchedulerName != SchedulerName {
+			continue
+		}
+		claims, _ := dra.PodClaims(p, d.lookup)
+		for _, c := range claims {
+			accounted[claimKey(c)] = true
+			for _, id := range dra.Allocated(c) {
+				if pl, ok := d.inv.Where(id); ok {
+					n := engine.NodeID(pl.Node)
+					if idx.releasing[n] == nil {
+						idx.releasing[n] = map[int]string{}
+					}
+					idx.releasing[n][pl.Index] = p.Namespace + "/" + p.Name
+				}
+			}
+		}
+	}
+	// What is left is held by no pod the engine knows.
+	keys := make([]string, 0, len(d.claims))
+	for k := range d.claims {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		c := d.claims[k]
+		if accounted[k] || c.Status.Allocation == nil {
+			continue
+		}
+		byNode := map[string][]int{}
+		for _, id := range dra.Allocated(c) {
+			if pl, ok := d.inv.Where(id); ok {
+				byNode[pl.Node] = append(byNode[pl.Node], pl.Index)
+			}
+		}
+		for node, gpus := range byNode {
+			jid := engine.JobID("external/claim/" + k + "/" + node)
+			snap.Jobs = append(snap.Jobs, engine.Job{ID: jid, MinMember: 1, Pods: []engine.Pod{{ID: engine.PodID("claim:" + k),
+				Request: engine.PodRequest{GPUs: len(gpus)}, Binding: &engine.Binding{Node: engine.NodeID(node), GPUs: gpus}}}})
+		}
+	}
+}
+
+// filterClaims narrows each job's nodes to where its pods' claims can be allocated, and
+// keeps pods that ask for whole GPUs through the device plugin off nodes whose GPUs come
+// from DRA (their kubelet has no nvidia.com/gpu to give). After constrain.
+func (d *draCycle) filterClaims(ctx context.Context, snap *engine.Snapshot, idx *index) {
+	if d == nil {
+		return
+	}
+	draNodes := map[engine.NodeID]bool{}
+	for _, n := range d.inv.Nodes() {
+		draNodes[engine.NodeID(n)] = true
+	}
+	for ji := range snap.Jobs {
+		job := &snap.Jobs[ji]
+		if job.Queue == "" || job.Invalid != "" {
+			continue
+		}
+		var claimed []*corev1.Pod
+		plugin := false
+		for _, pod := range job.Pods {
+			p := idx.pods[pod.ID]
+			switch {
+			case p == nil || pod.Binding != nil:
+			case len(p.Spec.ResourceClaims) > 0:
+				claimed = append(claimed, p)
+			case pod.Request.GPUs > 0:
+				plugin = true
+			}
+		}
+		if len(claimed) == 0 && (!plugin || len(draNodes) == 0) {
+			continue
+		}
+		allowed := map[engine.NodeID]bool{}
+		if job.Nodes != nil {
+			for _, n := range job.Nodes.Allowed {
+				allowed[n] = true
+			}
+		} else {
+			for _, n := range snap.Nodes {
+				allowed[n.ID] = true
+			}
+		}
+		var why []string
+		drop := func(n engine.NodeID) bool {
+			if plugin && draNodes[n] {
+				return true
+			}
+			for _, p := range claimed {
+				if pin, ok := d.pinned[p.UID]; ok && string(n) != pin {
+					return true
+				}
+				if !d.fitsOn(ctx, p, string(n)) {
+					return true
+				}
+			}
+			return false
+		}
+		kept := make([]engine.NodeID, 0, len(allowed))
+		dropped := 0
+		for _, n := range snap.Nodes {
+			if !allowed[n.ID] {
+				continue
+			}
+			if drop(n.ID) {
+				dropped++
+				continue
+			}
+			kept = append(kept, n.ID)
+		}
+		if dropped == 0 {
+			continue
+		}
+		if plugin {
+			why = append(why, fmt.Sprintf("node(s) with their GPUs through DRA (ResourceSlices) have no %s to give: ask for them with a ResourceClaim there", GPUResource))
+		}
+		for _, p := range claimed {
+			if pin, ok := d.pinned[p.UID]; ok {
+				why = append(why, fmt.Sprintf("pod %s/%s uses a ResourceClaim allocated on %s", p.Namespace, p.Name, pin))
+			} else if w := d.whyNot(p); w != "" {
+				why = append(why, w)
+			}
+		}
+		f := &engine.NodeFilter{Allowed: kept}
+		if job.Nodes != nil {
+			f.Preference, f.Dynamic, f.Excluded = job.Nodes.Preference, job.Nodes.Dynamic, job.Nodes.Excluded
+		}
+		msg := fmt.Sprintf("%d node(s) cannot allocate its claims", dropped)
+		if len(why) > 0 {
+			msg = fmt.Sprintf("%d node(s) cannot allocate its claims (%s)", dropped, strings.Join(dedupe(why), "; "))
+		}
+		if f.Excluded != "" {
+			f.Excluded += ", " + msg
+		} else {
+			f.Excluded = msg
+		}
+		job.Nodes = f
+	}
+}
+
+func dedupe(in []string) []string {
+	seen := map[string]bool{}
+	out := in[:0]
+	for _, s := range in {
+		if !seen[s] {
+			seen[s] = true
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// fitsOn tells whether a pod's claims could ever be allocated on a node.
+func (d *draCycle) fitsOn(ctx context.Context, p *corev1.Pod, node string) bool {
+	n := d.nodes[node]
+	if n == nil {
+		return false
+	}
+	claims, problem := dra.PodClaims(p, d.lookup)
+	if problem != "" {
+		return false
+	}
+	key := fitKey(claims, node)
+	if ok, cached := d.fits.get(key); cached {
+		return ok
+	}
+	ok, err := d.inv.Fits(ctx, d.features, d.classes, n, claims)
+	if err != nil {
+		ok = false
+	}
+	d.fits.put(key, ok)
+	return ok
+}
+
+// whyNot says, for a person, what a pod's claims ask that no node has: per GPU request,
+// its count, class and selectors, and the most matching devices one node has.
+func (d *draCycle) whyNot(p *corev1.Pod) string {
+	claims, problem := dra.PodClaims(p, d.lookup)
+	if problem != "" {
+		return problem
+	}
+	var out []string
+	for _, c := range claims {
+		for _, r := range c.Spec.Devices.Requests {
+			if r.Exactly == nil {
+				continue
+			}
+			class := d.classes[r.Exactly.DeviceClassName]
+			if class == nil {
+				out = append(out, fmt.Sprintf("claim %s: device class %s does not exist", c.Name, r.Exactly.DeviceClassName))
+				continue
+			}
+			have, err := d.inv.Matching(class.Name, class.Spec.Selectors, r.Exactly.Selectors)
+			if err != nil {
+				out = append(out, fmt.Sprintf("claim %s: %v", c.Name, err))
+				continue
+			}
+			most, where := 0, ""
+			for n, k := range have {
+				if k > most || (k == most && n < where) {
+					most, where = k, n
+				}
+			}
+			want := fmt.Sprintf("claim %s asks %d %s device(s)", c.Name, max(r.Exactly.Count, 1), class.Name)
+			var sel []string
+			for _, s := range r.Exactly.Selectors {
+				if s.CEL != nil {
+					sel = append(sel, s.CEL.Expression)
+				}
+			}
+			if len(sel) > 0 {
+				want += " where " + strings.Join(sel, " && ")
+			}
+			if most == 0 {
+				out = append(out, want+"; no node has one")
+			} else {
+				out = append(out, fmt.Sprintf("%s; the most on one node is %d (%s)", want, most, where))
+			}
+		}
+	}
+	return strings.Join(out, "; ")
+}
+
+// fitCache remembers dra.Fits answers; reset whenever the slices or classes change.
+type fitCache struct {
+	version uint64
+	m       map[string]bool
+}
+
+func (c *fitCache) get(k string) (bool, bool) {
+	v, ok := c.m[k]
+	return v, ok
+}
+
+func (c *fitCache) put(k string, v bool) {
+	if len(c.m) > 100000 {
+		clear(c.m)
+	}
+	c.m[k] = v
+}
+
+func fitKey(claims []*resourceapi.ResourceClaim, node string) string {
+	var b strings.Builder
+	b.WriteString(node)
+	for _, c := range claims {
+		b.WriteString("|" + string(c.UID) + "@" + c.ResourceVersion)
+	}
+	return b.String()
+}
