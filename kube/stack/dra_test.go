@@ -2,6 +2,7 @@ package stack_test
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"sort"
 	"strings"
 	"testing"
@@ -333,4 +334,68 @@ func TestDRAAndPluginNodesShareOneQuota(t *testing.T) {
 		return running["b-dra"] == 2 && running["a-plugin"] == 2 && running["a-dra"] == 0, fmt.Sprint(running)
 	})
 	noDeviceTwice(t, e)
+}
+
+// Churn on two DRA nodes of four GPUs: pods of one or two GPUs come and go at random in
+// two queues (a seeded sequence). At every step no device is in two claims' allocations,
+// no pod was refused by its kubelet for a device prepared twice, and at the end, with
+// every pod gone, every claim is freed.
+func TestDRAChurnNeverAllocatesADeviceTwice(t *testing.T) {
+	e := startDRA(t, simnode.Spec{Prefix: "dgx", Count: 2, GPUs: 4, DRA: true})
+	e.Queue(t, "team-a", 4, nil)
+	e.Queue(t, "team-b", 4, nil)
+	claimTemplate(t, e, "one-gpu", 1)
+	claimTemplate(t, e, "two-gpus", 2)
+	rng := rand.New(rand.NewPCG(7, 38))
+	made := 0
+	for step := 0; step < 40; step++ {
+		pods := e.Pods(t, "default")
+		if len(pods) > 0 && rng.IntN(3) == 0 {
+			names := make([]string, 0, len(pods))
+			for n := range pods {
+				names = append(names, n)
+			}
+			sort.Strings(names)
+			victim := names[rng.IntN(len(names))]
+			_ = e.Client.CoreV1().Pods("default").Delete(e.Ctx, victim, metav1.DeleteOptions{})
+		} else {
+			made++
+			tpl := []string{"one-gpu", "two-gpus"}[rng.IntN(2)]
+			q := []string{"team-a", "team-b"}[rng.IntN(2)]
+			e.MustPod(t, kubetest.PodSpec{Name: fmt.Sprintf("p-%d", made), Queue: q, Claims: fromTemplate(tpl)})
+		}
+		time.Sleep(time.Duration(50+rng.IntN(300)) * time.Millisecond)
+		noDeviceTwice(t, e)
+		for name, p := range e.Pods(t, "default") {
+			if p.Status.Phase == corev1.PodFailed {
+				t.Fatalf("step %d: %s failed on %s: %s", step, name, p.Spec.NodeName, p.Status.Message)
+			}
+		}
+	}
+	e.WaitFor(t, "pods run on every GPU while enough wait", func() (bool, string) {
+		noDeviceTwice(t, e)
+		held := 0
+		l, _ := e.Client.ResourceV1().ResourceClaims("default").List(e.Ctx, metav1.ListOptions{})
+		for _, c := range l.Items {
+			held += len(devicesOf(&c))
+		}
+		waiting := e.Count(t, "default", func(p *corev1.Pod) bool { return !kubetest.Bound(p) })
+		return held == 8 || waiting == 0, fmt.Sprint(held, " held, ", waiting, " waiting")
+	})
+	if err := e.Client.CoreV1().Pods("default").DeleteCollection(e.Ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.WaitFor(t, "every claim is freed once its pods are gone", func() (bool, string) {
+		l, err := e.Client.ResourceV1().ResourceClaims("default").List(e.Ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		var left []string
+		for _, c := range l.Items {
+			if c.Status.Allocation != nil {
+				left = append(left, c.Name)
+			}
+		}
+		return len(left) == 0, fmt.Sprint("still allocated: ", left)
+	})
 }
