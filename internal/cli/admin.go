@@ -238,6 +238,9 @@ func printNodes(out io.Writer, ns []inspect.Node) error {
 		default:
 			model += " [sharing: " + n.Sharing + "]"
 		}
+		if n.DRA {
+			model += " [DRA]" // its GPUs are claimed through ResourceClaims
+		}
 		fmt.Fprintf(tw, "%s%s\t\t%s\t%s/%d\t\t\t\n", strings.Repeat("  ", len(n.Topology)), n.Name, model, gpuAmount(n.Allocated), len(n.GPUs))
 		for _, g := range n.GPUs {
 			var who []string
@@ -259,7 +262,11 @@ func printNodes(out io.Writer, ns []inspect.Node) error {
 			if g.Utilization != nil {
 				util = fmt.Sprintf("%d%%", *g.Utilization)
 			}
-			fmt.Fprintf(tw, "\t%d\t\t%s %s\t%s\t%s\t%s\n", g.Index, bar(g.Used, 1, 1, 10), gpuAmount(g.Used), util, gib(g.FreeMi), holders)
+			index := strconv.Itoa(g.Index)
+			if g.Device != "" {
+				index += " " + g.Device // the device's name in its ResourceSlice
+			}
+			fmt.Fprintf(tw, "\t%s\t\t%s %s\t%s\t%s\t%s\n", index, bar(g.Used, 1, 1, 10), gpuAmount(g.Used), util, gib(g.FreeMi), holders)
 		}
 	}
 	if err := tw.Flush(); err != nil {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/spf13/cobra"
 	batchv1 "k8s.io/api/batch/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -40,7 +41,7 @@ import (
 func newUpCmd() *cobra.Command {
 	var nodes, gpus int
 	var gpuType, gpuMemory, dataDir, kubeconfig string
-	var demo bool
+	var demo, draNodes bool
 	var cpuProfile, dashboardAddr, metricsAddr string
 	var sharing, failGPU, history, topology string
 	cmd := &cobra.Command{
@@ -69,6 +70,9 @@ A kubeconfig is written so that kubectl works against it. Ctrl-C stops everythin
 			}
 			if _, err := v1alpha1.ParseSharing(sharing); err != nil {
 				return fmt.Errorf("--sharing: %w", err)
+			}
+			if draNodes && (sharing != "" || failGPU != "") {
+				return fmt.Errorf("--dra with --sharing or --fail-gpu is not offered: nodes on DRA have no device plugin or allot agent, and GPUs are shared there through the driver's claims")
 			}
 			var schedOpts scheduler.Options
 			if history != "" {
@@ -142,7 +146,7 @@ A kubeconfig is written so that kubectl works against it. Ctrl-C stops everythin
 			}
 			client := kubernetes.NewForConfigOrDie(c.Config)
 			spec := simnode.Spec{Prefix: "dgx", Count: nodes, GPUs: gpus, GPUType: gpuType,
-				GPUMemoryMi: mem.Value() >> 20, CPU: "128", Memory: "1Ti", Sharing: sharing}
+				GPUMemoryMi: mem.Value() >> 20, CPU: "128", Memory: "1Ti", Sharing: sharing, DRA: draNodes}
 			if err := simnode.Create(ctx, client, spec); err != nil {
 				return err
 			}
@@ -159,22 +163,30 @@ A kubeconfig is written so that kubectl works against it. Ctrl-C stops everythin
 			// mock, a device plugin choosing devices its own way, the kubelet's PodResources
 			// API on a unix socket (kept short: a data directory's path may be long), and the
 			// real allot agent reporting it all.
-			sockets, err := os.MkdirTemp("", "allot-up-pr")
-			if err != nil {
-				return err
-			}
-			defer os.RemoveAll(sockets)
-			devices := simnode.NewDevices(sockets)
-			if err := devices.AddNodes(ctx, spec); err != nil {
-				return err
-			}
-			go simnode.NewKubelet(nodeClient).WithDevices(devices).Run(ctx)
-			agentMetrics := agent.NewMetrics()
-			if err := devices.RunAgents(ctx, nodeClient, agentMetrics, 10*time.Second); err != nil {
-				return err
+			// With --dra the nodes publish the same GPUs (the same UUIDs) in ResourceSlices as
+			// NVIDIA's DRA driver does, and have no device plugin or agent: the scheduler
+			// allocates their claims, and the kubelet starts a pod once they are.
+			if draNodes {
+				go simnode.NewKubelet(nodeClient).Run(ctx)
+			} else {
+				sockets, err := os.MkdirTemp("", "allot-up-pr")
+				if err != nil {
+					return err
+				}
+				defer os.RemoveAll(sockets)
+				devices := simnode.NewDevices(sockets)
+				if err := devices.AddNodes(ctx, spec); err != nil {
+					return err
+				}
+				go simnode.NewKubelet(nodeClient).WithDevices(devices).Run(ctx)
+				agentMetrics := agent.NewMetrics()
+				if err := devices.RunAgents(ctx, nodeClient, agentMetrics, 10*time.Second); err != nil {
+					return err
+				}
+				schedOpts.Collectors = agentMetrics.Collectors()
 			}
 			// The pods of allot up stop with it: the time it was down is no use of GPUs.
-			schedOpts.Collectors, schedOpts.UsageIdleWhileAway = agentMetrics.Collectors(), true
+			schedOpts.UsageIdleWhileAway = true
 			running, err := stack.LocalAs(ctx, c.Config, c.Config, dataDir, metricsAddr, schedOpts)
 			if err != nil {
 				return err
@@ -186,7 +198,11 @@ A kubeconfig is written so that kubectl works against it. Ctrl-C stops everythin
 				}
 			}
 			if demo {
-				if err := startDemo(ctx, client, allotclient.NewForConfigOrDie(c.Config)); err != nil {
+				class := ""
+				if draNodes {
+					class = simnode.DRAClass
+				}
+				if err := startDemo(ctx, client, allotclient.NewForConfigOrDie(c.Config), class); err != nil {
 					return err
 				}
 			}
@@ -197,8 +213,13 @@ A kubeconfig is written so that kubectl works against it. Ctrl-C stops everythin
 				}
 				fmt.Fprintf(out, "GPU %d of %s fails now (XID 79): allot top nodes shows it, the scheduler places nothing more there.\n", failIndex, failNode)
 			}
-			fmt.Fprintf(out, "Allot is up: %d simulated nodes × %d %s GPUs, each with its allot agent.\nkubeconfig: %s\n  kubectl --kubeconfig %s get nodes,queues,pods\nmetrics: %s\nFail a GPU: kubectl --kubeconfig %s annotate node dgx-1 %s=3\nCtrl-C stops it.\n",
-				nodes, gpus, gpuType, kubeconfig, kubeconfig, running.MetricsURL, kubeconfig, simnode.AnnotationFailGPU)
+			if draNodes {
+				fmt.Fprintf(out, "Allot is up: %d simulated nodes × %d %s GPUs, published in ResourceSlices (DRA, device class %s).\nkubeconfig: %s\n  kubectl --kubeconfig %s get nodes,queues,pods,resourceclaims\nmetrics: %s\nCtrl-C stops it.\n",
+					nodes, gpus, gpuType, simnode.DRAClass, kubeconfig, kubeconfig, running.MetricsURL)
+			} else {
+				fmt.Fprintf(out, "Allot is up: %d simulated nodes × %d %s GPUs, each with its allot agent.\nkubeconfig: %s\n  kubectl --kubeconfig %s get nodes,queues,pods\nmetrics: %s\nFail a GPU: kubectl --kubeconfig %s annotate node dgx-1 %s=3\nCtrl-C stops it.\n",
+					nodes, gpus, gpuType, kubeconfig, kubeconfig, running.MetricsURL, kubeconfig, simnode.AnnotationFailGPU)
+			}
 			if demo {
 				fmt.Fprint(out, demoNext(kubeconfig))
 			}
@@ -222,13 +243,15 @@ A kubeconfig is written so that kubectl works against it. Ctrl-C stops everythin
 	f.StringVar(&failGPU, "fail-gpu", "", "make one simulated GPU fail once Allot is up, as NODE/INDEX (dgx-1/3): the health path end to end")
 	f.StringVar(&history, "fair-share-history", "", "let past use tilt the division of idle GPUs, as STRENGTH[:HALF-LIFE] (1:168h): 0 ignores it, 1 is strong")
 	f.StringVar(&topology, "topology", "", "simulated network topology: level names, narrowest first, such as rack,block (2 nodes to a rack, 2 racks to a block), with a Topology named default")
+	f.BoolVar(&draNodes, "dra", false, "publish the simulated GPUs in ResourceSlices as NVIDIA's DRA driver does (device class gpu.nvidia.com), with no device plugin: pods claim them with ResourceClaims, as allot submit then does")
 	f.BoolVar(&demo, "demo", false, "the demo: queues team-a/b/c/d with quotas 4/2/2/8 on 2 nodes of 8 GPUs, with work submitted")
 	return cmd
 }
 
 // startDemo creates the reference queues and some work: team-a borrows idle GPUs beyond
 // its quota, team-b stays within its own.
-func startDemo(ctx context.Context, client kubernetes.Interface, allot versioned.Interface) error {
+// With a deviceClass, the work claims its GPUs through DRA.
+func startDemo(ctx context.Context, client kubernetes.Interface, allot versioned.Interface, deviceClass string) error {
 	queues := allot.AllotV1alpha1().Queues()
 	for _, q := range []struct {
 		name  string
@@ -248,14 +271,21 @@ func startDemo(ctx context.Context, client kubernetes.Interface, allot versioned
 	for _, w := range work {
 		for i := 0; i < w.n; i++ {
 			spec := submit.Spec{Name: w.queue + "-train-" + strconv.Itoa(i), Namespace: "default", Queue: w.queue,
-				Image: "pytorch/pytorch", GPUs: "1", Command: []string{"python", "train.py"}}
+				Image: "pytorch/pytorch", GPUs: "1", Command: []string{"python", "train.py"}, DeviceClass: deviceClass}
 			objs, err := spec.Objects()
 			if err != nil {
 				return err
 			}
-			job := objs[0].(*batchv1.Job)
-			if _, err := client.BatchV1().Jobs("default").Create(ctx, job, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-				return fmt.Errorf("demo job: %w", err)
+			for _, o := range objs {
+				switch x := o.(type) {
+				case *resourcev1.ResourceClaimTemplate:
+					_, err = client.ResourceV1().ResourceClaimTemplates("default").Create(ctx, x, metav1.CreateOptions{})
+				case *batchv1.Job:
+					_, err = client.BatchV1().Jobs("default").Create(ctx, x, metav1.CreateOptions{})
+				}
+				if err != nil && !apierrors.IsAlreadyExists(err) {
+					return fmt.Errorf("demo job: %w", err)
+				}
 			}
 		}
 	}

@@ -260,3 +260,75 @@ func TestUpRefusesAFailGPUItDoesNotHave(t *testing.T) {
 		t.Fatalf("error %v, want %q", err, want)
 	}
 }
+
+// TestUpDRA runs `allot up --dra --demo`: the demo's work claims its GPUs through DRA
+// ResourceClaims on nodes that publish them in ResourceSlices; allot top nodes shows the
+// devices and who holds them; allot submit claims whole GPUs by itself there and says
+// that a fraction is not offered on DRA.
+func TestUpDRA(t *testing.T) {
+	up := startUp(t, "--dra", "--demo")
+	ctx := up.ctx
+	rc, err := clientcmd.BuildConfigFromFlags("", up.kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := kubernetes.NewForConfigOrDie(rc)
+	run := func(args ...string) (string, error) {
+		cmd := NewRoot()
+		var out bytes.Buffer
+		cmd.SetOut(&out)
+		cmd.SetErr(&out)
+		cmd.SetArgs(append(args, "--kubeconfig", up.kubeconfig))
+		err := cmd.ExecuteContext(ctx)
+		return out.String(), err
+	}
+	var top string
+	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		pods, err := client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, nil
+		}
+		running := 0
+		for _, p := range pods.Items {
+			if p.Status.Phase == corev1.PodRunning && len(p.Spec.ResourceClaims) > 0 && p.Spec.Containers[0].Resources.Limits.Name("nvidia.com/gpu", "").IsZero() {
+				running++
+			}
+		}
+		top, _ = run("top", "nodes")
+		return running == 8 && strings.Count(top, "team-a-train-") >= 6, nil
+	})
+	if err != nil {
+		t.Fatalf("the demo's 8 pods did not all run on claims, or top nodes does not show them:\n%s", top)
+	}
+	if !strings.Contains(top, "[DRA]") || !strings.Contains(top, "gpu-0") || !strings.Contains(top, "Allocated/Total GPUs: 8/16") {
+		t.Fatalf("allot top nodes on DRA nodes:\n%s", top)
+	}
+	out, err := run("submit", "extra", "-p", "team-c", "-i", "pytorch/pytorch", "-g", "2")
+	if err != nil {
+		t.Fatalf("allot submit -g 2 on DRA nodes: %v\n%s", err, out)
+	}
+	if _, err := client.ResourceV1().ResourceClaimTemplates("default").Get(ctx, "extra", metav1.GetOptions{}); err != nil {
+		t.Fatalf("allot submit made no ResourceClaimTemplate on DRA nodes: %v", err)
+	}
+	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		claims, err := client.ResourceV1().ResourceClaims("default").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, nil
+		}
+		for _, c := range claims.Items {
+			if strings.HasPrefix(c.Name, "extra-") && c.Status.Allocation != nil && len(c.Status.Allocation.Devices.Results) == 2 {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatal("the submitted workload's claim of 2 GPUs was never allocated")
+	}
+	if out, err := run("submit", "half", "-p", "team-c", "-i", "pytorch/pytorch", "-g", "0.5"); err == nil || !strings.Contains(err.Error(), "through DRA") {
+		t.Fatalf("allot submit -g 0.5 on DRA nodes: %v\n%s", err, out)
+	}
+	if out, err := run("delete", "extra"); err != nil || !strings.Contains(out, "ResourceClaimTemplate extra") {
+		t.Fatalf("allot delete of a DRA workload: %v\n%s", err, out)
+	}
+}

@@ -12,11 +12,13 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/yaml"
 
+	"github.com/allot-dev/allot/kube/dra"
 	"github.com/allot-dev/allot/kube/inspect"
 	"github.com/allot-dev/allot/kube/submit"
 )
@@ -25,6 +27,7 @@ func newSubmitCmd() *cobra.Command {
 	var c *conn // set below, once the command exists to carry its flags
 	var s submit.Spec
 	var dryRun, preemptible, nonPreemptible bool
+	gpuAPI := "auto"
 	cmd := &cobra.Command{
 		Use:     "submit NAME -p QUEUE -i IMAGE [flags] [-- COMMAND ARGS…]",
 		GroupID: "work",
@@ -72,6 +75,21 @@ Job of N workers with a headless Service (worker i is NAME-i.NAME) started as on
 				s.Namespace = c.ns
 			} else if s.Namespace = "default"; c.flags.Namespace != nil && *c.flags.Namespace != "" {
 				s.Namespace = *c.flags.Namespace
+			}
+			switch gpuAPI {
+			case "device-plugin":
+			case "dra":
+				s.DeviceClass = dra.DefaultGPUClasses[0]
+			case "auto":
+				if !dryRun {
+					if drac, err := gpusThroughDRA(cmd.Context(), c, s.NodePool); err != nil {
+						return err
+					} else if drac {
+						s.DeviceClass = dra.DefaultGPUClasses[0]
+					}
+				}
+			default:
+				return fmt.Errorf("--gpu-api %q is not allowed: auto, device-plugin or dra", gpuAPI)
 			}
 			objs, err := s.Objects()
 			if err != nil {
@@ -129,6 +147,7 @@ Job of N workers with a headless Service (worker i is NAME-i.NAME) started as on
 	f.BoolVar(&nonPreemptible, "non-preemptible", false, "never evicted; runs within the queue's quota only")
 	f.DurationVar(&s.Duration, "duration", 0, "on simulated nodes (allot up): finish after this long")
 	f.BoolVar(&dryRun, "dry-run", false, "print the objects instead of creating them")
+	f.StringVar(&gpuAPI, "gpu-api", gpuAPI, "how whole GPUs are asked for: device-plugin (nvidia.com/gpu), dra (a ResourceClaim of class gpu.nvidia.com), or auto: dra where every GPU node of the pool has its GPUs through DRA")
 	c = addConn(cmd)
 	return cmd
 }
@@ -155,6 +174,9 @@ func create(cmd *cobra.Command, c *conn, o runtime.Object, dryRun bool) error {
 	case *corev1.Pod:
 		kind, name = "Pod", x.Name
 		_, err = c.client.CoreV1().Pods(c.ns).Create(ctx, x, opts)
+	case *resourcev1.ResourceClaimTemplate:
+		kind, name = "ResourceClaimTemplate", x.Name
+		_, err = c.client.ResourceV1().ResourceClaimTemplates(c.ns).Create(ctx, x, opts)
 	default:
 		return fmt.Errorf("cannot create %T", o)
 	}
@@ -424,4 +446,26 @@ func queueExists(ctx context.Context, c *conn, name string) error {
 		names = append(names, q.Name)
 	}
 	return fmt.Errorf("queue %q does not exist; queues: %s", name, strings.Join(names, ", "))
+}
+
+// gpusThroughDRA tells whether every GPU node a workload of the pool could run on has its
+// GPUs through DRA (ResourceSlices) rather than the device plugin: then whole GPUs must be
+// claimed. In a mixed pool the device plugin is kept (--gpu-api dra asks otherwise).
+func gpusThroughDRA(ctx context.Context, c *conn, pool string) (bool, error) {
+	nodes, err := inspect.EmptyNodes(ctx, c.client)
+	if err != nil {
+		return false, err
+	}
+	draNodes, pluginNodes := 0, 0
+	for _, n := range nodes {
+		if n.Pool != pool || len(n.GPUs) == 0 {
+			continue
+		}
+		if n.DRA {
+			draNodes++
+		} else {
+			pluginNodes++
+		}
+	}
+	return draNodes > 0 && pluginNodes == 0, nil
 }

@@ -113,6 +113,16 @@ func (c Clients) Delete(ctx context.Context, w *inspect.Workload) (string, error
 			}
 			what = append(what, "Service "+s.Name)
 		}
+		// And its ResourceClaimTemplate, where it claimed its GPUs through DRA; where the API
+		// server serves no DRA, there is none.
+		if tl, err := c.Client.ResourceV1().ResourceClaimTemplates(w.Namespace).List(ctx, sel); err == nil {
+			for _, t := range tl.Items {
+				if err := c.Client.ResourceV1().ResourceClaimTemplates(w.Namespace).Delete(ctx, t.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+					return "", err
+				}
+				what = append(what, "ResourceClaimTemplate "+t.Name)
+			}
+		}
 	}
 	return "deleted " + strings.Join(what, ", "), nil
 }

@@ -39,6 +39,9 @@ type Node struct {
 	// Agent is the version of the node's allot agent; empty without one (devices then known
 	// by index only, as the scheduler chose them).
 	Agent string `json:"agent,omitempty"`
+	// DRA marks a node whose GPUs are published in ResourceSlices and held through
+	// ResourceClaims (Dynamic Resource Allocation), not by the device plugin.
+	DRA bool `json:"dra,omitempty"`
 }
 
 // SharingNotEnforced is what a node sharing GPUs without enforcement tells people.
@@ -58,6 +61,8 @@ type GPU struct {
 	// Unhealthy says why the device failed, as its agent reported (an XID error, off the
 	// bus); empty while it is healthy.
 	Unhealthy string `json:"unhealthy,omitempty"`
+	// Device is the device's name in its ResourceSlice, on a DRA node.
+	Device string `json:"device,omitempty"`
 }
 
 // Holder is a pod's part of a GPU.
@@ -72,7 +77,7 @@ func Nodes(ctx context.Context, client kubernetes.Interface) ([]Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	return BuildNodes(nodes, pods), nil
+	return withDRA(BuildNodes(nodes, pods), nodes, pods, ListDRA(ctx, client)), nil
 }
 
 // PlacedNodes is Nodes grouped by the cluster's Topology when it has one.
@@ -81,7 +86,7 @@ func PlacedNodes(ctx context.Context, client kubernetes.Interface, allot version
 	if err != nil {
 		return nil, err
 	}
-	out := BuildNodes(nodes, pods)
+	out := withDRA(BuildNodes(nodes, pods), nodes, pods, ListDRA(ctx, client))
 	lv, ok, err := Topology(ctx, allot)
 	if err != nil {
 		return nil, err
@@ -144,7 +149,7 @@ func EmptyNodes(ctx context.Context, client kubernetes.Interface) ([]Node, error
 	if err != nil {
 		return nil, err
 	}
-	return BuildNodes(ptrs(nodes.Items), nil), nil
+	return withDRA(BuildNodes(ptrs(nodes.Items), nil), ptrs(nodes.Items), nil, ListDRA(ctx, client)), nil
 }
 
 // BuildNodes lays out every GPU node's devices with the pods holding them.

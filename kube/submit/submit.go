@@ -15,6 +15,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -60,6 +61,10 @@ type Spec struct {
 	Workers, MinWorkers                 int
 	Preemptible                         *bool
 	Duration                            time.Duration // simulated nodes: finish after this long
+	// DeviceClass, when set, asks for whole GPUs through DRA: a ResourceClaimTemplate of
+	// that DeviceClass (gpu.nvidia.com) made with the workload, each pod claiming from it,
+	// instead of nvidia.com/gpu.
+	DeviceClass string
 }
 
 var dns1123 = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
@@ -105,6 +110,12 @@ func (s Spec) Objects() ([]runtime.Object, error) {
 	if err != nil {
 		return nil, err
 	}
+	var claims []runtime.Object
+	if s.DeviceClass != "" {
+		if tpl := s.claimTemplate(&pod); tpl != nil {
+			claims = append(claims, tpl)
+		}
+	}
 	meta := s.meta()
 	tmpl := corev1.PodTemplateSpec{ObjectMeta: s.podMeta(), Spec: pod}
 	for k, v := range shareAnn {
@@ -122,7 +133,7 @@ func (s Spec) Objects() ([]runtime.Object, error) {
 			out = append(out, &corev1.Service{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Service"}, ObjectMeta: meta,
 				Spec: corev1.ServiceSpec{Selector: sel, Ports: []corev1.ServicePort{{Port: int32(s.Port), TargetPort: intstr.FromInt32(int32(s.Port))}}}})
 		}
-		return out, nil
+		return append(claims, out...), nil
 	case TypeInteractive:
 		tmpl.Spec.RestartPolicy = corev1.RestartPolicyAlways
 		p := &corev1.Pod{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"}, ObjectMeta: tmpl.ObjectMeta, Spec: tmpl.Spec}
@@ -130,7 +141,7 @@ func (s Spec) Objects() ([]runtime.Object, error) {
 		for k, v := range meta.Labels {
 			p.Labels[k] = v
 		}
-		return []runtime.Object{p}, nil
+		return append(claims, p), nil
 	case TypeDistributed:
 		n := int32(s.Workers)
 		indexed := batchv1.IndexedCompletion
@@ -144,13 +155,31 @@ func (s Spec) Objects() ([]runtime.Object, error) {
 		svc := &corev1.Service{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Service"}, ObjectMeta: meta,
 			Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, Selector: map[string]string{LabelWorkload: s.Name},
 				PublishNotReadyAddresses: true, Ports: []corev1.ServicePort{{Name: "rendezvous", Port: 29500}}}}
-		return []runtime.Object{svc, j}, nil
+		return append(claims, svc, j), nil
 	}
 	one := int32(1)
 	tmpl.Spec.RestartPolicy = corev1.RestartPolicyNever
 	j := &batchv1.Job{TypeMeta: metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"}, ObjectMeta: meta,
 		Spec: batchv1.JobSpec{Parallelism: &one, Completions: &one, Template: tmpl}}
-	return []runtime.Object{j}, nil
+	return append(claims, j), nil
+}
+
+// claimTemplate moves the pod's whole GPUs from nvidia.com/gpu to a claim made from a
+// ResourceClaimTemplate of the workload's name, and returns that template (nil when the
+// pod asks for no whole GPU).
+func (s Spec) claimTemplate(pod *corev1.PodSpec) *resourcev1.ResourceClaimTemplate {
+	c := &pod.Containers[0]
+	q, ok := c.Resources.Limits[v1alpha1.GPUResource]
+	if !ok {
+		return nil
+	}
+	delete(c.Resources.Limits, v1alpha1.GPUResource)
+	c.Resources.Claims = append(c.Resources.Claims, corev1.ResourceClaim{Name: "gpu"})
+	pod.ResourceClaims = append(pod.ResourceClaims, corev1.PodResourceClaim{Name: "gpu", ResourceClaimTemplateName: &s.Name})
+	req := resourcev1.ExactDeviceRequest{DeviceClassName: s.DeviceClass, AllocationMode: resourcev1.DeviceAllocationModeExactCount, Count: q.Value()}
+	return &resourcev1.ResourceClaimTemplate{TypeMeta: metav1.TypeMeta{APIVersion: "resource.k8s.io/v1", Kind: "ResourceClaimTemplate"}, ObjectMeta: s.meta(),
+		Spec: resourcev1.ResourceClaimTemplateSpec{Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{
+			Requests: []resourcev1.DeviceRequest{{Name: "gpu", Exactly: &req}}}}}}
 }
 
 func (s Spec) meta() metav1.ObjectMeta {
@@ -207,6 +236,9 @@ func (s Spec) podSpec() (corev1.PodSpec, map[string]string, error) {
 		default:
 			c.Resources.Limits[v1alpha1.GPUResource] = *resource.NewQuantity(int64(f), resource.DecimalSI)
 		}
+	}
+	if s.DeviceClass != "" && len(ann) > 0 {
+		return corev1.PodSpec{}, nil, fmt.Errorf("a shared GPU (-g below 1, --gpu-memory) through DRA (device class %s) is not offered yet: ask for whole GPUs there, or run on nodes with NVIDIA's device plugin", s.DeviceClass)
 	}
 	if s.GPUCompute != 0 {
 		if len(ann) == 0 {
