@@ -149,14 +149,15 @@ func TestHelmTemplateRendersAnInstall(t *testing.T) {
 	var bindsPods bool
 	for _, r := range objs["ClusterRole/allot"]["rules"].([]any) {
 		rule := r.(map[string]any)
-		for _, field := range []string{"apiGroups", "resources", "verbs"} {
-			for _, v := range rule[field].([]any) {
+		for _, field := range []string{"apiGroups", "resources", "verbs", "nonResourceURLs"} {
+			values, _ := rule[field].([]any) // a rule has resources or nonResourceURLs
+			for _, v := range values {
 				if v == "*" {
 					t.Errorf("ClusterRole grants %s *", field)
 				}
 			}
 		}
-		if slices.Contains(rule["resources"].([]any), any("pods/binding")) && slices.Contains(rule["verbs"].([]any), any("create")) {
+		if res, _ := rule["resources"].([]any); slices.Contains(res, any("pods/binding")) && slices.Contains(rule["verbs"].([]any), any("create")) {
 			bindsPods = true
 		}
 	}

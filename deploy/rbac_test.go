@@ -16,6 +16,7 @@ import (
 	authorizationv1 "k8s.io/api/authorization/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -28,6 +29,7 @@ import (
 	"github.com/allot-dev/allot/kube/dashboard"
 	"github.com/allot-dev/allot/kube/kubetest"
 	"github.com/allot-dev/allot/kube/scheduler"
+	"github.com/allot-dev/allot/kube/simnode"
 	"github.com/allot-dev/allot/kube/stack"
 )
 
@@ -363,4 +365,37 @@ func httpGet(t *testing.T, url, token string) (int, string) {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b)
+}
+
+// TestSchedulerRoleAllocatesClaims runs the scheduler as the chart's ServiceAccount on a
+// node that publishes its GPUs through DRA: a pod's claim from a template is allocated and
+// reserved, and the pod runs. The account may not create, delete or free claims (the
+// resource claim controller does), nor write ResourceSlices.
+func TestSchedulerRoleAllocatesClaims(t *testing.T) {
+	objs := deploy.Render(t)
+	e := kubetest.StartNodes(t, simnode.Spec{Prefix: "dgx", Count: 1, GPUs: 2, DRA: true})
+	install(t, e, objs, "ServiceAccount/allot", "ClusterRole/allot", "ClusterRoleBinding/allot",
+		"kube-system/Role/allot-leader-election", "kube-system/RoleBinding/allot-leader-election")
+	rc := serviceAccount(e, "allot")
+	if _, err := stack.LocalAs(e.Ctx, e.Cluster.Config, rc, e.Dir, "", scheduler.Options{Interval: 200 * time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	e.Queue(t, "team-a", 2, nil)
+	req := resourcev1.ExactDeviceRequest{DeviceClassName: simnode.DRAClass, AllocationMode: resourcev1.DeviceAllocationModeExactCount, Count: 2}
+	tpl := &resourcev1.ResourceClaimTemplate{ObjectMeta: metav1.ObjectMeta{Name: "two", Namespace: "default"},
+		Spec: resourcev1.ResourceClaimTemplateSpec{Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{
+			Requests: []resourcev1.DeviceRequest{{Name: "gpu", Exactly: &req}}}}}}
+	if _, err := e.Client.ResourceV1().ResourceClaimTemplates("default").Create(e.Ctx, tpl, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.MustPod(t, kubetest.PodSpec{Name: "train", Queue: "team-a",
+		Claims: []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: &tpl.Name}}})
+	e.WaitFor(t, "the pod runs on its allocated claim", func() (bool, string) {
+		p := e.Pods(t, "default")["train"]
+		return kubetest.Running(p), fmt.Sprint(p.Status.Phase, " ", p.Status.Conditions)
+	})
+	refused(t, e, rc,
+		authorizationv1.ResourceAttributes{Verb: "create", Group: "resource.k8s.io", Resource: "resourceclaims", Namespace: "default"},
+		authorizationv1.ResourceAttributes{Verb: "delete", Group: "resource.k8s.io", Resource: "resourceclaims", Namespace: "default"},
+		authorizationv1.ResourceAttributes{Verb: "update", Group: "resource.k8s.io", Resource: "resourceslices"})
 }
