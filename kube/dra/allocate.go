@@ -87,8 +87,13 @@ func (inv *Inventory) Allocate(ctx context.Context, features structured.Features
 		keep := sets.New(prefer...)
 		narrowed := State{Devices: held.Devices.Clone(), Shared: held.Shared, Used: held.Used}
 		for _, d := range inv.nodes[node.Name] {
-			if !keep.Has(d.ID) {
+			if d.ID != (structured.DeviceID{}) && !keep.Has(d.ID) {
 				narrowed.Devices.Insert(d.ID)
+			}
+		}
+		for _, p := range inv.partsOf[node.Name] {
+			if !keep.Has(p.ID) {
+				narrowed.Devices.Insert(p.ID)
 			}
 		}
 		if out, err := inv.allocate(ctx, features, classes, narrowed, node, claims); err == nil {

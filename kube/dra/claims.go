@@ -88,46 +88,88 @@ func AllocatedNode(c *resourceapi.ResourceClaim) string {
 	return ""
 }
 
-// GPUs is how many GPUs a claim counts for. An allocated claim counts the GPUs it holds.
-// One not yet allocated counts what its requests of GPU classes ask: the count of an
-// exact request, the first choice of a prioritized list (firstAvailable). A request of a
-// GPU class for all matching devices cannot be counted against a quota before it is
-// allocated: problem says so.
-func (inv *Inventory) GPUs(c *resourceapi.ResourceClaim) (n int, problem string) {
+// Claimed is what a claim counts for: whole GPUs, or a part of one GPU (a MIG device), in
+// thousandths of it.
+type Claimed struct {
+	GPUs  int
+	Share int
+}
+
+// Count is what a claim counts for. An allocated claim counts the GPUs and MIG parts it
+// holds. One not yet allocated counts what its requests ask: the count of an exact request
+// of a GPU class, the first choice of a prioritized list (firstAvailable), and for a MIG
+// device the smallest its selectors match. A request of a GPU class for all matching
+// devices, or for several MIG devices, or a claim of whole GPUs and a MIG device at once,
+// cannot be counted as the engine books a pod: problem says so.
+func (inv *Inventory) Count(c *resourceapi.ResourceClaim) (n Claimed, problem string) {
 	if c.Status.Allocation != nil {
 		for _, id := range Allocated(c) {
 			if _, ok := inv.where[id]; ok {
-				n++
+				n.GPUs++
+			} else if p, ok := inv.parts[id]; ok {
+				n.Share += p.Share
 			}
 		}
-		return n, ""
+	} else {
+		for _, r := range c.Spec.Devices.Requests {
+			var k Claimed
+			var msg string
+			switch {
+			case r.Exactly != nil:
+				k, msg = inv.request(r.Name, r.Exactly.DeviceClassName, r.Exactly.AllocationMode, r.Exactly.Count, r.Exactly.Selectors)
+			case len(r.FirstAvailable) > 0:
+				s := r.FirstAvailable[0]
+				k, msg = inv.request(r.Name+"/"+s.Name, s.DeviceClassName, s.AllocationMode, s.Count, s.Selectors)
+			}
+			if msg != "" {
+				return Claimed{}, fmt.Sprintf("ResourceClaim %s: %s", c.Name, msg)
+			}
+			n.GPUs += k.GPUs
+			n.Share += k.Share
+		}
 	}
-	for _, r := range c.Spec.Devices.Requests {
-		switch {
-		case r.Exactly != nil:
-			k, msg := inv.requestGPUs(r.Name, r.Exactly.DeviceClassName, r.Exactly.AllocationMode, r.Exactly.Count)
-			if msg != "" {
-				return 0, fmt.Sprintf("ResourceClaim %s: %s", c.Name, msg)
-			}
-			n += k
-		case len(r.FirstAvailable) > 0:
-			s := r.FirstAvailable[0]
-			k, msg := inv.requestGPUs(r.Name+"/"+s.Name, s.DeviceClassName, s.AllocationMode, s.Count)
-			if msg != "" {
-				return 0, fmt.Sprintf("ResourceClaim %s: %s", c.Name, msg)
-			}
-			n += k
-		}
+	if n.Share > 0 && (n.GPUs > 0 || n.Share >= 1000) {
+		return Claimed{}, fmt.Sprintf("ResourceClaim %s: whole GPUs and MIG devices, or several MIG devices, in one pod: ask for one MIG device per pod, or for whole GPUs", c.Name)
 	}
 	return n, ""
 }
 
-func (inv *Inventory) requestGPUs(name, class string, mode resourceapi.DeviceAllocationMode, count int64) (int, string) {
-	if !inv.IsGPUClass(class) {
-		return 0, ""
+func (inv *Inventory) request(name, class string, mode resourceapi.DeviceAllocationMode, count int64, sel []resourceapi.DeviceSelector) (Claimed, string) {
+	switch {
+	case !inv.IsGPUClass(class) && !inv.IsMIGClass(class):
+		return Claimed{}, ""
+	case mode == resourceapi.DeviceAllocationModeAll:
+		return Claimed{}, fmt.Sprintf("request %s asks for all devices of class %s: a queue's quota needs a count (allocationMode: ExactCount, count: N)", name, class)
+	case inv.IsGPUClass(class):
+		return Claimed{GPUs: int(max(count, 1))}, ""
+	case count > 1:
+		return Claimed{}, fmt.Sprintf("request %s asks for %d MIG devices: a pod takes one MIG device (or whole GPUs)", name, count)
 	}
-	if mode == resourceapi.DeviceAllocationModeAll {
-		return 0, fmt.Sprintf("request %s asks for all devices of GPU class %s: a queue's quota needs a count (allocationMode: ExactCount, count: N)", name, class)
+	return Claimed{Share: inv.smallestPart(class, sel)}, ""
+}
+
+// smallestPart is the share of the smallest MIG device a request could be given; the
+// smallest part any GPU has when none matches (the pod then waits saying so).
+func (inv *Inventory) smallestPart(class string, sel []resourceapi.DeviceSelector) int {
+	best := 0
+	c := inv.classes[class]
+	for _, s := range inv.slices {
+		for i := range s.Spec.Devices {
+			d := &s.Spec.Devices[i]
+			p, ok := inv.parts[structured.MakeDeviceID(s.Spec.Driver, s.Spec.Pool.Name, d.Name)]
+			if !ok || c == nil {
+				continue
+			}
+			if ok, _ := inv.selects(c.Spec.Selectors, s.Spec.Driver, d); !ok {
+				continue
+			}
+			if ok, _ := inv.selects(sel, s.Spec.Driver, d); ok && (best == 0 || p.Share < best) {
+				best = p.Share
+			}
+		}
 	}
-	return int(max(count, 1)), ""
+	if best == 0 {
+		best = 1000 / 7
+	}
+	return best
 }

@@ -52,7 +52,7 @@ func claim(name string, count int64, selectors ...string) *resourceapi.ResourceC
 func node(name string) *corev1.Node { return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}} }
 
 func inventory(slices ...*resourceapi.ResourceSlice) *Inventory {
-	return NewInventory(slices, []*resourceapi.DeviceClass{gpuClass()}, DefaultGPUClasses, cel.NewCache(10, cel.Features{}))
+	return NewInventory(slices, []*resourceapi.DeviceClass{gpuClass()}, DefaultClassNames, cel.NewCache(10, cel.Features{}))
 }
 
 // A node's GPUs are its GPU-class devices in natural order (gpu-2 before gpu-10), only of
@@ -80,24 +80,24 @@ func TestInventoryOrdersAndSelectsGPUs(t *testing.T) {
 
 func TestClaimGPUs(t *testing.T) {
 	inv := inventory(slice("n1", 1, 4, 80))
-	if n, p := inv.GPUs(claim("c", 3)); n != 3 || p != "" {
+	if n, p := inv.Count(claim("c", 3)); n.GPUs != 3 || p != "" {
 		t.Fatalf("a claim of 3: %d %q", n, p)
 	}
 	all := claim("all", 0)
 	all.Spec.Devices.Requests[0].Exactly.AllocationMode = resourceapi.DeviceAllocationModeAll
-	if _, p := inv.GPUs(all); !strings.Contains(p, "allocationMode: ExactCount") {
+	if _, p := inv.Count(all); !strings.Contains(p, "allocationMode: ExactCount") {
 		t.Fatalf("allocationMode All: %q", p)
 	}
 	other := claim("nic", 2)
 	other.Spec.Devices.Requests[0].Exactly.DeviceClassName = "nic.example.com"
-	if n, _ := inv.GPUs(other); n != 0 {
+	if n, _ := inv.Count(other); n != (Claimed{}) {
 		t.Fatalf("a claim of another class counts %d GPUs", n)
 	}
 	// Allocated, a claim counts the GPUs it holds.
 	held := claim("held", 1)
 	held.Status.Allocation = &resourceapi.AllocationResult{Devices: resourceapi.DeviceAllocationResult{Results: []resourceapi.DeviceRequestAllocationResult{
 		{Request: "gpu", Driver: "gpu.nvidia.com", Pool: "n1", Device: "gpu-3"}, {Request: "nic", Driver: "gpu.nvidia.com", Pool: "n1", Device: "nic-0"}}}}
-	if n, _ := inv.GPUs(held); n != 1 {
+	if n, _ := inv.Count(held); n.GPUs != 1 {
 		t.Fatalf("an allocated claim counts %d GPUs, want 1", n)
 	}
 }

@@ -9,6 +9,7 @@ package dra
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -21,6 +22,20 @@ import (
 // DefaultGPUClasses are the DeviceClasses whose devices count as GPUs when the scheduler is
 // told none: NVIDIA's DRA driver names its whole-GPU class gpu.nvidia.com.
 var DefaultGPUClasses = []string{"gpu.nvidia.com"}
+
+// DefaultMIGClasses are the DeviceClasses whose devices are MIG instances, parts of a GPU:
+// NVIDIA's driver names its class mig.nvidia.com.
+var DefaultMIGClasses = []string{"mig.nvidia.com"}
+
+// Part is a MIG device: a part of a GPU of its node.
+type Part struct {
+	Place
+	// Share is the part of its GPU it is, in thousandths: its compute slices of the GPU's
+	// (1g of an A100 or H100's 7 is 142), rounded down so that a GPU's parts add up to at
+	// most all of it.
+	Share int
+	ID    structured.DeviceID
+}
 
 // Device is one GPU a ResourceSlice publishes.
 type Device struct {
@@ -38,10 +53,16 @@ type Inventory struct {
 	where map[structured.DeviceID]Place
 	// slices are the current ones (older generations of a pool dropped), for the allocator.
 	slices []*resourceapi.ResourceSlice
-	// classes are the GPU classes, by name, for matching requests against devices.
+	// classes are the GPU and MIG classes, by name, for matching requests against devices.
 	classes map[string]*resourceapi.DeviceClass
 	gpu     map[string]bool
+	mig     map[string]bool
 	cel     *cel.Cache
+	// parts are the MIG devices, by ID; partsOnly marks, per node and GPU index, the GPUs
+	// in MIG mode whose whole is not published (only their parts can be claimed).
+	parts     map[structured.DeviceID]Part
+	partsOf   map[string][]Part
+	partsOnly map[string]map[int]bool
 }
 
 // Place is where a device is: its node and its index among that node's GPUs.
@@ -50,27 +71,40 @@ type Place struct {
 	Index int
 }
 
-// NewInventory reads the slices. gpuClasses name the DeviceClasses that count as GPUs; a
-// device is a GPU when one of them selects it (its CEL selectors, evaluated as the
-// allocator does). Classes not in the cluster select nothing.
-func NewInventory(slices []*resourceapi.ResourceSlice, classes []*resourceapi.DeviceClass, gpuClasses []string, celCache *cel.Cache) *Inventory {
+// ClassNames say which DeviceClasses are whole GPUs and which MIG parts of one.
+type ClassNames struct{ GPU, MIG []string }
+
+// DefaultClassNames are NVIDIA's.
+var DefaultClassNames = ClassNames{GPU: DefaultGPUClasses, MIG: DefaultMIGClasses}
+
+// NewInventory reads the slices. names say which DeviceClasses count as GPUs and which as
+// MIG parts; a device is one when such a class selects it (its CEL selectors, evaluated as
+// the allocator does). Classes not in the cluster select nothing.
+func NewInventory(published []*resourceapi.ResourceSlice, classes []*resourceapi.DeviceClass, names ClassNames, celCache *cel.Cache) *Inventory {
 	inv := &Inventory{nodes: map[string][]Device{}, where: map[structured.DeviceID]Place{}, classes: map[string]*resourceapi.DeviceClass{},
-		gpu: map[string]bool{}, cel: celCache}
-	for _, c := range gpuClasses {
+		gpu: map[string]bool{}, mig: map[string]bool{}, cel: celCache,
+		parts: map[structured.DeviceID]Part{}, partsOf: map[string][]Part{}, partsOnly: map[string]map[int]bool{}}
+	for _, c := range names.GPU {
 		inv.gpu[c] = true
 	}
+	for _, c := range names.MIG {
+		inv.mig[c] = true
+	}
 	for _, c := range classes {
-		if inv.gpu[c.Name] {
+		if inv.gpu[c.Name] || inv.mig[c.Name] {
 			inv.classes[c.Name] = c
 		}
 	}
-	inv.slices = current(slices)
+	inv.slices = current(published)
 	type found struct {
 		node string
 		dev  Device
 		name string
 	}
 	var all []found
+	var migs []found // MIG devices, with their parent's UUID in dev.UUID's place below
+	parentOf := map[structured.DeviceID]string{}
+	sliceOf := map[structured.DeviceID]string{} // MIG profile, for its share
 	for _, s := range inv.slices {
 		node := ""
 		if s.Spec.NodeName != nil {
@@ -81,7 +115,8 @@ func NewInventory(slices []*resourceapi.ResourceSlice, classes []*resourceapi.De
 		}
 		for i := range s.Spec.Devices {
 			d := &s.Spec.Devices[i]
-			if !inv.isGPU(s.Spec.Driver, d) {
+			isMIG := inv.selectedBy(inv.mig, s.Spec.Driver, d)
+			if !isMIG && !inv.selectedBy(inv.gpu, s.Spec.Driver, d) {
 				continue
 			}
 			id := structured.MakeDeviceID(s.Spec.Driver, s.Spec.Pool.Name, d.Name)
@@ -94,6 +129,16 @@ func NewInventory(slices []*resourceapi.ResourceSlice, classes []*resourceapi.De
 			}
 			if c, ok := d.Capacity["memory"]; ok {
 				dev.Memory = c.Value.Value()
+			}
+			if isMIG {
+				if a, ok := d.Attributes["parentUUID"]; ok && a.StringValue != nil {
+					parentOf[id] = *a.StringValue
+				}
+				if a, ok := d.Attributes["profile"]; ok && a.StringValue != nil {
+					sliceOf[id] = *a.StringValue
+				}
+				migs = append(migs, found{node, dev, d.Name})
+				continue
 			}
 			all = append(all, found{node, dev, d.Name})
 		}
@@ -118,7 +163,45 @@ func NewInventory(slices []*resourceapi.ResourceSlice, classes []*resourceapi.De
 		inv.where[f.dev.ID] = Place{f.node, len(inv.nodes[f.node])}
 		inv.nodes[f.node] = append(inv.nodes[f.node], f.dev)
 	}
+	// A MIG device is a part of its parent GPU, found by UUID. A parent whose whole is not
+	// published (in MIG mode) is a GPU of its node all the same, but only its parts can be
+	// claimed.
+	for _, f := range migs {
+		parent := parentOf[f.dev.ID]
+		if parent == "" {
+			continue // a part of no known GPU cannot be counted
+		}
+		idx := slices.IndexFunc(inv.nodes[f.node], func(d Device) bool { return d.UUID == parent })
+		if idx < 0 {
+			idx = len(inv.nodes[f.node])
+			inv.nodes[f.node] = append(inv.nodes[f.node], Device{UUID: parent, Product: f.dev.Product})
+			if inv.partsOnly[f.node] == nil {
+				inv.partsOnly[f.node] = map[int]bool{}
+			}
+			inv.partsOnly[f.node][idx] = true
+		}
+		p := Part{Place: Place{f.node, idx}, Share: migShare(sliceOf[f.dev.ID], f.dev.Product), ID: f.dev.ID}
+		inv.parts[f.dev.ID] = p
+		inv.partsOf[f.node] = append(inv.partsOf[f.node], p)
+	}
 	return inv
+}
+
+// migShare is the part of a GPU a MIG profile ("3g.40gb") is, in thousandths: its compute
+// slices of the GPU's (7 on an A100 or H100, 4 on an A30), rounded down. An unreadable
+// profile counts as one slice.
+func migShare(profile, product string) int {
+	n := 1
+	if g, _, ok := strings.Cut(profile, "g."); ok {
+		if k, err := strconv.Atoi(g); err == nil && k > 0 {
+			n = k
+		}
+	}
+	of := 7
+	if strings.Contains(product, "A30") {
+		of = 4
+	}
+	return min(n, of) * 1000 / of
 }
 
 // current drops the slices of a pool's older generations: a driver republishing its pool
@@ -139,8 +222,11 @@ func current(slices []*resourceapi.ResourceSlice) []*resourceapi.ResourceSlice {
 	return out
 }
 
-func (inv *Inventory) isGPU(driver string, d *resourceapi.Device) bool {
-	for _, c := range inv.classes {
+func (inv *Inventory) selectedBy(names map[string]bool, driver string, d *resourceapi.Device) bool {
+	for name, c := range inv.classes {
+		if !names[name] {
+			continue
+		}
 		if ok, _ := inv.selects(c.Spec.Selectors, driver, d); ok {
 			return true
 		}
@@ -188,6 +274,22 @@ func (inv *Inventory) Where(id structured.DeviceID) (Place, bool) {
 
 // IsGPUClass tells whether a DeviceClass's devices count as GPUs.
 func (inv *Inventory) IsGPUClass(name string) bool { return inv.gpu[name] }
+
+// IsMIGClass tells whether a DeviceClass's devices are MIG parts of GPUs.
+func (inv *Inventory) IsMIGClass(name string) bool { return inv.mig[name] }
+
+// PartOf says which GPU a MIG device is a part of, and how large a part.
+func (inv *Inventory) PartOf(id structured.DeviceID) (Part, bool) {
+	p, ok := inv.parts[id]
+	return p, ok
+}
+
+// Parts are a node's MIG devices.
+func (inv *Inventory) Parts(node string) []Part { return inv.partsOf[node] }
+
+// PartsOnly tells whether a node's GPU is in MIG mode with its whole not published: it
+// can never be claimed whole.
+func (inv *Inventory) PartsOnly(node string, index int) bool { return inv.partsOnly[node][index] }
 
 // Slices are the slices the allocator works with.
 func (inv *Inventory) Slices() []*resourceapi.ResourceSlice { return inv.slices }

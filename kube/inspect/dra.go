@@ -47,7 +47,7 @@ func withDRA(out []Node, nodes []*corev1.Node, pods []*corev1.Pod, d DRA) []Node
 	if len(d.Slices) == 0 {
 		return out
 	}
-	inv := dra.NewInventory(d.Slices, d.Classes, dra.DefaultGPUClasses, cel.NewCache(100, cel.Features{}))
+	inv := dra.NewInventory(d.Slices, d.Classes, dra.DefaultClassNames, cel.NewCache(100, cel.Features{}))
 	have := map[string]bool{}
 	for _, n := range out {
 		have[n.Name] = true
@@ -66,15 +66,20 @@ func withDRA(out []Node, nodes []*corev1.Node, pods []*corev1.Pod, d DRA) []Node
 	for _, c := range d.Claims {
 		for _, id := range dra.Allocated(c) {
 			pl, ok := inv.Where(id)
+			share := 1.0
 			if !ok {
-				continue
+				part, isPart := inv.PartOf(id) // a MIG device: its part of its GPU
+				if !isPart {
+					continue
+				}
+				pl, share = part.Place, float64(part.Share)/1000
 			}
 			if holders[pl.Node] == nil {
 				holders[pl.Node] = map[int][]Holder{}
 			}
 			for _, r := range c.Status.ReservedFor {
 				if r.Resource == "pods" && alive[c.Namespace+"/"+r.Name] {
-					holders[pl.Node][pl.Index] = append(holders[pl.Node][pl.Index], Holder{Pod: c.Namespace + "/" + r.Name, Share: 1})
+					holders[pl.Node][pl.Index] = append(holders[pl.Node][pl.Index], Holder{Pod: c.Namespace + "/" + r.Name, Share: share})
 				}
 			}
 		}
@@ -90,9 +95,14 @@ func withDRA(out []Node, nodes []*corev1.Node, pods []*corev1.Pod, d DRA) []Node
 			h := holders[name][g]
 			sort.Slice(h, func(a, b int) bool { return h[a].Pod < h[b].Pod })
 			gpu := GPU{Index: g, UUID: dv.UUID, Holders: h, FreeMi: dv.Memory >> 20, Device: dv.ID.Device.String()}
-			if len(h) > 0 {
-				gpu.Used, gpu.FreeMi = 1, 0
+			if inv.PartsOnly(name, g) {
+				gpu.Device = "MIG"
 			}
+			for _, x := range h {
+				gpu.Used += x.Share
+			}
+			gpu.Used = min(gpu.Used, 1)
+			gpu.FreeMi = int64(float64(gpu.FreeMi) * (1 - gpu.Used))
 			node.Allocated += gpu.Used
 			node.GPUs = append(node.GPUs, gpu)
 		}

@@ -53,7 +53,7 @@ func (s *Scheduler) apply(ctx context.Context, plan *engine.Plan, idx *index) {
 		s.amu.Unlock()
 		delete(s.reasons, p.UID)
 		j := bindJob{p: p, b: b.Binding}
-		if b.Binding.Share > 0 && len(b.Binding.GPUs) == 1 {
+		if b.Binding.Share > 0 && len(b.Binding.GPUs) == 1 && len(p.Spec.ResourceClaims) == 0 {
 			if n := idx.nodes[b.Binding.Node]; n != nil && b.Binding.GPUs[0] < len(n.GPUs) {
 				j.env = shareEnv(p, n, b.Binding, s.opts.SharingRoot)
 			}

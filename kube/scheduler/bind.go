@@ -138,10 +138,20 @@ func (s *Scheduler) bind(ctx context.Context, j *bindJob) error {
 	if !s.fence.ok() {
 		return errNotLeader // before the reservation and the ConfigMap, too
 	}
-	if b.Share > 0 && s.opts.RequireGPUEnv && !v1alpha1.HasGPUEnv(p) && p.Annotations[v1alpha1.AnnotationConfigMap] == "" {
+	claimed := len(p.Spec.ResourceClaims) > 0
+	if claimed {
+		// Its devices are its claims': allocated and reserved for it before it is bound,
+		// as the kubelet prepares only such claims. A MIG part is a share of a GPU to the
+		// books, but the driver hands it out: no reservation, no device environment.
+		if err := s.allocateClaims(ctx, j); err != nil {
+			return err
+		}
+		b = j.b
+	}
+	if b.Share > 0 && !claimed && s.opts.RequireGPUEnv && !v1alpha1.HasGPUEnv(p) && p.Annotations[v1alpha1.AnnotationConfigMap] == "" {
 		return fmt.Errorf("the pod shares a GPU but was admitted without Allot's webhook (its containers have no entries to read their device from): delete it and create it again while the webhook answers")
 	}
-	if b.Share > 0 {
+	if b.Share > 0 && !claimed {
 		if uuids, ok := s.agentUUIDs(b.Node); ok {
 			// The device is the one the reservation was really given.
 			if err := s.placeOnReservation(ctx, j, uuids); err != nil {
@@ -156,14 +166,6 @@ func (s *Scheduler) bind(ctx context.Context, j *bindJob) error {
 				return err
 			}
 		}
-	}
-	if len(p.Spec.ResourceClaims) > 0 {
-		// Its devices are its claims': allocated and reserved for it before it is bound,
-		// as the kubelet prepares only such claims.
-		if err := s.allocateClaims(ctx, j); err != nil {
-			return err
-		}
-		b = j.b
 	}
 	ann := map[string]string{AnnotationGPUs: formatIndices(b.GPUs)}
 	if b.Share > 0 {

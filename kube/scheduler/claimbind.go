@@ -23,6 +23,7 @@ import (
 	"k8s.io/dynamic-resource-allocation/resourceclaim"
 	"k8s.io/dynamic-resource-allocation/structured"
 
+	"github.com/allot-dev/allot/engine"
 	"github.com/allot-dev/allot/kube/dra"
 )
 
@@ -106,11 +107,17 @@ func (s *Scheduler) allocateClaims(ctx context.Context, j *bindJob) error {
 		all = append(all, c)
 	}
 	var prefer []structured.DeviceID
-	if devs := d.inv.NodeGPUs(node.Name); len(devs) > 0 {
-		for _, g := range j.b.GPUs {
-			if g < len(devs) {
-				prefer = append(prefer, devs[g].ID)
+	devs := d.inv.NodeGPUs(node.Name)
+	for _, g := range j.b.GPUs {
+		if j.b.Share > 0 {
+			// A MIG part: any part of the GPU the engine chose.
+			for _, p := range d.inv.Parts(node.Name) {
+				if p.Index == g {
+					prefer = append(prefer, p.ID)
+				}
 			}
+		} else if g < len(devs) && devs[g].ID != (structured.DeviceID{}) {
+			prefer = append(prefer, devs[g].ID)
 		}
 	}
 	results, err := d.inv.Allocate(ctx, d.features, d.classes, dra.NewState(all), node, open, prefer)
@@ -143,17 +150,19 @@ func (s *Scheduler) allocateClaims(ctx context.Context, j *bindJob) error {
 	}
 	// The pod's GPUs are those of the claims it alone holds; a claim shared with a pod
 	// running already is that pod's in the books.
+	share := 0
 	for _, c := range mine {
 		if len(c.Status.ReservedFor) != 1 {
 			continue
 		}
-		for _, id := range dra.Allocated(c) {
-			if pl, ok := d.inv.Where(id); ok && pl.Node == node.Name {
-				gpus = append(gpus, pl.Index)
-			}
-		}
+		g, sh := d.held(c, node.Name)
+		gpus = append(gpus, g...)
+		share += sh
 	}
-	j.b.GPUs = gpus
+	j.b.GPUs, j.b.Share = gpus, 0
+	if share > 0 && len(gpus) == 1 {
+		j.b.Share = engine.MilliGPU(min(share, 999))
+	}
 	j.claimsWritten = written
 	s.amu.Lock()
 	if _, ok := s.assumed[p.UID]; ok {

@@ -11,6 +11,7 @@ package scheduler
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -76,7 +77,19 @@ func (d *draCycle) addClaims(now time.Time, snap *engine.Snapshot, idx *index, p
 			}
 			n.GPUs[k] = engine.GPU{Model: model, Memory: dv.Memory, UUID: dv.UUID, Island: k * 2 / len(devs)}
 		}
-		n.NoFractions = "its GPUs are handed out through DRA ResourceClaims: share one with a claim of the driver's sharing configuration, not a fraction"
+		// A fraction of Allot's (a reservation holding an nvidia.com/gpu) cannot be had
+		// here: filterClaims keeps such pods off. A MIG claim is a fraction the engine
+		// places here, so the node takes fractions.
+		n.NoFractions = ""
+		for k := range devs {
+			if d.inv.PartsOnly(string(n.ID), k) {
+				// In MIG mode, only its parts can be claimed: a sliver held by no queue
+				// keeps the engine from giving it whole, and leaves room for the parts.
+				snap.Jobs = append(snap.Jobs, engine.Job{ID: engine.JobID(fmt.Sprintf("external/mig-mode/%s/%d", n.ID, k)), MinMember: 1,
+					Pods: []engine.Pod{{ID: engine.PodID(fmt.Sprintf("mig-mode:%s/%d", n.ID, k)), Request: engine.PodRequest{GPUFraction: 1},
+						Binding: &engine.Binding{Node: n.ID, GPUs: []int{k}, Share: 1}}}})
+			}
+		}
 	}
 	accounted := map[string]bool{} // claims some pod of the snapshot holds or waits on
 	counted := map[string]bool{}   // claims whose GPUs a pod counts
@@ -97,19 +110,17 @@ func (d *draCycle) addClaims(now time.Time, snap *engine.Snapshot, idx *index, p
 		if counted[claimKey(c)] {
 			return
 		}
-		n, problem := d.inv.GPUs(c)
+		n, problem := d.inv.Count(c)
 		if problem != "" && job.Queue != "" && job.Invalid == "" {
 			job.Invalid = fmt.Sprintf("pod %s: %s", pod.ID, problem)
 		}
 		counted[claimKey(c)] = true
-		pod.Request.GPUs += n
-		if pod.Binding == nil {
-			return
-		}
-		for _, id := range dra.Allocated(c) {
-			if pl, ok := d.inv.Where(id); ok && pl.Node == string(pod.Binding.Node) {
-				pod.Binding.GPUs = append(pod.Binding.GPUs, pl.Index)
-			}
+		pod.Request.GPUs += n.GPUs
+		pod.Request.GPUFraction += engine.MilliGPU(n.Share)
+		if pod.Binding != nil {
+			gpus, share := d.held(c, string(pod.Binding.Node))
+			pod.Binding.GPUs = append(pod.Binding.GPUs, gpus...)
+			pod.Binding.Share += engine.MilliGPU(share)
 		}
 	}
 	// Bound pods first: a claim shared by a running pod and a waiting one is counted where
@@ -134,7 +145,14 @@ func (d *draCycle) addClaims(now time.Time, snap *engine.Snapshot, idx *index, p
 					count(job, pod, c)
 				}
 				if bound {
-					pod.Request.GPUs = len(pod.Binding.GPUs) // the books follow what its claims hold
+					// The books follow what its claims hold: whole GPUs, or a part of one.
+					pod.Request.GPUs, pod.Request.GPUFraction = len(pod.Binding.GPUs), 0
+					if pod.Binding.Share > 0 {
+						pod.Request.GPUs, pod.Request.GPUFraction = 0, pod.Binding.Share
+						if len(pod.Binding.GPUs) != 1 {
+							pod.Binding.GPUs = pod.Binding.GPUs[:min(len(pod.Binding.GPUs), 1)]
+						}
+					}
 				}
 			}
 		}
@@ -149,14 +167,13 @@ func (d *draCycle) addClaims(now time.Time, snap *engine.Snapshot, idx *index, p
 		claims, _ := dra.PodClaims(p, d.lookup)
 		for _, c := range claims {
 			accounted[claimKey(c)] = true
-			for _, id := range dra.Allocated(c) {
-				if pl, ok := d.inv.Where(id); ok {
-					n := engine.NodeID(pl.Node)
-					if idx.releasing[n] == nil {
-						idx.releasing[n] = map[int]string{}
-					}
-					idx.releasing[n][pl.Index] = p.Namespace + "/" + p.Name
+			gpus, _ := d.held(c, p.Spec.NodeName)
+			n := engine.NodeID(p.Spec.NodeName)
+			for _, g := range gpus {
+				if idx.releasing[n] == nil {
+					idx.releasing[n] = map[int]string{}
 				}
+				idx.releasing[n][g] = p.Namespace + "/" + p.Name
 			}
 		}
 	}
@@ -171,18 +188,42 @@ func (d *draCycle) addClaims(now time.Time, snap *engine.Snapshot, idx *index, p
 		if accounted[k] || c.Status.Allocation == nil {
 			continue
 		}
-		byNode := map[string][]int{}
+		byNode := map[string]bool{}
 		for _, id := range dra.Allocated(c) {
 			if pl, ok := d.inv.Where(id); ok {
-				byNode[pl.Node] = append(byNode[pl.Node], pl.Index)
+				byNode[pl.Node] = true
+			} else if p, ok := d.inv.PartOf(id); ok {
+				byNode[p.Node] = true
 			}
 		}
-		for node, gpus := range byNode {
+		for node := range byNode {
+			gpus, share := d.held(c, node)
 			jid := engine.JobID("external/claim/" + k + "/" + node)
-			snap.Jobs = append(snap.Jobs, engine.Job{ID: jid, MinMember: 1, Pods: []engine.Pod{{ID: engine.PodID("claim:" + k),
-				Request: engine.PodRequest{GPUs: len(gpus)}, Binding: &engine.Binding{Node: engine.NodeID(node), GPUs: gpus}}}})
+			pod := engine.Pod{ID: engine.PodID("claim:" + k), Request: engine.PodRequest{GPUs: len(gpus)},
+				Binding: &engine.Binding{Node: engine.NodeID(node), GPUs: gpus}}
+			if share > 0 && len(gpus) == 1 {
+				pod.Request = engine.PodRequest{GPUFraction: engine.MilliGPU(min(share, 999))}
+				pod.Binding.Share = pod.Request.GPUFraction
+			}
+			snap.Jobs = append(snap.Jobs, engine.Job{ID: jid, MinMember: 1, Pods: []engine.Pod{pod}})
 		}
 	}
+}
+
+// held is where an allocated claim's devices are on node: the indices of its whole GPUs,
+// or the one GPU its MIG part is of (gpus) with the part's share.
+func (d *draCycle) held(c *resourceapi.ResourceClaim, node string) (gpus []int, share int) {
+	for _, id := range dra.Allocated(c) {
+		if pl, ok := d.inv.Where(id); ok && pl.Node == node {
+			gpus = append(gpus, pl.Index)
+		} else if p, ok := d.inv.PartOf(id); ok && p.Node == node {
+			if !slices.Contains(gpus, p.Index) {
+				gpus = append(gpus, p.Index)
+			}
+			share += p.Share
+		}
+	}
+	return gpus, share
 }
 
 // filterClaims narrows each job's nodes to where its pods' claims can be allocated, and
@@ -209,8 +250,8 @@ func (d *draCycle) filterClaims(ctx context.Context, snap *engine.Snapshot, idx 
 			case p == nil || pod.Binding != nil:
 			case len(p.Spec.ResourceClaims) > 0:
 				claimed = append(claimed, p)
-			case pod.Request.GPUs > 0:
-				plugin = true
+			case pod.Request.GPUs > 0 || pod.Request.Shared():
+				plugin = true // nvidia.com/gpu, or a fraction held by an nvidia.com/gpu reservation
 			}
 		}
 		if len(claimed) == 0 && (!plugin || len(draNodes) == 0) {

@@ -106,9 +106,12 @@ func (s *Scheduler) draForCycle(nodes []*corev1.Node) *draCycle {
 		classes[c.Name] = c
 		classList = append(classList, c)
 	}
-	gpuClasses := s.opts.GPUDeviceClasses
-	if len(gpuClasses) == 0 {
-		gpuClasses = dra.DefaultGPUClasses
+	names := dra.DefaultClassNames
+	if len(s.opts.GPUDeviceClasses) > 0 {
+		names.GPU = s.opts.GPUDeviceClasses
+	}
+	if len(s.opts.MIGDeviceClasses) > 0 {
+		names.MIG = s.opts.MIGDeviceClasses
 	}
 	s.dmu.Lock()
 	claims := s.claimsNow()
@@ -117,7 +120,7 @@ func (s *Scheduler) draForCycle(nodes []*corev1.Node) *draCycle {
 	for _, n := range nodes {
 		byName[n.Name] = n
 	}
-	d := &draCycle{inv: dra.NewInventory(slices, classList, gpuClasses, s.draCEL), classes: classes, features: s.draFeatures,
+	d := &draCycle{inv: dra.NewInventory(slices, classList, names, s.draCEL), classes: classes, features: s.draFeatures,
 		claims: claims, nodes: byName, fits: &s.draFits}
 	s.draCur.Store(d)
 	return d

@@ -72,6 +72,9 @@ type Options struct {
 	// GPUDeviceClasses are the DRA DeviceClasses whose devices count as GPUs (the GPUs
 	// of a node and of a claim); empty means dra.DefaultGPUClasses.
 	GPUDeviceClasses []string
+	// MIGDeviceClasses are the DeviceClasses whose devices are MIG parts of a GPU, each
+	// counted as its share of the GPU; empty means dra.DefaultMIGClasses.
+	MIGDeviceClasses []string
 }
 
 // Scheduler runs cycles against the API server.

@@ -25,22 +25,28 @@ import (
 	"k8s.io/utils/ptr"
 )
 
-// DRADriver and DRAClass are the names NVIDIA's DRA driver uses for whole GPUs.
+// DRADriver, DRAClass and MIGClass are the names NVIDIA's DRA driver uses for its devices
+// and its classes of whole GPUs and of MIG devices.
 const (
 	DRADriver = "gpu.nvidia.com"
 	DRAClass  = "gpu.nvidia.com"
+	MIGClass  = "mig.nvidia.com"
+	// MIGProfile is the MIG device a GPU in MIG mode is split into, seven of them.
+	MIGProfile = "1g.10gb"
 )
 
-// EnsureDeviceClass creates the DeviceClass of whole GPUs, as the driver's chart does.
+// EnsureDeviceClass creates the DeviceClasses of whole GPUs and of MIG devices, as the
+// driver's chart does.
 func EnsureDeviceClass(ctx context.Context, client kubernetes.Interface) error {
-	class := &resourceapi.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: DRAClass},
-		Spec: resourceapi.DeviceClassSpec{Selectors: []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{
-			Expression: fmt.Sprintf("device.driver == %q && device.attributes[%q].type == \"gpu\"", DRADriver, DRADriver)}}}}}
-	_, err := client.ResourceV1().DeviceClasses().Create(ctx, class, metav1.CreateOptions{})
-	if apierrors.IsAlreadyExists(err) {
-		return nil
+	for name, typ := range map[string]string{DRAClass: "gpu", MIGClass: "mig"} {
+		class := &resourceapi.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: resourceapi.DeviceClassSpec{Selectors: []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{
+				Expression: fmt.Sprintf("device.driver == %q && device.attributes[%q].type == %q", DRADriver, DRADriver, typ)}}}}}
+		if _, err := client.ResourceV1().DeviceClasses().Create(ctx, class, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return err
+		}
 	}
-	return err
+	return nil
 }
 
 // PublishSlices writes each node's ResourceSlice for spec's nodes.
@@ -51,6 +57,23 @@ func PublishSlices(ctx context.Context, client kubernetes.Interface, spec Spec) 
 			Spec: resourceapi.ResourceSliceSpec{Driver: DRADriver, NodeName: ptr.To(node),
 				Pool: resourceapi.ResourcePool{Name: node, Generation: 1, ResourceSliceCount: 1}}}
 		for g := 0; g < spec.GPUs; g++ {
+			if g < spec.MIGGPUs {
+				// In MIG mode: seven 1g.10gb devices, the GPU itself not published.
+				for m := 0; m < 7; m++ {
+					slice.Spec.Devices = append(slice.Spec.Devices, resourceapi.Device{Name: fmt.Sprintf("gpu-%d-mig-1g10gb-%d", g, m), // NVIDIA names them so (no dots in a device name)
+						Attributes: map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
+							"type":        {StringValue: ptr.To("mig")},
+							"uuid":        {StringValue: ptr.To(fmt.Sprintf("MIG-%s-%d", simulatedUUID(node, g)[4:], m))},
+							"parentUUID":  {StringValue: ptr.To(simulatedUUID(node, g))},
+							"profile":     {StringValue: ptr.To(MIGProfile)},
+							"productName": {StringValue: ptr.To(spec.GPUType)},
+						},
+						Capacity: map[resourceapi.QualifiedName]resourceapi.DeviceCapacity{
+							"memory": {Value: resource.MustParse("10Gi")},
+						}})
+				}
+				continue
+			}
 			slice.Spec.Devices = append(slice.Spec.Devices, resourceapi.Device{Name: "gpu-" + strconv.Itoa(g),
 				Attributes: map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
 					"type":        {StringValue: ptr.To("gpu")},

@@ -65,6 +65,9 @@ type Spec struct {
 	// DRA publishes the GPUs as NVIDIA's DRA driver does, in ResourceSlices (dra.go),
 	// instead of as the device plugin's nvidia.com/gpu.
 	DRA bool
+	// MIGGPUs is how many GPUs of each DRA node are in MIG mode, published as seven
+	// 1g.10gb devices each (class mig.nvidia.com) instead of whole.
+	MIGGPUs int
 }
 
 // Create makes the Node objects (existing ones are kept) and marks them Ready.

@@ -399,3 +399,58 @@ func TestDRAChurnNeverAllocatesADeviceTwice(t *testing.T) {
 		return len(left) == 0, fmt.Sprint("still allocated: ", left)
 	})
 }
+
+// One DRA node of two GPUs, GPU 0 in MIG mode as seven 1g.10gb devices, GPU 1 whole:
+//
+//	dgx-1 [gpu-0: mig ×7 (team-a's seven 1g pods)] [gpu-1: whole (team-b's pod)]
+//
+// Each MIG claim counts 1/7 of a GPU against its queue: seven fit team-a's limit of one
+// GPU, and a whole GPU more does not. The GPU in MIG mode is never given whole.
+func TestDRAMIGClaimsCountTheirPartOfAGPU(t *testing.T) {
+	e := startDRA(t, simnode.Spec{Prefix: "dgx", Count: 1, GPUs: 2, DRA: true, MIGGPUs: 1})
+	e.Queue(t, "team-a", 0, map[string]any{"gpu": map[string]any{"quota": 0, "limit": 1}})
+	e.Queue(t, "team-b", 1, nil)
+	mig := &resourceapi.ResourceClaimTemplate{ObjectMeta: metav1.ObjectMeta{Name: "one-mig", Namespace: "default"},
+		Spec: resourceapi.ResourceClaimTemplateSpec{Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{{Name: "mig",
+			Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: simnode.MIGClass, AllocationMode: resourceapi.DeviceAllocationModeExactCount, Count: 1}}}}}}}
+	if _, err := e.Client.ResourceV1().ResourceClaimTemplates("default").Create(e.Ctx, mig, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	claimTemplate(t, e, "one-gpu", 1)
+	for i := 1; i <= 7; i++ {
+		e.MustPod(t, kubetest.PodSpec{Name: fmt.Sprintf("mig-%d", i), Queue: "team-a", Claims: []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptr.To("one-mig")}}})
+	}
+	e.WaitFor(t, "seven MIG pods of team-a run", func() (bool, string) {
+		n := e.Count(t, "default", func(p *corev1.Pod) bool { return strings.HasPrefix(p.Name, "mig-") && kubetest.Running(p) })
+		return n == 7, fmt.Sprint(n, " ", waitingReason(e.Pods(t, "default")["mig-7"]))
+	})
+	for name, p := range e.Pods(t, "default") {
+		if d := devicesOf(claimOf(t, e, p)); len(d) != 1 || !strings.HasPrefix(d[0], "dgx-1/gpu-0-mig-") {
+			t.Fatalf("%s holds %v, want one MIG device of gpu-0", name, d)
+		}
+	}
+	e.WaitFor(t, "team-a's status counts seven sevenths of a GPU", func() (bool, string) {
+		q, err := e.Allot.AllotV1alpha1().Queues().Get(e.Ctx, "team-a", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		got := q.Status.Allocated[v1alpha1.GPUResource]
+		return got.MilliValue() == 994, got.String()
+	})
+	e.MustPod(t, kubetest.PodSpec{Name: "a-whole", Queue: "team-a", Claims: fromTemplate("one-gpu")})
+	e.MustPod(t, kubetest.PodSpec{Name: "b-whole", Queue: "team-b", Claims: fromTemplate("one-gpu")})
+	e.WaitFor(t, "team-b's pod runs on gpu-1, team-a's waits at its limit", func() (bool, string) {
+		pods := e.Pods(t, "default")
+		r := waitingReason(pods["a-whole"])
+		return kubetest.Running(pods["b-whole"]) && strings.Contains(r, "limit"), r + " | " + waitingReason(pods["b-whole"])
+	})
+	if d := devicesOf(claimOf(t, e, e.Pods(t, "default")["b-whole"])); len(d) != 1 || d[0] != "dgx-1/gpu-1" {
+		t.Fatalf("b-whole holds %v, want dgx-1/gpu-1", d)
+	}
+	e.MustPod(t, kubetest.PodSpec{Name: "b-second", Queue: "team-b", Claims: fromTemplate("one-gpu")})
+	time.Sleep(2 * time.Second)
+	if p := e.Pods(t, "default")["b-second"]; kubetest.Bound(p) {
+		t.Fatalf("b-second was bound to %s: the GPU in MIG mode was given whole", p.Spec.NodeName)
+	}
+	noDeviceTwice(t, e)
+}
