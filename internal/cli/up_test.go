@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"encoding/json"
 	"context"
 	"io"
 	"net"
@@ -302,6 +303,47 @@ func TestUpDRA(t *testing.T) {
 	}
 	if !strings.Contains(top, "[DRA]") || !strings.Contains(top, "gpu-0") || !strings.Contains(top, "Allocated/Total GPUs: 8/16") {
 		t.Fatalf("allot top nodes on DRA nodes:\n%s", top)
+	}
+	// The dashboard shows the same: DRA nodes, their devices, the pods holding them.
+	dash := ""
+	for _, line := range strings.Split(up.out.String(), "\n") {
+		if rest, ok := strings.CutPrefix(line, "dashboard: "); ok {
+			dash = strings.TrimSuffix(strings.Fields(rest)[0], "/")
+		}
+	}
+	var state struct {
+		Nodes []struct {
+			Name string `json:"name"`
+			DRA  bool   `json:"dra"`
+			GPUs []struct {
+				Device  string `json:"device"`
+				Holders []struct {
+					Pod string `json:"pod"`
+				} `json:"holders"`
+			} `json:"gpus"`
+		} `json:"nodes"`
+	}
+	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		resp, err := http.Get(dash + "/api/state")
+		if err != nil {
+			return false, nil
+		}
+		defer resp.Body.Close()
+		if json.NewDecoder(resp.Body).Decode(&state) != nil {
+			return false, nil
+		}
+		held := 0
+		for _, n := range state.Nodes {
+			for _, g := range n.GPUs {
+				if n.DRA && strings.HasPrefix(g.Device, "gpu-") && len(g.Holders) > 0 {
+					held++
+				}
+			}
+		}
+		return len(state.Nodes) == 2 && held == 8, nil
+	})
+	if err != nil {
+		t.Fatalf("the dashboard at %s does not show the 8 claimed GPUs of 2 DRA nodes: %+v", dash, state)
 	}
 	out, err := run("submit", "extra", "-p", "team-c", "-i", "pytorch/pytorch", "-g", "2")
 	if err != nil {

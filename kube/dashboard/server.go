@@ -25,6 +25,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -86,8 +87,10 @@ type Server struct {
 	queues cache.SharedIndexInformer
 	// topologies is nil where the Topology CRD is not installed.
 	topologies cache.SharedIndexInformer
-	dirty      chan struct{}
-	assets     http.Handler
+	// slices, classes and claims are nil where the API server serves no DRA.
+	slices, classes, claims cache.SharedIndexInformer
+	dirty                   chan struct{}
+	assets                  http.Handler
 	// synced is set once every informer has listed: until then the page would show an
 	// empty cluster, so /healthz says not ready (a missing permission keeps it so).
 	synced atomic.Bool
@@ -145,6 +148,12 @@ func New(rc *rest.Config, opts Options) (*Server, error) {
 	if workload.Served(client.Discovery(), v1alpha1.Topologies) {
 		s.topologies = s.allotF.Allot().V1alpha1().Topologies().Informer()
 	}
+	if workload.Served(client.Discovery(), resourcev1.SchemeGroupVersion.WithResource("resourceslices")) {
+		// Nodes whose GPUs come through DRA, and the claims that hold them.
+		s.slices = s.factory.Resource().V1().ResourceSlices().Informer()
+		s.classes = s.factory.Resource().V1().DeviceClasses().Informer()
+		s.claims = s.factory.Resource().V1().ResourceClaims().Informer()
+	}
 	for _, inf := range s.informers() {
 		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(any) { s.touch() },
@@ -164,7 +173,19 @@ func (s *Server) informers() []cache.SharedIndexInformer {
 	if s.topologies != nil {
 		out = append(out, s.topologies)
 	}
+	if s.slices != nil {
+		out = append(out, s.slices, s.classes, s.claims)
+	}
 	return out
+}
+
+// dra is what the DRA informers hold (nothing where the API server serves no DRA).
+func (s *Server) dra() inspect.DRA {
+	if s.slices == nil {
+		return inspect.DRA{}
+	}
+	return inspect.DRA{Slices: list[resourcev1.ResourceSlice](s.slices), Classes: list[resourcev1.DeviceClass](s.classes),
+		Claims: list[resourcev1.ResourceClaim](s.claims)}
 }
 
 // topology is the Topology the Nodes page groups by, if the cluster has one to pick.
@@ -230,7 +251,7 @@ func list[T any](inf cache.SharedIndexInformer) []*T { return typed[T](inf.GetSt
 // rebuild makes a new state from the caches, adds a history point when one is due, and
 // wakes the streams.
 func (s *Server) rebuild() {
-	st := Build(Input{Now: s.opts.Clock.Now(), Nodes: inspect.WithLoad(list[corev1.Node](s.nodes), list[coordinationv1.Lease](s.leases)), Queues: list[v1alpha1.Queue](s.queues), Topology: s.topology(),
+	st := Build(Input{Now: s.opts.Clock.Now(), Nodes: inspect.WithLoad(list[corev1.Node](s.nodes), list[coordinationv1.Lease](s.leases)), Queues: list[v1alpha1.Queue](s.queues), Topology: s.topology(), DRA: s.dra(),
 		Objects: inspect.Objects{NodeUUIDs: inspect.NodeUUIDs(list[corev1.Node](s.nodes)), Pods: list[corev1.Pod](s.pods), Jobs: list[batchv1.Job](s.jobs), Deployments: list[appsv1.Deployment](s.deps),
 			ReplicaSets: list[appsv1.ReplicaSet](s.rss), Refusals: inspect.Refusals(list[corev1.Event](s.events))}})
 	s.mu.Lock()

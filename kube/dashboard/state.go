@@ -18,6 +18,8 @@ type Input struct {
 	Queues []*v1alpha1.Queue
 	// Topology, when the cluster has one, groups the nodes.
 	Topology *convert.Levels
+	// DRA holds the slices and claims of nodes whose GPUs come through DRA.
+	DRA inspect.DRA
 	inspect.Objects
 }
 
@@ -98,7 +100,7 @@ func gpus(l corev1.ResourceList) float64 { return inspect.GPUs(l) }
 // Build makes the pages' state from the cluster's objects (History and Version are the
 // server's to fill).
 func Build(in Input) State {
-	st := State{Time: in.Now, Nodes: inspect.BuildNodes(in.Nodes, in.Pods),
+	st := State{Time: in.Now, Nodes: inspect.WithDRA(inspect.BuildNodes(in.Nodes, in.Pods), in.Nodes, in.Pods, in.DRA),
 		Workloads: inspect.BuildWorkloads(in.Objects)}
 	if st.Nodes == nil {
 		st.Nodes = []inspect.Node{}

@@ -40,10 +40,10 @@ func ListDRA(ctx context.Context, client kubernetes.Interface) DRA {
 	return d
 }
 
-// withDRA adds the nodes whose GPUs are published in ResourceSlices, each device with the
+// WithDRA adds the nodes whose GPUs are published in ResourceSlices, each device with the
 // pods its claim is reserved for. A node the device plugin already gave GPUs is left as it
 // is. Without pods (EmptyNodes), every device shows free.
-func withDRA(out []Node, nodes []*corev1.Node, pods []*corev1.Pod, d DRA) []Node {
+func WithDRA(out []Node, nodes []*corev1.Node, pods []*corev1.Pod, d DRA) []Node {
 	if len(d.Slices) == 0 {
 		return out
 	}

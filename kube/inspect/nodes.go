@@ -77,7 +77,7 @@ func Nodes(ctx context.Context, client kubernetes.Interface) ([]Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	return withDRA(BuildNodes(nodes, pods), nodes, pods, ListDRA(ctx, client)), nil
+	return WithDRA(BuildNodes(nodes, pods), nodes, pods, ListDRA(ctx, client)), nil
 }
 
 // PlacedNodes is Nodes grouped by the cluster's Topology when it has one.
@@ -86,7 +86,7 @@ func PlacedNodes(ctx context.Context, client kubernetes.Interface, allot version
 	if err != nil {
 		return nil, err
 	}
-	out := withDRA(BuildNodes(nodes, pods), nodes, pods, ListDRA(ctx, client))
+	out := WithDRA(BuildNodes(nodes, pods), nodes, pods, ListDRA(ctx, client))
 	lv, ok, err := Topology(ctx, allot)
 	if err != nil {
 		return nil, err
@@ -149,7 +149,7 @@ func EmptyNodes(ctx context.Context, client kubernetes.Interface) ([]Node, error
 	if err != nil {
 		return nil, err
 	}
-	return withDRA(BuildNodes(ptrs(nodes.Items), nil), ptrs(nodes.Items), nil, ListDRA(ctx, client)), nil
+	return WithDRA(BuildNodes(ptrs(nodes.Items), nil), ptrs(nodes.Items), nil, ListDRA(ctx, client)), nil
 }
 
 // BuildNodes lays out every GPU node's devices with the pods holding them.
