@@ -454,3 +454,62 @@ func TestDRAMIGClaimsCountTheirPartOfAGPU(t *testing.T) {
 	}
 	noDeviceTwice(t, e)
 }
+
+// A tenant with Kubernetes' edit role in its namespace cannot change what its claims hold:
+// it may not write a claim's status (its allocation and reservedFor are the scheduler's), a
+// claim's spec is fixed once made, and a claim made with a status has none. The books stay
+// as allocated.
+func TestDRATenantCannotRewriteItsClaims(t *testing.T) {
+	e := startDRA(t, simnode.Spec{Prefix: "dgx", Count: 1, GPUs: 4, DRA: true})
+	alice := tenant(t, e)
+	e.Queue(t, "team-a", 0, map[string]any{"gpu": map[string]any{"quota": 0, "limit": 1}})
+	mine := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: "mine", Namespace: "ml"}, Spec: claimSpec(1)}
+	if _, err := e.Client.ResourceV1().ResourceClaims("ml").Create(e.Ctx, mine, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.MustPod(t, kubetest.PodSpec{Name: "train", Namespace: "ml", Queue: "team-a", Claims: []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimName: ptr.To("mine")}}})
+	e.WaitFor(t, "alice's pod runs on its claim", func() (bool, string) {
+		p := e.Pods(t, "ml")["train"]
+		return kubetest.Running(p), waitingReason(p)
+	})
+	held, err := alice.ResourceV1().ResourceClaims("ml").Get(e.Ctx, "mine", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("alice cannot read her claim: %v", err)
+	}
+	before := devicesOf(held)
+	// Widen the allocation to every GPU of the node.
+	forged := held.DeepCopy()
+	forged.Status.Allocation.Devices.Results = nil
+	for g := 0; g < 4; g++ {
+		forged.Status.Allocation.Devices.Results = append(forged.Status.Allocation.Devices.Results, resourceapi.DeviceRequestAllocationResult{
+			Request: "gpu", Driver: simnode.DRADriver, Pool: "dgx-1", Device: fmt.Sprintf("gpu-%d", g)})
+	}
+	if _, err := alice.ResourceV1().ResourceClaims("ml").UpdateStatus(e.Ctx, forged, metav1.UpdateOptions{}); err == nil {
+		t.Fatal("alice rewrote her claim's allocation")
+	}
+	// Ask for more on the claim she holds.
+	more := held.DeepCopy()
+	more.Spec.Devices.Requests[0].Exactly.Count = 4
+	if _, err := alice.ResourceV1().ResourceClaims("ml").Update(e.Ctx, more, metav1.UpdateOptions{}); err == nil {
+		t.Fatal("alice changed her claim's count after it was allocated")
+	}
+	// A new claim that says it is allocated already.
+	pre := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: "pre", Namespace: "ml"}, Spec: claimSpec(1),
+		Status: resourceapi.ResourceClaimStatus{Allocation: forged.Status.Allocation}}
+	if c, err := alice.ResourceV1().ResourceClaims("ml").Create(e.Ctx, pre, metav1.CreateOptions{}); err == nil && c.Status.Allocation != nil {
+		t.Fatal("a claim was created with an allocation")
+	}
+	after, err := e.Client.ResourceV1().ResourceClaims("ml").Get(e.Ctx, "mine", metav1.GetOptions{})
+	if err != nil || strings.Join(devicesOf(after), ",") != strings.Join(before, ",") {
+		t.Fatalf("the claim holds %v after alice's tries, %v before (%v)", devicesOf(after), before, err)
+	}
+	e.WaitFor(t, "team-a's books stay at one GPU", func() (bool, string) {
+		q, err := e.Allot.AllotV1alpha1().Queues().Get(e.Ctx, "team-a", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		got := q.Status.Allocated[v1alpha1.GPUResource]
+		return got.Value() == 1, got.String()
+	})
+	noDeviceTwice(t, e)
+}
