@@ -31,6 +31,9 @@ func RunWith(sc *Scenario, opts RunOptions) ([]StepReport, error) {
 	if m.anyAnti {
 		w.meta = m.meta
 	}
+	if m.dra != nil {
+		w.Hold(m.dra.held...)
+	}
 	var reports []StepReport
 	var failures []string
 	for _, st := range m.steps {

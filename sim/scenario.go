@@ -65,6 +65,10 @@ type NodeSpec struct {
 	Labels        map[string]string `yaml:"labels"`
 	Taints        []TaintSpec       `yaml:"taints"`
 	Unschedulable bool              `yaml:"unschedulable"`
+	// DRA publishes the node's GPUs through DRA as NVIDIA's driver does; MIGGPUs of them
+	// (the first) are in MIG mode, seven 1g.10gb devices each (sim/dra.go).
+	DRA     bool `yaml:"dra"`
+	MIGGPUs int  `yaml:"migGPUs"`
 }
 
 type QueueSpec struct {
@@ -128,6 +132,8 @@ type JobSpec struct {
 	Tolerations       []TolerationSpec  `yaml:"tolerations"`
 	Labels            map[string]string `yaml:"labels"`
 	AntiAffinity      map[string]string `yaml:"antiAffinity"`
+	// Claim asks for each pod's GPUs through a DRA ResourceClaim instead of gpu.
+	Claim *ClaimSpec `yaml:"claim"`
 }
 
 // Expect states what must hold after a step; the simulator fails when it does not, which

@@ -28,6 +28,7 @@ type World struct {
 	now    time.Time
 	nodes  []engine.Node
 	queues []engine.Queue
+	held   []engine.Job // work of no queue in every snapshot (Hold)
 	limits map[engine.QueueID]time.Duration
 	jobs   []*simJob // live jobs in submission order
 	byID   map[engine.JobID]*simJob
@@ -102,6 +103,10 @@ func (w *World) moveClock(to time.Time) {
 	w.now = to
 }
 
+// Hold adds running work of no queue that every snapshot holds and no report lists (what
+// keeps a GPU in MIG mode from being given whole).
+func (w *World) Hold(jobs ...engine.Job) { w.held = append(w.held, jobs...) }
+
 // Submit adds a pending job; submissions in one step keep their order.
 func (w *World) Submit(j engine.Job, duration time.Duration) {
 	w.seq++
@@ -164,6 +169,7 @@ func (w *World) Snapshot() *engine.Snapshot {
 			s.Jobs = append(s.Jobs, job)
 		}
 	}
+	s.Jobs = append(s.Jobs, w.held...)
 	if w.meta != nil {
 		s.Rules = rulesFor(s.Jobs, w.meta)
 	}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/labels"
 
@@ -51,6 +52,8 @@ type compiled struct {
 	meta     map[engine.JobID]jobMeta
 	// anyAnti: some job has anti-affinity, so every job's placements are checked.
 	anyAnti bool
+	// dra is nil without DRA nodes.
+	dra *draCluster
 }
 
 type step struct {
@@ -168,6 +171,9 @@ func (sc *Scenario) compileNodes(c *compiled) error {
 		if err := sc.compileNode(c, i, ns, seen); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if len(errs) == 0 {
+		errs = errs.add(sc.compileDRA(c))
 	}
 	return errs.orNil()
 }
@@ -485,6 +491,13 @@ func (sc *Scenario) compileJob(c *compiled, js JobSpec, path string) (submission
 			return sub, sc.errorf(path+".gpu", "%v is not allowed: gpu is a whole number of GPUs (1, 2, …) or a fraction between 0 and 1 (such as 0.5)", *g)
 		}
 	}
+	var claim *resourceapi.ResourceClaim
+	if js.Claim != nil {
+		var err error
+		if req, claim, err = sc.claimRequest(c, js, path); err != nil {
+			return sub, err
+		}
+	}
 	if js.GPUMemory != "" {
 		m, err := sc.quantity(path+".gpuMemory", js.GPUMemory, "", false)
 		if err != nil {
@@ -519,7 +532,11 @@ func (sc *Scenario) compileJob(c *compiled, js JobSpec, path string) (submission
 	for k := 0; k < pods; k++ {
 		j.Pods = append(j.Pods, engine.Pod{ID: engine.PodID(fmt.Sprintf("%s-%d", js.Name, k)), Request: req})
 	}
-	if err := sc.checkFits(c, j, path); err != nil {
+	gpuField := ".gpu"
+	if js.Claim != nil {
+		gpuField = ".claim"
+	}
+	if err := sc.checkFits(c, j, path, gpuField); err != nil {
 		return sub, err
 	}
 	if j.Topology, err = sc.jobTopology(c, js, path); err != nil {
@@ -535,7 +552,9 @@ func (sc *Scenario) compileJob(c *compiled, js JobSpec, path string) (submission
 		f = nodeFilter(c.simNodes, js.NodeSelector, tols, c.anyAnti)
 		c.filters[key] = f
 	}
-	j.Nodes = f
+	if j.Nodes, err = c.claimFilter(f, claim, req.GPUs > 0 || req.Shared()); err != nil {
+		return sub, sc.errorf(path+".claim", "%v", err)
+	}
 	c.meta[j.ID] = jobMeta{labels: js.Labels, anti: js.AntiAffinity}
 	if js.Duration != "" {
 		d, err := time.ParseDuration(js.Duration)
@@ -549,7 +568,8 @@ func (sc *Scenario) compileJob(c *compiled, js JobSpec, path string) (submission
 }
 
 // checkFits refuses jobs no node of the cluster could ever run: they would wait forever.
-func (sc *Scenario) checkFits(c *compiled, j engine.Job, path string) error {
+// gpuField names the field that asked for the GPUs (gpu, or claim).
+func (sc *Scenario) checkFits(c *compiled, j engine.Job, path, gpuField string) error {
 	req := j.Pods[0].Request
 	var pool []engine.Node
 	pools := map[string]bool{}
@@ -591,9 +611,9 @@ func (sc *Scenario) checkFits(c *compiled, j engine.Job, path string) error {
 	}
 	switch {
 	case req.GPUs > maxGPUs:
-		return sc.errorf(path+".gpu", "each pod needs %d GPUs but the largest node it may use has %d", req.GPUs, maxGPUs)
+		return sc.errorf(path+gpuField, "each pod needs %d GPUs but the largest node it may use has %d", req.GPUs, maxGPUs)
 	case req.Shared() && maxGPUs == 0:
-		return sc.errorf(path+".gpu", "the job needs a GPU but no node it may use has one")
+		return sc.errorf(path+gpuField, "the job needs a GPU but no node it may use has one")
 	case req.GPUMemory > maxDev && req.GPUMemory > 0:
 		return sc.errorf(path+".gpuMemory", "%s is more than the largest GPU it may use (%s)",
 			engine.Format(engine.ResourceMemory, req.GPUMemory), engine.Format(engine.ResourceMemory, maxDev))

@@ -143,6 +143,20 @@ func NewInventory(published []*resourceapi.ResourceSlice, classes []*resourceapi
 			all = append(all, found{node, dev, d.Name})
 		}
 	}
+	// A GPU in MIG mode whose whole is not published is a GPU of its node all the same,
+	// placed in the order by its first part's name (gpu-0-mig-… before gpu-1).
+	whole := map[string]bool{}
+	for _, f := range all {
+		whole[f.node+"/"+f.dev.UUID] = true
+	}
+	for _, f := range migs {
+		parent := parentOf[f.dev.ID]
+		if parent == "" || whole[f.node+"/"+parent] {
+			continue
+		}
+		whole[f.node+"/"+parent] = true
+		all = append(all, found{f.node, Device{ID: structured.DeviceID{}, UUID: parent, Product: f.dev.Product}, f.name})
+	}
 	sort.SliceStable(all, func(a, b int) bool {
 		x, y := all[a], all[b]
 		if x.node != y.node {
@@ -157,28 +171,27 @@ func NewInventory(published []*resourceapi.ResourceSlice, classes []*resourceapi
 		return naturalLess(x.name, y.name)
 	})
 	for _, f := range all {
+		if f.dev.ID == (structured.DeviceID{}) {
+			// In MIG mode: only its parts can be claimed.
+			if inv.partsOnly[f.node] == nil {
+				inv.partsOnly[f.node] = map[int]bool{}
+			}
+			inv.partsOnly[f.node][len(inv.nodes[f.node])] = true
+			inv.nodes[f.node] = append(inv.nodes[f.node], f.dev)
+			continue
+		}
 		if _, dup := inv.where[f.dev.ID]; dup {
 			continue // published twice (a pool mid-update): counted once
 		}
 		inv.where[f.dev.ID] = Place{f.node, len(inv.nodes[f.node])}
 		inv.nodes[f.node] = append(inv.nodes[f.node], f.dev)
 	}
-	// A MIG device is a part of its parent GPU, found by UUID. A parent whose whole is not
-	// published (in MIG mode) is a GPU of its node all the same, but only its parts can be
-	// claimed.
+	// A MIG device is a part of its parent GPU, found by UUID.
 	for _, f := range migs {
 		parent := parentOf[f.dev.ID]
-		if parent == "" {
-			continue // a part of no known GPU cannot be counted
-		}
 		idx := slices.IndexFunc(inv.nodes[f.node], func(d Device) bool { return d.UUID == parent })
-		if idx < 0 {
-			idx = len(inv.nodes[f.node])
-			inv.nodes[f.node] = append(inv.nodes[f.node], Device{UUID: parent, Product: f.dev.Product})
-			if inv.partsOnly[f.node] == nil {
-				inv.partsOnly[f.node] = map[int]bool{}
-			}
-			inv.partsOnly[f.node][idx] = true
+		if parent == "" || idx < 0 {
+			continue // a part of no known GPU cannot be counted
 		}
 		p := Part{Place: Place{f.node, idx}, Share: migShare(sliceOf[f.dev.ID], f.dev.Product), ID: f.dev.ID}
 		inv.parts[f.dev.ID] = p

@@ -69,27 +69,13 @@ func (d *draCycle) addClaims(now time.Time, snap *engine.Snapshot, idx *index, p
 		}
 		// Its GPUs are those its slices publish; a device plugin's count beside them would
 		// be the same GPUs twice.
-		n.GPUs = make([]engine.GPU, len(devs))
-		for k, dv := range devs {
-			model := dv.Product
-			if model == "" {
-				model = n.Labels[LabelProduct]
-			}
-			n.GPUs[k] = engine.GPU{Model: model, Memory: dv.Memory, UUID: dv.UUID, Island: k * 2 / len(devs)}
-		}
+		var partsOnly []engine.Job
+		n.GPUs, partsOnly = d.inv.EngineGPUs(string(n.ID), n.Labels[LabelProduct])
+		snap.Jobs = append(snap.Jobs, partsOnly...)
 		// A fraction of Allot's (a reservation holding an nvidia.com/gpu) cannot be had
 		// here: filterClaims keeps such pods off. A MIG claim is a fraction the engine
 		// places here, so the node takes fractions.
 		n.NoFractions = ""
-		for k := range devs {
-			if d.inv.PartsOnly(string(n.ID), k) {
-				// In MIG mode, only its parts can be claimed: a sliver held by no queue
-				// keeps the engine from giving it whole, and leaves room for the parts.
-				snap.Jobs = append(snap.Jobs, engine.Job{ID: engine.JobID(fmt.Sprintf("external/mig-mode/%s/%d", n.ID, k)), MinMember: 1,
-					Pods: []engine.Pod{{ID: engine.PodID(fmt.Sprintf("mig-mode:%s/%d", n.ID, k)), Request: engine.PodRequest{GPUFraction: 1},
-						Binding: &engine.Binding{Node: n.ID, GPUs: []int{k}, Share: 1}}}})
-			}
-		}
 	}
 	accounted := map[string]bool{} // claims some pod of the snapshot holds or waits on
 	counted := map[string]bool{}   // claims whose GPUs a pod counts

@@ -12,36 +12,30 @@ package simnode
 import (
 	"context"
 	"fmt"
-	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/dynamic-resource-allocation/resourceclaim"
-	"k8s.io/utils/ptr"
+
+	"github.com/allot-dev/allot/kube/dra"
 )
 
 // DRADriver, DRAClass and MIGClass are the names NVIDIA's DRA driver uses for its devices
 // and its classes of whole GPUs and of MIG devices.
 const (
-	DRADriver = "gpu.nvidia.com"
-	DRAClass  = "gpu.nvidia.com"
-	MIGClass  = "mig.nvidia.com"
-	// MIGProfile is the MIG device a GPU in MIG mode is split into, seven of them.
-	MIGProfile = "1g.10gb"
+	DRADriver = dra.NVIDIADriver
+	DRAClass  = dra.NVIDIAGPUClass
+	MIGClass  = dra.NVIDIAMIGClass
 )
 
 // EnsureDeviceClass creates the DeviceClasses of whole GPUs and of MIG devices, as the
 // driver's chart does.
 func EnsureDeviceClass(ctx context.Context, client kubernetes.Interface) error {
-	for name, typ := range map[string]string{DRAClass: "gpu", MIGClass: "mig"} {
-		class := &resourceapi.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: name},
-			Spec: resourceapi.DeviceClassSpec{Selectors: []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{
-				Expression: fmt.Sprintf("device.driver == %q && device.attributes[%q].type == %q", DRADriver, DRADriver, typ)}}}}}
+	for _, class := range dra.NVIDIAClasses() {
 		if _, err := client.ResourceV1().DeviceClasses().Create(ctx, class, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 			return err
 		}
@@ -49,42 +43,13 @@ func EnsureDeviceClass(ctx context.Context, client kubernetes.Interface) error {
 	return nil
 }
 
-// PublishSlices writes each node's ResourceSlice for spec's nodes.
+// PublishSlices writes each node's ResourceSlice for spec's nodes, naming the GPUs as the
+// go-nvml mock of the device-plugin nodes does.
 func PublishSlices(ctx context.Context, client kubernetes.Interface, spec Spec) error {
 	for i := 1; i <= spec.Count; i++ {
 		node := fmt.Sprintf("%s-%d", spec.Prefix, i)
-		slice := &resourceapi.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: node + "-" + DRADriver},
-			Spec: resourceapi.ResourceSliceSpec{Driver: DRADriver, NodeName: ptr.To(node),
-				Pool: resourceapi.ResourcePool{Name: node, Generation: 1, ResourceSliceCount: 1}}}
-		for g := 0; g < spec.GPUs; g++ {
-			if g < spec.MIGGPUs {
-				// In MIG mode: seven 1g.10gb devices, the GPU itself not published.
-				for m := 0; m < 7; m++ {
-					slice.Spec.Devices = append(slice.Spec.Devices, resourceapi.Device{Name: fmt.Sprintf("gpu-%d-mig-1g10gb-%d", g, m), // NVIDIA names them so (no dots in a device name)
-						Attributes: map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
-							"type":        {StringValue: ptr.To("mig")},
-							"uuid":        {StringValue: ptr.To(fmt.Sprintf("MIG-%s-%d", simulatedUUID(node, g)[4:], m))},
-							"parentUUID":  {StringValue: ptr.To(simulatedUUID(node, g))},
-							"profile":     {StringValue: ptr.To(MIGProfile)},
-							"productName": {StringValue: ptr.To(spec.GPUType)},
-						},
-						Capacity: map[resourceapi.QualifiedName]resourceapi.DeviceCapacity{
-							"memory": {Value: resource.MustParse("10Gi")},
-						}})
-				}
-				continue
-			}
-			slice.Spec.Devices = append(slice.Spec.Devices, resourceapi.Device{Name: "gpu-" + strconv.Itoa(g),
-				Attributes: map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
-					"type":        {StringValue: ptr.To("gpu")},
-					"uuid":        {StringValue: ptr.To(simulatedUUID(node, g))},
-					"productName": {StringValue: ptr.To(spec.GPUType)},
-					"index":       {IntValue: ptr.To(int64(g))},
-				},
-				Capacity: map[resourceapi.QualifiedName]resourceapi.DeviceCapacity{
-					"memory": {Value: *resource.NewQuantity(spec.GPUMemoryMi<<20, resource.BinarySI)},
-				}})
-		}
+		slice := dra.NVIDIASlice(dra.NVIDIANode{Name: node, Product: spec.GPUType, GPUs: spec.GPUs, MemoryMi: spec.GPUMemoryMi,
+			MIGGPUs: spec.MIGGPUs, UUID: func(g int) string { return simulatedUUID(node, g) }})
 		_, err := client.ResourceV1().ResourceSlices().Create(ctx, slice, metav1.CreateOptions{})
 		if apierrors.IsAlreadyExists(err) {
 			continue
