@@ -19,6 +19,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -54,9 +55,35 @@ const (
 // that had been NotReady for 2 s; at the end, every pod neither the churn nor a lost node
 // deleted exists or has an Evicted event.
 func TestFaults(t *testing.T) {
-	length := kubetest.EnvDuration(t, "FAULTS_TIME", 90*time.Second) // each kind of fault once
+	runFaults(t, false, kubetest.EnvDuration(t, "FAULTS_TIME", 90*time.Second)) // each kind of fault once
+}
+
+// TestFaultsWithClaims is TestFaults on nodes that publish their GPUs through DRA, every
+// pod claiming its GPUs from a ResourceClaimTemplate: the replicas allocate the claims
+// through the same faults (but a failed GPU, which DRA reports through device taints).
+// Checked beside the rest: no device in two claims' allocations, and no pod refused by its
+// kubelet for a device prepared for another claim.
+func TestFaultsWithClaims(t *testing.T) {
+	runFaults(t, true, kubetest.EnvDuration(t, "FAULTS_DRA_TIME", 60*time.Second))
+}
+
+func runFaults(t *testing.T, claims bool, length time.Duration) {
 	bin := kubetest.BuildAllot(t)
-	e := kubetest.Start(t, nodes, gpusPerNode)
+	var e *kubetest.Env
+	if claims {
+		e = kubetest.StartNodes(t, simnode.Spec{Prefix: "dgx", Count: nodes, GPUs: gpusPerNode, DRA: true})
+		for _, n := range []int64{1, 2, 4} {
+			req := resourcev1.ExactDeviceRequest{DeviceClassName: simnode.DRAClass, AllocationMode: resourcev1.DeviceAllocationModeExactCount, Count: n}
+			tpl := &resourcev1.ResourceClaimTemplate{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("gpu-%d", n), Namespace: "default"},
+				Spec: resourcev1.ResourceClaimTemplateSpec{Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{
+					Requests: []resourcev1.DeviceRequest{{Name: "gpu", Exactly: &req}}}}}}
+			if _, err := e.Client.ResourceV1().ResourceClaimTemplates("default").Create(e.Ctx, tpl, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	} else {
+		e = kubetest.Start(t, nodes, gpusPerNode)
+	}
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))
 	seed := rng.Uint64()
 	proxy, err := NewProxy(e.Cluster.Config, seed)
@@ -73,13 +100,16 @@ func TestFaults(t *testing.T) {
 		e.Queue(t, q, int64(n), nil)
 	}
 	check := newChecker(t, e)
+	if claims {
+		check.watchClaims(e)
+	}
 	replicas := startReplicas(t, bin, kubeconfig, 2)
 	defer replicas.stop()
 
 	ctx, cancel := context.WithTimeout(e.Ctx, length)
 	defer cancel()
 	t.Logf("seed %d, %s", seed, length)
-	ch := &churn{e: e, rng: rand.New(rand.NewPCG(seed, 1)), quotas: quotas, check: check}
+	ch := &churn{e: e, rng: rand.New(rand.NewPCG(seed, 1)), quotas: quotas, check: check, claims: claims}
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() { defer wg.Done(); ch.run(ctx) }()
@@ -88,6 +118,9 @@ func TestFaults(t *testing.T) {
 	time.Sleep(10 * time.Second)
 	done := map[string]int{}
 	turn := []string{"kill", "node", "pause", "slow", "gpu"}
+	if claims {
+		turn = turn[:4] // a failed GPU on a DRA node is a device taint (alpha): not injected
+	}
 	for i := 0; ctx.Err() == nil; i++ {
 		wait := time.Duration(4000+rng.IntN(4000)) * time.Millisecond
 		select {
@@ -141,8 +174,12 @@ func TestFaults(t *testing.T) {
 	if len(violations) > 0 {
 		verdict = "FAIL"
 	}
-	t.Logf("FAULTS %s: %s, kills=%d nodes_lost=%d gpus_lost=%d pauses=%d slow_api=%d bind_answers_lost=%d violations=%d pods=%d bound=%d evicted=%d gangs=%d longest_partial_gang=%s",
-		verdict, length, done["kill"], done["node"], done["gpu"], done["pause"], done["slow"], proxy.Count("lost"), len(violations),
+	what := "FAULTS"
+	if claims {
+		what = "FAULTS WITH CLAIMS"
+	}
+	t.Logf("%s %s: %s, kills=%d nodes_lost=%d gpus_lost=%d pauses=%d slow_api=%d bind_answers_lost=%d violations=%d pods=%d bound=%d evicted=%d gangs=%d longest_partial_gang=%s",
+		what, verdict, length, done["kill"], done["node"], done["gpu"], done["pause"], done["slow"], proxy.Count("lost"), len(violations),
 		ch.created, check.everBound(), evictions, ch.gangs, check.longest().Round(10*time.Millisecond))
 	for _, kind := range turn {
 		if done[kind] == 0 {
@@ -379,6 +416,7 @@ type churn struct {
 	check          *checker
 	created, gangs int
 	seq            int
+	claims         bool // pods claim their GPUs through DRA templates gpu-1, gpu-2, gpu-4
 }
 
 func (c *churn) run(ctx context.Context) {
@@ -414,7 +452,7 @@ func (c *churn) round(ctx context.Context, target map[string]int) {
 			done[job] = nil
 		}
 		if p.DeletionTimestamp == nil && p.Status.Phase != corev1.PodSucceeded {
-			demand[p.Labels[v1alpha1.LabelQueue]] += int(v1alpha1.WholeGPUs(&p))
+			demand[p.Labels[v1alpha1.LabelQueue]] += int(podGPUs(&p))
 		}
 	}
 	// Finished jobs go, whole; now and then a running one is deleted by its user.
@@ -471,7 +509,12 @@ func (c *churn) submit(ctx context.Context, queue string) int {
 }
 
 func (c *churn) pod(ctx context.Context, job, name, queue string, gpus int64, labels, ann map[string]string) {
-	p := kubetest.PodSpec{Name: name, Queue: queue, GPUs: gpus, Labels: labels, Annotations: ann, Job: job}.Pod()
+	spec := kubetest.PodSpec{Name: name, Queue: queue, GPUs: gpus, Labels: labels, Annotations: ann, Job: job}
+	if c.claims {
+		tpl := fmt.Sprintf("gpu-%d", gpus)
+		spec.GPUs, spec.Claims = 0, []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: &tpl}}
+	}
+	p := spec.Pod()
 	p.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU] = resource.MustParse("100m")
 	if _, err := c.e.Client.CoreV1().Pods("default").Create(ctx, p, metav1.CreateOptions{}); err == nil {
 		c.created++
@@ -495,6 +538,33 @@ type checker struct {
 	failed  map[dev]time.Time    // GPUs failed, since when
 	limit   time.Duration        // how long a gang may run partly (partialLimit unless slowed)
 	fails   []string
+	refused map[string]bool // pods the kubelet refused, reported once
+	claims  cache.Store     // the ResourceClaims, with claims (watchClaims)
+}
+
+// watchClaims has the checker look at the ResourceClaims too.
+func (c *checker) watchClaims(e *kubetest.Env) {
+	f := informers.NewSharedInformerFactoryWithOptions(e.Client, 0, informers.WithNamespace("default"))
+	inf := f.Resource().V1().ResourceClaims().Informer()
+	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(any) { c.look() }, UpdateFunc: func(_, _ any) { c.look() }, DeleteFunc: func(any) { c.look() }})
+	f.Start(e.Ctx.Done())
+	f.WaitForCacheSync(e.Ctx.Done())
+	c.mu.Lock()
+	c.claims = inf.GetStore()
+	c.mu.Unlock()
+}
+
+// podGPUs is what a churn pod asks for: nvidia.com/gpu, or the count of its claim's
+// template (gpu-N).
+func podGPUs(p *corev1.Pod) int64 {
+	for _, pc := range p.Spec.ResourceClaims {
+		if pc.ResourceClaimTemplateName != nil {
+			n, _ := strconv.ParseInt(strings.TrimPrefix(*pc.ResourceClaimTemplateName, "gpu-"), 10, 64)
+			return n
+		}
+	}
+	return v1alpha1.WholeGPUs(p)
 }
 
 // dev is one GPU of one node.
@@ -520,7 +590,8 @@ func (c *checker) deletedByFault(pod string) {
 
 func newChecker(t *testing.T, e *kubetest.Env) *checker {
 	c := &checker{t: t, limit: partialLimit, minimum: map[string]int{}, user: map[string]bool{}, jobOf: map[string]string{},
-		open: map[string]time.Time{}, bound: map[string]bool{}, byFault: map[string]bool{}, down: map[string]time.Time{}, failed: map[dev]time.Time{}}
+		open: map[string]time.Time{}, bound: map[string]bool{}, byFault: map[string]bool{}, down: map[string]time.Time{}, failed: map[dev]time.Time{},
+		refused: map[string]bool{}}
 	f := informers.NewSharedInformerFactoryWithOptions(e.Client, 0, informers.WithNamespace("default"))
 	inf := f.Core().V1().Pods().Informer()
 	c.store = inf.GetStore()
@@ -565,9 +636,14 @@ func (c *checker) look() {
 	perNode := map[string]int64{}
 	members := map[string]int{}
 	finished := map[string]bool{}
+	var failedByKubelet []*corev1.Pod
 	for _, o := range c.store.List() {
 		p := o.(*corev1.Pod)
 		job := p.Labels["job"]
+		if p.Status.Phase == corev1.PodFailed && p.Status.Reason == "UnexpectedAdmissionError" && !c.refused[p.Name] {
+			c.refused[p.Name] = true
+			failedByKubelet = append(failedByKubelet, p)
+		}
 		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 			finished[job] = true
 			continue
@@ -581,7 +657,7 @@ func (c *checker) look() {
 		}
 		c.bound[p.Name] = true
 		members[job]++
-		gpus := v1alpha1.WholeGPUs(p)
+		gpus := podGPUs(p)
 		perNode[p.Spec.NodeName] += gpus
 		idx := strings.Split(p.Annotations[v1alpha1.AnnotationGPUs], ",")
 		if int64(len(idx)) != gpus {
@@ -605,6 +681,25 @@ func (c *checker) look() {
 	for node, n := range perNode {
 		if n > gpusPerNode {
 			c.fail("%s has %d GPUs booked", node, n)
+		}
+	}
+	for _, p := range failedByKubelet {
+		c.fail("pod %s refused by the kubelet of %s: %s", p.Name, p.Spec.NodeName, p.Status.Message)
+	}
+	if c.claims != nil {
+		held := map[string]string{}
+		for _, o := range c.claims.List() {
+			cl := o.(*resourcev1.ResourceClaim)
+			if cl.Status.Allocation == nil {
+				continue
+			}
+			for _, r := range cl.Status.Allocation.Devices.Results {
+				d := r.Pool + "/" + r.Device
+				if other, ok := held[d]; ok && other != cl.Name {
+					c.fail("device %s allocated to claims %s and %s", d, other, cl.Name)
+				}
+				held[d] = cl.Name
+			}
 		}
 	}
 	now := time.Now()
