@@ -175,6 +175,13 @@ func (s *Scheduler) allocateClaims(ctx context.Context, j *bindJob) error {
 // reserve writes a claim for a pod: the finalizer, then the allocation (when alloc is
 // set) and the pod in reservedFor, as kube-scheduler does.
 func (s *Scheduler) reserve(ctx context.Context, c *resourceapi.ResourceClaim, p *corev1.Pod, alloc *resourceapi.AllocationResult) (*resourceapi.ResourceClaim, error) {
+	// Checked before each write, as before a bind: a replica paused past its Lease must
+	// not allocate what the new leader may have given away meanwhile. (The API server's
+	// fence policy covers binds and evictions; a claim's status carries no leader mark, so
+	// a write already on its way when the pause began is not refused.)
+	if !s.fence.ok() {
+		return nil, errNotLeader
+	}
 	c = c.DeepCopy()
 	api := s.client.ResourceV1().ResourceClaims(c.Namespace)
 	if alloc != nil && !slices.Contains(c.Finalizers, resourceapi.Finalizer) {
@@ -187,6 +194,9 @@ func (s *Scheduler) reserve(ctx context.Context, c *resourceapi.ResourceClaim, p
 	}
 	if alloc != nil {
 		c.Status.Allocation = alloc
+	}
+	if !s.fence.ok() {
+		return nil, errNotLeader
 	}
 	c.Status.ReservedFor = append(c.Status.ReservedFor, resourceapi.ResourceClaimConsumerReference{Resource: "pods", Name: p.Name, UID: p.UID})
 	out, err := api.UpdateStatus(ctx, c, metav1.UpdateOptions{})
@@ -201,7 +211,7 @@ func (s *Scheduler) reserve(ctx context.Context, c *resourceapi.ResourceClaim, p
 // that is not running.
 func (s *Scheduler) unreserve(ctx context.Context, c *resourceapi.ResourceClaim, uid types.UID) {
 	api := s.client.ResourceV1().ResourceClaims(c.Namespace)
-	for try := 0; try < 3; try++ {
+	for try := 0; try < 3 && s.fence.ok(); try++ {
 		c = c.DeepCopy()
 		c.Status.ReservedFor = slices.DeleteFunc(c.Status.ReservedFor, func(r resourceapi.ResourceClaimConsumerReference) bool { return r.UID == uid })
 		if len(c.Status.ReservedFor) == 0 {
