@@ -107,7 +107,7 @@ func (inv *Inventory) Allocate(ctx context.Context, features structured.Features
 
 func (inv *Inventory) allocate(ctx context.Context, features structured.Features, classes Classes, held State, node *corev1.Node,
 	claims []*resourceapi.ResourceClaim) ([]resourceapi.AllocationResult, error) {
-	a, err := structured.NewAllocator(ctx, features, held.allocator(), classes, inv.slices, inv.cel)
+	a, err := structured.NewAllocator(ctx, features, held.allocator(), classes, inv.slicesFor(node.Name), inv.cel)
 	if err != nil {
 		return nil, err
 	}
