@@ -37,8 +37,10 @@ type assumedClaim struct {
 const claimAssumeFor = 30 * time.Second
 
 // claimsNow is every claim as this scheduler knows it: the informer's, with its own writes
-// the informer has not caught up with over them. Callers hold dmu.
+// the informer has not caught up with over them.
 func (s *Scheduler) claimsNow() map[string]*resourceapi.ResourceClaim {
+	s.camu.Lock()
+	defer s.camu.Unlock()
 	out := map[string]*resourceapi.ResourceClaim{}
 	if s.draClaims == nil {
 		return out
@@ -145,7 +147,7 @@ func (s *Scheduler) allocateClaims(ctx context.Context, j *bindJob) error {
 			return fmt.Errorf("spec.resourceClaims %s: %w", p.Spec.ResourceClaims[min(i, len(p.Spec.ResourceClaims)-1)].Name, err)
 		}
 		written = append(written, out)
-		s.claimsAssumed[out.UID] = assumedClaim{out, time.Now()}
+		s.assumeClaim(out)
 		mine[i] = out
 	}
 	// The pod's GPUs are those of the claims it alone holds; a claim shared with a pod
@@ -170,6 +172,12 @@ func (s *Scheduler) allocateClaims(ctx context.Context, j *bindJob) error {
 	}
 	s.amu.Unlock()
 	return nil
+}
+
+func (s *Scheduler) assumeClaim(c *resourceapi.ResourceClaim) {
+	s.camu.Lock()
+	s.claimsAssumed[c.UID] = assumedClaim{c, time.Now()}
+	s.camu.Unlock()
 }
 
 // reserve writes a claim for a pod: the finalizer, then the allocation (when alloc is
@@ -219,7 +227,7 @@ func (s *Scheduler) unreserve(ctx context.Context, c *resourceapi.ResourceClaim,
 		}
 		out, err := api.UpdateStatus(ctx, c, metav1.UpdateOptions{})
 		if err == nil {
-			s.claimsAssumed[out.UID] = assumedClaim{out, time.Now()}
+			s.assumeClaim(out)
 			return
 		}
 		if !apierrors.IsConflict(err) {

@@ -35,9 +35,10 @@ type draState struct {
 	// device was most of the stage's cost: BenchmarkClaimsStage's ms-inventory).
 	draInv        *dra.Inventory
 	draInvVersion uint64
-	// dmu makes allocations one at a time; claimsAssumed (guarded by it) holds the claims
-	// this scheduler wrote that the informer may not show yet.
-	dmu           sync.Mutex
+	// dmu makes allocations one at a time; claimsAssumed (guarded by camu, so that a cycle
+	// does not wait for an allocation's API calls) holds the claims this scheduler wrote
+	// that the informer may not show yet.
+	dmu, camu     sync.Mutex
 	claimsAssumed map[types.UID]assumedClaim
 }
 
@@ -114,9 +115,7 @@ func (s *Scheduler) draForCycle(nodes []*corev1.Node) *draCycle {
 	if len(s.opts.MIGDeviceClasses) > 0 {
 		names.MIG = s.opts.MIGDeviceClasses
 	}
-	s.dmu.Lock()
 	claims := s.claimsNow()
-	s.dmu.Unlock()
 	byName := make(map[string]*corev1.Node, len(nodes))
 	for _, n := range nodes {
 		byName[n.Name] = n
