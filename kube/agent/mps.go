@@ -256,11 +256,13 @@ func (a *Agent) mpsCommand(ctx context.Context, uuid, input string, args ...stri
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, a.mpsControl(), args...)
-	visible := uuid
-	if !strings.HasPrefix(uuid, "GPU-") {
-		visible = "" // the probe: any GPU
+	cmd.Env = append(os.Environ(), "CUDA_MPS_PIPE_DIRECTORY="+filepath.Join(dir, "pipe"), "CUDA_MPS_LOG_DIRECTORY="+filepath.Join(dir, "log"))
+	// A GPU's daemon sees only that GPU. The probe keeps the GPUs this process sees: an
+	// empty CUDA_VISIBLE_DEVICES means none, and a daemon started so exits at once with
+	// status 100 (seen on an H100: docs/gpu-nodes.md, "Seen on a real GPU").
+	if strings.HasPrefix(uuid, "GPU-") {
+		cmd.Env = append(cmd.Env, "CUDA_VISIBLE_DEVICES="+uuid)
 	}
-	cmd.Env = append(os.Environ(), "CUDA_VISIBLE_DEVICES="+visible, "CUDA_MPS_PIPE_DIRECTORY="+filepath.Join(dir, "pipe"), "CUDA_MPS_LOG_DIRECTORY="+filepath.Join(dir, "log"))
 	cmd.Stdin = strings.NewReader(input)
 	out, err := cmd.CombinedOutput()
 	if err != nil {

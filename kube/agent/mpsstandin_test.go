@@ -18,6 +18,7 @@ import (
 // its control commands the agent uses, with the semantics NVIDIA documents:
 //
 //	-d                                   start a control daemon on $CUDA_MPS_PIPE_DIRECTORY, detached
+//	                                     (none, status 100, where CUDA_VISIBLE_DEVICES is empty)
 //	get_server_list                      the PIDs of its servers
 //	set_default_active_thread_percentage N / set_default_device_pinned_mem_limit DEV V
 //	set_active_thread_percentage PID N   / set_device_pinned_mem_limit PID DEV V
@@ -45,6 +46,11 @@ func mpsControlMain() {
 	pipe := os.Getenv("CUDA_MPS_PIPE_DIRECTORY")
 	sock := filepath.Join(pipe, "control")
 	if len(os.Args) > 1 && os.Args[1] == "-d" {
+		// As the real one did on an H100 (driver 580.159.04): with CUDA_VISIBLE_DEVICES set
+		// and empty (no GPU) it exits at once, status 100, printing nothing.
+		if v, ok := os.LookupEnv("CUDA_VISIBLE_DEVICES"); ok && v == "" {
+			os.Exit(100)
+		}
 		if c, err := net.Dial("unix", sock); err == nil {
 			c.Close()
 			fmt.Println("An instance of this daemon is already running")
