@@ -127,6 +127,7 @@ enforced on the node (the allot.dev/gpu-sharing label).`,
 	f.UintSliceVar(&ignoredXIDs, "ignored-xids", nil, "XIDs that fail no device on this node (beside those NVIDIA's catalogue puts down to the application, such as 13 and 43), e.g. --ignored-xids 63,64")
 	f.DurationVar(&interval, "interval", 10*time.Second, "how often to report utilisation and memory")
 	f.IntVar(&metricsPort, "metrics-port", 9400, "serve per-device metrics at /metrics on this port, as DCGM exporter does (0: none)")
+	cmd.AddCommand(newAgentInventoryCmd()) // hidden: checks the NVML paths on a real GPU
 	return cmd
 }
 
