@@ -39,7 +39,7 @@ import (
 )
 
 func newUpCmd() *cobra.Command {
-	var nodes, gpus int
+	var nodes, gpus, migGPUs int
 	var gpuType, gpuMemory, dataDir, kubeconfig string
 	var demo, draNodes bool
 	var cpuProfile, dashboardAddr, metricsAddr string
@@ -70,6 +70,9 @@ A kubeconfig is written so that kubectl works against it. Ctrl-C stops everythin
 			}
 			if _, err := v1alpha1.ParseSharing(sharing); err != nil {
 				return fmt.Errorf("--sharing: %w", err)
+			}
+			if migGPUs != 0 && (!draNodes || migGPUs < 0 || migGPUs > gpus) {
+				return fmt.Errorf("--mig-gpus %d is not allowed: with --dra, from 0 to --gpus-per-node (%d)", migGPUs, gpus)
 			}
 			if draNodes && (sharing != "" || failGPU != "") {
 				return fmt.Errorf("--dra with --sharing or --fail-gpu is not offered: nodes on DRA have no device plugin or allot agent, and GPUs are shared there through the driver's claims")
@@ -146,7 +149,7 @@ A kubeconfig is written so that kubectl works against it. Ctrl-C stops everythin
 			}
 			client := kubernetes.NewForConfigOrDie(c.Config)
 			spec := simnode.Spec{Prefix: "dgx", Count: nodes, GPUs: gpus, GPUType: gpuType,
-				GPUMemoryMi: mem.Value() >> 20, CPU: "128", Memory: "1Ti", Sharing: sharing, DRA: draNodes}
+				GPUMemoryMi: mem.Value() >> 20, CPU: "128", Memory: "1Ti", Sharing: sharing, DRA: draNodes, MIGGPUs: migGPUs}
 			if err := simnode.Create(ctx, client, spec); err != nil {
 				return err
 			}
@@ -244,6 +247,7 @@ A kubeconfig is written so that kubectl works against it. Ctrl-C stops everythin
 	f.StringVar(&history, "fair-share-history", "", "let past use tilt the division of idle GPUs, as STRENGTH[:HALF-LIFE] (1:168h): 0 ignores it, 1 is strong")
 	f.StringVar(&topology, "topology", "", "simulated network topology: level names, narrowest first, such as rack,block (2 nodes to a rack, 2 racks to a block), with a Topology named default")
 	f.BoolVar(&draNodes, "dra", false, "publish the simulated GPUs in ResourceSlices as NVIDIA's DRA driver does (device class gpu.nvidia.com), with no device plugin: pods claim them with ResourceClaims, as allot submit then does")
+	f.IntVar(&migGPUs, "mig-gpus", 0, "with --dra: this many GPUs of each node in MIG mode, published as seven 1g.10gb devices each (device class mig.nvidia.com)")
 	f.BoolVar(&demo, "demo", false, "the demo: queues team-a/b/c/d with quotas 4/2/2/8 on 2 nodes of 8 GPUs, with work submitted")
 	return cmd
 }

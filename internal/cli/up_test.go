@@ -235,6 +235,9 @@ func TestUpRefusesBadHistoryAndTopology(t *testing.T) {
 		{[]string{"--fair-share-history", "strong"}, `--fair-share-history "strong" is not allowed: STRENGTH[:HALF-LIFE]`},
 		{[]string{"--fair-share-history", "1:forever"}, "the half-life after the colon is a positive duration"},
 		{[]string{"--topology", "rack,rack"}, `--topology "rack,rack" is not allowed: distinct level names, narrowest first`},
+		{[]string{"--mig-gpus", "2"}, "--mig-gpus 2 is not allowed: with --dra, from 0 to --gpus-per-node (8)"},
+		{[]string{"--dra", "--mig-gpus", "9"}, "--mig-gpus 9 is not allowed"},
+		{[]string{"--dra", "--sharing", "mps"}, "--dra with --sharing or --fail-gpu is not offered"},
 	} {
 		cmd := NewRoot()
 		cmd.SetOut(io.Discard)
@@ -267,7 +270,7 @@ func TestUpRefusesAFailGPUItDoesNotHave(t *testing.T) {
 // devices and who holds them; allot submit claims whole GPUs by itself there and says
 // that a fraction is not offered on DRA.
 func TestUpDRA(t *testing.T) {
-	up := startUp(t, "--dra", "--demo")
+	up := startUp(t, "--dra", "--demo", "--mig-gpus", "1")
 	ctx := up.ctx
 	rc, err := clientcmd.BuildConfigFromFlags("", up.kubeconfig)
 	if err != nil {
@@ -301,7 +304,7 @@ func TestUpDRA(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the demo's 8 pods did not all run on claims, or top nodes does not show them:\n%s", top)
 	}
-	if !strings.Contains(top, "[DRA]") || !strings.Contains(top, "gpu-0") || !strings.Contains(top, "Allocated/Total GPUs: 8/16") {
+	if !strings.Contains(top, "[DRA]") || !strings.Contains(top, "gpu-1") || !strings.Contains(top, "MIG") || !strings.Contains(top, "Allocated/Total GPUs: 8/16") {
 		t.Fatalf("allot top nodes on DRA nodes:\n%s", top)
 	}
 	// The dashboard shows the same: DRA nodes, their devices, the pods holding them.
@@ -344,6 +347,9 @@ func TestUpDRA(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatalf("the dashboard at %s does not show the 8 claimed GPUs of 2 DRA nodes: %+v", dash, state)
+	}
+	if out, err := run("describe", "team-a-train-0"); err != nil || !strings.Contains(out, "GPUs:       1 allocated") {
+		t.Fatalf("allot describe of a pod on a claim: %v\n%s", err, out)
 	}
 	out, err := run("submit", "extra", "-p", "team-c", "-i", "pytorch/pytorch", "-g", "2")
 	if err != nil {

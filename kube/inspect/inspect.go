@@ -5,6 +5,7 @@ package inspect
 
 import (
 	"strconv"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -32,6 +33,11 @@ func PodGPUs(p *corev1.Pod) float64 {
 	}
 	if share, err := strconv.Atoi(p.Annotations[v1alpha1.AnnotationGPUShare]); err == nil && share > 0 {
 		return float64(share) / 1000
+	}
+	if idx := p.Annotations[v1alpha1.AnnotationGPUs]; len(p.Spec.ResourceClaims) > 0 && idx != "" {
+		// Its GPUs through DRA claims: the scheduler wrote the devices they hold in the
+		// bind. (Waiting, what its claims ask is in the claims, not the pod.)
+		return float64(len(strings.Split(idx, ",")))
 	}
 	if s, err := v1alpha1.ParseGPUShare(p.Annotations); err == nil {
 		return s.Fraction

@@ -144,7 +144,7 @@ func (s *Scheduler) allocateClaims(ctx context.Context, j *bindJob) error {
 		out, err := s.reserve(ctx, c, p, alloc)
 		if err != nil {
 			undo()
-			return fmt.Errorf("spec.resourceClaims %s: %w", p.Spec.ResourceClaims[min(i, len(p.Spec.ResourceClaims)-1)].Name, err)
+			return fmt.Errorf("ResourceClaim %s: %w", c.Name, err)
 		}
 		written = append(written, out)
 		s.assumeClaim(out)

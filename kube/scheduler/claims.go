@@ -164,7 +164,17 @@ func (d *draCycle) addClaims(now time.Time, snap *engine.Snapshot, idx *index, p
 			}
 		}
 	}
-	// What is left is held by no pod the engine knows.
+	// What is left is held by no pod the engine knows. A claim whose pods have all ended
+	// or gone is being freed by the resource claim controller: its devices are free to
+	// the engine, as a terminating pod's are, and a bind onto them waits until it is
+	// (without that, the moment between a reclaimed pod's end and its claim's release
+	// looked like a GPU taken by someone else, and a second pod was reclaimed for it).
+	alive := make(map[types.UID]bool, len(pods))
+	for _, p := range pods {
+		if !terminal(p) {
+			alive[p.UID] = true
+		}
+	}
 	keys := make([]string, 0, len(d.claims))
 	for k := range d.claims {
 		keys = append(keys, k)
@@ -173,6 +183,24 @@ func (d *draCycle) addClaims(now time.Time, snap *engine.Snapshot, idx *index, p
 	for _, k := range keys {
 		c := d.claims[k]
 		if accounted[k] || c.Status.Allocation == nil {
+			continue
+		}
+		if freed(c, alive) {
+			for _, id := range dra.Allocated(c) {
+				pl, ok := d.inv.Where(id)
+				if !ok {
+					if part, isPart := d.inv.PartOf(id); isPart {
+						pl, ok = part.Place, true
+					}
+				}
+				if ok {
+					n := engine.NodeID(pl.Node)
+					if idx.releasing[n] == nil {
+						idx.releasing[n] = map[int]string{}
+					}
+					idx.releasing[n][pl.Index] = "ResourceClaim " + k + " (its pods gone)"
+				}
+			}
 			continue
 		}
 		byNode := map[string]bool{}
@@ -195,6 +223,21 @@ func (d *draCycle) addClaims(now time.Time, snap *engine.Snapshot, idx *index, p
 			snap.Jobs = append(snap.Jobs, engine.Job{ID: jid, MinMember: 1, Pods: []engine.Pod{pod}})
 		}
 	}
+}
+
+// freed tells whether every pod a claim is reserved for has ended or gone, so that the
+// resource claim controller is freeing it. A claim reserved for no one is not: it may be
+// allocated by something else than a scheduler of pods.
+func freed(c *resourceapi.ResourceClaim, alive map[types.UID]bool) bool {
+	if len(c.Status.ReservedFor) == 0 {
+		return false
+	}
+	for _, r := range c.Status.ReservedFor {
+		if r.Resource != "pods" || alive[r.UID] {
+			return false
+		}
+	}
+	return true
 }
 
 // held is where an allocated claim's devices are on node: the indices of its whole GPUs,

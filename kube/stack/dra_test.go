@@ -290,6 +290,13 @@ func TestDRAReclaimGivesTheVictimsDevice(t *testing.T) {
 	if p, ok := pods[victim]; ok && p.DeletionTimestamp == nil {
 		t.Fatalf("b-1 holds %s, the device of %s, which still runs", got[0], victim)
 	}
+	// One pod was reclaimed, not two: team-a keeps its quota's GPU.
+	time.Sleep(2 * time.Second)
+	if n := e.Count(t, "default", func(p *corev1.Pod) bool {
+		return strings.HasPrefix(p.Name, "a-") && kubetest.Running(p) && p.DeletionTimestamp == nil
+	}); n != 1 {
+		t.Fatalf("%d of team-a's pods run after the reclaim, want 1 (its quota)", n)
+	}
 	noDeviceTwice(t, e)
 }
 
