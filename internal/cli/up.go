@@ -149,7 +149,7 @@ A kubeconfig is written so that kubectl works against it. Ctrl-C stops everythin
 			}
 			client := kubernetes.NewForConfigOrDie(c.Config)
 			spec := simnode.Spec{Prefix: "dgx", Count: nodes, GPUs: gpus, GPUType: gpuType,
-				GPUMemoryMi: mem.Value() >> 20, CPU: "128", Memory: "1Ti", Sharing: sharing, DRA: draNodes, MIGGPUs: migGPUs}
+				GPUMemoryMi: mem.Value() >> 20, CPU: "128", Memory: "1Ti", Sharing: sharing, DRA: draNodes, DRAShared: draNodes, MIGGPUs: migGPUs}
 			if err := simnode.Create(ctx, client, spec); err != nil {
 				return err
 			}

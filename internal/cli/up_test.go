@@ -16,6 +16,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -373,10 +375,33 @@ func TestUpDRA(t *testing.T) {
 	if err != nil {
 		t.Fatal("the submitted workload's claim of 2 GPUs was never allocated")
 	}
-	if out, err := run("submit", "half", "-p", "team-c", "-i", "pytorch/pytorch", "-g", "0.5"); err == nil || !strings.Contains(err.Error(), "through DRA") {
+	// Half a GPU is claimed as half its memory, of a GPU claims may share.
+	if out, err := run("submit", "half", "-p", "team-c", "-i", "pytorch/pytorch", "-g", "0.5"); err != nil {
 		t.Fatalf("allot submit -g 0.5 on DRA nodes: %v\n%s", err, out)
+	}
+	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		claims, err := client.ResourceV1().ResourceClaims("default").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, nil
+		}
+		for _, c := range claims.Items {
+			if strings.HasPrefix(c.Name, "half-") && c.Status.Allocation != nil {
+				r := c.Status.Allocation.Devices.Results[0]
+				return r.ShareID != nil && memoryOf(r.ConsumedCapacity) == 40<<30, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatal("the half GPU's claim was never allocated as a 40Gi share of a GPU")
 	}
 	if out, err := run("delete", "extra"); err != nil || !strings.Contains(out, "ResourceClaimTemplate extra") {
 		t.Fatalf("allot delete of a DRA workload: %v\n%s", err, out)
 	}
+}
+
+// memoryOf reads the memory of a consumed capacity, in bytes.
+func memoryOf(c map[resourcev1.QualifiedName]resource.Quantity) int64 {
+	q := c["memory"]
+	return q.Value()
 }

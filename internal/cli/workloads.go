@@ -78,15 +78,19 @@ Job of N workers with a headless Service (worker i is NAME-i.NAME) started as on
 			}
 			switch gpuAPI {
 			case "device-plugin":
-			case "dra":
-				s.DeviceClass = dra.DefaultGPUClasses[0]
-			case "auto":
-				if !dryRun {
-					if drac, err := gpusThroughDRA(cmd.Context(), c, s.NodePool); err != nil {
-						return err
-					} else if drac {
+			case "dra", "auto":
+				if dryRun {
+					if gpuAPI == "dra" {
 						s.DeviceClass = dra.DefaultGPUClasses[0]
 					}
+					break
+				}
+				only, memMi, err := gpusThroughDRA(cmd.Context(), c, s.NodePool)
+				if err != nil {
+					return err
+				}
+				if only || gpuAPI == "dra" {
+					s.DeviceClass, s.DeviceMemoryMi = dra.DefaultGPUClasses[0], memMi
 				}
 			default:
 				return fmt.Errorf("--gpu-api %q is not allowed: auto, device-plugin or dra", gpuAPI)
@@ -449,23 +453,27 @@ func queueExists(ctx context.Context, c *conn, name string) error {
 }
 
 // gpusThroughDRA tells whether every GPU node a workload of the pool could run on has its
-// GPUs through DRA (ResourceSlices) rather than the device plugin: then whole GPUs must be
-// claimed. In a mixed pool the device plugin is kept (--gpu-api dra asks otherwise).
-func gpusThroughDRA(ctx context.Context, c *conn, pool string) (bool, error) {
+// GPUs through DRA (ResourceSlices) rather than the device plugin: then GPUs must be
+// claimed. In a mixed pool the device plugin is kept (--gpu-api dra asks otherwise). memMi
+// is the memory of the smallest GPU of the pool's DRA nodes, of which -g 0.5 claims half.
+func gpusThroughDRA(ctx context.Context, c *conn, pool string) (only bool, memMi int64, err error) {
 	nodes, err := inspect.EmptyNodes(ctx, c.client)
 	if err != nil {
-		return false, err
+		return false, 0, err
 	}
 	draNodes, pluginNodes := 0, 0
 	for _, n := range nodes {
 		if n.Pool != pool || len(n.GPUs) == 0 {
 			continue
 		}
-		if n.DRA {
-			draNodes++
-		} else {
+		if !n.DRA {
 			pluginNodes++
+			continue
+		}
+		draNodes++
+		if n.MemoryMi > 0 && (memMi == 0 || n.MemoryMi < memMi) {
+			memMi = n.MemoryMi
 		}
 	}
-	return draNodes > 0 && pluginNodes == 0, nil
+	return draNodes > 0 && pluginNodes == 0, memMi, nil
 }

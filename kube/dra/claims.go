@@ -88,11 +88,13 @@ func AllocatedNode(c *resourceapi.ResourceClaim) string {
 	return ""
 }
 
-// Claimed is what a claim counts for: whole GPUs, or a part of one GPU (a MIG device), in
-// thousandths of it.
+// Claimed is what a claim counts for: whole GPUs, or a part of one GPU (a MIG device, or
+// memory consumed on a GPU several claims share), in thousandths of it; or, not yet
+// allocated, bytes of memory on one shared GPU.
 type Claimed struct {
-	GPUs  int
-	Share int
+	GPUs   int
+	Share  int
+	Memory int64
 }
 
 // Count is what a claim counts for. An allocated claim counts the GPUs and MIG parts it
@@ -103,9 +105,14 @@ type Claimed struct {
 // cannot be counted as the engine books a pod: problem says so.
 func (inv *Inventory) Count(c *resourceapi.ResourceClaim) (n Claimed, problem string) {
 	if c.Status.Allocation != nil {
-		for _, id := range Allocated(c) {
-			if _, ok := inv.where[id]; ok {
-				n.GPUs++
+		for _, r := range c.Status.Allocation.Devices.Results {
+			id := structured.MakeDeviceID(r.Driver, r.Pool, r.Device)
+			if pl, ok := inv.where[id]; ok {
+				if part := inv.ConsumedShare(pl, r); part > 0 {
+					n.Share += part
+				} else {
+					n.GPUs++
+				}
 			} else if p, ok := inv.parts[id]; ok {
 				n.Share += p.Share
 			}
@@ -115,6 +122,14 @@ func (inv *Inventory) Count(c *resourceapi.ResourceClaim) (n Claimed, problem st
 			var k Claimed
 			var msg string
 			switch {
+			case r.Exactly != nil && r.Exactly.Capacity != nil && inv.IsGPUClass(r.Exactly.DeviceClassName):
+				// Memory of a GPU several claims share (consumable capacity).
+				mem, ok := r.Exactly.Capacity.Requests["memory"]
+				if !ok || r.Exactly.Count > 1 || len(r.Exactly.Capacity.Requests) > 1 {
+					msg = fmt.Sprintf("request %s asks for capacity %v of %d device(s): Allot counts a part of one GPU by its memory (capacity.requests.memory, count 1)",
+						r.Name, r.Exactly.Capacity.Requests, max(r.Exactly.Count, 1))
+				}
+				k.Memory = mem.Value()
 			case r.Exactly != nil:
 				k, msg = inv.request(r.Name, r.Exactly.DeviceClassName, r.Exactly.AllocationMode, r.Exactly.Count, r.Exactly.Selectors)
 			case len(r.FirstAvailable) > 0:
@@ -126,9 +141,10 @@ func (inv *Inventory) Count(c *resourceapi.ResourceClaim) (n Claimed, problem st
 			}
 			n.GPUs += k.GPUs
 			n.Share += k.Share
+			n.Memory += k.Memory
 		}
 	}
-	if n.Share > 0 && (n.GPUs > 0 || n.Share >= 1000) {
+	if (n.Share > 0 || n.Memory > 0) && (n.GPUs > 0 || n.Share >= 1000 || (n.Share > 0 && n.Memory > 0)) {
 		return Claimed{}, fmt.Sprintf("ResourceClaim %s: whole GPUs and MIG devices, or several MIG devices, in one pod: ask for one MIG device per pod, or for whole GPUs", c.Name)
 	}
 	return n, ""
@@ -172,4 +188,19 @@ func (inv *Inventory) smallestPart(class string, sel []resourceapi.DeviceSelecto
 		best = 1000 / 7
 	}
 	return best
+}
+
+// ConsumedShare is the part of a GPU a result consumes on a device several claims share,
+// in thousandths rounded up (so that the books never hold less than the claim); 0 when it
+// consumes all of it, or the device is not shared.
+func (inv *Inventory) ConsumedShare(pl Place, r resourceapi.DeviceRequestAllocationResult) int {
+	mem, ok := r.ConsumedCapacity["memory"]
+	if r.ShareID == nil || !ok {
+		return 0
+	}
+	total := inv.nodes[pl.Node][pl.Index].Memory
+	if total <= 0 || mem.Value() >= total {
+		return 0
+	}
+	return int((mem.Value()*1000 + total - 1) / total)
 }

@@ -38,6 +38,10 @@ type NVIDIANode struct {
 	MIGGPUs int
 	// UUID names GPU g of the node.
 	UUID func(g int) string
+	// Shared GPUs may be allocated to several claims, each consuming part of the GPU's
+	// memory (consumable capacity, DRAConsumableCapacity); a claim that names no memory
+	// takes all of it.
+	Shared bool
 }
 
 // NVIDIASlice is the node's ResourceSlice.
@@ -63,7 +67,7 @@ func NVIDIASlice(n NVIDIANode) *resourceapi.ResourceSlice {
 			}
 			continue
 		}
-		slice.Spec.Devices = append(slice.Spec.Devices, resourceapi.Device{Name: "gpu-" + strconv.Itoa(g),
+		dev := resourceapi.Device{Name: "gpu-" + strconv.Itoa(g),
 			Attributes: map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
 				"type":        {StringValue: ptr.To("gpu")},
 				"uuid":        {StringValue: ptr.To(uuid)},
@@ -72,7 +76,11 @@ func NVIDIASlice(n NVIDIANode) *resourceapi.ResourceSlice {
 			},
 			Capacity: map[resourceapi.QualifiedName]resourceapi.DeviceCapacity{
 				"memory": {Value: *resource.NewQuantity(n.MemoryMi<<20, resource.BinarySI)},
-			}})
+			}}
+		if n.Shared {
+			dev.AllowMultipleAllocations = ptr.To(true)
+		}
+		slice.Spec.Devices = append(slice.Spec.Devices, dev)
 	}
 	return slice
 }

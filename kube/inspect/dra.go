@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/dynamic-resource-allocation/cel"
+	"k8s.io/dynamic-resource-allocation/structured"
 
 	"github.com/allot-dev/allot/kube/dra"
 )
@@ -64,10 +65,18 @@ func WithDRA(out []Node, nodes []*corev1.Node, pods []*corev1.Pod, d DRA) []Node
 	}
 	holders := map[string]map[int][]Holder{}
 	for _, c := range d.Claims {
-		for _, id := range dra.Allocated(c) {
+		if c.Status.Allocation == nil {
+			continue
+		}
+		for _, r := range c.Status.Allocation.Devices.Results {
+			id := structured.MakeDeviceID(r.Driver, r.Pool, r.Device)
 			pl, ok := inv.Where(id)
 			share := 1.0
-			if !ok {
+			if ok {
+				if part := inv.ConsumedShare(pl, r); part > 0 {
+					share = float64(part) / 1000 // memory of a GPU several claims share
+				}
+			} else {
 				part, isPart := inv.PartOf(id) // a MIG device: its part of its GPU
 				if !isPart {
 					continue
@@ -90,7 +99,13 @@ func WithDRA(out []Node, nodes []*corev1.Node, pods []*corev1.Pod, d DRA) []Node
 			continue
 		}
 		devs := inv.NodeGPUs(name)
-		node := Node{Name: name, Pool: n.Labels["allot.dev/node-pool"], Model: devs[0].Product, MemoryMi: devs[0].Memory >> 20, DRA: true}
+		node := Node{Name: name, Pool: n.Labels["allot.dev/node-pool"], Model: devs[0].Product, DRA: true}
+		for _, dv := range devs {
+			if dv.Memory > 0 { // a GPU in MIG mode publishes no memory of its own
+				node.MemoryMi = dv.Memory >> 20
+				break
+			}
+		}
 		for g, dv := range devs {
 			h := holders[name][g]
 			sort.Slice(h, func(a, b int) bool { return h[a].Pod < h[b].Pod })

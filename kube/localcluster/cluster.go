@@ -43,6 +43,9 @@ func StartWithoutDefaultScheduler(ctx context.Context, dir string) (*Cluster, er
 }
 
 func start(ctx context.Context, dir string, defaultScheduler bool) (*Cluster, error) {
+	if err := setGates(); err != nil {
+		return nil, err
+	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}

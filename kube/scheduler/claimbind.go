@@ -112,13 +112,14 @@ func (s *Scheduler) allocateClaims(ctx context.Context, j *bindJob) error {
 	devs := d.inv.NodeGPUs(node.Name)
 	for _, g := range j.b.GPUs {
 		if j.b.Share > 0 {
-			// A MIG part: any part of the GPU the engine chose.
+			// A part: a MIG device of the GPU the engine chose, or memory of it.
 			for _, p := range d.inv.Parts(node.Name) {
 				if p.Index == g {
 					prefer = append(prefer, p.ID)
 				}
 			}
-		} else if g < len(devs) && devs[g].ID != (structured.DeviceID{}) {
+		}
+		if g < len(devs) && devs[g].ID != (structured.DeviceID{}) {
 			prefer = append(prefer, devs[g].ID)
 		}
 	}

@@ -104,6 +104,7 @@ func (d *draCycle) addClaims(now time.Time, snap *engine.Snapshot, idx *index, p
 		counted[claimKey(c)] = true
 		pod.Request.GPUs += n.GPUs
 		pod.Request.GPUFraction += engine.MilliGPU(n.Share)
+		pod.Request.GPUMemory += n.Memory
 		if pod.Binding != nil {
 			gpus, share := d.held(c, string(pod.Binding.Node))
 			pod.Binding.GPUs = append(pod.Binding.GPUs, gpus...)
@@ -241,17 +242,32 @@ func freed(c *resourceapi.ResourceClaim, alive map[types.UID]bool) bool {
 }
 
 // held is where an allocated claim's devices are on node: the indices of its whole GPUs,
-// or the one GPU its MIG part is of (gpus) with the part's share.
+// or the one GPU it holds a part of (a MIG device, or memory of a shared GPU) with the
+// part's share.
 func (d *draCycle) held(c *resourceapi.ResourceClaim, node string) (gpus []int, share int) {
-	for _, id := range dra.Allocated(c) {
-		if pl, ok := d.inv.Where(id); ok && pl.Node == node {
-			gpus = append(gpus, pl.Index)
-		} else if p, ok := d.inv.PartOf(id); ok && p.Node == node {
-			if !slices.Contains(gpus, p.Index) {
-				gpus = append(gpus, p.Index)
-			}
-			share += p.Share
+	if c.Status.Allocation == nil {
+		return nil, 0
+	}
+	for _, r := range c.Status.Allocation.Devices.Results {
+		id := structured.MakeDeviceID(r.Driver, r.Pool, r.Device)
+		pl, ok := d.inv.Where(id)
+		part := 0
+		if ok {
+			part = d.inv.ConsumedShare(pl, r)
+		} else if p, isPart := d.inv.PartOf(id); isPart {
+			pl, ok, part = p.Place, true, p.Share
 		}
+		if !ok || pl.Node != node {
+			continue
+		}
+		if part == 0 {
+			gpus = append(gpus, pl.Index)
+			continue
+		}
+		if !slices.Contains(gpus, pl.Index) {
+			gpus = append(gpus, pl.Index)
+		}
+		share += part
 	}
 	return gpus, share
 }

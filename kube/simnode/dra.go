@@ -49,7 +49,7 @@ func PublishSlices(ctx context.Context, client kubernetes.Interface, spec Spec) 
 	for i := 1; i <= spec.Count; i++ {
 		node := fmt.Sprintf("%s-%d", spec.Prefix, i)
 		slice := dra.NVIDIASlice(dra.NVIDIANode{Name: node, Product: spec.GPUType, GPUs: spec.GPUs, MemoryMi: spec.GPUMemoryMi,
-			MIGGPUs: spec.MIGGPUs, UUID: func(g int) string { return simulatedUUID(node, g) }})
+			MIGGPUs: spec.MIGGPUs, Shared: spec.DRAShared, UUID: func(g int) string { return simulatedUUID(node, g) }})
 		_, err := client.ResourceV1().ResourceSlices().Create(ctx, slice, metav1.CreateOptions{})
 		if apierrors.IsAlreadyExists(err) {
 			continue
@@ -80,6 +80,14 @@ func (k *Kubelet) claimsReady(ctx context.Context, p *corev1.Pod) (ready bool, r
 			if r.Pool != p.Spec.NodeName {
 				return false, fmt.Sprintf("ResourceClaim %s holds device %s of pool %s, not of node %s", c.Name, r.Device, r.Pool, p.Spec.NodeName)
 			}
+			if r.ShareID != nil {
+				// A share of a device several claims may hold (consumable capacity): the
+				// driver prepares each share; only a claim holding the whole conflicts.
+				if other := k.holdsWhole(ctx, r.Pool, r.Device, c); other != "" {
+					return false, fmt.Sprintf("device %s/%s, shared by ResourceClaim %s, is prepared whole for ResourceClaim %s", r.Pool, r.Device, c.Name, other)
+				}
+				continue
+			}
 			if other := k.prepared(ctx, r.Pool, r.Device, c); other != "" {
 				return false, fmt.Sprintf("device %s/%s of ResourceClaim %s is already prepared for ResourceClaim %s", r.Pool, r.Device, c.Name, other)
 			}
@@ -108,6 +116,26 @@ func (k *Kubelet) prepared(ctx context.Context, pool, device string, c *resource
 	k.mu.Lock()
 	k.preparedFor[key] = claimRef{c.Namespace, c.Name, c.UID}
 	k.mu.Unlock()
+	return ""
+}
+
+// holdsWhole names another claim a device was prepared whole for and that still holds it.
+func (k *Kubelet) holdsWhole(ctx context.Context, pool, device string, c *resourceapi.ResourceClaim) string {
+	k.mu.Lock()
+	prev, ok := k.preparedFor[pool+"/"+device]
+	k.mu.Unlock()
+	if !ok || prev.uid == c.UID {
+		return ""
+	}
+	held, err := k.client.ResourceV1().ResourceClaims(prev.namespace).Get(ctx, prev.name, metav1.GetOptions{})
+	if err != nil || held.UID != prev.uid || held.Status.Allocation == nil {
+		return ""
+	}
+	for _, r := range held.Status.Allocation.Devices.Results {
+		if r.Pool == pool && r.Device == device && r.ShareID == nil {
+			return prev.namespace + "/" + prev.name
+		}
+	}
 	return ""
 }
 

@@ -68,6 +68,9 @@ type Spec struct {
 	// MIGGPUs is how many GPUs of each DRA node are in MIG mode, published as seven
 	// 1g.10gb devices each (class mig.nvidia.com) instead of whole.
 	MIGGPUs int
+	// DRAShared GPUs may be allocated to several claims, each consuming part of the
+	// GPU's memory (consumable capacity).
+	DRAShared bool
 }
 
 // Create makes the Node objects (existing ones are kept) and marks them Ready.

@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -519,4 +520,63 @@ func TestDRATenantCannotRewriteItsClaims(t *testing.T) {
 		return got.Value() == 1, got.String()
 	})
 	noDeviceTwice(t, e)
+}
+
+// One DRA node of two 80Gi GPUs that claims may share (consumable capacity), fractions
+// asked as memory:
+//
+//	dgx-1 [gpu-0: half-a 40Gi + half-b 40Gi] [gpu-1: whole]
+//
+// The two halves share one GPU, each holding its part (the allocation's share and consumed
+// memory), and count half a GPU each: team-a's limit of 1 takes both, a third half waits.
+// A whole-GPU claim takes the other GPU, never the shared one.
+func TestDRAFractionsShareAGPUByMemory(t *testing.T) {
+	e := startDRA(t, simnode.Spec{Prefix: "dgx", Count: 1, GPUs: 2, DRA: true, DRAShared: true})
+	e.Queue(t, "team-a", 0, map[string]any{"gpu": map[string]any{"quota": 0, "limit": 1}})
+	e.Queue(t, "team-b", 1, nil)
+	half := claimSpec(1)
+	half.Devices.Requests[0].Exactly.Capacity = &resourceapi.CapacityRequirements{
+		Requests: map[resourceapi.QualifiedName]resource.Quantity{"memory": resource.MustParse("40Gi")}}
+	tpl := &resourceapi.ResourceClaimTemplate{ObjectMeta: metav1.ObjectMeta{Name: "half", Namespace: "default"},
+		Spec: resourceapi.ResourceClaimTemplateSpec{Spec: half}}
+	if _, err := e.Client.ResourceV1().ResourceClaimTemplates("default").Create(e.Ctx, tpl, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	claimTemplate(t, e, "one-gpu", 1)
+	for _, name := range []string{"half-a", "half-b"} {
+		e.MustPod(t, kubetest.PodSpec{Name: name, Queue: "team-a", Claims: fromTemplate("half")})
+	}
+	e.WaitFor(t, "both halves run", func() (bool, string) {
+		pods := e.Pods(t, "default")
+		return kubetest.Running(pods["half-a"]) && kubetest.Running(pods["half-b"]), waitingReason(pods["half-a"]) + " | " + waitingReason(pods["half-b"])
+	})
+	pods := e.Pods(t, "default")
+	a, b := claimOf(t, e, pods["half-a"]), claimOf(t, e, pods["half-b"])
+	if da, db := devicesOf(a), devicesOf(b); len(da) != 1 || len(db) != 1 || da[0] != db[0] {
+		t.Fatalf("the halves hold %v and %v, want one GPU", da, db)
+	}
+	for _, c := range []*resourceapi.ResourceClaim{a, b} {
+		r := c.Status.Allocation.Devices.Results[0]
+		if r.ShareID == nil || func() int64 { q := r.ConsumedCapacity["memory"]; return q.Value() }() != 40<<30 {
+			t.Fatalf("claim %s's allocation has share %v and consumes %v, want its own share of 40Gi", c.Name, r.ShareID, r.ConsumedCapacity)
+		}
+	}
+	e.WaitFor(t, "team-a's books hold one GPU for the two halves", func() (bool, string) {
+		q, err := e.Allot.AllotV1alpha1().Queues().Get(e.Ctx, "team-a", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		got := q.Status.Allocated[v1alpha1.GPUResource]
+		return got.MilliValue() == 1000, got.String()
+	})
+	e.MustPod(t, kubetest.PodSpec{Name: "half-c", Queue: "team-a", Claims: fromTemplate("half")})
+	e.MustPod(t, kubetest.PodSpec{Name: "whole", Queue: "team-b", Claims: fromTemplate("one-gpu")})
+	e.WaitFor(t, "the whole GPU claim runs on the other GPU, the third half waits at the limit", func() (bool, string) {
+		pods := e.Pods(t, "default")
+		r := waitingReason(pods["half-c"])
+		return kubetest.Running(pods["whole"]) && strings.Contains(r, "limit"), r + " | " + waitingReason(pods["whole"])
+	})
+	if d := devicesOf(claimOf(t, e, e.Pods(t, "default")["whole"])); len(d) != 1 || d[0] == devicesOf(a)[0] {
+		t.Fatalf("the whole claim holds %v, beside the halves on %v", d, devicesOf(a))
+	}
 }

@@ -65,6 +65,9 @@ type Spec struct {
 	// that DeviceClass (gpu.nvidia.com) made with the workload, each pod claiming from it,
 	// instead of nvidia.com/gpu.
 	DeviceClass string
+	// DeviceMemoryMi is the memory of one GPU where the workload runs through DRA: a
+	// fraction (-g 0.5) is claimed as that part of it (consumable capacity).
+	DeviceMemoryMi int64
 }
 
 var dns1123 = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
@@ -112,7 +115,11 @@ func (s Spec) Objects() ([]runtime.Object, error) {
 	}
 	var claims []runtime.Object
 	if s.DeviceClass != "" {
-		if tpl := s.claimTemplate(&pod); tpl != nil {
+		tpl, err := s.claimTemplate(&pod, shareAnn)
+		if err != nil {
+			return nil, err
+		}
+		if tpl != nil {
 			claims = append(claims, tpl)
 		}
 	}
@@ -164,22 +171,45 @@ func (s Spec) Objects() ([]runtime.Object, error) {
 	return append(claims, j), nil
 }
 
-// claimTemplate moves the pod's whole GPUs from nvidia.com/gpu to a claim made from a
-// ResourceClaimTemplate of the workload's name, and returns that template (nil when the
-// pod asks for no whole GPU).
-func (s Spec) claimTemplate(pod *corev1.PodSpec) *resourcev1.ResourceClaimTemplate {
+// claimTemplate moves the pod's GPUs to a claim made from a ResourceClaimTemplate of the
+// workload's name, and returns that template (nil when the pod asks for no GPU): whole
+// GPUs from nvidia.com/gpu, or a share (the annotations shareAnn, which it empties) as that
+// much of one GPU's memory, which a GPU several claims may share gives (consumable
+// capacity).
+func (s Spec) claimTemplate(pod *corev1.PodSpec, shareAnn map[string]string) (*resourcev1.ResourceClaimTemplate, error) {
 	c := &pod.Containers[0]
-	q, ok := c.Resources.Limits[v1alpha1.GPUResource]
-	if !ok {
-		return nil
+	req := resourcev1.ExactDeviceRequest{DeviceClassName: s.DeviceClass, AllocationMode: resourcev1.DeviceAllocationModeExactCount, Count: 1}
+	q, whole := c.Resources.Limits[v1alpha1.GPUResource]
+	share, _ := v1alpha1.ParseGPUShare(shareAnn)
+	switch {
+	case whole:
+		delete(c.Resources.Limits, v1alpha1.GPUResource)
+		req.Count = q.Value()
+	case share.Shared():
+		if s.GPUCompute != 0 {
+			return nil, fmt.Errorf("--gpu-compute through DRA (device class %s) is not offered: a share there is of the GPU's memory, and its compute is the driver's sharing configuration", s.DeviceClass)
+		}
+		mem := share.Memory
+		if mem == 0 {
+			if s.DeviceMemoryMi <= 0 {
+				return nil, fmt.Errorf("-g/--gpu %s through DRA (device class %s) is claimed as that part of a GPU's memory, and the GPUs' memory is not known here: give --gpu-memory instead", s.GPUs, s.DeviceClass)
+			}
+			mem = int64(share.Fraction*float64(s.DeviceMemoryMi)) << 20
+		}
+		req.Capacity = &resourcev1.CapacityRequirements{Requests: map[resourcev1.QualifiedName]resource.Quantity{"memory": *resource.NewQuantity(mem, resource.BinarySI)}}
+		for k := range shareAnn {
+			if k == v1alpha1.AnnotationGPUFraction || k == v1alpha1.AnnotationGPUMemory {
+				delete(shareAnn, k)
+			}
+		}
+	default:
+		return nil, nil
 	}
-	delete(c.Resources.Limits, v1alpha1.GPUResource)
 	c.Resources.Claims = append(c.Resources.Claims, corev1.ResourceClaim{Name: "gpu"})
 	pod.ResourceClaims = append(pod.ResourceClaims, corev1.PodResourceClaim{Name: "gpu", ResourceClaimTemplateName: &s.Name})
-	req := resourcev1.ExactDeviceRequest{DeviceClassName: s.DeviceClass, AllocationMode: resourcev1.DeviceAllocationModeExactCount, Count: q.Value()}
 	return &resourcev1.ResourceClaimTemplate{TypeMeta: metav1.TypeMeta{APIVersion: "resource.k8s.io/v1", Kind: "ResourceClaimTemplate"}, ObjectMeta: s.meta(),
 		Spec: resourcev1.ResourceClaimTemplateSpec{Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{
-			Requests: []resourcev1.DeviceRequest{{Name: "gpu", Exactly: &req}}}}}}
+			Requests: []resourcev1.DeviceRequest{{Name: "gpu", Exactly: &req}}}}}}, nil
 }
 
 func (s Spec) meta() metav1.ObjectMeta {
@@ -236,9 +266,6 @@ func (s Spec) podSpec() (corev1.PodSpec, map[string]string, error) {
 		default:
 			c.Resources.Limits[v1alpha1.GPUResource] = *resource.NewQuantity(int64(f), resource.DecimalSI)
 		}
-	}
-	if s.DeviceClass != "" && len(ann) > 0 {
-		return corev1.PodSpec{}, nil, fmt.Errorf("a shared GPU (-g below 1, --gpu-memory) through DRA (device class %s) is not offered yet: ask for whole GPUs there, or run on nodes with NVIDIA's device plugin", s.DeviceClass)
 	}
 	if s.GPUCompute != 0 {
 		if len(ann) == 0 {

@@ -8,6 +8,8 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/allot-dev/allot/api/v1alpha1"
 )
@@ -95,4 +97,50 @@ func TestNoGPU(t *testing.T) {
 	if strings.Contains(y, "nvidia.com/gpu") || strings.Contains(y, v1alpha1.AnnotationGPUFraction) || !strings.Contains(y, s.Queue) {
 		t.Fatalf("-g 0 made %s", y)
 	}
+}
+
+// Through DRA, whole GPUs are a claim of that many devices, and a fraction that part of one
+// GPU's memory on a GPU claims may share; the pod itself asks for neither nvidia.com/gpu
+// nor a fraction annotation (a pod asks one way).
+func TestClaimsThroughDRA(t *testing.T) {
+	s := base()
+	s.GPUs, s.DeviceClass = "2", "gpu.nvidia.com"
+	objs, err := s.Objects()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tpl, job := objs[0].(*resourcev1.ResourceClaimTemplate), objs[1].(*batchv1.Job)
+	c := job.Spec.Template.Spec.Containers[0]
+	if tpl.Name != "job" || tpl.Spec.Spec.Devices.Requests[0].Exactly.Count != 2 || len(c.Resources.Limits) != 0 || c.Resources.Claims[0].Name != "gpu" ||
+		*job.Spec.Template.Spec.ResourceClaims[0].ResourceClaimTemplateName != "job" {
+		t.Fatalf("whole GPUs through DRA: %+v %+v", tpl.Spec, job.Spec.Template.Spec)
+	}
+	s = base()
+	s.Interactive, s.GPUs, s.DeviceClass, s.DeviceMemoryMi = true, "0.5", "gpu.nvidia.com", 81920
+	objs, err = s.Objects()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tpl, p := objs[0].(*resourcev1.ResourceClaimTemplate), objs[1].(*corev1.Pod)
+	mem := tpl.Spec.Spec.Devices.Requests[0].Exactly.Capacity.Requests["memory"]
+	if mem.String() != "40Gi" || p.Annotations[v1alpha1.AnnotationGPUFraction] != "" || v1alpha1.ResourceClaimsProblem(p) != "" {
+		t.Fatalf("half a GPU through DRA: memory %s, annotations %v", mem.String(), p.Annotations)
+	}
+	s.GPUs, s.GPUMemory = "", "20Gi"
+	if objs, err = s.Objects(); err != nil || capacity(objs[0]).Value() != 20<<30 {
+		t.Fatalf("--gpu-memory 20Gi through DRA: %v", err)
+	}
+	s.GPUs, s.GPUMemory, s.DeviceMemoryMi = "0.5", "", 0
+	if _, err := s.Objects(); err == nil || !strings.Contains(err.Error(), "give --gpu-memory instead") {
+		t.Fatalf("-g 0.5 through DRA with the GPUs' memory unknown: %v", err)
+	}
+	s.GPUs, s.GPUMemory, s.GPUCompute = "", "20Gi", 30
+	if _, err := s.Objects(); err == nil || !strings.Contains(err.Error(), "--gpu-compute through DRA") {
+		t.Fatalf("--gpu-compute through DRA: %v", err)
+	}
+}
+
+func capacity(o any) *resource.Quantity {
+	q := o.(*resourcev1.ResourceClaimTemplate).Spec.Spec.Devices.Requests[0].Exactly.Capacity.Requests["memory"]
+	return &q
 }
