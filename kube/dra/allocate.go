@@ -53,6 +53,9 @@ func (s State) Add(a *resourceapi.AllocationResult) {
 		return
 	}
 	for _, r := range a.Devices.Results {
+		if AdminAccess(r) {
+			continue // watches a device without taking it, as kube-scheduler counts it
+		}
 		id := structured.MakeDeviceID(r.Driver, r.Pool, r.Device)
 		if r.ShareID == nil {
 			s.Devices.Insert(id)
@@ -139,4 +142,10 @@ func (inv *Inventory) Fits(ctx context.Context, features structured.Features, cl
 		return false, nil
 	}
 	return err == nil, err
+}
+
+// AdminAccess tells whether a result gives a device for monitoring only (adminAccess): it
+// takes nothing from anyone, and holds nothing in the books.
+func AdminAccess(r resourceapi.DeviceRequestAllocationResult) bool {
+	return r.AdminAccess != nil && *r.AdminAccess
 }

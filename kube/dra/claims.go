@@ -65,7 +65,9 @@ func Allocated(c *resourceapi.ResourceClaim) []structured.DeviceID {
 	}
 	out := make([]structured.DeviceID, 0, len(c.Status.Allocation.Devices.Results))
 	for _, r := range c.Status.Allocation.Devices.Results {
-		out = append(out, structured.MakeDeviceID(r.Driver, r.Pool, r.Device))
+		if !AdminAccess(r) {
+			out = append(out, structured.MakeDeviceID(r.Driver, r.Pool, r.Device))
+		}
 	}
 	return out
 }
@@ -107,14 +109,19 @@ func (inv *Inventory) Count(c *resourceapi.ResourceClaim) (n Claimed, problem st
 	if c.Status.Allocation != nil {
 		for _, r := range c.Status.Allocation.Devices.Results {
 			id := structured.MakeDeviceID(r.Driver, r.Pool, r.Device)
+			if AdminAccess(r) {
+				continue
+			}
 			if pl, ok := inv.where[id]; ok {
 				if part := inv.ConsumedShare(pl, r); part > 0 {
 					n.Share += part
 				} else {
 					n.GPUs++
 				}
-			} else if p, ok := inv.parts[id]; ok {
+			} else if p, ok := inv.parts[id]; ok && p.Share < 1000 {
 				n.Share += p.Share
+			} else if ok {
+				n.GPUs++ // a MIG device as large as its GPU (7g of 7)
 			}
 		}
 	} else {
@@ -133,8 +140,20 @@ func (inv *Inventory) Count(c *resourceapi.ResourceClaim) (n Claimed, problem st
 			case r.Exactly != nil:
 				k, msg = inv.request(r.Name, r.Exactly.DeviceClassName, r.Exactly.AllocationMode, r.Exactly.Count, r.Exactly.Selectors)
 			case len(r.FirstAvailable) > 0:
-				s := r.FirstAvailable[0]
-				k, msg = inv.request(r.Name+"/"+s.Name, s.DeviceClassName, s.AllocationMode, s.Count, s.Selectors)
+				// Any choice may be the one allocated: the largest is booked, so that the
+				// allocation never holds more than the books say.
+				for _, s := range r.FirstAvailable {
+					c, m := inv.request(r.Name+"/"+s.Name, s.DeviceClassName, s.AllocationMode, s.Count, s.Selectors)
+					if m != "" {
+						msg = m
+						break
+					}
+					if (c.GPUs > 0 && k.Share > 0) || (c.Share > 0 && k.GPUs > 0) {
+						msg = fmt.Sprintf("request %s lists whole GPUs and MIG devices among its choices: Allot books a pod one way", r.Name)
+						break
+					}
+					k.GPUs, k.Share = max(k.GPUs, c.GPUs), max(k.Share, c.Share)
+				}
 			}
 			if msg != "" {
 				return Claimed{}, fmt.Sprintf("ResourceClaim %s: %s", c.Name, msg)
@@ -161,12 +180,16 @@ func (inv *Inventory) request(name, class string, mode resourceapi.DeviceAllocat
 	case count > 1:
 		return Claimed{}, fmt.Sprintf("request %s asks for %d MIG devices: a pod takes one MIG device (or whole GPUs)", name, count)
 	}
-	return Claimed{Share: inv.smallestPart(class, sel)}, ""
+	if share := inv.largestPart(class, sel); share < 1000 {
+		return Claimed{Share: share}, ""
+	}
+	return Claimed{GPUs: 1}, "" // a MIG device as large as its GPU
 }
 
-// smallestPart is the share of the smallest MIG device a request could be given; the
-// smallest part any GPU has when none matches (the pod then waits saying so).
-func (inv *Inventory) smallestPart(class string, sel []resourceapi.DeviceSelector) int {
+// largestPart is the share of the largest MIG device a request could be given (booked so
+// that the allocation never holds more than the books say); a seventh when none matches
+// (the pod then waits saying so).
+func (inv *Inventory) largestPart(class string, sel []resourceapi.DeviceSelector) int {
 	best := 0
 	c := inv.classes[class]
 	for _, s := range inv.slices {
@@ -179,7 +202,7 @@ func (inv *Inventory) smallestPart(class string, sel []resourceapi.DeviceSelecto
 			if ok, _ := inv.selects(c.Spec.Selectors, s.Spec.Driver, d); !ok {
 				continue
 			}
-			if ok, _ := inv.selects(sel, s.Spec.Driver, d); ok && (best == 0 || p.Share < best) {
+			if ok, _ := inv.selects(sel, s.Spec.Driver, d); ok && p.Share > best {
 				best = p.Share
 			}
 		}

@@ -2,6 +2,7 @@ package dra
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -180,5 +181,50 @@ func TestPodClaimsSaysWhatItWaitsFor(t *testing.T) {
 	c.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: "p", UID: "p-uid", Controller: ptr.To(true)}}
 	if got, why := PodClaims(p, func(string, string) *resourceapi.ResourceClaim { return c }); why != "" || len(got) != 1 {
 		t.Fatalf("%v %q", got, why)
+	}
+}
+
+// A prioritized list is booked by its largest choice (any may be allocated); a result
+// given for monitoring only (adminAccess) holds nothing.
+func TestCountLargestChoiceAndNotAdminAccess(t *testing.T) {
+	inv := inventory(slice("n1", 1, 4, 80))
+	c := claim("choices", 1)
+	r := &c.Spec.Devices.Requests[0]
+	r.FirstAvailable = []resourceapi.DeviceSubRequest{
+		{Name: "one", DeviceClassName: "gpu.nvidia.com", AllocationMode: resourceapi.DeviceAllocationModeExactCount, Count: 1},
+		{Name: "four", DeviceClassName: "gpu.nvidia.com", AllocationMode: resourceapi.DeviceAllocationModeExactCount, Count: 4}}
+	r.Exactly = nil
+	if n, p := inv.Count(c); n.GPUs != 4 || p != "" {
+		t.Fatalf("choices of 1 or 4 GPUs booked as %+v %q, want 4", n, p)
+	}
+	admin := claim("watch", 1)
+	admin.Status.Allocation = &resourceapi.AllocationResult{Devices: resourceapi.DeviceAllocationResult{Results: []resourceapi.DeviceRequestAllocationResult{
+		{Request: "gpu", Driver: "gpu.nvidia.com", Pool: "n1", Device: "gpu-0", AdminAccess: ptr.To(true)}}}}
+	if n, _ := inv.Count(admin); n != (Claimed{}) || NewState([]*resourceapi.ResourceClaim{admin}).Devices.Len() != 0 {
+		t.Fatalf("an admin-access claim counts %+v and holds devices", n)
+	}
+}
+
+// A GPU in MIG mode takes its place in index order by its parts' names, wherever it is.
+func TestMIGModeGPUKeepsItsPlace(t *testing.T) {
+	s := NVIDIASlice(NVIDIANode{Name: "n1", Product: "H100", GPUs: 3, MemoryMi: 81920, UUID: func(g int) string { return fmt.Sprintf("GPU-%d", g) }})
+	mig := NVIDIASlice(NVIDIANode{Name: "n1", Product: "H100", GPUs: 2, MIGGPUs: 2, MemoryMi: 81920, UUID: func(g int) string { return fmt.Sprintf("GPU-%d", g) }})
+	// gpu-1 in MIG mode: its seven parts instead of it.
+	var devs []resourceapi.Device
+	for _, d := range s.Spec.Devices {
+		if d.Name != "gpu-1" {
+			devs = append(devs, d)
+		}
+	}
+	for _, d := range mig.Spec.Devices {
+		if strings.HasPrefix(d.Name, "gpu-1-") {
+			devs = append(devs, d)
+		}
+	}
+	s.Spec.Devices = devs
+	inv := NewInventory([]*resourceapi.ResourceSlice{s}, NVIDIAClasses(), DefaultClassNames, cel.NewCache(10, cel.Features{}))
+	gpus := inv.NodeGPUs("n1")
+	if len(gpus) != 3 || gpus[1].UUID != "GPU-1" || !inv.PartsOnly("n1", 1) || inv.PartsOnly("n1", 2) || len(inv.Parts("n1")) != 7 || inv.Parts("n1")[0].Index != 1 {
+		t.Fatalf("GPUs %+v, parts %+v", gpus, inv.Parts("n1"))
 	}
 }

@@ -18,8 +18,9 @@ import (
 // kubernetes_feature_enabled{name="…"}, which is what ReadFeatures reads.
 
 // DefaultFeatures are Kubernetes 1.35's defaults, for an API server whose metrics cannot be
-// read: prioritized lists and partitionable devices (beta, on), the rest alpha and off.
-var DefaultFeatures = structured.Features{PrioritizedList: true, PartitionableDevices: true}
+// read: prioritized lists and admin access (beta, on), the rest alpha and off (the embedded
+// API server, with kube-apiserver's defaults, reports exactly these).
+var DefaultFeatures = structured.Features{PrioritizedList: true, AdminAccess: true}
 
 var featureLine = regexp.MustCompile(`^kubernetes_feature_enabled\{[^}]*name="([A-Za-z0-9]+)"[^}]*\} ([01])`)
 
@@ -34,6 +35,9 @@ func ParseFeatures(metrics []byte) (f structured.Features, ok bool) {
 			on[string(m[1])] = string(m[2]) == "1"
 			ok = true
 		}
+	}
+	if sc.Err() != nil {
+		ok = false // a page cut short: its gates are not all known
 	}
 	f = structured.Features{
 		AdminAccess:            on["DRAAdminAccess"],

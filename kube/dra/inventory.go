@@ -111,6 +111,8 @@ func NewInventory(published []*resourceapi.ResourceSlice, classes []*resourceapi
 		node string
 		dev  Device
 		name string
+		// driver and pool order a GPU in MIG mode (no ID of its own) by its parts'.
+		driver, pool string
 	}
 	var all []found
 	var migs []found // MIG devices, with their parent's UUID in dev.UUID's place below
@@ -148,10 +150,10 @@ func NewInventory(published []*resourceapi.ResourceSlice, classes []*resourceapi
 				if a, ok := d.Attributes["profile"]; ok && a.StringValue != nil {
 					sliceOf[id] = *a.StringValue
 				}
-				migs = append(migs, found{node, dev, d.Name})
+				migs = append(migs, found{node, dev, d.Name, s.Spec.Driver, s.Spec.Pool.Name})
 				continue
 			}
-			all = append(all, found{node, dev, d.Name})
+			all = append(all, found{node, dev, d.Name, s.Spec.Driver, s.Spec.Pool.Name})
 		}
 	}
 	// A GPU in MIG mode whose whole is not published is a GPU of its node all the same,
@@ -166,18 +168,18 @@ func NewInventory(published []*resourceapi.ResourceSlice, classes []*resourceapi
 			continue
 		}
 		whole[f.node+"/"+parent] = true
-		all = append(all, found{f.node, Device{ID: structured.DeviceID{}, UUID: parent, Product: f.dev.Product}, f.name})
+		all = append(all, found{f.node, Device{ID: structured.DeviceID{}, UUID: parent, Product: f.dev.Product}, f.name, f.driver, f.pool})
 	}
 	sort.SliceStable(all, func(a, b int) bool {
 		x, y := all[a], all[b]
 		if x.node != y.node {
 			return x.node < y.node
 		}
-		if x.dev.ID.Driver != y.dev.ID.Driver {
-			return x.dev.ID.Driver.String() < y.dev.ID.Driver.String()
+		if x.driver != y.driver {
+			return x.driver < y.driver
 		}
-		if x.dev.ID.Pool != y.dev.ID.Pool {
-			return x.dev.ID.Pool.String() < y.dev.ID.Pool.String()
+		if x.pool != y.pool {
+			return x.pool < y.pool
 		}
 		return naturalLess(x.name, y.name)
 	})

@@ -127,6 +127,7 @@ func (s *Scheduler) allocateClaims(ctx context.Context, j *bindJob) error {
 	if err != nil {
 		return fmt.Errorf("allocating its ResourceClaims on %s: %w", node.Name, err)
 	}
+	booked := len(j.b.GPUs)
 	var written []*resourceapi.ResourceClaim
 	undo := func() {
 		for _, c := range written {
@@ -161,6 +162,12 @@ func (s *Scheduler) allocateClaims(ctx context.Context, j *bindJob) error {
 		g, sh := d.held(c, node.Name)
 		gpus = append(gpus, g...)
 		share += sh
+	}
+	if share == 0 && j.b.Share == 0 && len(gpus) > booked {
+		// The books hold fewer (a claim counted by a choice it was not given): taking
+		// more would take GPUs placed for others.
+		undo()
+		return fmt.Errorf("its ResourceClaims were given %d GPUs on %s, %d were booked for it: taken back", len(gpus), node.Name, booked)
 	}
 	j.b.GPUs, j.b.Share = gpus, 0
 	if share > 0 && len(gpus) == 1 {
@@ -249,5 +256,19 @@ func (s *Scheduler) undoClaims(ctx context.Context, j *bindJob) {
 	defer s.dmu.Unlock()
 	for _, c := range j.claimsWritten {
 		s.unreserve(ctx, c, j.p.UID)
+	}
+}
+
+// freeStale takes pods out of claims allocated for them on nodes that are gone or cordoned,
+// freeing the claims no other pod holds, so that they can be allocated where the pods can
+// run (kube-scheduler's PostFilter does the same for a pod it cannot place).
+func (s *Scheduler) freeStale(ctx context.Context, d *draCycle) {
+	if d == nil || len(d.stale) == 0 {
+		return
+	}
+	s.dmu.Lock()
+	defer s.dmu.Unlock()
+	for _, st := range d.stale {
+		s.unreserve(ctx, st.claim, st.pod)
 	}
 }

@@ -20,6 +20,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/dynamic-resource-allocation/resourceclaim"
 	"k8s.io/dynamic-resource-allocation/structured"
 
 	"github.com/allot-dev/allot/api/v1alpha1"
@@ -38,6 +39,8 @@ type draCycle struct {
 	// pinned are pods whose claim is already allocated (shared with a running pod, or
 	// allocated for them by a bind that did not land): only that node can run them.
 	pinned map[types.UID]string
+	// stale are claims allocated for pods that can no longer run there, to free.
+	stale []staleClaim
 	// fits caches whether a pod's claims could ever be allocated on each node (dra.Fits),
 	// between cycles while the slices do not change.
 	fits *fitCache
@@ -78,20 +81,21 @@ func (d *draCycle) addClaims(now time.Time, snap *engine.Snapshot, idx *index, p
 		// places here, so the node takes fractions.
 		n.NoFractions = ""
 	}
-	accounted := map[string]bool{} // claims some pod of the snapshot holds or waits on
-	counted := map[string]bool{}   // claims whose GPUs a pod counts
-	claimsOf := func(job *engine.Job, pod *engine.Pod, p *corev1.Pod) []*resourceapi.ResourceClaim {
+	accounted := map[string]bool{}         // claims some pod of the snapshot holds or waits on
+	counted := map[string]bool{}           // claims whose GPUs a pod counts
+	countedBy := map[string]engine.JobID{} // and the job of that pod
+	claimsOf := func(job *engine.Job, pod *engine.Pod, p *corev1.Pod) ([]*resourceapi.ResourceClaim, bool) {
 		claims, problem := dra.PodClaims(p, d.lookup)
-		if problem == "" {
+		if problem == "" && job.Queue != "" {
 			problem = v1alpha1.ResourceClaimsProblem(p)
 		}
 		if problem != "" {
 			if job.Queue != "" && job.Invalid == "" {
 				job.Invalid = fmt.Sprintf("pod %s: %s", pod.ID, problem)
 			}
-			return nil
+			return nil, false
 		}
-		return claims
+		return claims, true
 	}
 	count := func(job *engine.Job, pod *engine.Pod, c *resourceapi.ResourceClaim) {
 		if counted[claimKey(c)] {
@@ -101,7 +105,7 @@ func (d *draCycle) addClaims(now time.Time, snap *engine.Snapshot, idx *index, p
 		if problem != "" && job.Queue != "" && job.Invalid == "" {
 			job.Invalid = fmt.Sprintf("pod %s: %s", pod.ID, problem)
 		}
-		counted[claimKey(c)] = true
+		counted[claimKey(c)], countedBy[claimKey(c)] = true, job.ID
 		pod.Request.GPUs += n.GPUs
 		pod.Request.GPUFraction += engine.MilliGPU(n.Share)
 		pod.Request.GPUMemory += n.Memory
@@ -122,13 +126,42 @@ func (d *draCycle) addClaims(now time.Time, snap *engine.Snapshot, idx *index, p
 				if p == nil || len(p.Spec.ResourceClaims) == 0 || (pod.Binding != nil) != bound {
 					continue
 				}
+				claims, ok := claimsOf(job, pod, p)
+				if bound && (!ok || len(d.inv.NodeGPUs(string(pod.Binding.Node))) == 0) {
+					// Its GPUs are not its claims': a pod on a node of the device plugin
+					// (another scheduler's, with a claim of a NIC, say), or one whose
+					// claims cannot be read any more (deleted under it): the books keep
+					// the devices recorded on it rather than let them go.
+					for _, c := range claims {
+						accounted[claimKey(c)] = true
+					}
+					if !ok {
+						pod.Binding.GPUs = heldIndices(p, idx.nodes[pod.Binding.Node])
+						pod.Request.GPUs = max(pod.Request.GPUs, len(pod.Binding.GPUs))
+					}
+					continue
+				}
 				if bound {
 					pod.Binding.GPUs = nil // the claims say where its GPUs are, not an annotation
 				}
-				for _, c := range claimsOf(job, pod, p) {
+				for _, c := range claims {
 					accounted[claimKey(c)] = true
-					if node := dra.AllocatedNode(c); !bound && node != "" {
-						d.pinned[p.UID] = node
+					if !bound && c.Status.Allocation != nil {
+						if !counted[claimKey(c)] {
+							// Allocated already (by a bind that did not land, or for a pod
+							// gone): its devices are held for it until it runs there, or
+							// freed when that node cannot run it (freeStale).
+							d.holdForPending(snap, c, p)
+							counted[claimKey(c)] = true
+						} else if node := dra.AllocatedNode(c); node != "" {
+							d.pinned[p.UID] = node // shared with a running pod: beside it
+						}
+						continue
+					}
+					if !bound && c.Status.Allocation == nil && counted[claimKey(c)] && countedBy[claimKey(c)] != job.ID && job.Invalid == "" {
+						// Shared with a pod of another job that has not started: allocated
+						// with that one first, where it lands.
+						job.Invalid = fmt.Sprintf("pod %s: ResourceClaim %s, which it shares, is allocated with the pod of job %s first", pod.ID, c.Name, countedBy[claimKey(c)])
 					}
 					count(job, pod, c)
 				}
@@ -226,6 +259,39 @@ func (d *draCycle) addClaims(now time.Time, snap *engine.Snapshot, idx *index, p
 	}
 }
 
+// holdForPending keeps the devices of a claim allocated for a pod that is not bound yet: as
+// work of no queue on the claim's node, the pod pinned there; when that node is gone or
+// cordoned, the claim is to be freed so that the pod can go elsewhere (staleClaims).
+func (d *draCycle) holdForPending(snap *engine.Snapshot, c *resourceapi.ResourceClaim, p *corev1.Pod) {
+	node := dra.AllocatedNode(c)
+	n := d.nodes[node]
+	if node == "" || n == nil || n.Spec.Unschedulable {
+		if resourceclaim.IsReservedForPod(p, c) {
+			d.stale = append(d.stale, staleClaim{c, p.UID})
+		}
+		return
+	}
+	d.pinned[p.UID] = node
+	gpus, share := d.held(c, node)
+	if len(gpus) == 0 {
+		return
+	}
+	hold := engine.Pod{ID: engine.PodID("claim:" + claimKey(c)), Request: engine.PodRequest{GPUs: len(gpus)},
+		Binding: &engine.Binding{Node: engine.NodeID(node), GPUs: gpus}}
+	if share > 0 && len(gpus) == 1 {
+		hold.Request = engine.PodRequest{GPUFraction: engine.MilliGPU(min(share, 999))}
+		hold.Binding.Share = hold.Request.GPUFraction
+	}
+	snap.Jobs = append(snap.Jobs, engine.Job{ID: engine.JobID("external/claim/" + claimKey(c)), MinMember: 1, Pods: []engine.Pod{hold}})
+}
+
+// staleClaim is a claim allocated and reserved for a pod that can no longer run where it
+// is allocated.
+type staleClaim struct {
+	claim *resourceapi.ResourceClaim
+	pod   types.UID
+}
+
 // freed tells whether every pod a claim is reserved for has ended or gone, so that the
 // resource claim controller is freeing it. A claim reserved for no one is not: it may be
 // allocated by something else than a scheduler of pods.
@@ -256,8 +322,11 @@ func (d *draCycle) held(c *resourceapi.ResourceClaim, node string) (gpus []int, 
 			part = d.inv.ConsumedShare(pl, r)
 		} else if p, isPart := d.inv.PartOf(id); isPart {
 			pl, ok, part = p.Place, true, p.Share
+			if part >= 1000 {
+				part = 0 // a MIG device as large as its GPU holds it whole
+			}
 		}
-		if !ok || pl.Node != node {
+		if !ok || pl.Node != node || dra.AdminAccess(r) {
 			continue
 		}
 		if part == 0 {

@@ -51,6 +51,7 @@ func (s *Scheduler) Cycle(ctx context.Context) error {
 	plan := s.eng.Schedule(snap)
 	s.accrueUsage(snap, plan)
 	s.apply(ctx, plan, idx)
+	s.freeStale(ctx, d)
 	s.opts.Metrics.observe(time.Since(started).Seconds(), snap, plan, in.queues)
 	s.releaseReservations(ctx, snap, plan, idx)
 	// Occupancy is for people and dashboards: once a second is fresh enough, and spares
