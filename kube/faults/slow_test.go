@@ -9,10 +9,13 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/allot-dev/allot/kube/kubetest"
 	"github.com/allot-dev/allot/kube/scheduler"
+	"github.com/allot-dev/allot/kube/simnode"
 	"github.com/allot-dev/allot/kube/stack"
 )
 
@@ -124,5 +127,66 @@ func TestLostBindAnswerIsFoundInForce(t *testing.T) {
 	}
 	for _, ev := range evs.Items {
 		t.Errorf("first is bound, yet: %s", ev.Message)
+	}
+}
+
+// TestLostClaimAnswerIsFoundInForce: every answer to the scheduler's writes of a claim's
+// status is lost after the API server acted, and the watch lags. The scheduler reads the
+// claim before concluding the write failed: the pod is bound once, on the devices its claim
+// holds, and the next pod gets the other GPU, never the same one.
+func TestLostClaimAnswerIsFoundInForce(t *testing.T) {
+	e := kubetest.StartNodes(t, simnode.Spec{Prefix: "dgx", Count: 1, GPUs: 2, DRA: true})
+	e.Queue(t, "qa", 2, nil)
+	req := resourcev1.ExactDeviceRequest{DeviceClassName: simnode.DRAClass, AllocationMode: resourcev1.DeviceAllocationModeExactCount, Count: 1}
+	tpl := &resourcev1.ResourceClaimTemplate{ObjectMeta: metav1.ObjectMeta{Name: "one", Namespace: "default"},
+		Spec: resourcev1.ResourceClaimTemplateSpec{Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{
+			Requests: []resourcev1.DeviceRequest{{Name: "gpu", Exactly: &req}}}}}}
+	if _, err := e.Client.ResourceV1().ResourceClaimTemplates("default").Create(e.Ctx, tpl, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	proxy, err := NewProxy(e.Cluster.Config, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer proxy.Close()
+	proxy.LoseAnswers(func(r *http.Request) bool {
+		return r.Method == http.MethodPut && strings.Contains(r.URL.Path, "/resourceclaims/") && strings.HasSuffix(r.URL.Path, "/status")
+	}, 1)
+	proxy.SetWatchLatency(3*time.Second, 3*time.Second)
+	claims := []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: &tpl.Name}}
+	e.MustPod(t, kubetest.PodSpec{Name: "first", Queue: "qa", Claims: claims})
+	if _, err := stack.LocalAs(e.Ctx, e.Cluster.Config, proxy.Config(), e.Dir, "", scheduler.Options{Interval: 100 * time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	e.WaitFor(t, "first runs", func() (bool, string) { return kubetest.Running(e.Pods(t, "default")["first"]), "pending" })
+	e.MustPod(t, kubetest.PodSpec{Name: "second", Queue: "qa", Claims: claims})
+	e.WaitFor(t, "second runs", func() (bool, string) { return kubetest.Running(e.Pods(t, "default")["second"]), "pending" })
+	if proxy.Count("lost") < 2 {
+		t.Fatalf("%d claim writes lost, want both", proxy.Count("lost"))
+	}
+	l, err := e.Client.ResourceV1().ResourceClaims("default").List(e.Ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := map[string]string{}
+	for _, c := range l.Items {
+		if c.Status.Allocation == nil {
+			t.Fatalf("claim %s of a running pod is not allocated", c.Name)
+		}
+		for _, r := range c.Status.Allocation.Devices.Results {
+			if other, ok := held[r.Device]; ok {
+				t.Fatalf("device %s allocated to %s and %s", r.Device, other, c.Name)
+			}
+			held[r.Device] = c.Name
+		}
+	}
+	for _, name := range []string{"first", "second"} {
+		evs, err := e.Client.CoreV1().Events("default").List(e.Ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + name + ",reason=FailedBinding"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ev := range evs.Items {
+			t.Errorf("%s runs, yet: %s", name, ev.Message)
+		}
 	}
 }

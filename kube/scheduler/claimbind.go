@@ -13,6 +13,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -216,6 +217,24 @@ func (s *Scheduler) reserve(ctx context.Context, c *resourceapi.ResourceClaim, p
 	}
 	c.Status.ReservedFor = append(c.Status.ReservedFor, resourceapi.ResourceClaimConsumerReference{Resource: "pods", Name: p.Name, UID: p.UID})
 	out, err := api.UpdateStatus(ctx, c, metav1.UpdateOptions{})
+	if err != nil && mayHaveLanded(err) && !apierrors.IsConflict(err) && ctx.Err() == nil {
+		// The answer was lost, or the server failed after it may have written it: the
+		// claim itself says whether the write is in force, before its devices could be
+		// given to another claim.
+		if now, gerr := api.Get(ctx, c.Name, metav1.GetOptions{}); gerr == nil && now.UID == c.UID &&
+			resourceclaim.IsReservedForPod(p, now) && (alloc == nil || now.Status.Allocation != nil) {
+			return now, nil
+		} else if gerr != nil {
+			// Not known: held as written until the informer shows any later version of
+			// the claim (resource versions grow), so that its devices are not allocated
+			// twice meanwhile.
+			if rv, perr := strconv.ParseUint(c.ResourceVersion, 10, 64); perr == nil {
+				held := c.DeepCopy()
+				held.ResourceVersion = strconv.FormatUint(rv+1, 10)
+				s.assumeClaim(held)
+			}
+		}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("writing its allocation: %w", err)
 	}
