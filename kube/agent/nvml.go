@@ -125,11 +125,23 @@ func ReadSample(lib nvml.Interface, count int) Sample {
 		if r == nvml.SUCCESS {
 			s.Utilization[i] = int(min(u.Gpu, 100))
 		}
-		if m, r := d.GetMemoryInfo(); r == nvml.SUCCESS {
-			s.MemoryUsed[i] = int64(m.Used >> 20)
+		if used, r := memoryUsed(d); r == nvml.SUCCESS {
+			s.MemoryUsed[i] = int64(used >> 20)
 		}
 	}
 	return s
+}
+
+// memoryUsed is the memory processes hold on a device, as nvidia-smi shows it: NVML's
+// second memory query, which leaves out what the driver reserves for itself; the first
+// counts that as used (480 MiB on an idle H100, seen in docs/gpu-nodes.md). The first is the
+// answer only where the driver has no second.
+func memoryUsed(d nvml.Device) (uint64, nvml.Return) {
+	if m, r := d.GetMemoryInfo_v2(); r == nvml.SUCCESS {
+		return m.Used, r
+	}
+	m, r := d.GetMemoryInfo()
+	return m.Used, r
 }
 
 // applicationXIDs are errors NVIDIA's XID catalogue puts down to the application (its

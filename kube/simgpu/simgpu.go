@@ -138,6 +138,12 @@ func wire(s *server.Server, spec Spec) *Machine {
 			used := min(m.memUsed[i], total)
 			return nvml.Memory{Total: total, Used: used, Free: total - used}, nvml.SUCCESS
 		}
+		// The second query, as a driver of 2026 answers it: the first one's use less what
+		// the driver reserves (none here).
+		d.GetMemoryInfo_v2Func = func() (nvml.Memory_v2, nvml.Return) {
+			v1, r := d.GetMemoryInfoFunc()
+			return nvml.Memory_v2{Total: v1.Total, Used: v1.Used, Free: v1.Free}, r
+		}
 		d.GetSupportedEventTypesFunc = func() (uint64, nvml.Return) {
 			return nvml.EventTypeXidCriticalError | nvml.EventTypeDoubleBitEccError | nvml.EventTypeSingleBitEccError, nvml.SUCCESS
 		}
