@@ -17,7 +17,6 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	resourcev1 "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -381,15 +380,8 @@ func TestSchedulerRoleAllocatesClaims(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.Queue(t, "team-a", 2, nil)
-	req := resourcev1.ExactDeviceRequest{DeviceClassName: simnode.DRAClass, AllocationMode: resourcev1.DeviceAllocationModeExactCount, Count: 2}
-	tpl := &resourcev1.ResourceClaimTemplate{ObjectMeta: metav1.ObjectMeta{Name: "two", Namespace: "default"},
-		Spec: resourcev1.ResourceClaimTemplateSpec{Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{
-			Requests: []resourcev1.DeviceRequest{{Name: "gpu", Exactly: &req}}}}}}
-	if _, err := e.Client.ResourceV1().ResourceClaimTemplates("default").Create(e.Ctx, tpl, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	e.MustPod(t, kubetest.PodSpec{Name: "train", Queue: "team-a",
-		Claims: []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: &tpl.Name}}})
+	e.ClaimTemplate(t, "two", kubetest.DeviceClaim(simnode.DRAClass, 2))
+	e.MustPod(t, kubetest.PodSpec{Name: "train", Queue: "team-a", Claims: kubetest.FromTemplate("two")})
 	e.WaitFor(t, "the pod runs on its allocated claim", func() (bool, string) {
 		p := e.Pods(t, "default")["train"]
 		return kubetest.Running(p), fmt.Sprint(p.Status.Phase, " ", p.Status.Conditions)

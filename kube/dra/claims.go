@@ -58,20 +58,6 @@ func deref(s *string) string {
 	return *s
 }
 
-// Allocated lists the devices an allocated claim holds (nil when it holds none).
-func Allocated(c *resourceapi.ResourceClaim) []structured.DeviceID {
-	if c.Status.Allocation == nil {
-		return nil
-	}
-	out := make([]structured.DeviceID, 0, len(c.Status.Allocation.Devices.Results))
-	for _, r := range c.Status.Allocation.Devices.Results {
-		if !AdminAccess(r) {
-			out = append(out, structured.MakeDeviceID(r.Driver, r.Pool, r.Device))
-		}
-	}
-	return out
-}
-
 // AllocatedNode is the node an allocated claim's devices are on: the one node its
 // allocation's node selector names by metadata.name, as the allocator writes it for a
 // node's own devices; "" when it names none (network devices, or not allocated).
@@ -107,21 +93,11 @@ type Claimed struct {
 // cannot be counted as the engine books a pod: problem says so.
 func (inv *Inventory) Count(c *resourceapi.ResourceClaim) (n Claimed, problem string) {
 	if c.Status.Allocation != nil {
-		for _, r := range c.Status.Allocation.Devices.Results {
-			id := structured.MakeDeviceID(r.Driver, r.Pool, r.Device)
-			if AdminAccess(r) {
-				continue
-			}
-			if pl, ok := inv.where[id]; ok {
-				if part := inv.ConsumedShare(pl, r); part > 0 {
-					n.Share += part
-				} else {
-					n.GPUs++
-				}
-			} else if p, ok := inv.parts[id]; ok && p.Share < 1000 {
-				n.Share += p.Share
-			} else if ok {
-				n.GPUs++ // a MIG device as large as its GPU (7g of 7)
+		for _, h := range inv.Holds(c) {
+			if h.Share == 0 {
+				n.GPUs++
+			} else {
+				n.Share += h.Share
 			}
 		}
 	} else {
@@ -213,10 +189,43 @@ func (inv *Inventory) largestPart(class string, sel []resourceapi.DeviceSelector
 	return best
 }
 
-// ConsumedShare is the part of a GPU a result consumes on a device several claims share,
+// Hold is a GPU an allocated claim holds: where it is, and the part of it the claim holds
+// in thousandths (a MIG device, or memory of a GPU several claims share); 0 for all of it.
+type Hold struct {
+	Place
+	Share int
+}
+
+// Holds lists the GPUs an allocated claim holds, whole or in part: the one reading of an
+// allocation the books, the faces and the counts share. Results for monitoring only
+// (adminAccess) and devices that are no GPU are left out.
+func (inv *Inventory) Holds(c *resourceapi.ResourceClaim) []Hold {
+	if c.Status.Allocation == nil {
+		return nil
+	}
+	var out []Hold
+	for _, r := range c.Status.Allocation.Devices.Results {
+		if AdminAccess(r) {
+			continue
+		}
+		id := structured.MakeDeviceID(r.Driver, r.Pool, r.Device)
+		if pl, ok := inv.where[id]; ok {
+			out = append(out, Hold{pl, inv.consumedShare(pl, r)})
+		} else if p, ok := inv.parts[id]; ok {
+			share := p.Share
+			if share >= 1000 {
+				share = 0 // a MIG device as large as its GPU (7g of 7) holds it whole
+			}
+			out = append(out, Hold{p.Place, share})
+		}
+	}
+	return out
+}
+
+// consumedShare is the part of a GPU a result consumes on a device several claims share,
 // in thousandths rounded up (so that the books never hold less than the claim); 0 when it
 // consumes all of it, or the device is not shared.
-func (inv *Inventory) ConsumedShare(pl Place, r resourceapi.DeviceRequestAllocationResult) int {
+func (inv *Inventory) consumedShare(pl Place, r resourceapi.DeviceRequestAllocationResult) int {
 	mem, ok := r.ConsumedCapacity["memory"]
 	if r.ShareID == nil || !ok {
 		return 0

@@ -317,9 +317,6 @@ func (inv *Inventory) Parts(node string) []Part { return inv.partsOf[node] }
 // can never be claimed whole.
 func (inv *Inventory) PartsOnly(node string, index int) bool { return inv.partsOnly[node][index] }
 
-// Slices are the slices the allocator works with.
-func (inv *Inventory) Slices() []*resourceapi.ResourceSlice { return inv.slices }
-
 // slicesFor are the slices an allocation on node can use: the allocator ignores the rest,
 // but reads them all; given only these it is 4 times faster on 250 nodes.
 func (inv *Inventory) slicesFor(node string) []*resourceapi.ResourceSlice {

@@ -73,13 +73,7 @@ func runFaults(t *testing.T, claims bool, length time.Duration) {
 	if claims {
 		e = kubetest.StartNodes(t, simnode.Spec{Prefix: "dgx", Count: nodes, GPUs: gpusPerNode, DRA: true})
 		for _, n := range []int64{1, 2, 4} {
-			req := resourcev1.ExactDeviceRequest{DeviceClassName: simnode.DRAClass, AllocationMode: resourcev1.DeviceAllocationModeExactCount, Count: n}
-			tpl := &resourcev1.ResourceClaimTemplate{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("gpu-%d", n), Namespace: "default"},
-				Spec: resourcev1.ResourceClaimTemplateSpec{Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{
-					Requests: []resourcev1.DeviceRequest{{Name: "gpu", Exactly: &req}}}}}}
-			if _, err := e.Client.ResourceV1().ResourceClaimTemplates("default").Create(e.Ctx, tpl, metav1.CreateOptions{}); err != nil {
-				t.Fatal(err)
-			}
+			e.ClaimTemplate(t, fmt.Sprintf("gpu-%d", n), kubetest.DeviceClaim(simnode.DRAClass, n))
 		}
 	} else {
 		e = kubetest.Start(t, nodes, gpusPerNode)
@@ -511,8 +505,7 @@ func (c *churn) submit(ctx context.Context, queue string) int {
 func (c *churn) pod(ctx context.Context, job, name, queue string, gpus int64, labels, ann map[string]string) {
 	spec := kubetest.PodSpec{Name: name, Queue: queue, GPUs: gpus, Labels: labels, Annotations: ann, Job: job}
 	if c.claims {
-		tpl := fmt.Sprintf("gpu-%d", gpus)
-		spec.GPUs, spec.Claims = 0, []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: &tpl}}
+		spec.GPUs, spec.Claims = 0, kubetest.FromTemplate(fmt.Sprintf("gpu-%d", gpus))
 	}
 	p := spec.Pod()
 	p.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU] = resource.MustParse("100m")

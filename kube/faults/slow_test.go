@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/allot-dev/allot/kube/kubetest"
@@ -137,13 +135,7 @@ func TestLostBindAnswerIsFoundInForce(t *testing.T) {
 func TestLostClaimAnswerIsFoundInForce(t *testing.T) {
 	e := kubetest.StartNodes(t, simnode.Spec{Prefix: "dgx", Count: 1, GPUs: 2, DRA: true})
 	e.Queue(t, "qa", 2, nil)
-	req := resourcev1.ExactDeviceRequest{DeviceClassName: simnode.DRAClass, AllocationMode: resourcev1.DeviceAllocationModeExactCount, Count: 1}
-	tpl := &resourcev1.ResourceClaimTemplate{ObjectMeta: metav1.ObjectMeta{Name: "one", Namespace: "default"},
-		Spec: resourcev1.ResourceClaimTemplateSpec{Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{
-			Requests: []resourcev1.DeviceRequest{{Name: "gpu", Exactly: &req}}}}}}
-	if _, err := e.Client.ResourceV1().ResourceClaimTemplates("default").Create(e.Ctx, tpl, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	e.ClaimTemplate(t, "one", kubetest.DeviceClaim(simnode.DRAClass, 1))
 	proxy, err := NewProxy(e.Cluster.Config, 1)
 	if err != nil {
 		t.Fatal(err)
@@ -153,7 +145,7 @@ func TestLostClaimAnswerIsFoundInForce(t *testing.T) {
 		return r.Method == http.MethodPut && strings.Contains(r.URL.Path, "/resourceclaims/") && strings.HasSuffix(r.URL.Path, "/status")
 	}, 1)
 	proxy.SetWatchLatency(3*time.Second, 3*time.Second)
-	claims := []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: &tpl.Name}}
+	claims := kubetest.FromTemplate("one")
 	e.MustPod(t, kubetest.PodSpec{Name: "first", Queue: "qa", Claims: claims})
 	if _, err := stack.LocalAs(e.Ctx, e.Cluster.Config, proxy.Config(), e.Dir, "", scheduler.Options{Interval: 100 * time.Millisecond}); err != nil {
 		t.Fatal(err)

@@ -9,7 +9,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/dynamic-resource-allocation/cel"
-	"k8s.io/dynamic-resource-allocation/structured"
 
 	"github.com/allot-dev/allot/kube/dra"
 )
@@ -65,23 +64,10 @@ func WithDRA(out []Node, nodes []*corev1.Node, pods []*corev1.Pod, d DRA) []Node
 	}
 	holders := map[string]map[int][]Holder{}
 	for _, c := range d.Claims {
-		if c.Status.Allocation == nil {
-			continue
-		}
-		for _, r := range c.Status.Allocation.Devices.Results {
-			id := structured.MakeDeviceID(r.Driver, r.Pool, r.Device)
-			pl, ok := inv.Where(id)
-			share := 1.0
-			if ok {
-				if part := inv.ConsumedShare(pl, r); part > 0 {
-					share = float64(part) / 1000 // memory of a GPU several claims share
-				}
-			} else {
-				part, isPart := inv.PartOf(id) // a MIG device: its part of its GPU
-				if !isPart {
-					continue
-				}
-				pl, share = part.Place, float64(part.Share)/1000
+		for _, h := range inv.Holds(c) {
+			pl, share := h.Place, 1.0
+			if h.Share > 0 {
+				share = float64(h.Share) / 1000 // a MIG device, or memory of a shared GPU
 			}
 			if holders[pl.Node] == nil {
 				holders[pl.Node] = map[int][]Holder{}

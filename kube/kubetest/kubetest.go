@@ -16,6 +16,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -438,4 +439,29 @@ func EnvDuration(t *testing.T, name string, def time.Duration) time.Duration {
 		t.Fatalf("%s=%q: a positive duration such as 30m", name, v)
 	}
 	return d
+}
+
+// DeviceClaim is a claim's spec of count devices of a DeviceClass, all matching the CEL
+// selectors given.
+func DeviceClaim(class string, count int64, selectors ...string) resourcev1.ResourceClaimSpec {
+	req := resourcev1.ExactDeviceRequest{DeviceClassName: class, AllocationMode: resourcev1.DeviceAllocationModeExactCount, Count: count}
+	for _, s := range selectors {
+		req.Selectors = append(req.Selectors, resourcev1.DeviceSelector{CEL: &resourcev1.CELDeviceSelector{Expression: s}})
+	}
+	return resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{{Name: "gpu", Exactly: &req}}}}
+}
+
+// ClaimTemplate creates a ResourceClaimTemplate of spec in the default namespace.
+func (e *Env) ClaimTemplate(t *testing.T, name string, spec resourcev1.ResourceClaimSpec) {
+	t.Helper()
+	tpl := &resourcev1.ResourceClaimTemplate{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: metav1.NamespaceDefault},
+		Spec: resourcev1.ResourceClaimTemplateSpec{Spec: spec}}
+	if _, err := e.Client.ResourceV1().ResourceClaimTemplates(metav1.NamespaceDefault).Create(e.Ctx, tpl, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// FromTemplate is a pod's claim "gpu" made from the template named.
+func FromTemplate(name string) []corev1.PodResourceClaim {
+	return []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: &name}}
 }

@@ -189,12 +189,8 @@ func (d *draCycle) addClaims(now time.Time, snap *engine.Snapshot, idx *index, p
 		for _, c := range claims {
 			accounted[claimKey(c)] = true
 			gpus, _ := d.held(c, p.Spec.NodeName)
-			n := engine.NodeID(p.Spec.NodeName)
 			for _, g := range gpus {
-				if idx.releasing[n] == nil {
-					idx.releasing[n] = map[int]string{}
-				}
-				idx.releasing[n][g] = p.Namespace + "/" + p.Name
+				idx.release(engine.NodeID(p.Spec.NodeName), g, p.Namespace+"/"+p.Name)
 			}
 		}
 	}
@@ -203,12 +199,7 @@ func (d *draCycle) addClaims(now time.Time, snap *engine.Snapshot, idx *index, p
 	// the engine, as a terminating pod's are, and a bind onto them waits until it is
 	// (without that, the moment between a reclaimed pod's end and its claim's release
 	// looked like a GPU taken by someone else, and a second pod was reclaimed for it).
-	alive := make(map[types.UID]bool, len(pods))
-	for _, p := range pods {
-		if !terminal(p) {
-			alive[p.UID] = true
-		}
-	}
+	var alive map[types.UID]bool
 	keys := make([]string, 0, len(d.claims))
 	for k := range d.claims {
 		keys = append(keys, k)
@@ -219,44 +210,42 @@ func (d *draCycle) addClaims(now time.Time, snap *engine.Snapshot, idx *index, p
 		if accounted[k] || c.Status.Allocation == nil {
 			continue
 		}
+		if alive == nil {
+			alive = liveUIDs(pods) // only where a claim is left over: most cycles have none
+		}
 		if freed(c, alive) {
-			for _, id := range dra.Allocated(c) {
-				pl, ok := d.inv.Where(id)
-				if !ok {
-					if part, isPart := d.inv.PartOf(id); isPart {
-						pl, ok = part.Place, true
-					}
-				}
-				if ok {
-					n := engine.NodeID(pl.Node)
-					if idx.releasing[n] == nil {
-						idx.releasing[n] = map[int]string{}
-					}
-					idx.releasing[n][pl.Index] = "ResourceClaim " + k + " (its pods gone)"
-				}
+			for _, h := range d.inv.Holds(c) {
+				idx.release(engine.NodeID(h.Node), h.Index, "ResourceClaim "+k+" (its pods gone)")
 			}
 			continue
 		}
-		byNode := map[string]bool{}
-		for _, id := range dra.Allocated(c) {
-			if pl, ok := d.inv.Where(id); ok {
-				byNode[pl.Node] = true
-			} else if p, ok := d.inv.PartOf(id); ok {
-				byNode[p.Node] = true
+		var nodes []string
+		for _, h := range d.inv.Holds(c) {
+			if !slices.Contains(nodes, h.Node) {
+				nodes = append(nodes, h.Node)
 			}
 		}
-		for node := range byNode {
-			gpus, share := d.held(c, node)
-			jid := engine.JobID("external/claim/" + k + "/" + node)
-			pod := engine.Pod{ID: engine.PodID("claim:" + k), Request: engine.PodRequest{GPUs: len(gpus)},
-				Binding: &engine.Binding{Node: engine.NodeID(node), GPUs: gpus}}
-			if share > 0 && len(gpus) == 1 {
-				pod.Request = engine.PodRequest{GPUFraction: engine.MilliGPU(min(share, 999))}
-				pod.Binding.Share = pod.Request.GPUFraction
+		for _, node := range nodes {
+			if job, ok := d.holder(c, node); ok {
+				snap.Jobs = append(snap.Jobs, job)
 			}
-			snap.Jobs = append(snap.Jobs, engine.Job{ID: jid, MinMember: 1, Pods: []engine.Pod{pod}})
 		}
 	}
+}
+
+// holder is work of no queue holding what an allocated claim holds on node.
+func (d *draCycle) holder(c *resourceapi.ResourceClaim, node string) (engine.Job, bool) {
+	gpus, share := d.held(c, node)
+	if len(gpus) == 0 {
+		return engine.Job{}, false
+	}
+	pod := engine.Pod{ID: engine.PodID("claim:" + claimKey(c)), Request: engine.PodRequest{GPUs: len(gpus)},
+		Binding: &engine.Binding{Node: engine.NodeID(node), GPUs: gpus}}
+	if share > 0 && len(gpus) == 1 {
+		pod.Request = engine.PodRequest{GPUFraction: engine.MilliGPU(min(share, 999))}
+		pod.Binding.Share = pod.Request.GPUFraction
+	}
+	return engine.Job{ID: engine.JobID("external/claim/" + claimKey(c) + "/" + node), MinMember: 1, Pods: []engine.Pod{pod}}, true
 }
 
 // holdForPending keeps the devices of a claim allocated for a pod that is not bound yet: as
@@ -272,17 +261,9 @@ func (d *draCycle) holdForPending(snap *engine.Snapshot, c *resourceapi.Resource
 		return
 	}
 	d.pinned[p.UID] = node
-	gpus, share := d.held(c, node)
-	if len(gpus) == 0 {
-		return
+	if job, ok := d.holder(c, node); ok {
+		snap.Jobs = append(snap.Jobs, job)
 	}
-	hold := engine.Pod{ID: engine.PodID("claim:" + claimKey(c)), Request: engine.PodRequest{GPUs: len(gpus)},
-		Binding: &engine.Binding{Node: engine.NodeID(node), GPUs: gpus}}
-	if share > 0 && len(gpus) == 1 {
-		hold.Request = engine.PodRequest{GPUFraction: engine.MilliGPU(min(share, 999))}
-		hold.Binding.Share = hold.Request.GPUFraction
-	}
-	snap.Jobs = append(snap.Jobs, engine.Job{ID: engine.JobID("external/claim/" + claimKey(c)), MinMember: 1, Pods: []engine.Pod{hold}})
 }
 
 // staleClaim is a claim allocated and reserved for a pod that can no longer run where it
@@ -290,6 +271,17 @@ func (d *draCycle) holdForPending(snap *engine.Snapshot, c *resourceapi.Resource
 type staleClaim struct {
 	claim *resourceapi.ResourceClaim
 	pod   types.UID
+}
+
+// liveUIDs are the pods that have not ended.
+func liveUIDs(pods []*corev1.Pod) map[types.UID]bool {
+	out := make(map[types.UID]bool, len(pods))
+	for _, p := range pods {
+		if !terminal(p) {
+			out[p.UID] = true
+		}
+	}
+	return out
 }
 
 // freed tells whether every pod a claim is reserved for has ended or gone, so that the
@@ -311,32 +303,14 @@ func freed(c *resourceapi.ResourceClaim, alive map[types.UID]bool) bool {
 // or the one GPU it holds a part of (a MIG device, or memory of a shared GPU) with the
 // part's share.
 func (d *draCycle) held(c *resourceapi.ResourceClaim, node string) (gpus []int, share int) {
-	if c.Status.Allocation == nil {
-		return nil, 0
-	}
-	for _, r := range c.Status.Allocation.Devices.Results {
-		id := structured.MakeDeviceID(r.Driver, r.Pool, r.Device)
-		pl, ok := d.inv.Where(id)
-		part := 0
-		if ok {
-			part = d.inv.ConsumedShare(pl, r)
-		} else if p, isPart := d.inv.PartOf(id); isPart {
-			pl, ok, part = p.Place, true, p.Share
-			if part >= 1000 {
-				part = 0 // a MIG device as large as its GPU holds it whole
-			}
-		}
-		if !ok || pl.Node != node || dra.AdminAccess(r) {
+	for _, h := range d.inv.Holds(c) {
+		if h.Node != node {
 			continue
 		}
-		if part == 0 {
-			gpus = append(gpus, pl.Index)
-			continue
+		if !slices.Contains(gpus, h.Index) {
+			gpus = append(gpus, h.Index)
 		}
-		if !slices.Contains(gpus, pl.Index) {
-			gpus = append(gpus, pl.Index)
-		}
-		share += part
+		share += h.Share
 	}
 	return gpus, share
 }

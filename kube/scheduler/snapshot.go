@@ -209,15 +209,12 @@ func buildSnapshot(now time.Time, nodes []*corev1.Node, pods []*corev1.Pod, queu
 				// snapshot does not hold); its devices are remembered here.
 				if r := cache.request(p); r.GPUs > 0 || r.Shared() {
 					n := engine.NodeID(p.Spec.NodeName)
-					if idx.releasing[n] == nil {
-						idx.releasing[n] = map[int]string{}
-					}
 					gpus := heldIndices(p, idx.nodes[n])
 					if len(gpus) == 0 {
 						gpus = []int{-1}
 					}
 					for _, g := range gpus {
-						idx.releasing[n][g] = p.Namespace + "/" + p.Name
+						idx.release(n, g, p.Namespace+"/"+p.Name)
 					}
 				}
 				if p.Labels[LabelPodGroup] != "" && disrupted(p) {
@@ -342,6 +339,14 @@ func buildSnapshot(now time.Time, nodes []*corev1.Node, pods []*corev1.Pod, queu
 		}
 	}
 	return snap, idx
+}
+
+// release notes a device still held by something leaving (who): binds onto it wait.
+func (idx *index) release(n engine.NodeID, gpu int, who string) {
+	if idx.releasing[n] == nil {
+		idx.releasing[n] = map[int]string{}
+	}
+	idx.releasing[n][gpu] = who
 }
 
 // leaving names a terminating pod that still holds a device the binding is given.

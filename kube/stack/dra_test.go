@@ -37,23 +37,11 @@ func startDRA(t *testing.T, specs ...simnode.Spec) *kubetest.Env {
 // claimTemplate makes a ResourceClaimTemplate of count whole GPUs, with CEL selectors.
 func claimTemplate(t *testing.T, e *kubetest.Env, name string, count int64, selectors ...string) {
 	t.Helper()
-	tpl := &resourceapi.ResourceClaimTemplate{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
-		Spec: resourceapi.ResourceClaimTemplateSpec{Spec: claimSpec(count, selectors...)}}
-	if _, err := e.Client.ResourceV1().ResourceClaimTemplates("default").Create(e.Ctx, tpl, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	e.ClaimTemplate(t, name, claimSpec(count, selectors...))
 }
 
 func claimSpec(count int64, selectors ...string) resourceapi.ResourceClaimSpec {
-	req := resourceapi.ExactDeviceRequest{DeviceClassName: simnode.DRAClass, AllocationMode: resourceapi.DeviceAllocationModeExactCount, Count: count}
-	for _, s := range selectors {
-		req.Selectors = append(req.Selectors, resourceapi.DeviceSelector{CEL: &resourceapi.CELDeviceSelector{Expression: s}})
-	}
-	return resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{{Name: "gpu", Exactly: &req}}}}
-}
-
-func fromTemplate(name string) []corev1.PodResourceClaim {
-	return []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptr.To(name)}}
+	return kubetest.DeviceClaim(simnode.DRAClass, count, selectors...)
 }
 
 // claimOf is the ResourceClaim a pod's claim "gpu" resolved to, or nil.
@@ -136,7 +124,7 @@ func TestDRAClaimsAreAllocatedCountedAndExplained(t *testing.T) {
 	if _, err := e.Client.ResourceV1().ResourceClaims("default").Create(e.Ctx, shared, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	e.MustPod(t, kubetest.PodSpec{Name: "one", Queue: "team-a", Claims: fromTemplate("one-gpu")})
+	e.MustPod(t, kubetest.PodSpec{Name: "one", Queue: "team-a", Claims: kubetest.FromTemplate("one-gpu")})
 	e.WaitFor(t, "the template pod runs", func() (bool, string) {
 		p := e.Pods(t, "default")["one"]
 		return kubetest.Running(p), fmt.Sprint(p.Status.Phase, " ", waitingReason(p))
@@ -180,7 +168,7 @@ func TestDRAClaimsAreAllocatedCountedAndExplained(t *testing.T) {
 
 	// A claim no node can satisfy waits, saying what it asks and what the nodes have.
 	e.Queue(t, "team-b", 1, nil)
-	e.MustPod(t, kubetest.PodSpec{Name: "huge", Queue: "team-b", Claims: fromTemplate("big-gpu")})
+	e.MustPod(t, kubetest.PodSpec{Name: "huge", Queue: "team-b", Claims: kubetest.FromTemplate("big-gpu")})
 	e.WaitFor(t, "the unsatisfiable claim waits with its reason", func() (bool, string) {
 		r := waitingReason(e.Pods(t, "default")["huge"])
 		return strings.Contains(r, `memory.compareTo(quantity("100Gi")) >= 0`) && strings.Contains(r, "no node has one"), r
@@ -194,7 +182,7 @@ func TestDRAClaimsAreAllocatedCountedAndExplained(t *testing.T) {
 	if err := e.Client.CoreV1().Pods("default").Delete(e.Ctx, "one", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	e.MustPod(t, kubetest.PodSpec{Name: "next", Queue: "team-a", Claims: fromTemplate("one-gpu")})
+	e.MustPod(t, kubetest.PodSpec{Name: "next", Queue: "team-a", Claims: kubetest.FromTemplate("one-gpu")})
 	e.WaitFor(t, "the next pod runs once the first is gone", func() (bool, string) {
 		p := e.Pods(t, "default")["next"]
 		return kubetest.Running(p), waitingReason(p)
@@ -219,7 +207,7 @@ func TestDRAGangStartsWholeOrWaitsWhole(t *testing.T) {
 			t.Fatal(err)
 		}
 		for i := 0; i < n; i++ {
-			e.MustPod(t, kubetest.PodSpec{Name: fmt.Sprintf("%s-%d", name, i), Queue: "team-a", Claims: fromTemplate("one-gpu"),
+			e.MustPod(t, kubetest.PodSpec{Name: fmt.Sprintf("%s-%d", name, i), Queue: "team-a", Claims: kubetest.FromTemplate("one-gpu"),
 				Labels: map[string]string{v1alpha1.LabelPodGroup: name}})
 		}
 	}
@@ -262,7 +250,7 @@ func TestDRAReclaimGivesTheVictimsDevice(t *testing.T) {
 	e.Queue(t, "team-b", 1, nil)
 	claimTemplate(t, e, "one-gpu", 1)
 	for _, name := range []string{"a-1", "a-2"} {
-		e.MustPod(t, kubetest.PodSpec{Name: name, Queue: "team-a", Claims: fromTemplate("one-gpu")})
+		e.MustPod(t, kubetest.PodSpec{Name: name, Queue: "team-a", Claims: kubetest.FromTemplate("one-gpu")})
 	}
 	e.WaitFor(t, "team-a borrows both GPUs", func() (bool, string) {
 		n := e.Count(t, "default", func(p *corev1.Pod) bool { return strings.HasPrefix(p.Name, "a-") && kubetest.Running(p) })
@@ -274,7 +262,7 @@ func TestDRAReclaimGivesTheVictimsDevice(t *testing.T) {
 			held[d] = name
 		}
 	}
-	e.MustPod(t, kubetest.PodSpec{Name: "b-1", Queue: "team-b", Claims: fromTemplate("one-gpu")})
+	e.MustPod(t, kubetest.PodSpec{Name: "b-1", Queue: "team-b", Claims: kubetest.FromTemplate("one-gpu")})
 	e.WaitFor(t, "team-b's pod runs", func() (bool, string) {
 		p := e.Pods(t, "default")["b-1"]
 		return kubetest.Running(p), waitingReason(p)
@@ -311,7 +299,7 @@ func TestDRAAndPluginNodesShareOneQuota(t *testing.T) {
 	claimTemplate(t, e, "one-gpu", 1)
 	for i := 1; i <= 2; i++ {
 		e.MustPod(t, kubetest.PodSpec{Name: fmt.Sprintf("a-plugin-%d", i), Queue: "team-a", GPUs: 1})
-		e.MustPod(t, kubetest.PodSpec{Name: fmt.Sprintf("a-dra-%d", i), Queue: "team-a", Claims: fromTemplate("one-gpu")})
+		e.MustPod(t, kubetest.PodSpec{Name: fmt.Sprintf("a-dra-%d", i), Queue: "team-a", Claims: kubetest.FromTemplate("one-gpu")})
 	}
 	e.WaitFor(t, "team-a borrows all four GPUs, each kind on its node", func() (bool, string) {
 		pods := e.Pods(t, "default")
@@ -330,7 +318,7 @@ func TestDRAAndPluginNodesShareOneQuota(t *testing.T) {
 		}
 	}
 	for i := 1; i <= 2; i++ {
-		e.MustPod(t, kubetest.PodSpec{Name: fmt.Sprintf("b-dra-%d", i), Queue: "team-b", Claims: fromTemplate("one-gpu")})
+		e.MustPod(t, kubetest.PodSpec{Name: fmt.Sprintf("b-dra-%d", i), Queue: "team-b", Claims: kubetest.FromTemplate("one-gpu")})
 	}
 	e.WaitFor(t, "team-b holds its quota on the DRA node, team-a keeps the plugin node", func() (bool, string) {
 		running := map[string]int{}
@@ -370,7 +358,7 @@ func TestDRAChurnNeverAllocatesADeviceTwice(t *testing.T) {
 			made++
 			tpl := []string{"one-gpu", "two-gpus"}[rng.IntN(2)]
 			q := []string{"team-a", "team-b"}[rng.IntN(2)]
-			e.MustPod(t, kubetest.PodSpec{Name: fmt.Sprintf("p-%d", made), Queue: q, Claims: fromTemplate(tpl)})
+			e.MustPod(t, kubetest.PodSpec{Name: fmt.Sprintf("p-%d", made), Queue: q, Claims: kubetest.FromTemplate(tpl)})
 		}
 		time.Sleep(time.Duration(50+rng.IntN(300)) * time.Millisecond)
 		noDeviceTwice(t, e)
@@ -418,15 +406,10 @@ func TestDRAMIGClaimsCountTheirPartOfAGPU(t *testing.T) {
 	e := startDRA(t, simnode.Spec{Prefix: "dgx", Count: 1, GPUs: 2, DRA: true, MIGGPUs: 1})
 	e.Queue(t, "team-a", 0, map[string]any{"gpu": map[string]any{"quota": 0, "limit": 1}})
 	e.Queue(t, "team-b", 1, nil)
-	mig := &resourceapi.ResourceClaimTemplate{ObjectMeta: metav1.ObjectMeta{Name: "one-mig", Namespace: "default"},
-		Spec: resourceapi.ResourceClaimTemplateSpec{Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{{Name: "mig",
-			Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: simnode.MIGClass, AllocationMode: resourceapi.DeviceAllocationModeExactCount, Count: 1}}}}}}}
-	if _, err := e.Client.ResourceV1().ResourceClaimTemplates("default").Create(e.Ctx, mig, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	e.ClaimTemplate(t, "one-mig", kubetest.DeviceClaim(simnode.MIGClass, 1))
 	claimTemplate(t, e, "one-gpu", 1)
 	for i := 1; i <= 7; i++ {
-		e.MustPod(t, kubetest.PodSpec{Name: fmt.Sprintf("mig-%d", i), Queue: "team-a", Claims: []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptr.To("one-mig")}}})
+		e.MustPod(t, kubetest.PodSpec{Name: fmt.Sprintf("mig-%d", i), Queue: "team-a", Claims: kubetest.FromTemplate("one-mig")})
 	}
 	e.WaitFor(t, "seven MIG pods of team-a run", func() (bool, string) {
 		n := e.Count(t, "default", func(p *corev1.Pod) bool { return strings.HasPrefix(p.Name, "mig-") && kubetest.Running(p) })
@@ -445,8 +428,8 @@ func TestDRAMIGClaimsCountTheirPartOfAGPU(t *testing.T) {
 		got := q.Status.Allocated[v1alpha1.GPUResource]
 		return got.MilliValue() == 994, got.String()
 	})
-	e.MustPod(t, kubetest.PodSpec{Name: "a-whole", Queue: "team-a", Claims: fromTemplate("one-gpu")})
-	e.MustPod(t, kubetest.PodSpec{Name: "b-whole", Queue: "team-b", Claims: fromTemplate("one-gpu")})
+	e.MustPod(t, kubetest.PodSpec{Name: "a-whole", Queue: "team-a", Claims: kubetest.FromTemplate("one-gpu")})
+	e.MustPod(t, kubetest.PodSpec{Name: "b-whole", Queue: "team-b", Claims: kubetest.FromTemplate("one-gpu")})
 	e.WaitFor(t, "team-b's pod runs on gpu-1, team-a's waits at its limit", func() (bool, string) {
 		pods := e.Pods(t, "default")
 		r := waitingReason(pods["a-whole"])
@@ -455,7 +438,7 @@ func TestDRAMIGClaimsCountTheirPartOfAGPU(t *testing.T) {
 	if d := devicesOf(claimOf(t, e, e.Pods(t, "default")["b-whole"])); len(d) != 1 || d[0] != "dgx-1/gpu-1" {
 		t.Fatalf("b-whole holds %v, want dgx-1/gpu-1", d)
 	}
-	e.MustPod(t, kubetest.PodSpec{Name: "b-second", Queue: "team-b", Claims: fromTemplate("one-gpu")})
+	e.MustPod(t, kubetest.PodSpec{Name: "b-second", Queue: "team-b", Claims: kubetest.FromTemplate("one-gpu")})
 	time.Sleep(2 * time.Second)
 	if p := e.Pods(t, "default")["b-second"]; kubetest.Bound(p) {
 		t.Fatalf("b-second was bound to %s: the GPU in MIG mode was given whole", p.Spec.NodeName)
@@ -537,14 +520,10 @@ func TestDRAFractionsShareAGPUByMemory(t *testing.T) {
 	half := claimSpec(1)
 	half.Devices.Requests[0].Exactly.Capacity = &resourceapi.CapacityRequirements{
 		Requests: map[resourceapi.QualifiedName]resource.Quantity{"memory": resource.MustParse("40Gi")}}
-	tpl := &resourceapi.ResourceClaimTemplate{ObjectMeta: metav1.ObjectMeta{Name: "half", Namespace: "default"},
-		Spec: resourceapi.ResourceClaimTemplateSpec{Spec: half}}
-	if _, err := e.Client.ResourceV1().ResourceClaimTemplates("default").Create(e.Ctx, tpl, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	e.ClaimTemplate(t, "half", half)
 	claimTemplate(t, e, "one-gpu", 1)
 	for _, name := range []string{"half-a", "half-b"} {
-		e.MustPod(t, kubetest.PodSpec{Name: name, Queue: "team-a", Claims: fromTemplate("half")})
+		e.MustPod(t, kubetest.PodSpec{Name: name, Queue: "team-a", Claims: kubetest.FromTemplate("half")})
 	}
 	e.WaitFor(t, "both halves run", func() (bool, string) {
 		pods := e.Pods(t, "default")
@@ -569,8 +548,8 @@ func TestDRAFractionsShareAGPUByMemory(t *testing.T) {
 		got := q.Status.Allocated[v1alpha1.GPUResource]
 		return got.MilliValue() == 1000, got.String()
 	})
-	e.MustPod(t, kubetest.PodSpec{Name: "half-c", Queue: "team-a", Claims: fromTemplate("half")})
-	e.MustPod(t, kubetest.PodSpec{Name: "whole", Queue: "team-b", Claims: fromTemplate("one-gpu")})
+	e.MustPod(t, kubetest.PodSpec{Name: "half-c", Queue: "team-a", Claims: kubetest.FromTemplate("half")})
+	e.MustPod(t, kubetest.PodSpec{Name: "whole", Queue: "team-b", Claims: kubetest.FromTemplate("one-gpu")})
 	e.WaitFor(t, "the whole GPU claim runs on the other GPU, the third half waits at the limit", func() (bool, string) {
 		pods := e.Pods(t, "default")
 		r := waitingReason(pods["half-c"])
