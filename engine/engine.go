@@ -10,6 +10,9 @@ import (
 // Options configures the engine. The zero value is the default placement, PlacementAllot.
 type Options struct {
 	Placement Placement
+	// GPUPacking chooses a node's GPUs apart from how nodes are chosen (HAMi's GPU
+	// scheduler policy beside its node policy); PackingDefault follows Placement.
+	GPUPacking Packing
 	// Seed drives the random placement policy; the same seed gives the same plans.
 	Seed uint64
 	// Workload is the mix of pod shapes fragmentation-aware placement plans for; empty

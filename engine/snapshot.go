@@ -1,6 +1,9 @@
 package engine
 
-import "time"
+import (
+	"fmt"
+	"time"
+)
 
 // Snapshot is everything one scheduling cycle may look at. The engine reads it and never
 // changes it; the caller builds a new one per cycle.
@@ -72,6 +75,9 @@ type Node struct {
 	// node declares no way to hand a fraction its device); they are placed elsewhere, or
 	// wait with this reason.
 	NoFractions string
+	// MaxSharers caps how many pods may share one of the node's GPUs (HAMi's split count);
+	// zero means no cap.
+	MaxSharers int
 }
 
 // SharingNone is a node that lets pods share a GPU without holding them to their share.
@@ -88,6 +94,18 @@ type GPU struct {
 	// new is placed on it, it counts as no capacity, and the pods on it keep running until
 	// their owners act.
 	Unhealthy string
+	// Cordoned, when set, says why an admin took the device out of service: as Unhealthy,
+	// nothing new is placed on it and it counts as no capacity; the pods on it keep running.
+	Cordoned string
+}
+
+// OutOfService says why nothing new may be placed on the device; empty when it is in
+// service.
+func (g *GPU) OutOfService() string {
+	if g.Unhealthy != "" {
+		return g.Unhealthy
+	}
+	return g.Cordoned
 }
 
 // Queue is a node of the queue tree. Jobs are submitted to leaf queues.
@@ -159,8 +177,19 @@ type Job struct {
 	// Topology, when set, keeps the job's pods within one domain of a level of node labels
 	// (required) or packs them into the narrowest one that holds them (preferred).
 	Topology *Topology
-	// GPUTypes lists acceptable GPU models; empty accepts any.
-	GPUTypes []string
+	// GPUTypes lists acceptable GPU models; empty accepts any. ExcludeGPUTypes lists
+	// models the job's pods must not be given.
+	GPUTypes, ExcludeGPUTypes []string
+	// GPUUUIDs, when set, are the only devices the job's pods may be given;
+	// ExcludeGPUUUIDs are devices they must not be given.
+	GPUUUIDs, ExcludeGPUUUIDs []string
+	// SameIsland requires each pod's GPUs to share one NVLink/NUMA island (the pod waits
+	// rather than straddle two); without it one island is only preferred.
+	SameIsland bool
+	// NodePacking and GPUPacking override, for this job, how nodes and a node's GPUs are
+	// chosen (HAMi's node and GPU scheduler policies); PackingDefault follows the engine's
+	// options.
+	NodePacking, GPUPacking Packing
 	// Nodes narrows the nodes the job's pods may use; nil allows every node.
 	Nodes *NodeFilter
 	// Invalid, when set, says what in the job's spec cannot be scheduled (an annotation
@@ -188,22 +217,64 @@ type Pod struct {
 	Binding *Binding
 }
 
-// PodRequest is what one pod needs. At most one of GPUs, GPUFraction and GPUMemory is set.
+// PodRequest is what one pod needs: whole GPUs, or a slice of each of Devices GPUs. A
+// slice is GPUFraction of a device's memory and compute alike, or GPUMemory bytes and
+// GPUCompute thousandths of its compute (either alone: the other in proportion to the
+// device). GPUs and a slice are never both set.
 type PodRequest struct {
 	GPUs        int      // whole devices
-	GPUFraction MilliGPU // a share of one device, 1..999
-	GPUMemory   int64    // bytes of one device's memory
-	CPU         int64    // millicores
-	Memory      int64    // bytes
+	GPUFraction MilliGPU // a share of each device, memory and compute alike, 1..999
+	GPUMemory   int64    // bytes of each device's memory
+	GPUCompute  MilliGPU // thousandths of each device's compute (SMs), 1..1000
+	// Devices is how many devices a shared request takes its slice of, one each (HAMi's
+	// nvidia.com/gpu: 2 with nvidia.com/gpumem); 0 means 1.
+	Devices int
+	CPU     int64 // millicores
+	Memory  int64 // bytes
 }
 
-// Shared reports whether the pod takes part of one GPU rather than whole ones.
-func (r PodRequest) Shared() bool { return r.GPUFraction > 0 || r.GPUMemory > 0 }
+// Shared reports whether the pod takes a slice of GPUs rather than whole ones.
+func (r PodRequest) Shared() bool { return r.GPUFraction > 0 || r.GPUMemory > 0 || r.GPUCompute > 0 }
 
-// Binding is a pod's place: the node, the GPU indices on it, and for a shared GPU the share
-// it holds (a memory request is converted to a share of the device it landed on).
+// SharedDevices is how many devices a shared request takes a slice of.
+func (r PodRequest) SharedDevices() int { return max(r.Devices, 1) }
+
+// Binding is a pod's place: the node, the GPU indices on it, and for shared GPUs the slice
+// it holds of each: its share (what it counts against its queue, per device), the bytes of
+// memory and the thousandths of compute booked for it. A binding with a Share and neither
+// Memory nor Compute (written before they were booked apart) holds its share of both.
 type Binding struct {
-	Node  NodeID
-	GPUs  []int
-	Share MilliGPU // set only for shared pods
+	Node    NodeID
+	GPUs    []int
+	Share   MilliGPU // set only for shared pods
+	Memory  int64    // bytes of each device's memory; shared pods only
+	Compute MilliGPU // thousandths of each device's compute; shared pods only
+}
+
+// Packing says which nodes or GPUs are filled first.
+type Packing int
+
+const (
+	PackingDefault Packing = iota // as the engine's placement policy does
+	PackingBinPack                // the fullest that fits
+	PackingSpread                 // the emptiest
+)
+
+var packingNames = [...]string{"", "binpack", "spread"}
+
+func (p Packing) String() string {
+	if int(p) < len(packingNames) {
+		return packingNames[p]
+	}
+	return fmt.Sprintf("Packing(%d)", int(p))
+}
+
+// ParsePacking reads "binpack" or "spread" (empty: the default).
+func ParsePacking(s string) (Packing, error) {
+	for i, n := range packingNames {
+		if n == s {
+			return Packing(i), nil
+		}
+	}
+	return 0, fmt.Errorf("unknown packing %q: allowed values are binpack, spread", s)
 }

@@ -26,6 +26,24 @@ const (
 	AnnotationGPUMemory   = "allot.dev/gpu-memory"   // "8Gi"
 	AnnotationGPUCompute  = "allot.dev/gpu-compute"  // percent of the GPU's SMs, "30"
 	AnnotationGPUTypes    = "allot.dev/gpu-type"     // "A100-80GB,H100"
+	// A slice (fraction, memory or compute) of each of several GPUs: "2".
+	AnnotationGPUCount = "allot.dev/gpu-count"
+	// Devices a pod may be given, or must not be, by UUID; models it must not be given.
+	AnnotationGPUUUIDPick    = "allot.dev/gpu-uuid"         // "GPU-1a2b…,GPU-3c4d…"
+	AnnotationGPUUUIDExclude = "allot.dev/gpu-uuid-exclude" // "GPU-1a2b…"
+	AnnotationGPUTypeExclude = "allot.dev/gpu-type-exclude" // "T4,V100"
+	// AnnotationGPUIsland "required" keeps a multi-GPU pod's devices on one NVLink/NUMA
+	// island: it waits rather than straddle two.
+	AnnotationGPUIsland = "allot.dev/gpu-island"
+	// How this pod's nodes and GPUs are chosen: "binpack" or "spread".
+	AnnotationNodePolicy = "allot.dev/node-policy"
+	AnnotationGPUPolicy  = "allot.dev/gpu-policy"
+	// AnnotationGPUCordon on a node takes devices out of service (indices or UUIDs,
+	// comma-separated; "all"): nothing new is placed on them, running pods stay. Nodes are
+	// written by admins only.
+	AnnotationGPUCordon = "allot.dev/gpu-cordon"
+	// AnnotationGPUMaxSharers on a node caps how many pods share one of its GPUs.
+	AnnotationGPUMaxSharers = "allot.dev/gpu-max-sharers"
 	// A gang within one domain of a level of a Topology (its name or node label), or packed
 	// as tightly as the levels allow; on the pod or its owner. AnnotationTopology names the
 	// Topology object when the cluster has several.
@@ -34,10 +52,14 @@ const (
 	AnnotationTopology          = "allot.dev/topology"           // "default"
 
 	// Written by Allot.
-	AnnotationGPUs      = "allot.dev/gpu-indices"   // pod: device indices on its node
-	AnnotationGPUShare  = "allot.dev/gpu-share"     // pod: its share of a shared GPU, in thousandths
-	AnnotationConfigMap = "allot.dev/gpu-configmap" // pod: the ConfigMap its containers read their GPU from
-	AnnotationMinMember = "allot.dev/min-member"    // pod: its gang's size, from the workload at admission
+	AnnotationGPUs     = "allot.dev/gpu-indices" // pod: device indices on its node
+	AnnotationGPUShare = "allot.dev/gpu-share"   // pod: its share of a shared GPU, in thousandths
+	// The slice of each of its shared GPUs booked for a pod: bytes of memory, thousandths
+	// of compute. The scheduler's books and the limits the pod is held to read these.
+	AnnotationGPUShareMemory  = "allot.dev/gpu-share-memory"
+	AnnotationGPUShareCompute = "allot.dev/gpu-share-compute"
+	AnnotationConfigMap       = "allot.dev/gpu-configmap" // pod: the ConfigMap its containers read their GPU from
+	AnnotationMinMember       = "allot.dev/min-member"    // pod: its gang's size, from the workload at admission
 	// AnnotationLeader on a bind or an eviction (and so on the bound pod) names the
 	// scheduler replica that made it, checked against the Lease by the API server.
 	AnnotationLeader    = "allot.dev/leader"
