@@ -158,7 +158,7 @@ func (s *session) plan(snap *Snapshot) *Plan {
 		stay, left := 0, false
 		for i, ps := range j.pods {
 			moved[i] = ps.orig != nil && (ps.node == nil || ps.orig.Node != ps.node.n.ID ||
-				!slices.Equal(ps.orig.GPUs, ps.gpus) || ps.orig.Share != ps.share)
+				!slices.Equal(ps.orig.GPUs, ps.gpus) || heldPart(ps.orig, ps.node) != ps.share)
 			left = left || moved[i]
 			if ps.orig != nil && !moved[i] {
 				stay++
@@ -189,7 +189,7 @@ func (s *session) plan(snap *Snapshot) *Plan {
 			}
 			if ps.node != nil && (ps.orig == nil || moved[i]) {
 				p.Binds = append(p.Binds, Bind{Job: j.j.ID, Pod: ps.p.ID,
-					Binding: Binding{Node: ps.node.n.ID, GPUs: ps.gpus, Share: ps.share}})
+					Binding: ps.binding()})
 			}
 		}
 		if j.bound < len(j.pods) {

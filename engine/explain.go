@@ -14,6 +14,9 @@ func shapeKey(j *jobState, pods []*podState) string {
 	b.WriteString(j.j.NodePool)
 	b.WriteByte('|')
 	b.WriteString(strings.Join(j.j.GPUTypes, ","))
+	if choosesDevices(j.j) || j.j.SameIsland || j.j.NodePacking != PackingDefault || j.j.GPUPacking != PackingDefault {
+		fmt.Fprintf(&b, "|%v|%v|%v|%v|%d|%d", j.j.ExcludeGPUTypes, j.j.GPUUUIDs, j.j.ExcludeGPUUUIDs, j.j.SameIsland, j.j.NodePacking, j.j.GPUPacking)
+	}
 	if f := j.filter; f != nil {
 		// Jobs of one filter fit alike; a dynamic job's fit depends on its own pods.
 		fmt.Fprintf(&b, "|f%d", f.ord)
@@ -23,7 +26,7 @@ func shapeKey(j *jobState, pods []*podState) string {
 	}
 	for _, p := range pods {
 		r := p.p.Request
-		fmt.Fprintf(&b, "|%d/%d/%d/%d/%d", r.GPUs, r.GPUFraction, r.GPUMemory, r.CPU, r.Memory)
+		fmt.Fprintf(&b, "|%d/%d/%d/%d/%d/%d/%d", r.GPUs, r.GPUFraction, r.GPUMemory, r.GPUCompute, r.Devices, r.CPU, r.Memory)
 	}
 	b.WriteString(topologyKey(j))
 	return b.String()
@@ -36,17 +39,33 @@ func plural(n int, word string) string {
 	return strconv.Itoa(n) + " " + word + "s"
 }
 
-// describeRequest renders one pod's GPU request: "2 GPUs", "0.5 of a GPU", "8Gi of GPU memory".
+// describeRequest renders one pod's GPU request: "2 GPUs", "0.5 of a GPU", "8Gi of GPU
+// memory", "8Gi of GPU memory and 30% of its compute on each of 2 GPUs".
 func describeRequest(r PodRequest) string {
+	var what string
 	switch {
 	case r.GPUs > 0:
 		return plural(r.GPUs, "GPU")
 	case r.GPUFraction > 0:
-		return r.GPUFraction.String() + " of a GPU"
+		what = r.GPUFraction.String() + " of a GPU"
+	case r.GPUMemory > 0 && r.GPUCompute > 0:
+		what = Format(ResourceMemory, r.GPUMemory) + " of GPU memory and " + percent(r.GPUCompute) + " of its compute"
 	case r.GPUMemory > 0:
-		return Format(ResourceMemory, r.GPUMemory) + " of GPU memory"
+		what = Format(ResourceMemory, r.GPUMemory) + " of GPU memory"
+	case r.GPUCompute > 0:
+		what = percent(r.GPUCompute) + " of a GPU's compute"
+	default:
+		return Format(ResourceCPU, r.CPU) + " CPU"
 	}
-	return Format(ResourceCPU, r.CPU) + " CPU"
+	if k := r.SharedDevices(); k > 1 {
+		what += fmt.Sprintf(" on each of %d GPUs", k)
+	}
+	return what
+}
+
+// percent writes thousandths as a percentage: "30%", "12.5%".
+func percent(m MilliGPU) string {
+	return strconv.FormatFloat(float64(m)/10, 'f', -1, 64) + "%"
 }
 
 // explainNoFit says why the pods cannot be placed now, naming the constraint that binds
@@ -132,7 +151,19 @@ func (s *session) explainResources(j *jobState, pods []*podState, eligible []*no
 		return reasonf(ReasonGangPartial, "gang of %d pods × %s must start together; only %d fit now (%s)",
 			len(pods), describeRequest(r), fit, block)
 	}
-	return reasonf(ReasonNoFit, "needs %s on one node; %s", describeRequest(r), block)
+	return reasonf(ReasonNoFit, "needs %s %s; %s", describeRequest(r), onWhat(r), block)
+}
+
+// onWhat is where a request must fit: a slice on one GPU (each of several on one node),
+// anything else on one node.
+func onWhat(r PodRequest) string {
+	switch {
+	case !r.Shared():
+		return "on one node"
+	case r.SharedDevices() > 1:
+		return "of one node"
+	}
+	return "on one GPU"
 }
 
 // largestBlock describes the most the cluster has free for this kind of request.
@@ -142,10 +173,17 @@ func (s *session) largestBlock(j *jobState, r PodRequest, nodes []*nodeState) st
 	case r.GPUs > 0:
 		bestFree, gpuOK := -1, 0
 		for _, n := range nodes {
+			// With one island required, a block is what one island has free.
+			var perIsland [64]int
 			free := 0
 			for g := range n.n.GPUs {
-				if n.gpuUsed[g] == 0 && gpuTypeOK(j.j, &n.n.GPUs[g]) {
-					free++
+				if n.gpuUsed[g] == 0 && deviceOK(j.j, &n.n.GPUs[g]) {
+					isl := 0
+					if j.j.SameIsland {
+						isl = islandOf(n, g)
+					}
+					perIsland[isl]++
+					free = max(free, perIsland[isl])
 				}
 			}
 			if free >= r.GPUs {
@@ -156,37 +194,27 @@ func (s *session) largestBlock(j *jobState, r PodRequest, nodes []*nodeState) st
 			}
 		}
 		if gpuOK > 0 {
-			return s.hostShortage(r, nodes, func(n *nodeState) bool { return n.free >= r.GPUs })
+			return s.hostShortage(r, nodes, func(n *nodeState) bool {
+				_, ok := s.pickWhole(j, r.GPUs, n, n.gpuUsed)
+				return ok
+			})
 		}
 		if bestFree == 0 {
 			return "no GPU is wholly free"
 		}
+		if j.j.SameIsland {
+			return fmt.Sprintf("its GPUs must share one island (allot.dev/gpu-island: required), and the largest free block on one island is %s on %s",
+				plural(bestFree, "GPU"), best.n.ID)
+		}
 		return fmt.Sprintf("largest free block is %s on %s", plural(bestFree, "GPU"), best.n.ID)
 	case r.Shared():
-		var bestFree MilliGPU = -1
-		bestGPU := 0
-		for _, n := range nodes {
-			for g := range n.n.GPUs {
-				if !gpuTypeOK(j.j, &n.n.GPUs[g]) {
-					continue
-				}
-				if f := OneGPU - n.gpuUsed[g]; f > bestFree {
-					best, bestFree, bestGPU = n, f, g
-				}
-			}
+		if why := s.sliceShortage(j, r, nodes); why != "" {
+			return why
 		}
-		if r.GPUMemory > 0 {
-			dev := best.n.GPUs[bestGPU].Memory
-			return fmt.Sprintf("the most GPU memory free on one GPU is %s (%s GPU %d)",
-				Format(ResourceMemory, dev*int64(bestFree)/int64(OneGPU)), best.n.ID, bestGPU)
-		}
-		if bestFree >= r.GPUFraction {
-			return s.hostShortage(r, nodes, func(n *nodeState) bool {
-				_, _, ok := s.pickGPUs(j, r, n, n.gpuUsed)
-				return ok
-			})
-		}
-		return fmt.Sprintf("the most free on one GPU is %s (%s GPU %d)", bestFree, best.n.ID, bestGPU)
+		return s.hostShortage(r, nodes, func(n *nodeState) bool {
+			_, _, ok := s.pickGPUs(j, r, n, n.gpuUsed, n.books)
+			return ok
+		})
 	}
 	return s.hostShortage(r, nodes, func(*nodeState) bool { return true })
 }
@@ -392,4 +420,86 @@ func (s *session) poolNames() []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// sliceShortage names what keeps a shared request off every device it may use, in the
+// request's own units: the most memory free on one GPU (for memory requests), the most
+// compute free where its memory fits, the cap on sharers, or too few devices with room
+// on one node. Empty when some node's devices have room (the shortage is elsewhere).
+func (s *session) sliceShortage(j *jobState, r PodRequest, nodes []*nodeState) string {
+	type at struct {
+		n *nodeState
+		g int
+	}
+	var memAt, cpuAt, fitAt at
+	var mostMem int64 = -1
+	var mostCPU MilliGPU = -1
+	mostOnNode, capped := 0, 0
+	for _, n := range nodes {
+		fit := 0
+		for g := range n.n.GPUs {
+			dev, b := &n.n.GPUs[g], n.books[g]
+			if !deviceOK(j.j, dev) || dev.OutOfService() != "" {
+				continue
+			}
+			if free := dev.Memory - b.mem; free > mostMem {
+				mostMem, memAt = free, at{n, g}
+			}
+			p, ok := partOn(r, dev)
+			if !ok || b.mem+p.mem > dev.Memory {
+				continue
+			}
+			if free := OneGPU - b.compute; free > mostCPU {
+				mostCPU, cpuAt = free, at{n, g}
+			}
+			if b.compute+p.compute > OneGPU {
+				continue
+			}
+			if !fitsPart(n, g, p, n.books) {
+				capped++
+				continue
+			}
+			fit++
+		}
+		if fit > mostOnNode {
+			mostOnNode, fitAt = fit, at{n, 0}
+		}
+	}
+	k := r.SharedDevices()
+	switch {
+	case mostOnNode >= k:
+		return ""
+	case mostOnNode > 0:
+		return fmt.Sprintf("the most GPUs with room for its slice on one node is %d (%s)", mostOnNode, fitAt.n.n.ID)
+	case capped > 0:
+		return fmt.Sprintf("every GPU with room for it is shared by as many pods as its node allows (allot.dev/gpu-max-sharers: %d)", nodesCap(nodes))
+	case r.GPUFraction > 0 && memAt.n != nil:
+		// A fraction is a share of memory and compute alike: say what is free as one.
+		best, bestFree := memAt, MilliGPU(-1)
+		for _, n := range nodes {
+			for g := range n.n.GPUs {
+				if dev := &n.n.GPUs[g]; deviceOK(j.j, dev) && dev.OutOfService() == "" {
+					if f := OneGPU - usedOf(dev, n.books[g]); f > bestFree {
+						best, bestFree = at{n, g}, f
+					}
+				}
+			}
+		}
+		return fmt.Sprintf("the most free on one GPU is %s (%s GPU %d)", max(bestFree, 0), best.n.n.ID, best.g)
+	case mostCPU >= 0:
+		return fmt.Sprintf("the most compute free on one GPU with room for its memory is %s (%s GPU %d)", percent(mostCPU), cpuAt.n.n.ID, cpuAt.g)
+	case memAt.n != nil:
+		return fmt.Sprintf("the most GPU memory free on one GPU is %s (%s GPU %d)", Format(ResourceMemory, mostMem), memAt.n.n.ID, memAt.g)
+	}
+	return "no GPU it may use is in service"
+}
+
+// nodesCap is the cap on sharers of the first of the nodes that has one.
+func nodesCap(nodes []*nodeState) int {
+	for _, n := range nodes {
+		if n.n.MaxSharers > 0 {
+			return n.n.MaxSharers
+		}
+	}
+	return 0
 }

@@ -90,6 +90,7 @@ func shapesOf(snap *Snapshot) []Shape {
 	slices.SortFunc(out, func(a, b Shape) int {
 		x, y := a.Request, b.Request
 		return cmp.Or(cmp.Compare(x.GPUs, y.GPUs), cmp.Compare(x.GPUFraction, y.GPUFraction), cmp.Compare(x.GPUMemory, y.GPUMemory),
+			cmp.Compare(x.GPUCompute, y.GPUCompute), cmp.Compare(x.Devices, y.Devices),
 			cmp.Compare(x.CPU, y.CPU), cmp.Compare(x.Memory, y.Memory),
 			cmp.Compare(strings.Join(a.GPUTypes, "|"), strings.Join(b.GPUTypes, "|")))
 	})
@@ -227,9 +228,11 @@ func (h gpuHosts) gpusOf(r PodRequest) float64 {
 	case r.GPUs > 0:
 		return float64(r.GPUs)
 	case r.GPUFraction > 0:
-		return float64(r.GPUFraction) / float64(OneGPU)
+		return float64(r.GPUFraction) / float64(OneGPU) * float64(r.SharedDevices())
 	case r.GPUMemory > 0 && h.devMem > 0:
-		return min(float64(r.GPUMemory)*h.gpus/h.devMem, 1)
+		return min(max(float64(r.GPUMemory)*h.gpus/h.devMem, float64(r.GPUCompute)/float64(OneGPU)), 1) * float64(r.SharedDevices())
+	case r.GPUCompute > 0:
+		return float64(r.GPUCompute) / float64(OneGPU) * float64(r.SharedDevices())
 	}
 	return 0
 }
@@ -240,8 +243,8 @@ func (m *fragModel) spokenCost(n *Node, o option) float64 {
 		return 0
 	}
 	amount := float64(OneGPU)
-	if o.share > 0 {
-		amount = float64(o.share)
+	if o.share.shared() {
+		amount = float64(o.share.milli)
 	}
 	var c float64
 	for _, g := range o.gpus {
@@ -327,12 +330,8 @@ func (m *fragModel) unusable(n *Node, used []MilliGPU, cpu, mem int64, sh *Shape
 				whole++
 				free += f
 			}
-		case r.GPUMemory > 0:
-			if r.GPUMemory <= dev.Memory && f >= memoryShare(r.GPUMemory, dev.Memory) {
-				free += f
-			}
 		default:
-			if f >= r.GPUFraction {
+			if p, ok := partOn(r, dev); ok && f >= p.milli {
 				free += f
 			}
 		}
@@ -368,15 +367,12 @@ func (m *fragModel) unusablePacked(n *Node, used []MilliGPU, cpu, mem int64, sh 
 				whole++
 			}
 		default:
-			need := r.GPUFraction
-			if r.GPUMemory > 0 {
-				if r.GPUMemory > dev.Memory {
-					continue
-				}
-				need = memoryShare(r.GPUMemory, dev.Memory)
+			p, ok := partOn(r, dev)
+			if !ok {
+				continue
 			}
-			per = need
-			byGPU += int64(f / need)
+			per = p.milli
+			byGPU += int64(f / p.milli)
 		}
 	}
 	if r.GPUs > 0 {
@@ -417,7 +413,8 @@ func (s *session) fragDelta(n *nodeState, r PodRequest, o option) float64 {
 	used := after[:len(n.gpuUsed)]
 	copy(used, n.gpuUsed)
 	for _, g := range o.gpus {
-		used[g] += gpuAmount(o.share)
+		dev := &n.n.GPUs[g]
+		used[g] = usedOf(dev, n.books[g].add(o.share.on(dev), 1))
 	}
 	cpu, mem := n.n.CPU-n.cpuUsed, n.n.Memory-n.memUsed
 	key, memo := s.fragState(n)

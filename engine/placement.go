@@ -21,30 +21,15 @@ func (s *session) eligible(j *jobState, n *nodeState) bool {
 	if j.shares && n.n.NoFractions != "" {
 		return false
 	}
-	if len(j.j.GPUTypes) == 0 {
+	if !choosesDevices(j.j) {
 		return true
 	}
 	for i := range n.n.GPUs {
-		if gpuTypeOK(j.j, &n.n.GPUs[i]) {
+		if deviceOK(j.j, &n.n.GPUs[i]) {
 			return true
 		}
 	}
 	return false
-}
-
-// shareOn is the share of device dev a shared request takes (a memory request is sized
-// to the device); ok is false if the device's model or memory rules it out.
-func shareOn(j *Job, r PodRequest, dev *GPU) (need MilliGPU, ok bool) {
-	if !gpuTypeOK(j, dev) {
-		return 0, false
-	}
-	if r.GPUMemory > 0 {
-		if r.GPUMemory > dev.Memory {
-			return 0, false
-		}
-		return memoryShare(r.GPUMemory, dev.Memory), true
-	}
-	return r.GPUFraction, true
 }
 
 // asksMemoryCap tells whether a pod of the job asks for a hard GPU memory cap.
@@ -61,63 +46,140 @@ func asksShare(j *Job) bool {
 	return slices.ContainsFunc(j.Pods, func(p Pod) bool { return p.Request.Shared() })
 }
 
-func gpuTypeOK(j *Job, g *GPU) bool {
-	return len(j.GPUTypes) == 0 || slices.Contains(j.GPUTypes, g.Model)
+// choosesDevices tells whether the job rules some devices out by model or UUID.
+func choosesDevices(j *Job) bool {
+	return len(j.GPUTypes) > 0 || len(j.ExcludeGPUTypes) > 0 || len(j.GPUUUIDs) > 0 || len(j.ExcludeGPUUUIDs) > 0
 }
 
-// pickGPUs chooses devices for one pod on node n given the per-device usage used (the
-// node's own, or a scratch copy when checking whether several pods fit). Bin-packing
+// deviceOK tells whether the job's pods may be given the device: its model is accepted
+// and not excluded, and its UUID is among those picked (if any) and not excluded.
+func deviceOK(j *Job, g *GPU) bool {
+	return (len(j.GPUTypes) == 0 || slices.Contains(j.GPUTypes, g.Model)) &&
+		!slices.Contains(j.ExcludeGPUTypes, g.Model) &&
+		(len(j.GPUUUIDs) == 0 || slices.Contains(j.GPUUUIDs, g.UUID)) &&
+		!slices.Contains(j.ExcludeGPUUUIDs, g.UUID)
+}
+
+// gpuSpread tells whether the job's GPUs are chosen emptiest first: its own GPU policy,
+// else the engine's, else as nodes are chosen.
+func (s *session) gpuSpread(j *jobState) bool {
+	for _, p := range [...]Packing{j.j.GPUPacking, s.opts.GPUPacking} {
+		if p != PackingDefault {
+			return p == PackingSpread
+		}
+	}
+	return s.opts.Placement == PlacementSpread
+}
+
+// nodeSpread tells whether the job's nodes are chosen emptiest first.
+func (s *session) nodeSpread(j *jobState) bool {
+	if p := j.j.NodePacking; p != PackingDefault {
+		return p == PackingSpread
+	}
+	return s.opts.Placement == PlacementSpread
+}
+
+// pickGPUs chooses devices for one pod on node n given the per-device usage and bookings
+// (the node's own, or scratch copies when checking whether several pods fit). Bin-packing
 // fills partly used devices first and keeps a multi-GPU pod on one NVLink/NUMA island.
-func (s *session) pickGPUs(j *jobState, r PodRequest, n *nodeState, used []MilliGPU) (gpus []int, share MilliGPU, ok bool) {
-	spread := s.opts.Placement == PlacementSpread
+func (s *session) pickGPUs(j *jobState, r PodRequest, n *nodeState, used []MilliGPU, books []devBook) (gpus []int, share part, ok bool) {
 	switch {
 	case r.GPUs > 0:
-		return s.pickWhole(j, r.GPUs, n, used)
+		gpus, ok = s.pickWhole(j, r.GPUs, n, used)
+		return gpus, wholePart, ok
 	case r.Shared():
-		best := -1
-		var bestFree MilliGPU
-		for g := range n.n.GPUs {
-			need, ok := shareOn(j.j, r, &n.n.GPUs[g])
-			if !ok {
-				continue
-			}
-			free := OneGPU - used[g]
-			if free < need {
-				continue
-			}
-			left := free - need
-			if best < 0 || (!spread && left < bestFree) || (spread && left > bestFree) {
-				best, bestFree, share = g, left, need
-			}
-		}
-		if best < 0 {
-			return nil, 0, false
-		}
-		return []int{best}, share, true
+		return s.pickSlices(j, r, n, used, books)
 	}
-	return nil, 0, true
+	return nil, wholePart, true
 }
 
-// pickWhole takes k fully free devices, preferring one island: the fullest island that
-// still holds all k when bin-packing, the emptiest when spreading; failing that, the
-// islands with the most free devices first, so the pod spans as few as possible.
-func (s *session) pickWhole(j *jobState, k int, n *nodeState, used []MilliGPU) ([]int, MilliGPU, bool) {
+// pickSlices chooses the devices a shared request takes its slice of: those with room,
+// the fullest first when bin-packing (the emptiest when spreading); several of them on one
+// island where one has enough (required with SameIsland), all with the same slice.
+func (s *session) pickSlices(j *jobState, r PodRequest, n *nodeState, used []MilliGPU, books []devBook) ([]int, part, bool) {
+	k := r.SharedDevices()
+	spread := s.gpuSpread(j)
+	type cand struct {
+		g    int
+		p    part
+		left MilliGPU
+	}
+	var buf [16]cand
+	cands := buf[:0]
+	for g := range n.n.GPUs {
+		dev := &n.n.GPUs[g]
+		if !deviceOK(j.j, dev) {
+			continue
+		}
+		p, ok := partOn(r, dev)
+		if !ok || !fitsPart(n, g, p, books) {
+			continue
+		}
+		cands = append(cands, cand{g, p, OneGPU - usedOf(dev, books[g].add(p.on(dev), 1))})
+	}
+	if len(cands) < k {
+		return nil, wholePart, false
+	}
+	slices.SortStableFunc(cands, func(a, b cand) int {
+		if spread {
+			return int(b.left - a.left)
+		}
+		return int(a.left - b.left)
+	})
+	if k == 1 {
+		return []int{cands[0].g}, cands[0].p, true
+	}
+	// Several devices: the first island (in the order above) with k alike slices, else,
+	// unless one island is required, the first k alike slices anywhere.
+	take := func(island int) []int {
+		var out []int
+		for _, c := range cands {
+			if (island < 0 || islandOf(n, c.g) == island) && c.p == cands[0].p {
+				if out = append(out, c.g); len(out) == k {
+					return out
+				}
+			}
+		}
+		return nil
+	}
+	for _, c := range cands {
+		if c.p != cands[0].p {
+			continue
+		}
+		if out := take(islandOf(n, c.g)); out != nil {
+			slices.Sort(out)
+			return out, cands[0].p, true
+		}
+	}
+	if j.j.SameIsland {
+		return nil, wholePart, false
+	}
+	out := take(-1)
+	slices.Sort(out)
+	return out, cands[0].p, out != nil
+}
+
+// pickWhole takes k fully free devices, preferring one island (requiring one with
+// SameIsland): the fullest island that still holds all k when bin-packing, the emptiest
+// when spreading; failing that, the islands with the most free devices first, so the pod
+// spans as few as possible.
+func (s *session) pickWhole(j *jobState, k int, n *nodeState, used []MilliGPU) ([]int, bool) {
 	if k > len(n.n.GPUs) {
-		return nil, 0, false
+		return nil, false
 	}
 	// Islands are numbered from 0 per node; count free devices per island.
 	var counts [64]int
 	total := 0
 	for g := range n.n.GPUs {
-		if used[g] == 0 && gpuTypeOK(j.j, &n.n.GPUs[g]) {
+		if used[g] == 0 && deviceOK(j.j, &n.n.GPUs[g]) {
 			counts[islandOf(n, g)]++
 			total++
 		}
 	}
 	if total < k {
-		return nil, 0, false
+		return nil, false
 	}
-	spread := s.opts.Placement == PlacementSpread
+	spread := s.gpuSpread(j)
 	best := -1
 	for isl, c := range counts {
 		if c >= k && (best < 0 || (!spread && c < counts[best]) || (spread && c > counts[best])) {
@@ -130,14 +192,17 @@ func (s *session) pickWhole(j *jobState, k int, n *nodeState, used []MilliGPU) (
 			if len(out) == k {
 				return
 			}
-			if used[g] == 0 && islandOf(n, g) == isl && gpuTypeOK(j.j, &n.n.GPUs[g]) {
+			if used[g] == 0 && islandOf(n, g) == isl && deviceOK(j.j, &n.n.GPUs[g]) {
 				out = append(out, g)
 			}
 		}
 	}
 	if best >= 0 {
 		take(best)
-		return out, 0, true
+		return out, true
+	}
+	if j.j.SameIsland {
+		return nil, false
 	}
 	for len(out) < k {
 		most := 0
@@ -149,7 +214,7 @@ func (s *session) pickWhole(j *jobState, k int, n *nodeState, used []MilliGPU) (
 		take(most)
 		counts[most] = 0
 	}
-	return out, 0, true
+	return out, true
 }
 
 // islandOf folds a device's island into the small range pickWhole counts.
@@ -191,8 +256,8 @@ func freeMilli(n *nodeState) MilliGPU { return max(n.idle, 0) }
 // CPU-only pods bin-pack away from free GPUs so they do not strand them. Between nodes
 // that leave the same GPUs free, the pod's own preference (preferred node affinity,
 // PreferNoSchedule taints) decides before CPU does.
-func (s *session) better(gpuLeft, cpuLeft, pref, bestGPU, bestCPU, bestPref int64) bool {
-	if s.opts.Placement == PlacementSpread {
+func better(spread bool, gpuLeft, cpuLeft, pref, bestGPU, bestCPU, bestPref int64) bool {
+	if spread {
 		if gpuLeft != bestGPU {
 			return gpuLeft > bestGPU
 		}
@@ -213,17 +278,20 @@ func (s *session) better(gpuLeft, cpuLeft, pref, bestGPU, bestCPU, bestPref int6
 // placeOne finds the best node for one pod and binds it there.
 func (s *session) placeOne(p *podState, only []*nodeState) bool {
 	j, r := p.job, p.p.Request
+	// A fraction's memory is rounded down and a device's used share up: one thousandth of
+	// slack keeps the skip from ruling out a device it fits exactly.
 	if only == nil && ((r.GPUs > 0 && s.maxFreeWhole() < r.GPUs) ||
-		(r.GPUFraction > 0 && s.maxFreeShare() < r.GPUFraction)) {
+		(r.GPUFraction > 0 && s.maxFreeShare()+1 < r.GPUFraction)) {
 		return false // no device anywhere has room: skip the scan
 	}
 	nodes := only
 	if nodes == nil {
 		nodes = s.nodes
 	}
-	if s.scored() {
+	if s.scored() && j.j.NodePacking == PackingDefault {
 		return s.placeScored(p, nodes)
 	}
+	spread := s.nodeSpread(j)
 	var best *nodeState
 	var bestGPU, bestCPU, bestPref int64
 	for _, n := range nodes {
@@ -236,31 +304,31 @@ func (s *session) placeOne(p *podState, only []*nodeState) bool {
 			if n.free < r.GPUs {
 				continue
 			}
-			if len(j.j.GPUTypes) > 0 {
-				if _, _, ok := s.pickWhole(j, r.GPUs, n, n.gpuUsed); !ok {
+			if choosesDevices(j.j) || j.j.SameIsland {
+				if _, ok := s.pickWhole(j, r.GPUs, n, n.gpuUsed); !ok {
 					continue
 				}
 			}
 			gpuLeft = int64(freeMilli(n)) - int64(r.GPUs)*int64(OneGPU)
 		case r.Shared():
-			_, share, ok := s.pickGPUs(j, r, n, n.gpuUsed)
+			_, share, ok := s.pickGPUs(j, r, n, n.gpuUsed, n.books)
 			if !ok {
 				continue
 			}
-			gpuLeft = int64(freeMilli(n) - share)
+			gpuLeft = int64(freeMilli(n)) - int64(share.milli)*int64(r.SharedDevices())
 		default:
 			gpuLeft = int64(freeMilli(n))
 		}
 		cpuLeft := n.n.CPU - n.cpuUsed - r.CPU
 		pref := j.preference(n)
-		if (best == nil || s.better(gpuLeft, cpuLeft, pref, bestGPU, bestCPU, bestPref)) && s.ruleFits(p, n) {
+		if (best == nil || better(spread, gpuLeft, cpuLeft, pref, bestGPU, bestCPU, bestPref)) && s.ruleFits(p, n) {
 			best, bestGPU, bestCPU, bestPref = n, gpuLeft, cpuLeft, pref
 		}
 	}
 	if best == nil {
 		return false
 	}
-	gpus, share, _ := s.pickGPUs(j, r, best, best.gpuUsed)
+	gpus, share, _ := s.pickGPUs(j, r, best, best.gpuUsed, best.books)
 	s.bind(p, best, gpus, share)
 	return true
 }
@@ -280,18 +348,20 @@ func (s *session) fitsAllOn(j *jobState, pods []*podState, n *nodeState) (gpuLef
 	if !fitsHost(n, cpu, mem, len(pods)) || whole > n.free {
 		return 0, 0, false
 	}
-	if onlyWhole(pods) && len(j.j.GPUTypes) == 0 {
+	if onlyWhole(pods) && !choosesDevices(j.j) && !j.j.SameIsland {
 		// Whole devices of any model: enough free ones is enough.
 		return int64(freeMilli(n)) - int64(whole)*int64(OneGPU), n.n.CPU - n.cpuUsed - cpu, true
 	}
-	used := slices.Clone(n.gpuUsed)
+	used, books := slices.Clone(n.gpuUsed), slices.Clone(n.books)
 	for _, p := range pods {
-		gpus, share, ok := s.pickGPUs(j, p.p.Request, n, used)
+		gpus, share, ok := s.pickGPUs(j, p.p.Request, n, used, books)
 		if !ok {
 			return 0, 0, false
 		}
 		for _, g := range gpus {
-			used[g] += gpuAmount(share)
+			dev := &n.n.GPUs[g]
+			books[g] = books[g].add(share.on(dev), 1)
+			used[g] = usedOf(dev, books[g])
 		}
 	}
 	var left MilliGPU
@@ -351,7 +421,7 @@ func (s *session) placeGang(j *jobState, pods []*podState, only []*nodeState) bo
 	for _, n := range nodes {
 		gl, cl, ok := s.fitsAllOn(j, pods, n)
 		pref := j.preference(n)
-		if ok && (best == nil || s.better(gl, cl, pref, bestGPU, bestCPU, bestPref)) {
+		if ok && (best == nil || better(s.nodeSpread(j), gl, cl, pref, bestGPU, bestCPU, bestPref)) {
 			best, bestGPU, bestCPU, bestPref = n, gl, cl, pref
 		}
 	}

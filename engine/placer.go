@@ -30,7 +30,7 @@ func (p *Placer) Place(r PodRequest, gpuTypes []string) (Binding, bool) {
 		return Binding{}, false
 	}
 	p.s.log = p.s.log[:0] // nothing here is ever rolled back
-	return Binding{Node: ps.node.n.ID, GPUs: ps.gpus, Share: ps.share}, true
+	return ps.binding(), true
 }
 
 // Allocated is the GPU capacity placed so far.

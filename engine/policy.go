@@ -13,7 +13,7 @@ type Shape struct {
 // option is one way to place a pod on a node.
 type option struct {
 	gpus  []int
-	share MilliGPU
+	share part
 }
 
 // scored reports whether the placement uses the per-option scoring path rather than the
@@ -38,19 +38,26 @@ func (s *session) options(j *jobState, r PodRequest, n *nodeState, buf []option)
 		if n.free < r.GPUs {
 			return buf
 		}
-		if gpus, _, ok := s.pickWhole(j, r.GPUs, n, n.gpuUsed); ok {
+		if gpus, ok := s.pickWhole(j, r.GPUs, n, n.gpuUsed); ok {
 			buf = append(buf, option{gpus: gpus})
+		}
+	case r.Shared() && (r.SharedDevices() > 1 || j.j.GPUPacking != PackingDefault || s.opts.GPUPacking != PackingDefault):
+		// Slices of several devices, or devices chosen by a GPU policy of their own: the
+		// one choice pickGPUs makes.
+		if gpus, share, ok := s.pickGPUs(j, r, n, n.gpuUsed, n.books); ok {
+			buf = append(buf, option{gpus: gpus, share: share})
 		}
 	case r.Shared():
 		for g := range n.n.GPUs {
-			need, ok := shareOn(j.j, r, &n.n.GPUs[g])
-			if !ok {
+			dev := &n.n.GPUs[g]
+			if !deviceOK(j.j, dev) {
 				continue
 			}
-			if OneGPU-n.gpuUsed[g] < need || s.sameLevelListed(n, g, buf) {
+			share, ok := partOn(r, dev)
+			if !ok || !fitsPart(n, g, share, n.books) || s.sameLevelListed(n, g, buf) {
 				continue
 			}
-			buf = append(buf, option{gpus: []int{g}, share: need})
+			buf = append(buf, option{gpus: []int{g}, share: share})
 		}
 	default:
 		buf = append(buf, option{})
@@ -61,7 +68,8 @@ func (s *session) options(j *jobState, r PodRequest, n *nodeState, buf []option)
 func (s *session) sameLevelListed(n *nodeState, g int, buf []option) bool {
 	for _, o := range buf {
 		h := o.gpus[0]
-		if n.gpuUsed[h] == n.gpuUsed[g] && n.n.GPUs[h].Model == n.n.GPUs[g].Model && n.n.GPUs[h].Memory == n.n.GPUs[g].Memory {
+		if n.books[h] == n.books[g] && n.n.GPUs[h].Model == n.n.GPUs[g].Model && n.n.GPUs[h].Memory == n.n.GPUs[g].Memory &&
+			n.n.GPUs[h].UUID == n.n.GPUs[g].UUID {
 			return true
 		}
 	}
@@ -174,7 +182,7 @@ func (s *session) score(j *jobState, r PodRequest, n *nodeState, o option) float
 		// one; inside a tier the fuller the better.
 		tier := 2.0
 		switch {
-		case o.share > 0 && n.gpuUsed[o.gpus[0]] > 0:
+		case o.share.shared() && n.gpuUsed[o.gpus[0]] > 0:
 			tier = 0
 		case freeMilli(n) < MilliGPU(len(n.n.GPUs))*OneGPU:
 			tier = 1
@@ -200,8 +208,8 @@ func (s *session) score(j *jobState, r PodRequest, n *nodeState, o option) float
 func (s *session) leftAfter(r PodRequest, n *nodeState, o option) float64 {
 	gpuCap := float64(len(n.n.GPUs)) * float64(OneGPU)
 	used := MilliGPU(len(o.gpus)) * OneGPU
-	if o.share > 0 {
-		used = o.share
+	if o.share.shared() {
+		used = o.share.milli * MilliGPU(len(o.gpus))
 	}
 	f := 0.0
 	if gpuCap > 0 {

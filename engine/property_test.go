@@ -213,6 +213,7 @@ func checkInvariants(t *rapid.T, snap *Snapshot, p *Plan) {
 		g int
 	}
 	used := map[gpuKey]MilliGPU{}
+	usedMem := map[gpuKey]int64{}
 	cpu, mem := map[NodeID]int64{}, map[NodeID]int64{}
 	np := map[QueueID]int64{}
 	parent := map[QueueID]QueueID{}
@@ -259,9 +260,20 @@ func checkInvariants(t *rapid.T, snap *Snapshot, p *Plan) {
 				if len(j.GPUTypes) > 0 && n.GPUs[g].Model != j.GPUTypes[0] {
 					t.Fatalf("pod %s on model %s, wants %v", pod.ID, n.GPUs[g].Model, j.GPUTypes)
 				}
-				used[gpuKey{b.Node, g}] += gpuAmount(b.Share)
-				if used[gpuKey{b.Node, g}] > OneGPU {
-					t.Fatalf("GPU %s/%d over-committed: %d", b.Node, g, used[gpuKey{b.Node, g}])
+				// Exact units: a device's booked memory and compute never pass what it has.
+				k := gpuKey{b.Node, g}
+				if b.Share == 0 {
+					used[k] += OneGPU
+					usedMem[k] += n.GPUs[g].Memory
+				} else if b.Memory == 0 && b.Compute == 0 {
+					used[k] += b.Share // a binding from before memory and compute were booked apart
+					usedMem[k] += n.GPUs[g].Memory * int64(b.Share) / int64(OneGPU)
+				} else {
+					used[k] += b.Compute
+					usedMem[k] += b.Memory
+				}
+				if used[k] > OneGPU || usedMem[k] > n.GPUs[g].Memory {
+					t.Fatalf("GPU %s/%d over-committed: compute %d, memory %d of %d", b.Node, g, used[k], usedMem[k], n.GPUs[g].Memory)
 				}
 			}
 			if !j.IsPreemptible() {

@@ -65,9 +65,15 @@ type filterState struct {
 }
 
 type nodeState struct {
-	n       *Node
-	idx     int
+	n   *Node
+	idx int
+	// gpuUsed is how much of each device is taken, as a share: all of it for a whole pod
+	// or a device out of service, else the larger of its booked memory and compute (see
+	// usedOf). It is what whole-GPU counts, free capacity and fragmentation read.
 	gpuUsed []MilliGPU
+	// books is what is booked on each device, exactly: bytes of memory, thousandths of
+	// compute, and how many pods share it. Whether a slice fits is decided by these.
+	books []devBook
 	cpuUsed int64
 	memUsed int64
 	free    int      // fully free GPUs
@@ -138,7 +144,7 @@ type podState struct {
 
 	node  *nodeState
 	gpus  []int
-	share MilliGPU
+	share part
 	cost  Resources
 	slot  int // index in node.pods
 
@@ -159,7 +165,7 @@ type op struct {
 	pod   *podState
 	node  *nodeState
 	gpus  []int
-	share MilliGPU
+	share part
 	// reason and beneficiary of an unbind, restored on undo of a later bind
 	prevReason Reason
 	prevFor    JobID
@@ -177,36 +183,19 @@ func (j *jobState) unboundPods() []*podState {
 	return out
 }
 
-// podCost is what a pod counts against its queue when placed on the given GPUs.
-func (s *session) podCost(r PodRequest, n *nodeState, gpus []int) (Resources, MilliGPU) {
+// podCost is what a pod holding the given part of each of its GPUs counts against its
+// queue: whole devices, or its share of each.
+func podCost(r PodRequest, gpus []int, share part) Resources {
 	var c Resources
 	c[ResourceCPU] = r.CPU
 	c[ResourceMemory] = r.Memory
-	var share MilliGPU
 	switch {
+	case share.shared():
+		c[ResourceGPU] = int64(share.milli) * int64(len(gpus))
 	case r.GPUs > 0:
 		c[ResourceGPU] = int64(r.GPUs) * int64(OneGPU)
-	case r.GPUFraction > 0:
-		share = r.GPUFraction
-		c[ResourceGPU] = int64(share)
-	case r.GPUMemory > 0:
-		share = memoryShare(r.GPUMemory, n.n.GPUs[gpus[0]].Memory)
-		c[ResourceGPU] = int64(share)
 	}
-	return c, share
-}
-
-// memoryShare converts a memory request to the share of a device of the given size,
-// rounding up so that shares never promise more memory than the device has.
-func memoryShare(req, device int64) MilliGPU {
-	if device <= 0 {
-		return OneGPU + 1
-	}
-	s := (req*int64(OneGPU) + device - 1) / device
-	if s < 1 {
-		s = 1
-	}
-	return MilliGPU(s)
+	return c
 }
 
 // pendingCost estimates a pending pod's demand; memory requests are sized against the
@@ -218,36 +207,29 @@ func (s *session) pendingCost(r PodRequest) Resources {
 	switch {
 	case r.GPUs > 0:
 		c[ResourceGPU] = int64(r.GPUs) * int64(OneGPU)
-	case r.GPUFraction > 0:
-		c[ResourceGPU] = int64(r.GPUFraction)
-	case r.GPUMemory > 0:
-		c[ResourceGPU] = int64(min(memoryShare(r.GPUMemory, s.maxGPUMemory), OneGPU))
+	case r.Shared():
+		dev := GPU{Memory: s.maxGPUMemory}
+		share, _ := partOn(r, &dev)
+		c[ResourceGPU] = int64(min(share.milli, OneGPU)) * int64(r.SharedDevices())
 	}
 	return c
 }
 
 // bind places a pending pod.
-func (s *session) bind(p *podState, n *nodeState, gpus []int, share MilliGPU) {
+func (s *session) bind(p *podState, n *nodeState, gpus []int, share part) {
 	s.log = append(s.log, op{kind: opBind, pod: p, node: n, gpus: gpus, share: share,
 		prevReason: p.evictReason, prevFor: p.evictFor})
 	// A moved pod keeps its eviction reason: the plan reports why it moved.
 	s.doBind(p, n, gpus, share)
 }
 
-func (s *session) doBind(p *podState, n *nodeState, gpus []int, share MilliGPU) {
-	cost, _ := s.podCost(p.p.Request, n, gpus)
+func (s *session) doBind(p *podState, n *nodeState, gpus []int, share part) {
+	cost := podCost(p.p.Request, gpus, share)
 	p.node, p.gpus, p.share, p.cost = n, gpus, share, cost
 	wasFree := n.free
 	n.ver++
-	amount := gpuAmount(share)
 	for _, g := range gpus {
-		if n.gpuUsed[g] == 0 {
-			n.free--
-		}
-		s.countShare(n, g, -1)
-		n.gpuUsed[g] += amount
-		s.countShare(n, g, +1)
-		n.idle -= amount
+		s.book(n, g, share.on(&n.n.GPUs[g]), +1)
 	}
 	s.moveFreeBucket(n, wasFree)
 	n.cpuUsed += p.p.Request.CPU
@@ -280,15 +262,8 @@ func (s *session) doUnbind(p *podState) {
 	n := p.node
 	wasFree := n.free
 	n.ver++
-	amount := gpuAmount(p.share)
 	for _, g := range p.gpus {
-		s.countShare(n, g, -1)
-		n.gpuUsed[g] -= amount
-		s.countShare(n, g, +1)
-		n.idle += amount
-		if n.gpuUsed[g] == 0 {
-			n.free++
-		}
+		s.book(n, g, p.share.on(&n.n.GPUs[g]), -1)
 	}
 	s.moveFreeBucket(n, wasFree)
 	n.cpuUsed -= p.p.Request.CPU
@@ -306,7 +281,7 @@ func (s *session) doUnbind(p *podState) {
 			q.allocNP = q.allocNP.Sub(p.cost)
 		}
 	}
-	p.node, p.gpus, p.share, p.cost = nil, nil, 0, Resources{}
+	p.node, p.gpus, p.share, p.cost = nil, nil, part{}, Resources{}
 	s.freed++
 	if s.rules != nil {
 		s.rules.Removed(p.p.ID, n.n.ID)
@@ -330,12 +305,25 @@ func (s *session) maxFreeShare() MilliGPU {
 	return 0
 }
 
-// gpuAmount is how much of each of its devices a pod holds: its share, or all of it.
-func gpuAmount(share MilliGPU) MilliGPU {
-	if share > 0 {
-		return share
+// book adds (sign +1) or takes back (-1) a booking on device g of node n, and keeps the
+// device's taken share, the node's free counts and the free-share histogram in step.
+func (s *session) book(n *nodeState, g int, b devBook, sign int) {
+	old := n.gpuUsed[g]
+	n.books[g] = n.books[g].add(b, sign)
+	now := usedOf(&n.n.GPUs[g], n.books[g])
+	if now == old {
+		return
 	}
-	return OneGPU
+	s.countShare(n, g, -1)
+	n.gpuUsed[g] = now
+	s.countShare(n, g, +1)
+	n.idle -= now - old
+	switch {
+	case old == 0:
+		n.free--
+	case now == 0:
+		n.free++
+	}
 }
 
 func (s *session) moveFreeBucket(n *nodeState, was int) {
@@ -382,8 +370,8 @@ func newSession(snap *Snapshot, opts Options) *session {
 		queueBy: make(map[QueueID]*queueState, len(snap.Queues)), rng: newRand(opts.Seed)}
 	for i := range snap.Nodes {
 		n := &snap.Nodes[i]
-		ns := &nodeState{n: n, idx: i, gpuUsed: make([]MilliGPU, len(n.GPUs)), free: len(n.GPUs), ver: 1,
-			idle: MilliGPU(len(n.GPUs)) * OneGPU, maxPods: math.MaxInt}
+		ns := &nodeState{n: n, idx: i, gpuUsed: make([]MilliGPU, len(n.GPUs)), books: make([]devBook, len(n.GPUs)),
+			free: len(n.GPUs), ver: 1, idle: MilliGPU(len(n.GPUs)) * OneGPU, maxPods: math.MaxInt}
 		if n.MaxPods != nil {
 			ns.maxPods = *n.MaxPods
 		}
@@ -394,9 +382,10 @@ func newSession(snap *Snapshot, opts Options) *session {
 			s.maxGPUMemory = max(s.maxGPUMemory, g.Memory)
 		}
 		for g := range n.GPUs {
-			if n.GPUs[g].Unhealthy != "" {
-				// A failed device is taken by its failure: never free, never shared, no
-				// capacity for anyone's fair share.
+			if n.GPUs[g].OutOfService() != "" {
+				// A failed or cordoned device is taken by its state: never free, never
+				// shared, no capacity for anyone's fair share.
+				ns.books[g] = wholePart.on(&n.GPUs[g])
 				ns.gpuUsed[g] = OneGPU
 				ns.free--
 				ns.idle -= OneGPU
@@ -459,7 +448,7 @@ func newSession(snap *Snapshot, opts Options) *session {
 				ps.orig = nil // bound to something that no longer exists: treat as pending
 				continue
 			}
-			s.doBind(ps, n, slices.Clone(b.GPUs), b.Share)
+			s.doBind(ps, n, slices.Clone(b.GPUs), heldPart(b, n))
 			if orphan {
 				// What a job of no queue holds (its queue deleted under it) is no
 				// queue's to share: fair shares divide the rest.

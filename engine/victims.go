@@ -22,7 +22,7 @@ type unit struct {
 type place struct {
 	node  *nodeState
 	gpus  []int
-	share MilliGPU
+	share part
 }
 
 // units splits a running job into its victim units, elastic pods first (highest index
@@ -114,7 +114,8 @@ func (s *session) roomAt(r PodRequest, pl place) bool {
 		return false
 	}
 	for _, g := range pl.gpus {
-		if pl.node.gpuUsed[g]+gpuAmount(pl.share) > OneGPU {
+		if !pl.share.shared() && pl.node.gpuUsed[g] > 0 ||
+			pl.share.shared() && !fitsPart(pl.node, g, pl.share, pl.node.books) {
 			return false
 		}
 	}

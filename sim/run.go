@@ -24,7 +24,7 @@ type RunOptions struct {
 // RunWith is Run with options.
 func RunWith(sc *Scenario, opts RunOptions) ([]StepReport, error) {
 	m := sc.model
-	w := NewWorld(engine.New(engine.Options{Placement: m.placement, UsageStrength: m.strength}), m.nodes, m.queues)
+	w := NewWorld(engine.New(engine.Options{Placement: m.placement, GPUPacking: m.gpuPacking, UsageStrength: m.strength}), m.nodes, m.queues)
 	if m.halfLife > 0 {
 		w.KeepHistory(m.halfLife, m.usage)
 	}

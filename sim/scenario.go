@@ -17,6 +17,8 @@ import (
 type Scenario struct {
 	// Placement is the engine's placement strategy: binpack (default) or spread.
 	Placement string `yaml:"placement"`
+	// GPUPolicy chooses a node's GPUs apart from how nodes are chosen: binpack or spread.
+	GPUPolicy string `yaml:"gpuPolicy"`
 	// History, when set, lets past use above quota tilt the division of idle GPUs.
 	History *HistorySpec `yaml:"fairShareHistory"`
 	Cluster ClusterSpec  `yaml:"cluster"`
@@ -69,6 +71,12 @@ type NodeSpec struct {
 	// (the first) are in MIG mode, seven 1g.10gb devices each (sim/dra.go).
 	DRA     bool `yaml:"dra"`
 	MIGGPUs int  `yaml:"migGPUs"`
+	// GPUMemories gives each GPU its own memory size, in index order (GPUs of different
+	// sizes on one node); it overrides gpuMemory. Cordon lists the indices of GPUs an
+	// admin took out of service. MaxSharers caps how many pods share one GPU.
+	GPUMemories []string `yaml:"gpuMemories"`
+	Cordon      []int    `yaml:"cordon"`
+	MaxSharers  int      `yaml:"maxSharers"`
 }
 
 type QueueSpec struct {
@@ -134,6 +142,19 @@ type JobSpec struct {
 	AntiAffinity      map[string]string `yaml:"antiAffinity"`
 	// Claim asks for each pod's GPUs through a DRA ResourceClaim instead of gpu.
 	Claim *ClaimSpec `yaml:"claim"`
+	// GPUCompute is the percent of each GPU's compute a pod's slice takes (with gpuMemory,
+	// or alone); GPUCount how many GPUs it takes its slice of.
+	GPUCompute *float64 `yaml:"gpuCompute"`
+	GPUCount   int      `yaml:"gpuCount"`
+	// Device choice: only these GPUs (UUIDs, "GPU-sim-NODE-INDEX" in scenarios), never
+	// these, never these models; gpuIsland: required keeps a pod on one island.
+	GPUUUID        []string `yaml:"gpuUUID"`
+	ExcludeGPUUUID []string `yaml:"excludeGPUUUID"`
+	ExcludeGPUType []string `yaml:"excludeGPUType"`
+	GPUIsland      string   `yaml:"gpuIsland"`
+	// NodePolicy and GPUPolicy override how this job's nodes and GPUs are chosen.
+	NodePolicy string `yaml:"nodePolicy"`
+	GPUPolicy  string `yaml:"gpuPolicy"`
 }
 
 // Expect states what must hold after a step; the simulator fails when it does not, which

@@ -34,7 +34,8 @@ const (
 
 // compiled is a validated scenario in the engine's terms.
 type compiled struct {
-	placement engine.Placement
+	placement  engine.Placement
+	gpuPacking engine.Packing
 	// levels are the topology's node labels, widest first, and names what they are called.
 	levels, levelNames []string
 	// strength and halfLife are the history settings; usage the queues' GPU-seconds at
@@ -88,6 +89,9 @@ func (sc *Scenario) compile() (*compiled, error) {
 	var err error
 	if c.placement, err = engine.ParsePlacement(sc.Placement); err != nil {
 		errs = append(errs, sc.errorf("placement", "%v", err))
+	}
+	if c.gpuPacking, err = engine.ParsePacking(sc.GPUPolicy); err != nil {
+		errs = append(errs, sc.errorf("gpuPolicy", "%v", err))
 	}
 	errs = errs.add(sc.compileNodes(c))
 	errs = errs.add(sc.compileQueues(c))
@@ -243,6 +247,9 @@ func (sc *Scenario) compileNode(c *compiled, i int, ns NodeSpec, seen map[string
 		for g := 0; g < ns.GPUs; g++ {
 			n.GPUs = append(n.GPUs, engine.GPU{Model: model, Memory: gpuMem,
 				UUID: fmt.Sprintf("GPU-sim-%s-%d", name, g), Island: g * islands / ns.GPUs})
+		}
+		if err := sc.compileDevices(&n, ns, path); err != nil {
+			return err
 		}
 		c.nodes = append(c.nodes, n)
 	}
@@ -507,6 +514,9 @@ func (sc *Scenario) compileJob(c *compiled, js JobSpec, path string) (submission
 			return sub, sc.errorf(path+".gpuMemory", "gpuMemory must be more than 0")
 		}
 		req.GPUMemory = m
+	}
+	if err := sc.compileDeviceChoice(&j, &req, js, path); err != nil {
+		return sub, err
 	}
 	var err error
 	if req.CPU, err = sc.quantity(path+".cpu", js.CPU, "1", true); err != nil {

@@ -1,0 +1,115 @@
+package engine
+
+// What a pod holds of each of its GPUs, and what is booked on each device, in exact units:
+// bytes of memory and thousandths of compute. A device takes a slice only where both fit
+// (and the node's cap on sharers allows one more), so three 8Gi slices fill a 24Gi GPU
+// exactly; shares in thousandths of a GPU are what queues count, never what decides a fit.
+
+// part is what a pod holds of each of its devices: the whole device (the zero part), or a
+// slice of it: bytes of memory, thousandths of compute, and milli, the share it counts
+// against its queue (the larger of the two as parts of the device).
+type part struct {
+	mem     int64
+	compute MilliGPU
+	milli   MilliGPU
+}
+
+// wholePart is the part of a pod that holds whole devices.
+var wholePart = part{}
+
+func (p part) shared() bool { return p.milli > 0 }
+
+// on is the booking the part makes on a device: all of it for a whole device.
+func (p part) on(dev *GPU) devBook {
+	if !p.shared() {
+		return devBook{mem: dev.Memory, compute: OneGPU}
+	}
+	return devBook{mem: p.mem, compute: p.compute, sharers: 1}
+}
+
+// devBook is what is booked on one device.
+type devBook struct {
+	mem     int64    // bytes of memory
+	compute MilliGPU // thousandths of its compute
+	sharers int32    // pods holding a slice of it
+}
+
+func (b devBook) add(o devBook, sign int) devBook {
+	b.mem += int64(sign) * o.mem
+	b.compute += MilliGPU(sign) * o.compute
+	b.sharers += int32(sign) * o.sharers
+	return b
+}
+
+// usedOf is the share of a device its bookings take: the larger of its booked memory (as
+// a share of the device, rounded up) and its booked compute.
+func usedOf(dev *GPU, b devBook) MilliGPU {
+	return max(ceilShare(b.mem, dev.Memory), b.compute)
+}
+
+// ceilShare is bytes of a device's memory as a share of it, rounded up so that a share
+// never promises more memory than the device has.
+func ceilShare(mem, device int64) MilliGPU {
+	if mem <= 0 || device <= 0 {
+		return 0
+	}
+	return MilliGPU((mem*int64(OneGPU) + device - 1) / device)
+}
+
+// partOn is the slice a shared request takes of a device of that size: a fraction takes
+// its share of both memory and compute; memory or compute alone takes the other in
+// proportion (rounded down, so that slices sized to divide a device fill it exactly). ok
+// is false when the device is too small for the memory asked.
+func partOn(r PodRequest, dev *GPU) (p part, ok bool) {
+	switch {
+	case r.GPUFraction > 0:
+		p.compute = r.GPUFraction
+		p.mem = dev.Memory * int64(r.GPUFraction) / int64(OneGPU)
+	default:
+		if r.GPUMemory > dev.Memory {
+			return wholePart, false
+		}
+		p.mem, p.compute = r.GPUMemory, r.GPUCompute
+		if p.mem == 0 {
+			p.mem = dev.Memory * int64(r.GPUCompute) / int64(OneGPU)
+		}
+		if p.compute == 0 && dev.Memory > 0 {
+			p.compute = MilliGPU(r.GPUMemory * int64(OneGPU) / dev.Memory)
+		}
+	}
+	p.milli = max(ceilShare(p.mem, dev.Memory), p.compute, 1)
+	return p, true
+}
+
+// heldPart is the part a bound pod holds, from its binding: a binding that names a share
+// but neither memory nor compute (written before they were booked apart) holds its share
+// of both, on the first of its devices.
+func heldPart(b *Binding, n *nodeState) part {
+	if b.Share <= 0 {
+		return wholePart
+	}
+	p := part{mem: b.Memory, compute: b.Compute, milli: b.Share}
+	if p.mem == 0 && p.compute == 0 {
+		p.compute = b.Share
+		if len(b.GPUs) > 0 {
+			p.mem = n.n.GPUs[b.GPUs[0]].Memory * int64(b.Share) / int64(OneGPU)
+		}
+	}
+	return p
+}
+
+// fitsPart reports whether device g of node n, as booked in books, has room for the part.
+func fitsPart(n *nodeState, g int, p part, books []devBook) bool {
+	b, dev := books[g], &n.n.GPUs[g]
+	return b.mem+p.mem <= dev.Memory && b.compute+p.compute <= OneGPU &&
+		(n.n.MaxSharers <= 0 || int(b.sharers) < n.n.MaxSharers)
+}
+
+// binding is what the plan reports of a pod's place.
+func (p *podState) binding() Binding {
+	b := Binding{Node: p.node.n.ID, GPUs: p.gpus}
+	if p.share.shared() {
+		b.Share, b.Memory, b.Compute = p.share.milli, p.share.mem, p.share.compute
+	}
+	return b
+}
