@@ -73,7 +73,7 @@ type nodeState struct {
 	gpuUsed []MilliGPU
 	// books is what is booked on each device, exactly: bytes of memory, thousandths of
 	// compute, and how many pods share it. Whether a slice fits is decided by these.
-	books []devBook
+	books   []devBook
 	cpuUsed int64
 	memUsed int64
 	free    int      // fully free GPUs
