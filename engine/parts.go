@@ -57,9 +57,11 @@ func ceilShare(mem, device int64) MilliGPU {
 }
 
 // partOn is the slice a shared request takes of a device of that size: a fraction takes
-// its share of both memory and compute; memory or compute alone takes the other in
-// proportion (rounded down, so that slices sized to divide a device fill it exactly). ok
-// is false when the device is too small for the memory asked.
+// its share of both memory and compute; compute alone takes memory in proportion (rounded
+// down, so that slices sized to divide a device fill it exactly); memory alone books no
+// compute, as in HAMi: compute is guaranteed only to pods that ask for it (a memory
+// slice's SM cap, in proportion, is a limit, not a booking). ok is false when the device
+// is too small for the memory asked.
 func partOn(r PodRequest, dev *GPU) (p part, ok bool) {
 	switch {
 	case r.GPUFraction > 0:
@@ -72,9 +74,6 @@ func partOn(r PodRequest, dev *GPU) (p part, ok bool) {
 		p.mem, p.compute = r.GPUMemory, r.GPUCompute
 		if p.mem == 0 {
 			p.mem = dev.Memory * int64(r.GPUCompute) / int64(OneGPU)
-		}
-		if p.compute == 0 && dev.Memory > 0 {
-			p.compute = MilliGPU(r.GPUMemory * int64(OneGPU) / dev.Memory)
 		}
 	}
 	p.milli = max(ceilShare(p.mem, dev.Memory), p.compute, 1)

@@ -129,34 +129,45 @@ func (s *session) pickSlices(j *jobState, r PodRequest, n *nodeState, used []Mil
 	if k == 1 {
 		return []int{cands[0].g}, cands[0].p, true
 	}
-	// Several devices: the first island (in the order above) with k alike slices, else,
-	// unless one island is required, the first k alike slices anywhere.
-	take := func(island int) []int {
+	// Several devices: the same bytes and compute of each (a pod holds one slice), which
+	// devices of different sizes give a fraction or a compute share in different bytes.
+	// The first island (in the order above) with k alike slices, else, unless one island
+	// is required, the first k alike slices anywhere. The share counted is the largest.
+	alike := func(a, b part) bool { return a.mem == b.mem && a.compute == b.compute }
+	take := func(first part, island int) ([]int, part) {
 		var out []int
+		p := first
 		for _, c := range cands {
-			if (island < 0 || islandOf(n, c.g) == island) && c.p == cands[0].p {
+			if (island < 0 || islandOf(n, c.g) == island) && alike(c.p, first) {
+				p.milli = max(p.milli, c.p.milli)
 				if out = append(out, c.g); len(out) == k {
-					return out
+					slices.Sort(out)
+					return out, p
 				}
 			}
 		}
-		return nil
+		return nil, p
 	}
-	for _, c := range cands {
-		if c.p != cands[0].p {
-			continue
+	for i, c := range cands {
+		if i > 0 && alike(c.p, cands[i-1].p) && islandOf(n, c.g) == islandOf(n, cands[i-1].g) {
+			continue // tried with the one before
 		}
-		if out := take(islandOf(n, c.g)); out != nil {
-			slices.Sort(out)
-			return out, cands[0].p, true
+		if out, p := take(c.p, islandOf(n, c.g)); out != nil {
+			return out, p, true
 		}
 	}
 	if j.j.SameIsland {
 		return nil, wholePart, false
 	}
-	out := take(-1)
-	slices.Sort(out)
-	return out, cands[0].p, out != nil
+	for i, c := range cands {
+		if i > 0 && alike(c.p, cands[i-1].p) {
+			continue
+		}
+		if out, p := take(c.p, -1); out != nil {
+			return out, p, true
+		}
+	}
+	return nil, wholePart, false
 }
 
 // pickWhole takes k fully free devices, preferring one island (requiring one with
