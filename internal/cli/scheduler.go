@@ -21,7 +21,7 @@ import (
 )
 
 func newSchedulerCmd() *cobra.Command {
-	var kubeconfig, identity, placement string
+	var kubeconfig, identity, placement, gpuPolicy string
 	var leaderElect bool
 	var lease scheduler.Lease
 	var gangGrace, usageHalfLife time.Duration
@@ -55,6 +55,10 @@ controller that makes gangs (PodGroups) of Jobs, JobSets and Kubeflow jobs, and 
 			if err != nil {
 				return fmt.Errorf("--placement: %w", err)
 			}
+			gp, err := engine.ParsePacking(gpuPolicy)
+			if err != nil {
+				return fmt.Errorf("--gpu-policy: %w", err)
+			}
 			var rc *rest.Config
 			if kubeconfig == "" {
 				rc, err = rest.InClusterConfig()
@@ -66,7 +70,7 @@ controller that makes gangs (PodGroups) of Jobs, JobSets and Kubeflow jobs, and 
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			opts := stack.Options{Scheduler: scheduler.Options{Engine: engine.Options{Placement: pl, GangGrace: gangGrace, UsageStrength: usageStrength},
+			opts := stack.Options{Scheduler: scheduler.Options{Engine: engine.Options{Placement: pl, GPUPacking: gp, GangGrace: gangGrace, UsageStrength: usageStrength},
 				UsageHalfLife: usageHalfLife, LeaderElection: leaderElect, Identity: identity, Lease: lease, SharingRoot: sharingRoot,
 				CDIKind: cdiKind, DeviceRecorders: deviceRecorders}, SharingRuntimeClass: runtimeClass}
 			if sharingRoot != "" && !filepath.IsAbs(sharingRoot) {
@@ -100,6 +104,7 @@ controller that makes gangs (PodGroups) of Jobs, JobSets and Kubeflow jobs, and 
 	f.StringVar(&certDir, "webhook-cert-dir", "/etc/allot/webhook", "directory with the webhooks' tls.crt and tls.key (reloaded when they change)")
 	f.IntVar(&metricsPort, "metrics-port", 0, "serve Prometheus metrics at /metrics on this port (0: none)")
 	f.StringVar(&placement, "placement", "allot", "placement policy: allot, binpack, spread, best-fit, gpu-packing, fgd, random")
+	f.StringVar(&gpuPolicy, "gpu-policy", "", "how a node's GPUs are chosen, apart from nodes: binpack or spread (empty: as --placement; a pod's allot.dev/gpu-policy overrides)")
 	f.StringVar(&sharingRoot, "sharing-root", "", "host directory the nodes' agents share with pods sharing a GPU (MPS pipes, HAMi-core's library), mounted into them by the webhook (empty: none, for clusters whose nodes do not enforce sharing)")
 	f.StringVar(&cdiKind, "cdi-kind", v1alpha1.DefaultCDIKind, "the CDI kind a sharing pod's GPU is named by on nodes whose delivery is cdi (the device plugin's spec names GPUs by UUID under this kind; nvidia.com/gpu for a spec made with nvidia-ctk)")
 	f.StringVar(&runtimeClass, "sharing-runtime-class", "", "runtime class the webhook gives pods sharing a GPU that name none: where their device goes by environment and the node's default runtime is not NVIDIA's (nvidia-legacy under the GPU Operator with CDI on, nvidia with it off)")
