@@ -162,14 +162,24 @@ func (s *Scheduler) bind(ctx context.Context, j *bindJob) error {
 			if _, marked := s.nodeAnnotation(b.Node, v1alpha1.AnnotationAgent); marked {
 				s.noteAgentMissing(p, b.Node)
 			}
-			if err := s.ensureReservation(ctx, b.Node, b.GPUs[0]); err != nil {
-				return err
+			for _, g := range b.GPUs {
+				if err := s.ensureReservation(ctx, b.Node, g); err != nil {
+					return err
+				}
 			}
 		}
 	}
 	ann := map[string]string{AnnotationGPUs: formatIndices(b.GPUs)}
 	if b.Share > 0 {
 		ann[v1alpha1.AnnotationGPUShare] = strconv.Itoa(int(b.Share))
+		// What is booked of each device, read back by the next cycle and a restarted
+		// scheduler: the share alone would not say how much memory and compute.
+		if b.Memory > 0 {
+			ann[v1alpha1.AnnotationGPUShareMemory] = strconv.FormatInt(b.Memory, 10)
+		}
+		if b.Compute > 0 {
+			ann[v1alpha1.AnnotationGPUShareCompute] = strconv.Itoa(int(b.Compute))
+		}
 		if j.env != nil {
 			o, ok, _ := s.nodes.GetStore().GetByKey(string(b.Node))
 			if !ok {
