@@ -153,6 +153,10 @@ func (s *Scheduler) bind(ctx context.Context, j *bindJob) error {
 	}
 	if b.Share > 0 && !claimed {
 		if uuids, ok := s.agentUUIDs(b.Node); ok {
+			if len(b.GPUs) > 1 {
+				// Kept off such nodes by the node filter (withoutMPS); never half-bound.
+				return fmt.Errorf("a slice of %d GPUs on %s, whose agent reports devices: not bound (each reservation's device is followed for one GPU only)", len(b.GPUs), b.Node)
+			}
 			// The device is the one the reservation was really given.
 			if err := s.placeOnReservation(ctx, j, uuids); err != nil {
 				return err

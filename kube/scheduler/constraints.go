@@ -124,14 +124,26 @@ func room(snap *engine.Snapshot, idx *index, nodes []*corev1.Node, pods []*corev
 // CUDA_MPS_PIPE_DIRECTORY), so its other devices would not be held to their slice.
 func withoutMPS(f *engine.NodeFilter, nodes []*corev1.Node) *engine.NodeFilter {
 	mps := map[engine.NodeID]bool{}
+	agent := map[engine.NodeID]bool{}
 	for _, n := range nodes {
 		if n.Labels[v1alpha1.LabelGPUSharing] == v1alpha1.SharingMPS {
 			mps[engine.NodeID(n.Name)] = true
+		} else if _, ok := n.Annotations[v1alpha1.AnnotationAgent]; ok {
+			agent[engine.NodeID(n.Name)] = true
 		}
+	}
+	if len(agent) > 0 {
+		f = withoutNodes(f, agent, "%d node(s) report their devices through an allot agent, where a slice of several GPUs is not bound yet (each reservation's reported device is followed for one GPU only)")
 	}
 	if len(mps) == 0 {
 		return f
 	}
+	return withoutNodes(f, mps, "%d node(s) enforce sharing with MPS, one daemon per GPU, which holds a slice of only one GPU ("+v1alpha1.AnnotationGPUCount+")")
+}
+
+// withoutNodes rules out the nodes of rule, saying why (a format of the count ruled out).
+func withoutNodes(f *engine.NodeFilter, rule map[engine.NodeID]bool, whyFormat string) *engine.NodeFilter {
+	mps := rule
 	out := *f
 	out.Allowed = nil
 	ruled := 0
@@ -145,7 +157,7 @@ func withoutMPS(f *engine.NodeFilter, nodes []*corev1.Node) *engine.NodeFilter {
 	if ruled == 0 {
 		return f
 	}
-	why := fmt.Sprintf("%d node(s) enforce sharing with MPS, one daemon per GPU, which holds a slice of only one GPU (%s)", ruled, v1alpha1.AnnotationGPUCount)
+	why := fmt.Sprintf(whyFormat, ruled)
 	if out.Excluded != "" {
 		why = out.Excluded + "; " + why
 	}
