@@ -2,6 +2,8 @@ package v1alpha1
 
 import (
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -59,6 +61,32 @@ var GPUEnvNames = []string{
 	"ALLOT_SHM_DIR",
 }
 
+// DeviceMemoryLimitEnv is HAMi-core's memory limit of the i-th device a container sees,
+// which it reads beside CUDA_DEVICE_MEMORY_LIMIT (every device's).
+func DeviceMemoryLimitEnv(i int) string { return "CUDA_DEVICE_MEMORY_LIMIT_" + strconv.Itoa(i) }
+
+// GPUEnvNamesFor are the variables of a pod sharing a slice of devices GPUs: GPUEnvNames,
+// and beyond one device HAMi-core's memory limit of each.
+func GPUEnvNamesFor(devices int) []string {
+	if devices <= 1 {
+		return GPUEnvNames
+	}
+	out := slices.Clone(GPUEnvNames)
+	for i := range min(devices, MaxGPUCount) {
+		out = append(out, DeviceMemoryLimitEnv(i))
+	}
+	return out
+}
+
+// IsGPUEnvName tells a variable the scheduler may set for a sharing pod.
+func IsGPUEnvName(name string) bool {
+	if slices.Contains(GPUEnvNames, name) {
+		return true
+	}
+	i, err := strconv.Atoi(strings.TrimPrefix(name, "CUDA_DEVICE_MEMORY_LIMIT_"))
+	return strings.HasPrefix(name, "CUDA_DEVICE_MEMORY_LIMIT_") && err == nil && i >= 0 && i < MaxGPUCount && DeviceMemoryLimitEnv(i) == name
+}
+
 // GPUEnvFieldPath is the downward API path of the annotation a sharing pod's variable
 // name is read from.
 func GPUEnvFieldPath(name string) string {
@@ -107,14 +135,20 @@ func ParseDelivery(v string) (string, error) {
 // API server refuses any later change (FieldsPolicyName).
 var CDIOwnedPrefixes = []string{"nvidia.cdi.k8s.io", "cdi.k8s.io/"}
 
-// CDIAnnotations are the annotations that give a sharing pod's containers the device uuid
-// of kind (DefaultCDIKind when empty): one per container, or one for the whole pod when a
-// container's name is too long for an annotation key (its name part holds 63 characters).
-func CDIAnnotations(containers []string, kind, uuid string) map[string]string {
+// CDIAnnotations are the annotations that give a sharing pod's containers the devices
+// uuids (comma-separated, one or several) of kind (DefaultCDIKind when empty): one per
+// container, or one for the whole pod when a container's name is too long for an
+// annotation key (its name part holds 63 characters). Several devices are listed
+// comma-separated, each a fully qualified CDI name.
+func CDIAnnotations(containers []string, kind, uuids string) map[string]string {
 	if kind == "" {
 		kind = DefaultCDIKind
 	}
-	dev := kind + "=" + uuid
+	var devs []string
+	for _, u := range strings.Split(uuids, ",") {
+		devs = append(devs, kind+"="+u)
+	}
+	dev := strings.Join(devs, ",")
 	out := map[string]string{}
 	for _, c := range containers {
 		key := AnnotationNRIContainerPrefix + c

@@ -2,6 +2,7 @@ package v1alpha1
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -60,6 +61,10 @@ const (
 	AnnotationGPUShareCompute = "allot.dev/gpu-share-compute"
 	AnnotationConfigMap       = "allot.dev/gpu-configmap" // pod: the ConfigMap its containers read their GPU from
 	AnnotationMinMember       = "allot.dev/min-member"    // pod: its gang's size, from the workload at admission
+	// AnnotationTranslated records, on a pod the webhook admitted with another scheduler's
+	// names (HAMi's, KAI-Scheduler's), what was read from which name and what Allot's name
+	// it became: "nvidia.com/gpumem=8000 → allot.dev/gpu-memory=8000Mi; …".
+	AnnotationTranslated = "allot.dev/translated"
 	// AnnotationLeader on a bind or an eviction (and so on the bound pod) names the
 	// scheduler replica that made it, checked against the Lease by the API server.
 	AnnotationLeader    = "allot.dev/leader"
@@ -117,15 +122,26 @@ const (
 	ClassInference   = "inference"
 )
 
-// GPUShare is what a pod asks of one shared GPU.
+// GPUShare is what a pod asks of the GPUs it shares: a slice of each of Count devices.
 type GPUShare struct {
-	Fraction float64 // of one device, in (0, 1); 0 when memory is asked instead
-	Memory   int64   // bytes of one device's memory; 0 when a fraction is asked
-	Compute  int32   // percent of the device's compute; 0 = in proportion to the share
+	Fraction float64 // of each device's memory and compute, in (0, 1); 0 when memory or compute is asked instead
+	Memory   int64   // bytes of each device's memory; 0 when a fraction is asked, or compute alone
+	// Compute is the percent of each device's compute (SMs); 0 = in proportion to the
+	// memory or fraction. Alone, it is the slice, and memory is in proportion to it.
+	Compute int32
+	// Count is how many devices the slice is taken of, one each (allot.dev/gpu-count); 0
+	// or 1 is one.
+	Count int
 }
 
 // Shared tells whether the pod asks for part of a GPU.
-func (s GPUShare) Shared() bool { return s.Fraction > 0 || s.Memory > 0 }
+func (s GPUShare) Shared() bool { return s.Fraction > 0 || s.Memory > 0 || s.Compute > 0 }
+
+// Devices is how many devices the slice is taken of.
+func (s GPUShare) Devices() int { return max(s.Count, 1) }
+
+// MaxGPUCount bounds allot.dev/gpu-count: no node has more devices.
+const MaxGPUCount = 64
 
 // ParseGPUShare reads a pod's sharing annotations. Its errors name the annotation and the
 // allowed values, for the admission webhook to show as they are.
@@ -161,14 +177,96 @@ func ParseGPUShare(annotations map[string]string) (GPUShare, error) {
 	if c, ok := annotations[AnnotationGPUCompute]; ok {
 		v, err := strconv.Atoi(strings.TrimSpace(c))
 		if err != nil || v < 1 || v > 100 {
-			return s, fmt.Errorf("%s: %q is not allowed: a whole percentage from 1 to 100", AnnotationGPUCompute, c)
+			return s, fmt.Errorf("%s: %q is not allowed: a whole percentage of each GPU's compute from 1 to 100", AnnotationGPUCompute, c)
 		}
-		if !s.Shared() {
-			return s, fmt.Errorf("%s is set without %s or %s: a compute share applies to a shared GPU", AnnotationGPUCompute, AnnotationGPUFraction, AnnotationGPUMemory)
-		}
+		// Alone it is the slice: that much of the compute, and memory in proportion.
 		s.Compute = int32(v)
 	}
+	if c, ok := annotations[AnnotationGPUCount]; ok {
+		v, err := strconv.Atoi(strings.TrimSpace(c))
+		if err != nil || v < 1 || v > MaxGPUCount {
+			return s, fmt.Errorf("%s: %q is not allowed: how many GPUs the slice is taken of, a whole number from 1 to %d", AnnotationGPUCount, c, MaxGPUCount)
+		}
+		if !s.Shared() {
+			return s, fmt.Errorf("%s is set without %s, %s or %s: it says how many GPUs a slice is taken of (for whole GPUs request nvidia.com/gpu: %d)",
+				AnnotationGPUCount, AnnotationGPUFraction, AnnotationGPUMemory, AnnotationGPUCompute, v)
+		}
+		s.Count = v
+	}
 	return s, nil
+}
+
+// GPUChoice is which devices a pod may be given, beyond how much of them: by UUID, by
+// model it must not be given, one island, and how its nodes and GPUs are chosen.
+type GPUChoice struct {
+	UUIDs, ExcludeUUIDs, ExcludeTypes []string
+	SameIsland                        bool
+	NodePolicy, GPUPolicy             string // "", "binpack" or "spread"
+}
+
+// Policies are the values of AnnotationNodePolicy and AnnotationGPUPolicy.
+var Policies = []string{"binpack", "spread"}
+
+// ParseGPUChoice reads a pod's device-choice annotations (gpu-uuid, gpu-uuid-exclude,
+// gpu-type-exclude, gpu-island, node-policy, gpu-policy). Its errors name the annotation
+// and the allowed values.
+func ParseGPUChoice(annotations map[string]string) (GPUChoice, error) {
+	var c GPUChoice
+	list := func(key string, into *[]string) error {
+		v, ok := annotations[key]
+		if !ok {
+			return nil
+		}
+		for _, f := range strings.Split(v, ",") {
+			if f = strings.TrimSpace(f); f != "" {
+				*into = append(*into, f)
+			}
+		}
+		if len(*into) == 0 {
+			return fmt.Errorf("%s: %q names nothing: a comma-separated list (remove the annotation to allow any)", key, v)
+		}
+		return nil
+	}
+	for _, l := range []struct {
+		key  string
+		into *[]string
+	}{{AnnotationGPUUUIDPick, &c.UUIDs}, {AnnotationGPUUUIDExclude, &c.ExcludeUUIDs}, {AnnotationGPUTypeExclude, &c.ExcludeTypes}} {
+		if err := list(l.key, l.into); err != nil {
+			return c, err
+		}
+	}
+	if v, ok := annotations[AnnotationGPUIsland]; ok {
+		if strings.TrimSpace(v) != "required" {
+			return c, fmt.Errorf("%s: %q is not allowed: \"required\" keeps a pod's GPUs on one NVLink/NUMA island (remove it to only prefer one)", AnnotationGPUIsland, v)
+		}
+		c.SameIsland = true
+	}
+	for _, p := range []struct {
+		key  string
+		into *string
+	}{{AnnotationNodePolicy, &c.NodePolicy}, {AnnotationGPUPolicy, &c.GPUPolicy}} {
+		if v, ok := annotations[p.key]; ok {
+			v = strings.TrimSpace(v)
+			if !slices.Contains(Policies, v) {
+				return c, fmt.Errorf("%s: %q is not allowed: %s", p.key, annotations[p.key], strings.Join(Policies, " or "))
+			}
+			*p.into = v
+		}
+	}
+	return c, nil
+}
+
+// ParseBookedSlice reads the slice of each shared GPU the scheduler booked for a bound pod
+// (allot.dev/gpu-share-memory, bytes; allot.dev/gpu-share-compute, thousandths); 0 where
+// it wrote none (a pod bound before they were written) or the value is not one it writes.
+func ParseBookedSlice(annotations map[string]string) (memory int64, compute int) {
+	if v, err := strconv.ParseInt(strings.TrimSpace(annotations[AnnotationGPUShareMemory]), 10, 64); err == nil && v > 0 && v <= 1<<50 {
+		memory = v
+	}
+	if v, err := strconv.Atoi(strings.TrimSpace(annotations[AnnotationGPUShareCompute])); err == nil && v > 0 && v <= 1000 {
+		compute = v
+	}
+	return memory, compute
 }
 
 // HeldGPUs reads where the scheduler placed a bound pod: the device indices on its node

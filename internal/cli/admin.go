@@ -255,6 +255,9 @@ func printNodes(out io.Writer, ns []inspect.Node) error {
 			if holders == "" {
 				holders = "-"
 			}
+			if g.Cordoned != "" {
+				holders = "CORDONED: " + g.Cordoned + "; " + holders
+			}
 			if g.Unhealthy != "" {
 				holders = "FAILED: " + g.Unhealthy + "; " + holders
 			}

@@ -6,10 +6,13 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -28,7 +31,8 @@ func newSchedulerCmd() *cobra.Command {
 	var usageStrength float64
 	var webhookPort, metricsPort int
 	var certDir, sharingRoot, cdiKind, runtimeClass string
-	var deviceRecorders []string
+	var deviceRecorders, adopt []string
+	var defaultGPUMemory string
 	cmd := &cobra.Command{
 		Use:     "scheduler",
 		GroupID: "run",
@@ -73,6 +77,9 @@ controller that makes gangs (PodGroups) of Jobs, JobSets and Kubeflow jobs, and 
 			opts := stack.Options{Scheduler: scheduler.Options{Engine: engine.Options{Placement: pl, GPUPacking: gp, GangGrace: gangGrace, UsageStrength: usageStrength},
 				UsageHalfLife: usageHalfLife, LeaderElection: leaderElect, Identity: identity, Lease: lease, SharingRoot: sharingRoot,
 				CDIKind: cdiKind, DeviceRecorders: deviceRecorders}, SharingRuntimeClass: runtimeClass}
+			if opts.Peers, err = peersFromFlags(adopt, defaultGPUMemory); err != nil {
+				return err
+			}
 			if sharingRoot != "" && !filepath.IsAbs(sharingRoot) {
 				return fmt.Errorf("--sharing-root %q is not allowed: an absolute path on the nodes, such as /run/allot/sharing", sharingRoot)
 			}
@@ -108,8 +115,30 @@ controller that makes gangs (PodGroups) of Jobs, JobSets and Kubeflow jobs, and 
 	f.StringVar(&sharingRoot, "sharing-root", "", "host directory the nodes' agents share with pods sharing a GPU (MPS pipes, HAMi-core's library), mounted into them by the webhook (empty: none, for clusters whose nodes do not enforce sharing)")
 	f.StringVar(&cdiKind, "cdi-kind", v1alpha1.DefaultCDIKind, "the CDI kind a sharing pod's GPU is named by on nodes whose delivery is cdi (the device plugin's spec names GPUs by UUID under this kind; nvidia.com/gpu for a spec made with nvidia-ctk)")
 	f.StringVar(&runtimeClass, "sharing-runtime-class", "", "runtime class the webhook gives pods sharing a GPU that name none: where their device goes by environment and the node's default runtime is not NVIDIA's (nvidia-legacy under the GPU Operator with CDI on, nvidia with it off)")
+	f.StringSliceVar(&adopt, "adopt-scheduler-names", nil, "other schedulers whose pods the webhook takes over, rewriting their schedulerName to allot (kai-scheduler, hami-scheduler); the chart registers the webhook for them (webhook.adoptSchedulerNames)")
+	f.StringVar(&defaultGPUMemory, "default-gpu-memory", "", "HAMi's default device memory: a pod that came through HAMi's names (schedulerName hami-scheduler taken over, or HAMi's annotations) and asks for nvidia.com/gpu: N with no memory gets a slice of this much of each of N GPUs, such as 10Gi (empty: whole GPUs; pods written for Allot always get whole GPUs)")
 	f.StringSliceVar(&deviceRecorders, "device-recorders", nil, "users who may record on a pod the devices the kubelet gave it (the agents' service account), kept by the API server's allot-pod-fields policy when the scheduler installs it")
 	f.Float64Var(&usageStrength, "usage-strength", 0, "how much a queue's past use above quota lowers its part of idle GPUs: 0 ignores it, 1 is strong (quotas are never touched)")
 	f.DurationVar(&usageHalfLife, "usage-half-life", engine.DefaultUsageHalfLife, "how fast past use is forgotten: it counts half after this long")
 	return cmd
+}
+
+// peersFromFlags reads --adopt-scheduler-names and --default-gpu-memory.
+func peersFromFlags(adopt []string, defaultGPUMemory string) (admission.Peers, error) {
+	var p admission.Peers
+	for _, a := range adopt {
+		if !slices.Contains(admission.PeerSchedulers, a) {
+			return p, fmt.Errorf("--adopt-scheduler-names %q is not allowed: %s", a, strings.Join(admission.PeerSchedulers, ", "))
+		}
+	}
+	p.AdoptSchedulers = adopt
+	if defaultGPUMemory != "" {
+		q, err := resource.ParseQuantity(defaultGPUMemory)
+		v, whole := q.AsInt64()
+		if err != nil || !whole || v <= 0 || v > 1<<50 {
+			return p, fmt.Errorf("--default-gpu-memory %q is not allowed: a positive quantity of GPU memory such as 10Gi", defaultGPUMemory)
+		}
+		p.DefaultGPUMemory = v
+	}
+	return p, nil
 }

@@ -388,6 +388,11 @@ func newDescribeCmd() *cobra.Command {
 				fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", p.Name, node, gpus, p.Phase, p.Reason)
 			}
 			tw.Flush()
+			for _, p := range w.Pods {
+				if p.Translated != "" {
+					fmt.Fprintf(out, "Translated (%s): %s\n", p.Name, p.Translated)
+				}
+			}
 			fmt.Fprintln(out, "\nEvents:")
 			if len(events) == 0 {
 				fmt.Fprintln(out, "  none")

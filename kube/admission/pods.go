@@ -82,6 +82,9 @@ type Mutator struct {
 	// under which the NVIDIA runtime reads NVIDIA_VISIBLE_DEVICES on nodes whose delivery
 	// is env and whose default runtime is not NVIDIA's.
 	RuntimeClass string
+	// Peers says which other schedulers' pods it takes over, and HAMi's default device
+	// memory (peers.go).
+	Peers Peers
 }
 
 // sharingVolume is the name of the mounted SharingRoot in a sharing pod.
@@ -98,6 +101,12 @@ func (m *Mutator) Handle(ctx context.Context, req admission.Request) admission.R
 	}
 	if p.Namespace == "" {
 		p.Namespace = req.Namespace
+	}
+	if req.SubResource == "" {
+		// HAMi's and KAI-Scheduler's names become Allot's, once, before anything reads them.
+		if err := m.Peers.Translate(&p); err != nil {
+			return admission.Denied(err.Error())
+		}
 	}
 	if !subject(&p) {
 		return admission.Allowed("not a workload scheduled by allot")
@@ -154,7 +163,7 @@ func (m *Mutator) Handle(ctx context.Context, req admission.Request) admission.R
 		denyImageDevices(out, share.Shared())
 	}
 	if shareErr == nil && share.Shared() {
-		giveGPUEnv(out)
+		giveGPUEnv(out, share.Devices())
 		// The pod's node is not known yet: the directory goes in whatever the node's mode,
 		// and the environment the scheduler writes for that node says what in it to use.
 		if m.SharingRoot != "" {
@@ -176,13 +185,13 @@ func (m *Mutator) Handle(ctx context.Context, req admission.Request) admission.R
 // when the container starts: last, so that it wins over anything before it, and from the
 // pod itself, which its owner may not change there (FieldsPolicyName). Until the bind
 // writes the values they are empty: no device.
-func giveGPUEnv(p *corev1.Pod) {
+func giveGPUEnv(p *corev1.Pod, devices int) {
 	for i := range p.Spec.Containers {
 		c := &p.Spec.Containers[i]
 		// Entries of its own from an earlier pass go (a webhook may be called again); a
 		// pod's own setting of these names stays, for the validator to refuse by name.
 		c.Env = slices.DeleteFunc(c.Env, isGPUEnv)
-		for _, name := range v1alpha1.GPUEnvNames {
+		for _, name := range v1alpha1.GPUEnvNamesFor(devices) {
 			c.Env = append(c.Env, gpuEnvVar(name))
 		}
 	}
@@ -252,7 +261,7 @@ func gpuEnvVar(name string) corev1.EnvVar {
 
 // isGPUEnv tells an entry giveGPUEnv makes: the name read from the annotation of that name.
 func isGPUEnv(e corev1.EnvVar) bool {
-	if !slices.Contains(v1alpha1.GPUEnvNames, e.Name) {
+	if !v1alpha1.IsGPUEnvName(e.Name) {
 		return false
 	}
 	want := gpuEnvVar(e.Name)
@@ -315,13 +324,25 @@ func ValidatePod(p *corev1.Pod, view View) error {
 	if msg := v1alpha1.ResourceClaimsProblem(p); msg != "" {
 		return errors.New(msg)
 	}
+	if notes, err := untranslated(p); err != nil {
+		return err
+	} else if notes != "" {
+		return fmt.Errorf("another scheduler's names were not translated by Allot's mutating webhook (%s): is it installed, and does its condition send such pods to it?", notes)
+	}
 	share, err := v1alpha1.ParseGPUShare(p.Annotations)
 	if err != nil {
 		return err
 	}
 	whole := v1alpha1.WholeGPUs(p)
 	if share.Shared() && whole > 0 {
-		return fmt.Errorf("%s or %s with nvidia.com/gpu: a pod takes part of one GPU or whole GPUs, not both", v1alpha1.AnnotationGPUFraction, v1alpha1.AnnotationGPUMemory)
+		return fmt.Errorf("%s, %s or %s with nvidia.com/gpu: a pod takes a slice of GPUs or whole GPUs, not both (a slice of each of N GPUs: %s: N)",
+			v1alpha1.AnnotationGPUFraction, v1alpha1.AnnotationGPUMemory, v1alpha1.AnnotationGPUCompute, v1alpha1.AnnotationGPUCount)
+	}
+	if _, err := v1alpha1.ParseGPUChoice(p.Annotations); err != nil {
+		return err
+	}
+	if share.Devices() > 1 && len(p.Spec.ResourceClaims) > 0 {
+		return fmt.Errorf("%s with spec.resourceClaims: a slice of several GPUs is not offered through DRA", v1alpha1.AnnotationGPUCount)
 	}
 	if err := checkOwnedAnnotations(p); err != nil {
 		return err

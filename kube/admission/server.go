@@ -102,21 +102,48 @@ func SelfSigned(dir string) (caBundle []byte, err error) {
 // are told they have none, whatever their image says). A bare pod that names its queue and
 // asks for whole GPUs skips the call, which halves the admission cost of the commonest
 // submission.
+// Pods with another scheduler's names (peers.go) are sent too: their queue label, a
+// sharing annotation, or any extended resource but nvidia.com/gpu (HAMi's gpumem and
+// gpucores, other vendors' devices, which are refused).
 const MutateCondition = `has(object.metadata.ownerReferences) || !has(object.metadata.labels) || !('allot.dev/queue' in object.metadata.labels) ||
-(has(object.metadata.annotations) && ('allot.dev/gpu-fraction' in object.metadata.annotations || 'allot.dev/gpu-memory' in object.metadata.annotations)) ||
+(has(object.metadata.annotations) && ('allot.dev/gpu-fraction' in object.metadata.annotations || 'allot.dev/gpu-memory' in object.metadata.annotations ||
+'allot.dev/gpu-compute' in object.metadata.annotations || 'allot.dev/translated' in object.metadata.annotations ||
+object.metadata.annotations.exists(k, k in ['nvidia.com/use-gpuuuid', 'nvidia.com/nouse-gpuuuid', 'nvidia.com/use-gputype', 'nvidia.com/nouse-gputype',
+'nvidia.com/numa-bind', 'nvidia.com/vgpu-mode', 'hami.io/node-scheduler-policy', 'hami.io/gpu-scheduler-policy', 'gpu-fraction', 'gpu-memory',
+'gpu-fraction-num-devices']))) ||
+object.metadata.labels.exists(k, k in ['kai.scheduler/queue', 'runai/queue']) ||
+object.spec.containers.exists(c, has(c.resources) && ((has(c.resources.limits) && c.resources.limits.exists(k, k.contains('/') && k != 'nvidia.com/gpu')) ||
+(has(c.resources.requests) && c.resources.requests.exists(k, k.contains('/') && k != 'nvidia.com/gpu')))) ||
 !object.spec.containers.exists(c, has(c.resources) && has(c.resources.limits) && 'nvidia.com/gpu' in c.resources.limits)`
+
+// SchedulerCondition is the match condition of the pod webhooks: pods of Allot's, and
+// those of the schedulers an admin had it take over (Peers.AdoptSchedulers).
+func SchedulerCondition(adopt []string) string {
+	cond := "object.spec.schedulerName == 'allot'"
+	for _, a := range adopt {
+		cond += fmt.Sprintf(" || object.spec.schedulerName == '%s'", a)
+	}
+	return cond
+}
 
 // Register creates or updates the webhook configurations that send pods scheduled by
 // Allot to the webhooks at baseURL. Only pods with schedulerName allot are sent: a webhook
 // that is down never blocks anyone else's pods.
 func Register(ctx context.Context, client kubernetes.Interface, baseURL string, caBundle []byte) error {
+	return RegisterAdopting(ctx, client, baseURL, caBundle, nil)
+}
+
+// RegisterAdopting is Register where the mutating webhook also sees the pods of the
+// schedulers named in adopt, which it rewrites to Allot's (Peers.AdoptSchedulers).
+func RegisterAdopting(ctx context.Context, client kubernetes.Interface, baseURL string, caBundle []byte, adopt []string) error {
 	fail := admissionregv1.Fail
 	none := admissionregv1.SideEffectClassNone
 	timeout := int32(10)
 	rules := []admissionregv1.RuleWithOperations{{Operations: []admissionregv1.OperationType{admissionregv1.Create},
 		Rule: admissionregv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"}}}}
 	ours := []admissionregv1.MatchCondition{{Name: "scheduled-by-allot", Expression: "object.spec.schedulerName == 'allot'"}}
-	mutate := append(slices.Clone(ours), admissionregv1.MatchCondition{Name: "needs-defaults", Expression: MutateCondition})
+	mutate := []admissionregv1.MatchCondition{{Name: "scheduled-by-allot", Expression: SchedulerCondition(adopt)},
+		{Name: "needs-defaults", Expression: MutateCondition}}
 	url := func(path string) admissionregv1.WebhookClientConfig {
 		u := baseURL + path
 		return admissionregv1.WebhookClientConfig{URL: &u, CABundle: caBundle}

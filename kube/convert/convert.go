@@ -34,6 +34,7 @@ func Node(n *corev1.Node) engine.Node {
 	// A label outside the allowed values declares nothing (NodeProblems says so).
 	out.Sharing, _ = v1alpha1.ParseSharing(n.Labels[v1alpha1.LabelGPUSharing])
 	out.NoFractions = NoFractions(n)
+	out.MaxSharers, _ = maxSharers(n)
 	// A node is trusted no further than its capacity: a negative quantity an admin wrote
 	// counts as none, and a GPU memory label past 2^40 MiB (or not a number) as unknown.
 	out.CPU, out.Memory = max(out.CPU, 0), max(out.Memory, 0)
@@ -57,6 +58,7 @@ func Node(n *corev1.Node) engine.Node {
 			unhealthy[u.Index] = u.Reason
 		}
 	}
+	cordoned, _ := Cordoned(n, count, uuids)
 	for g := 0; g < count; g++ {
 		// Without the UUIDs (no agent on the node yet), the device index: NVIDIA's
 		// container runtime takes either in NVIDIA_VISIBLE_DEVICES.
@@ -72,10 +74,62 @@ func Node(n *corev1.Node) engine.Node {
 		if bad && why == "" {
 			why = "reported unhealthy"
 		}
+		var cordon string
+		if cordoned[g] {
+			cordon = CordonReason
+		}
 		out.GPUs = append(out.GPUs, engine.GPU{Model: n.Labels[v1alpha1.LabelGPUProduct], Memory: memMi << 20,
-			UUID: uuid, Island: island, Unhealthy: why})
+			UUID: uuid, Island: island, Unhealthy: why, Cordoned: cordon})
 	}
 	return out
+}
+
+// CordonReason is why a device an admin listed in allot.dev/gpu-cordon takes nothing new.
+var CordonReason = "cordoned by an admin (" + v1alpha1.AnnotationGPUCordon + ")"
+
+// Cordoned reads a node's allot.dev/gpu-cordon: the indices of its count devices an admin
+// took out of service ("all", or indices and UUIDs, comma-separated; uuids are the
+// agent's, by index), and the entries that name none of them.
+func Cordoned(n *corev1.Node, count int, uuids []string) (map[int]bool, []string) {
+	v, ok := n.Annotations[v1alpha1.AnnotationGPUCordon]
+	if !ok {
+		return nil, nil
+	}
+	out := map[int]bool{}
+	var unknown []string
+	for _, f := range strings.Split(v, ",") {
+		f = strings.TrimSpace(f)
+		switch i, err := strconv.Atoi(f); {
+		case f == "":
+		case f == "all":
+			for g := 0; g < count; g++ {
+				out[g] = true
+			}
+		case err == nil && i >= 0 && i < count:
+			out[i] = true
+		default:
+			if u := slices.IndexFunc(uuids, func(u string) bool { return strings.TrimSpace(u) == f }); u >= 0 && u < count {
+				out[u] = true
+			} else {
+				unknown = append(unknown, f)
+			}
+		}
+	}
+	return out, unknown
+}
+
+// maxSharers reads a node's allot.dev/gpu-max-sharers: 0 (no cap) when absent; ok is false
+// when it is not a whole number from 1 to 1000 (then no cap either).
+func maxSharers(n *corev1.Node) (int, bool) {
+	v, set := n.Annotations[v1alpha1.AnnotationGPUMaxSharers]
+	if !set {
+		return 0, true
+	}
+	m, err := strconv.Atoi(strings.TrimSpace(v))
+	if err != nil || m < 1 || m > int(engine.OneGPU) {
+		return 0, false
+	}
+	return m, true
 }
 
 // RecordedGPUs reads the devices the kubelet gave a pod (the agent's allot.dev/gpu-devices
@@ -177,6 +231,16 @@ func NodeProblems(n *corev1.Node) []string {
 	if _, err := v1alpha1.ParseUnhealthy(n.Annotations[v1alpha1.AnnotationGPUUnhealthy]); err != nil {
 		out = append(out, err.Error()+": no device is taken to have failed")
 	}
+	if v, ok := n.Annotations[v1alpha1.AnnotationGPUCordon]; ok {
+		if _, unknown := Cordoned(n, int(gpus), strings.Split(n.Annotations[v1alpha1.AnnotationGPUUUIDs], ",")); len(unknown) > 0 {
+			out = append(out, fmt.Sprintf("annotation %s: %q: %s names no device of the node (an index below %d, a UUID of %s, or \"all\"): not cordoned",
+				v1alpha1.AnnotationGPUCordon, v, strings.Join(unknown, ", "), gpus, v1alpha1.AnnotationGPUUUIDs))
+		}
+	}
+	if _, ok := maxSharers(n); !ok {
+		out = append(out, fmt.Sprintf("annotation %s: %q is not a whole number of pods from 1 to %d: no cap on the pods sharing a GPU",
+			v1alpha1.AnnotationGPUMaxSharers, n.Annotations[v1alpha1.AnnotationGPUMaxSharers], engine.OneGPU))
+	}
 	if _, err := ParseOccupancy(n); err != nil {
 		out = append(out, fmt.Sprintf("annotation %s is not the scheduler's JSON (%v): rewritten at the next change", v1alpha1.AnnotationOccupancy, err))
 	}
@@ -207,6 +271,10 @@ func PodRequest(p *corev1.Pod) engine.PodRequest {
 	if share, err := v1alpha1.ParseGPUShare(p.Annotations); err == nil && r.GPUs == 0 {
 		r.GPUFraction = engine.MilliGPU(math.Round(share.Fraction * float64(engine.OneGPU)))
 		r.GPUMemory = share.Memory
+		r.GPUCompute = engine.MilliGPU(share.Compute) * engine.OneGPU / 100
+		if share.Count > 1 {
+			r.Devices = share.Count
+		}
 	}
 	// As kube-scheduler counts them: init containers, sidecars and the pod's overhead.
 	req := resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{})
@@ -308,4 +376,27 @@ func ParseOccupancy(n *corev1.Node) (Occupancy, error) {
 	}
 	err := json.Unmarshal([]byte(v), &occ)
 	return occ, err
+}
+
+// JobChoice sets on job what a pod's device-choice annotations ask (allot.dev/gpu-uuid,
+// gpu-uuid-exclude, gpu-type-exclude, gpu-island, node-policy, gpu-policy); the error
+// names the annotation that could not be read.
+func JobChoice(job *engine.Job, annotations map[string]string) error {
+	c, err := v1alpha1.ParseGPUChoice(annotations)
+	if err != nil {
+		return err
+	}
+	job.GPUUUIDs, job.ExcludeGPUUUIDs, job.ExcludeGPUTypes, job.SameIsland = c.UUIDs, c.ExcludeUUIDs, c.ExcludeTypes, c.SameIsland
+	// ParseGPUChoice let only the values ParsePacking knows through.
+	job.NodePacking, _ = engine.ParsePacking(c.NodePolicy)
+	job.GPUPacking, _ = engine.ParsePacking(c.GPUPolicy)
+	return nil
+}
+
+// BookedSlice reads back the slice of each shared GPU the scheduler booked for a bound pod
+// (allot.dev/gpu-share-memory and gpu-share-compute): none on a pod bound before they
+// were written, whose binding then holds its share of both.
+func BookedSlice(p *corev1.Pod) (memory int64, compute engine.MilliGPU) {
+	m, c := v1alpha1.ParseBookedSlice(p.Annotations)
+	return m, engine.MilliGPU(c)
 }

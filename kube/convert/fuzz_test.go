@@ -25,10 +25,11 @@ func FuzzNode(f *testing.F) {
 	f.Add("-2", "99999999999999999999", "", ",,,", "-1", "-1Gi", "not json", "{{{")
 	f.Add("1e3", "-5", "x", "", "1m", "0", `{"gpus":[{"index":"x"}]}`, "101")
 	f.Fuzz(func(t *testing.T, gpus, memMi, product, uuids, cpu, mem, occupancy, util string) {
+		// The utilisation string doubles as the admin's cordon list and sharer cap.
 		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n",
 			Labels: map[string]string{v1alpha1.LabelGPUMemory: memMi, v1alpha1.LabelGPUProduct: product},
 			Annotations: map[string]string{v1alpha1.AnnotationGPUUUIDs: uuids, v1alpha1.AnnotationOccupancy: occupancy,
-				v1alpha1.AnnotationGPUUtilization: util}}}
+				v1alpha1.AnnotationGPUUtilization: util, v1alpha1.AnnotationGPUCordon: util, v1alpha1.AnnotationGPUMaxSharers: util}}}
 		n.Status.Allocatable = corev1.ResourceList{}
 		for name, v := range map[corev1.ResourceName]string{GPUResource: gpus, corev1.ResourceCPU: cpu, corev1.ResourceMemory: mem} {
 			if q, err := resource.ParseQuantity(v); err == nil {
@@ -45,8 +46,8 @@ func FuzzNode(f *testing.F) {
 		if int64(len(out.GPUs)) > max(capacity.Value(), 0) || len(out.GPUs) > 64 {
 			t.Fatalf("%d GPUs on a node of capacity %s", len(out.GPUs), capacity.String())
 		}
-		if out.CPU < 0 || out.Memory < 0 {
-			t.Fatalf("cpu %d, memory %d", out.CPU, out.Memory)
+		if out.CPU < 0 || out.Memory < 0 || out.MaxSharers < 0 || out.MaxSharers > 1000 {
+			t.Fatalf("cpu %d, memory %d, sharers %d", out.CPU, out.Memory, out.MaxSharers)
 		}
 		for _, g := range out.GPUs {
 			if g.Memory < 0 {
@@ -73,7 +74,8 @@ func FuzzPodRequest(f *testing.F) {
 		}
 		p.Spec.Containers = []corev1.Container{c}
 		r := PodRequest(p)
-		if r.GPUs < 0 || r.GPUFraction < 0 || r.GPUFraction >= engine.OneGPU || r.GPUMemory < 0 || r.CPU < 0 || r.Memory < 0 {
+		if r.GPUs < 0 || r.GPUFraction < 0 || r.GPUFraction >= engine.OneGPU || r.GPUMemory < 0 || r.CPU < 0 || r.Memory < 0 ||
+			r.GPUCompute < 0 || r.GPUCompute > engine.OneGPU || r.Devices < 0 || r.Devices > 64 || (r.GPUs > 0 && r.Shared()) {
 			t.Fatalf("request %+v", r)
 		}
 	})

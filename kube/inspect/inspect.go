@@ -23,6 +23,9 @@ type Pod struct {
 	Asks   float64   `json:"gpusRequested"`
 	Phase  string    `json:"phase"`
 	Reason string    `json:"reason,omitempty"`
+	// Translated is what the webhook read from another scheduler's names (HAMi's,
+	// KAI-Scheduler's) and wrote as Allot's (allot.dev/translated).
+	Translated string `json:"translated,omitempty"`
 }
 
 // PodGPUs is what a pod asks: whole GPUs, or its fraction of one (a memory request counts

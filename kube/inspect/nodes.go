@@ -61,6 +61,9 @@ type GPU struct {
 	// Unhealthy says why the device failed, as its agent reported (an XID error, off the
 	// bus); empty while it is healthy.
 	Unhealthy string `json:"unhealthy,omitempty"`
+	// Cordoned says why an admin took the device out of service (allot.dev/gpu-cordon on
+	// the node): nothing new goes there, its pods keep running.
+	Cordoned string `json:"cordoned,omitempty"`
 	// Device is the device's name in its ResourceSlice, on a DRA node.
 	Device string `json:"device,omitempty"`
 }
@@ -203,7 +206,8 @@ func BuildNodes(nodes []*corev1.Node, pods []*corev1.Pod) []Node {
 			}
 			used = min(used, 1)
 			node.Allocated += used
-			gpu := GPU{Index: g, Used: used, Holders: h, FreeMi: int64(float64(memMi) * (1 - used)), Utilization: util[g], Unhealthy: en.GPUs[g].Unhealthy}
+			gpu := GPU{Index: g, Used: used, Holders: h, FreeMi: int64(float64(memMi) * (1 - used)), Utilization: util[g], Unhealthy: en.GPUs[g].Unhealthy,
+				Cordoned: en.GPUs[g].Cordoned}
 			if u := en.GPUs[g].UUID; u != strconv.Itoa(g) {
 				gpu.UUID = u
 			}

@@ -319,7 +319,8 @@ func BuildWorkloads(o Objects) []Workload {
 		if w.Type == "" {
 			w.Type = podType(top.ref.Kind, p)
 		}
-		pod := Pod{Name: p.Name, UID: p.UID, Node: p.Spec.NodeName, Asks: PodGPUs(p), Phase: string(p.Status.Phase)}
+		pod := Pod{Name: p.Name, UID: p.UID, Node: p.Spec.NodeName, Asks: PodGPUs(p), Phase: string(p.Status.Phase),
+			Translated: p.Annotations[v1alpha1.AnnotationTranslated]}
 		if p.DeletionTimestamp != nil {
 			pod.Phase = "Terminating"
 		}

@@ -48,16 +48,17 @@ func (s *Scheduler) apply(ctx context.Context, plan *engine.Plan, idx *index) {
 		s.amu.Unlock()
 		// Assume first, then bind in the background: the next cycle already counts these
 		// devices as taken and can start while the API calls are in flight.
-		s.amu.Lock()
-		s.assumed[p.UID] = b.Binding
-		s.amu.Unlock()
-		delete(s.reasons, p.UID)
 		j := bindJob{p: p, b: b.Binding}
-		if b.Binding.Share > 0 && len(b.Binding.GPUs) == 1 && len(p.Spec.ResourceClaims) == 0 {
-			if n := idx.nodes[b.Binding.Node]; n != nil && b.Binding.GPUs[0] < len(n.GPUs) {
-				j.env = shareEnv(p, n, b.Binding, s.opts.SharingRoot)
+		if b.Binding.Share > 0 && len(b.Binding.GPUs) > 0 && len(p.Spec.ResourceClaims) == 0 {
+			if n := idx.nodes[b.Binding.Node]; n != nil {
+				j.b = bookSlice(p, n, b.Binding)
+				j.env = shareEnv(p, n, j.b, s.opts.SharingRoot)
 			}
 		}
+		s.amu.Lock()
+		s.assumed[p.UID] = j.b
+		s.amu.Unlock()
+		delete(s.reasons, p.UID)
 		if !s.queueBind(ctx, j) {
 			return
 		}

@@ -153,6 +153,10 @@ func (s *Scheduler) bind(ctx context.Context, j *bindJob) error {
 	}
 	if b.Share > 0 && !claimed {
 		if uuids, ok := s.agentUUIDs(b.Node); ok {
+			if len(b.GPUs) > 1 {
+				// Kept off such nodes by the node filter (withoutMPS); never half-bound.
+				return fmt.Errorf("a slice of %d GPUs on %s, whose agent reports devices: not bound (each reservation's device is followed for one GPU only)", len(b.GPUs), b.Node)
+			}
 			// The device is the one the reservation was really given.
 			if err := s.placeOnReservation(ctx, j, uuids); err != nil {
 				return err
@@ -162,14 +166,24 @@ func (s *Scheduler) bind(ctx context.Context, j *bindJob) error {
 			if _, marked := s.nodeAnnotation(b.Node, v1alpha1.AnnotationAgent); marked {
 				s.noteAgentMissing(p, b.Node)
 			}
-			if err := s.ensureReservation(ctx, b.Node, b.GPUs[0]); err != nil {
-				return err
+			for _, g := range b.GPUs {
+				if err := s.ensureReservation(ctx, b.Node, g); err != nil {
+					return err
+				}
 			}
 		}
 	}
 	ann := map[string]string{AnnotationGPUs: formatIndices(b.GPUs)}
 	if b.Share > 0 {
 		ann[v1alpha1.AnnotationGPUShare] = strconv.Itoa(int(b.Share))
+		// What is booked of each device, read back by the next cycle and a restarted
+		// scheduler: the share alone would not say how much memory and compute.
+		if b.Memory > 0 {
+			ann[v1alpha1.AnnotationGPUShareMemory] = strconv.FormatInt(b.Memory, 10)
+		}
+		if b.Compute > 0 {
+			ann[v1alpha1.AnnotationGPUShareCompute] = strconv.Itoa(int(b.Compute))
+		}
 		if j.env != nil {
 			o, ok, _ := s.nodes.GetStore().GetByKey(string(b.Node))
 			if !ok {

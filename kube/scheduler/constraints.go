@@ -2,9 +2,11 @@ package scheduler
 
 import (
 	"context"
+	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/engine"
 	"github.com/allot-dev/allot/kube/podfit"
 )
@@ -28,6 +30,9 @@ func constrain(ctx context.Context, fit *podfit.Checker, snap *engine.Snapshot, 
 			continue // other schedulers' pods: they hold their GPUs and are never moved
 		}
 		j.Nodes = jobFilter(cy, members)
+		if r := j.Pods[0].Request; r.Shared() && r.SharedDevices() > 1 {
+			j.Nodes = withoutMPS(j.Nodes, nodes)
+		}
 		dynamic = dynamic || j.Nodes.Dynamic
 	}
 	if dynamic {
@@ -112,4 +117,50 @@ func room(snap *engine.Snapshot, idx *index, nodes []*corev1.Node, pods []*corev
 			n.MaxPods = &left
 		}
 	}
+}
+
+// withoutMPS rules out, for a slice of several GPUs, the nodes that enforce sharing with
+// MPS: their control daemons run one per GPU, and a client reaches one daemon (its
+// CUDA_MPS_PIPE_DIRECTORY), so its other devices would not be held to their slice.
+func withoutMPS(f *engine.NodeFilter, nodes []*corev1.Node) *engine.NodeFilter {
+	mps := map[engine.NodeID]bool{}
+	agent := map[engine.NodeID]bool{}
+	for _, n := range nodes {
+		if n.Labels[v1alpha1.LabelGPUSharing] == v1alpha1.SharingMPS {
+			mps[engine.NodeID(n.Name)] = true
+		} else if _, ok := n.Annotations[v1alpha1.AnnotationAgent]; ok {
+			agent[engine.NodeID(n.Name)] = true
+		}
+	}
+	if len(agent) > 0 {
+		f = withoutNodes(f, agent, "%d node(s) report their devices through an allot agent, where a slice of several GPUs is not bound yet (each reservation's reported device is followed for one GPU only)")
+	}
+	if len(mps) == 0 {
+		return f
+	}
+	return withoutNodes(f, mps, "%d node(s) enforce sharing with MPS, one daemon per GPU, which holds a slice of only one GPU ("+v1alpha1.AnnotationGPUCount+")")
+}
+
+// withoutNodes rules out the nodes of rule, saying why (a format of the count ruled out).
+func withoutNodes(f *engine.NodeFilter, rule map[engine.NodeID]bool, whyFormat string) *engine.NodeFilter {
+	mps := rule
+	out := *f
+	out.Allowed = nil
+	ruled := 0
+	for _, n := range f.Allowed {
+		if mps[n] {
+			ruled++
+			continue
+		}
+		out.Allowed = append(out.Allowed, n)
+	}
+	if ruled == 0 {
+		return f
+	}
+	why := fmt.Sprintf(whyFormat, ruled)
+	if out.Excluded != "" {
+		why = out.Excluded + "; " + why
+	}
+	out.Excluded = why
+	return &out
 }

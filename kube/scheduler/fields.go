@@ -32,6 +32,11 @@ var (
 		v1alpha1.AnnotationGPUFraction, v1alpha1.AnnotationGPUMemory, v1alpha1.AnnotationGPUCompute, v1alpha1.AnnotationGPUTypes,
 		v1alpha1.AnnotationMinMember, v1alpha1.AnnotationTopologyRequired, v1alpha1.AnnotationTopologyPreferred, v1alpha1.AnnotationTopology,
 		v1alpha1.AnnotationGPUs, v1alpha1.AnnotationGPUShare, v1alpha1.AnnotationConfigMap, v1alpha1.AnnotationLeader,
+		// The slice's count and the device choice (the owner's), what the bind booked of
+		// each device (the scheduler's), and what the webhook translated (its record).
+		v1alpha1.AnnotationGPUCount, v1alpha1.AnnotationGPUUUIDPick, v1alpha1.AnnotationGPUUUIDExclude, v1alpha1.AnnotationGPUTypeExclude,
+		v1alpha1.AnnotationGPUIsland, v1alpha1.AnnotationNodePolicy, v1alpha1.AnnotationGPUPolicy,
+		v1alpha1.AnnotationGPUShareMemory, v1alpha1.AnnotationGPUShareCompute, v1alpha1.AnnotationTranslated,
 	}
 	// frozenPrefixes: the device environment and the CDI device requests.
 	frozenPrefixes = append([]string{v1alpha1.AnnotationGPUEnvPrefix}, v1alpha1.CDIOwnedPrefixes...)

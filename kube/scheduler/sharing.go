@@ -23,20 +23,62 @@ import (
 	"github.com/allot-dev/allot/kube/convert"
 )
 
-// gpuEnv is what a pod sharing a GPU reads from its ConfigMap: the device, and its memory
-// cap and compute share in the forms NVIDIA MPS and HAMi-core enforce.
-func gpuEnv(uuid string, memoryBytes int64, computePercent int32, share engine.MilliGPU) map[string]string {
+// gpuEnv is what a pod sharing GPUs reads: its devices, and the memory cap and compute
+// share of each in the forms NVIDIA MPS and HAMi-core enforce. A slice of several devices
+// names them all and holds each to the same cap: MPS by device ordinal as the container
+// sees them (0, 1, …), HAMi-core by CUDA_DEVICE_MEMORY_LIMIT (every device) and
+// CUDA_DEVICE_MEMORY_LIMIT_<i> (the i-th), as HAMi's own device plugin writes them.
+func gpuEnv(uuids []string, memoryBytes int64, computePercent int32, share engine.MilliGPU) map[string]string {
 	mi := memoryBytes >> 20
-	return map[string]string{
-		"NVIDIA_VISIBLE_DEVICES": uuid,
-		// MPS: device ordinal as the container sees it (one device, so 0) = limit.
-		"CUDA_MPS_PINNED_DEVICE_MEM_LIMIT":  fmt.Sprintf("0=%dM", mi),
+	pinned := make([]string, len(uuids))
+	for i := range uuids {
+		pinned[i] = fmt.Sprintf("%d=%dM", i, mi)
+	}
+	env := map[string]string{
+		"NVIDIA_VISIBLE_DEVICES":            strings.Join(uuids, ","),
+		"CUDA_MPS_PINNED_DEVICE_MEM_LIMIT":  strings.Join(pinned, ","),
 		"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": strconv.Itoa(int(computePercent)),
 		// HAMi-core reads sizes with a unit suffix and the SM share as a percentage.
 		"CUDA_DEVICE_MEMORY_LIMIT": fmt.Sprintf("%dm", mi),
 		"CUDA_DEVICE_SM_LIMIT":     strconv.Itoa(int(computePercent)),
 		"ALLOT_GPU_SHARE":          strconv.FormatFloat(float64(share)/float64(engine.OneGPU), 'f', -1, 64),
 	}
+	if len(uuids) > 1 {
+		for i := range uuids {
+			env[v1alpha1.DeviceMemoryLimitEnv(i)] = fmt.Sprintf("%dm", mi)
+		}
+	}
+	return env
+}
+
+// bookSlice fills in what the binding b of a shared pod books of each of its devices on
+// node, where the engine left it out: memory as the pod asked, else its share of the
+// device's; compute as it asked, else its share. These are what the bind writes
+// (allot.dev/gpu-share-memory, gpu-share-compute) and what the pod's limits are made of.
+func bookSlice(p *corev1.Pod, node *engine.Node, b engine.Binding) engine.Binding {
+	if b.Share <= 0 || len(b.GPUs) == 0 || b.GPUs[0] >= len(node.GPUs) || b.GPUs[0] < 0 {
+		return b
+	}
+	r := convert.PodRequest(p)
+	if b.Memory == 0 {
+		b.Memory = r.GPUMemory
+		if b.Memory == 0 {
+			b.Memory = node.GPUs[b.GPUs[0]].Memory * int64(b.Share) / int64(engine.OneGPU)
+		}
+	}
+	if b.Compute == 0 {
+		b.Compute = r.GPUCompute
+		if b.Compute == 0 {
+			b.Compute = min(b.Share, engine.OneGPU)
+		}
+	}
+	return b
+}
+
+// percent is thousandths of a GPU's compute as the whole percent MPS and HAMi-core take,
+// at least 1.
+func percent(c engine.MilliGPU) int32 {
+	return int32(max(1, (int64(c)*100+int64(engine.OneGPU)/2)/int64(engine.OneGPU)))
 }
 
 // enforcementEnv is what a sharing pod on a node of the given enforcement is told, beside
@@ -65,20 +107,21 @@ func enforcementEnv(env map[string]string, mode, root, uuid string, pod types.UI
 	// /etc/ld.so.preload), not LD_PRELOAD, which a process can empty for its children.
 }
 
-// shareEnv works out a shared pod's environment from where the engine put it.
+// shareEnv works out a shared pod's environment from where the engine put it and what it
+// booked (bookSlice): every device of b, each held to the booked slice.
 func shareEnv(p *corev1.Pod, node *engine.Node, b engine.Binding, root string) map[string]string {
-	gpu := node.GPUs[b.GPUs[0]]
-	share, _ := v1alpha1.ParseGPUShare(p.Annotations)
-	mem := share.Memory
-	if mem == 0 {
-		mem = gpu.Memory * int64(b.Share) / int64(engine.OneGPU)
+	uuids := make([]string, 0, len(b.GPUs))
+	for _, g := range b.GPUs {
+		if g < 0 || g >= len(node.GPUs) {
+			return nil
+		}
+		uuids = append(uuids, node.GPUs[g].UUID)
 	}
-	compute := share.Compute
-	if compute == 0 {
-		compute = int32(max(1, (int64(b.Share)*100+int64(engine.OneGPU)/2)/int64(engine.OneGPU)))
+	if len(uuids) == 0 {
+		return nil
 	}
-	env := gpuEnv(gpu.UUID, mem, compute, b.Share)
-	enforcementEnv(env, node.Sharing, root, gpu.UUID, p.UID)
+	env := gpuEnv(uuids, b.Memory, percent(b.Compute), b.Share)
+	enforcementEnv(env, node.Sharing, root, uuids[0], p.UID)
 	return env
 }
 
@@ -95,9 +138,14 @@ func deliveryAnnotations(p *corev1.Pod, n *corev1.Node, env map[string]string, c
 	if err != nil {
 		return nil, fmt.Errorf("node %s: %w", n.Name, err)
 	}
-	out := make(map[string]string, len(v1alpha1.GPUEnvNames)+len(p.Spec.Containers))
+	out := make(map[string]string, len(env)+len(p.Spec.Containers))
 	for _, name := range v1alpha1.GPUEnvNames {
 		out[v1alpha1.AnnotationGPUEnvPrefix+name] = env[name]
+	}
+	for name, v := range env {
+		if v1alpha1.IsGPUEnvName(name) {
+			out[v1alpha1.AnnotationGPUEnvPrefix+name] = v
+		}
 	}
 	if delivery == v1alpha1.DeliveryCDI {
 		out[v1alpha1.AnnotationGPUEnvPrefix+"NVIDIA_VISIBLE_DEVICES"] = ""
@@ -347,6 +395,7 @@ func (s *Scheduler) placeOnReservation(ctx context.Context, j *bindJob, uuids []
 		if o, ok, _ := s.nodes.GetStore().GetByKey(string(j.b.Node)); ok {
 			n := convert.Node(o.(*corev1.Node))
 			if real < len(n.GPUs) {
+				j.b = bookSlice(j.p, &n, j.b)
 				j.env = shareEnv(j.p, &n, j.b, s.opts.SharingRoot)
 			}
 		}
@@ -464,8 +513,10 @@ func (s *Scheduler) releaseReservations(ctx context.Context, snap *engine.Snapsh
 	shared := map[gpuKey]bool{}
 	for _, j := range snap.Jobs {
 		for _, p := range j.Pods {
-			if p.Binding != nil && p.Request.Shared() && len(p.Binding.GPUs) == 1 {
-				shared[gpuKey{p.Binding.Node, p.Binding.GPUs[0]}] = true
+			if p.Binding != nil && p.Request.Shared() {
+				for _, g := range p.Binding.GPUs {
+					shared[gpuKey{p.Binding.Node, g}] = true
+				}
 			}
 		}
 	}
@@ -476,13 +527,17 @@ func (s *Scheduler) releaseReservations(ctx context.Context, snap *engine.Snapsh
 	for _, j := range snap.Jobs {
 		for _, p := range j.Pods {
 			if evicted[p.ID] && p.Binding != nil && p.Request.Shared() {
-				delete(shared, gpuKey{p.Binding.Node, p.Binding.GPUs[0]})
+				for _, g := range p.Binding.GPUs {
+					delete(shared, gpuKey{p.Binding.Node, g})
+				}
 			}
 		}
 	}
 	for _, b := range plan.Binds {
-		if b.Binding.Share > 0 && len(b.Binding.GPUs) == 1 {
-			shared[gpuKey{b.Binding.Node, b.Binding.GPUs[0]}] = true
+		if b.Binding.Share > 0 {
+			for _, g := range b.Binding.GPUs {
+				shared[gpuKey{b.Binding.Node, g}] = true
+			}
 		}
 	}
 	// A fraction still terminating runs on its GPU until its containers stop: the

@@ -265,6 +265,9 @@ func buildSnapshot(now time.Time, nodes []*corev1.Node, pods []*corev1.Pod, queu
 			if t := p.Annotations[AnnotationGPUTypes]; t != "" {
 				job.GPUTypes = strings.Split(t, ",")
 			}
+			if err := convert.JobChoice(job, p.Annotations); err != nil && ours && job.Invalid == "" {
+				job.Invalid = fmt.Sprintf("pod %s/%s: %v", p.Namespace, p.Name, err)
+			}
 			if ours {
 				t, err := topologyOf(p, groups, topologies)
 				if err != nil && job.Invalid == "" {
@@ -291,9 +294,16 @@ func buildSnapshot(now time.Time, nodes []*corev1.Node, pods []*corev1.Pod, queu
 			if pod.Request.Shared() {
 				share, _ := strconv.Atoi(p.Annotations[v1alpha1.AnnotationGPUShare])
 				b.Share = engine.MilliGPU(share)
-				if len(b.GPUs) != 1 || b.Share <= 0 || b.Share >= engine.OneGPU {
-					// Bound by hand without our annotations: count the whole request on GPU 0.
-					b.GPUs, b.Share = []int{0}, max(pod.Request.GPUFraction, 1)
+				// What the bind booked of each device; a pod bound before it wrote these
+				// holds its share of both.
+				b.Memory, b.Compute = convert.BookedSlice(p)
+				if len(b.GPUs) != pod.Request.SharedDevices() || b.Share <= 0 || b.Share >= engine.OneGPU {
+					// Bound by hand without our annotations: count the whole request on the
+					// first devices.
+					b.GPUs, b.Share, b.Memory, b.Compute = nil, max(pod.Request.GPUFraction, pod.Request.GPUCompute, 1), 0, 0
+					for g := range pod.Request.SharedDevices() {
+						b.GPUs = append(b.GPUs, g)
+					}
 				}
 			} else if len(b.GPUs) != pod.Request.GPUs {
 				b.GPUs = nil // assigned below, after the annotated pods claim theirs

@@ -39,6 +39,9 @@ type Options struct {
 	// SharingRuntimeClass is given by the webhook to sharing pods that name none (the
 	// runtime class under which the NVIDIA runtime reads their device variable).
 	SharingRuntimeClass string
+	// Peers says which other schedulers' pods the webhook takes over, and HAMi's default
+	// device memory.
+	Peers admission.Peers
 }
 
 // Run runs until ctx ends; it returns the scheduler's error.
@@ -80,7 +83,7 @@ func Run(ctx context.Context, rc *rest.Config, opts Options) error {
 			return err
 		}
 		m := &admission.Mutator{View: view, Owners: admission.DynamicOwners(dyn), SharingRoot: opts.Scheduler.SharingRoot,
-			RuntimeClass: opts.SharingRuntimeClass}
+			RuntimeClass: opts.SharingRuntimeClass, Peers: opts.Peers}
 		go func() {
 			if err := admission.Serve(ctx, opts.Webhook, opts.Cert, m, &admission.Validator{View: view},
 				&admission.QueueValidator{View: view, Client: client, Allot: allot}, hooks); err != nil {
@@ -132,6 +135,11 @@ func Local(ctx context.Context, rc *rest.Config, dataDir string, opts scheduler.
 // ServiceAccount), so that a test sees what the chart's RBAC allows.
 // metricsAddr is where metrics are served, host:port; "" picks a free loopback port.
 func LocalAs(ctx context.Context, admin, identity *rest.Config, dataDir, metricsAddr string, opts scheduler.Options) (*Running, error) {
+	return LocalPeers(ctx, admin, identity, dataDir, metricsAddr, opts, admission.Peers{})
+}
+
+// LocalPeers is LocalAs with the webhook taking over other schedulers' pods as peers says.
+func LocalPeers(ctx context.Context, admin, identity *rest.Config, dataDir, metricsAddr string, opts scheduler.Options, peers admission.Peers) (*Running, error) {
 	if metricsAddr == "" {
 		metricsAddr = "127.0.0.1:0"
 	}
@@ -151,7 +159,7 @@ func LocalAs(ctx context.Context, admin, identity *rest.Config, dataDir, metrics
 	if err != nil {
 		return nil, err
 	}
-	if err := admission.Register(ctx, client, "https://"+l.Addr().String(), ca); err != nil {
+	if err := admission.RegisterAdopting(ctx, client, "https://"+l.Addr().String(), ca, peers.AdoptSchedulers); err != nil {
 		l.Close()
 		return nil, fmt.Errorf("registering webhooks: %w", err)
 	}
@@ -161,6 +169,8 @@ func LocalAs(ctx context.Context, admin, identity *rest.Config, dataDir, metrics
 		return nil, fmt.Errorf("metrics address %s: %w", metricsAddr, err)
 	}
 	done := make(chan error, 1)
-	go func() { done <- Run(ctx, identity, Options{Scheduler: opts, Webhook: l, Cert: cert, Metrics: ml}) }()
+	go func() {
+		done <- Run(ctx, identity, Options{Scheduler: opts, Webhook: l, Cert: cert, Metrics: ml, Peers: peers})
+	}()
 	return &Running{Done: done, MetricsURL: "http://" + ml.Addr().String() + "/metrics"}, nil
 }
