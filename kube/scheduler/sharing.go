@@ -52,11 +52,13 @@ func gpuEnv(uuids []string, memoryBytes int64, computePercent int32, share engin
 }
 
 // bookSlice fills in what the binding b of a shared pod books of each of its devices on
-// node, where the engine left it out: memory as the pod asked, else its share of the
-// device's; compute as it asked, else its share. These are what the bind writes
+// node where it says nothing (a binding made before memory and compute were booked apart):
+// memory as the pod asked, else its share of the device's; compute as it asked, else its
+// share. A binding that books memory keeps its compute as it is, none included: a memory
+// slice alone books no compute (docs/design.md, rule 19). These are what the bind writes
 // (allot.dev/gpu-share-memory, gpu-share-compute) and what the pod's limits are made of.
 func bookSlice(p *corev1.Pod, node *engine.Node, b engine.Binding) engine.Binding {
-	if b.Share <= 0 || len(b.GPUs) == 0 || b.GPUs[0] >= len(node.GPUs) || b.GPUs[0] < 0 {
+	if b.Share <= 0 || len(b.GPUs) == 0 || b.GPUs[0] >= len(node.GPUs) || b.GPUs[0] < 0 || b.Memory > 0 || b.Compute > 0 {
 		return b
 	}
 	r := convert.PodRequest(p)
@@ -120,7 +122,13 @@ func shareEnv(p *corev1.Pod, node *engine.Node, b engine.Binding, root string) m
 	if len(uuids) == 0 {
 		return nil
 	}
-	env := gpuEnv(uuids, b.Memory, percent(b.Compute), b.Share)
+	// A slice that books no compute (memory alone) is still capped, in proportion to its
+	// share: a limit, not a guarantee.
+	capped := b.Compute
+	if capped == 0 {
+		capped = min(b.Share, engine.OneGPU)
+	}
+	env := gpuEnv(uuids, b.Memory, percent(capped), b.Share)
 	enforcementEnv(env, node.Sharing, root, uuids[0], p.UID)
 	return env
 }
