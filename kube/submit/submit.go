@@ -49,6 +49,13 @@ type Spec struct {
 	GPUs                          string // "1", "2", "0.5"
 	GPUMemory                     string // "8Gi"
 	GPUCompute                    int    // percent, 0 = by share
+	// GPUCount is how many GPUs a slice (-g below 1, --gpu-memory, --gpu-compute) is taken
+	// of, the same slice of each; 0 means one.
+	GPUCount int
+	// Device choice (docs/design.md, rule 20): only these GPUs, never these, never these
+	// models; "required" keeps a pod's GPUs on one island; binpack or spread per job.
+	GPUUUIDs, ExcludeGPUUUIDs, ExcludeGPUTypes string
+	GPUIsland, NodePolicy, GPUPolicy           string
 	Interactive, Inference        bool
 	CPU, Memory                   string
 	Env                           []string // K=V
@@ -268,16 +275,38 @@ func (s Spec) podSpec() (corev1.PodSpec, map[string]string, error) {
 		}
 	}
 	if s.GPUCompute != 0 {
-		if len(ann) == 0 {
-			return corev1.PodSpec{}, nil, fmt.Errorf("--gpu-compute needs a shared GPU: -g between 0 and 1, or --gpu-memory")
+		if len(ann) == 0 && (gpus != "" || len(c.Resources.Limits) > 0) {
+			return corev1.PodSpec{}, nil, fmt.Errorf("--gpu-compute needs a shared GPU: -g between 0 and 1, --gpu-memory, or --gpu-compute alone (not with whole GPUs)")
 		}
 		if s.GPUCompute < 1 || s.GPUCompute > 100 {
 			return corev1.PodSpec{}, nil, fmt.Errorf("--gpu-compute %d is not allowed: a percentage from 1 to 100", s.GPUCompute)
 		}
 		ann[v1alpha1.AnnotationGPUCompute] = strconv.Itoa(s.GPUCompute)
 	}
+	if s.GPUCount != 0 {
+		if s.GPUCount < 1 || len(ann) == 0 {
+			return corev1.PodSpec{}, nil, fmt.Errorf("--gpu-count %d is not allowed: 1 or more, with a slice (-g between 0 and 1, --gpu-memory or --gpu-compute); for whole GPUs give -g N", s.GPUCount)
+		}
+		ann[v1alpha1.AnnotationGPUCount] = strconv.Itoa(s.GPUCount)
+	}
 	if _, err := v1alpha1.ParseGPUShare(ann); err != nil {
 		return corev1.PodSpec{}, nil, err
+	}
+	for _, o := range []struct{ flag, key, v string }{
+		{"--gpu-uuid", v1alpha1.AnnotationGPUUUIDPick, s.GPUUUIDs},
+		{"--exclude-gpu-uuid", v1alpha1.AnnotationGPUUUIDExclude, s.ExcludeGPUUUIDs},
+		{"--exclude-gpu-type", v1alpha1.AnnotationGPUTypeExclude, s.ExcludeGPUTypes},
+		{"--gpu-island", v1alpha1.AnnotationGPUIsland, s.GPUIsland},
+		{"--node-policy", v1alpha1.AnnotationNodePolicy, s.NodePolicy},
+		{"--gpu-policy", v1alpha1.AnnotationGPUPolicy, s.GPUPolicy},
+	} {
+		if o.v == "" {
+			continue
+		}
+		if _, err := v1alpha1.ParseGPUChoice(map[string]string{o.key: o.v}); err != nil {
+			return corev1.PodSpec{}, nil, fmt.Errorf("%s: %w", o.flag, err)
+		}
+		ann[o.key] = o.v
 	}
 	for flag, v := range map[string]string{"--cpu": s.CPU, "--memory": s.Memory} {
 		if v == "" {

@@ -68,7 +68,10 @@ func TestRefusals(t *testing.T) {
 		{func(s *Spec) { s.GPUs = "1.5" }, `-g/--gpu "1.5" is not allowed: a fraction between 0 and 1 (such as 0.5), a whole number of GPUs, or 0 for none`},
 		{func(s *Spec) { s.GPUs = "-1" }, `-g/--gpu "-1" is not allowed: a fraction between 0 and 1 (such as 0.5), a whole number of GPUs, or 0 for none`},
 		{func(s *Spec) { s.GPUs, s.GPUMemory = "1", "8Gi" }, "are both set"},
-		{func(s *Spec) { s.GPUCompute = 30 }, "--gpu-compute needs a shared GPU"},
+		{func(s *Spec) { s.GPUs, s.GPUCompute = "2", 30 }, "--gpu-compute needs a shared GPU"},
+		{func(s *Spec) { s.GPUs, s.GPUCount = "2", 2 }, "--gpu-count 2 is not allowed"},
+		{func(s *Spec) { s.GPUs, s.GPUIsland = "2", "maybe" }, `--gpu-island: allot.dev/gpu-island: "maybe" is not allowed`},
+		{func(s *Spec) { s.GPUs, s.GPUPolicy = "0.5", "pack" }, "--gpu-policy: allot.dev/gpu-policy"},
 		{func(s *Spec) { s.Workers, s.MinWorkers = 2, 3 }, "--min-workers needs --workers and is at most it"},
 		{func(s *Spec) { s.Interactive, s.Inference = true, true }, "choose one"},
 		{func(s *Spec) { s.Env = []string{"NOVALUE"} }, `-e "NOVALUE" is not allowed: write NAME=VALUE`},
@@ -143,4 +146,27 @@ func TestClaimsThroughDRA(t *testing.T) {
 func capacity(o any) *resource.Quantity {
 	q := o.(*resourcev1.ResourceClaimTemplate).Spec.Spec.Devices.Requests[0].Exactly.Capacity.Requests["memory"]
 	return &q
+}
+
+// TestSlicesAndDeviceChoice: a compute slice alone, of two GPUs, with the device choice of
+// rule 20, reaches the pod as Allot's annotations.
+func TestSlicesAndDeviceChoice(t *testing.T) {
+	s := base()
+	s.GPUs = ""
+	s.GPUCompute, s.GPUCount = 30, 2
+	s.GPUUUIDs, s.ExcludeGPUTypes, s.GPUIsland, s.NodePolicy, s.GPUPolicy = "GPU-a,GPU-b", "T4", "required", "spread", "binpack"
+	objs, err := s.Objects()
+	if err != nil {
+		t.Fatal(err)
+	}
+	y := fmt.Sprint(objs)
+	for _, want := range []string{"allot.dev/gpu-compute:30", "allot.dev/gpu-count:2", "allot.dev/gpu-uuid:GPU-a,GPU-b",
+		"allot.dev/gpu-type-exclude:T4", "allot.dev/gpu-island:required", "allot.dev/node-policy:spread", "allot.dev/gpu-policy:binpack"} {
+		if !strings.Contains(y, want) {
+			t.Errorf("the pod lacks %s: %s", want, y)
+		}
+	}
+	if strings.Contains(y, "nvidia.com/gpu") {
+		t.Errorf("a slice asks the device plugin for whole GPUs: %s", y)
+	}
 }
