@@ -3,13 +3,13 @@ package inspect
 import (
 	"context"
 	"fmt"
-	coordinationv1 "k8s.io/api/coordination/v1"
 	"math"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"

@@ -2,13 +2,13 @@ package stack_test
 
 import (
 	"fmt"
-	coordinationv1 "k8s.io/api/coordination/v1"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/kubernetes/pkg/volume/util/subpath"

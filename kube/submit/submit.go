@@ -56,12 +56,12 @@ type Spec struct {
 	// models; "required" keeps a pod's GPUs on one island; binpack or spread per job.
 	GPUUUIDs, ExcludeGPUUUIDs, ExcludeGPUTypes string
 	GPUIsland, NodePolicy, GPUPolicy           string
-	Interactive, Inference        bool
-	CPU, Memory                   string
-	Env                           []string // K=V
-	PVCs                          []string // CLAIM:/path
-	Port                          int
-	NodePool, GPUType             string
+	Interactive, Inference                     bool
+	CPU, Memory                                string
+	Env                                        []string // K=V
+	PVCs                                       []string // CLAIM:/path
+	Port                                       int
+	NodePool, GPUType                          string
 	// TopologyRequired and TopologyPreferred name a level of the cluster's Topology: the
 	// pods run within one domain of it, or packed as tightly as the levels allow.
 	TopologyRequired, TopologyPreferred string
