@@ -318,7 +318,7 @@ func TestDashboard(t *testing.T) {
 	// node declares its sharing unenforced: the nodes page marks the GPU failed with the
 	// reason and carries the node's warning.
 	for node, patch := range map[string]string{
-		"dgx-2": fmt.Sprintf(`{"metadata":{"annotations":{%q:"5"}}}`, simnode.AnnotationFailGPU),
+		"dgx-2": fmt.Sprintf(`{"metadata":{"annotations":{%q:"5",%q:"6"}}}`, simnode.AnnotationFailGPU, v1alpha1.AnnotationGPUCordon),
 		"dgx-1": fmt.Sprintf(`{"metadata":{"labels":{%q:"none"}}}`, v1alpha1.LabelGPUSharing)} {
 		if _, err := kubernetes.NewForConfigOrDie(rc).CoreV1().Nodes().Patch(up.ctx, node, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 			t.Fatal(err)
@@ -328,6 +328,12 @@ func TestDashboard(t *testing.T) {
 	b.WaitText(t, "article.node[data-node=dgx-1] [data-sharing-warning]", "dgx-1's unenforced sharing", browsertest.Contains("GPU sharing is not enforced here"))
 	if n := browsertest.Eval[int](t, b, `document.querySelectorAll(".gpu-failed").length`); n != 1 {
 		t.Errorf("%d GPUs shown failed, want 1", n)
+	}
+	// An admin cordons GPU 6 (allot.dev/gpu-cordon): shown cordoned, with why, and not free.
+	b.WaitText(t, "article.node[data-node=dgx-2] .gpu-cordoned[data-gpu='6']", "GPU 6 of dgx-2 shown cordoned",
+		browsertest.Contains("cordoned", "cordoned by an admin (allot.dev/gpu-cordon)"))
+	if n := browsertest.Eval[int](t, b, `document.querySelectorAll("article.node[data-node=dgx-2] .gpu-cordoned.gpu-free").length`); n != 0 {
+		t.Errorf("a cordoned GPU is shown free")
 	}
 	b.Screenshot(t, "nodes-failed-gpu")
 

@@ -1,7 +1,7 @@
 // The shapes the Go server sends (kube/dashboard and kube/inspect): keep in step with them.
 
 export interface Holder { pod: string; share: number }
-export interface GPU { index: number; used: number; holders?: Holder[]; freeMemoryMi: number; utilization?: number; uuid?: string; unhealthy?: string }
+export interface GPU { index: number; used: number; holders?: Holder[]; freeMemoryMi: number; utilization?: number; uuid?: string; unhealthy?: string; cordoned?: string }
 // Place is a node's domain at one level of the cluster's Topology, widest level first.
 export interface Place { level: string; domain: string }
 export interface Node {

@@ -12,18 +12,23 @@ function short(pod: string): string {
 function Cell({ g, c }: { g: GPU; c: Colours }) {
   const holders = g.holders ?? [];
   const failed = g.unhealthy !== undefined && g.unhealthy !== "";
+  // An admin took it out of service (allot.dev/gpu-cordon): nothing new goes there.
+  const cordoned = !failed && g.cordoned !== undefined && g.cordoned !== "";
   let label = holders.length === 0 ? `GPU ${g.index}: free` :
     `GPU ${g.index}: ` + holders.map((h) => `${short(h.pod)} ${fmt(h.share)}`).join(", ") + (g.used < 1 ? `, ${fmt(1 - g.used)} free` : "");
   if (failed) label = `GPU ${g.index}: failed, ${g.unhealthy}` + (holders.length > 0 ? `; still held by ${holders.map((h) => short(h.pod)).join(", ")}` : "");
+  if (cordoned) label = `GPU ${g.index}: cordoned, ${g.cordoned}` + (holders.length > 0 ? `; still held by ${holders.map((h) => short(h.pod)).join(", ")}` : "");
+  const out = failed || cordoned;
   const util = g.utilization;
   const idle = util !== undefined && util < IdleBelow && holders.length > 0;
   return (
-    <div class={`gpu ${holders.length === 0 && !failed ? "gpu-free" : ""} ${holders.length > 1 ? "gpu-shared" : ""} ${failed ? "gpu-failed" : ""}`}
+    <div class={`gpu ${holders.length === 0 && !out ? "gpu-free" : ""} ${holders.length > 1 ? "gpu-shared" : ""} ${failed ? "gpu-failed" : ""} ${cordoned ? "gpu-cordoned" : ""}`}
       title={label + (util !== undefined ? `; ${util}% busy` : "") + (g.uuid ? `; ${g.uuid}` : "")} aria-label={label} data-gpu={g.index}
-      data-failed={failed ? g.unhealthy : undefined}>
-      <div class="gpu-index">GPU {g.index}{failed && <span class="gpu-failed-badge">failed</span>}{util !== undefined && !failed &&
+      data-failed={failed ? g.unhealthy : undefined} data-cordoned={cordoned ? g.cordoned : undefined}>
+      <div class="gpu-index">GPU {g.index}{failed && <span class="gpu-failed-badge">failed</span>}{cordoned && <span class="gpu-cordoned-badge">cordoned</span>}{util !== undefined && !failed &&
         <span class={`gpu-util ${idle ? "gpu-idle" : ""}`} data-util={util}>{idle ? `idle ${util}%` : `${util}%`}</span>}</div>
       {failed && <div class="gpu-failed-reason">{g.unhealthy}</div>}
+      {cordoned && <div class="gpu-cordoned-reason">{g.cordoned}</div>}
       <div class="gpu-parts">
         {holders.map((h) => {
           const o = c.pod.get(h.pod);
@@ -36,7 +41,7 @@ function Cell({ g, c }: { g: GPU; c: Colours }) {
             </div>
           );
         })}
-        {g.used < 1 && !failed && <div class="gpu-part gpu-rest" style={{ flexGrow: 1 - g.used }}><span>{g.used === 0 ? "free" : `${fmt(1 - g.used)} free`}</span></div>}
+        {g.used < 1 && !out && <div class="gpu-part gpu-rest" style={{ flexGrow: 1 - g.used }}><span>{g.used === 0 ? "free" : `${fmt(1 - g.used)} free`}</span></div>}
       </div>
     </div>
   );
