@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
@@ -39,7 +40,9 @@ in the fields its source decides; none is deleted. HAMi has no queues (docs/migr
 				if err != nil {
 					return fmt.Errorf("--from: %w", err)
 				}
-				kinds = append(kinds, k)
+				if !slices.Contains(kinds, k) { // --from kai,kai reads KAI's once
+					kinds = append(kinds, k)
+				}
 			}
 			if len(kinds) == 0 {
 				return fmt.Errorf("--from names no kind: kai, volcano or both")

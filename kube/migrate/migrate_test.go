@@ -207,7 +207,7 @@ func TestBadInputNamesTheField(t *testing.T) {
 		{"resources not an object", []*unstructured.Unstructured{kai("a", map[string]any{"resources": "lots"})},
 			[]string{`spec.resources: "lots" is not allowed: an object`}},
 		{"volcano weight 0", []*unstructured.Unstructured{volcano("v", map[string]any{"weight": int64(0)})},
-			[]string{"volcano/v: spec.weight: 0 is not allowed: a whole number from 1 to 65535"}},
+			[]string{"volcano/v: spec.weight: 0 is not allowed: a whole number, 1 or more"}},
 		{"volcano capability", []*unstructured.Unstructured{volcano("v", map[string]any{"capability": map[string]any{"nvidia.com/gpu": "many"}})},
 			[]string{`spec.capability.nvidia.com/gpu: "many" is not allowed: a quantity`}},
 		{"two kinds, one name", []*unstructured.Unstructured{kai("x", nil), volcano("x", nil)},

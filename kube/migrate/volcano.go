@@ -53,7 +53,7 @@ func convertVolcano(c *converter, u *unstructured.Unstructured) *Imported {
 		q.Spec.Priority = p
 		f.note("priority", fmt.Sprint(p), fmt.Sprintf("spec.priority: %d", p), "")
 	}
-	weight, hasWeight := f.integer("weight", "a whole number from 1 to 65535", 1)
+	weight, hasWeight := f.integer("weight", "a whole number, 1 or more (Volcano's CRD allows up to 65535)", 1)
 	if !hasWeight {
 		weight = 1 // Volcano's default
 	}
