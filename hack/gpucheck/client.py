@@ -6,6 +6,8 @@
   alloc NAME MAX_MIB [BELOW BEYOND]    also: 256 MiB blocks until refused or MAX_MIB, one
                                        allocation of BELOW MiB and, holding it, one of
                                        BEYOND more; then waits at the barrier in $SYNC
+  hold NAME MAX_MIB                    256 MiB blocks until refused or MAX_MIB, held at the
+                                       barrier in $SYNC (several clients hold at once)
   fault                                a kernel that writes to address 8 (an MMU fault)
 """
 import os
@@ -136,6 +138,13 @@ def main():
         matmul_tflops(torch, name)
         return
     max_mib = int(sys.argv[3])
+    if mode == "hold":
+        held = blocks(torch, name, max_mib)
+        free, total = torch.cuda.mem_get_info()
+        say(name, f"held {len(held) * 256} MiB of {max_mib} MiB asked; mem_get_info free {free >> 20} MiB of {total >> 20} MiB")
+        barrier(name)
+        del held
+        return
     held = blocks(torch, name, max_mib)
     del held
     torch.cuda.empty_cache()

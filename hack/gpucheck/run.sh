@@ -4,7 +4,11 @@
 #   2. an MPS control daemon started by allot mps-host, held to limits, with two clients;
 #   3. HAMi-core built from source, its limits on a client (LD_PRELOAD, then
 #      /etc/ld.so.preload as Allot's pods get it).
-# Each step goes on when one before failed. Full log in $OUT/log.txt, the findings in
+#   4. exact slices (issue 39): three HAMi-core clients each held to a third of the GPU's
+#      memory at once, as NVML's total and as what is left after the driver's reserve; and a
+#      client held only by HAMi-core's per-device variable (CUDA_DEVICE_MEMORY_LIMIT_0).
+# Each step goes on when one before failed. STEPS picks steps ("0 3 4"; default all; step 3
+# builds HAMi-core, which step 4 needs). Full log in $OUT/log.txt, the findings in
 # $OUT/summary.txt and at the end of the output. What it showed: docs/gpu-nodes.md.
 #
 # Needs, under .gpucheck/ (ignored; built on the developer's machine, carried to the GPU):
@@ -12,6 +16,8 @@
 #   hami-core/    HAMi-core's source (git archive of Project-HAMi/HAMi-core)
 #   nvml-include/ nvml.h (go-nvml's copy), used only when the CUDA toolkit has none
 set -u
+STEPS=" ${STEPS:-0 1 2 3 4} "
+want() { [[ $STEPS == *" $1 "* ]]; }
 OUT=${OUT:-/tmp/gpucheck-out}
 mkdir -p "$OUT"
 exec > >(tee "$OUT/log.txt") 2>&1
@@ -95,6 +101,8 @@ nvcc --version 2>&1 | tail -2
 cmake --version 2>&1 | head -1
 gcc --version 2>&1 | head -1
 
+ROOT=$W/root
+if want 1; then
 step "1. the agent's NVML code"
 ALLOT=$W/allot
 if gzip -dc "$REPO/.gpucheck/allot.gz" >"$ALLOT" && chmod +x "$ALLOT" && "$ALLOT" --version; then
@@ -132,9 +140,10 @@ if gzip -dc "$REPO/.gpucheck/allot.gz" >"$ALLOT" && chmod +x "$ALLOT" && "$ALLOT
 else
 	result "NVML: the allot binary did not run"
 fi
+fi # step 1
 
+if want 2; then
 step "2. MPS: allot mps-host, a daemon held to 30% and 2048M, two clients"
-ROOT=$W/root
 # mps_try NAME ENV…: a control daemon on pipes of its own with that environment: does it
 # start (-d), answer and quit; when it does not start, what it says in the foreground.
 mps_try() {
@@ -254,6 +263,8 @@ else
 	[ "$CM_SET" = 1 ] && timeout 20 "$SMI" -c DEFAULT >/dev/null
 fi
 
+fi # step 2
+
 step "3. HAMi-core: built here, 4096m and 30% on a client"
 H=$W/hami-core
 cp -r "$REPO/.gpucheck/hami-core" "$H"
@@ -293,7 +304,7 @@ else
 	grep -E 'error' "$W/hami-make.txt" | head -20
 	result "HAMi-core: the build failed: $(grep -m1 -E 'error|Error' "$W/hami-make.txt" "$W/hami-cmake.txt")"
 fi
-if [ -n "$LIB" ]; then
+if [ -n "$LIB" ] && want 3; then
 	mkdir -p /tmp/vgpulock
 	rm -f /tmp/cudevshr.cache
 	export SYNC=$W/sync-hami
@@ -339,4 +350,58 @@ if [ -n "$LIB" ]; then
 		grep -E 'multi_processor_count|allocated|TFLOP' "$W/hami-preload.txt" | sed 's/pid [0-9]* env.*//' | while read -r l; do result "HAMi-core ld.so.preload $l"; done
 		result "HAMi-core ld.so.preload: nvidia-smi: $(grep -v '^\[HAMI' "$W/hami-preload-smi.txt" | tr '\n' ' ')"
 	fi
+fi
+
+# hold NAME MIB LIMIT_ENV…: a client under HAMi-core holding up to MIB in 256 MiB blocks
+# until the barrier, started in the background (its pid in $!).
+hold() {
+	local name=$1 mib=$2
+	shift 2
+	env LD_PRELOAD="$LIB" "$@" timeout 120 python3 "$CLIENT" hold "$name" "$mib" >"$W/$name.txt" 2>&1 &
+}
+
+# slices LABEL MIB: three clients each held to MIB at once; what each got.
+slices() {
+	local label=$1 mib=$2
+	rm -f /tmp/cudevshr.cache
+	export SYNC=$W/sync-$label
+	mkdir -p "$SYNC"
+	hold "$label-1" "$mib" CUDA_DEVICE_MEMORY_LIMIT="${mib}m"
+	local a=$!
+	hold "$label-2" "$mib" CUDA_DEVICE_MEMORY_LIMIT="${mib}m"
+	local b=$!
+	hold "$label-3" "$mib" CUDA_DEVICE_MEMORY_LIMIT="${mib}m"
+	local c=$!
+	waitready "$label-1 $label-2 $label-3" $a $b $c
+	show "$SMI" --query-gpu=memory.total,memory.reserved,memory.used,memory.free --format=csv
+	touch "$SYNC/done"
+	wait $a $b $c
+	for n in 1 2 3; do
+		cat "$W/$label-$n.txt"
+		result "exact slices, $label: client $n $(grep -E 'held' "$W/$label-$n.txt" | sed 's/^[^:]*: //')"
+	done
+}
+
+if [ -n "$LIB" ] && want 4; then
+	step "4. exact slices: three clients held to a third of the GPU each, at once"
+	TOTAL=$("$SMI" --query-gpu=memory.total --format=csv,noheader,nounits | head -1)
+	RESERVED=$("$SMI" --query-gpu=memory.reserved --format=csv,noheader,nounits | head -1)
+	[ -x "$W/allot" ] || gzip -dc "$REPO/.gpucheck/allot.gz" >"$W/allot" && chmod +x "$W/allot"
+	show "$W/allot" agent inventory --samples 1 2>&1 | grep -iE 'memory|MiB' | head -5
+	result "exact slices: nvidia-smi memory.total $TOTAL MiB, memory.reserved $RESERVED MiB"
+	# What Allot books for three equal slices of the memory NVML reports (the agent's
+	# inventory), and of what is left after the driver's reserve.
+	slices total $((TOTAL / 3))
+	slices usable $(((TOTAL - RESERVED) / 3))
+	# A slice of several GPUs is held per device: HAMi-core's CUDA_DEVICE_MEMORY_LIMIT_<i>.
+	rm -f /tmp/cudevshr.cache
+	export SYNC=$W/sync-indexed
+	mkdir -p "$SYNC"
+	hold indexed 4096 CUDA_DEVICE_MEMORY_LIMIT_0=2048m
+	A=$!
+	waitready indexed $A
+	touch "$SYNC/done"
+	wait $A
+	cat "$W/indexed.txt"
+	result "HAMi-core, CUDA_DEVICE_MEMORY_LIMIT_0=2048m alone: $(grep -E 'held' "$W/indexed.txt" | sed 's/^[^:]*: //')"
 fi
