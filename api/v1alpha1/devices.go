@@ -99,6 +99,10 @@ type GPUInfo struct {
 	UUID      string `json:"uuid"`
 	Model     string `json:"model"`
 	MemoryMiB int64  `json:"memoryMiB"`
+	// ReservedMiB is what of MemoryMiB the driver keeps for itself (NVML's second memory
+	// query): no process can have it, so slices are booked of MemoryMiB less this (616 MiB
+	// of an H200's 143771, seen in docs/gpu-nodes.md).
+	ReservedMiB int64 `json:"reservedMiB,omitempty"`
 	// MIG is true when the device is split into MIG instances; MIGDevices are their UUIDs
 	// ("MIG-…"), which the device plugin names them by, each a part of this device.
 	MIG        bool     `json:"mig,omitempty"`

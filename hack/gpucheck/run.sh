@@ -357,7 +357,10 @@ fi
 hold() {
 	local name=$1 mib=$2
 	shift 2
-	env LD_PRELOAD="$LIB" "$@" timeout 120 python3 "$CLIENT" hold "$name" "$mib" >"$W/$name.txt" 2>&1 &
+	# A cache of its own, as each pod has its own /tmp: HAMi-core sums the use of every
+	# process sharing one against the limit (a container's limit, not a process's).
+	env LD_PRELOAD="$LIB" CUDA_DEVICE_MEMORY_SHARED_CACHE="$W/$name.cache" "$@" \
+		timeout 120 python3 "$CLIENT" hold "$name" "$mib" >"$W/$name.txt" 2>&1 &
 }
 
 # slices LABEL MIB: three clients each held to MIB at once; what each got.

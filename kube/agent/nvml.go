@@ -52,6 +52,9 @@ func ReadInventory(lib nvml.Interface) ([]v1alpha1.GPUInfo, error) {
 			return nil, nvmlError(fmt.Sprintf("GPU %d GetMemoryInfo", i), r)
 		}
 		g.MemoryMiB = int64(mem.Total >> 20)
+		if m2, r := d.GetMemoryInfo_v2(); r == nvml.SUCCESS && m2.Reserved < m2.Total {
+			g.ReservedMiB = int64(m2.Reserved >> 20)
+		}
 		// Devices without MIG say so with NOT_SUPPORTED: that is "off", not an error.
 		if current, _, r := d.GetMigMode(); r == nvml.SUCCESS {
 			g.MIG = current == nvml.DEVICE_MIG_ENABLE

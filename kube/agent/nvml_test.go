@@ -52,6 +52,18 @@ func TestInventoryOfADGXA100(t *testing.T) {
 	}
 }
 
+// What the driver keeps of a device for itself is read apart (NVML's second memory query),
+// so that slices are booked only of what processes can have.
+func TestInventoryReadsTheDriversReserve(t *testing.T) {
+	inv, err := agent.ReadInventory(simgpu.New(simgpu.Spec{Model: "NVIDIA H200", MemoryMiB: 143771, Count: 1, ReservedMiB: 616}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if inv[0].MemoryMiB != 143771 || inv[0].ReservedMiB != 616 {
+		t.Fatalf("inventory %+v: want 143771 MiB of which the driver reserves 616, as an H200 reports", inv[0])
+	}
+}
+
 // A PCIe server with NVLink bridges between pairs, on one socket: each pair is a group.
 func TestInventoryOfBridgedPairs(t *testing.T) {
 	inv, err := agent.ReadInventory(simgpu.New(simgpu.Spec{Model: "NVIDIA L40S", MemoryMiB: 46068, Count: 4, Links: simgpu.Pairs}))

@@ -84,3 +84,20 @@ func TestSliceAndChoiceReachTheEngine(t *testing.T) {
 		t.Errorf("policy: %v", err)
 	}
 }
+
+// Where the agent lists a node's devices, each is booked by its own size less what its
+// driver reserves (GPUs of different sizes on one node, which GPU Feature Discovery's one
+// label cannot say); a device the inventory does not list, or lists under another UUID,
+// keeps the label's size.
+func TestSlicesAreBookedOfWhatTheDriverLeaves(t *testing.T) {
+	inv := `[{"index":0,"uuid":"GPU-a","model":"H200","memoryMiB":143771,"reservedMiB":616},` +
+		`{"index":1,"uuid":"GPU-b","model":"H100","memoryMiB":81559,"reservedMiB":480},` +
+		`{"index":2,"uuid":"GPU-x","model":"H100","memoryMiB":81559}]`
+	out := Node(gpuNode(map[string]string{v1alpha1.AnnotationGPUUUIDs: "GPU-a,GPU-b,GPU-c,GPU-d", v1alpha1.AnnotationGPUInventory: inv}))
+	want := []int64{143771 - 616, 81559 - 480, 81920, 81920}
+	for g, mi := range want {
+		if got := out.GPUs[g].Memory >> 20; got != mi {
+			t.Errorf("GPU %d booked of %d MiB, want %d", g, got, mi)
+		}
+	}
+}

@@ -78,10 +78,22 @@ func Node(n *corev1.Node) engine.Node {
 		if cordoned[g] {
 			cordon = CordonReason
 		}
-		out.GPUs = append(out.GPUs, engine.GPU{Model: n.Labels[v1alpha1.LabelGPUProduct], Memory: memMi << 20,
+		out.GPUs = append(out.GPUs, engine.GPU{Model: n.Labels[v1alpha1.LabelGPUProduct], Memory: bookable(inv, g, uuid, memMi) << 20,
 			UUID: uuid, Island: island, Unhealthy: why, Cordoned: cordon})
 	}
 	return out
+}
+
+// bookable is the memory, in MiB, of device g that slices may be booked of: where the
+// agent's inventory lists the device (by index and UUID), its own size less what the
+// driver reserves, which no process can have (three slices of an H200's whole 143771 MiB
+// could not all be held; docs/gpu-nodes.md); else GPU Feature Discovery's label, one size
+// for every device of the node.
+func bookable(inv []v1alpha1.GPUInfo, g int, uuid string, label int64) int64 {
+	if g < len(inv) && inv[g].Index == g && inv[g].UUID == uuid && inv[g].MemoryMiB > 0 && inv[g].MemoryMiB <= 1<<40 {
+		return inv[g].MemoryMiB - min(max(inv[g].ReservedMiB, 0), inv[g].MemoryMiB)
+	}
+	return label
 }
 
 // CordonReason is why a device an admin listed in allot.dev/gpu-cordon takes nothing new.

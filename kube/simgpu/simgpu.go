@@ -39,6 +39,10 @@ type Spec struct {
 	Sockets int
 	// UUIDs names the devices; a device without one keeps the mock's random UUID.
 	UUIDs []string
+	// ReservedMiB is what the driver keeps of each device for itself: counted as used by
+	// NVML's first memory query, reported apart by the second (real drivers: 480 MiB of an
+	// H100, 616 MiB of an H200).
+	ReservedMiB int64
 }
 
 // Machine is a simulated node's GPUs behind NVML.
@@ -129,20 +133,21 @@ func wire(s *server.Server, spec Spec) *Machine {
 			return nvml.Utilization{Gpu: m.util[i], Memory: m.util[i]}, nvml.SUCCESS
 		}
 		total := d.MemoryInfo.Total
+		reserved := min(uint64(max(spec.ReservedMiB, 0))<<20, total)
 		d.GetMemoryInfoFunc = func() (nvml.Memory, nvml.Return) {
 			m.mu.Lock()
 			defer m.mu.Unlock()
 			if m.lost[i] {
 				return nvml.Memory{}, nvml.ERROR_GPU_IS_LOST
 			}
-			used := min(m.memUsed[i], total)
+			used := min(m.memUsed[i]+reserved, total)
 			return nvml.Memory{Total: total, Used: used, Free: total - used}, nvml.SUCCESS
 		}
 		// The second query, as a driver of 2026 answers it: the first one's use less what
-		// the driver reserves (none here).
+		// the driver reserves, which it reports apart.
 		d.GetMemoryInfo_v2Func = func() (nvml.Memory_v2, nvml.Return) {
 			v1, r := d.GetMemoryInfoFunc()
-			return nvml.Memory_v2{Total: v1.Total, Used: v1.Used, Free: v1.Free}, r
+			return nvml.Memory_v2{Total: v1.Total, Reserved: reserved, Used: v1.Used - reserved, Free: v1.Free}, r
 		}
 		d.GetSupportedEventTypesFunc = func() (uint64, nvml.Return) {
 			return nvml.EventTypeXidCriticalError | nvml.EventTypeDoubleBitEccError | nvml.EventTypeSingleBitEccError, nvml.SUCCESS
