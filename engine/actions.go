@@ -14,14 +14,16 @@ import (
 type candidatePool struct {
 	byQueue map[*queueState][]unit
 	queues  []*queueState
+	paths   map[*queueState][]*queueState // each queue's path from its root
 }
 
 func (s *session) newPool() *candidatePool {
-	c := &candidatePool{byQueue: map[*queueState][]unit{}}
+	c := &candidatePool{byQueue: map[*queueState][]unit{}, paths: map[*queueState][]*queueState{}}
 	for _, j := range s.jobs {
 		if j.preemptible && j.bound > 0 {
 			if _, ok := c.byQueue[j.q]; !ok {
 				c.queues = append(c.queues, j.q)
+				c.paths[j.q] = pathOf(j.q)
 			}
 			c.byQueue[j.q] = append(c.byQueue[j.q], units(j)...)
 		}
@@ -39,6 +41,7 @@ func (s *session) newPool() *candidatePool {
 func (c *candidatePool) from(include func(*queueState) bool, keep func(unit) bool) iter.Seq[unit] {
 	type head struct {
 		q    *queueState
+		path []*queueState // from the root down to q
 		next int
 		left int64 // the queue's GPUs once the units yielded so far are gone
 	}
@@ -58,6 +61,9 @@ func (c *candidatePool) from(include func(*queueState) bool, keep func(unit) boo
 		if x, y := over(a), over(b); x != y {
 			return x > y
 		}
+		if pa, pb := divergingPriorities(a.path, b.path); pa != pb {
+			return pa < pb // the lower queue priority gives first
+		}
 		if a.left != b.left {
 			return a.left > b.left
 		}
@@ -68,7 +74,7 @@ func (c *candidatePool) from(include func(*queueState) bool, keep func(unit) boo
 		// next to give first; only the first moves, and only down.
 		hs := make([]*head, len(qs))
 		for i, q := range qs {
-			hs[i] = &head{q: q, left: q.alloc[ResourceGPU]}
+			hs[i] = &head{q: q, path: c.paths[q], left: q.alloc[ResourceGPU]}
 		}
 		slices.SortFunc(hs, func(a, b *head) int {
 			if first(a, b) {
@@ -97,6 +103,27 @@ func (c *candidatePool) from(include func(*queueState) bool, keep func(unit) boo
 			}
 		}
 	}
+}
+
+// pathOf lists the queue's ancestors from the root down to the queue.
+func pathOf(q *queueState) []*queueState {
+	var p []*queueState
+	for a := q; a != nil; a = a.parent {
+		p = append(p, a)
+	}
+	slices.Reverse(p)
+	return p
+}
+
+// divergingPriorities compares two queues as their tree does: the priorities of the
+// siblings where their paths part (of the queues themselves where they are siblings).
+func divergingPriorities(a, b []*queueState) (int32, int32) {
+	for i := 0; i < len(a) && i < len(b); i++ {
+		if a[i] != b[i] {
+			return a[i].q.Priority, b[i].q.Priority
+		}
+	}
+	return 0, 0
 }
 
 // reclaim lets a queue below its fair share take GPUs back from queues above theirs
