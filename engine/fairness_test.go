@@ -182,3 +182,23 @@ func TestOversubscribedQuotasGoByPriority(t *testing.T) {
 		}
 	}
 }
+
+// A CPU-only job that finds no CPU is told that the nodes lack CPU, not that "nodes with
+// free GPUs" do, whether or not any GPU is free.
+//
+//	n1 (×1): busy, 1 CPU free      queue a: busy (1 GPU, 15 CPU), etl (CPU only, 4 CPU)
+func TestCPUOnlyJobLacksCPU(t *testing.T) {
+	busy := running("busy", "a", "n1", 0)
+	busy.Pods[0].Request.CPU = 15000
+	snap := &Snapshot{
+		Nodes:  []Node{gpuNode("n1", "", "A100", 1)},
+		Queues: []Queue{quotaQueue("a", 1)},
+		Jobs: []Job{busy,
+			{ID: "etl", Queue: "a", MinMember: 1, Pods: []Pod{{ID: "etl-0", Request: PodRequest{CPU: 4000}}}}},
+	}
+	snap.Nodes[0].CPU = 16000
+	r := New(Options{}).Schedule(snap).Pending["etl"]
+	if want := "needs 4 CPU on one node; the nodes it may use lack CPU: needs 4, most free is 1 on n1"; r.Message != want {
+		t.Fatalf("reason %q, want %q", r.Message, want)
+	}
+}
