@@ -161,9 +161,10 @@ func (s *session) reclaimFor(j *jobState, pool *candidatePool, fails map[string]
 	if fails[key] {
 		return false
 	}
-	// Within its quota a queue takes from any queue above its own quota or fair share;
-	// beyond it, only from queues above their fair share.
-	inQuota := j.q.alloc[ResourceGPU]+need[ResourceGPU] <= j.q.deserved[ResourceGPU]
+	// Within its quota (a project without one: within its department's) a queue takes
+	// from any queue above its own quota or fair share; beyond it, only from queues above
+	// their fair share.
+	inQuota := quotaRoom(j.q, need[ResourceGPU])
 	cands := pool.from(func(q *queueState) bool {
 		a := q.alloc[ResourceGPU]
 		return q != j.q && (a > q.fair[ResourceGPU] || (inQuota && a > q.deserved[ResourceGPU]))
@@ -196,12 +197,45 @@ func (s *session) reclaimFor(j *jobState, pool *candidatePool, fails map[string]
 	return true
 }
 
+// quotaRoom reports whether the queue stays within its quota with gpu more: its own
+// (min(quota, demand, limit)), or, for a queue with no quota of its own, its
+// department's, which is owed to its projects whether or not they carry quotas.
+func quotaRoom(q *queueState, gpu int64) bool {
+	for ; q != nil; q = q.parent {
+		if q.alloc[ResourceGPU]+gpu <= q.deserved[ResourceGPU] {
+			return true
+		}
+		if q.q.Resources[ResourceGPU].Quota > 0 {
+			return false
+		}
+	}
+	return false
+}
+
+// endsWithinQuota reports whether a queue that gained in a reclaim ends within its
+// quota: its own, or, for a queue with no quota of its own whose department gained too,
+// the department's (a department's quota is owed to its projects, and is reclaimed for
+// them from borrowers outside it). Between siblings of a department, which does not
+// gain, a project's own quota is the bound.
+func endsWithinQuota(q *queueState, before map[*queueState]int64) bool {
+	for ; q != nil; q = q.parent {
+		if q.alloc[ResourceGPU] <= q.deserved[ResourceGPU] {
+			return true
+		}
+		if q.q.Resources[ResourceGPU].Quota > 0 || q.parent == nil || q.parent.alloc[ResourceGPU] <= before[q.parent] {
+			return false
+		}
+	}
+	return false
+}
+
 // reclaimRules judge the end state of a reclaim by where each queue ends (DESIGN.md
 // 3.4). A reclaim between siblings leaves their department where it was, so the
 // department is not judged. It is allowed by one of three rules:
 //   - owed: every queue on the reclaimer's side that gained ends within both its quota
-//     (min(quota, demand, limit)) and its fair share, and every queue that lost was above
-//     both; a victim may then fall below them, trading a large job for a smaller one;
+//     (min(quota, demand, limit); a project with none, its department's: endsWithinQuota)
+//     and its fair share, and every queue that lost was above both; a victim may then
+//     fall below them, trading a large job for a smaller one;
 //   - by fair share: the gainers end within their fair shares, and every queue that
 //     lost was above its own and ends no lower;
 //   - by quota: the gainers end within their quotas, and every queue that lost was above
@@ -216,10 +250,10 @@ func (s *session) reclaimRules(reclaimer *queueState, before map[*queueState]int
 	for q := reclaimer; q != nil; q = q.parent {
 		chain[q] = true
 		if a := q.alloc[ResourceGPU]; a > before[q] {
-			fair, quota := q.fair[ResourceGPU], q.deserved[ResourceGPU]
-			owed = owed && a <= fair && a <= quota
-			byFair = byFair && a <= fair
-			byQuota = byQuota && a <= quota
+			inFair, inQuota := a <= q.fair[ResourceGPU], endsWithinQuota(q, before)
+			owed = owed && inFair && inQuota
+			byFair = byFair && inFair
+			byQuota = byQuota && inQuota
 		}
 	}
 	for _, q := range s.queues {
