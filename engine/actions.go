@@ -239,10 +239,11 @@ func endsWithinQuota(q *queueState, before map[*queueState]int64) bool {
 //   - by fair share: the gainers end within their fair shares, and every queue that
 //     lost was above its own and ends no lower;
 //   - by quota: the gainers end within their quotas, and every queue that lost was above
-//     its quota and ends no lower.
+//     its quota and ends no lower, even where it was within its fair share.
 //
 // Under the last two, as in KAI-Scheduler, a gainer also ends no fuller (allocated over
-// fair share) than any sibling that lost: a queue can then never take back what was
+// fair share) than any sibling that lost, unless it ends within both its own quota and
+// its fair share, where no rule takes from it: a queue can then never take back what was
 // reclaimed from it, so reclaim never loops, also when the two rules alternate.
 func (s *session) reclaimRules(reclaimer *queueState, before map[*queueState]int64) bool {
 	chain := map[*queueState]bool{}
@@ -273,14 +274,19 @@ func (s *session) reclaimRules(reclaimer *queueState, before map[*queueState]int
 }
 
 // fullerThanGainer reports whether the losing queue v ends at least as full as its
-// sibling on the reclaimer's side that gained, if it has one.
+// sibling on the reclaimer's side that gained, if it has one, or that sibling ends
+// within both its own quota and its fair share: no rule of reclaim takes from such a
+// queue, so v cannot take back from it.
 func (s *session) fullerThanGainer(v *queueState, chain map[*queueState]bool, before map[*queueState]int64) bool {
 	siblings := s.roots
 	if v.parent != nil {
 		siblings = v.parent.children
 	}
 	for _, r := range siblings {
-		if chain[r] && r.alloc[ResourceGPU] > before[r] {
+		if a := r.alloc[ResourceGPU]; chain[r] && a > before[r] {
+			if a <= r.fair[ResourceGPU] && a <= r.deserved[ResourceGPU] {
+				return true
+			}
 			return shareRatio(r) <= shareRatio(v)
 		}
 	}
