@@ -14,14 +14,16 @@ import (
 type candidatePool struct {
 	byQueue map[*queueState][]unit
 	queues  []*queueState
+	paths   map[*queueState][]*queueState // each queue's path from its root
 }
 
 func (s *session) newPool() *candidatePool {
-	c := &candidatePool{byQueue: map[*queueState][]unit{}}
+	c := &candidatePool{byQueue: map[*queueState][]unit{}, paths: map[*queueState][]*queueState{}}
 	for _, j := range s.jobs {
 		if j.preemptible && j.bound > 0 {
 			if _, ok := c.byQueue[j.q]; !ok {
 				c.queues = append(c.queues, j.q)
+				c.paths[j.q] = pathOf(j.q)
 			}
 			c.byQueue[j.q] = append(c.byQueue[j.q], units(j)...)
 		}
@@ -34,11 +36,14 @@ func (s *session) newPool() *candidatePool {
 
 // from yields the units of the queues include accepts, always from the queue that would
 // then be furthest over its fair share (so a reclaim takes from several borrowers alike
-// rather than pushing one below its share), skipping units no longer running and those
-// keep rejects. It is lazy: a search stops reading once it has found enough places.
-func (c *candidatePool) from(include func(*queueState) bool, keep func(unit) bool) iter.Seq[unit] {
+// rather than pushing one below its share), skipping units no longer running, those
+// keep rejects and, with stay set, those after which their queue, left with left GPUs,
+// is not one stay accepts. It is lazy: a search stops reading once it has found enough
+// places.
+func (c *candidatePool) from(include func(*queueState) bool, keep func(unit) bool, stay func(q *queueState, left int64) bool) iter.Seq[unit] {
 	type head struct {
 		q    *queueState
+		path []*queueState // from the root down to q
 		next int
 		left int64 // the queue's GPUs once the units yielded so far are gone
 	}
@@ -58,6 +63,9 @@ func (c *candidatePool) from(include func(*queueState) bool, keep func(unit) boo
 		if x, y := over(a), over(b); x != y {
 			return x > y
 		}
+		if pa, pb := divergingPriorities(a.path, b.path); pa != pb {
+			return pa < pb // the lower queue priority gives first
+		}
 		if a.left != b.left {
 			return a.left > b.left
 		}
@@ -68,7 +76,7 @@ func (c *candidatePool) from(include func(*queueState) bool, keep func(unit) boo
 		// next to give first; only the first moves, and only down.
 		hs := make([]*head, len(qs))
 		for i, q := range qs {
-			hs[i] = &head{q: q, left: q.alloc[ResourceGPU]}
+			hs[i] = &head{q: q, path: c.paths[q], left: q.alloc[ResourceGPU]}
 		}
 		slices.SortFunc(hs, func(a, b *head) int {
 			if first(a, b) {
@@ -85,7 +93,7 @@ func (c *candidatePool) from(include func(*queueState) bool, keep func(unit) boo
 			}
 			u := us[h.next]
 			h.next++
-			if !u.bound() || (keep != nil && !keep(u)) {
+			if !u.bound() || (keep != nil && !keep(u)) || (stay != nil && !stay(h.q, h.left-u.gpu)) {
 				continue
 			}
 			h.left -= u.gpu
@@ -97,6 +105,27 @@ func (c *candidatePool) from(include func(*queueState) bool, keep func(unit) boo
 			}
 		}
 	}
+}
+
+// pathOf lists the queue's ancestors from the root down to the queue.
+func pathOf(q *queueState) []*queueState {
+	var p []*queueState
+	for a := q; a != nil; a = a.parent {
+		p = append(p, a)
+	}
+	slices.Reverse(p)
+	return p
+}
+
+// divergingPriorities compares two queues as their tree does: the priorities of the
+// siblings where their paths part (of the queues themselves where they are siblings).
+func divergingPriorities(a, b []*queueState) (int32, int32) {
+	for i := 0; i < len(a) && i < len(b); i++ {
+		if a[i] != b[i] {
+			return a[i].q.Priority, b[i].q.Priority
+		}
+	}
+	return 0, 0
 }
 
 // reclaim lets a queue below its fair share take GPUs back from queues above theirs
@@ -134,13 +163,15 @@ func (s *session) reclaimFor(j *jobState, pool *candidatePool, fails map[string]
 	if fails[key] {
 		return false
 	}
-	// Within its quota a queue takes from any queue above its own quota or fair share;
-	// beyond it, only from queues above their fair share.
-	inQuota := j.q.alloc[ResourceGPU]+need[ResourceGPU] <= j.q.deserved[ResourceGPU]
+	// Within its quota (or its department's) a queue takes from any queue above its own
+	// quota or fair share; beyond it, only from queues above their fair share.
+	inQuota := quotaRoom(j.q, need[ResourceGPU])
+	keep := s.keepUnshielded(j, protectReclaim)
 	cands := pool.from(func(q *queueState) bool {
 		a := q.alloc[ResourceGPU]
 		return q != j.q && (a > q.fair[ResourceGPU] || (inQuota && a > q.deserved[ResourceGPU]))
-	}, s.keepUnshielded(j, protectReclaim))
+	}, keep, nil)
+	victimsShort := false // a trial was refused by quota only for where its victims ended
 	before := s.queueAllocs()
 	vs := &victimSearch{job: j, pods: pods, cands: cands,
 		reason: func(u unit) Reason {
@@ -158,10 +189,26 @@ func (s *session) reclaimFor(j *jobState, pool *candidatePool, fails map[string]
 				j.q.q.ID, j.j.ID, j.q.q.ID, what, MilliGPU(before[j.q]), mine,
 				v.q.ID, whatV, MilliGPU(before[v]), theirs)
 		},
-		accept: func() bool { return s.reclaimRules(j.q, before) },
-		move:   true,
+		accept: func() bool {
+			ok, short := s.reclaimRules(j.q, before)
+			victimsShort = victimsShort || short
+			return ok
+		},
+		move: true,
 	}
-	if !vs.run(s) {
+	ok := vs.run(s)
+	if !ok && inQuota && victimsShort {
+		// By quota: the walk above takes first from whoever is furthest over its fair
+		// share, and a trial on a node evicts in that order, so a block the rules allow
+		// (from a queue above its quota that stays at or above it, even at its fair
+		// share) may have been passed over for one they do not. Look for that one alone
+		// where a trial found room and was refused only for taking a queue below its quota.
+		vs.cands = pool.from(func(q *queueState) bool {
+			return q != j.q && q.alloc[ResourceGPU] > q.deserved[ResourceGPU]
+		}, keep, func(q *queueState, left int64) bool { return left >= q.deserved[ResourceGPU] })
+		ok = vs.run(s)
+	}
+	if !ok {
 		fails[key] = true
 		return false
 	}
@@ -169,32 +216,70 @@ func (s *session) reclaimFor(j *jobState, pool *candidatePool, fails map[string]
 	return true
 }
 
+// quotaRoom reports whether the queue stays within its quota with gpu more: its own
+// (min(quota, demand, limit)), or its department's, which is owed to its projects
+// whether or not they carry quotas of their own.
+func quotaRoom(q *queueState, gpu int64) bool {
+	for ; q != nil; q = q.parent {
+		if q.alloc[ResourceGPU]+gpu <= q.deserved[ResourceGPU] {
+			return true
+		}
+	}
+	return false
+}
+
+// endsWithinQuota reports whether a queue that gained in a reclaim ends within its
+// quota: its own, or, where its department gained too, the department's. A
+// department's quota is owed to its projects whether or not they carry quotas of their
+// own, and is reclaimed for them from borrowers outside it; between the projects of a
+// department, which does not gain, each project's own quota is the bound.
+func endsWithinQuota(q *queueState, before map[*queueState]int64) bool {
+	for ; q != nil; q = q.parent {
+		if q.alloc[ResourceGPU] <= q.deserved[ResourceGPU] {
+			return true
+		}
+		if q.parent == nil || q.parent.alloc[ResourceGPU] <= before[q.parent] {
+			return false
+		}
+	}
+	return false
+}
+
 // reclaimRules judge the end state of a reclaim by where each queue ends (DESIGN.md
 // 3.4). A reclaim between siblings leaves their department where it was, so the
 // department is not judged. It is allowed by one of three rules:
 //   - owed: every queue on the reclaimer's side that gained ends within both its quota
-//     (min(quota, demand, limit)) and its fair share, and every queue that lost was above
-//     both; a victim may then fall below them, trading a large job for a smaller one;
+//     (min(quota, demand, limit); a project with none, its department's: endsWithinQuota)
+//     and its fair share, and every queue that lost was above both; a victim may then
+//     fall below them, trading a large job for a smaller one;
 //   - by fair share: the gainers end within their fair shares, and every queue that
 //     lost was above its own and ends no lower;
 //   - by quota: the gainers end within their quotas, and every queue that lost was above
-//     its quota and ends no lower.
+//     its quota and ends no lower, even where it was within its fair share.
 //
-// Under the last two, as in KAI-Scheduler, a gainer also ends no fuller (allocated over
-// fair share) than any sibling that lost: a queue can then never take back what was
-// reclaimed from it, so reclaim never loops, also when the two rules alternate.
-func (s *session) reclaimRules(reclaimer *queueState, before map[*queueState]int64) bool {
+// Under the last two, a sibling that lost must not end below its fair share where the
+// gainer ends above its own (cannotTakeBack): a queue can then never take back what was
+// reclaimed from it, so reclaim never loops, also when the rules alternate. (KAI-Scheduler
+// asks more, that the gainer end no fuller than the loser, which refuses a queue its
+// quota whenever taking it leaves the gainer fuller, as a block taken from a queue at its
+// fair share does.)
+//
+// It also reports whether the rule by quota failed only on the victims' side: the
+// gainers end within their quotas, but a queue that lost was not above its quota or
+// ends below it.
+func (s *session) reclaimRules(reclaimer *queueState, before map[*queueState]int64) (ok, victimsShort bool) {
 	chain := map[*queueState]bool{}
 	owed, byFair, byQuota := true, true, true
 	for q := reclaimer; q != nil; q = q.parent {
 		chain[q] = true
 		if a := q.alloc[ResourceGPU]; a > before[q] {
-			fair, quota := q.fair[ResourceGPU], q.deserved[ResourceGPU]
-			owed = owed && a <= fair && a <= quota
-			byFair = byFair && a <= fair
-			byQuota = byQuota && a <= quota
+			inFair, inQuota := a <= q.fair[ResourceGPU], endsWithinQuota(q, before)
+			owed = owed && inFair && inQuota
+			byFair = byFair && inFair
+			byQuota = byQuota && inQuota
 		}
 	}
+	gainersInQuota := byQuota
 	for _, q := range s.queues {
 		a, b := q.alloc[ResourceGPU], before[q]
 		if chain[q] || a >= b {
@@ -204,23 +289,28 @@ func (s *session) reclaimRules(reclaimer *queueState, before map[*queueState]int
 		owed = owed && b > fair && b > quota
 		byFair = byFair && b > fair && a >= fair
 		byQuota = byQuota && b > quota && a >= quota
-		if (byFair || byQuota) && !s.fullerThanGainer(q, chain, before) {
+		if (byFair || byQuota) && !s.cannotTakeBack(q, chain, before) {
 			byFair, byQuota = false, false
 		}
 	}
-	return owed || byFair || byQuota
+	ok = owed || byFair || byQuota
+	return ok, !ok && gainersInQuota && !byQuota
 }
 
-// fullerThanGainer reports whether the losing queue v ends at least as full as its
-// sibling on the reclaimer's side that gained, if it has one.
-func (s *session) fullerThanGainer(v *queueState, chain map[*queueState]bool, before map[*queueState]int64) bool {
+// cannotTakeBack reports whether the losing queue v, where it ends, cannot take back what
+// its sibling on the reclaimer's side gained: it could by fair share only if it ends
+// below its fair share while that sibling ends above its own. As owed or by quota it
+// cannot: it ends at or above its quota (by quota), or at or above its fair share (by
+// fair share), and where quotas oversubscribe a level every fair share there is within
+// its quota, the gainer's too.
+func (s *session) cannotTakeBack(v *queueState, chain map[*queueState]bool, before map[*queueState]int64) bool {
 	siblings := s.roots
 	if v.parent != nil {
 		siblings = v.parent.children
 	}
 	for _, r := range siblings {
-		if chain[r] && r.alloc[ResourceGPU] > before[r] {
-			return shareRatio(r) <= shareRatio(v)
+		if a := r.alloc[ResourceGPU]; chain[r] && a > before[r] {
+			return a <= r.fair[ResourceGPU] || v.alloc[ResourceGPU] >= v.fair[ResourceGPU]
 		}
 	}
 	return true
@@ -245,7 +335,7 @@ func (s *session) preempt(pool *candidatePool) {
 		}
 		shielded := s.keepUnshielded(j, protectPreempt)
 		cands := pool.from(func(q *queueState) bool { return q == j.q },
-			func(u unit) bool { return u.job.j.Priority < j.j.Priority && shielded(u) })
+			func(u unit) bool { return u.job.j.Priority < j.j.Priority && shielded(u) }, nil)
 		before := s.queueAllocs()
 		vs := &victimSearch{job: j, pods: pods, cands: cands,
 			reason: func(u unit) Reason {
@@ -293,7 +383,7 @@ func (s *session) consolidate(pool *candidatePool) {
 		if c, ok := fails[key]; ok && c == s.commits {
 			continue
 		}
-		vs := &victimSearch{job: j, pods: pods, cands: pool.from(func(*queueState) bool { return true }, nil), replace: true,
+		vs := &victimSearch{job: j, pods: pods, cands: pool.from(func(*queueState) bool { return true }, nil, nil), replace: true,
 			reason: func(Unit unit) Reason {
 				return reasonf(ReasonConsolidated, "moved to make room for job %s (%s needs contiguous GPUs)", j.j.ID, j.q.q.ID)
 			},

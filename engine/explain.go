@@ -236,13 +236,17 @@ func (s *session) hostShortage(r PodRequest, nodes []*nodeState, gpuFits func(*n
 	if cpuBest == nil {
 		return "no node has room"
 	}
+	where := "nodes with free GPUs"
+	if r.GPUs == 0 && !r.Shared() {
+		where = "the nodes it may use" // a CPU-only pod: free GPUs are beside the point
+	}
 	if free := cpuBest.n.CPU - cpuBest.cpuUsed; free < r.CPU {
-		return fmt.Sprintf("nodes with free GPUs lack CPU: needs %s, most free is %s on %s",
-			Format(ResourceCPU, r.CPU), Format(ResourceCPU, free), cpuBest.n.ID)
+		return fmt.Sprintf("%s lack CPU: needs %s, most free is %s on %s",
+			where, Format(ResourceCPU, r.CPU), Format(ResourceCPU, free), cpuBest.n.ID)
 	}
 	if free := memBest.n.Memory - memBest.memUsed; free < r.Memory {
-		return fmt.Sprintf("nodes with free GPUs lack memory: needs %s, most free is %s on %s",
-			Format(ResourceMemory, r.Memory), Format(ResourceMemory, free), memBest.n.ID)
+		return fmt.Sprintf("%s lack memory: needs %s, most free is %s on %s",
+			where, Format(ResourceMemory, r.Memory), Format(ResourceMemory, free), memBest.n.ID)
 	}
 	return "free capacity is scattered across nodes"
 }

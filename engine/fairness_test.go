@@ -153,3 +153,52 @@ func TestInteractiveBeforeTrainingOfItsQueue(t *testing.T) {
 		t.Fatalf("binds %v, want the notebook's pod", plan.Binds)
 	}
 }
+
+// Oversubscribed quotas go by queue priority: hi (priority 1) gets its full quota before a
+// and b (priority 0) divide the rest in proportion to their quotas, in whatever order the
+// queues are declared.
+//
+//	n1 (×5)      hi quota 3, priority 1; a quota 2; b quota 2; each wants 4
+func TestOversubscribedQuotasGoByPriority(t *testing.T) {
+	hi := quotaQueue("hi", 3)
+	hi.Priority = 1
+	queues := []Queue{hi, quotaQueue("a", 2), quotaQueue("b", 2)}
+	var jobs []Job
+	for _, q := range queues {
+		id := JobID(q.ID + "-1")
+		jobs = append(jobs, Job{ID: id, Queue: q.ID, MinMember: 1, Pods: []Pod{{ID: PodID(id + "-0"), Request: PodRequest{GPUs: 4}}}})
+	}
+	want := map[QueueID]MilliGPU{"hi": 3 * OneGPU, "a": OneGPU, "b": OneGPU}
+	for _, order := range [][]int{{0, 1, 2}, {0, 2, 1}, {1, 0, 2}, {1, 2, 0}, {2, 0, 1}, {2, 1, 0}} {
+		snap := &Snapshot{Nodes: []Node{gpuNode("n1", "", "A100", 5)}, Jobs: jobs}
+		for _, i := range order {
+			snap.Queues = append(snap.Queues, queues[i])
+		}
+		shares := FairShares(snap)
+		for id, w := range want {
+			if got := shares[id].GPU(); got != w {
+				t.Errorf("queues in order %v: %s's fair share is %s GPUs, want %s", order, id, got, w)
+			}
+		}
+	}
+}
+
+// A CPU-only job that finds no CPU is told that the nodes lack CPU, not that "nodes with
+// free GPUs" do, whether or not any GPU is free.
+//
+//	n1 (×1): busy, 1 CPU free      queue a: busy (1 GPU, 15 CPU), etl (CPU only, 4 CPU)
+func TestCPUOnlyJobLacksCPU(t *testing.T) {
+	busy := running("busy", "a", "n1", 0)
+	busy.Pods[0].Request.CPU = 15000
+	snap := &Snapshot{
+		Nodes:  []Node{gpuNode("n1", "", "A100", 1)},
+		Queues: []Queue{quotaQueue("a", 1)},
+		Jobs: []Job{busy,
+			{ID: "etl", Queue: "a", MinMember: 1, Pods: []Pod{{ID: "etl-0", Request: PodRequest{CPU: 4000}}}}},
+	}
+	snap.Nodes[0].CPU = 16000
+	r := New(Options{}).Schedule(snap).Pending["etl"]
+	if want := "needs 4 CPU on one node; the nodes it may use lack CPU: needs 4, most free is 1 on n1"; r.Message != want {
+		t.Fatalf("reason %q, want %q", r.Message, want)
+	}
+}

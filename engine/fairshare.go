@@ -11,6 +11,9 @@ import (
 // queues that still want more, by priority and then in proportion to overQuotaWeight,
 // water-filling so that a queue needing less than its portion hands the rest back.
 func (s *session) computeFairShares() {
+	// The smallest waiting job of each queue, in GPUs: where a whole GPU is left over after
+	// rounding, it goes where it lets a job start.
+	next := make(map[*queueState]int64, len(s.queues))
 	// Demand bottom-up: leaves from their jobs, parents from their children; limits cap both.
 	for i := len(s.queues) - 1; i >= 0; i-- {
 		q := s.queues[i]
@@ -24,12 +27,20 @@ func (s *session) computeFairShares() {
 						req = req.Add(s.pendingCost(p.p.Request))
 					}
 				}
+				if j.bound < len(j.pods) && (j.started() || len(j.pods) >= j.j.MinMember) {
+					if g := s.nextGPUs(j, passGangs); g > 0 && (next[q] == 0 || g < next[q]) {
+						next[q] = g
+					}
+				}
 			}
 			d = req
 		} else {
 			for _, c := range q.children {
 				d = d.Add(c.demand)
 				req = req.Add(c.request)
+				if g := next[c]; g > 0 && (next[q] == 0 || g < next[q]) {
+					next[q] = g
+				}
 			}
 		}
 		for r := range d {
@@ -41,16 +52,28 @@ func (s *session) computeFairShares() {
 		q.demand, q.request = d, req
 	}
 	for r := Resource(0); r < numResources; r++ {
-		divide(s.capacity[r], s.roots, r, s.opts.UsageStrength)
+		dv := division{r: r, strength: s.opts.UsageStrength}
+		if r == ResourceGPU {
+			dv.next = next
+		}
+		dv.divide(s.capacity[r], s.roots)
 	}
 }
 
-// divide hands amount to the siblings of one level and recurses into their children;
-// past usage tilts the over-quota part of GPUs by strength (tiltByUsage).
-func divide(amount int64, kids []*queueState, r Resource, strength float64) {
+// division divides one resource through the tree; past usage tilts the over-quota part
+// of GPUs by strength (tiltByUsage).
+type division struct {
+	r        Resource
+	strength float64
+	next     map[*queueState]int64 // the smallest waiting job per queue; GPUs only
+}
+
+// divide hands amount to the siblings of one level and recurses into their children.
+func (dv *division) divide(amount int64, kids []*queueState) {
 	if len(kids) == 0 {
 		return
 	}
+	r := dv.r
 	share := make([]int64, len(kids))
 	want := make([]int64, len(kids))
 	var sumWant int64
@@ -70,27 +93,28 @@ func divide(amount int64, kids []*queueState, r Resource, strength float64) {
 			}
 		}
 	}
-	rank := rankByID(kids)
+	tb := dv.ties(kids)
 	if sumWant >= amount {
-		// Quotas oversubscribe what this level has: split it in proportion to quota.
+		// Quotas oversubscribe what this level has: higher-priority queues get their
+		// quotas first, and queues of one priority split what is left in proportion to
+		// quota.
 		weights := make([]float64, len(kids))
 		for i, k := range kids {
 			weights[i] = float64(k.q.Resources[r].Quota)
 		}
-		waterfill(amount, share, want, weights, all(len(kids)), quantum, rank)
+		left := amount
+		for _, level := range byPriority(kids) {
+			left = waterfill(left, share, nil, want, weights, level, quantum, tb)
+		}
 	} else {
 		copy(share, want)
 	}
 	if left := amount - sumWant; left > 0 {
 		// Over quota, higher-priority queues are served first; equals share by weight.
-		byPrio := all(len(kids))
-		sort.SliceStable(byPrio, func(a, b int) bool { return kids[byPrio[a]].q.Priority > kids[byPrio[b]].q.Priority })
-		for start := 0; start < len(byPrio) && left > 0; {
-			end := start
-			for end < len(byPrio) && kids[byPrio[end]].q.Priority == kids[byPrio[start]].q.Priority {
-				end++
+		for _, level := range byPriority(kids) {
+			if left == 0 {
+				break
 			}
-			level := byPrio[start:end]
 			caps := make([]int64, len(kids))
 			weights := make([]float64, len(kids))
 			var wanting []int
@@ -104,20 +128,96 @@ func divide(amount int64, kids []*queueState, r Resource, strength float64) {
 			if r == ResourceGPU {
 				// Only those still wanting compare their past: a heavy user that wants
 				// nothing more now takes nothing from anyone.
-				tiltByUsage(weights, wanting, kids, strength)
+				tiltByUsage(weights, wanting, kids, dv.strength)
 			}
 			extra := make([]int64, len(kids))
-			left = waterfill(left, extra, caps, weights, level, quantum, rank)
+			left = waterfill(left, extra, share, caps, weights, level, quantum, tb)
 			for _, i := range level {
 				share[i] += extra[i]
 			}
-			start = end
 		}
 	}
 	for i, q := range kids {
 		q.fair[r] = share[i]
-		divide(share[i], q.children, r, strength)
+		dv.divide(share[i], q.children)
 	}
+}
+
+// byPriority groups the siblings by queue priority, highest first.
+func byPriority(kids []*queueState) [][]int {
+	idx := all(len(kids))
+	sort.SliceStable(idx, func(a, b int) bool { return kids[idx[a]].q.Priority > kids[idx[b]].q.Priority })
+	var levels [][]int
+	for start := 0; start < len(idx); {
+		end := start
+		for end < len(idx) && kids[idx[end]].q.Priority == kids[idx[start]].q.Priority {
+			end++
+		}
+		levels = append(levels, idx[start:end])
+		start = end
+	}
+	return levels
+}
+
+// tieBreak orders siblings whose claims to one more quantum are equal (the same
+// remainder and weight): never by the order queues were declared in, and by name only
+// last.
+type tieBreak struct {
+	prio  []int32
+	alloc []int64
+	next  []int64 // the smallest waiting job; 0: none known
+	rank  []int   // by name
+}
+
+func (dv *division) ties(kids []*queueState) *tieBreak {
+	tb := &tieBreak{prio: make([]int32, len(kids)), alloc: make([]int64, len(kids)), next: make([]int64, len(kids)), rank: rankByID(kids)}
+	for i, k := range kids {
+		tb.prio[i], tb.alloc[i], tb.next[i] = k.q.Priority, k.alloc[dv.r], dv.next[k]
+	}
+	return tb
+}
+
+// first reports whether member x gets the next quantum before y, given what each has so
+// far (has) and the quantum: the higher queue priority; then a queue that would be left
+// with nothing it can use without the quantum (one holding nothing whose smallest waiting
+// job fits its share only with it, or one whose only share it is and which uses it), so
+// that no queue is left at 0 beside idle GPUs it could use; then a queue that already
+// holds more than it has so far (it keeps the GPU it uses: taking it back would only
+// evict); then one whose waiting job the quantum lets start within its share; then the
+// one holding less; then the name.
+func (tb *tieBreak) first(x, y int, hasX, hasY, quantum int64) bool {
+	if tb.prio[x] != tb.prio[y] {
+		return tb.prio[x] > tb.prio[y]
+	}
+	if a, b := tb.starved(x, hasX, quantum), tb.starved(y, hasY, quantum); a != b {
+		return a
+	}
+	if a, b := tb.alloc[x] > hasX, tb.alloc[y] > hasY; a != b {
+		return a
+	}
+	if a, b := tb.starts(x, hasX, quantum), tb.starts(y, hasY, quantum); a != b {
+		return a
+	}
+	if tb.alloc[x] != tb.alloc[y] {
+		return tb.alloc[x] < tb.alloc[y]
+	}
+	return tb.rank[x] < tb.rank[y]
+}
+
+// starved: without one more quantum the queue would have nothing it can use: it holds
+// nothing and its smallest waiting job fits its share only with the quantum, or the
+// quantum is all its share and it uses it now.
+func (tb *tieBreak) starved(i int, has, quantum int64) bool {
+	if tb.alloc[i] == 0 {
+		return tb.next[i] > has && tb.next[i] <= has+quantum
+	}
+	return has == 0
+}
+
+// starts: one more quantum lets the queue's smallest waiting job start within its share.
+func (tb *tieBreak) starts(i int, has, quantum int64) bool {
+	a := tb.alloc[i] + tb.next[i]
+	return tb.next[i] > 0 && a > has && a <= has+quantum
 }
 
 func all(n int) []int {
@@ -144,9 +244,16 @@ func rankByID(kids []*queueState) []int {
 // passing what a capped member cannot take to the others. If every member still wanting
 // has zero weight they share equally: idle capacity is lent rather than left idle.
 // Portions are whole multiples of quantum; what flooring leaves goes one quantum at a
-// time by largest remainder (Hamilton's method), ties to the larger weight, then by rank.
+// time by largest remainder (Hamilton's method), ties to the larger weight, then as tb
+// orders them (base[i] + out[i] is what member i has so far; base may be nil).
 // It returns what is left.
-func waterfill(amount int64, out, caps []int64, weights []float64, members []int, quantum int64, rank []int) int64 {
+func waterfill(amount int64, out, base, caps []int64, weights []float64, members []int, quantum int64, tb *tieBreak) int64 {
+	has := func(i int) int64 {
+		if base == nil {
+			return out[i]
+		}
+		return base[i] + out[i]
+	}
 	active := make([]int, 0, len(members))
 	for _, i := range members {
 		if caps[i] > out[i] {
@@ -205,7 +312,7 @@ func waterfill(amount int64, out, caps []int64, weights []float64, members []int
 				if weightOf(x) != weightOf(y) {
 					return weightOf(x) > weightOf(y)
 				}
-				return rank[x] < rank[y]
+				return tb.first(x, y, has(x), has(y), quantum)
 			})
 			for _, i := range order {
 				if amount == 0 {

@@ -491,12 +491,16 @@ func settle(t *rapid.T, eng *Engine, snap *Snapshot) string {
 	return strings.Join(lines, "\n")
 }
 
-// TestQuotaIsGuaranteed: in settled random clusters of preemptible 1-GPU jobs, with
-// departments, limits and quotas that may add up to more than the cluster has, no queue
-// is left below its quota (min(quota, demand, limit)) with a job waiting while another
-// queue holds a GPU above its own quota that could be taken: a reclaim that keeps every
-// queue on the reclaimer's side within its quota and every queue on the victim's side at
-// or above its own (DESIGN.md 3.4).
+// TestQuotaIsGuaranteed: in settled random clusters of preemptible jobs of 1 to 3 GPUs
+// (one pod each) beside non-preemptible ones that never move, with departments, limits
+// and quotas that may add up to more than the cluster has, no queue is left below its
+// quota (min(quota, demand, limit)) with a job waiting while a reclaim by quota could
+// start it: on one node, its free GPUs and the GPUs of some preemptible jobs of other
+// queues hold the job, every queue on the reclaimer's side that gains ends within its
+// quota (a project's department's quota counts for it where the department gains too)
+// and every queue on the victims' side ends at or above its own (DESIGN.md 3.4). Free
+// GPUs scattered over nodes beside work that never moves make the reclaim take a block
+// from a queue above its quota, even one at its fair share.
 func TestQuotaIsGuaranteed(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		snap := &Snapshot{Now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
@@ -534,8 +538,15 @@ func TestQuotaIsGuaranteed(t *testing.T) {
 			// Work arrives in waves, so that early queues borrow what later ones are owed.
 			for k := rapid.IntRange(1, 10).Draw(t, "arrivals"); k > 0; k-- {
 				id := JobID(fmt.Sprintf("j%d-%d", round, k))
-				snap.Jobs = append(snap.Jobs, Job{ID: id, Queue: rapid.SampledFrom(leaves).Draw(t, "queue"), MinMember: 1,
-					SubmitTime: snap.Now.Add(time.Duration(round) * time.Minute), Pods: []Pod{{ID: PodID(id + "-0"), Request: PodRequest{GPUs: 1}}}})
+				gpus := rapid.SampledFrom([]int{1, 1, 2, 2, 3}).Draw(t, "jobGPUs")
+				// Now and then inference, which runs within quota and never moves: what it
+				// holds scatters the free GPUs.
+				class := Class(0)
+				if rapid.IntRange(0, 3).Draw(t, "inference") == 0 {
+					class = ClassInference
+				}
+				snap.Jobs = append(snap.Jobs, Job{ID: id, Queue: rapid.SampledFrom(leaves).Draw(t, "queue"), MinMember: 1, Class: class,
+					SubmitTime: snap.Now.Add(time.Duration(round) * time.Minute), Pods: []Pod{{ID: PodID(id + "-0"), Request: PodRequest{GPUs: gpus}}}})
 			}
 			settle(t, eng, snap)
 		}
@@ -575,47 +586,122 @@ func checkGuarantee(t *rapid.T, snap *Snapshot, p *Plan) {
 		}
 		return out
 	}
-	waiting := map[QueueID]bool{}
-	holding := map[QueueID]bool{}
+	// What runs where: free GPUs per node, and the preemptible jobs that could make room.
+	type held struct {
+		job   JobID
+		queue QueueID
+		gpus  int64
+	}
+	free := map[NodeID]int64{}
+	for _, n := range snap.Nodes {
+		free[n.ID] = int64(len(n.GPUs)) * int64(OneGPU)
+	}
+	on := map[NodeID][]held{}
 	for _, j := range snap.Jobs {
-		if countBound(j) == 0 {
-			waiting[j.Queue] = true
-		} else {
-			holding[j.Queue] = true
-		}
-	}
-	one := int64(OneGPU)
-	for q := range waiting {
-		for v := range holding {
-			if v == q {
-				continue
-			}
-			shared := map[QueueID]bool{}
-			for _, a := range chain(v) {
-				shared[a] = true
-			}
-			ok := true
-			for _, a := range chain(q) {
-				if shared[a] {
-					break // above the common ancestor nothing changes
+		for _, pod := range j.Pods {
+			if b := pod.Binding; b != nil {
+				g := int64(len(b.GPUs)) * int64(OneGPU)
+				free[b.Node] -= g
+				if j.IsPreemptible() {
+					on[b.Node] = append(on[b.Node], held{j.ID, j.Queue, g})
 				}
-				l := queues[a].Resources[ResourceGPU].Limit
-				ok = ok && alloc(a)+one <= quota(a) && (l == nil || alloc(a)+one <= *l)
-			}
-			mine := map[QueueID]bool{}
-			for _, a := range chain(q) {
-				mine[a] = true
-			}
-			for _, a := range chain(v) {
-				if mine[a] {
-					break
-				}
-				ok = ok && alloc(a)-one >= quota(a)
-			}
-			if ok {
-				t.Fatalf("queue %s waits at %d/%d milli-GPUs of its quota while queue %s holds %d, above its quota %d",
-					q, alloc(q), quota(q), v, alloc(v), quota(v))
 			}
 		}
 	}
+	for _, w := range snap.Jobs {
+		if countBound(w) > 0 || !w.IsPreemptible() {
+			continue
+		}
+		q, k := w.Queue, int64(w.Pods[0].Request.GPUs)*int64(OneGPU)
+		// A reclaim starts no job larger than both its queue's fair share and its quota.
+		if alloc(q)+k > max(p.Queues[q].FairShare[ResourceGPU], quota(q)) {
+			continue
+		}
+		mine := map[QueueID]bool{}
+		for _, a := range chain(q) {
+			mine[a] = true
+		}
+		for _, n := range snap.Nodes {
+			var cands []held
+			for _, h := range on[n.ID] {
+				if h.queue != q {
+					cands = append(cands, h)
+				}
+			}
+			for mask := 0; mask < 1<<len(cands); mask++ {
+				var victims []held
+				sum := int64(0)
+				for i, h := range cands {
+					if mask&(1<<i) != 0 {
+						victims = append(victims, h)
+						sum += h.gpus
+					}
+				}
+				if free[n.ID]+sum < k {
+					continue
+				}
+				needed := true // every victim is needed: fewer would not do
+				for _, h := range victims {
+					needed = needed && free[n.ID]+sum-h.gpus < k
+				}
+				if !needed {
+					continue
+				}
+				// The reclaimer's side: each queue gains k less what its own subtree loses.
+				gain := map[QueueID]int64{}
+				lost := map[QueueID]int64{}
+				for _, a := range chain(q) {
+					gain[a] = k
+				}
+				for _, h := range victims {
+					for _, a := range chain(h.queue) {
+						if mine[a] {
+							gain[a] -= h.gpus
+						} else {
+							lost[a] += h.gpus
+						}
+					}
+				}
+				ok := true
+				var top QueueID // the highest queue that gains
+				for _, a := range chain(q) {
+					if g := gain[a]; g > 0 {
+						top = a
+						l := queues[a].Resources[ResourceGPU].Limit
+						ok = ok && (l == nil || alloc(a)+g <= *l)
+					}
+				}
+				ok = ok && alloc(top)+gain[top] <= quota(top)
+				for a, l := range lost {
+					ok = ok && alloc(a)-l >= quota(a)
+				}
+				if ok {
+					t.Fatalf("queue %s waits at %d/%d milli-GPUs of its quota with job %s (%d) while a reclaim by quota on %s could start it, taking %v\n%s",
+						q, alloc(q), quota(q), w.ID, k, n.ID, victims, describeQueues(snap, p))
+				}
+			}
+		}
+	}
+}
+
+// describeQueues renders every queue's quota, fair share and allocation, and every job's
+// place, for a failed property.
+func describeQueues(snap *Snapshot, p *Plan) string {
+	var b strings.Builder
+	for _, q := range snap.Queues {
+		st := p.Queues[q.ID]
+		fmt.Fprintf(&b, "  queue %s (parent %q, quota %d, priority %d): fair %d, allocated %d, requested %d\n", q.ID, q.Parent,
+			q.Resources[ResourceGPU].Quota, q.Priority, st.FairShare[ResourceGPU], st.Allocated[ResourceGPU], st.Requested[ResourceGPU])
+	}
+	for _, n := range snap.Nodes {
+		fmt.Fprintf(&b, "  node %s: %d GPUs\n", n.ID, len(n.GPUs))
+	}
+	for _, j := range snap.Jobs {
+		where := "waiting"
+		if b := j.Pods[0].Binding; b != nil {
+			where = fmt.Sprintf("on %s %v", b.Node, b.GPUs)
+		}
+		fmt.Fprintf(&b, "  job %s (queue %s, %d GPUs, preemptible %v): %s\n", j.ID, j.Queue, j.Pods[0].Request.GPUs, j.IsPreemptible(), where)
+	}
+	return b.String()
 }
