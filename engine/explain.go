@@ -46,6 +46,8 @@ func describeRequest(r PodRequest) string {
 	switch {
 	case r.GPUs > 0:
 		return plural(r.GPUs, "GPU")
+	case r.GPUFraction > 0 && r.GPUCompute > 0:
+		what = r.GPUFraction.String() + " of a GPU with " + percent(r.GPUCompute) + " of its compute"
 	case r.GPUFraction > 0:
 		what = r.GPUFraction.String() + " of a GPU"
 	case r.GPUMemory > 0 && r.GPUCompute > 0:
@@ -477,7 +479,7 @@ func (s *session) sliceShortage(j *jobState, r PodRequest, nodes []*nodeState) s
 		return fmt.Sprintf("the most GPUs with room for its slice on one node is %d (%s)", mostOnNode, fitAt.n.n.ID)
 	case capped > 0:
 		return fmt.Sprintf("every GPU with room for it is shared by as many pods as its node allows (allot.dev/gpu-max-sharers: %d)", nodesCap(nodes))
-	case r.GPUFraction > 0 && memAt.n != nil:
+	case r.GPUFraction > 0 && r.GPUCompute == 0 && memAt.n != nil:
 		// A fraction is a share of memory and compute alike: say what is free as one.
 		best, bestFree := memAt, MilliGPU(-1)
 		for _, n := range nodes {

@@ -1,5 +1,7 @@
 package engine
 
+import "cmp"
+
 // What a pod holds of each of its GPUs, and what is booked on each device, in exact units:
 // bytes of memory and thousandths of compute. A device takes a slice only where both fit
 // (and the node's cap on sharers allows one more), so three 8Gi slices fill a 24Gi GPU
@@ -57,7 +59,7 @@ func ceilShare(mem, device int64) MilliGPU {
 }
 
 // partOn is the slice a shared request takes of a device of that size: a fraction takes
-// its share of both memory and compute; compute alone takes memory in proportion (rounded
+// its share of memory, and of compute unless it names its compute apart; compute alone takes memory in proportion (rounded
 // down, so that slices sized to divide a device fill it exactly); memory alone books no
 // compute, as in HAMi: compute is guaranteed only to pods that ask for it (a memory
 // slice's SM cap, in proportion, is a limit, not a booking). ok is false when the device
@@ -65,7 +67,7 @@ func ceilShare(mem, device int64) MilliGPU {
 func partOn(r PodRequest, dev *GPU) (p part, ok bool) {
 	switch {
 	case r.GPUFraction > 0:
-		p.compute = r.GPUFraction
+		p.compute = cmp.Or(r.GPUCompute, r.GPUFraction)
 		p.mem = dev.Memory * int64(r.GPUFraction) / int64(OneGPU)
 	default:
 		if r.GPUMemory > dev.Memory {

@@ -290,9 +290,10 @@ func better(spread bool, gpuLeft, cpuLeft, pref, bestGPU, bestCPU, bestPref int6
 func (s *session) placeOne(p *podState, only []*nodeState) bool {
 	j, r := p.job, p.p.Request
 	// A fraction's memory is rounded down and a device's used share up: one thousandth of
-	// slack keeps the skip from ruling out a device it fits exactly.
+	// slack keeps the skip from ruling out a device it fits exactly. A fraction that names
+	// its compute apart may fit where less than its share is free.
 	if only == nil && ((r.GPUs > 0 && s.maxFreeWhole() < r.GPUs) ||
-		(r.GPUFraction > 0 && s.maxFreeShare()+1 < r.GPUFraction)) {
+		(r.GPUFraction > 0 && r.GPUCompute == 0 && s.maxFreeShare()+1 < r.GPUFraction)) {
 		return false // no device anywhere has room: skip the scan
 	}
 	nodes := only

@@ -54,6 +54,9 @@ func genSliceJob(t *rapid.T, snap *Snapshot, i int) Job {
 		r.GPUs = rapid.IntRange(1, 2).Draw(t, "whole")
 	case 1:
 		r.GPUFraction = MilliGPU(rapid.SampledFrom([]int{100, 250, 333, 500, 700}).Draw(t, "fraction"))
+		if rapid.Bool().Draw(t, "fractionCompute") {
+			r.GPUCompute = MilliGPU(rapid.SampledFrom([]int{100, 900}).Draw(t, "compute"))
+		}
 	case 2:
 		r.GPUMemory = int64(rapid.SampledFrom([]int{1, 4, 8, 12, 16}).Draw(t, "memGi")) << 30
 	case 3:
@@ -86,6 +89,8 @@ func genSliceJob(t *rapid.T, snap *Snapshot, i int) Job {
 // its share of both, memory or compute alone the other in proportion (rounded down).
 func sliceOf(r PodRequest, dev GPU) (mem int64, compute int64, ok bool) {
 	switch {
+	case r.GPUFraction > 0 && r.GPUCompute > 0:
+		return dev.Memory * int64(r.GPUFraction) / 1000, int64(r.GPUCompute), true
 	case r.GPUFraction > 0:
 		return dev.Memory * int64(r.GPUFraction) / 1000, int64(r.GPUFraction), true
 	case r.GPUMemory > dev.Memory:

@@ -44,10 +44,7 @@ func (sc *Scenario) compileDeviceChoice(j *engine.Job, req *engine.PodRequest, j
 	if c := js.GPUCompute; c != nil {
 		m := math.Round(*c * 10)
 		if !(m >= 1 && m <= 1000) || req.GPUs > 0 {
-			return sc.errorf(path+".gpuCompute", "%v is not allowed: a percentage above 0 and up to 100, with gpu below 1, gpuMemory or alone", *c)
-		}
-		if req.GPUFraction > 0 {
-			return sc.errorf(path+".gpuCompute", "set gpuCompute with gpuMemory or alone: a fraction (gpu: %v) is already a share of compute", req.GPUFraction)
+			return sc.errorf(path+".gpuCompute", "%v is not allowed: a percentage above 0 and up to 100, with gpu below 1 (its compute then, in place of the fraction's), gpuMemory, or alone", *c)
 		}
 		req.GPUCompute = engine.MilliGPU(m)
 	}
