@@ -300,6 +300,9 @@ func (t *translation) resources(o Peers) error {
 		}
 	case hasPct && pct == 100 && (!hasCores || cores == 0 || cores == 100):
 		// All of each device's memory, and its compute unlimited or whole: whole GPUs.
+		if c.Resources.Limits == nil {
+			c.Resources.Limits = corev1.ResourceList{} // given as requests only
+		}
 		c.Resources.Limits[corev1.ResourceName(v1alpha1.GPUResource)] = *resource.NewQuantity(count, resource.DecimalSI)
 		t.notes = append(t.notes, fmt.Sprintf("%s=100 → %s (whole GPUs)", hamiGPUMemPercent, gpuFrom))
 		return nil

@@ -102,10 +102,11 @@ func SelfSigned(dir string) (caBundle []byte, err error) {
 // are told they have none, whatever their image says). A bare pod that names its queue and
 // asks for whole GPUs skips the call, which halves the admission cost of the commonest
 // submission.
-// Pods with another scheduler's names (peers.go) are sent too: their queue label, a
+// Pods with another scheduler's names (peers.go) are sent too: a scheduler name Allot takes
+// over (the pod is rewritten to Allot's, whatever else it asks), their queue label, a
 // sharing annotation, or any extended resource but nvidia.com/gpu (HAMi's gpumem and
 // gpucores, other vendors' devices, which are refused).
-const MutateCondition = `has(object.metadata.ownerReferences) || !has(object.metadata.labels) || !('allot.dev/queue' in object.metadata.labels) ||
+const MutateCondition = `object.spec.schedulerName != 'allot' || has(object.metadata.ownerReferences) || !has(object.metadata.labels) || !('allot.dev/queue' in object.metadata.labels) ||
 (has(object.metadata.annotations) && ('allot.dev/gpu-fraction' in object.metadata.annotations || 'allot.dev/gpu-memory' in object.metadata.annotations ||
 'allot.dev/gpu-compute' in object.metadata.annotations || 'allot.dev/translated' in object.metadata.annotations ||
 object.metadata.annotations.exists(k, k in ['nvidia.com/use-gpuuuid', 'nvidia.com/nouse-gpuuuid', 'nvidia.com/use-gputype', 'nvidia.com/nouse-gputype',

@@ -263,7 +263,12 @@ func buildSnapshot(now time.Time, nodes []*corev1.Node, pods []*corev1.Pod, queu
 				job.Preemptible = engine.PreemptibleNo
 			}
 			if t := p.Annotations[AnnotationGPUTypes]; t != "" {
-				job.GPUTypes = strings.Split(t, ",")
+				// "A100, H100" names H100 as "A100,H100" does.
+				for _, m := range strings.Split(t, ",") {
+					if m = strings.TrimSpace(m); m != "" {
+						job.GPUTypes = append(job.GPUTypes, m)
+					}
+				}
 			}
 			if err := convert.JobChoice(job, p.Annotations); err != nil && ours && job.Invalid == "" {
 				job.Invalid = fmt.Sprintf("pod %s/%s: %v", p.Namespace, p.Name, err)

@@ -127,6 +127,16 @@ func TestPeerPodsShareOneGPUWithTheirLimits(t *testing.T) {
 		t.Errorf("kai after its gpu-fraction changed: %v, want still half", env)
 	}
 
+	// A pod under a taken-over name that asks only what Allot's own pods ask (its queue
+	// label, whole GPUs) is still rewritten: left as it was, no scheduler would take it.
+	plain := peerPod("plain", "hami-scheduler", map[string]string{"nvidia.com/gpu": "1"}, nil, map[string]string{v1alpha1.LabelQueue: "team-a"})
+	if err := create(plain); err != nil {
+		t.Fatalf("plain: %v", err)
+	}
+	if got := e.Pods(t, "ml")["plain"].Spec.SchedulerName; got != v1alpha1.SchedulerName {
+		t.Errorf("a whole-GPU pod under hami-scheduler kept scheduler %q, want %q", got, v1alpha1.SchedulerName)
+	}
+
 	// Refused at creation, each naming what and why.
 	for _, c := range []struct {
 		name string
