@@ -127,3 +127,17 @@ func TestPeerNamesRefused(t *testing.T) {
 		t.Errorf("same value: %v", err)
 	}
 }
+
+// HAMi's gpumem-percentage 100 asked in requests alone (no limits: the mutating webhook
+// sees the pod before the API server checks it) becomes whole GPUs, without a panic.
+func TestWholeGPUPercentageFromRequestsOnly(t *testing.T) {
+	p := peerPod("hami-scheduler", nil, nil, nil)
+	p.Spec.Containers[0].Resources = corev1.ResourceRequirements{Requests: corev1.ResourceList{
+		"nvidia.com/gpu": resource.MustParse("2"), "nvidia.com/gpumem-percentage": resource.MustParse("100")}}
+	if err := (Peers{AdoptSchedulers: []string{"hami-scheduler"}}).Translate(p); err != nil {
+		t.Fatal(err)
+	}
+	if got := v1alpha1.WholeGPUs(p); got != 2 {
+		t.Fatalf("%d whole GPUs, want 2: %+v", got, p.Spec.Containers[0].Resources)
+	}
+}
