@@ -51,9 +51,10 @@ type bindJob struct {
 	p   *corev1.Pod
 	b   engine.Binding
 	env map[string]string // a shared GPU's environment, written before the bind
-	// reservation names the reservation a held-back shared pod waited on (sharing.go):
-	// its device, once reported, is the pod's, whichever index the engine preferred.
-	reservation string
+	// reservations name the reservations a held-back shared pod waited on (sharing.go),
+	// one for each of its GPUs in the order of b.GPUs: their devices, once reported, are
+	// the pod's, whichever indices the engine preferred.
+	reservations []string
 	// claimsWritten are the ResourceClaims allocated or reserved for the pod by this bind,
 	// taken back if the bind fails (claimbind.go).
 	claimsWritten []*resourceapi.ResourceClaim
@@ -79,9 +80,9 @@ func (s *Scheduler) bindLoop(ctx context.Context) {
 		if errors.Is(err, errAwaitingDevice) {
 			continue // held, still assumed: resumeAwaiting binds it once the device is known
 		}
-		if j.reservation != "" {
+		if len(j.reservations) > 0 {
 			s.amu.Lock()
-			delete(s.awaiting, j.p.UID) // its reservation is kept by the bound pod from now on
+			delete(s.awaiting, j.p.UID) // its reservations are kept by the bound pod from now on
 			s.amu.Unlock()
 		}
 		s.opts.Metrics.bindDone(err)
@@ -153,11 +154,7 @@ func (s *Scheduler) bind(ctx context.Context, j *bindJob) error {
 	}
 	if b.Share > 0 && !claimed {
 		if uuids, ok := s.agentUUIDs(b.Node); ok {
-			if len(b.GPUs) > 1 {
-				// Kept off such nodes by the node filter (withoutMPS); never half-bound.
-				return fmt.Errorf("a slice of %d GPUs on %s, whose agent reports devices: not bound (each reservation's device is followed for one GPU only)", len(b.GPUs), b.Node)
-			}
-			// The device is the one the reservation was really given.
+			// The devices are the ones its GPUs' reservations were really given.
 			if err := s.placeOnReservation(ctx, j, uuids); err != nil {
 				return err
 			}

@@ -121,19 +121,15 @@ func room(snap *engine.Snapshot, idx *index, nodes []*corev1.Node, pods []*corev
 
 // withoutMPS rules out, for a slice of several GPUs, the nodes that enforce sharing with
 // MPS: their control daemons run one per GPU, and a client reaches one daemon (its
-// CUDA_MPS_PIPE_DIRECTORY), so its other devices would not be held to their slice.
+// CUDA_MPS_PIPE_DIRECTORY), so its other devices would not be held to their slice. Nodes
+// whose agent reports devices take such a slice: each of its GPUs is held by a reservation,
+// and the bind follows every one's reported device (placeOnReservation).
 func withoutMPS(f *engine.NodeFilter, nodes []*corev1.Node) *engine.NodeFilter {
 	mps := map[engine.NodeID]bool{}
-	agent := map[engine.NodeID]bool{}
 	for _, n := range nodes {
 		if n.Labels[v1alpha1.LabelGPUSharing] == v1alpha1.SharingMPS {
 			mps[engine.NodeID(n.Name)] = true
-		} else if _, ok := n.Annotations[v1alpha1.AnnotationAgent]; ok {
-			agent[engine.NodeID(n.Name)] = true
 		}
-	}
-	if len(agent) > 0 {
-		f = withoutNodes(f, agent, "%d node(s) report their devices through an allot agent, where a slice of several GPUs is not bound yet (each reservation's reported device is followed for one GPU only)")
 	}
 	if len(mps) == 0 {
 		return f
@@ -143,12 +139,11 @@ func withoutMPS(f *engine.NodeFilter, nodes []*corev1.Node) *engine.NodeFilter {
 
 // withoutNodes rules out the nodes of rule, saying why (a format of the count ruled out).
 func withoutNodes(f *engine.NodeFilter, rule map[engine.NodeID]bool, whyFormat string) *engine.NodeFilter {
-	mps := rule
 	out := *f
 	out.Allowed = nil
 	ruled := 0
 	for _, n := range f.Allowed {
-		if mps[n] {
+		if rule[n] {
 			ruled++
 			continue
 		}

@@ -237,13 +237,15 @@ const DefaultDeviceReportTimeout = 30 * time.Second
 // errAwaitingDevice: the bind waits until the reservation's device is reported.
 var errAwaitingDevice = errors.New("waiting for the node's agent to report the reservation's device")
 
-// awaitingBind is a shared pod held back until its GPU's reservation reports its device.
+// awaitingBind is a shared pod held back until the reservation of each of its GPUs
+// reports its device.
 type awaitingBind struct {
-	job         bindJob
-	reservation string
-	since       time.Time
-	// resumed: its device is reported and its bind is in flight; the entry (and so the
-	// reservation it keeps) goes when the bind is done.
+	job bindJob
+	// reservations hold its GPUs, reservations[i] the i-th of job.b.GPUs.
+	reservations []string
+	since        time.Time
+	// resumed: its devices are reported and its bind is in flight; the entry (and so the
+	// reservations it keeps) goes when the bind is done.
 	resumed bool
 }
 
@@ -333,9 +335,12 @@ func (s *Scheduler) reservationFor(ctx context.Context, node engine.NodeID, g in
 	// on its real device, and g may be a device that is really free.
 	s.amu.Lock()
 	for _, a := range s.awaiting {
-		if !a.resumed && a.job.b.Node == node && a.job.b.GPUs[0] == g {
+		if a.resumed || a.job.b.Node != node {
+			continue
+		}
+		if i := slices.Index(a.job.b.GPUs, g); i >= 0 && i < len(a.reservations) {
 			s.amu.Unlock()
-			return a.reservation, nil, nil
+			return a.reservations[i], nil, nil
 		}
 	}
 	s.amu.Unlock()
@@ -368,58 +373,117 @@ func (s *Scheduler) reservationPod(name string) *corev1.Pod {
 	return o.(*corev1.Pod)
 }
 
-// placeOnReservation makes a shared pod's bind follow its reservation's reported device on
-// a node with an agent. It returns errAwaitingDevice (the pod is held, still assumed)
-// until the device is reported; once it is, the pod goes to that device, which may not
-// be the one the engine preferred: the environment is then worked out for the real one.
+// placeOnReservation makes a shared pod's bind follow its reservations' reported devices
+// on a node with an agent: one reservation holds each of its GPUs. It returns
+// errAwaitingDevice (the pod is held, still assumed) until every one is reported; once
+// they are, the pod goes to those devices, which may not be the ones the engine preferred:
+// the environment is then worked out for the real ones. Two of its GPUs' reservations
+// holding one device bind nothing: an error, and the pod is placed again.
 func (s *Scheduler) placeOnReservation(ctx context.Context, j *bindJob, uuids []string) error {
-	g := j.b.GPUs[0]
-	name, created := j.reservation, (*corev1.Pod)(nil)
-	if name == "" {
-		var err error
-		if name, created, err = s.reservationFor(ctx, j.b.Node, g, uuids); err != nil {
-			return err
+	names, created := j.reservations, make([]*corev1.Pod, len(j.b.GPUs))
+	if len(names) != len(j.b.GPUs) {
+		names = make([]string, len(j.b.GPUs))
+		for i, g := range j.b.GPUs {
+			var err error
+			if names[i], created[i], err = s.reservationFor(ctx, j.b.Node, g, uuids); err != nil {
+				return err
+			}
 		}
 	}
-	p := s.reservationPod(name)
-	if p == nil {
-		p = created
+	pods := make([]*corev1.Pod, len(names))
+	for i, name := range names {
+		if pods[i] = s.reservationPod(name); pods[i] == nil {
+			pods[i] = created[i]
+		}
 	}
-	real, st, why := reservedDevice(p, uuids)
-	switch st {
+	d := sliceDevices(j.b.GPUs, names, pods, uuids)
+	switch d.state {
 	case reservationWaiting:
 		s.amu.Lock()
 		if _, held := s.awaiting[j.p.UID]; !held {
-			s.awaiting[j.p.UID] = awaitingBind{job: *j, reservation: name, since: s.opts.Now()}
+			s.awaiting[j.p.UID] = awaitingBind{job: *j, reservations: names, since: s.opts.Now()}
 		}
 		s.amu.Unlock()
 		return errAwaitingDevice
 	case reservationFailed:
-		return fmt.Errorf("reservation %s for GPU %d: %s", name, g, why)
-	}
-	if real != g {
-		s.opts.Metrics.adoptedDevices("shared", 1)
-		j.b.GPUs = []int{real}
-		if o, ok, _ := s.nodes.GetStore().GetByKey(string(j.b.Node)); ok {
-			n := convert.Node(o.(*corev1.Node))
-			if real < len(n.GPUs) {
-				j.b = bookSlice(j.p, &n, j.b)
-				j.env = shareEnv(j.p, &n, j.b, s.opts.SharingRoot)
-			}
+		if d.collision != "" {
+			return errors.New(d.collision)
 		}
-		s.amu.Lock()
-		if _, assumed := s.assumed[j.p.UID]; assumed {
-			s.assumed[j.p.UID] = j.b
-		}
-		s.amu.Unlock()
+		return fmt.Errorf("reservation %s for GPU %d: %s", names[d.bad[0]], j.b.GPUs[d.bad[0]], d.why)
 	}
+	if slices.Equal(d.real, j.b.GPUs) {
+		return nil
+	}
+	s.opts.Metrics.adoptedDevices("shared", 1)
+	j.b.GPUs = d.real
+	if o, ok, _ := s.nodes.GetStore().GetByKey(string(j.b.Node)); ok {
+		n := convert.Node(o.(*corev1.Node))
+		if slices.Max(d.real) < len(n.GPUs) {
+			j.b = bookSlice(j.p, &n, j.b)
+			j.env = shareEnv(j.p, &n, j.b, s.opts.SharingRoot)
+		}
+	}
+	s.amu.Lock()
+	if _, assumed := s.assumed[j.p.UID]; assumed {
+		s.assumed[j.p.UID] = j.b
+	}
+	s.amu.Unlock()
 	return nil
 }
 
-// resumeAwaiting binds the held shared pods whose reservation has reported its device,
-// and gives up on those whose report did not come in time: the pod is left unbound (never
-// put on a device that may not be the one it shares), with an Event and a reason, and
-// tried again after a back-off.
+// reservedSlice is what the reservations of a shared pod's GPUs say of their devices.
+type reservedSlice struct {
+	state reservationState // reported: all of them; failed: any one, or a collision
+	real  []int            // the reported devices, real[i] held for the i-th GPU; when reported
+	// bad are the positions of the reservations not reported (waiting) or of the first
+	// that failed, why its reason; collision says which two hold one device instead.
+	bad       []int
+	why       string
+	collision string
+}
+
+// sliceDevices reads the devices of the reservations names (pods, as the informer has
+// them, nil where not seen yet), names[i] made to hold GPU gpus[i]. A slice's devices are
+// distinct: two GPUs held by one reservation, or two reservations reporting one device,
+// fail, rather than the pod being bound to one device twice.
+func sliceDevices(gpus []int, names []string, pods []*corev1.Pod, uuids []string) reservedSlice {
+	out := reservedSlice{state: reservationReported, real: make([]int, len(names))}
+	for i, p := range pods {
+		real, st, why := reservedDevice(p, uuids)
+		out.real[i] = real
+		switch {
+		case st == reservationFailed && out.state != reservationFailed:
+			out.state, out.bad, out.why = reservationFailed, []int{i}, why
+		case st == reservationWaiting && out.state != reservationFailed:
+			out.state, out.bad = reservationWaiting, append(out.bad, i)
+		}
+	}
+	for i := range names {
+		for k := range i {
+			switch {
+			case names[i] == names[k]:
+				out.collision = fmt.Sprintf("one reservation, %s, was found for both GPU %d and GPU %d", names[i], gpus[k], gpus[i])
+			case out.state == reservationReported && out.real[i] == out.real[k]:
+				out.collision = fmt.Sprintf("the reservations %s (made for GPU %d) and %s (made for GPU %d) both report device %d (%s)",
+					names[k], gpus[k], names[i], gpus[i], out.real[i], uuids[out.real[i]])
+			default:
+				continue
+			}
+			out.state, out.bad = reservationFailed, nil
+			return out
+		}
+	}
+	if out.state != reservationReported {
+		out.real = nil
+	}
+	return out
+}
+
+// resumeAwaiting binds the held shared pods whose reservations have all reported their
+// devices, and gives up on those whose reports did not come in time, or one of whose
+// reservations failed, or two of whose reservations report one device: the pod is left
+// unbound (never put on a device that may not be the one it shares), with an Event and a
+// reason, and tried again after a back-off.
 func (s *Scheduler) resumeAwaiting(ctx context.Context) {
 	s.amu.Lock()
 	held := make(map[types.UID]awaitingBind, len(s.awaiting))
@@ -439,46 +503,79 @@ func (s *Scheduler) resumeAwaiting(ctx context.Context) {
 			continue
 		}
 		uuids, _ := s.agentUUIDs(a.job.b.Node)
-		real, st, why := reservedDevice(s.reservationPod(a.reservation), uuids)
-		if st == reservationWaiting && now.Sub(a.since) < s.deviceReportTimeout() {
+		pods := make([]*corev1.Pod, len(a.reservations))
+		for i, name := range a.reservations {
+			pods[i] = s.reservationPod(name)
+		}
+		d := sliceDevices(a.job.b.GPUs, a.reservations, pods, uuids)
+		if d.state == reservationWaiting && now.Sub(a.since) < s.deviceReportTimeout() {
 			continue
 		}
 		s.amu.Lock()
-		if st == reservationReported {
+		if d.state == reservationReported {
 			a.resumed = true
 			s.awaiting[uid] = a
-			if b, ok := s.assumed[uid]; ok && real >= 0 {
-				b.GPUs = []int{real} // the books, from now on, where it really goes
+			if b, ok := s.assumed[uid]; ok {
+				b.GPUs = d.real // the books, from now on, where it really goes
 				s.assumed[uid] = b
 			}
 		} else {
 			delete(s.awaiting, uid)
 		}
 		s.amu.Unlock()
-		if st == reservationReported {
-			a.job.reservation = a.reservation
+		if d.state == reservationReported {
+			a.job.reservations = a.reservations
 			if !s.queueBind(ctx, a.job) {
 				return
 			}
 			continue
 		}
-		msg := fmt.Sprintf("placed on %s GPU %d, but the reservation %s holding that GPU ", a.job.b.Node, a.job.b.GPUs[0], a.reservation)
-		if st == reservationFailed {
-			msg += "failed: " + why
-		} else {
-			msg += fmt.Sprintf("had no device reported by the node's allot agent within %s (is the agent running there, and can it reach the kubelet's PodResources socket?)", s.deviceReportTimeout())
+		reason, msg := "DeviceNotReported", awaitedMessage(a, d, s.deviceReportTimeout())
+		if d.collision != "" {
+			reason = "DevicesCollide"
+		} else if d.state == reservationWaiting {
 			s.opts.Metrics.reportTimedOut()
 		}
-		msg += "; not bound rather than given a device that may not be the one it shares, tried again shortly"
 		s.amu.Lock()
 		delete(s.assumed, uid)
 		s.backoff[uid] = time.Now().Add(deviceBackoff)
 		s.amu.Unlock()
-		s.recorder.Event(a.job.p, corev1.EventTypeWarning, "DeviceNotReported", msg)
+		s.recorder.Event(a.job.p, corev1.EventTypeWarning, reason, msg)
 		if err := s.setUnschedulable(ctx, a.job.p, msg); err == nil {
 			s.reasons[uid] = msg
 		}
 	}
+}
+
+// awaitedMessage says why a held shared pod is not bound: which of its GPUs' reservations
+// failed or reported no device within timeout, or which two report one device.
+func awaitedMessage(a awaitingBind, d reservedSlice, timeout time.Duration) string {
+	gpus := a.job.b.GPUs
+	var msg string
+	switch {
+	case d.collision != "":
+		msg = fmt.Sprintf("placed on %s GPUs %s, but %s", a.job.b.Node, formatIndices(gpus), d.collision)
+	case len(gpus) == 1:
+		msg = fmt.Sprintf("placed on %s GPU %d, but the reservation %s holding that GPU ", a.job.b.Node, gpus[0], a.reservations[0])
+	default:
+		var names, held []string
+		for _, i := range d.bad {
+			names, held = append(names, a.reservations[i]), append(held, strconv.Itoa(gpus[i]))
+		}
+		which := fmt.Sprintf("the reservation %s holding GPU %s", names[0], held[0])
+		if len(names) > 1 {
+			which = fmt.Sprintf("the reservations %s holding GPUs %s", strings.Join(names, ", "), strings.Join(held, ", "))
+		}
+		msg = fmt.Sprintf("placed on %s GPUs %s, but %s ", a.job.b.Node, formatIndices(gpus), which)
+	}
+	switch {
+	case d.collision != "":
+	case d.state == reservationFailed:
+		msg += "failed: " + d.why
+	default:
+		msg += fmt.Sprintf("had no device reported by the node's allot agent within %s (is the agent running there, and can it reach the kubelet's PodResources socket?)", timeout)
+	}
+	return msg + "; not bound rather than given a device that may not be the one it shares, tried again shortly"
 }
 
 // deviceBackoff is how long a shared pod whose reservation gave no device waits before the
@@ -561,7 +658,9 @@ func (s *Scheduler) releaseReservations(ctx context.Context, snap *engine.Snapsh
 	awaited := map[string]bool{}
 	s.amu.Lock()
 	for _, a := range s.awaiting {
-		awaited[a.reservation] = true
+		for _, name := range a.reservations {
+			awaited[name] = true
+		}
 	}
 	s.amu.Unlock()
 	// The namespace index keeps this off the cost of every other pod in the cluster.
