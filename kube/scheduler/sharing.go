@@ -397,6 +397,11 @@ func (s *Scheduler) placeOnReservation(ctx context.Context, j *bindJob, uuids []
 		}
 	}
 	d := sliceDevices(j.b.GPUs, names, pods, uuids)
+	if d.state == reservationWaiting && len(j.reservations) > 0 {
+		// Resumed once all had reported: one is gone since. Held again, nothing would
+		// resume it (resumeAwaiting passes over resumed pods).
+		return fmt.Errorf("reservation %s for GPU %d: gone since it reported its device", names[d.bad[0]], j.b.GPUs[d.bad[0]])
+	}
 	switch d.state {
 	case reservationWaiting:
 		s.amu.Lock()
