@@ -1,11 +1,9 @@
 package cli
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,7 +13,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
 	"github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/kube/kubetest"
@@ -27,18 +24,9 @@ import (
 // yamlObjects decodes a YAML stream (comments and empty documents skipped).
 func yamlObjects(t *testing.T, data []byte) []*unstructured.Unstructured {
 	t.Helper()
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
-	var out []*unstructured.Unstructured
-	for {
-		var o map[string]any
-		if err := dec.Decode(&o); err == io.EOF {
-			break
-		} else if err != nil {
-			t.Fatalf("not YAML: %v\n%s", err, data)
-		}
-		if len(o) > 0 {
-			out = append(out, &unstructured.Unstructured{Object: o})
-		}
+	out, err := kubetest.DecodeYAML(data)
+	if err != nil {
+		t.Fatalf("not YAML: %v\n%s", err, data)
 	}
 	return out
 }

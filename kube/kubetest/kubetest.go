@@ -284,6 +284,24 @@ func (e *Env) Events(t *testing.T, namespace, name string) []string {
 	return out
 }
 
+// DecodeYAML reads a stream of YAML (or JSON) documents into objects, leaving out empty
+// ones (a document of comments only, say).
+func DecodeYAML(data []byte) ([]*unstructured.Unstructured, error) {
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+	var out []*unstructured.Unstructured
+	for {
+		var o map[string]any
+		if err := dec.Decode(&o); err == io.EOF {
+			return out, nil
+		} else if err != nil {
+			return out, err
+		}
+		if len(o) > 0 {
+			out = append(out, &unstructured.Unstructured{Object: o})
+		}
+	}
+}
+
 // Apply creates every object of a YAML file, as kubectl apply would on a fresh cluster,
 // and returns them for deletion.
 func (e *Env) Apply(t *testing.T, path string) []*unstructured.Unstructured {
@@ -293,19 +311,12 @@ func (e *Env) Apply(t *testing.T, path string) []*unstructured.Unstructured {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(b), 4096)
+	objs, err := DecodeYAML(b)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
 	var out []*unstructured.Unstructured
-	for {
-		var o map[string]any
-		if err := dec.Decode(&o); err == io.EOF {
-			break
-		} else if err != nil {
-			t.Fatalf("%s: %v", path, err)
-		}
-		if len(o) == 0 {
-			continue
-		}
-		u := &unstructured.Unstructured{Object: o}
+	for _, u := range objs {
 		gvk := u.GroupVersionKind()
 		m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 		if err != nil {

@@ -70,12 +70,7 @@ func TestFractionWaitsWhereDeliveryIsUnknown(t *testing.T) {
 	e.MustPod(t, kubetest.PodSpec{Name: "whole", Queue: "team-a", GPUs: 1})
 	e.WaitFor(t, "whole running, nb waiting with the setting named", func() (bool, string) {
 		pods := e.Pods(t, "default")
-		var reason string
-		for _, c := range pods["nb"].Status.Conditions {
-			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
-				reason = c.Message
-			}
-		}
+		reason := waitingReason(pods["nb"])
 		return kubetest.Running(pods["whole"]) && strings.Contains(reason, "allot.dev/gpu-delivery: cdi or env") &&
 			strings.Contains(reason, "agent.pools[].delivery"), reason
 	})

@@ -251,12 +251,7 @@ func TestMissingDeviceReportLeavesThePodUnbound(t *testing.T) {
 	e.WaitFor(t, "an Event and a reason on nb", func() (bool, string) {
 		p := e.Pods(t, "default")["nb"]
 		ev := strings.Join(e.Events(t, "default", "nb"), "\n")
-		reason := ""
-		for _, c := range p.Status.Conditions {
-			if c.Type == corev1.PodScheduled {
-				reason = c.Message
-			}
-		}
+		reason := waitingReason(p)
 		want := "had no device reported by the node's allot agent within 2s"
 		return strings.Contains(ev, "DeviceNotReported") && strings.Contains(ev, want) && strings.Contains(reason, want), ev + " | " + reason
 	})

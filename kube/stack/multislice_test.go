@@ -246,12 +246,7 @@ func TestSliceWaitsForEveryReservation(t *testing.T) {
 			e.WaitFor(t, "an Event and a reason on pair", func() (bool, string) {
 				p := e.Pods(t, "default")["pair"]
 				ev := strings.Join(e.Events(t, "default", "pair"), "\n")
-				reason := ""
-				for _, cond := range p.Status.Conditions {
-					if cond.Type == corev1.PodScheduled {
-						reason = cond.Message
-					}
-				}
+				reason := waitingReason(p)
 				return strings.Contains(ev, c.event) && strings.Contains(ev, want) && strings.Contains(reason, want), ev + " | " + reason
 			})
 			// Nothing handed to it: no node, no indices, no device, no limits, over a
