@@ -24,9 +24,18 @@ func shapeKey(j *jobState, pods []*podState) string {
 			b.WriteString("|" + string(j.j.ID))
 		}
 	}
+	// Written by hand, not with fmt: keys are made for every waiting job of every cycle.
+	var num []byte
 	for _, p := range pods {
 		r := p.p.Request
-		fmt.Fprintf(&b, "|%d/%d/%d/%d/%d/%d/%d", r.GPUs, r.GPUFraction, r.GPUMemory, r.GPUCompute, r.Devices, r.CPU, r.Memory)
+		for i, v := range [...]int64{int64(r.GPUs), int64(r.GPUFraction), r.GPUMemory, int64(r.GPUCompute), int64(r.Devices), r.CPU, r.Memory} {
+			sep := byte('/')
+			if i == 0 {
+				sep = '|'
+			}
+			num = strconv.AppendInt(append(num[:0], sep), v, 10)
+			b.Write(num)
+		}
 	}
 	b.WriteString(topologyKey(j))
 	return b.String()

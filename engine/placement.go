@@ -54,6 +54,9 @@ func choosesDevices(j *Job) bool {
 // deviceOK tells whether the job's pods may be given the device: its model is accepted
 // and not excluded, and its UUID is among those picked (if any) and not excluded.
 func deviceOK(j *Job, g *GPU) bool {
+	if !choosesDevices(j) {
+		return true // the common case, asked per device of every node scanned
+	}
 	return (len(j.GPUTypes) == 0 || slices.Contains(j.GPUTypes, g.Model)) &&
 		!slices.Contains(j.ExcludeGPUTypes, g.Model) &&
 		(len(j.GPUUUIDs) == 0 || slices.Contains(j.GPUUUIDs, g.UUID)) &&

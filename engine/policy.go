@@ -68,8 +68,8 @@ func (s *session) options(j *jobState, r PodRequest, n *nodeState, buf []option)
 func (s *session) sameLevelListed(n *nodeState, g int, buf []option) bool {
 	for _, o := range buf {
 		h := o.gpus[0]
-		if n.books[h] == n.books[g] && n.n.GPUs[h].Model == n.n.GPUs[g].Model && n.n.GPUs[h].Memory == n.n.GPUs[g].Memory &&
-			n.n.GPUs[h].UUID == n.n.GPUs[g].UUID {
+		// Both passed the job's device choice: alike in use, model and size, either will do.
+		if n.books[h] == n.books[g] && n.n.GPUs[h].Model == n.n.GPUs[g].Model && n.n.GPUs[h].Memory == n.n.GPUs[g].Memory {
 			return true
 		}
 	}

@@ -207,6 +207,8 @@ func (s *session) pendingCost(r PodRequest) Resources {
 	switch {
 	case r.GPUs > 0:
 		c[ResourceGPU] = int64(r.GPUs) * int64(OneGPU)
+	case r.GPUFraction > 0 && r.GPUCompute == 0:
+		c[ResourceGPU] = int64(r.GPUFraction) * int64(r.SharedDevices())
 	case r.Shared():
 		dev := GPU{Memory: s.maxGPUMemory}
 		share, _ := partOn(r, &dev)
