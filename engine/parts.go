@@ -63,7 +63,9 @@ func ceilShare(mem, device int64) MilliGPU {
 // down, so that slices sized to divide a device fill it exactly); memory alone books no
 // compute, as in HAMi: compute is guaranteed only to pods that ask for it (a memory
 // slice's SM cap, in proportion, is a limit, not a booking). ok is false when the device
-// is too small for the memory asked.
+// is too small for the memory asked. On a device whose memory is not known (a DRA driver
+// that publishes none; device-plugin nodes without a size take no slices, Node.NoFractions)
+// a fraction books its compute only.
 func partOn(r PodRequest, dev *GPU) (p part, ok bool) {
 	switch {
 	case r.GPUFraction > 0:
@@ -78,7 +80,9 @@ func partOn(r PodRequest, dev *GPU) (p part, ok bool) {
 			p.mem = dev.Memory * int64(r.GPUCompute) / int64(OneGPU)
 		}
 	}
-	p.milli = max(ceilShare(p.mem, dev.Memory), p.compute, 1)
+	// A share below a whole GPU, also for a slice of all of one (compute 100%, memory to the
+	// last byte): the share written on the pod tells a slice from whole GPUs (1000).
+	p.milli = min(max(ceilShare(p.mem, dev.Memory), p.compute, 1), OneGPU-1)
 	return p, true
 }
 

@@ -247,8 +247,8 @@ func checkInvariants(t *rapid.T, snap *Snapshot, p *Plan) {
 					t.Fatalf("shared pod %s on %d GPUs", pod.ID, len(b.GPUs))
 				}
 				dev := n.GPUs[b.GPUs[0]]
-				if r.GPUMemory > 0 && int64(b.Share)*dev.Memory < r.GPUMemory*int64(OneGPU) {
-					t.Fatalf("pod %s wants %d bytes, got share %d of %d", pod.ID, r.GPUMemory, b.Share, dev.Memory)
+				if r.GPUMemory > 0 && b.Memory < r.GPUMemory {
+					t.Fatalf("pod %s wants %d bytes of GPU memory, holds %d (share %d of %d)", pod.ID, r.GPUMemory, b.Memory, b.Share, dev.Memory)
 				}
 				if r.GPUFraction > 0 && b.Share != r.GPUFraction {
 					t.Fatalf("pod %s wants %d, holds %d", pod.ID, r.GPUFraction, b.Share)

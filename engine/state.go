@@ -211,8 +211,12 @@ func (s *session) pendingCost(r PodRequest) Resources {
 		c[ResourceGPU] = int64(r.GPUFraction) * int64(r.SharedDevices())
 	case r.Shared():
 		dev := GPU{Memory: s.maxGPUMemory}
-		share, _ := partOn(r, &dev)
-		c[ResourceGPU] = int64(min(share.milli, OneGPU)) * int64(r.SharedDevices())
+		share, ok := partOn(r, &dev)
+		if !ok {
+			// More memory than any GPU has: it waits, and wants a whole GPU of each meanwhile.
+			share.milli = OneGPU
+		}
+		c[ResourceGPU] = int64(share.milli) * int64(r.SharedDevices())
 	}
 	return c
 }

@@ -169,8 +169,9 @@ func ParseGPUShare(annotations map[string]string) (GPUShare, error) {
 		// int64 bytes (found by FuzzParseGPUShare: "10000000000000000000" read as negative).
 		// AsInt64, not Cmp: comparing "1e66666666" takes Quantity's big decimals seconds.
 		v, whole := q.AsInt64()
-		if err != nil || !whole || v <= 0 || v > 1<<50 {
-			return s, fmt.Errorf("%s: %q is not allowed: a positive whole quantity of GPU memory up to 1Pi, such as 8Gi or 20000Mi", AnnotationGPUMemory, mem)
+		// At least 1Mi: limits are whole MiB, and HAMi-core reads a limit of 0 as none.
+		if err != nil || !whole || v < 1<<20 || v > 1<<50 {
+			return s, fmt.Errorf("%s: %q is not allowed: a whole quantity of GPU memory from 1Mi up to 1Pi, such as 8Gi or 20000Mi", AnnotationGPUMemory, mem)
 		}
 		s.Memory = v
 	}

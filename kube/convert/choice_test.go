@@ -101,3 +101,17 @@ func TestSlicesAreBookedOfWhatTheDriverLeaves(t *testing.T) {
 		}
 	}
 }
+
+// A node whose GPUs' size nobody published takes no slice: its limit would be of nothing,
+// which HAMi-core reads as none.
+func TestNoSliceWhereTheGPUsSizeIsNotKnown(t *testing.T) {
+	n := gpuNode(nil)
+	n.Labels[v1alpha1.LabelGPUDelivery] = v1alpha1.DeliveryEnv
+	if got := Node(n).NoFractions; got != "" {
+		t.Fatalf("a node of known size: %q", got)
+	}
+	delete(n.Labels, v1alpha1.LabelGPUMemory)
+	if got := Node(n).NoFractions; !strings.Contains(got, "size of the node's GPUs is not known") {
+		t.Fatalf("a node of unknown size takes slices: %q", got)
+	}
+}

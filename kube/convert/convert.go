@@ -81,6 +81,9 @@ func Node(n *corev1.Node) engine.Node {
 		out.GPUs = append(out.GPUs, engine.GPU{Model: n.Labels[v1alpha1.LabelGPUProduct], Memory: bookable(inv, g, uuid, memMi) << 20,
 			UUID: uuid, Island: island, Unhealthy: why, Cordoned: cordon})
 	}
+	if out.NoFractions == "" && slices.ContainsFunc(out.GPUs, func(g engine.GPU) bool { return g.Memory <= 0 }) {
+		out.NoFractions = noGPUMemory
+	}
 	return out
 }
 
@@ -271,6 +274,11 @@ func NoFractions(n *corev1.Node) string {
 	}
 	return ""
 }
+
+// noGPUMemory is why a node whose GPUs' size is not known takes no slice: its limit would be
+// of nothing, which HAMi-core reads as none.
+var noGPUMemory = fmt.Sprintf("the size of the node's GPUs is not known (no %s label from GPU Feature Discovery, no inventory of an allot agent): a slice could not be held to its memory",
+	v1alpha1.LabelGPUMemory)
 
 var noDelivery = fmt.Sprintf("the node does not say how a container is given a device it did not ask the kubelet for (label %s: %s; set the chart's agent.pools[].delivery, or let the agent read it from the GPU Operator)",
 	v1alpha1.LabelGPUDelivery, strings.Join(v1alpha1.Deliveries, " or "))

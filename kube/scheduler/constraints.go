@@ -3,6 +3,7 @@ package scheduler
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -30,7 +31,7 @@ func constrain(ctx context.Context, fit *podfit.Checker, snap *engine.Snapshot, 
 			continue // other schedulers' pods: they hold their GPUs and are never moved
 		}
 		j.Nodes = jobFilter(cy, members)
-		if r := j.Pods[0].Request; r.Shared() && r.SharedDevices() > 1 {
+		if slices.ContainsFunc(j.Pods, func(p engine.Pod) bool { return p.Request.Shared() && p.Request.SharedDevices() > 1 }) {
 			j.Nodes = withoutMPS(j.Nodes, nodes)
 		}
 		dynamic = dynamic || j.Nodes.Dynamic

@@ -59,7 +59,14 @@ func (s *Scheduler) list(ctx context.Context) (in cycleInput, ok bool) {
 				}
 				p.Annotations[AnnotationGPUs] = formatIndices(b.GPUs)
 				if b.Share > 0 {
+					// As the bind wrote them: the share and what it books of each device.
 					p.Annotations[v1alpha1.AnnotationGPUShare] = strconv.Itoa(int(b.Share))
+					if b.Memory > 0 {
+						p.Annotations[v1alpha1.AnnotationGPUShareMemory] = strconv.FormatInt(b.Memory, 10)
+					}
+					if b.Compute > 0 {
+						p.Annotations[v1alpha1.AnnotationGPUShareCompute] = strconv.Itoa(int(b.Compute))
+					}
 				}
 			}
 		}

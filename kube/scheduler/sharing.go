@@ -29,7 +29,9 @@ import (
 // sees them (0, 1, …), HAMi-core by CUDA_DEVICE_MEMORY_LIMIT (every device) and
 // CUDA_DEVICE_MEMORY_LIMIT_<i> (the i-th), as HAMi's own device plugin writes them.
 func gpuEnv(uuids []string, memoryBytes int64, computePercent int32, share engine.MilliGPU) map[string]string {
-	mi := memoryBytes >> 20
+	// HAMi-core reads a limit of 0 as none: a slice of less than 1 MiB (which admission
+	// refuses) is held to 1 MiB, never to nothing.
+	mi := max(memoryBytes>>20, 1)
 	pinned := make([]string, len(uuids))
 	for i := range uuids {
 		pinned[i] = fmt.Sprintf("%d=%dM", i, mi)
@@ -78,9 +80,10 @@ func bookSlice(p *corev1.Pod, node *engine.Node, b engine.Binding) engine.Bindin
 }
 
 // percent is thousandths of a GPU's compute as the whole percent MPS and HAMi-core take,
-// at least 1.
+// rounded down so that the limits of a GPU's sharers never add up to more than its compute
+// (eight of 0.125 each get 12%, not 13%), and at least 1.
 func percent(c engine.MilliGPU) int32 {
-	return int32(max(1, (int64(c)*100+int64(engine.OneGPU)/2)/int64(engine.OneGPU)))
+	return int32(max(1, int64(c)*100/int64(engine.OneGPU)))
 }
 
 // enforcementEnv is what a sharing pod on a node of the given enforcement is told, beside

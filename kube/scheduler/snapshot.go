@@ -115,6 +115,14 @@ func (c *convCache) request(p *corev1.Pod) engine.PodRequest {
 		return e.req
 	}
 	r := convert.PodRequest(p)
+	if p.Spec.SchedulerName != SchedulerName {
+		// Another scheduler's pod holds what the kubelet gives it: whole GPUs of the device
+		// plugin. Allot's sharing annotations on it were written by its owner and seen by
+		// none of Allot's webhooks (they see Allot's pods only): they book nothing, else a
+		// tenant could have Allot keep GPUs from everyone by writing them on a pod of
+		// kube-scheduler's.
+		r.GPUFraction, r.GPUMemory, r.GPUCompute, r.Devices = 0, 0, 0, 0
+	}
 	c.reqs[p.UID] = cachedRequest{p.Generation, r}
 	return r
 }

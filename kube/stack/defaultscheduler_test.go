@@ -72,3 +72,24 @@ func TestDefaultSchedulerRunsOtherPodsButNotAllotsGPUs(t *testing.T) {
 		return err == nil && p.Spec.NodeName == "dgx-1", fmt.Sprint(err)
 	})
 }
+
+// TestOtherSchedulersPodsBookNothingByAllotsAnnotations: a pod of kube-scheduler's, on a GPU
+// node, carrying Allot's sharing annotations (a slice of 100% of each of two GPUs) that no
+// webhook of Allot's checked, holds no GPU in Allot's books: Allot's own pods still get
+// both GPUs.
+func TestOtherSchedulersPodsBookNothingByAllotsAnnotations(t *testing.T) {
+	e := start(t, 1, 2)
+	e.Queue(t, "team-a", 2, nil)
+	squat := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "squat", Namespace: "default",
+		Annotations: map[string]string{v1alpha1.AnnotationGPUCompute: "100", v1alpha1.AnnotationGPUCount: "2",
+			v1alpha1.AnnotationGPUs: "0,1", v1alpha1.AnnotationGPUShare: "999", v1alpha1.AnnotationGPUShareCompute: "1000"}},
+		Spec: corev1.PodSpec{NodeName: "dgx-1", Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}}
+	if _, err := e.Client.CoreV1().Pods("default").Create(e.Ctx, squat, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.MustPod(t, kubetest.PodSpec{Name: "two", Queue: "team-a", GPUs: 2})
+	e.WaitFor(t, "Allot's 2-GPU pod running beside the annotated pod", func() (bool, string) {
+		p := e.Pods(t, "default")["two"]
+		return kubetest.Running(p), fmt.Sprint(p.Status.Phase, " ", waitingReason(p))
+	})
+}

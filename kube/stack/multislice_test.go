@@ -262,3 +262,47 @@ func TestSliceWaitsForEveryReservation(t *testing.T) {
 		})
 	}
 }
+
+// TestSliceOfAllOfAGPUKeepsItsPlace: a slice of all of a GPU's compute (HAMi's gpucores:
+// 100) counts below a whole GPU (999 thousandths), so that the next cycles read it back on
+// the GPU it was bound to, not as a pod bound by hand on GPU 0, and its reservation stays:
+// the GPU is full to everyone else.
+func TestSliceOfAllOfAGPUKeepsItsPlace(t *testing.T) {
+	e := start(t, 1, 2)
+	e.Queue(t, "team-a", 2, nil)
+	e.MustPod(t, kubetest.PodSpec{Name: "whole", Queue: "team-a", GPUs: 1})
+	e.WaitFor(t, "whole running", func() (bool, string) {
+		p := e.Pods(t, "default")["whole"]
+		return kubetest.Running(p), fmt.Sprint(p.Status.Phase)
+	})
+	e.MustPod(t, kubetest.PodSpec{Name: "all", Queue: "team-a", Annotations: map[string]string{v1alpha1.AnnotationGPUCompute: "100"}})
+	e.WaitFor(t, "all running", func() (bool, string) {
+		p := e.Pods(t, "default")["all"]
+		return kubetest.Running(p), fmt.Sprint(p.Status.Phase, " ", waitingReason(p))
+	})
+	all := e.Pods(t, "default")["all"]
+	want := e.Pods(t, "default")["whole"].Annotations[v1alpha1.AnnotationGPUs]
+	if want == "0" {
+		want = "1"
+	} else {
+		want = "0"
+	}
+	if got := all.Annotations[v1alpha1.AnnotationGPUs]; got != want || all.Annotations[v1alpha1.AnnotationGPUShare] != "999" ||
+		all.Annotations[v1alpha1.AnnotationGPUShareCompute] != "1000" {
+		t.Fatalf("all on GPU %s, share %s, compute %s: want GPU %s, 999, 1000", got, all.Annotations[v1alpha1.AnnotationGPUShare],
+			all.Annotations[v1alpha1.AnnotationGPUShareCompute], want)
+	}
+	// Cycles later, no GPU has room: a fraction waits, and the slice's reservation is kept.
+	e.MustPod(t, fraction("half", "0.5"))
+	e.WaitFor(t, "half waiting for room", func() (bool, string) {
+		p := e.Pods(t, "default")["half"]
+		r := waitingReason(p)
+		return p.Spec.NodeName == "" && strings.Contains(r, "the most free on one GPU is 0"), r
+	})
+	if len(reservations(t, e)) != 1 {
+		t.Fatalf("reservations %v: want the one holding all's GPU", reservations(t, e))
+	}
+	if got := e.Pods(t, "default")["all"].Annotations[v1alpha1.AnnotationGPUs]; got != want {
+		t.Fatalf("all moved to GPU %s", got)
+	}
+}
