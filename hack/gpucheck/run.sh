@@ -4,6 +4,9 @@
 #   2. an MPS control daemon started by allot mps-host, held to limits, with two clients;
 #   3. HAMi-core built from source, its limits on a client (LD_PRELOAD, then
 #      /etc/ld.so.preload as Allot's pods get it).
+#   5. one HAMi-core cache for two containers of a pod: two clients, each in a PID
+#      namespace of its own (both PID 1, as two containers' main processes are), sharing
+#      CUDA_DEVICE_MEMORY_SHARED_CACHE under one limit: is the limit the pod's, together?
 #   4. exact slices (issue 39): three HAMi-core clients each held to a third of the GPU's
 #      memory at once, as NVML's total and as what is left after the driver's reserve; and a
 #      client held only by HAMi-core's per-device variable (CUDA_DEVICE_MEMORY_LIMIT_0).
@@ -16,7 +19,7 @@
 #   hami-core/    HAMi-core's source (git archive of Project-HAMi/HAMi-core)
 #   nvml-include/ nvml.h (go-nvml's copy), used only when the CUDA toolkit has none
 set -u
-STEPS=" ${STEPS:-0 1 2 3 4} "
+STEPS=" ${STEPS:-0 1 2 3 4 5} "
 want() { [[ $STEPS == *" $1 "* ]]; }
 OUT=${OUT:-/tmp/gpucheck-out}
 mkdir -p "$OUT"
@@ -407,4 +410,26 @@ if [ -n "$LIB" ] && want 4; then
 	wait $A
 	cat "$W/indexed.txt"
 	result "HAMi-core, CUDA_DEVICE_MEMORY_LIMIT_0=2048m alone: $(grep -E 'held' "$W/indexed.txt" | sed 's/^[^:]*: //')"
+fi
+
+if [ -n "$LIB" ] && want 5; then
+	step "5. one HAMi-core cache for two containers: two PID namespaces, one limit of 4096m"
+	rm -f /tmp/cudevshr.cache
+	export SYNC=$W/sync-pidns
+	mkdir -p "$SYNC"
+	CACHE=$W/pod.cache
+	for n in c1 c2; do
+		unshare --pid --fork --mount-proc env LD_PRELOAD="$LIB" CUDA_DEVICE_MEMORY_SHARED_CACHE="$CACHE" CUDA_DEVICE_MEMORY_LIMIT=4096m \
+			SYNC="$SYNC" timeout 120 python3 "$CLIENT" hold "$n" 3072 >"$W/$n.txt" 2>&1 &
+		eval "P_$n=\$!"
+		sleep 8 # the first holds its blocks before the second starts
+	done
+	waitready "c1 c2" "$P_c1" "$P_c2"
+	show "$SMI" --query-gpu=memory.used --format=csv
+	touch "$SYNC/done"
+	wait "$P_c1" "$P_c2"
+	cat "$W/c1.txt" "$W/c2.txt"
+	for n in c1 c2; do
+		result "one cache, two PID namespaces, 4096m: $n $(grep -E 'held|pid ' "$W/$n.txt" | sed 's/^[^:]*: //; s/ env .*//' | tr '\n' ' ')"
+	done
 fi
