@@ -93,19 +93,24 @@ func GPUEnvFieldPath(name string) string {
 	return "metadata.annotations['" + AnnotationGPUEnvPrefix + name + "']"
 }
 
-// HasGPUEnv tells whether every container of a sharing pod reads its device from the
-// scheduler's annotations (the entries the mutating webhook appends): a pod admitted while
-// the webhook was skipped has none, and would start with no device or its image's.
+// HasGPUEnv tells whether the container of a sharing pod given its slice reads its device
+// from the scheduler's annotations, and every other is given none (the entries the
+// mutating webhook appends): a pod admitted while the webhook was skipped has neither, and
+// would start with no device or its image's.
 func HasGPUEnv(p *corev1.Pod) bool {
 	want := GPUEnvFieldPath("NVIDIA_VISIBLE_DEVICES")
+	given := SliceContainer(p)
 	for _, c := range p.Spec.Containers {
-		found := false
+		// The container given the slice reads its device from the pod; the others are
+		// given none (their last word on it is "void", whatever their image says).
+		last := corev1.EnvVar{}
 		for _, e := range c.Env {
-			if e.Name == "NVIDIA_VISIBLE_DEVICES" && e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == want {
-				found = true
+			if e.Name == "NVIDIA_VISIBLE_DEVICES" {
+				last = e
 			}
 		}
-		if !found {
+		reads := last.ValueFrom != nil && last.ValueFrom.FieldRef != nil && last.ValueFrom.FieldRef.FieldPath == want
+		if (c.Name == given && !reads) || (c.Name != given && (last.ValueFrom != nil || last.Value != "void")) {
 			return false
 		}
 	}

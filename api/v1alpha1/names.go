@@ -29,6 +29,10 @@ const (
 	AnnotationGPUTypes    = "allot.dev/gpu-type"     // "A100-80GB,H100"
 	// A slice (fraction, memory or compute) of each of several GPUs: "2".
 	AnnotationGPUCount = "allot.dev/gpu-count"
+	// AnnotationGPUContainer names the container of a sharing pod that is given its slice
+	// (the first when absent); the others are given no GPU, so that a pod holds its slice
+	// once, not once per container.
+	AnnotationGPUContainer = "allot.dev/gpu-container"
 	// Devices a pod may be given, or must not be, by UUID; models it must not be given.
 	AnnotationGPUUUIDPick    = "allot.dev/gpu-uuid"         // "GPU-1a2b…,GPU-3c4d…"
 	AnnotationGPUUUIDExclude = "allot.dev/gpu-uuid-exclude" // "GPU-1a2b…"
@@ -308,4 +312,16 @@ func ResourceClaimsProblem(p *corev1.Pod) string {
 	}
 	return fmt.Sprintf("spec.resourceClaims (%s) with %s, %s or %s: a pod asks for its GPUs one way, through ResourceClaims or through those",
 		p.Spec.ResourceClaims[0].Name, GPUResource, AnnotationGPUFraction, AnnotationGPUMemory)
+}
+
+// SliceContainer is the container of a sharing pod given its slice: the one
+// AnnotationGPUContainer names, else the first. Empty when the pod has no such container.
+func SliceContainer(p *corev1.Pod) string {
+	name, named := p.Annotations[AnnotationGPUContainer]
+	for _, c := range p.Spec.Containers {
+		if !named || c.Name == name {
+			return c.Name
+		}
+	}
+	return ""
 }

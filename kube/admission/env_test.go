@@ -16,7 +16,7 @@ import (
 func TestSharingPodsMayNotSetDeviceVariables(t *testing.T) {
 	sharing := func(edit func(*corev1.Pod)) *corev1.Pod {
 		p := pod("team-a", 0, nil, map[string]string{v1alpha1.AnnotationGPUFraction: "0.5"})
-		giveGPUEnv(p, 1) // as the mutating webhook does before the validator sees it
+		giveGPUEnv(p, 1, "main") // as the mutating webhook does before the validator sees it
 		edit(p)
 		return p
 	}
@@ -100,8 +100,13 @@ func TestSharingPodsMayNotSetDeviceVariables(t *testing.T) {
 func TestGPUEnvEntriesComeLast(t *testing.T) {
 	p := pod("team-a", 0, nil, map[string]string{v1alpha1.AnnotationGPUFraction: "0.5"})
 	p.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "HF_HOME", Value: "/cache"}}
-	giveGPUEnv(p, 1)
-	giveGPUEnv(p, 1)
+	p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Name: "sidecar", Env: []corev1.EnvVar{{Name: "NVIDIA_VISIBLE_DEVICES", Value: "all"}}})
+	giveGPUEnv(p, 1, "main")
+	giveGPUEnv(p, 1, "main")
+	// The slice goes to one container; the sidecar is given no GPU, once, last.
+	if side := p.Spec.Containers[1].Env; len(side) != 2 || side[1] != noDevice {
+		t.Errorf("sidecar env %+v, want its own then NVIDIA_VISIBLE_DEVICES=void", side)
+	}
 	env := p.Spec.Containers[0].Env
 	if len(env) != 1+len(v1alpha1.GPUEnvNames) || env[0].Name != "HF_HOME" {
 		t.Fatalf("env %+v, want HF_HOME then one entry per name", env)
@@ -148,7 +153,7 @@ func TestContainersGivenNoDeviceAreToldSo(t *testing.T) {
 	half.Spec.InitContainers = []corev1.Container{{Name: "setup"}}
 	denyImageDevices(cpu, false)
 	denyImageDevices(half, true)
-	giveGPUEnv(half, 1)
+	giveGPUEnv(half, 1, "main")
 	last := func(c corev1.Container) corev1.EnvVar { return c.Env[len(c.Env)-1] }
 	for _, c := range []corev1.Container{cpu.Spec.InitContainers[0], cpu.Spec.Containers[0], half.Spec.InitContainers[0]} {
 		if len(c.Env) == 0 || last(c) != noDevice {

@@ -40,9 +40,10 @@ const (
 
 // KAI-Scheduler's (and Run:ai's) names: pod annotations and queue labels.
 const (
-	kaiFraction   = "gpu-fraction"             // of one device, "0.5"
-	kaiMemory     = "gpu-memory"               // MiB of one device
-	kaiNumDevices = "gpu-fraction-num-devices" // devices the fraction or memory is taken of
+	kaiFraction   = "gpu-fraction"                // of one device, "0.5"
+	kaiMemory     = "gpu-memory"                  // MiB of one device
+	kaiNumDevices = "gpu-fraction-num-devices"    // devices the fraction or memory is taken of
+	kaiContainer  = "gpu-fraction-container-name" // the container given the fraction
 	kaiQueue      = "kai.scheduler/queue"
 	runaiQueue    = "runai/queue"
 	kaiScheduler  = "kai-scheduler"
@@ -55,7 +56,7 @@ var PeerSchedulers = []string{hamiScheduler, kaiScheduler}
 // any is sent to it (MutateCondition).
 var (
 	peerAnnotations = []string{hamiUseUUID, hamiNoUseUUID, hamiUseType, hamiNoUseType, hamiNUMABind, hamiVGPUMode,
-		hamiNodePolicy, hamiGPUPolicy, kaiFraction, kaiMemory, kaiNumDevices}
+		hamiNodePolicy, hamiGPUPolicy, kaiFraction, kaiMemory, kaiNumDevices, kaiContainer}
 	peerLabels = []string{kaiQueue, runaiQueue}
 )
 
@@ -257,6 +258,10 @@ func (t *translation) resources(o Peers) error {
 	if wholeIn != "" {
 		return fmt.Errorf("%s asks for a slice through HAMi's resources and containers[%s] for whole nvidia.com/gpu: a pod takes a slice of GPUs or whole GPUs, not both", where, wholeIn)
 	}
+	// The container that asked is the one given the slice; the pod's others get no GPU.
+	if err := t.set(false, v1alpha1.AnnotationGPUContainer, c.Name, where, "HAMi's slice"); err != nil {
+		return err
+	}
 	count := int64(1)
 	rawCount := ""
 	if q, ok := quantityOf(c, corev1.ResourceName(v1alpha1.GPUResource)); ok {
@@ -416,6 +421,11 @@ func (t *translation) kai() error {
 	}
 	if v, ok := a[kaiNumDevices]; ok {
 		if err := t.set(false, v1alpha1.AnnotationGPUCount, strings.TrimSpace(v), kaiNumDevices, v); err != nil {
+			return err
+		}
+	}
+	if v, ok := a[kaiContainer]; ok {
+		if err := t.set(false, v1alpha1.AnnotationGPUContainer, strings.TrimSpace(v), kaiContainer, v); err != nil {
 			return err
 		}
 	}

@@ -141,3 +141,18 @@ func TestWholeGPUPercentageFromRequestsOnly(t *testing.T) {
 		t.Fatalf("%d whole GPUs, want 2: %+v", got, p.Spec.Containers[0].Resources)
 	}
 }
+
+// The container KAI-Scheduler gives a fraction, and the one that asked for HAMi's slice, is
+// the one Allot gives the slice.
+func TestTheContainerGivenTheSlice(t *testing.T) {
+	kai := peerPod("kai-scheduler", nil, map[string]string{"gpu-fraction": "0.5", "gpu-fraction-container-name": "trainer"}, nil)
+	if err := (Peers{}).Translate(kai); err != nil || kai.Annotations[v1alpha1.AnnotationGPUContainer] != "trainer" {
+		t.Fatalf("KAI's container name: %v, %v", err, kai.Annotations)
+	}
+	hami := peerPod("hami-scheduler", nil, nil, nil)
+	hami.Spec.Containers = append([]corev1.Container{{Name: "sidecar"}}, hami.Spec.Containers...)
+	hami.Spec.Containers[1].Resources.Limits = corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1"), "nvidia.com/gpumem": resource.MustParse("4000")}
+	if err := (Peers{}).Translate(hami); err != nil || hami.Annotations[v1alpha1.AnnotationGPUContainer] != hami.Spec.Containers[1].Name {
+		t.Fatalf("HAMi's container: %v, %v", err, hami.Annotations)
+	}
+}

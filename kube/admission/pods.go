@@ -163,7 +163,7 @@ func (m *Mutator) Handle(ctx context.Context, req admission.Request) admission.R
 		denyImageDevices(out, share.Shared())
 	}
 	if shareErr == nil && share.Shared() {
-		giveGPUEnv(out, share.Devices())
+		giveGPUEnv(out, share.Devices(), v1alpha1.SliceContainer(&p))
 		// The pod's node is not known yet: the directory goes in whatever the node's mode,
 		// and the environment the scheduler writes for that node says what in it to use.
 		if m.SharingRoot != "" {
@@ -180,17 +180,25 @@ func (m *Mutator) Handle(ctx context.Context, req admission.Request) admission.R
 	return admission.PatchResponseFromRaw(req.Object.Raw, cur)
 }
 
-// giveGPUEnv appends to each container an env entry for each variable the scheduler sets
-// for a sharing pod, read from the pod's annotation of that name through the downward API
-// when the container starts: last, so that it wins over anything before it, and from the
-// pod itself, which its owner may not change there (FieldsPolicyName). Until the bind
-// writes the values they are empty: no device.
-func giveGPUEnv(p *corev1.Pod, devices int) {
+// giveGPUEnv appends to the container given the slice (v1alpha1.SliceContainer) an env
+// entry for each variable the scheduler sets for a sharing pod, read from the pod's
+// annotation of that name through the downward API when the container starts: last, so
+// that it wins over anything before it, and from the pod itself, which its owner may not
+// change there (FieldsPolicyName). Until the bind writes the values they are empty: no
+// device. The other containers are given no GPU: each container holding the whole slice
+// would let a pod of several hold it several times (HAMi-core counts per container; one
+// cache for two containers does not hold them together, docs/gpu-nodes.md).
+func giveGPUEnv(p *corev1.Pod, devices int, given string) {
 	for i := range p.Spec.Containers {
 		c := &p.Spec.Containers[i]
 		// Entries of its own from an earlier pass go (a webhook may be called again); a
 		// pod's own setting of these names stays, for the validator to refuse by name.
 		c.Env = slices.DeleteFunc(c.Env, isGPUEnv)
+		c.Env = slices.DeleteFunc(c.Env, func(e corev1.EnvVar) bool { return e == noDevice })
+		if c.Name != given {
+			c.Env = append(c.Env, noDevice)
+			continue
+		}
 		for _, name := range v1alpha1.GPUEnvNamesFor(devices) {
 			c.Env = append(c.Env, gpuEnvVar(name))
 		}
@@ -340,6 +348,13 @@ func ValidatePod(p *corev1.Pod, view View) error {
 	}
 	if _, err := v1alpha1.ParseGPUChoice(p.Annotations); err != nil {
 		return err
+	}
+	if name, ok := p.Annotations[v1alpha1.AnnotationGPUContainer]; ok && (!share.Shared() || v1alpha1.SliceContainer(p) == "") {
+		var names []string
+		for _, c := range p.Spec.Containers {
+			names = append(names, c.Name)
+		}
+		return fmt.Errorf("%s: %q is not allowed: the container of a pod that shares a GPU given its slice, one of %s", v1alpha1.AnnotationGPUContainer, name, strings.Join(names, ", "))
 	}
 	if share.Devices() > 1 && len(p.Spec.ResourceClaims) > 0 {
 		return fmt.Errorf("%s with spec.resourceClaims: a slice of several GPUs is not offered through DRA", v1alpha1.AnnotationGPUCount)

@@ -34,7 +34,7 @@ var (
 		v1alpha1.AnnotationGPUs, v1alpha1.AnnotationGPUShare, v1alpha1.AnnotationConfigMap, v1alpha1.AnnotationLeader,
 		// The slice's count and the device choice (the owner's), what the bind booked of
 		// each device (the scheduler's), and what the webhook translated (its record).
-		v1alpha1.AnnotationGPUCount, v1alpha1.AnnotationGPUUUIDPick, v1alpha1.AnnotationGPUUUIDExclude, v1alpha1.AnnotationGPUTypeExclude,
+		v1alpha1.AnnotationGPUCount, v1alpha1.AnnotationGPUContainer, v1alpha1.AnnotationGPUUUIDPick, v1alpha1.AnnotationGPUUUIDExclude, v1alpha1.AnnotationGPUTypeExclude,
 		v1alpha1.AnnotationGPUIsland, v1alpha1.AnnotationNodePolicy, v1alpha1.AnnotationGPUPolicy,
 		v1alpha1.AnnotationGPUShareMemory, v1alpha1.AnnotationGPUShareCompute, v1alpha1.AnnotationTranslated,
 	}

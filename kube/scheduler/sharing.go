@@ -160,10 +160,8 @@ func deliveryAnnotations(p *corev1.Pod, n *corev1.Node, env map[string]string, c
 	}
 	if delivery == v1alpha1.DeliveryCDI {
 		out[v1alpha1.AnnotationGPUEnvPrefix+"NVIDIA_VISIBLE_DEVICES"] = ""
-		names := make([]string, len(p.Spec.Containers))
-		for i, c := range p.Spec.Containers {
-			names[i] = c.Name
-		}
+		// The container given the slice alone (v1alpha1.SliceContainer).
+		names := []string{v1alpha1.SliceContainer(p)}
 		for k, v := range v1alpha1.CDIAnnotations(names, cdiKind, env["NVIDIA_VISIBLE_DEVICES"]) {
 			out[k] = v
 		}

@@ -23,10 +23,11 @@ func labelNode(t *testing.T, e *kubetest.Env, node, key string, value any) {
 }
 
 // One node whose runtime injects CDI devices named in NVIDIA's NRI annotations (the GPU
-// Operator with its NRI plugin): a pair of halves, one of two containers, each container
-// named with the device, and no device in the environment.
+// Operator with its NRI plugin): a pair of halves, one of two containers; the container
+// given the slice (the first) named with the device, and no device in the environment; the
+// other given none (a pod holds its slice once).
 //
-//	dgx-1 (delivery cdi): GPU a: nb-1 0.5 [main, sidecar] + nb-2 0.5 [main]
+//	dgx-1 (delivery cdi): GPU a: nb-1 0.5 [main; sidecar: none] + nb-2 0.5 [main]
 func TestFractionsOnACDINodeGetTheirDeviceByAnnotation(t *testing.T) {
 	e := start(t, 1, 2)
 	labelNode(t, e, "dgx-1", v1alpha1.LabelGPUDelivery, v1alpha1.DeliveryCDI)
@@ -49,6 +50,13 @@ func TestFractionsOnACDINodeGetTheirDeviceByAnnotation(t *testing.T) {
 		fmt.Sscan(p.Annotations[v1alpha1.AnnotationGPUs], &idx)
 		want := "k8s.device-plugin.nvidia.com/gpu=" + uuids[idx]
 		for _, c := range p.Spec.Containers {
+			if c.Name == "sidecar" {
+				env := e.ContainerEnv(t, p, c.Name)
+				if got := p.Annotations["nvidia.cdi.k8s.io/container."+c.Name]; got != "" || env["NVIDIA_VISIBLE_DEVICES"] != "void" || env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] != "" {
+					t.Errorf("%s container %s, not given the slice: CDI annotation %q, env %v", name, c.Name, got, env)
+				}
+				continue
+			}
 			if got := p.Annotations["nvidia.cdi.k8s.io/container."+c.Name]; got != want {
 				t.Errorf("%s container %s: CDI annotation %q, want %q", name, c.Name, got, want)
 			}

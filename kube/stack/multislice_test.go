@@ -306,3 +306,50 @@ func TestSliceOfAllOfAGPUKeepsItsPlace(t *testing.T) {
 		t.Fatalf("all moved to GPU %s", got)
 	}
 }
+
+// TestOneContainerHoldsThePodsSlice: a sharing pod of two containers holds its slice once.
+// The container allot.dev/gpu-container names (the first without it) is given the device
+// and the limits; the other is given no GPU. HAMi-core counts per container, so each
+// container holding the whole slice would let the pod hold it twice (docs/gpu-nodes.md).
+func TestOneContainerHoldsThePodsSlice(t *testing.T) {
+	e := start(t, 1, 1)
+	e.Queue(t, "team-a", 1, nil)
+	for _, c := range []struct {
+		name, given string
+		ann         map[string]string
+	}{
+		{"first", "main", nil},
+		{"named", "sidecar", map[string]string{v1alpha1.AnnotationGPUContainer: "sidecar"}},
+	} {
+		p := fraction(c.name, "0.25").Pod()
+		for k, v := range c.ann {
+			p.Annotations[k] = v
+		}
+		p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Name: "sidecar", Image: "cuda"})
+		if _, err := e.Client.CoreV1().Pods("default").Create(e.Ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		e.WaitFor(t, c.name+" running", func() (bool, string) {
+			p := e.Pods(t, "default")[c.name]
+			return kubetest.Running(p), fmt.Sprint(p.Status.Phase, " ", p.Spec.NodeName, " ", waitingReason(p), " ", e.Events(t, "default", c.name))
+		})
+		p = e.Pods(t, "default")[c.name]
+		for _, ct := range p.Spec.Containers {
+			env := e.ContainerEnv(t, p, ct.Name)
+			if ct.Name == c.given {
+				if env["CUDA_DEVICE_MEMORY_LIMIT"] == "" || env["NVIDIA_VISIBLE_DEVICES"] == "void" {
+					t.Errorf("%s: container %s, given the slice, has %v", c.name, ct.Name, env)
+				}
+			} else if env["NVIDIA_VISIBLE_DEVICES"] != "void" || env["CUDA_DEVICE_MEMORY_LIMIT"] != "" {
+				t.Errorf("%s: container %s, not given the slice, has %v", c.name, ct.Name, env)
+			}
+		}
+	}
+	// A name that is no container of the pod is refused, naming them.
+	p := fraction("nobody", "0.25").Pod()
+	p.Annotations[v1alpha1.AnnotationGPUContainer] = "trainer"
+	if _, err := e.Client.CoreV1().Pods("default").Create(e.Ctx, p, metav1.CreateOptions{}); err == nil ||
+		!strings.Contains(err.Error(), `allot.dev/gpu-container: "trainer" is not allowed`) {
+		t.Fatalf("a slice given to a container the pod lacks: %v", err)
+	}
+}
