@@ -11,6 +11,7 @@ import (
 // apply evicts, then binds. A bind onto a node that lost a pod in this plan waits for the
 // next cycle: the evicted pod still holds its devices until it is gone.
 func (s *Scheduler) apply(ctx context.Context, plan *engine.Plan, idx *index) {
+	planned := s.opts.Now()
 	evictedOn, evicted, ok := s.evict(ctx, plan, idx)
 	if !ok {
 		return
@@ -48,7 +49,7 @@ func (s *Scheduler) apply(ctx context.Context, plan *engine.Plan, idx *index) {
 		s.amu.Unlock()
 		// Assume first, then bind in the background: the next cycle already counts these
 		// devices as taken and can start while the API calls are in flight.
-		j := bindJob{p: p, b: b.Binding}
+		j := bindJob{p: p, b: b.Binding, planned: planned}
 		if b.Binding.Share > 0 && len(b.Binding.GPUs) > 0 && len(p.Spec.ResourceClaims) == 0 {
 			if n := idx.nodes[b.Binding.Node]; n != nil {
 				j.b = bookSlice(p, n, b.Binding)

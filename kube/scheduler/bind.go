@@ -58,6 +58,9 @@ type bindJob struct {
 	// claimsWritten are the ResourceClaims allocated or reserved for the pod by this bind,
 	// taken back if the bind fails (claimbind.go).
 	claimsWritten []*resourceapi.ResourceClaim
+	// planned is when the plan that placed it was applied: a held-back pod resumed since
+	// was still where the engine counted it then (reservationFor).
+	planned time.Time
 }
 
 // bindBackoff is how long a pod whose bind failed waits before the next try: short, since

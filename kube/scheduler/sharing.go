@@ -246,8 +246,9 @@ type awaitingBind struct {
 	reservations []string
 	since        time.Time
 	// resumed: its devices are reported and its bind is in flight; the entry (and so the
-	// reservations it keeps) goes when the bind is done.
-	resumed bool
+	// reservations it keeps) goes when the bind is done. resumedAt is when.
+	resumed   bool
+	resumedAt time.Time
 }
 
 // agentUUIDs is a node's device UUIDs by index when an agent reports the node's devices
@@ -329,14 +330,15 @@ func effectiveIndex(p *corev1.Pod, uuids []string) int {
 // or, unreported, by the device it was made for), making one when there is none. A new
 // one takes the first free name for g: the one of slot 0 may be held by a reservation the
 // device plugin gave another device.
-func (s *Scheduler) reservationFor(ctx context.Context, node engine.NodeID, g int, uuids []string) (string, *corev1.Pod, error) {
+func (s *Scheduler) reservationFor(ctx context.Context, node engine.NodeID, g int, uuids []string, planned time.Time) (string, *corev1.Pod, error) {
 	// A pod placed beside one still held back for a reservation goes to that reservation:
 	// the engine put them together on what it takes to be GPU g (the held pod is counted
-	// there until its device is known). Not beside a resumed one: the books already have it
-	// on its real device, and g may be a device that is really free.
+	// there until its device is known), also where the held one was resumed after that plan
+	// (its bind ran late, beside the next cycle). Not beside one resumed before the plan:
+	// the books had it on its real device, and g may be a device that is really free.
 	s.amu.Lock()
 	for _, a := range s.awaiting {
-		if a.resumed || a.job.b.Node != node {
+		if (a.resumed && !a.resumedAt.After(planned)) || a.job.b.Node != node {
 			continue
 		}
 		if i := slices.Index(a.job.b.GPUs, g); i >= 0 && i < len(a.reservations) {
@@ -386,7 +388,7 @@ func (s *Scheduler) placeOnReservation(ctx context.Context, j *bindJob, uuids []
 		names = make([]string, len(j.b.GPUs))
 		for i, g := range j.b.GPUs {
 			var err error
-			if names[i], created[i], err = s.reservationFor(ctx, j.b.Node, g, uuids); err != nil {
+			if names[i], created[i], err = s.reservationFor(ctx, j.b.Node, g, uuids, j.planned); err != nil {
 				return err
 			}
 		}
@@ -519,7 +521,7 @@ func (s *Scheduler) resumeAwaiting(ctx context.Context) {
 		}
 		s.amu.Lock()
 		if d.state == reservationReported {
-			a.resumed = true
+			a.resumed, a.resumedAt = true, now
 			s.awaiting[uid] = a
 			if b, ok := s.assumed[uid]; ok {
 				b.GPUs = d.real // the books, from now on, where it really goes
