@@ -110,7 +110,9 @@ func HasGPUEnv(p *corev1.Pod) bool {
 			}
 		}
 		reads := last.ValueFrom != nil && last.ValueFrom.FieldRef != nil && last.ValueFrom.FieldRef.FieldPath == want
-		if (c.Name == given && !reads) || (c.Name != given && (last.ValueFrom != nil || last.Value != "void")) {
+		// A pod admitted before one container alone was given the slice reads it in every
+		// container: it runs as it was admitted.
+		if (c.Name == given && !reads) || (c.Name != given && !reads && (last.ValueFrom != nil || last.Value != "void")) {
 			return false
 		}
 	}
