@@ -446,9 +446,10 @@ func (s *session) sliceShortage(j *jobState, r PodRequest, nodes []*nodeState) s
 		n *nodeState
 		g int
 	}
-	var memAt, cpuAt, fitAt at
+	var memAt, cpuAt, shareAt at
+	var fitOn *nodeState
 	var mostMem int64 = -1
-	var mostCPU MilliGPU = -1
+	var mostCPU, mostShare MilliGPU = -1, -1
 	mostOnNode, capped := 0, 0
 	for _, n := range nodes {
 		fit := 0
@@ -459,6 +460,9 @@ func (s *session) sliceShortage(j *jobState, r PodRequest, nodes []*nodeState) s
 			}
 			if free := dev.Memory - b.mem; free > mostMem {
 				mostMem, memAt = free, at{n, g}
+			}
+			if free := OneGPU - usedOf(dev, b); free > mostShare {
+				mostShare, shareAt = free, at{n, g}
 			}
 			p, ok := partOn(r, dev)
 			if !ok || b.mem+p.mem > dev.Memory {
@@ -477,7 +481,7 @@ func (s *session) sliceShortage(j *jobState, r PodRequest, nodes []*nodeState) s
 			fit++
 		}
 		if fit > mostOnNode {
-			mostOnNode, fitAt = fit, at{n, 0}
+			mostOnNode, fitOn = fit, n
 		}
 	}
 	k := r.SharedDevices()
@@ -485,22 +489,12 @@ func (s *session) sliceShortage(j *jobState, r PodRequest, nodes []*nodeState) s
 	case mostOnNode >= k:
 		return ""
 	case mostOnNode > 0:
-		return fmt.Sprintf("the most GPUs with room for its slice on one node is %d (%s)", mostOnNode, fitAt.n.n.ID)
+		return fmt.Sprintf("the most GPUs with room for its slice on one node is %d (%s)", mostOnNode, fitOn.n.ID)
 	case capped > 0:
 		return fmt.Sprintf("every GPU with room for it is shared by as many pods as its node allows (allot.dev/gpu-max-sharers: %d)", nodesCap(nodes))
-	case r.GPUFraction > 0 && r.GPUCompute == 0 && memAt.n != nil:
+	case r.GPUFraction > 0 && r.GPUCompute == 0 && shareAt.n != nil:
 		// A fraction is a share of memory and compute alike: say what is free as one.
-		best, bestFree := memAt, MilliGPU(-1)
-		for _, n := range nodes {
-			for g := range n.n.GPUs {
-				if dev := &n.n.GPUs[g]; deviceOK(j.j, dev) && dev.OutOfService() == "" {
-					if f := OneGPU - usedOf(dev, n.books[g]); f > bestFree {
-						best, bestFree = at{n, g}, f
-					}
-				}
-			}
-		}
-		return fmt.Sprintf("the most free on one GPU is %s (%s GPU %d)", max(bestFree, 0), best.n.n.ID, best.g)
+		return fmt.Sprintf("the most free on one GPU is %s (%s GPU %d)", max(mostShare, 0), shareAt.n.n.ID, shareAt.g)
 	case mostCPU >= 0:
 		return fmt.Sprintf("the most compute free on one GPU with room for its memory is %s (%s GPU %d)", percent(mostCPU), cpuAt.n.n.ID, cpuAt.g)
 	case memAt.n != nil:

@@ -52,7 +52,6 @@ func (s *Scheduler) apply(ctx context.Context, plan *engine.Plan, idx *index) {
 		j := bindJob{p: p, b: b.Binding, planned: planned}
 		if b.Binding.Share > 0 && len(b.Binding.GPUs) > 0 && len(p.Spec.ResourceClaims) == 0 {
 			if n := idx.nodes[b.Binding.Node]; n != nil {
-				j.b = bookSlice(p, n, b.Binding)
 				j.env = shareEnv(p, n, j.b, s.opts.SharingRoot)
 			}
 		}

@@ -53,32 +53,6 @@ func gpuEnv(uuids []string, memoryBytes int64, computePercent int32, share engin
 	return env
 }
 
-// bookSlice fills in what the binding b of a shared pod books of each of its devices on
-// node where it says nothing (a binding made before memory and compute were booked apart):
-// memory as the pod asked, else its share of the device's; compute as it asked, else its
-// share. A binding that books memory keeps its compute as it is, none included: a memory
-// slice alone books no compute (docs/design.md, rule 19). These are what the bind writes
-// (allot.dev/gpu-share-memory, gpu-share-compute) and what the pod's limits are made of.
-func bookSlice(p *corev1.Pod, node *engine.Node, b engine.Binding) engine.Binding {
-	if b.Share <= 0 || len(b.GPUs) == 0 || b.GPUs[0] >= len(node.GPUs) || b.GPUs[0] < 0 || b.Memory > 0 || b.Compute > 0 {
-		return b
-	}
-	r := convert.PodRequest(p)
-	if b.Memory == 0 {
-		b.Memory = r.GPUMemory
-		if b.Memory == 0 {
-			b.Memory = node.GPUs[b.GPUs[0]].Memory * int64(b.Share) / int64(engine.OneGPU)
-		}
-	}
-	if b.Compute == 0 {
-		b.Compute = r.GPUCompute
-		if b.Compute == 0 {
-			b.Compute = min(b.Share, engine.OneGPU)
-		}
-	}
-	return b
-}
-
 // percent is thousandths of a GPU's compute as the whole percent MPS and HAMi-core take,
 // rounded down so that the limits of a GPU's sharers never add up to more than its compute
 // (eight of 0.125 each get 12%, not 13%), and at least 1.
@@ -113,7 +87,8 @@ func enforcementEnv(env map[string]string, mode, root, uuid string, pod types.UI
 }
 
 // shareEnv works out a shared pod's environment from where the engine put it and what it
-// booked (bookSlice): every device of b, each held to the booked slice.
+// booked (the engine's Binding: bytes and thousandths of each device): every device of b,
+// each held to the booked slice.
 func shareEnv(p *corev1.Pod, node *engine.Node, b engine.Binding, root string) map[string]string {
 	uuids := make([]string, 0, len(b.GPUs))
 	for _, g := range b.GPUs {
@@ -427,7 +402,6 @@ func (s *Scheduler) placeOnReservation(ctx context.Context, j *bindJob, uuids []
 	if o, ok, _ := s.nodes.GetStore().GetByKey(string(j.b.Node)); ok {
 		n := convert.Node(o.(*corev1.Node))
 		if slices.Max(d.real) < len(n.GPUs) {
-			j.b = bookSlice(j.p, &n, j.b)
 			j.env = shareEnv(j.p, &n, j.b, s.opts.SharingRoot)
 		}
 	}

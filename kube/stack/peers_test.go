@@ -106,6 +106,7 @@ func TestPeerPodsShareOneGPUWithTheirLimits(t *testing.T) {
 		{"its booked memory", `{"metadata":{"annotations":{"allot.dev/gpu-share-memory":"85899345920"}}}`, "allot.dev/gpu-share-memory"},
 		{"its booked compute", `{"metadata":{"annotations":{"allot.dev/gpu-share-compute":null}}}`, "allot.dev/gpu-share-compute"},
 		{"its count", `{"metadata":{"annotations":{"allot.dev/gpu-count":"4"}}}`, "allot.dev/gpu-count"},
+		{"the container given the slice", `{"metadata":{"annotations":{"allot.dev/gpu-container":"other"}}}`, "allot.dev/gpu-container"},
 		{"its devices", `{"metadata":{"annotations":{"allot.dev/gpu-uuid":"GPU-x"}}}`, "allot.dev/gpu-uuid"},
 		{"its excluded devices", `{"metadata":{"annotations":{"allot.dev/gpu-uuid-exclude":"GPU-x"}}}`, "allot.dev/gpu-uuid-exclude"},
 		{"its excluded models", `{"metadata":{"annotations":{"allot.dev/gpu-type-exclude":"T4"}}}`, "allot.dev/gpu-type-exclude"},
