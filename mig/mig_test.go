@@ -1,0 +1,108 @@
+package mig
+
+import (
+	"slices"
+	"testing"
+)
+
+func TestProductsFindTheirGeometry(t *testing.T) {
+	for _, c := range []struct {
+		product string
+		memory  int64
+		want    string
+		names   []string
+	}{
+		{"NVIDIA-A100-SXM4-40GB", 0, "A100-40GB", []string{"1g.5gb", "1g.10gb", "2g.10gb", "3g.20gb", "4g.20gb", "7g.40gb"}},
+		{"NVIDIA A100-SXM4-80GB", 0, "A100-80GB", []string{"1g.10gb", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb"}},
+		{"NVIDIA-H100-80GB-HBM3", 0, "H100-80GB", nil},
+		{"NVIDIA H200", 143771 << 20, "H200-141GB", []string{"1g.18gb", "1g.35gb", "2g.35gb", "3g.71gb", "4g.71gb", "7g.141gb"}},
+		{"NVIDIA A30", 0, "A30-24GB", []string{"1g.6gb", "2g.12gb", "4g.24gb"}},
+	} {
+		m, ok := ForProduct(c.product, c.memory)
+		if !ok || m.Name != c.want {
+			t.Errorf("%s: got %v %v, want %s", c.product, m, ok, c.want)
+			continue
+		}
+		if c.names != nil && !slices.Equal(m.Names(), c.names) {
+			t.Errorf("%s: profiles %v, want %v", c.product, m.Names(), c.names)
+		}
+	}
+	if _, ok := ForProduct("Tesla-T4", 0); ok {
+		t.Error("a T4 has no MIG")
+	}
+}
+
+func TestPlacementsAreTheGuidesOnly(t *testing.T) {
+	m, _ := ByName("A100-80GB")
+	p3, _ := m.Profile("3g.40gb")
+	p2, _ := m.Profile("2g.20gb")
+	p1, _ := m.Profile("1g.10gb+me")
+	l := Layout{{p3, 0}}
+	if err := m.Valid(l, p3, 2); err == nil {
+		t.Error("3g at slice 2 is not a placement the A100 has")
+	}
+	if err := m.Valid(l, p2, 2); err == nil {
+		t.Error("2g at slice 2 overlaps the 3g at 0")
+	}
+	if err := m.Valid(l, p2, 4); err != nil {
+		t.Error(err)
+	}
+	l = append(l, Placed{p2, 4}, Placed{p2, 6 - 2 + 2})
+	if err := m.Valid(l[:2], p1, 6); err != nil {
+		t.Error(err)
+	}
+	// A 3g and two 2g fill the GPU's memory slices but for none.
+	if got := (Layout{{p3, 0}, {p2, 4}}).Mask() | p2.Mask(6-2); got != Mask(0b00111111) {
+		t.Errorf("mask %08b", got)
+	}
+}
+
+func TestAOneGAtTheEndKeepsTheLargeProfilesPossible(t *testing.T) {
+	m, _ := ByName("A100-80GB")
+	p1, _ := m.Profile("1g.10gb")
+	atEnd, atStart := p1.Mask(6), p1.Mask(0)
+	if !m.Better(atEnd, atStart) {
+		t.Errorf("a 1g at slice 6 leaves %v, at 0 leaves %v: the 4g is possible only with the first", m.Room(atEnd), m.Room(atStart))
+	}
+	if got := m.Room(0); !slices.Equal(got, []int{7, 4, 3, 2, 1, 1}) {
+		t.Errorf("an empty A100 has room for %v", got)
+	}
+}
+
+func TestSmallestProfileHolding(t *testing.T) {
+	m, _ := ByName("A100-80GB")
+	for _, c := range []struct {
+		compute, mem int64
+		want         string
+	}{
+		{500, 500, "4g.40gb"},
+		{100, 100, "1g.10gb"},
+		{100, 200, "1g.20gb"},
+		{250, 250, "2g.20gb"},
+		{400, 400, "3g.40gb"},
+		{1000, 1000, "7g.80gb"},
+	} {
+		p, ok := m.Smallest(c.compute, c.mem)
+		if !ok || p.Name != c.want {
+			t.Errorf("%d/%d: got %v, want %s", c.compute, c.mem, p, c.want)
+		}
+	}
+	if _, ok := m.Smallest(1001, 0); ok {
+		t.Error("more than a GPU fits no profile")
+	}
+	if got := m.Share(&m.Profiles[0]); got != 142 {
+		t.Errorf("a 1g counts %d thousandths, want 142", got)
+	}
+}
+
+func TestResourceNames(t *testing.T) {
+	if p, ok := FromResource("nvidia.com/mig-1g.10gb"); !ok || p != "1g.10gb" {
+		t.Errorf("got %q %v", p, ok)
+	}
+	if _, ok := FromResource("nvidia.com/gpu"); ok {
+		t.Error("nvidia.com/gpu is no MIG resource")
+	}
+	if _, _, err := ParseName("big"); err == nil {
+		t.Error("a bad profile name parses")
+	}
+}
