@@ -158,7 +158,7 @@ func (s *session) plan(snap *Snapshot) *Plan {
 		stay, left := 0, false
 		for i, ps := range j.pods {
 			moved[i] = ps.orig != nil && (ps.node == nil || ps.orig.Node != ps.node.n.ID ||
-				!slices.Equal(ps.orig.GPUs, ps.gpus) || heldPart(ps.orig, ps.node) != ps.share)
+				!slices.Equal(ps.orig.GPUs, ps.gpus) || !heldPart(ps.orig, ps.node).same(ps.share))
 			left = left || moved[i]
 			if ps.orig != nil && !moved[i] {
 				stay++

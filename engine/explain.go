@@ -28,6 +28,9 @@ func shapeKey(j *jobState, pods []*podState) string {
 	var num []byte
 	for _, p := range pods {
 		r := p.p.Request
+		if r.WantsMIG() {
+			fmt.Fprintf(&b, "|mig:%s/%d/%d", r.MIG, r.MIGShare, r.MIGMemory)
+		}
 		for i, v := range [...]int64{int64(r.GPUs), int64(r.GPUFraction), r.GPUMemory, int64(r.GPUCompute), int64(r.Devices), r.CPU, r.Memory} {
 			sep := byte('/')
 			if i == 0 {
@@ -65,6 +68,8 @@ func describeRequest(r PodRequest) string {
 		what = Format(ResourceMemory, r.GPUMemory) + " of GPU memory"
 	case r.GPUCompute > 0:
 		what = percent(r.GPUCompute) + " of a GPU's compute"
+	case r.WantsMIG():
+		return describeMIG(r)
 	default:
 		return Format(ResourceCPU, r.CPU) + " CPU"
 	}
@@ -169,6 +174,8 @@ func (s *session) explainResources(j *jobState, pods []*podState, eligible []*no
 // anything else on one node.
 func onWhat(r PodRequest) string {
 	switch {
+	case r.WantsMIG():
+		return "on one node"
 	case !r.Shared():
 		return "on one node"
 	case r.SharedDevices() > 1:
@@ -226,6 +233,16 @@ func (s *session) largestBlock(j *jobState, r PodRequest, nodes []*nodeState) st
 			_, _, ok := s.pickGPUs(j, r, n, n.gpuUsed, n.books)
 			return ok
 		})
+	case r.WantsMIG():
+		for _, n := range nodes {
+			if _, _, ok := s.pickMIG(j, r, n, n.books); ok {
+				return s.hostShortage(r, nodes, func(n *nodeState) bool {
+					_, _, ok := s.pickMIG(j, r, n, n.books)
+					return ok
+				})
+			}
+		}
+		return s.migShortage(j, r, nodes)
 	}
 	return s.hostShortage(r, nodes, func(*nodeState) bool { return true })
 }
@@ -455,7 +472,7 @@ func (s *session) sliceShortage(j *jobState, r PodRequest, nodes []*nodeState) s
 		fit := 0
 		for g := range n.n.GPUs {
 			dev, b := &n.n.GPUs[g], n.books[g]
-			if !deviceOK(j.j, dev) || dev.OutOfService() != "" {
+			if !deviceOK(j.j, dev) || dev.OutOfService() != "" || dev.MIG != nil {
 				continue
 			}
 			if free := dev.Memory - b.mem; free > mostMem {

@@ -1,6 +1,11 @@
 package engine
 
-import "cmp"
+import (
+	"cmp"
+	"slices"
+
+	"github.com/allot-dev/allot/mig"
+)
 
 // What a pod holds of each of its GPUs, and what is booked on each device, in exact units:
 // bytes of memory and thousandths of compute. A device takes a slice only where both fit
@@ -14,6 +19,10 @@ type part struct {
 	mem     int64
 	compute MilliGPU
 	milli   MilliGPU
+	// mig is the profile of a MIG instance on each device, at[i] the first memory slice
+	// of the instance on the i-th of the pod's devices; milli is then the profile's share.
+	mig *mig.Profile
+	at  []int
 }
 
 // wholePart is the part of a pod that holds whole devices.
@@ -21,9 +30,21 @@ var wholePart = part{}
 
 func (p part) shared() bool { return p.milli > 0 }
 
+// same tells whether two parts hold the same of each device, MIG instances included.
+func (p part) same(o part) bool {
+	return p.mem == o.mem && p.compute == o.compute && p.milli == o.milli && p.mig == o.mig && slices.Equal(p.at, o.at)
+}
+
 // on is the booking the part makes on a device: all of it for a whole device.
-func (p part) on(dev *GPU) devBook {
-	if !p.shared() {
+func (p part) on(dev *GPU) devBook { return p.onAt(dev, 0) }
+
+// onAt is the booking the part makes on the i-th of the pod's devices (which differ only
+// for MIG instances, placed at their own slices on each).
+func (p part) onAt(dev *GPU, i int) devBook {
+	switch {
+	case p.mig != nil:
+		return devBook{slices: p.mig.Mask(p.at[i])}
+	case !p.shared():
 		return devBook{mem: dev.Memory, compute: OneGPU}
 	}
 	return devBook{mem: p.mem, compute: p.compute, sharers: 1}
@@ -34,18 +55,30 @@ type devBook struct {
 	mem     int64    // bytes of memory
 	compute MilliGPU // thousandths of its compute
 	sharers int32    // pods holding a slice of it
+	// slices are the memory slices of a device in MIG mode its pods' instances hold.
+	slices mig.Mask
 }
 
 func (b devBook) add(o devBook, sign int) devBook {
 	b.mem += int64(sign) * o.mem
 	b.compute += MilliGPU(sign) * o.compute
 	b.sharers += int32(sign) * o.sharers
+	if sign > 0 {
+		b.slices |= o.slices
+	} else {
+		b.slices &^= o.slices
+	}
 	return b
 }
 
 // usedOf is the share of a device its bookings take: the larger of its booked memory (as
-// a share of the device, rounded up) and its booked compute.
+// a share of the device, rounded up) and its booked compute. A device in MIG mode counts
+// as taken: no whole or sliced pod may have it, so it is never free for one (its
+// instances are booked by their slices).
 func usedOf(dev *GPU, b devBook) MilliGPU {
+	if dev.MIG != nil {
+		return OneGPU
+	}
 	return max(ceilShare(b.mem, dev.Memory), b.compute)
 }
 
@@ -90,6 +123,9 @@ func partOn(r PodRequest, dev *GPU) (p part, ok bool) {
 // but neither memory nor compute (written before they were booked apart) holds its share
 // of both, on the first of its devices.
 func heldPart(b *Binding, n *nodeState) part {
+	if b.MIG != "" {
+		return heldMIG(b, n)
+	}
 	if b.Share <= 0 {
 		return wholePart
 	}
@@ -113,7 +149,10 @@ func fitsPart(n *nodeState, g int, p part, books []devBook) bool {
 // binding is what the plan reports of a pod's place.
 func (p *podState) binding() Binding {
 	b := Binding{Node: p.node.n.ID, GPUs: p.gpus}
-	if p.share.shared() {
+	switch {
+	case p.share.mig != nil:
+		b.Share, b.MIG, b.MIGStarts = p.share.milli, p.share.mig.Name, p.share.at
+	case p.share.shared():
 		b.Share, b.Memory, b.Compute = p.share.milli, p.share.mem, p.share.compute
 	}
 	return b

@@ -92,6 +92,8 @@ func (s *session) pickGPUs(j *jobState, r PodRequest, n *nodeState, used []Milli
 		return gpus, wholePart, ok
 	case r.Shared():
 		return s.pickSlices(j, r, n, used, books)
+	case r.WantsMIG():
+		return s.pickMIG(j, r, n, books)
 	}
 	return nil, wholePart, true
 }
@@ -111,7 +113,7 @@ func (s *session) pickSlices(j *jobState, r PodRequest, n *nodeState, used []Mil
 	cands := buf[:0]
 	for g := range n.n.GPUs {
 		dev := &n.n.GPUs[g]
-		if !deviceOK(j.j, dev) {
+		if dev.MIG != nil || !deviceOK(j.j, dev) {
 			continue
 		}
 		p, ok := partOn(r, dev)
@@ -331,6 +333,12 @@ func (s *session) placeOne(p *podState, only []*nodeState) bool {
 				continue
 			}
 			gpuLeft = int64(freeMilli(n)) - int64(share.milli)*int64(r.SharedDevices())
+		case r.WantsMIG():
+			_, share, ok := s.pickMIG(j, r, n, n.books)
+			if !ok {
+				continue
+			}
+			gpuLeft = int64(freeMilli(n)) - int64(share.milli)*int64(r.SharedDevices())
 		default:
 			gpuLeft = int64(freeMilli(n))
 		}
@@ -373,9 +381,9 @@ func (s *session) fitsAllOn(j *jobState, pods []*podState, n *nodeState) (gpuLef
 		if !ok {
 			return 0, 0, false
 		}
-		for _, g := range gpus {
+		for i, g := range gpus {
 			dev := &n.n.GPUs[g]
-			books[g] = books[g].add(share.on(dev), 1)
+			books[g] = books[g].add(share.onAt(dev, i), 1)
 			used[g] = usedOf(dev, books[g])
 		}
 	}
@@ -400,7 +408,7 @@ func (s *session) emptiestFirst(j *jobState, nodes []*nodeState) []*nodeState {
 
 func onlyWhole(pods []*podState) bool {
 	for _, p := range pods {
-		if p.p.Request.Shared() {
+		if p.p.Request.Shared() || p.p.Request.WantsMIG() {
 			return false
 		}
 	}

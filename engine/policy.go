@@ -41,6 +41,10 @@ func (s *session) options(j *jobState, r PodRequest, n *nodeState, buf []option)
 		if gpus, ok := s.pickWhole(j, r.GPUs, n, n.gpuUsed); ok {
 			buf = append(buf, option{gpus: gpus})
 		}
+	case r.WantsMIG():
+		if gpus, share, ok := s.pickMIG(j, r, n, n.books); ok {
+			buf = append(buf, option{gpus: gpus, share: share})
+		}
 	case r.Shared() && (r.SharedDevices() > 1 || j.j.GPUPacking != PackingDefault || s.opts.GPUPacking != PackingDefault):
 		// Slices of several devices, or devices chosen by a GPU policy of their own: the
 		// one choice pickGPUs makes.
@@ -50,7 +54,7 @@ func (s *session) options(j *jobState, r PodRequest, n *nodeState, buf []option)
 	case r.Shared():
 		for g := range n.n.GPUs {
 			dev := &n.n.GPUs[g]
-			if !deviceOK(j.j, dev) {
+			if dev.MIG != nil || !deviceOK(j.j, dev) {
 				continue
 			}
 			share, ok := partOn(r, dev)

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"pgregory.net/rapid"
+
+	"github.com/allot-dev/allot/mig"
 )
 
 // genCluster draws a random cluster, queue tree and job mix.
@@ -21,6 +23,10 @@ func genCluster(t *rapid.T) *Snapshot {
 		model := rapid.SampledFrom([]string{"A100", "H100"}).Draw(t, "model")
 		for g := 0; g < gpus; g++ {
 			n.GPUs = append(n.GPUs, GPU{Model: model, Memory: mem, Island: g / 4})
+		}
+		// Now and then a node in MIG mode: a fixed layout, or one the engine makes.
+		if gpus > 0 && rapid.IntRange(0, 3).Draw(t, "migNode") == 0 {
+			genMIG(t, &n)
 		}
 		snap.Nodes = append(snap.Nodes, n)
 	}
@@ -78,13 +84,20 @@ func genJob(t *rapid.T, i, nQueues int, now time.Time) Job {
 		Priority:   int32(rapid.IntRange(0, 2).Draw(t, "prio")),
 		SubmitTime: now.Add(time.Duration(i) * time.Second)}
 	var req PodRequest
-	switch rapid.IntRange(0, 3).Draw(t, "kind") {
+	switch rapid.IntRange(0, 4).Draw(t, "kind") {
 	case 0, 1:
 		req.GPUs = rapid.IntRange(1, 4).Draw(t, "whole")
 	case 2:
 		req.GPUFraction = MilliGPU(rapid.IntRange(1, 999).Draw(t, "fraction"))
 	case 3:
 		req.GPUMemory = int64(rapid.IntRange(1, 40).Draw(t, "memGi")) << 30
+	case 4:
+		if rapid.Bool().Draw(t, "migByName") {
+			req.MIG = rapid.SampledFrom(migA100.Names()).Draw(t, "profile")
+		} else {
+			req.MIGShare = MilliGPU(rapid.IntRange(1, 1000).Draw(t, "migShare"))
+		}
+		req.Devices = rapid.IntRange(1, 2).Draw(t, "instances")
 	}
 	req.CPU = int64(rapid.IntRange(0, 16).Draw(t, "cpu")) * 1000
 	req.Memory = int64(rapid.IntRange(0, 64).Draw(t, "mem")) << 30
@@ -97,6 +110,69 @@ func genJob(t *rapid.T, i, nQueues int, now time.Time) Job {
 		j.GPUTypes = []string{"H100"}
 	}
 	return j
+}
+
+var migA100, _ = mig.ByName("A100-80GB")
+
+// genMIG puts the node's GPUs in MIG mode as NVIDIA-A100-SXM4-80GB: a random valid
+// layout, fixed or for the engine to change.
+func genMIG(t *rapid.T, n *Node) {
+	dynamic := rapid.Bool().Draw(t, "migDynamic")
+	for g := range n.GPUs {
+		n.GPUs[g].Model, n.GPUs[g].Memory = "NVIDIA-A100-SXM4-80GB", 80<<30
+		var layout mig.Layout
+		var in []MIGInstance
+		for k := rapid.IntRange(0, 7).Draw(t, "instances"); k > 0; k-- {
+			p := &migA100.Profiles[rapid.IntRange(0, len(migA100.Profiles)-1).Draw(t, "layoutProfile")]
+			st := rapid.SampledFrom(p.Starts).Draw(t, "layoutStart")
+			if migA100.Valid(layout, p, st) == nil {
+				layout = append(layout, mig.Placed{Profile: p, Start: st})
+				in = append(in, MIGInstance{Profile: p.Name, Start: st})
+			}
+		}
+		n.GPUs[g].MIG = &MIGDevice{Model: migA100, Dynamic: dynamic, Instances: in}
+	}
+}
+
+// checkMIG checks a binding against the devices in MIG mode: MIG pods hold instances of
+// their profile at allowed starts, on static devices only those the layout has; no one
+// else holds a MIG device; no two instances held on a device share a memory slice.
+func checkMIG(t *rapid.T, pod Pod, n *Node, held map[string]mig.Mask) {
+	b, r := pod.Binding, pod.Request
+	for i, g := range b.GPUs {
+		dev := n.GPUs[g].MIG
+		if !r.WantsMIG() {
+			if dev != nil {
+				t.Fatalf("pod %s (not asking MIG) holds %s GPU %d, which is in MIG mode", pod.ID, n.ID, g)
+			}
+			continue
+		}
+		if dev == nil || b.MIG == "" || len(b.MIGStarts) != len(b.GPUs) {
+			t.Fatalf("MIG pod %s holds %s GPU %d as %+v", pod.ID, n.ID, g, *b)
+		}
+		p, ok := dev.Model.Profile(b.MIG)
+		if !ok || !slices.Contains(p.Starts, b.MIGStarts[i]) {
+			t.Fatalf("pod %s holds %s at %d, not a placement of %s", pod.ID, b.MIG, b.MIGStarts[i], dev.Model.Name)
+		}
+		if r.MIG != "" && p.Name != r.MIG {
+			t.Fatalf("pod %s asks %s, holds %s", pod.ID, r.MIG, p.Name)
+		}
+		if r.MIGShare > 0 && int64(p.Compute)*1000 < int64(r.MIGShare)*7 {
+			t.Fatalf("pod %s asks %d thousandths, holds %s", pod.ID, r.MIGShare, p.Name)
+		}
+		if b.Share != MilliGPU(dev.Model.Share(p)) {
+			t.Fatalf("pod %s counts %d for a %s", pod.ID, b.Share, p.Name)
+		}
+		if !dev.Dynamic && !slices.ContainsFunc(dev.Instances, func(in MIGInstance) bool { return in.Profile == p.Name && in.Start == b.MIGStarts[i] }) {
+			t.Fatalf("pod %s holds %s at %d on a fixed layout without it: %v", pod.ID, p.Name, b.MIGStarts[i], dev.Instances)
+		}
+		key := fmt.Sprintf("%s/%d", n.ID, g)
+		m := p.Mask(b.MIGStarts[i])
+		if held[key]&m != 0 {
+			t.Fatalf("pod %s's %s at %d overlaps an instance held on %s (slices %08b)", pod.ID, p.Name, b.MIGStarts[i], key, held[key])
+		}
+		held[key] |= m
+	}
 }
 
 // applyPlan does what a binder would: evictions first, then binds.
@@ -222,6 +298,7 @@ func checkInvariants(t *rapid.T, snap *Snapshot, p *Plan) {
 		parent[q.ID], quota[q.ID] = q.Parent, q.Resources[ResourceGPU].Quota
 	}
 	podsOn := map[NodeID]int{}
+	migHeld := map[string]mig.Mask{}
 	newBinds := map[PodID]bool{}
 	for _, b := range p.Binds {
 		newBinds[b.Pod] = true
@@ -242,6 +319,18 @@ func checkInvariants(t *rapid.T, snap *Snapshot, p *Plan) {
 			cpu[b.Node] += pod.Request.CPU
 			mem[b.Node] += pod.Request.Memory
 			r := pod.Request
+			checkMIG(t, pod, n, migHeld)
+			if r.WantsMIG() {
+				if len(b.GPUs) != r.SharedDevices() {
+					t.Fatalf("MIG pod %s wants %d instances, holds %d", pod.ID, r.SharedDevices(), len(b.GPUs))
+				}
+				if !j.IsPreemptible() {
+					for q := j.Queue; q != ""; q = parent[q] {
+						np[q] += int64(b.Share) * int64(len(b.GPUs))
+					}
+				}
+				continue
+			}
 			if r.Shared() {
 				if len(b.GPUs) != 1 {
 					t.Fatalf("shared pod %s on %d GPUs", pod.ID, len(b.GPUs))

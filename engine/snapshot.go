@@ -3,6 +3,8 @@ package engine
 import (
 	"fmt"
 	"time"
+
+	"github.com/allot-dev/allot/mig"
 )
 
 // Snapshot is everything one scheduling cycle may look at. The engine reads it and never
@@ -97,6 +99,28 @@ type GPU struct {
 	// Cordoned, when set, says why an admin took the device out of service: as Unhealthy,
 	// nothing new is placed on it and it counts as no capacity; the pods on it keep running.
 	Cordoned string
+	// MIG, when set, says the device is in MIG mode: it is given out only as MIG instances,
+	// to pods that ask for one (PodRequest.WantsMIG), never whole or in slices.
+	MIG *MIGDevice
+}
+
+// MIGDevice is a GPU in MIG mode: its geometry and the instances it has now.
+type MIGDevice struct {
+	Model *mig.Model
+	// Dynamic lets the engine choose the layout: an instance of any of the model's
+	// profiles may be placed on memory slices no running pod holds, the idle instances
+	// there destroyed first. Without it the layout is fixed (the GPU Operator's MIG
+	// manager made it) and pods take the instances it has.
+	Dynamic bool
+	// Instances are the GPU instances the device has now, held or idle.
+	Instances []MIGInstance
+}
+
+// MIGInstance is one GPU instance of a device in MIG mode.
+type MIGInstance struct {
+	Profile string // "1g.10gb"
+	Start   int    // its first memory slice
+	UUID    string // the MIG device's UUID; empty where not known
 }
 
 // OutOfService says why nothing new may be placed on the device; empty when it is in
@@ -229,9 +253,19 @@ type PodRequest struct {
 	// Devices is how many devices a shared request takes its slice of, one each (HAMi's
 	// nvidia.com/gpu: 2 with nvidia.com/gpumem); 0 means 1.
 	Devices int
-	CPU     int64 // millicores
-	Memory  int64 // bytes
+	// MIG asks for an instance of that profile ("1g.10gb") on each of Devices devices in
+	// MIG mode (the device plugin's nvidia.com/mig-1g.10gb: N). MIGShare and MIGMemory ask
+	// for the smallest profile holding that share of a device's compute and memory and
+	// that many bytes of memory (allot submit -g 0.5 --mig). Never set with GPUs or a slice.
+	MIG       string
+	MIGShare  MilliGPU
+	MIGMemory int64
+	CPU       int64 // millicores
+	Memory    int64 // bytes
 }
+
+// WantsMIG reports whether the pod asks for MIG instances.
+func (r PodRequest) WantsMIG() bool { return r.MIG != "" || r.MIGShare > 0 || r.MIGMemory > 0 }
 
 // Shared reports whether the pod takes a slice of GPUs rather than whole ones.
 func (r PodRequest) Shared() bool { return r.GPUFraction > 0 || r.GPUMemory > 0 || r.GPUCompute > 0 }
@@ -249,6 +283,12 @@ type Binding struct {
 	Share   MilliGPU // set only for shared pods
 	Memory  int64    // bytes of each device's memory; shared pods only
 	Compute MilliGPU // thousandths of each device's compute; shared pods only
+	// MIG is the profile of the instance the pod holds on each of its GPUs, and MIGStarts
+	// each instance's first memory slice (one per entry of GPUs, which may repeat a
+	// device); Share is then what the profile counts. A start where the device has no
+	// instance of the profile is one the engine chose on a dynamic device, to be created.
+	MIG       string
+	MIGStarts []int
 }
 
 // Packing says which nodes or GPUs are filled first.

@@ -207,6 +207,8 @@ func (s *session) pendingCost(r PodRequest) Resources {
 	switch {
 	case r.GPUs > 0:
 		c[ResourceGPU] = int64(r.GPUs) * int64(OneGPU)
+	case r.WantsMIG():
+		c[ResourceGPU] = int64(s.pendingMIG(r)) * int64(r.SharedDevices())
 	case r.GPUFraction > 0 && r.GPUCompute == 0:
 		c[ResourceGPU] = int64(r.GPUFraction) * int64(r.SharedDevices())
 	case r.Shared():
@@ -234,10 +236,13 @@ func (s *session) doBind(p *podState, n *nodeState, gpus []int, share part) {
 	p.node, p.gpus, p.share, p.cost = n, gpus, share, cost
 	wasFree := n.free
 	n.ver++
-	for _, g := range gpus {
-		s.book(n, g, share.on(&n.n.GPUs[g]), +1)
+	for i, g := range gpus {
+		s.book(n, g, share.onAt(&n.n.GPUs[g], i), +1)
 	}
 	s.moveFreeBucket(n, wasFree)
+	if share.mig != nil {
+		n.idle -= share.milli * MilliGPU(len(gpus))
+	}
 	n.cpuUsed += p.p.Request.CPU
 	n.memUsed += p.p.Request.Memory
 	p.slot = len(n.pods)
@@ -268,10 +273,13 @@ func (s *session) doUnbind(p *podState) {
 	n := p.node
 	wasFree := n.free
 	n.ver++
-	for _, g := range p.gpus {
-		s.book(n, g, p.share.on(&n.n.GPUs[g]), -1)
+	for i, g := range p.gpus {
+		s.book(n, g, p.share.onAt(&n.n.GPUs[g], i), -1)
 	}
 	s.moveFreeBucket(n, wasFree)
+	if p.share.mig != nil {
+		n.idle += p.share.milli * MilliGPU(len(p.gpus))
+	}
 	n.cpuUsed -= p.p.Request.CPU
 	n.memUsed -= p.p.Request.Memory
 	last := n.pods[len(n.pods)-1]
@@ -398,6 +406,14 @@ func newSession(snap *Snapshot, opts Options) *session {
 				continue
 			}
 			s.capacity[ResourceGPU] += int64(OneGPU)
+			if n.GPUs[g].MIG != nil {
+				// A device in MIG mode is never free for a whole or sliced pod (usedOf);
+				// its capacity is its instances', and counts in fair shares as any GPU.
+				// Its free instances' share stays in the node's idle capacity, which binds
+				// and unbinds of instances change (doBind).
+				ns.gpuUsed[g] = OneGPU
+				ns.free--
+			}
 		}
 		s.capacity[ResourceCPU] += n.CPU
 		s.capacity[ResourceMemory] += n.Memory

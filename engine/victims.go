@@ -113,9 +113,14 @@ func (s *session) roomAt(r PodRequest, pl place) bool {
 	if !fitsHost(pl.node, r.CPU, r.Memory, 1) {
 		return false
 	}
-	for _, g := range pl.gpus {
-		if !pl.share.shared() && pl.node.gpuUsed[g] > 0 ||
-			pl.share.shared() && !fitsPart(pl.node, g, pl.share, pl.node.books) {
+	for i, g := range pl.gpus {
+		switch {
+		case pl.share.mig != nil:
+			if pl.node.books[g].slices&pl.share.onAt(&pl.node.n.GPUs[g], i).slices != 0 {
+				return false
+			}
+		case !pl.share.shared() && pl.node.gpuUsed[g] > 0 ||
+			pl.share.shared() && !fitsPart(pl.node, g, pl.share, pl.node.books):
 			return false
 		}
 	}

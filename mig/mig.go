@@ -297,8 +297,8 @@ func (m *Model) Room(occupied Mask) []int {
 	return out
 }
 
-// Better reports whether leaving slices a free keeps larger profiles possible than
-// leaving b: the room for the largest profile decides first, then the next, and so on.
+// Better reports whether occupying slices a keeps larger profiles possible than
+// occupying b: the room for the largest profile decides first, then the next, and so on.
 func (m *Model) Better(a, b Mask) bool {
 	ra, rb := m.Room(a), m.Room(b)
 	for i := len(ra) - 1; i >= 0; i-- {

@@ -1,10 +1,14 @@
 package sim
 
 import (
+	"fmt"
 	"math"
 	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/allot-dev/allot/engine"
+	"github.com/allot-dev/allot/mig"
 )
 
 // How scenario files say what HAMi users write: GPUs of different sizes on one node,
@@ -36,7 +40,7 @@ func (sc *Scenario) compileDevices(n *engine.Node, ns NodeSpec, path string) err
 		return sc.errorf(path+".maxSharers", "%d is not allowed: a cap of 1 or more, or 0 for none", ns.MaxSharers)
 	}
 	n.MaxSharers = ns.MaxSharers
-	return nil
+	return sc.compileMIG(n, ns, path)
 }
 
 // compileDeviceChoice reads a job's compute slice, slice count, device choice and policies.
@@ -48,8 +52,11 @@ func (sc *Scenario) compileDeviceChoice(j *engine.Job, req *engine.PodRequest, j
 		}
 		req.GPUCompute = engine.MilliGPU(m)
 	}
+	if err := sc.compileMIGRequest(req, js, path); err != nil {
+		return err
+	}
 	if js.GPUCount != 0 {
-		if js.GPUCount < 1 || !req.Shared() {
+		if js.GPUCount < 1 || !(req.Shared() || req.WantsMIG()) {
 			return sc.errorf(path+".gpuCount", "%d is not allowed: gpuCount is 1 or more, with a slice (gpu below 1, gpuMemory or gpuCompute); for whole GPUs set gpu", js.GPUCount)
 		}
 		req.Devices = js.GPUCount
@@ -75,4 +82,130 @@ func (sc *Scenario) compileDeviceChoice(j *engine.Job, req *engine.PodRequest, j
 		return sc.errorf(path+".gpuPolicy", "%v", err)
 	}
 	return nil
+}
+
+// compileMIG puts a node's GPUs in MIG mode: a fixed layout, or one the engine makes.
+func (sc *Scenario) compileMIG(n *engine.Node, ns NodeSpec, path string) error {
+	if len(ns.MIGLayout) == 0 && !ns.MIGDynamic {
+		return nil
+	}
+	if len(n.GPUs) == 0 {
+		return sc.errorf(path+".migLayout", "the node has no GPUs to put in MIG mode")
+	}
+	model, ok := mig.ForProduct(n.GPUs[0].Model, n.GPUs[0].Memory)
+	if !ok {
+		return sc.errorf(path+".gpuType", "%q has no MIG: name a GPU that has, such as NVIDIA-A100-SXM4-80GB or NVIDIA-H100-80GB-HBM3 (families: %s)",
+			n.GPUs[0].Model, strings.Join(mig.Families(), ", "))
+	}
+	var layout mig.Layout
+	var instances []engine.MIGInstance
+	for k, entry := range ns.MIGLayout {
+		field := fmt.Sprintf("%s.migLayout[%d]", path, k)
+		name, at, hasStart := strings.Cut(entry, "@")
+		p, ok := model.Profile(name)
+		if !ok {
+			return sc.errorf(field, "%q is not a profile of %s: its profiles are %s", name, model.Name, strings.Join(model.Names(), ", "))
+		}
+		start := -1
+		if hasStart {
+			v, err := strconv.Atoi(at)
+			if err != nil {
+				return sc.errorf(field, "%q: the start after @ is a memory slice number, such as 3g.40gb@4", entry)
+			}
+			start = v
+		} else {
+			for _, s := range p.Starts {
+				if layout.Mask()&p.Mask(s) == 0 {
+					start = s
+					break
+				}
+			}
+			if start < 0 {
+				return sc.errorf(field, "no room is left for a %s beside %v on %s", name, ns.MIGLayout[:k], model.Name)
+			}
+		}
+		if err := model.Valid(layout, p, start); err != nil {
+			return sc.errorf(field, "%v", err)
+		}
+		layout = append(layout, mig.Placed{Profile: p, Start: start})
+		instances = append(instances, engine.MIGInstance{Profile: p.Name, Start: start})
+	}
+	for g := range n.GPUs {
+		in := slices.Clone(instances)
+		for i := range in {
+			in[i].UUID = fmt.Sprintf("MIG-sim-%s-%d-%d", n.ID, g, in[i].Start)
+		}
+		n.GPUs[g].MIG = &engine.MIGDevice{Model: model, Dynamic: ns.MIGDynamic, Instances: in}
+	}
+	return nil
+}
+
+// compileMIGRequest reads a job's MIG request: a profile by name, or the smallest
+// profile holding its fraction or memory.
+func (sc *Scenario) compileMIGRequest(req *engine.PodRequest, js JobSpec, path string) error {
+	switch {
+	case js.MIG == "":
+		return nil
+	case js.MIG == "smallest":
+		if req.GPUFraction == 0 && req.GPUMemory == 0 {
+			return sc.errorf(path+".mig", "smallest needs gpu (a fraction below 1) or gpuMemory to size the instance")
+		}
+		req.MIGShare, req.MIGMemory = req.GPUFraction, req.GPUMemory
+	default:
+		if _, _, err := mig.ParseName(js.MIG); err != nil {
+			return sc.errorf(path+".mig", "%v, or smallest", err)
+		}
+		if req.GPUs > 0 || req.Shared() {
+			return sc.errorf(path+".mig", "a profile by name takes no gpu or gpuMemory: the profile is the size")
+		}
+		req.MIG = js.MIG
+	}
+	req.GPUFraction, req.GPUMemory, req.GPUCompute = 0, 0, 0
+	return nil
+}
+
+// makeInstances does what the node agent does for a pod bound to MIG instances the device
+// does not have yet (a dynamic device): it destroys the idle instances in their way and
+// creates them.
+func (w *World) makeInstances(b engine.Binding) {
+	if b.MIG == "" {
+		return
+	}
+	var node *engine.Node
+	for i := range w.nodes {
+		if w.nodes[i].ID == b.Node {
+			node = &w.nodes[i]
+		}
+	}
+	if node == nil {
+		return
+	}
+	for i, g := range b.GPUs {
+		dev := node.GPUs[g].MIG
+		if dev == nil || !dev.Dynamic {
+			continue
+		}
+		p, ok := dev.Model.Profile(b.MIG)
+		if !ok {
+			continue
+		}
+		want := p.Mask(b.MIGStarts[i])
+		kept := dev.Instances[:0]
+		exists := false
+		for _, in := range dev.Instances {
+			ip, _ := dev.Model.Profile(in.Profile)
+			switch {
+			case ip == p && in.Start == b.MIGStarts[i]:
+				exists = true
+				kept = append(kept, in)
+			case ip == nil || ip.Mask(in.Start)&want == 0:
+				kept = append(kept, in)
+			}
+		}
+		dev.Instances = kept
+		if !exists {
+			dev.Instances = append(dev.Instances, engine.MIGInstance{Profile: p.Name, Start: b.MIGStarts[i],
+				UUID: fmt.Sprintf("MIG-sim-%s-%d-%d", node.ID, g, b.MIGStarts[i])})
+		}
+	}
 }

@@ -36,6 +36,9 @@ type PodReport struct {
 	GPUs []int  `json:"gpus"`
 	// Share is the part of the GPU a shared pod holds; omitted for whole GPUs.
 	Share float64 `json:"share,omitempty"`
+	// MIG is the profile of the pod's MIG instances, MIGStarts their first memory slices.
+	MIG       string `json:"mig,omitempty"`
+	MIGStarts []int  `json:"migStarts,omitempty"`
 }
 
 type QueueReport struct {
@@ -61,7 +64,7 @@ func (w *World) Report(name string) StepReport {
 			if b == nil {
 				continue
 			}
-			pr := PodReport{Node: string(b.Node), GPUs: b.GPUs}
+			pr := PodReport{Node: string(b.Node), GPUs: b.GPUs, MIG: b.MIG, MIGStarts: b.MIGStarts}
 			if b.Share > 0 {
 				pr.Share = b.Share.GPUs()
 				gpus += b.Share
@@ -146,9 +149,11 @@ func placement(pods []PodReport) string {
 		if _, ok := byNode[p.Node]; !ok {
 			order = append(order, p.Node)
 		}
-		for _, g := range p.GPUs {
+		for i, g := range p.GPUs {
 			s := fmt.Sprint(g)
-			if p.Share > 0 {
+			if p.MIG != "" && i < len(p.MIGStarts) {
+				s += fmt.Sprintf(":%s@%d", p.MIG, p.MIGStarts[i])
+			} else if p.Share > 0 {
 				s += "@" + num(p.Share)
 			}
 			byNode[p.Node] = append(byNode[p.Node], s)

@@ -77,6 +77,13 @@ type NodeSpec struct {
 	GPUMemories []string `yaml:"gpuMemories"`
 	Cordon      []int    `yaml:"cordon"`
 	MaxSharers  int      `yaml:"maxSharers"`
+	// MIGLayout puts every GPU of the node in MIG mode with these instances (profiles,
+	// "3g.40gb" or "3g.40gb@4" to name the first memory slice; without one, the first
+	// start free), as the GPU Operator's MIG manager lays them out. MIGDynamic puts them
+	// in MIG mode for the engine to lay out (with MIGLayout: the instances they start
+	// with, idle). The GPU model (gpuType) must be one with MIG, as NVIDIA-A100-SXM4-80GB.
+	MIGLayout  []string `yaml:"migLayout"`
+	MIGDynamic bool     `yaml:"migDynamic"`
 }
 
 type QueueSpec struct {
@@ -155,6 +162,9 @@ type JobSpec struct {
 	// NodePolicy and GPUPolicy override how this job's nodes and GPUs are chosen.
 	NodePolicy string `yaml:"nodePolicy"`
 	GPUPolicy  string `yaml:"gpuPolicy"`
+	// MIG asks each pod for a MIG instance of this profile ("1g.10gb"; gpuCount of them),
+	// or, as "smallest", for the smallest profile holding its gpu fraction or gpuMemory.
+	MIG string `yaml:"mig"`
 }
 
 // Expect states what must hold after a step; the simulator fails when it does not, which

@@ -216,6 +216,7 @@ func (w *World) apply(p *engine.Plan) {
 		if pod := w.pod(b.Job, b.Pod); pod != nil {
 			bind := b.Binding
 			pod.Binding = &bind
+			w.makeInstances(bind)
 		}
 	}
 	for _, j := range w.jobs {

@@ -622,7 +622,7 @@ func (sc *Scenario) checkFits(c *compiled, j engine.Job, path, gpuField string) 
 	switch {
 	case req.GPUs > maxGPUs:
 		return sc.errorf(path+gpuField, "each pod needs %d GPUs but the largest node it may use has %d", req.GPUs, maxGPUs)
-	case req.Shared() && maxGPUs == 0:
+	case (req.Shared() || req.WantsMIG()) && maxGPUs == 0:
 		return sc.errorf(path+gpuField, "the job needs a GPU but no node it may use has one")
 	case req.GPUMemory > maxDev && req.GPUMemory > 0:
 		return sc.errorf(path+".gpuMemory", "%s is more than the largest GPU it may use (%s)",
