@@ -107,11 +107,31 @@ type GPUInfo struct {
 	// ("MIG-…"), which the device plugin names them by, each a part of this device.
 	MIG        bool     `json:"mig,omitempty"`
 	MIGDevices []string `json:"migDevices,omitempty"`
+	// MIGInstances are the device's MIG instances by placement, so that the scheduler knows
+	// which slices are taken, by what profile, and which instances a pod could have as they
+	// are (idle) without the GPU being cut anew.
+	MIGInstances []MIGInstance `json:"migInstances,omitempty"`
 	// NUMA is the host NUMA node the device is attached to; -1 when NVML does not say.
 	NUMA int `json:"numa"`
 	// NVLink numbers the device's NVLink group: devices with the same number reach each
 	// other over NVLink (directly or through NVSwitch). Numbered from 0 by lowest index.
 	NVLink int `json:"nvlink"`
+}
+
+// MIGInstance is one MIG instance of a device: a GPU instance and the compute instance that
+// takes the whole of it, which together are the MIG device the device plugin hands out.
+type MIGInstance struct {
+	// Profile is the GPU instance profile as the mig package and the device plugin name it
+	// ("3g.40gb"); a media-extension instance is named by its base geometry.
+	Profile string `json:"profile"`
+	// Start is the first memory slice the instance occupies.
+	Start int `json:"start"`
+	// UUID is the MIG device's ("MIG-…"); empty while the GPU instance has no compute
+	// instance, and so no MIG device, yet.
+	UUID string `json:"uuid,omitempty"`
+	// InUse is true when NVML lists compute processes on the instance, or cannot say
+	// whether it does: such an instance is not offered as free.
+	InUse bool `json:"inUse,omitempty"`
 }
 
 // UnhealthyGPU is a device the agent found failed, and why.

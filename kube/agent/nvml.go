@@ -61,6 +61,11 @@ func ReadInventory(lib nvml.Interface) ([]v1alpha1.GPUInfo, error) {
 		}
 		if g.MIG {
 			g.MIGDevices = migDevices(d)
+			instances, err := migInventory(d, g.Model, mem.Total)
+			if err != nil {
+				return nil, fmt.Errorf("GPU %d MIG instances: %w", i, err)
+			}
+			g.MIGInstances = instances
 		}
 		if numa, r := d.GetNumaNodeId(); r == nvml.SUCCESS {
 			g.NUMA = numa
