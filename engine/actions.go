@@ -40,7 +40,7 @@ func (s *session) newPool() *candidatePool {
 // keep rejects and, with stay set, those after which their queue, left with left GPUs,
 // is not one stay accepts. It is lazy: a search stops reading once it has found enough
 // places.
-func (c *candidatePool) from(include func(*queueState) bool, keep func(unit) bool, stay func(q *queueState, left int64) bool) iter.Seq[unit] {
+func (c *candidatePool) from(res Resource, include func(*queueState) bool, keep func(unit) bool, stay func(q *queueState, left int64) bool) iter.Seq[unit] {
 	type head struct {
 		q    *queueState
 		path []*queueState // from the root down to q
@@ -54,7 +54,7 @@ func (c *candidatePool) from(include func(*queueState) bool, keep func(unit) boo
 		}
 	}
 	over := func(h *head) float64 {
-		if f := h.q.fair[ResourceGPU]; f > 0 {
+		if f := h.q.fair[res]; f > 0 {
 			return float64(h.left) / float64(f)
 		}
 		return math.Inf(1)
@@ -76,7 +76,7 @@ func (c *candidatePool) from(include func(*queueState) bool, keep func(unit) boo
 		// next to give first; only the first moves, and only down.
 		hs := make([]*head, len(qs))
 		for i, q := range qs {
-			hs[i] = &head{q: q, path: c.paths[q], left: q.alloc[ResourceGPU]}
+			hs[i] = &head{q: q, path: c.paths[q], left: q.alloc[res]}
 		}
 		slices.SortFunc(hs, func(a, b *head) int {
 			if first(a, b) {
@@ -93,7 +93,7 @@ func (c *candidatePool) from(include func(*queueState) bool, keep func(unit) boo
 			}
 			u := us[h.next]
 			h.next++
-			if !u.bound() || (keep != nil && !keep(u)) || (stay != nil && !stay(h.q, h.left-u.gpu)) {
+			if u.job.res != res || !u.bound() || (keep != nil && !keep(u)) || (stay != nil && !stay(h.q, h.left-u.gpu)) {
 				continue
 			}
 			h.left -= u.gpu
@@ -153,7 +153,7 @@ func (s *session) reclaimFor(j *jobState, pool *candidatePool, fails map[string]
 		return false
 	}
 	need := s.need(pods)
-	if need[ResourceGPU] == 0 {
+	if need[j.res] == 0 {
 		return false // only GPUs are reclaimed
 	}
 	if _, ok := s.admit(j, need, gateReclaim); !ok {
@@ -165,32 +165,32 @@ func (s *session) reclaimFor(j *jobState, pool *candidatePool, fails map[string]
 	}
 	// Within its quota (or its department's) a queue takes from any queue above its own
 	// quota or fair share; beyond it, only from queues above their fair share.
-	inQuota := quotaRoom(j.q, need[ResourceGPU])
+	inQuota := quotaRoom(j.q, j.res, need[j.res])
 	keep := s.keepUnshielded(j, protectReclaim)
-	cands := pool.from(func(q *queueState) bool {
-		a := q.alloc[ResourceGPU]
-		return q != j.q && (a > q.fair[ResourceGPU] || (inQuota && a > q.deserved[ResourceGPU]))
+	cands := pool.from(j.res, func(q *queueState) bool {
+		a := q.alloc[j.res]
+		return q != j.q && (a > q.fair[j.res] || (inQuota && a > q.deserved[j.res]))
 	}, keep, nil)
 	victimsShort := false // a trial was refused by quota only for where its victims ended
-	before := s.queueAllocs()
+	before := s.queueAllocs(j.res)
 	vs := &victimSearch{job: j, pods: pods, cands: cands,
 		reason: func(u unit) Reason {
 			// Name the rule that allowed it: the reclaimer's quota or its fair share.
 			mine, what := j.q.fair.GPU(), "fair share"
-			if before[j.q]+need[ResourceGPU] > j.q.fair[ResourceGPU] {
-				mine, what = MilliGPU(j.q.deserved[ResourceGPU]), "quota"
+			if before[j.q]+need[j.res] > j.q.fair[j.res] {
+				mine, what = MilliGPU(j.q.deserved[j.res]), "quota"
 			}
 			v := u.job.q
 			theirs, whatV := v.fair.GPU(), "fair share"
-			if before[v] <= v.fair[ResourceGPU] {
-				theirs, whatV = MilliGPU(v.deserved[ResourceGPU]), "quota"
+			if before[v] <= v.fair[j.res] {
+				theirs, whatV = MilliGPU(v.deserved[j.res]), "quota"
 			}
 			return reasonf(ReasonReclaimed, "reclaimed by queue %s for job %s: %s is below its %s (%s/%s GPUs), %s is above its %s (%s/%s GPUs)",
 				j.q.q.ID, j.j.ID, j.q.q.ID, what, MilliGPU(before[j.q]), mine,
 				v.q.ID, whatV, MilliGPU(before[v]), theirs)
 		},
 		accept: func() bool {
-			ok, short := s.reclaimRules(j.q, before)
+			ok, short := s.reclaimRules(j.q, j.res, before)
 			victimsShort = victimsShort || short
 			return ok
 		},
@@ -203,9 +203,9 @@ func (s *session) reclaimFor(j *jobState, pool *candidatePool, fails map[string]
 		// (from a queue above its quota that stays at or above it, even at its fair
 		// share) may have been passed over for one they do not. Look for that one alone
 		// where a trial found room and was refused only for taking a queue below its quota.
-		vs.cands = pool.from(func(q *queueState) bool {
-			return q != j.q && q.alloc[ResourceGPU] > q.deserved[ResourceGPU]
-		}, keep, func(q *queueState, left int64) bool { return left >= q.deserved[ResourceGPU] })
+		vs.cands = pool.from(j.res, func(q *queueState) bool {
+			return q != j.q && q.alloc[j.res] > q.deserved[j.res]
+		}, keep, func(q *queueState, left int64) bool { return left >= q.deserved[j.res] })
 		ok = vs.run(s)
 	}
 	if !ok {
@@ -219,9 +219,9 @@ func (s *session) reclaimFor(j *jobState, pool *candidatePool, fails map[string]
 // quotaRoom reports whether the queue stays within its quota with gpu more: its own
 // (min(quota, demand, limit)), or its department's, which is owed to its projects
 // whether or not they carry quotas of their own.
-func quotaRoom(q *queueState, gpu int64) bool {
+func quotaRoom(q *queueState, res Resource, gpu int64) bool {
 	for ; q != nil; q = q.parent {
-		if q.alloc[ResourceGPU]+gpu <= q.deserved[ResourceGPU] {
+		if q.alloc[res]+gpu <= q.deserved[res] {
 			return true
 		}
 	}
@@ -233,12 +233,12 @@ func quotaRoom(q *queueState, gpu int64) bool {
 // department's quota is owed to its projects whether or not they carry quotas of their
 // own, and is reclaimed for them from borrowers outside it; between the projects of a
 // department, which does not gain, each project's own quota is the bound.
-func endsWithinQuota(q *queueState, before map[*queueState]int64) bool {
+func endsWithinQuota(q *queueState, res Resource, before map[*queueState]int64) bool {
 	for ; q != nil; q = q.parent {
-		if q.alloc[ResourceGPU] <= q.deserved[ResourceGPU] {
+		if q.alloc[res] <= q.deserved[res] {
 			return true
 		}
-		if q.parent == nil || q.parent.alloc[ResourceGPU] <= before[q.parent] {
+		if q.parent == nil || q.parent.alloc[res] <= before[q.parent] {
 			return false
 		}
 	}
@@ -267,13 +267,13 @@ func endsWithinQuota(q *queueState, before map[*queueState]int64) bool {
 // It also reports whether the rule by quota failed only on the victims' side: the
 // gainers end within their quotas, but a queue that lost was not above its quota or
 // ends below it.
-func (s *session) reclaimRules(reclaimer *queueState, before map[*queueState]int64) (ok, victimsShort bool) {
+func (s *session) reclaimRules(reclaimer *queueState, res Resource, before map[*queueState]int64) (ok, victimsShort bool) {
 	chain := map[*queueState]bool{}
 	owed, byFair, byQuota := true, true, true
 	for q := reclaimer; q != nil; q = q.parent {
 		chain[q] = true
-		if a := q.alloc[ResourceGPU]; a > before[q] {
-			inFair, inQuota := a <= q.fair[ResourceGPU], endsWithinQuota(q, before)
+		if a := q.alloc[res]; a > before[q] {
+			inFair, inQuota := a <= q.fair[res], endsWithinQuota(q, res, before)
 			owed = owed && inFair && inQuota
 			byFair = byFair && inFair
 			byQuota = byQuota && inQuota
@@ -281,15 +281,15 @@ func (s *session) reclaimRules(reclaimer *queueState, before map[*queueState]int
 	}
 	gainersInQuota := byQuota
 	for _, q := range s.queues {
-		a, b := q.alloc[ResourceGPU], before[q]
+		a, b := q.alloc[res], before[q]
 		if chain[q] || a >= b {
 			continue
 		}
-		fair, quota := q.fair[ResourceGPU], q.deserved[ResourceGPU]
+		fair, quota := q.fair[res], q.deserved[res]
 		owed = owed && b > fair && b > quota
 		byFair = byFair && b > fair && a >= fair
 		byQuota = byQuota && b > quota && a >= quota
-		if (byFair || byQuota) && !s.cannotTakeBack(q, chain, before) {
+		if (byFair || byQuota) && !s.cannotTakeBack(q, res, chain, before) {
 			byFair, byQuota = false, false
 		}
 	}
@@ -303,14 +303,14 @@ func (s *session) reclaimRules(reclaimer *queueState, before map[*queueState]int
 // cannot: it ends at or above its quota (by quota), or at or above its fair share (by
 // fair share), and where quotas oversubscribe a level every fair share there is within
 // its quota, the gainer's too.
-func (s *session) cannotTakeBack(v *queueState, chain map[*queueState]bool, before map[*queueState]int64) bool {
+func (s *session) cannotTakeBack(v *queueState, res Resource, chain map[*queueState]bool, before map[*queueState]int64) bool {
 	siblings := s.roots
 	if v.parent != nil {
 		siblings = v.parent.children
 	}
 	for _, r := range siblings {
-		if a := r.alloc[ResourceGPU]; chain[r] && a > before[r] {
-			return a <= r.fair[ResourceGPU] || v.alloc[ResourceGPU] >= v.fair[ResourceGPU]
+		if a := r.alloc[res]; chain[r] && a > before[r] {
+			return a <= r.fair[res] || v.alloc[res] >= v.fair[res]
 		}
 	}
 	return true
@@ -334,9 +334,9 @@ func (s *session) preempt(pool *candidatePool) {
 			continue
 		}
 		shielded := s.keepUnshielded(j, protectPreempt)
-		cands := pool.from(func(q *queueState) bool { return q == j.q },
+		cands := pool.from(j.res, func(q *queueState) bool { return q == j.q },
 			func(u unit) bool { return u.job.j.Priority < j.j.Priority && shielded(u) }, nil)
-		before := s.queueAllocs()
+		before := s.queueAllocs(j.res)
 		vs := &victimSearch{job: j, pods: pods, cands: cands,
 			reason: func(u unit) Reason {
 				return reasonf(ReasonPreempted, "preempted by higher-priority job %s (priority %d > %d) in queue %s",
@@ -344,7 +344,7 @@ func (s *session) preempt(pool *candidatePool) {
 			},
 			accept: func() bool {
 				for q := j.q; q != nil; q = q.parent {
-					if a := q.alloc[ResourceGPU]; a > before[q] && a > q.fair[ResourceGPU] {
+					if a := q.alloc[j.res]; a > before[q] && a > q.fair[j.res] {
 						return false
 					}
 				}
@@ -373,7 +373,7 @@ func (s *session) consolidate(pool *candidatePool) {
 			continue
 		}
 		need := s.need(pods)
-		if need[ResourceGPU] == 0 || s.freeFor(j) < need[ResourceGPU] {
+		if need[j.res] == 0 || s.freeFor(j) < need[j.res] {
 			continue
 		}
 		if _, ok := s.admit(j, need, gateFairShare); !ok {
@@ -383,7 +383,7 @@ func (s *session) consolidate(pool *candidatePool) {
 		if c, ok := fails[key]; ok && c == s.commits {
 			continue
 		}
-		vs := &victimSearch{job: j, pods: pods, cands: pool.from(func(*queueState) bool { return true }, nil, nil), replace: true,
+		vs := &victimSearch{job: j, pods: pods, cands: pool.from(j.res, func(*queueState) bool { return true }, nil, nil), replace: true,
 			reason: func(Unit unit) Reason {
 				return reasonf(ReasonConsolidated, "moved to make room for job %s (%s needs contiguous GPUs)", j.j.ID, j.q.q.ID)
 			},

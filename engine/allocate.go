@@ -57,7 +57,7 @@ func (s *session) hasItem(j *jobState, p pass) bool {
 func (s *session) need(pods []*podState) Resources {
 	var r Resources
 	for _, p := range pods {
-		r = r.Add(s.pendingCost(p.p.Request))
+		r = r.Add(s.pendingCost(p.p.Request, p.job.res))
 	}
 	return r
 }
@@ -125,9 +125,9 @@ func (s *session) pickQueue(level []*queueState, cursor map[*queueState]int, p p
 		if !s.hasWork(q, cursor, p) {
 			continue
 		}
-		r := s.projectedRatio(q, cursor, p)
-		if best == nil || r < bestRatio || (r == bestRatio && before(q, best)) {
-			best, bestRatio = q, r
+		ratio := s.projectedRatio(q, cursor, p)
+		if best == nil || ratio < bestRatio || (ratio == bestRatio && before(q, best)) {
+			best, bestRatio = q, ratio
 		}
 	}
 	if best == nil || len(best.children) == 0 {
@@ -144,12 +144,14 @@ func (s *session) projectedRatio(q *queueState, cursor map[*queueState]int, p pa
 		leaf = s.pickQueue(leaf.children, cursor, p)
 	}
 	var need int64
+	r := ResourceGPU // the kind of accelerator the queue's next job asks
 	if leaf != nil {
-		need = s.nextGPUs(leaf.jobs[cursor[leaf]], p)
+		j := leaf.jobs[cursor[leaf]]
+		need, r = s.nextGPUs(j, p), j.res
 	}
-	f, a := q.fair[ResourceGPU], q.alloc[ResourceGPU]+need
+	f, a := q.fair[r], q.alloc[r]+need
 	if f <= 0 {
-		if q.alloc[ResourceGPU] <= 0 {
+		if q.alloc[r] <= 0 {
 			return math.MaxFloat64 / 2 // no share, nothing held: after everyone with a share
 		}
 		return math.MaxFloat64
@@ -170,7 +172,7 @@ func (s *session) nextGPUs(j *jobState, p pass) int64 {
 			break
 		}
 		if pod.node == nil {
-			gpu += s.pendingCost(pod.p.Request)[ResourceGPU]
+			gpu += s.pendingGPU(pod.p.Request)
 			k--
 		}
 	}
@@ -205,9 +207,9 @@ func (s *session) hasWork(q *queueState, cursor map[*queueState]int, p pass) boo
 	return false
 }
 
-func shareRatio(q *queueState) float64 {
-	f := q.fair[ResourceGPU]
-	a := q.alloc[ResourceGPU]
+func shareRatio(q *queueState, r Resource) float64 {
+	f := q.fair[r]
+	a := q.alloc[r]
 	if f <= 0 {
 		if a <= 0 {
 			return math.MaxFloat64 / 2 // no share, nothing held: after everyone with a share
@@ -262,18 +264,18 @@ func (s *session) admit(j *jobState, need Resources, mode gateMode) (Reason, boo
 			}
 			if used+need[r] > *l {
 				return reasonf(ReasonQueueLimit, "%s %s would pass its %s limit: %s allocated of %s, the job needs %s more",
-					q.kind(), q.q.ID, r, Format(r, q.alloc[r]), Format(r, *l), Format(r, need[r])), false
+					q.kind(), q.q.ID, s.resName(r), Format(r, q.alloc[r]), Format(r, *l), Format(r, need[r])), false
 			}
 		}
 	}
-	if !j.preemptible && need[ResourceGPU] > 0 {
+	if g := j.res; !j.preemptible && need[g] > 0 {
 		for q := j.q; q != nil; q = q.parent {
-			quota := q.q.Resources[ResourceGPU].Quota
-			if q.allocNP[ResourceGPU]+need[ResourceGPU] > quota {
+			quota := q.q.Resources[g].Quota
+			if q.allocNP[g]+need[g] > quota {
 				return reasonf(ReasonNonPreemptibleQuota,
-					"%s work is not preemptible and runs only within quota: %s %s has %s of its %s quota GPUs in non-preemptible use, the job needs %s",
-					j.j.Class, q.kind(), q.q.ID, Format(ResourceGPU, q.allocNP[ResourceGPU]), Format(ResourceGPU, quota),
-					Format(ResourceGPU, need[ResourceGPU])), false
+					"%s work is not preemptible and runs only within quota: %s %s has %s of its %s quota %s in non-preemptible use, the job needs %s",
+					j.j.Class, q.kind(), q.q.ID, Format(g, q.allocNP[g]), Format(g, quota), s.unitName(g),
+					Format(g, need[g])), false
 			}
 		}
 	}
@@ -311,7 +313,7 @@ func (s *session) queueRulesHold(j *jobState) bool {
 				return false
 			}
 		}
-		if !j.preemptible && q.allocNP[ResourceGPU] > q.q.Resources[ResourceGPU].Quota {
+		if !j.preemptible && q.allocNP[j.res] > q.q.Resources[j.res].Quota {
 			return false
 		}
 	}
@@ -321,14 +323,11 @@ func (s *session) queueRulesHold(j *jobState) bool {
 // fairShareGated: GPUs always count; CPU and memory only for queues that set a quota
 // for them, so that a GPU team is not held back by CPU nobody has divided.
 func (s *session) fairShareGated(q *queueState, r Resource) bool {
-	return r == ResourceGPU || q.q.Resources[r].Quota > 0
+	return r.Accelerator() || q.q.Resources[r].Quota > 0
 }
 
 func (s *session) fairShareReason(j *jobState, q *queueState, r Resource, need Resources) Reason {
-	unit := " " + r.String()
-	if r == ResourceGPU {
-		unit = " GPUs"
-	}
+	unit := " " + s.unitName(r)
 	var reason Reason
 	switch {
 	case q.alloc[r] > q.fair[r]:

@@ -141,7 +141,7 @@ func (s *session) explainResources(j *jobState, pods []*podState, eligible []*no
 			maxDev = max(maxDev, g.Memory)
 		}
 	}
-	total := s.need(pods)[ResourceGPU]
+	total := s.need(pods)[j.res]
 	switch {
 	case r.GPUs > maxGPUs:
 		return reasonf(ReasonTooLarge, "needs %s on one node; the largest node it may use has %d", plural(r.GPUs, "GPU"), maxGPUs)

@@ -13,7 +13,7 @@ import (
 func (s *session) computeFairShares() {
 	// The smallest waiting job of each queue, in GPUs: where a whole GPU is left over after
 	// rounding, it goes where it lets a job start.
-	next := make(map[*queueState]int64, len(s.queues))
+	next := map[Resource]map[*queueState]int64{}
 	// Demand bottom-up: leaves from their jobs, parents from their children; limits cap both.
 	for i := len(s.queues) - 1; i >= 0; i-- {
 		q := s.queues[i]
@@ -24,12 +24,19 @@ func (s *session) computeFairShares() {
 					if p.node != nil {
 						req = req.Add(p.cost)
 					} else {
-						req = req.Add(s.pendingCost(p.p.Request))
+						req = req.Add(s.pendingCost(p.p.Request, j.res))
 					}
 				}
 				if j.bound < len(j.pods) && (j.started() || len(j.pods) >= j.j.MinMember) {
-					if g := s.nextGPUs(j, passGangs); g > 0 && (next[q] == 0 || g < next[q]) {
-						next[q] = g
+					if g := s.nextGPUs(j, passGangs); g > 0 {
+						m := next[j.res]
+						if m == nil {
+							m = map[*queueState]int64{}
+							next[j.res] = m
+						}
+						if m[q] == 0 || g < m[q] {
+							m[q] = g
+						}
 					}
 				}
 			}
@@ -38,8 +45,10 @@ func (s *session) computeFairShares() {
 			for _, c := range q.children {
 				d = d.Add(c.demand)
 				req = req.Add(c.request)
-				if g := next[c]; g > 0 && (next[q] == 0 || g < next[q]) {
-					next[q] = g
+				for _, m := range next {
+					if g := m[c]; g > 0 && (m[q] == 0 || g < m[q]) {
+						m[q] = g
+					}
 				}
 			}
 		}
@@ -52,10 +61,10 @@ func (s *session) computeFairShares() {
 		q.demand, q.request = d, req
 	}
 	for r := Resource(0); r < numResources; r++ {
-		dv := division{r: r, strength: s.opts.UsageStrength}
-		if r == ResourceGPU {
-			dv.next = next
+		if r >= resourceAccel0 && s.capacity[r] == 0 {
+			continue // a kind the cluster has none of: every share stays 0
 		}
+		dv := division{r: r, strength: s.opts.UsageStrength, next: next[r]}
 		dv.divide(s.capacity[r], s.roots)
 	}
 }
@@ -84,7 +93,7 @@ func (dv *division) divide(amount int64, kids []*queueState) {
 	// Where every sibling's demand is in whole GPUs, shares are too: a share of 1.75
 	// GPUs serves no job, and a queue must be able to reclaim for a job of its share.
 	quantum := int64(1)
-	if r == ResourceGPU && amount%int64(OneGPU) == 0 {
+	if r.Accelerator() && amount%int64(OneGPU) == 0 {
 		quantum = int64(OneGPU)
 		for _, k := range kids {
 			if k.demand[r]%int64(OneGPU) != 0 || k.deserved[r]%int64(OneGPU) != 0 {

@@ -13,7 +13,7 @@ func TestPartlyRunningGang(t *testing.T) {
 	snap := func(since time.Duration, evicted bool) *Snapshot {
 		return &Snapshot{Now: now,
 			Nodes:  []Node{{ID: "dgx-1", CPU: 64000, Memory: 512 << 30, GPUs: make([]GPU, 4)}},
-			Queues: []Queue{{ID: "q", Resources: [3]QueueResource{ResourceGPU: {Quota: 4 * int64(OneGPU)}}}},
+			Queues: []Queue{{ID: "q", Resources: [numResources]QueueResource{ResourceGPU: {Quota: 4 * int64(OneGPU)}}}},
 			// g-1 is gone: no pod to place, so the gang cannot be completed.
 			Jobs: []Job{{ID: "g", Queue: "q", MinMember: 2, PartialSince: now.Add(-since), MembersEvicted: evicted,
 				Pods: []Pod{{ID: "g-0", Request: PodRequest{GPUs: 1}, Binding: &Binding{Node: "dgx-1", GPUs: []int{0}}}}}}}
@@ -51,8 +51,8 @@ func TestGangGraceFromGangQueueOrEngine(t *testing.T) {
 	stopped := func(since time.Duration, engineGrace time.Duration) map[JobID]string {
 		snap := &Snapshot{Now: now,
 			Nodes: []Node{{ID: "dgx-1", CPU: 64000, Memory: 512 << 30, GPUs: make([]GPU, 4)}},
-			Queues: []Queue{{ID: "org", GangGrace: &minute, Resources: [3]QueueResource{ResourceGPU: {Quota: 4 * int64(OneGPU)}}},
-				{ID: "research", Parent: "org", Resources: [3]QueueResource{ResourceGPU: {Quota: 4 * int64(OneGPU)}}}},
+			Queues: []Queue{{ID: "org", GangGrace: &minute, Resources: [numResources]QueueResource{ResourceGPU: {Quota: 4 * int64(OneGPU)}}},
+				{ID: "research", Parent: "org", Resources: [numResources]QueueResource{ResourceGPU: {Quota: 4 * int64(OneGPU)}}}},
 			Jobs: []Job{gang("a", &ten, since, 0), gang("b", nil, since, 1)}}
 		out := map[JobID]string{}
 		for _, e := range New(Options{GangGrace: engineGrace}).Schedule(snap).Evictions {

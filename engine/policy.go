@@ -106,6 +106,7 @@ func (s *session) placeScored(p *podState, nodes []*nodeState) bool {
 		if !s.eligible(j, n) {
 			continue
 		}
+		keyed := false
 		if states != nil {
 			if k, ok := s.fragState(n); ok {
 				// Runs of alike nodes (the empty ones, say) are common: check the last first.
@@ -114,13 +115,21 @@ func (s *session) placeScored(p *podState, nodes []*nodeState) bool {
 				}
 				if o := states[n.keyHash]; o != nil && o.key == k {
 					continue
-				} else if o == nil {
-					states[n.keyHash] = n
 				}
-				prev = n
+				keyed = true
 			}
 		}
 		buf = s.options(j, r, n, buf)
+		if keyed && (len(buf) > 0 || !(r.Shared() || r.WantsMIG())) {
+			// Alike in use, alike in score. For whole GPUs the key also decides the fit; for
+			// a slice or a MIG instance it does not see all that does (memory booked apart
+			// from compute, a cordoned GPU among busy ones, MIG slices): only a node that
+			// had options stands for the others of its key.
+			if states[n.keyHash] == nil {
+				states[n.keyHash] = n
+			}
+			prev = n
+		}
 		if len(buf) > 0 && !s.ruleFits(p, n) {
 			continue
 		}

@@ -19,15 +19,29 @@ func (m MilliGPU) String() string {
 	return strconv.FormatFloat(m.GPUs(), 'f', -1, 64)
 }
 
-// Resource names one of the three resources queues account for.
+// Resource names one of the resources queues account for: NVIDIA GPUs, CPU, memory, and
+// the accelerators of other kinds a snapshot names (Snapshot.Accelerators), each counted
+// apart, in whole devices, as GPUs are.
 type Resource int
 
 const (
 	ResourceGPU Resource = iota
 	ResourceCPU
 	ResourceMemory
-	numResources
+	resourceAccel0
+	numResources = resourceAccel0 + MaxAccelerators
 )
+
+// MaxAccelerators is how many kinds of accelerator besides NVIDIA's GPUs one snapshot
+// may name.
+const MaxAccelerators = 6
+
+// AcceleratorResource is the resource of Snapshot.Accelerators[i].
+func AcceleratorResource(i int) Resource { return resourceAccel0 + Resource(i) }
+
+// Accelerator reports whether the resource is a kind of accelerator (NVIDIA GPUs
+// included): counted in thousandths of a device, divided in whole devices.
+func (r Resource) Accelerator() bool { return r == ResourceGPU || r >= resourceAccel0 }
 
 func (r Resource) String() string {
 	switch r {
@@ -37,6 +51,9 @@ func (r Resource) String() string {
 		return "CPU"
 	case ResourceMemory:
 		return "memory"
+	}
+	if r >= resourceAccel0 && r < numResources {
+		return fmt.Sprintf("accelerator %d", int(r-resourceAccel0))
 	}
 	return fmt.Sprintf("Resource(%d)", int(r))
 }
@@ -64,10 +81,10 @@ func (r Resources) Sub(o Resources) Resources {
 
 // Format renders an amount of resource r for a person.
 func Format(r Resource, v int64) string {
-	switch r {
-	case ResourceGPU:
+	switch {
+	case r.Accelerator():
 		return MilliGPU(v).String()
-	case ResourceCPU:
+	case r == ResourceCPU:
 		return strconv.FormatFloat(float64(v)/1000, 'f', -1, 64)
 	default:
 		const gi = 1 << 30

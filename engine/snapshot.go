@@ -19,6 +19,10 @@ type Snapshot struct {
 	// not count). The engine asks it only about jobs whose NodeFilter is Dynamic; nil when
 	// no job needs it.
 	Rules PlacementRules
+	// Accelerators names the kinds of accelerator besides NVIDIA's GPUs the cluster has
+	// ("ascend", "amd"), at most MaxAccelerators: kind Accelerators[i] is counted as
+	// AcceleratorResource(i) in queues' quotas, fair shares and allocations.
+	Accelerators []string
 }
 
 // PlacementRules is how the engine learns the placement rules it does not evaluate itself:
@@ -80,6 +84,10 @@ type Node struct {
 	// MaxSharers caps how many pods may share one of the node's GPUs (HAMi's split count);
 	// zero means no cap.
 	MaxSharers int
+	// Accelerator is the kind of the node's GPUs: empty for NVIDIA's, else one of
+	// Snapshot.Accelerators. A node's devices are of one kind; a kind the snapshot does
+	// not name is no capacity for anyone.
+	Accelerator string
 }
 
 // SharingNone is a node that lets pods share a GPU without holding them to their share.
@@ -216,6 +224,10 @@ type Job struct {
 	NodePacking, GPUPacking Packing
 	// Nodes narrows the nodes the job's pods may use; nil allows every node.
 	Nodes *NodeFilter
+	// Accelerator is the kind of device the job's pods ask (GPUs counts them): empty for
+	// NVIDIA's GPUs, else one of Snapshot.Accelerators. Its pods run only on nodes of that
+	// kind and count against the queue's quota of it. Slices and MIG are NVIDIA's only.
+	Accelerator string
 	// Invalid, when set, says what in the job's spec cannot be scheduled (an annotation
 	// nobody validated, say): the job waits with it as its reason, and its running pods
 	// keep their GPUs.

@@ -4,6 +4,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -22,6 +23,8 @@ type session struct {
 	jobs     []*jobState          // in snapshot order
 	orphans  []orphanJob          // jobs not scheduled: their queue is missing, not a leaf or in a cycle, or they are invalid
 	capacity Resources
+	// accel is each accelerator kind's resource, by name ("" for NVIDIA's GPUs).
+	accel map[string]Resource
 	// domains caches each node's domain at each level of a topology, by its levels: jobs
 	// of one Topology share them, and building the keys per placement was most of the
 	// cost of a topology-aware cycle (BenchmarkCycleTopology).
@@ -67,6 +70,9 @@ type filterState struct {
 type nodeState struct {
 	n   *Node
 	idx int
+	// res is the resource the node's devices are (its accelerator kind); -1 for a kind
+	// the snapshot does not name.
+	res Resource
 	// gpuUsed is how much of each device is taken, as a share: all of it for a whole pod
 	// or a device out of service, else the larger of its booked memory and compute (see
 	// usedOf). It is what whole-GPU counts, free capacity and fragmentation read.
@@ -116,6 +122,10 @@ type jobState struct {
 	j           *Job
 	q           *queueState
 	preemptible bool
+	// res is the resource the job's devices count as (its accelerator kind); asksGPU
+	// says whether its pods ask for devices at all (CPU-only jobs run on any node).
+	res     Resource
+	asksGPU bool
 	pods        []*podState
 	bound       int
 	reason      Reason
@@ -185,32 +195,39 @@ func (j *jobState) unboundPods() []*podState {
 
 // podCost is what a pod holding the given part of each of its GPUs counts against its
 // queue: whole devices, or its share of each.
-func podCost(r PodRequest, gpus []int, share part) Resources {
+func podCost(r PodRequest, gpus []int, share part, res Resource) Resources {
 	var c Resources
 	c[ResourceCPU] = r.CPU
 	c[ResourceMemory] = r.Memory
 	switch {
 	case share.shared():
-		c[ResourceGPU] = int64(share.milli) * int64(len(gpus))
+		c[res] = int64(share.milli) * int64(len(gpus))
 	case r.GPUs > 0:
-		c[ResourceGPU] = int64(r.GPUs) * int64(OneGPU)
+		c[res] = int64(r.GPUs) * int64(OneGPU)
 	}
 	return c
 }
 
 // pendingCost estimates a pending pod's demand; memory requests are sized against the
 // largest device, the most favourable place they could land.
-func (s *session) pendingCost(r PodRequest) Resources {
+func (s *session) pendingCost(r PodRequest, res Resource) Resources {
 	var c Resources
 	c[ResourceCPU] = r.CPU
 	c[ResourceMemory] = r.Memory
+	c[res] = s.pendingGPU(r)
+	return c
+}
+
+// pendingGPU is the device part of pendingCost, in thousandths of a device of the job's
+// kind (slices and MIG instances are NVIDIA's only).
+func (s *session) pendingGPU(r PodRequest) int64 {
 	switch {
 	case r.GPUs > 0:
-		c[ResourceGPU] = int64(r.GPUs) * int64(OneGPU)
+		return int64(r.GPUs) * int64(OneGPU)
 	case r.WantsMIG():
-		c[ResourceGPU] = int64(s.pendingMIG(r)) * int64(r.SharedDevices())
+		return int64(s.pendingMIG(r)) * int64(r.SharedDevices())
 	case r.GPUFraction > 0 && r.GPUCompute == 0:
-		c[ResourceGPU] = int64(r.GPUFraction) * int64(r.SharedDevices())
+		return int64(r.GPUFraction) * int64(r.SharedDevices())
 	case r.Shared():
 		dev := GPU{Memory: s.maxGPUMemory}
 		share, ok := partOn(r, &dev)
@@ -218,9 +235,9 @@ func (s *session) pendingCost(r PodRequest) Resources {
 			// More memory than any GPU has: it waits, and wants a whole GPU of each meanwhile.
 			share.milli = OneGPU
 		}
-		c[ResourceGPU] = int64(share.milli) * int64(r.SharedDevices())
+		return int64(share.milli) * int64(r.SharedDevices())
 	}
-	return c
+	return 0
 }
 
 // bind places a pending pod.
@@ -232,7 +249,7 @@ func (s *session) bind(p *podState, n *nodeState, gpus []int, share part) {
 }
 
 func (s *session) doBind(p *podState, n *nodeState, gpus []int, share part) {
-	cost := podCost(p.p.Request, gpus, share)
+	cost := podCost(p.p.Request, gpus, share, p.job.res)
 	p.node, p.gpus, p.share, p.cost = n, gpus, share, cost
 	wasFree := n.free
 	n.ver++
@@ -381,10 +398,20 @@ func (s *session) maxFreeWhole() int {
 
 func newSession(snap *Snapshot, opts Options) *session {
 	s := &session{opts: opts, now: snap.Now, nodeByID: make(map[NodeID]*nodeState, len(snap.Nodes)),
-		queueBy: make(map[QueueID]*queueState, len(snap.Queues)), rng: newRand(opts.Seed)}
+		queueBy: make(map[QueueID]*queueState, len(snap.Queues)), rng: newRand(opts.Seed),
+		accel: map[string]Resource{"": ResourceGPU}}
+	for i, k := range snap.Accelerators {
+		if i < MaxAccelerators && k != "" {
+			s.accel[k] = AcceleratorResource(i)
+		}
+	}
 	for i := range snap.Nodes {
 		n := &snap.Nodes[i]
-		ns := &nodeState{n: n, idx: i, gpuUsed: make([]MilliGPU, len(n.GPUs)), books: make([]devBook, len(n.GPUs)),
+		res, known := s.accel[n.Accelerator]
+		if !known {
+			res = -1
+		}
+		ns := &nodeState{n: n, idx: i, res: res, gpuUsed: make([]MilliGPU, len(n.GPUs)), books: make([]devBook, len(n.GPUs)),
 			free: len(n.GPUs), ver: 1, idle: MilliGPU(len(n.GPUs)) * OneGPU, maxPods: math.MaxInt}
 		if n.MaxPods != nil {
 			ns.maxPods = *n.MaxPods
@@ -405,7 +432,9 @@ func newSession(snap *Snapshot, opts Options) *session {
 				ns.idle -= OneGPU
 				continue
 			}
-			s.capacity[ResourceGPU] += int64(OneGPU)
+			if res >= 0 {
+				s.capacity[res] += int64(OneGPU)
+			}
 			if n.GPUs[g].MIG != nil {
 				// A device in MIG mode is never free for a whole or sliced pod (usedOf);
 				// its capacity is its instances', and counts in fair shares as any GPU.
@@ -442,6 +471,10 @@ func newSession(snap *Snapshot, opts Options) *session {
 		case len(q.children) > 0:
 			why = reasonf(ReasonConstraint, "queue %s has child queues: submit to a leaf queue", j.Queue)
 		}
+		res, known := s.accel[j.Accelerator]
+		if !known && why.Code == ReasonNone {
+			why = reasonf(ReasonInvalid, "accelerator kind %q is not one the scheduler knows: %s", j.Accelerator, s.kindsKnown())
+		}
 		orphan := why.Code != ReasonNone
 		if orphan {
 			// The caller validates; a bad queue reference or spec never crashes a cycle,
@@ -450,7 +483,11 @@ func newSession(snap *Snapshot, opts Options) *session {
 			s.orphans = append(s.orphans, orphanJob{j.ID, why})
 			q = nil
 		}
-		js := &jobState{j: j, q: q, preemptible: j.IsPreemptible(), filter: s.filterOf(j.Nodes), memCap: asksMemoryCap(j), shares: asksShare(j)}
+		js := &jobState{j: j, q: q, preemptible: j.IsPreemptible(), filter: s.filterOf(j.Nodes), memCap: asksMemoryCap(j), shares: asksShare(j),
+			res: res, asksGPU: asksDevices(j)}
+		if !known {
+			js.res = ResourceGPU // held as GPUs by no queue: it is an orphan
+		}
 		for k := range j.Pods {
 			p := &j.Pods[k]
 			ps := &podState{p: p, job: js, idx: k, orig: p.Binding}
@@ -592,4 +629,46 @@ func (s *session) keepUnshielded(for_ *jobState, action int) func(unit) bool {
 		}
 		return false
 	}
+}
+
+// kindsKnown lists the accelerator kinds of the snapshot, for a reason.
+func (s *session) kindsKnown() string {
+	var names []string
+	for k := range s.accel {
+		if k != "" {
+			names = append(names, k)
+		}
+	}
+	if len(names) == 0 {
+		return "this cluster has NVIDIA GPUs only (the scheduler's --accelerators table names no other kind)"
+	}
+	slices.Sort(names)
+	return "besides NVIDIA GPUs it knows " + strings.Join(names, ", ")
+}
+
+// asksDevices tells whether a pod of the job asks for accelerator devices.
+func asksDevices(j *Job) bool {
+	return slices.ContainsFunc(j.Pods, func(p Pod) bool {
+		return p.Request.GPUs > 0 || p.Request.Shared() || p.Request.WantsMIG()
+	})
+}
+
+// unitName is what amounts of a resource are counted in, for a person: "GPUs", "ascend".
+func (s *session) unitName(r Resource) string {
+	if r == ResourceGPU {
+		return "GPUs"
+	}
+	return s.resName(r)
+}
+
+// resName names a resource for a person: an accelerator by its kind.
+func (s *session) resName(r Resource) string {
+	if r >= resourceAccel0 {
+		for k, v := range s.accel {
+			if v == r {
+				return k
+			}
+		}
+	}
+	return r.String()
 }

@@ -196,7 +196,7 @@ func (s *session) placeNearHome(j *jobState, pods []*podState, nodes []*nodeStat
 // it falls back to any nodes. order is the eligible nodes, emptiest first.
 func (s *session) placeInLevels(j *jobState, pods []*podState, order []*nodeState) bool {
 	t := j.j.Topology
-	need := MilliGPU(s.need(pods)[ResourceGPU])
+	need := MilliGPU(s.need(pods)[j.res])
 	widest := 0
 	if t.Required >= 0 {
 		widest = t.Required
@@ -223,7 +223,7 @@ func (s *session) topologyReason(j *jobState, pods []*podState, eligible []*node
 	}
 	name := t.levelName(t.Required)
 	nodes := s.topologyNodes(j, eligible)
-	need := MilliGPU(s.need(pods)[ResourceGPU])
+	need := MilliGPU(s.need(pods)[j.res])
 	if len(nodes) == 0 {
 		return reasonf(ReasonConstraint, "needs one %s (allot.dev/topology-required): none of the nodes it may use has the label %s", name, t.Levels[t.Required]), true
 	}

@@ -37,13 +37,13 @@ func units(j *jobState) []unit {
 	var out []unit
 	for len(bound) > max(j.j.MinMember, 1) {
 		p := bound[len(bound)-1]
-		out = append(out, unit{job: j, pods: []*podState{p}, gpu: p.cost[ResourceGPU]})
+		out = append(out, unit{job: j, pods: []*podState{p}, gpu: p.cost[j.res]})
 		bound = bound[:len(bound)-1]
 	}
 	if len(bound) > 0 {
 		u := unit{job: j, pods: bound, whole: true}
 		for _, p := range bound {
-			u.gpu += p.cost[ResourceGPU]
+			u.gpu += p.cost[j.res]
 		}
 		out = append(out, u)
 	}
@@ -83,7 +83,7 @@ func (s *session) evict(u unit, r Reason, forJob JobID) evicted {
 			continue // already taken with its whole job
 		}
 		e.u.pods = append(e.u.pods, p)
-		e.u.gpu += p.cost[ResourceGPU]
+		e.u.gpu += p.cost[u.job.res]
 		e.places = append(e.places, place{p.node, p.gpus, p.share})
 		s.unbind(p, r, forJob)
 	}
@@ -211,10 +211,10 @@ func (vs *victimSearch) run(s *session) bool {
 			if k := len(r.units); k == 0 || !sameUnit(r.units[k-1], u) {
 				r.units = append(r.units, u) // a unit with several pods here is listed once
 			}
-			r.gpu += p.cost[ResourceGPU]
+			r.gpu += p.cost[vs.job.res]
 			r.cpu += p.p.Request.CPU
 			r.mem += p.p.Request.Memory
-			if !r.listed && r.gpu >= need[ResourceGPU] && r.cpu >= need[ResourceCPU] && r.mem >= need[ResourceMemory] {
+			if !r.listed && r.gpu >= need[vs.job.res] && r.cpu >= need[ResourceCPU] && r.mem >= need[ResourceMemory] {
 				r.listed = true
 				nodes = append(nodes, n)
 			}
@@ -224,7 +224,7 @@ func (vs *victimSearch) run(s *session) bool {
 	for _, n := range nodes {
 		if t, ok := vs.tryNode(s, n, s.rooms[n.idx].units); ok && t.better(best) {
 			best = &t
-			if t.stopped <= 1 && len(t.victims) <= 1 && t.gpu <= need[ResourceGPU] {
+			if t.stopped <= 1 && len(t.victims) <= 1 && t.gpu <= need[vs.job.res] {
 				break // one victim no larger than the need: nothing is better
 			}
 		}
@@ -268,14 +268,14 @@ func (vs *victimSearch) tryDomains(s *session) bool {
 			if _, usable := room[k]; !usable {
 				continue // a domain the gang may not use (or no domain)
 			}
-			room[k] += MilliGPU(p.cost[ResourceGPU])
+			room[k] += MilliGPU(p.cost[vs.job.res])
 			if !slices.Contains(in, k) {
 				units[k] = append(units[k], u)
 				in = append(in, k)
 			}
 		}
 	}
-	need := MilliGPU(s.need(vs.pods)[ResourceGPU])
+	need := MilliGPU(s.need(vs.pods)[vs.job.res])
 	var order []string
 	for k, r := range room {
 		if r >= need && len(units[k]) > 0 {
@@ -362,7 +362,7 @@ func (vs *victimSearch) settle(s *session, out []evicted) (victims, stopped []un
 			}
 			moved += u.gpu
 		}
-		if moved > s.need(vs.pods)[ResourceGPU] {
+		if moved > s.need(vs.pods)[vs.job.res] {
 			return nil, nil, false
 		}
 	case vs.move:
@@ -418,7 +418,7 @@ func (vs *victimSearch) apply(s *session, t *trial) bool {
 // set, only nodes it accepts are used.
 func (vs *victimSearch) tryCluster(s *session, cands iter.Seq[unit], in func(*nodeState) bool) bool {
 	cp := s.checkpoint()
-	need := s.need(vs.pods)[ResourceGPU]
+	need := s.need(vs.pods)[vs.job.res]
 	var where []*nodeState
 	seen := map[*nodeState]bool{}
 	freed := int64(0)
@@ -463,10 +463,10 @@ func (vs *victimSearch) tryCluster(s *session, cands iter.Seq[unit], in func(*no
 }
 
 // queueAllocs records every queue's GPU allocation before a trial, for the rules.
-func (s *session) queueAllocs() map[*queueState]int64 {
+func (s *session) queueAllocs(r Resource) map[*queueState]int64 {
 	m := make(map[*queueState]int64, len(s.queues))
 	for _, q := range s.queues {
-		m[q] = q.alloc[ResourceGPU]
+		m[q] = q.alloc[r]
 	}
 	return m
 }
@@ -481,7 +481,7 @@ func (s *session) waiting(growth bool) []*jobState {
 		}
 	}
 	sort.SliceStable(out, func(a, b int) bool {
-		ra, rb := shareRatio(out[a].q), shareRatio(out[b].q)
+		ra, rb := shareRatio(out[a].q, out[a].res), shareRatio(out[b].q, out[b].res)
 		if ra != rb {
 			return ra < rb
 		}
