@@ -405,7 +405,12 @@ func (s *session) consolidate(pool *candidatePool) {
 		if c, ok := fails[key]; ok && c == s.commits {
 			continue
 		}
-		vs := &victimSearch{job: j, pods: pods, cands: pool.from(j.res, func(*queueState) bool { return true }, nil, nil), replace: true,
+		// A pod bursting past its request is not moved to make room: moving it would
+		// stop it, which only the rules for bursts (reclaimBursts) may do.
+		steady := func(u unit) bool {
+			return !slices.ContainsFunc(u.pods, func(p *podState) bool { return p.share.over > 0 })
+		}
+		vs := &victimSearch{job: j, pods: pods, cands: pool.from(j.res, func(*queueState) bool { return true }, steady, nil), replace: true,
 			reason: func(Unit unit) Reason {
 				return reasonf(ReasonConsolidated, "moved to make room for job %s (%s needs contiguous GPUs)", j.j.ID, j.q.q.ID)
 			},

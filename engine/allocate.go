@@ -23,6 +23,9 @@ func (p pass) starts() bool { return p == passGangs || p == passIdleGangs }
 // item is the pods a job needs next: its gang (MinMember) if it has not started, or one
 // elastic pod if it has.
 func (s *session) item(j *jobState, p pass) []*podState {
+	if j.stopped {
+		return nil
+	}
 	unbound := j.unboundPods()
 	if len(unbound) == 0 {
 		return nil
@@ -45,7 +48,7 @@ func (s *session) item(j *jobState, p pass) []*podState {
 // hasItem reports whether item would return pods, without building the list: queue
 // order asks it for every queue at every pick.
 func (s *session) hasItem(j *jobState, p pass) bool {
-	if j.bound >= len(j.pods) {
+	if j.bound >= len(j.pods) || j.stopped {
 		return false
 	}
 	if !j.started() {

@@ -73,6 +73,9 @@ func (e *Engine) Schedule(snap *Snapshot) *Plan {
 	s.preempt(pool)
 	s.allocate(passIdleGangs)
 	s.allocate(passIdleGrow)
+	// Last: a request that only bursts keep out takes their memory back once nothing
+	// else could place it, and the bursters stopped are not placed again this cycle.
+	s.reclaimBursts()
 	s.stopStaleGangs(snap.Now)
 	return s.plan(snap)
 }

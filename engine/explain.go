@@ -492,14 +492,14 @@ func (s *session) sliceShortage(j *jobState, r PodRequest, nodes []*nodeState) s
 			if !deviceOK(j.j, dev) || dev.OutOfService() != "" || dev.MIG != nil {
 				continue
 			}
-			if free := dev.Memory - b.mem; free > mostMem {
+			if free := dev.Memory - b.mem - b.burst; free > mostMem {
 				mostMem, memAt = free, at{n, g}
 			}
 			if free := OneGPU - usedOf(dev, b); free > mostShare {
 				mostShare, shareAt = free, at{n, g}
 			}
 			p, ok := partOn(r, dev)
-			if !ok || b.mem+p.mem > dev.Memory {
+			if !ok || b.mem+b.burst+p.mem > dev.Memory {
 				continue
 			}
 			if free := OneGPU - b.compute; free > mostCPU {

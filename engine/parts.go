@@ -23,6 +23,9 @@ type part struct {
 	// of the instance on the i-th of the pod's devices; milli is then the profile's share.
 	mig *mig.Profile
 	at  []int
+	// limit is the memory a dynamic fraction may use on each device (bytes; 0: mem);
+	// over is what a bound one was measured to use beyond mem, its burst.
+	limit, over int64
 }
 
 // wholePart is the part of a pod that holds whole devices.
@@ -32,7 +35,9 @@ func (p part) shared() bool { return p.milli > 0 }
 
 // same tells whether two parts hold the same of each device, MIG instances included.
 func (p part) same(o part) bool {
-	return p.mem == o.mem && p.compute == o.compute && p.milli == o.milli && p.mig == o.mig && slices.Equal(p.at, o.at)
+	// A burst dropped is a pod started afresh (on Kubernetes, evicted and made again).
+	return p.mem == o.mem && p.compute == o.compute && p.milli == o.milli && p.mig == o.mig && slices.Equal(p.at, o.at) &&
+		p.limit == o.limit && p.over == o.over
 }
 
 // on is the booking the part makes on a device: all of it for a whole device.
@@ -47,7 +52,7 @@ func (p part) onAt(dev *GPU, i int) devBook {
 	case !p.shared():
 		return devBook{mem: dev.Memory, compute: OneGPU}
 	}
-	return devBook{mem: p.mem, compute: p.compute, sharers: 1}
+	return devBook{mem: p.mem, compute: p.compute, sharers: 1, burst: p.over}
 }
 
 // devBook is what is booked on one device.
@@ -57,12 +62,16 @@ type devBook struct {
 	sharers int32    // pods holding a slice of it
 	// slices are the memory slices of a device in MIG mode its pods' instances hold.
 	slices mig.Mask
+	// burst is the memory its pods use beyond their requests (measured), which a new
+	// request must find free too, or take back (reclaimBursts).
+	burst int64
 }
 
 func (b devBook) add(o devBook, sign int) devBook {
 	b.mem += int64(sign) * o.mem
 	b.compute += MilliGPU(sign) * o.compute
 	b.sharers += int32(sign) * o.sharers
+	b.burst += int64(sign) * o.burst
 	if sign > 0 {
 		b.slices |= o.slices
 	} else {
@@ -116,6 +125,9 @@ func partOn(r PodRequest, dev *GPU) (p part, ok bool) {
 	// A share below a whole GPU, also for a slice of all of one (compute 100%, memory to the
 	// last byte): the share written on the pod tells a slice from whole GPUs (1000).
 	p.milli = min(max(ceilShare(p.mem, dev.Memory), p.compute, 1), OneGPU-1)
+	if l := max(r.GPUMemoryLimit, dev.Memory*int64(r.GPUFractionLimit)/int64(OneGPU)); l > p.mem {
+		p.limit = min(l, dev.Memory)
+	}
 	return p, true
 }
 
@@ -129,7 +141,11 @@ func heldPart(b *Binding, n *nodeState) part {
 	if b.Share <= 0 {
 		return wholePart
 	}
-	p := part{mem: b.Memory, compute: b.Compute, milli: b.Share}
+	p := part{mem: b.Memory, compute: b.Compute, milli: b.Share, limit: b.MemoryLimit}
+	if b.MemoryUsed > b.Memory && b.Memory > 0 && len(b.GPUs) == 1 {
+		// Measured past its request: the burst is memory no request may count on.
+		p.over = b.MemoryUsed - b.Memory
+	}
 	if p.mem == 0 && p.compute == 0 {
 		p.compute = b.Share
 		if len(b.GPUs) > 0 {
@@ -139,10 +155,11 @@ func heldPart(b *Binding, n *nodeState) part {
 	return p
 }
 
-// fitsPart reports whether device g of node n, as booked in books, has room for the part.
+// fitsPart reports whether device g of node n, as booked in books, has room for the part:
+// its memory beside what is booked and what bursting pods use beyond their bookings.
 func fitsPart(n *nodeState, g int, p part, books []devBook) bool {
 	b, dev := books[g], &n.n.GPUs[g]
-	return b.mem+p.mem <= dev.Memory && b.compute+p.compute <= OneGPU &&
+	return b.mem+b.burst+p.mem+p.over <= dev.Memory && b.compute+p.compute <= OneGPU &&
 		(n.n.MaxSharers <= 0 || int(b.sharers) < n.n.MaxSharers)
 }
 
@@ -153,7 +170,10 @@ func (p *podState) binding() Binding {
 	case p.share.mig != nil:
 		b.Share, b.MIG, b.MIGStarts = p.share.milli, p.share.mig.Name, p.share.at
 	case p.share.shared():
-		b.Share, b.Memory, b.Compute = p.share.milli, p.share.mem, p.share.compute
+		b.Share, b.Memory, b.Compute, b.MemoryLimit = p.share.milli, p.share.mem, p.share.compute, p.share.limit
+		if p.orig != nil && p.orig.Node == b.Node {
+			b.MemoryUsed = p.orig.MemoryUsed // a reading, not the engine's to change
+		}
 	}
 	return b
 }

@@ -59,12 +59,15 @@ const (
 	ReasonNotTried
 	ReasonGangIncomplete
 	ReasonInvalid
+	// ReasonBurst: evicted for using GPU memory past its request that another pod's
+	// request needed; or waiting for such memory to be given back.
+	ReasonBurst
 )
 
 var reasonCodeNames = [...]string{
 	"None", "FairShare", "QueueLimit", "NonPreemptibleQuota", "NoFit", "GangPartial",
 	"Constraint", "TooLarge", "Reclaimed", "Preempted", "Consolidated", "ElasticWaiting", "NotTried",
-	"GangIncomplete", "Invalid",
+	"GangIncomplete", "Invalid", "Burst",
 }
 
 func (c ReasonCode) String() string {

@@ -99,6 +99,9 @@ func genJob(t *rapid.T, i, nQueues int, now time.Time) Job {
 		req.GPUFraction = MilliGPU(rapid.IntRange(1, 999).Draw(t, "fraction"))
 	case 3:
 		req.GPUMemory = int64(rapid.IntRange(1, 40).Draw(t, "memGi")) << 30
+		if rapid.IntRange(0, 2).Draw(t, "dynamic") == 0 {
+			req.GPUMemoryLimit = req.GPUMemory + int64(rapid.IntRange(1, 40).Draw(t, "burstGi"))<<30
+		}
 	case 4:
 		if rapid.Bool().Draw(t, "migByName") {
 			req.MIG = rapid.SampledFrom(migA100.Names()).Draw(t, "profile")
@@ -180,6 +183,72 @@ func checkMIG(t *rapid.T, pod Pod, n *Node, held map[string]mig.Mask) {
 			t.Fatalf("pod %s's %s at %d overlaps an instance held on %s (slices %08b)", pod.ID, p.Name, b.MIGStarts[i], key, held[key])
 		}
 		held[key] |= m
+	}
+}
+
+// burst has some running dynamic fractions use memory past their requests, up to their
+// limits and never past what their device has free, as the agent would measure them.
+func burst(t *rapid.T, snap *Snapshot) {
+	onDev := map[string]int64{} // what each device's pods use or hold, whichever is more
+	key := func(b *Binding) string { return fmt.Sprintf("%s/%d", b.Node, b.GPUs[0]) }
+	for _, j := range snap.Jobs {
+		for _, p := range j.Pods {
+			if b := p.Binding; b != nil && b.Share > 0 && b.MIG == "" && len(b.GPUs) == 1 {
+				onDev[key(b)] += max(b.Memory, b.MemoryUsed)
+			}
+		}
+	}
+	for i := range snap.Jobs {
+		for k := range snap.Jobs[i].Pods {
+			p := &snap.Jobs[i].Pods[k]
+			b := p.Binding
+			if b == nil || b.MemoryLimit <= b.Memory || len(b.GPUs) != 1 || rapid.IntRange(0, 2).Draw(t, "bursts") != 0 {
+				continue
+			}
+			var dev int64
+			for _, n := range snap.Nodes {
+				if n.ID == b.Node {
+					dev = n.GPUs[b.GPUs[0]].Memory
+				}
+			}
+			was := max(b.Memory, b.MemoryUsed)
+			room := dev - onDev[key(b)] + was
+			use := min(b.Memory+int64(rapid.IntRange(0, 40).Draw(t, "useGi"))<<30, b.MemoryLimit, room)
+			b.MemoryUsed = use
+			onDev[key(b)] += max(b.Memory, use) - was
+		}
+	}
+}
+
+// checkBursts checks that no pod was placed this cycle where its request does not fit
+// beside what the device's other pods use or hold.
+func checkBursts(t *rapid.T, snap *Snapshot, p *Plan) {
+	onDev := map[string]int64{}
+	devMem := map[string]int64{}
+	for _, n := range snap.Nodes {
+		for g, d := range n.GPUs {
+			devMem[fmt.Sprintf("%s/%d", n.ID, g)] = d.Memory
+		}
+	}
+	for _, j := range snap.Jobs {
+		for _, pod := range j.Pods {
+			if b := pod.Binding; b != nil && b.Share > 0 && b.MIG == "" {
+				for _, g := range b.GPUs {
+					onDev[fmt.Sprintf("%s/%d", b.Node, g)] += max(b.Memory, b.MemoryUsed)
+				}
+			}
+		}
+	}
+	for _, b := range p.Binds {
+		if b.Binding.Share == 0 || b.Binding.MIG != "" {
+			continue
+		}
+		for _, g := range b.Binding.GPUs {
+			k := fmt.Sprintf("%s/%d", b.Binding.Node, g)
+			if onDev[k] > devMem[k] {
+				t.Fatalf("pod %s placed on %s, whose pods use or hold %d bytes of %d", b.Pod, k, onDev[k], devMem[k])
+			}
+		}
 	}
 }
 
@@ -501,6 +570,8 @@ func TestInvariantsOnRandomClusters(t *testing.T) {
 				}
 				applyPlan(t, snap, p)
 				checkInvariants(t, snap, p)
+				checkBursts(t, snap, p)
+				burst(t, snap)
 			}
 			if !settled {
 				t.Fatalf("no empty plan after 50 cycles: the engine flaps; the last plans:\n%s", strings.Join(last, "\n"))

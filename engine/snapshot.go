@@ -160,7 +160,19 @@ type Queue struct {
 	// Usage is the queue's past use above its quota at Snapshot.Now, in decayed
 	// GPU-seconds (see Usage); it matters only with Options.UsageStrength above 0.
 	Usage float64
+	// BurstPolicy is what a slice of the queue does when its request needs GPU memory
+	// that pods bursting past their requests hold: BurstEvict (the default) stops the
+	// burster furthest past its request, BurstWait waits for them.
+	BurstPolicy BurstPolicy
 }
+
+// BurstPolicy resolves a request colliding with memory lent to bursting pods.
+type BurstPolicy string
+
+const (
+	BurstEvict BurstPolicy = ""     // the request is honoured; the burst was a loan
+	BurstWait  BurstPolicy = "wait" // the request waits until the bursters give it back
+)
 
 // QueueResource is the guarantee and cap of one resource for a queue.
 type QueueResource struct {
@@ -272,8 +284,14 @@ type PodRequest struct {
 	MIG       string
 	MIGShare  MilliGPU
 	MIGMemory int64
-	CPU       int64 // millicores
-	Memory    int64 // bytes
+	// GPUMemoryLimit and GPUFractionLimit let a slice use more memory than it asks while
+	// the device has it free (a dynamic fraction): it is placed and counted by its
+	// request, held to the limit, and what it uses beyond its request is a loan that a
+	// pod's request takes back (Queue.BurstPolicy). Zero: the request is the limit.
+	GPUMemoryLimit   int64
+	GPUFractionLimit MilliGPU
+	CPU              int64 // millicores
+	Memory           int64 // bytes
 }
 
 // WantsMIG reports whether the pod asks for MIG instances.
@@ -301,6 +319,11 @@ type Binding struct {
 	// instance of the profile is one the engine chose on a dynamic device, to be created.
 	MIG       string
 	MIGStarts []int
+	// MemoryLimit is the GPU memory a dynamic fraction may use, in bytes (0: its request,
+	// Memory); the engine writes it. MemoryUsed is what the pod was measured to use (the
+	// agent's reading; 0 unknown); the engine reads it: above Memory it is a burst.
+	MemoryLimit int64
+	MemoryUsed  int64
 }
 
 // Packing says which nodes or GPUs are filled first.

@@ -126,6 +126,10 @@ type jobState struct {
 	// says whether its pods ask for devices at all (CPU-only jobs run on any node).
 	res     Resource
 	asksGPU bool
+	// stopped: a pod of the job was stopped this cycle for its burst; nothing of it is
+	// placed again in the same cycle (its burst would be gone from the books, and it
+	// would land back where it was stopped).
+	stopped bool
 	pods    []*podState
 	bound   int
 	reason  Reason

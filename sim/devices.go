@@ -53,6 +53,16 @@ func (sc *Scenario) compileDeviceChoice(j *engine.Job, req *engine.PodRequest, j
 		}
 		req.GPUCompute = engine.MilliGPU(m)
 	}
+	if js.GPUMemoryLimit != "" {
+		l, err := sc.quantity(path+".gpuMemoryLimit", js.GPUMemoryLimit, "", false)
+		if err != nil {
+			return err
+		}
+		if !req.Shared() || l < req.GPUMemory {
+			return sc.errorf(path+".gpuMemoryLimit", "%s is not allowed: a limit goes with a slice (gpu below 1 or gpuMemory) and is at least its gpuMemory", js.GPUMemoryLimit)
+		}
+		req.GPUMemoryLimit = l
+	}
 	if err := sc.compileMIGRequest(req, js, path); err != nil {
 		return err
 	}

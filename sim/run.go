@@ -43,6 +43,9 @@ func RunWith(sc *Scenario, opts RunOptions) ([]StepReport, error) {
 		for _, id := range st.fails {
 			w.Fail(id)
 		}
+		for _, id := range slices.Sorted(maps.Keys(st.uses)) {
+			w.Use(id, st.uses[id])
+		}
 		for _, sub := range st.submits {
 			w.Submit(sub.job, sub.duration)
 		}
@@ -100,6 +103,11 @@ func checkExpect(e *Expect, r StepReport) []string {
 		}
 		if want.Placement != "" && placement(got.Pods) != want.Placement {
 			out = append(out, fmt.Sprintf("job %s: placed %s, want %s", name, placement(got.Pods), want.Placement))
+		}
+	}
+	for _, want := range e.Events {
+		if !slices.ContainsFunc(r.Events, func(ev string) bool { return strings.Contains(ev, want) }) {
+			out = append(out, fmt.Sprintf("no event contains %q; events: %q", want, r.Events))
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(e.Queues)) {

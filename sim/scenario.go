@@ -106,6 +106,9 @@ type QueueSpec struct {
 	// Accelerators is the queue's quota of each kind of other vendors' devices, by kind:
 	// {ascend: 8}.
 	Accelerators map[string]float64 `yaml:"accelerators"`
+	// BurstPolicy is what the queue's slices do when bursting pods hold the memory they
+	// ask: evict (the default) or wait.
+	BurstPolicy string `yaml:"burstPolicy"`
 }
 
 // ResSpec is a queue's CPU or memory quota, written as Kubernetes quantities.
@@ -123,7 +126,10 @@ type StepSpec struct {
 	// node that failed. Their controller makes them again, pending.
 	Fail    []string `yaml:"fail"`
 	Advance string   `yaml:"advance"`
-	Expect  *Expect  `yaml:"expect"`
+	// Use sets the GPU memory running pods are measured to use (pod → quantity), as the
+	// node agent reads it: past a pod's request it is a burst.
+	Use    map[string]string `yaml:"use"`
+	Expect *Expect           `yaml:"expect"`
 }
 
 type JobSpec struct {
@@ -168,6 +174,9 @@ type JobSpec struct {
 	// NodePolicy and GPUPolicy override how this job's nodes and GPUs are chosen.
 	NodePolicy string `yaml:"nodePolicy"`
 	GPUPolicy  string `yaml:"gpuPolicy"`
+	// GPUMemoryLimit lets each pod's slice use GPU memory up to this much while it is free
+	// (a dynamic fraction; with gpu or gpuMemory as the request).
+	GPUMemoryLimit string `yaml:"gpuMemoryLimit"`
 	// Accelerator asks gpu whole devices of this kind of other vendors' devices.
 	Accelerator string `yaml:"accelerator"`
 	// MIG asks each pod for a MIG instance of this profile ("1g.10gb"; gpuCount of them),
@@ -180,6 +189,8 @@ type JobSpec struct {
 type Expect struct {
 	Jobs   map[string]JobExpect   `yaml:"jobs"`
 	Queues map[string]QueueExpect `yaml:"queues"`
+	// Events must each appear in one of the step's events (evictions), in part.
+	Events []string `yaml:"events"`
 }
 
 type JobExpect struct {

@@ -229,6 +229,18 @@ func (w *World) apply(p *engine.Plan) {
 	w.trackPartial()
 }
 
+// Use records what a running pod was measured to use of its GPU's memory, as the node
+// agent reports it; a pod not running has no reading.
+func (w *World) Use(id engine.PodID, bytes int64) {
+	for _, j := range w.jobs {
+		for i := range j.job.Pods {
+			if p := &j.job.Pods[i]; p.ID == id && p.Binding != nil {
+				p.Binding.MemoryUsed = bytes
+			}
+		}
+	}
+}
+
 // pod finds a pod of a live job; a plan naming anything else is ignored, as a binder
 // ignores a pod deleted since the snapshot.
 func (w *World) pod(job engine.JobID, id engine.PodID) *engine.Pod {

@@ -65,6 +65,8 @@ type step struct {
 	advance time.Duration
 	expect  *Expect
 	path    string
+	// uses are the GPU memory readings the step sets on running pods.
+	uses map[engine.PodID]int64
 }
 
 type submission struct {
@@ -113,8 +115,26 @@ func (sc *Scenario) compile() (*compiled, error) {
 		if s.name == "" {
 			s.name = strconv.Itoa(i + 1)
 		}
-		if len(st.Submit) == 0 && len(st.Delete) == 0 && len(st.Fail) == 0 && st.Advance == "" {
-			errs = append(errs, sc.errorf(path, "a step needs submit, delete, fail or advance"))
+		if len(st.Submit) == 0 && len(st.Delete) == 0 && len(st.Fail) == 0 && st.Advance == "" && len(st.Use) == 0 {
+			errs = append(errs, sc.errorf(path, "a step needs submit, delete, fail, use or advance"))
+		}
+		for _, pod := range slices.Sorted(maps.Keys(st.Use)) {
+			i := strings.LastIndex(pod, "-")
+			n, err := strconv.Atoi(pod[i+1:])
+			field := path + ".use." + pod
+			if i <= 0 || err != nil || n < 0 || !live[pod[:i]] {
+				errs = append(errs, sc.errorf(field, "%q is not a pod of a job submitted before this step: name it job-index, such as burst-0", pod))
+				continue
+			}
+			v, err := sc.quantity(field, st.Use[pod], "", false)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			if s.uses == nil {
+				s.uses = map[engine.PodID]int64{}
+			}
+			s.uses[engine.PodID(pod)] = v
 		}
 		for k, pod := range st.Fail {
 			i := strings.LastIndex(pod, "-")
@@ -386,6 +406,13 @@ func (sc *Scenario) compileQueue(c *compiled, i int, qs QueueSpec, byName map[st
 	}
 	if err := sc.compileQueueKinds(c, &q, qs, path); err != nil {
 		return err
+	}
+	switch engine.BurstPolicy(qs.BurstPolicy) {
+	case engine.BurstEvict, engine.BurstWait:
+		q.BurstPolicy = engine.BurstPolicy(qs.BurstPolicy)
+	case "evict":
+	default:
+		return sc.errorf(path+".burstPolicy", "%q is not allowed: evict (the default) or wait", qs.BurstPolicy)
 	}
 	for r, spec := range map[engine.Resource]*ResSpec{engine.ResourceCPU: qs.CPU, engine.ResourceMemory: qs.Memory} {
 		if spec == nil {
