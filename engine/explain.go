@@ -29,7 +29,7 @@ func shapeKey(j *jobState, pods []*podState) string {
 	for _, p := range pods {
 		r := p.p.Request
 		if r.WantsMIG() {
-			fmt.Fprintf(&b, "|mig:%s/%d/%d", r.MIG, r.MIGShare, r.MIGMemory)
+			fmt.Fprintf(&b, "|mig:%s/%d/%d/%d", r.MIG, r.MIGShare, r.MIGMemory, r.MIGFrom)
 		}
 		for i, v := range [...]int64{int64(r.GPUs), int64(r.GPUFraction), r.GPUMemory, int64(r.GPUCompute), int64(r.Devices), r.CPU, r.Memory} {
 			sep := byte('/')

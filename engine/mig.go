@@ -46,7 +46,8 @@ type migChoice struct {
 // of booked slices.
 func migChoices(j *jobState, r PodRequest, n *nodeState, g int, booked mig.Mask, buf []migChoice) []migChoice {
 	dev := &n.n.GPUs[g]
-	if dev.MIG == nil || dev.OutOfService() != "" || !deviceOK(j.j, dev) {
+	if dev.MIG == nil || dev.OutOfService() != "" || !deviceOK(j.j, dev) ||
+		(r.MIGFrom == MIGFixed && dev.MIG.Dynamic) || (r.MIGFrom == MIGDynamic && !dev.MIG.Dynamic) {
 		return buf
 	}
 	m := dev.MIG.Model
@@ -211,7 +212,8 @@ func (s *session) migShortage(j *jobState, r PodRequest, nodes []*nodeState) str
 	for _, n := range nodes {
 		for g := range n.n.GPUs {
 			dev := &n.n.GPUs[g]
-			if dev.MIG == nil || dev.OutOfService() != "" || !deviceOK(j.j, dev) {
+			if dev.MIG == nil || dev.OutOfService() != "" || !deviceOK(j.j, dev) ||
+				(r.MIGFrom == MIGFixed && dev.MIG.Dynamic) || (r.MIGFrom == MIGDynamic && !dev.MIG.Dynamic) {
 				continue
 			}
 			devices++
@@ -233,6 +235,10 @@ func (s *session) migShortage(j *jobState, r PodRequest, nodes []*nodeState) str
 		}
 	}
 	switch {
+	case devices == 0 && r.MIGFrom == MIGFixed:
+		return "no GPU it may use is in MIG mode with a fixed layout (a device plugin's nvidia.com/mig-* resources)"
+	case devices == 0 && r.MIGFrom == MIGDynamic:
+		return "no GPU it may use is in MIG mode for Allot to lay out (node label allot.dev/mig-dynamic=true, with Allot's agent)"
 	case devices == 0:
 		return "no GPU it may use is in MIG mode"
 	case offer == 0 && layout != "":

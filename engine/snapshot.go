@@ -284,6 +284,10 @@ type PodRequest struct {
 	MIG       string
 	MIGShare  MilliGPU
 	MIGMemory int64
+	// MIGFrom says which devices may give the instances: any (the simulator), only fixed
+	// layouts (a device plugin hands the instance to a pod asking its resource), or only
+	// devices the engine lays out (the node agent makes the instance, Allot delivers it).
+	MIGFrom MIGSource
 	// GPUMemoryLimit and GPUFractionLimit let a slice use more memory than it asks while
 	// the device has it free (a dynamic fraction): it is placed and counted by its
 	// request, held to the limit, and what it uses beyond its request is a loan that a
@@ -293,6 +297,15 @@ type PodRequest struct {
 	CPU              int64 // millicores
 	Memory           int64 // bytes
 }
+
+// MIGSource is which devices in MIG mode may give a pod its instances.
+type MIGSource int
+
+const (
+	MIGAny MIGSource = iota
+	MIGFixed
+	MIGDynamic
+)
 
 // WantsMIG reports whether the pod asks for MIG instances.
 func (r PodRequest) WantsMIG() bool { return r.MIG != "" || r.MIGShare > 0 || r.MIGMemory > 0 }

@@ -196,4 +196,5 @@ func checkOwnedAnnotations(p *corev1.Pod) error {
 // writtenByAllot are the annotations the scheduler and the agents write on a placed pod,
 // which the scheduler books by: a pod created with them would be booked where it said.
 var writtenByAllot = []string{v1alpha1.AnnotationGPUs, v1alpha1.AnnotationGPUShare, v1alpha1.AnnotationGPUDevices,
-	v1alpha1.AnnotationLeader, v1alpha1.AnnotationConfigMap, v1alpha1.AnnotationGPUShareMemory, v1alpha1.AnnotationGPUShareCompute}
+	v1alpha1.AnnotationLeader, v1alpha1.AnnotationConfigMap, v1alpha1.AnnotationGPUShareMemory, v1alpha1.AnnotationGPUShareCompute,
+	v1alpha1.AnnotationMIGInstances}

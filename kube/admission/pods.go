@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/allot-dev/allot/api/v1alpha1"
+	"github.com/allot-dev/allot/engine"
 	"github.com/allot-dev/allot/kube/convert"
 	"github.com/allot-dev/allot/kube/workload"
 )
@@ -157,16 +158,21 @@ func (m *Mutator) Handle(ctx context.Context, req admission.Request) admission.R
 		}
 	}
 	share, shareErr := v1alpha1.ParseGPUShare(p.Annotations)
-	if shareErr == nil && (share.Shared() || v1alpha1.WholeGPUs(&p) == 0) {
+	// A MIG instance Allot lays out reaches the pod as a slice's device does; one of a fixed
+	// layout comes from the device plugin, as a whole GPU does.
+	_, dynMIG := p.Annotations[v1alpha1.AnnotationMIG]
+	migProfile, _, _ := v1alpha1.MIGResources(&p)
+	if shareErr == nil && (share.Shared() || dynMIG || (v1alpha1.WholeGPUs(&p) == 0 && migProfile == "")) {
 		// CUDA images carry NVIDIA_VISIBLE_DEVICES=all in their own environment, which the
 		// NVIDIA runtime reads: containers given no device by Allot are told so, last.
-		denyImageDevices(out, share.Shared())
+		denyImageDevices(out, share.Shared() || dynMIG)
 	}
-	if shareErr == nil && share.Shared() {
+	if shareErr == nil && (share.Shared() || dynMIG) {
 		giveGPUEnv(out, share.Devices(), v1alpha1.SliceContainer(&p))
 		// The pod's node is not known yet: the directory goes in whatever the node's mode,
 		// and the environment the scheduler writes for that node says what in it to use.
-		if m.SharingRoot != "" {
+		// A MIG instance is held to its size by the GPU itself: nothing to mount.
+		if m.SharingRoot != "" && !dynMIG {
 			mountSharing(out, m.SharingRoot)
 		}
 		if m.RuntimeClass != "" && out.Spec.RuntimeClassName == nil {
@@ -355,6 +361,12 @@ func ValidatePod(p *corev1.Pod, view View) error {
 			names = append(names, c.Name)
 		}
 		return fmt.Errorf("%s: %q is not allowed: the container of a pod that shares a GPU given its slice, one of %s", v1alpha1.AnnotationGPUContainer, name, strings.Join(names, ", "))
+	}
+	if err := convert.MIGRequest(p, &engine.PodRequest{GPUs: int(whole), GPUFraction: engine.MilliGPU(share.Fraction * 1000), GPUMemory: share.Memory}); err != nil {
+		return err
+	}
+	if _, dyn := p.Annotations[v1alpha1.AnnotationMIG]; dyn && share.Devices() > 1 {
+		return fmt.Errorf("%s with %s: a MIG instance Allot lays out is one per pod", v1alpha1.AnnotationMIG, v1alpha1.AnnotationGPUCount)
 	}
 	if share.Devices() > 1 && len(p.Spec.ResourceClaims) > 0 {
 		return fmt.Errorf("%s with spec.resourceClaims: a slice of several GPUs is not offered through DRA", v1alpha1.AnnotationGPUCount)

@@ -50,7 +50,17 @@ func Node(n *corev1.Node) engine.Node {
 	}
 	// The agent's inventory, read through NVML, says how the devices are linked; without
 	// it, two halves is the guess (two sockets, or two NVLink halves of a PCIe board).
-	inv, _ := v1alpha1.ParseInventory(n.Annotations[v1alpha1.AnnotationGPUInventory])
+	all, _ := v1alpha1.ParseInventory(n.Annotations[v1alpha1.AnnotationGPUInventory])
+	// Devices in MIG mode are listed after the whole ones (migGPUs); the whole ones are
+	// numbered among themselves, as the device plugin's nvidia.com/gpu counts them.
+	inv, anyMIG := wholeInventory(all)
+	if anyMIG {
+		uuids = uuids[:0]
+		for _, g := range inv {
+			uuids = append(uuids, g.UUID)
+		}
+		count = min(count, len(inv))
+	}
 	islands := v1alpha1.Islands(inv, count)
 	unhealthy := map[int]string{}
 	if bad, err := v1alpha1.ParseUnhealthy(n.Annotations[v1alpha1.AnnotationGPUUnhealthy]); err == nil {
@@ -84,6 +94,7 @@ func Node(n *corev1.Node) engine.Node {
 	if out.NoFractions == "" && slices.ContainsFunc(out.GPUs, func(g engine.GPU) bool { return g.Memory <= 0 }) {
 		out.NoFractions = noGPUMemory
 	}
+	out.GPUs = append(out.GPUs, migGPUs(n, all)...)
 	return out
 }
 
@@ -295,6 +306,11 @@ func PodRequest(p *corev1.Pod) engine.PodRequest {
 		if share.Count > 1 {
 			r.Devices = share.Count
 		}
+	}
+	// A MIG request the webhook would refuse leaves the pod asking no instance; the
+	// snapshot makes its job wait with MIGRequest's reason.
+	if m := r; MIGRequest(p, &m) == nil {
+		r = m
 	}
 	// As kube-scheduler counts them: init containers, sidecars and the pod's overhead.
 	req := resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{})

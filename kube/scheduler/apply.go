@@ -50,7 +50,7 @@ func (s *Scheduler) apply(ctx context.Context, plan *engine.Plan, idx *index) {
 		// Assume first, then bind in the background: the next cycle already counts these
 		// devices as taken and can start while the API calls are in flight.
 		j := bindJob{p: p, b: b.Binding, planned: planned}
-		if b.Binding.Share > 0 && len(b.Binding.GPUs) > 0 && len(p.Spec.ResourceClaims) == 0 {
+		if b.Binding.Share > 0 && b.Binding.MIG == "" && len(b.Binding.GPUs) > 0 && len(p.Spec.ResourceClaims) == 0 {
 			if n := idx.nodes[b.Binding.Node]; n != nil {
 				j.env = shareEnv(p, n, j.b, s.opts.SharingRoot)
 			}

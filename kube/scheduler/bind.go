@@ -83,6 +83,9 @@ func (s *Scheduler) bindLoop(ctx context.Context) {
 		if errors.Is(err, errAwaitingDevice) {
 			continue // held, still assumed: resumeAwaiting binds it once the device is known
 		}
+		s.amu.Lock()
+		delete(s.migAwaiting, j.p.UID) // bound, or failed: either way no longer held
+		s.amu.Unlock()
 		if len(j.reservations) > 0 {
 			s.amu.Lock()
 			delete(s.awaiting, j.p.UID) // its reservations are kept by the bound pod from now on
@@ -152,6 +155,9 @@ func (s *Scheduler) bind(ctx context.Context, j *bindJob) error {
 		}
 		b = j.b
 	}
+	if b.MIG != "" && !claimed {
+		return s.bindMIG(ctx, j)
+	}
 	if b.Share > 0 && !claimed && s.opts.RequireGPUEnv && !v1alpha1.HasGPUEnv(p) && p.Annotations[v1alpha1.AnnotationConfigMap] == "" {
 		return fmt.Errorf("the pod shares a GPU but was admitted without Allot's webhook (its containers have no entries to read their device from): delete it and create it again while the webhook answers")
 	}
@@ -201,6 +207,13 @@ func (s *Scheduler) bind(ctx context.Context, j *bindJob) error {
 			}
 		}
 	}
+	return s.writeBinding(ctx, p, b.Node, ann)
+}
+
+// writeBinding binds the pod to the node with the annotations, and finds out whether a
+// bind whose answer was lost is in force.
+func (s *Scheduler) writeBinding(ctx context.Context, p *corev1.Pod, node engine.NodeID, ann map[string]string) error {
+	b := engine.Binding{Node: node}
 	binding := &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, UID: p.UID, Annotations: s.leaderMark(ann)},
 		Target: corev1.ObjectReference{Kind: "Node", Name: string(b.Node)}}
 	if !s.fence.ok() {

@@ -25,6 +25,7 @@ func (s *Scheduler) Cycle(ctx context.Context) error {
 	// First, so that the snapshot already has held-back shared pods whose reservation
 	// reported its device on that device, and places others beside them there.
 	s.resumeAwaiting(ctx)
+	s.resumeMIG(ctx)
 	// What poked until now is in the informers' stores already (client-go updates a store
 	// before it calls the handlers), so this cycle sees it; a poke left waiting would only
 	// repeat the cycle (after the first listing, 2,000 pods' arrival did, while the

@@ -37,6 +37,8 @@ var (
 		v1alpha1.AnnotationGPUCount, v1alpha1.AnnotationGPUContainer, v1alpha1.AnnotationGPUUUIDPick, v1alpha1.AnnotationGPUUUIDExclude, v1alpha1.AnnotationGPUTypeExclude,
 		v1alpha1.AnnotationGPUIsland, v1alpha1.AnnotationNodePolicy, v1alpha1.AnnotationGPUPolicy,
 		v1alpha1.AnnotationGPUShareMemory, v1alpha1.AnnotationGPUShareCompute, v1alpha1.AnnotationTranslated,
+		// The MIG instance asked of Allot (the owner's) and where the bind booked it.
+		v1alpha1.AnnotationMIG, v1alpha1.AnnotationMIGInstances,
 	}
 	// frozenPrefixes: the device environment and the CDI device requests.
 	frozenPrefixes = append([]string{v1alpha1.AnnotationGPUEnvPrefix}, v1alpha1.CDIOwnedPrefixes...)

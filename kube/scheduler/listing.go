@@ -58,7 +58,11 @@ func (s *Scheduler) list(ctx context.Context) (in cycleInput, ok bool) {
 					p.Annotations = map[string]string{}
 				}
 				p.Annotations[AnnotationGPUs] = formatIndices(b.GPUs)
-				if b.Share > 0 {
+				if b.MIG != "" {
+					// Held where it was placed (for its instance to be made, or its bind
+					// in flight): booked there by index.
+					p.Annotations[v1alpha1.AnnotationMIGInstances] = convert.MIGInstancesByIndex(b)
+				} else if b.Share > 0 {
 					// As the bind wrote them: the share and what it books of each device.
 					p.Annotations[v1alpha1.AnnotationGPUShare] = strconv.Itoa(int(b.Share))
 					if b.Memory > 0 {

@@ -102,6 +102,8 @@ type Scheduler struct {
 	// awaiting holds shared pods whose bind waits for their reservation's reported device
 	// (sharing.go); they stay assumed meanwhile. Guarded by amu.
 	awaiting map[types.UID]awaitingBind
+	// migAwaiting holds pods whose MIG instance the node's agent is to make (mig.go).
+	migAwaiting map[types.UID]migAwait
 	// adopted remembers the pods already counted as adopting the device plugin's choice.
 	adopted map[types.UID]bool
 	binds   chan bindJob
@@ -183,7 +185,7 @@ func New(rc *rest.Config, opts Options) (*Scheduler, error) {
 	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
 	s := &Scheduler{opts: opts, client: client, allot: allot, eng: engine.New(opts.Engine),
 		recorder: b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: SchedulerName}), events: newPodEvents(), statuses: newPodStatuses(),
-		assumed: map[types.UID]engine.Binding{}, awaiting: map[types.UID]awaitingBind{}, adopted: map[types.UID]bool{}, backoff: map[types.UID]time.Time{}, unknownUntil: map[types.UID]time.Time{}, reasons: map[types.UID]string{}, evicting: map[types.UID]time.Time{}, partial: map[engine.JobID]*partialGang{}, wake: make(chan struct{}, 1),
+		assumed: map[types.UID]engine.Binding{}, awaiting: map[types.UID]awaitingBind{}, migAwaiting: map[types.UID]migAwait{}, adopted: map[types.UID]bool{}, backoff: map[types.UID]time.Time{}, unknownUntil: map[types.UID]time.Time{}, reasons: map[types.UID]string{}, evicting: map[types.UID]time.Time{}, partial: map[engine.JobID]*partialGang{}, wake: make(chan struct{}, 1),
 		occWritten: map[engine.NodeID]string{}, queueWritten: map[string]time.Time{}, usage: map[string]engine.Usage{}}
 	s.claimsAssumed = map[types.UID]assumedClaim{}
 	if s.opts.UsageHalfLife <= 0 {

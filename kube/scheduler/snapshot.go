@@ -16,6 +16,7 @@ import (
 	"github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/engine"
 	"github.com/allot-dev/allot/kube/convert"
+	"github.com/allot-dev/allot/mig"
 )
 
 // Names users and other components see (defined with the API types).
@@ -53,7 +54,7 @@ type index struct {
 	adopted []types.UID
 }
 
-func holdsGPU(r engine.PodRequest) bool { return r.GPUs > 0 || r.Shared() }
+func holdsGPU(r engine.PodRequest) bool { return r.GPUs > 0 || r.Shared() || r.WantsMIG() }
 
 // stuckAfter is how long past its deletion deadline a terminating pod may take to go
 // before it is taken for stuck (a node that stopped answering) rather than leaving.
@@ -180,6 +181,8 @@ func buildSnapshot(now time.Time, nodes []*corev1.Node, pods []*corev1.Pod, queu
 	}
 	// Device indices of bound pods; pods without an annotation get free indices.
 	used := map[string]map[int]bool{}
+	// MIG slices of instances given to pods bound by hand, per node and device.
+	migHeld := map[engine.NodeID]map[int]mig.Mask{}
 	byJob := map[engine.JobID]*engine.Job{}
 	var order []engine.JobID
 	// Only the pods that can matter are sorted and read below: Allot's, and others' that
@@ -298,13 +301,28 @@ func buildSnapshot(now time.Time, nodes []*corev1.Node, pods []*corev1.Pod, queu
 			// waits and says what to fix, rather than running without its GPU share.
 			job.Invalid = fmt.Sprintf("pod %s: %v", pid, err)
 		}
+		if err := convert.MIGRequest(p, &engine.PodRequest{}); err != nil && ours && job.Invalid == "" {
+			job.Invalid = fmt.Sprintf("pod %s: %v", pid, err)
+		}
 		if p.Spec.NodeName != "" {
 			b := &engine.Binding{Node: engine.NodeID(p.Spec.NodeName), GPUs: heldIndices(p, idx.nodes[engine.NodeID(p.Spec.NodeName)])}
 			if rec, ok := convert.RecordedGPUs(p, idx.nodes[b.Node]); ok && !pod.Request.Shared() && p.Annotations[AnnotationGPUs] != "" &&
 				formatIndices(rec) != p.Annotations[AnnotationGPUs] {
 				idx.adopted = append(idx.adopted, p.UID) // the device plugin chose other devices
 			}
-			if pod.Request.Shared() {
+			if pod.Request.WantsMIG() {
+				node := idx.nodes[b.Node]
+				gpus, starts, prof, ok := convert.MIGBinding(p, node)
+				if !ok && node != nil && pod.Request.MIG != "" {
+					// Bound by hand: booked on the first free instances of its profile.
+					if migHeld[b.Node] == nil {
+						migHeld[b.Node] = map[int]mig.Mask{}
+					}
+					prof = pod.Request.MIG
+					gpus, starts = convert.FreeMIGInstances(node, prof, pod.Request.SharedDevices(), migHeld[b.Node])
+				}
+				b.GPUs, b.MIG, b.MIGStarts = gpus, prof, starts
+			} else if pod.Request.Shared() {
 				share, _ := strconv.Atoi(p.Annotations[v1alpha1.AnnotationGPUShare])
 				b.Share = engine.MilliGPU(share)
 				// What the bind booked of each device; a pod bound before it wrote these

@@ -1,0 +1,258 @@
+package convert
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/allot-dev/allot/api/v1alpha1"
+	"github.com/allot-dev/allot/engine"
+	"github.com/allot-dev/allot/mig"
+)
+
+// How a node's GPUs in MIG mode reach the engine. The agent's inventory (read through
+// NVML) says which devices are in MIG mode, their instances by placement and the UUIDs
+// of the MIG devices; those devices are listed after the node's whole GPUs, each with its
+// layout, fixed, or for the engine to change where the node carries LabelMIGDynamic.
+// Without the agent, a node whose device plugin advertises nvidia.com/mig-<profile>
+// resources is taken at its word: that many instances of each profile, laid out on as few
+// GPUs of the node's model as hold them (their real places are the kubelet's to choose;
+// the books only need the count right).
+
+// wholeInventory is the inventory's devices not in MIG mode, numbered as the engine lists
+// the node's whole GPUs, and whether any device is in MIG mode.
+func wholeInventory(inv []v1alpha1.GPUInfo) ([]v1alpha1.GPUInfo, bool) {
+	if !slices.ContainsFunc(inv, func(g v1alpha1.GPUInfo) bool { return g.MIG }) {
+		return inv, false
+	}
+	var out []v1alpha1.GPUInfo
+	for _, g := range inv {
+		if !g.MIG {
+			g.Index = len(out)
+			out = append(out, g)
+		}
+	}
+	return out, true
+}
+
+// migGPUs are the node's GPUs in MIG mode, to list after its whole GPUs.
+func migGPUs(n *corev1.Node, inv []v1alpha1.GPUInfo) []engine.GPU {
+	dynamic := n.Labels[v1alpha1.LabelMIGDynamic] == "true"
+	var out []engine.GPU
+	for _, g := range inv {
+		if !g.MIG {
+			continue
+		}
+		mem := max(g.MemoryMiB, 0) << 20
+		model, ok := mig.ForProduct(g.Model, mem)
+		if !ok {
+			continue // a model whose geometry Allot does not know: its instances are not scheduled
+		}
+		dev := engine.GPU{Model: n.Labels[v1alpha1.LabelGPUProduct], Memory: mem, UUID: g.UUID, Island: g.NVLink,
+			MIG: &engine.MIGDevice{Model: model, Dynamic: dynamic}}
+		for _, in := range g.MIGInstances {
+			dev.MIG.Instances = append(dev.MIG.Instances, engine.MIGInstance{Profile: in.Profile, Start: in.Start, UUID: in.UUID})
+		}
+		out = append(out, dev)
+	}
+	if len(out) > 0 || len(inv) > 0 {
+		return out
+	}
+	return advertisedMIG(n)
+}
+
+// advertisedMIG lays the instances a node's device plugin advertises on as few GPUs of
+// its model as hold them, the largest profiles first, each at its first free start.
+func advertisedMIG(n *corev1.Node) []engine.GPU {
+	names, counts := v1alpha1.MIGProfiles(n)
+	if len(names) == 0 {
+		return nil
+	}
+	mem := GPUMemoryMiB(n) << 20
+	model, ok := mig.ForProduct(n.Labels[v1alpha1.LabelGPUProduct], mem)
+	if !ok {
+		return nil
+	}
+	var gpus []mig.Layout
+	var profiles []*mig.Profile
+	for _, name := range names {
+		if p, ok := model.Profile(name); ok {
+			profiles = append(profiles, p)
+		}
+	}
+	slices.SortStableFunc(profiles, func(a, b *mig.Profile) int { return b.Slices - a.Slices })
+	for _, p := range profiles {
+		for range counts[p.Name] {
+			placed := false
+			for k := range gpus {
+				if st, ok := firstFree(model, gpus[k], p); ok {
+					gpus[k] = append(gpus[k], mig.Placed{Profile: p, Start: st})
+					placed = true
+					break
+				}
+			}
+			if !placed && len(gpus) < 64 {
+				gpus = append(gpus, mig.Layout{{Profile: p, Start: p.Starts[0]}})
+			}
+		}
+	}
+	out := make([]engine.GPU, len(gpus))
+	for k, l := range gpus {
+		dev := &engine.MIGDevice{Model: model}
+		for _, pl := range l {
+			dev.Instances = append(dev.Instances, engine.MIGInstance{Profile: pl.Profile.Name, Start: pl.Start})
+		}
+		out[k] = engine.GPU{Model: n.Labels[v1alpha1.LabelGPUProduct], Memory: mem, UUID: fmt.Sprintf("mig-gpu-%d", k), MIG: dev}
+	}
+	return out
+}
+
+func firstFree(m *mig.Model, l mig.Layout, p *mig.Profile) (int, bool) {
+	for _, st := range p.Starts {
+		if m.Valid(l, p, st) == nil {
+			return st, true
+		}
+	}
+	return 0, false
+}
+
+// MIGRequest reads what a pod asks of GPUs in MIG mode into r: the device plugin's
+// resource (a fixed layout's instances), or AnnotationMIG (an instance Allot lays out,
+// a profile or the smallest holding the pod's slice). An error says what cannot be
+// scheduled.
+func MIGRequest(p *corev1.Pod, r *engine.PodRequest) error {
+	prof, count, err := v1alpha1.MIGResources(p)
+	if err != nil {
+		return err
+	}
+	ann := p.Annotations[v1alpha1.AnnotationMIG]
+	switch {
+	case prof != "" && ann != "":
+		return fmt.Errorf("asks %s%s and annotation %s: ask a fixed layout's instance by its resource, or one Allot lays out by the annotation, not both", v1alpha1.MIGResourcePrefix, prof, v1alpha1.AnnotationMIG)
+	case prof != "":
+		if _, _, err := mig.ParseName(prof); err != nil {
+			return err
+		}
+		if r.GPUs > 0 || r.Shared() {
+			return fmt.Errorf("asks %s%s beside other GPUs: a pod's GPUs are MIG instances or not", v1alpha1.MIGResourcePrefix, prof)
+		}
+		r.MIG, r.Devices, r.MIGFrom = prof, int(count), engine.MIGFixed
+	case ann == v1alpha1.MIGSmallest:
+		if r.GPUFraction == 0 && r.GPUMemory == 0 {
+			return fmt.Errorf("annotation %s: %s needs allot.dev/gpu-fraction or allot.dev/gpu-memory to size the instance", v1alpha1.AnnotationMIG, v1alpha1.MIGSmallest)
+		}
+		r.MIGShare, r.MIGMemory, r.MIGFrom = r.GPUFraction, r.GPUMemory, engine.MIGDynamic
+		r.GPUFraction, r.GPUMemory, r.GPUCompute = 0, 0, 0
+	case ann != "":
+		if _, _, err := mig.ParseName(ann); err != nil {
+			return fmt.Errorf("annotation %s: %v, or %s", v1alpha1.AnnotationMIG, err, v1alpha1.MIGSmallest)
+		}
+		if r.GPUs > 0 || r.Shared() {
+			return fmt.Errorf("annotation %s: a profile by name is the size; leave out nvidia.com/gpu and the slice annotations", v1alpha1.AnnotationMIG)
+		}
+		r.MIG, r.MIGFrom = ann, engine.MIGDynamic
+	}
+	return nil
+}
+
+// FormatMIGInstances writes where a binding's MIG instances are, for
+// AnnotationMIGInstances: "<GPU UUID>/<profile>@<start>" per instance.
+func FormatMIGInstances(node *engine.Node, b engine.Binding) string {
+	var out []string
+	for i, g := range b.GPUs {
+		if g < 0 || g >= len(node.GPUs) || i >= len(b.MIGStarts) {
+			return ""
+		}
+		out = append(out, fmt.Sprintf("%s/%s@%d", node.GPUs[g].UUID, b.MIG, b.MIGStarts[i]))
+	}
+	return strings.Join(out, ",")
+}
+
+// MIGInstancesByIndex writes a binding's instances by device index ("#3/1g.10gb@6"), for
+// the scheduler's own view of a pod it holds before the bind writes them by UUID.
+func MIGInstancesByIndex(b engine.Binding) string {
+	var out []string
+	for i, g := range b.GPUs {
+		if i < len(b.MIGStarts) {
+			out = append(out, fmt.Sprintf("#%d/%s@%d", g, b.MIG, b.MIGStarts[i]))
+		}
+	}
+	return strings.Join(out, ",")
+}
+
+// MIGBinding reads where a bound pod's MIG instances are: the instances the kubelet gave
+// it (the agent's record of MIG device UUIDs, found in the node's layouts), else where the
+// scheduler booked them (AnnotationMIGInstances). ok is false when neither says (a pod
+// bound by hand); then its instances are taken to be the first free of its profile.
+func MIGBinding(p *corev1.Pod, node *engine.Node) (gpus, starts []int, profile string, ok bool) {
+	if node == nil {
+		return nil, nil, "", false
+	}
+	if rec := p.Annotations[v1alpha1.AnnotationGPUDevices]; rec != "" {
+		for _, u := range strings.Split(rec, ",") {
+			g, in, found := instanceByUUID(node, strings.TrimSpace(u))
+			if !found || (profile != "" && in.Profile != profile) {
+				gpus = nil
+				break
+			}
+			gpus, starts, profile = append(gpus, g), append(starts, in.Start), in.Profile
+		}
+		if len(gpus) > 0 {
+			return gpus, starts, profile, true
+		}
+	}
+	gpus, starts, profile = nil, nil, ""
+	for _, f := range strings.Split(p.Annotations[v1alpha1.AnnotationMIGInstances], ",") {
+		dev, at, ok1 := strings.Cut(strings.TrimSpace(f), "@")
+		uuid, prof, ok2 := strings.Cut(dev, "/")
+		st, err := strconv.Atoi(at)
+		g := slices.IndexFunc(node.GPUs, func(d engine.GPU) bool { return d.UUID == uuid })
+		if i, err := strconv.Atoi(strings.TrimPrefix(uuid, "#")); strings.HasPrefix(uuid, "#") && err == nil && i >= 0 && i < len(node.GPUs) {
+			g = i // the scheduler's own note of a pod it holds (MIGInstancesByIndex)
+		}
+		if !ok1 || !ok2 || err != nil || g < 0 || node.GPUs[g].MIG == nil || (profile != "" && prof != profile) {
+			return nil, nil, "", false
+		}
+		gpus, starts, profile = append(gpus, g), append(starts, st), prof
+	}
+	return gpus, starts, profile, len(gpus) > 0
+}
+
+func instanceByUUID(node *engine.Node, uuid string) (int, engine.MIGInstance, bool) {
+	for g := range node.GPUs {
+		if m := node.GPUs[g].MIG; m != nil && uuid != "" {
+			for _, in := range m.Instances {
+				if in.UUID == uuid {
+					return g, in, true
+				}
+			}
+		}
+	}
+	return 0, engine.MIGInstance{}, false
+}
+
+// FreeMIGInstances places a bound MIG pod that says nowhere where its instances are (bound
+// by hand): on the first instances of its profile no one else holds, so that they are
+// booked somewhere on its node rather than nowhere.
+func FreeMIGInstances(node *engine.Node, profile string, count int, held map[int]mig.Mask) (gpus, starts []int) {
+	for g := range node.GPUs {
+		m := node.GPUs[g].MIG
+		if m == nil {
+			continue
+		}
+		for _, in := range m.Instances {
+			p, ok := m.Model.Profile(in.Profile)
+			if !ok || p.Name != profile || held[g]&p.Mask(in.Start) != 0 {
+				continue
+			}
+			held[g] |= p.Mask(in.Start)
+			if gpus, starts = append(gpus, g), append(starts, in.Start); len(gpus) == count {
+				return gpus, starts
+			}
+		}
+	}
+	return gpus, starts
+}

@@ -1,0 +1,164 @@
+package scheduler
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/allot-dev/allot/api/v1alpha1"
+	"github.com/allot-dev/allot/engine"
+	"github.com/allot-dev/allot/kube/convert"
+)
+
+// bindMIG binds a pod given MIG instances. An instance of a fixed layout is the device
+// plugin's to hand over (the pod asks its resource): the bind records where the engine
+// booked it, and the agent's record of what the kubelet gave follows. An instance Allot
+// lays out must exist before the pod starts: bindDynamicMIG.
+func (s *Scheduler) bindMIG(ctx context.Context, j *bindJob) error {
+	p, b := j.p, j.b
+	o, ok, _ := s.nodes.GetStore().GetByKey(string(b.Node))
+	if !ok {
+		return fmt.Errorf("node %s is gone", b.Node)
+	}
+	kn := o.(*corev1.Node)
+	node := convert.Node(kn)
+	where := convert.FormatMIGInstances(&node, b)
+	if where == "" {
+		return fmt.Errorf("the MIG instances chosen on node %s are no longer on its devices", b.Node)
+	}
+	ann := map[string]string{v1alpha1.AnnotationMIGInstances: where}
+	if p.Annotations[v1alpha1.AnnotationMIG] == "" {
+		return s.writeBinding(ctx, p, b.Node, ann)
+	}
+	// Laid out by Allot: the instance must be there, with the UUID the container is
+	// given; until the agent reports it, the pod is held where it was placed.
+	g, start := b.GPUs[0], b.MIGStarts[0]
+	uuid := ""
+	for _, in := range node.GPUs[g].MIG.Instances {
+		if in.Start == start && in.Profile == b.MIG {
+			uuid = in.UUID
+		}
+	}
+	if uuid == "" {
+		if err := s.wishMIG(ctx, kn, v1alpha1.MIGWish{GPU: node.GPUs[g].UUID, Profile: b.MIG, Start: start,
+			Pod: p.Namespace + "/" + p.Name, Since: s.opts.Now()}); err != nil {
+			return err
+		}
+		s.amu.Lock()
+		if _, held := s.migAwaiting[p.UID]; !held {
+			s.migAwaiting[p.UID] = migAwait{job: *j, since: s.opts.Now()}
+		}
+		s.amu.Unlock()
+		return errAwaitingDevice
+	}
+	env := map[string]string{"NVIDIA_VISIBLE_DEVICES": uuid, "ALLOT_GPU_SHARING": "mig",
+		"ALLOT_GPU_SHARE": strconv.FormatFloat(float64(b.Share)/float64(engine.OneGPU), 'f', -1, 64)}
+	delivered, err := deliveryAnnotations(p, kn, env, s.opts.CDIKind)
+	if err != nil {
+		return err
+	}
+	for k, v := range delivered {
+		ann[k] = v
+	}
+	err = s.writeBinding(ctx, p, b.Node, ann)
+	if err == nil {
+		s.amu.Lock()
+		delete(s.migAwaiting, p.UID)
+		s.amu.Unlock()
+	}
+	return err
+}
+
+// migAwait is a pod held until its node's agent reports the MIG instance made for it.
+type migAwait struct {
+	job   bindJob
+	since time.Time
+	// queued: its instance was reported and its bind queued; not queued again.
+	queued bool
+}
+
+// wishMIG adds the instance to the node's wishes for its agent, dropping wishes older
+// than the device report timeout (their pods were placed again or gave up) and any
+// earlier wish of the same pod.
+func (s *Scheduler) wishMIG(ctx context.Context, n *corev1.Node, w v1alpha1.MIGWish) error {
+	old, _ := v1alpha1.ParseMIGWishes(n.Annotations[v1alpha1.AnnotationMIGWanted])
+	keep := []v1alpha1.MIGWish{w}
+	for _, o := range old {
+		if o.Pod != w.Pod && s.opts.Now().Sub(o.Since) < 2*s.deviceReportTimeout() {
+			keep = append(keep, o)
+		}
+	}
+	data, _ := json.Marshal(keep)
+	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{v1alpha1.AnnotationMIGWanted: string(data)}}})
+	if !s.fence.ok() {
+		return errNotLeader
+	}
+	_, err := s.client.CoreV1().Nodes().Patch(ctx, n.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+	if err != nil {
+		return fmt.Errorf("asking node %s's agent for a MIG %s at slice %d: %w", n.Name, w.Profile, w.Start, err)
+	}
+	return nil
+}
+
+// resumeMIG binds the pods held for a MIG instance once their node reports it, and gives
+// up on those whose instance did not come in time (the agent is down, or NVML refused).
+func (s *Scheduler) resumeMIG(ctx context.Context) {
+	s.amu.Lock()
+	held := make(map[types.UID]migAwait, len(s.migAwaiting))
+	for uid, a := range s.migAwaiting {
+		held[uid] = a
+	}
+	s.amu.Unlock()
+	now := s.opts.Now()
+	for uid, a := range held {
+		o, ok, _ := s.pods.GetStore().GetByKey(a.job.p.Namespace + "/" + a.job.p.Name)
+		gone := !ok || o.(*corev1.Pod).UID != uid || o.(*corev1.Pod).DeletionTimestamp != nil
+		made := false
+		if n, ok, _ := s.nodes.GetStore().GetByKey(string(a.job.b.Node)); ok && !gone {
+			node := convert.Node(n.(*corev1.Node))
+			if g := a.job.b.GPUs[0]; g < len(node.GPUs) && node.GPUs[g].MIG != nil {
+				for _, in := range node.GPUs[g].MIG.Instances {
+					made = made || (in.Start == a.job.b.MIGStarts[0] && in.Profile == a.job.b.MIG && in.UUID != "")
+				}
+			}
+		}
+		switch {
+		case gone:
+			s.dropMIGAwait(uid)
+		case made && !a.queued:
+			s.amu.Lock()
+			a.queued = true
+			s.migAwaiting[uid] = a
+			s.amu.Unlock()
+			if !s.queueBind(ctx, a.job) {
+				return
+			}
+		case made:
+		case now.Sub(a.since) >= s.deviceReportTimeout():
+			s.dropMIGAwait(uid)
+			msg := fmt.Sprintf("placed on %s, whose agent did not report the MIG %s instance at slice %d of GPU %d within %s: is allot agent running there?",
+				a.job.b.Node, a.job.b.MIG, a.job.b.MIGStarts[0], a.job.b.GPUs[0], s.deviceReportTimeout())
+			slog.Warn("allot scheduler: "+msg, "pod", a.job.p.Name)
+			s.recorder.Event(a.job.p, corev1.EventTypeWarning, "FailedBinding", msg)
+			s.amu.Lock()
+			s.backoff[uid] = now.Add(bindBackoff)
+			s.amu.Unlock()
+		}
+	}
+}
+
+// dropMIGAwait forgets a held pod and what was assumed of it.
+func (s *Scheduler) dropMIGAwait(uid types.UID) {
+	s.amu.Lock()
+	delete(s.migAwaiting, uid)
+	delete(s.assumed, uid)
+	s.amu.Unlock()
+}
+
