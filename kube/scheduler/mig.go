@@ -161,4 +161,3 @@ func (s *Scheduler) dropMIGAwait(uid types.UID) {
 	delete(s.assumed, uid)
 	s.amu.Unlock()
 }
-
