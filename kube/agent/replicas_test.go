@@ -13,6 +13,7 @@ import (
 
 	"github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/kube/simgpu"
+	"github.com/allot-dev/allot/mig"
 )
 
 // replicaDevices is a device plugin with time-slicing on (each GPU listed as two replicas,
@@ -70,6 +71,12 @@ func TestMIGDevicesMapToTheirGPU(t *testing.T) {
 	m := simgpu.New(simgpu.Spec{Model: "NVIDIA A100-SXM4-80GB", MemoryMiB: 81920, Count: 2, UUIDs: []string{"GPU-a", "GPU-b"}})
 	if r, _ := m.Devices[1].SetMigMode(nvml.DEVICE_MIG_ENABLE); r != nvml.SUCCESS {
 		t.Fatalf("SetMigMode: %v", r)
+	}
+	model, _ := mig.ByName("A100-80GB")
+	for start := range 7 {
+		if _, err := CreateMIGInstance(m.Devices[1], model, "1g.10gb", start); err != nil {
+			t.Fatal(err)
+		}
 	}
 	inv, err := ReadInventory(m)
 	if err != nil {

@@ -7,8 +7,6 @@
 package simgpu
 
 import (
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -55,6 +53,8 @@ type Machine struct {
 	lost    []bool
 	mode    []nvml.ComputeMode
 	events  chan nvml.EventData
+	// migProcs are the processes running on MIG devices, by UUID.
+	migProcs map[string][]uint32
 }
 
 // DGXA100 is NVIDIA's DGX A100 mock (eight A100-SXM4-40GB), linked by NVSwitch and split
@@ -90,16 +90,8 @@ func wire(s *server.Server, spec Spec) *Machine {
 		i := i
 		numa := i * sockets / n
 		d.GetNumaNodeIdFunc = func() (int, nvml.Return) { return numa, nvml.SUCCESS }
-		// MIG devices, which go-nvml's mock server does not enumerate: where MIG is on
-		// (SetMigMode), seven 1g instances named MIG-<GPU UUID without its prefix>-<slot>.
-		d.GetMaxMigDeviceCountFunc = func() (int, nvml.Return) { return 7, nvml.SUCCESS }
-		d.GetMigDeviceHandleByIndexFunc = func(slot int) (nvml.Device, nvml.Return) {
-			if mode, _, _ := d.GetMigMode(); mode != nvml.DEVICE_MIG_ENABLE || slot < 0 || slot >= 7 {
-				return nil, nvml.ERROR_NOT_FOUND
-			}
-			uuid := "MIG-" + strings.TrimPrefix(d.UUID, "GPU-") + "-" + strconv.Itoa(slot)
-			return &nvmlmock.Device{GetUUIDFunc: func() (string, nvml.Return) { return uuid, nvml.SUCCESS }}, nvml.SUCCESS
-		}
+		// MIG devices, which go-nvml's mock server does not enumerate (mig.go).
+		m.wireMIG(d)
 		// Compute mode, as nvidia-smi -c sets it (the agent makes a GPU shared through
 		// MPS exclusive-process).
 		d.SetComputeModeFunc = func(mode nvml.ComputeMode) nvml.Return {
