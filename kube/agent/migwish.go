@@ -1,0 +1,122 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sort"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/allot-dev/allot/api/v1alpha1"
+	"github.com/allot-dev/allot/mig"
+)
+
+// Dynamic MIG: the scheduler writes on the node the instances it wants made
+// (v1alpha1.AnnotationMIGWanted) for pods it placed on GPUs it lays out, and holds those
+// pods until the inventory shows the instances. The agent makes them through NVML
+// (ReconcileMIG: idle instances in their way are destroyed, busy ones never) and writes
+// the inventory again, with each new MIG device's UUID for the scheduler to deliver.
+
+// watchMIGWishes watches the agent's own Node and says, on the returned channel, when the
+// wishes on it changed.
+func (a *Agent) watchMIGWishes(ctx context.Context) <-chan string {
+	out := make(chan string, 1)
+	factory := informers.NewSharedInformerFactoryWithOptions(a.client, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+		o.FieldSelector = fields.OneTermEqualSelector("metadata.name", a.opts.Node).String()
+	}))
+	inf := factory.Core().V1().Nodes().Informer()
+	last := ""
+	send := func(o any) {
+		n, ok := o.(*corev1.Node)
+		if !ok {
+			return
+		}
+		w := n.Annotations[v1alpha1.AnnotationMIGWanted]
+		if w == last {
+			return
+		}
+		last = w
+		select {
+		case <-out: // an older value no one read yet: the newer one stands
+		default:
+		}
+		out <- w
+	}
+	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: send, UpdateFunc: func(_, n any) { send(n) }})
+	factory.Start(ctx.Done())
+	return out
+}
+
+// syncMIG makes the wished instances on each device in MIG mode, and writes the
+// inventory again when anything changed.
+func (a *Agent) syncMIG(ctx context.Context, lib nvml.Interface, wanted string) {
+	wishes, err := v1alpha1.ParseMIGWishes(wanted)
+	if err != nil {
+		a.migProblem(err.Error())
+		return
+	}
+	byGPU := map[string][]MIGPlacement{}
+	for _, w := range wishes {
+		byGPU[w.GPU] = append(byGPU[w.GPU], MIGPlacement{Profile: w.Profile, Start: w.Start})
+	}
+	changed := false
+	for i, g := range a.inv {
+		want := byGPU[g.UUID]
+		if !g.MIG || len(want) == 0 {
+			continue
+		}
+		model, ok := mig.ForProduct(g.Model, g.MemoryMiB<<20)
+		if !ok {
+			a.migProblem(fmt.Sprintf("GPU %d (%s): no MIG geometry known for the model; instances asked of it are not made", i, g.Model))
+			continue
+		}
+		dev, r := lib.DeviceGetHandleByIndex(i)
+		if r != nvml.SUCCESS {
+			a.migProblem(nvmlError(fmt.Sprintf("DeviceGetHandleByIndex(%d)", i), r).Error())
+			continue
+		}
+		sort.Slice(want, func(x, y int) bool { return want[x].Start < want[y].Start })
+		got, err := ReconcileMIG(dev, model, uniquePlacements(want))
+		if err != nil {
+			a.migProblem(fmt.Sprintf("GPU %d: %v", i, err))
+		}
+		if len(got) > 0 {
+			changed = true
+		}
+	}
+	if !changed {
+		return
+	}
+	inv, err := ReadInventory(lib)
+	if err != nil {
+		a.migProblem(err.Error())
+		return
+	}
+	a.inv = inv
+	if err := a.publishInventory(ctx); err != nil {
+		slog.Warn("allot agent: MIG layout", "node", a.opts.Node, "err", err)
+	}
+}
+
+func uniquePlacements(ps []MIGPlacement) []MIGPlacement {
+	var out []MIGPlacement
+	for i, p := range ps {
+		if i == 0 || p != ps[i-1] {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// migProblem reports an instance the agent could not make, on the Node.
+func (a *Agent) migProblem(msg string) {
+	slog.Warn("allot agent: MIG: "+msg, "node", a.opts.Node)
+	a.recorder.Event(&corev1.ObjectReference{Kind: "Node", Name: a.opts.Node, UID: types.UID(a.opts.Node)}, corev1.EventTypeWarning, "MIGLayoutFailed", msg)
+}
