@@ -24,6 +24,17 @@ const (
 	// agent read them from the kubelet's PodResources API (UUIDs, comma-separated). The
 	// scheduler's books follow it rather than the index it chose.
 	AnnotationGPUDevices = "allot.dev/gpu-devices"
+	// AnnotationPodGPUMemoryUsed on a pod is the GPU memory its processes hold, in MiB,
+	// summed over its devices (MIG devices included), as the agent of the pod's node last
+	// measured it: NVML's processes of each device, each told apart by its cgroup. The
+	// scheduler reads it as what a pod with a memory limit past its request uses beyond
+	// it (a burst no other request may count on). The agent writes it, and only it: it
+	// writes again once the use moved by 64 MiB or 5%, and 0 once when the use ends. A
+	// tenant who wrote it could make a burster look idle, so the pod-fields policy
+	// (FieldsPolicyName) must let only the agents change it, and the admission webhook
+	// refuse a pod created with it, as they do for AnnotationGPUDevices.
+	// (AnnotationGPUMemoryUsed is the node's per-device reading, on the agent's Lease.)
+	AnnotationPodGPUMemoryUsed = "allot.dev/gpu-memory-used-mib"
 	// LabelGPUSharing on a node says how GPU sharing is enforced there: SharingMPS,
 	// SharingHAMiCore or SharingNone.
 	LabelGPUSharing = "allot.dev/gpu-sharing"

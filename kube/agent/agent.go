@@ -66,6 +66,11 @@ type Options struct {
 	// MPSHost: the MPS daemons are started by the MPS host (allot mps-host, a container of
 	// their own in the agent's pod) rather than by the agent, so that they outlive it.
 	MPSHost bool
+	// ProcRoot is the host's /proc as the agent sees it (the chart mounts it at
+	// /host/proc), where the cgroup of each process NVML lists on a GPU names its pod:
+	// each pod's GPU memory is then measured every Interval (AnnotationPodGPUMemoryUsed).
+	// Empty measures nothing, as on simulated nodes, whose processes are not on GPUs.
+	ProcRoot string
 }
 
 // Agent reports one node's GPUs. Run it on the node (a DaemonSet), or in process for a
@@ -95,7 +100,8 @@ type Agent struct {
 	mpsHeld      map[string]mpsLimits // the limits each daemon was last set to
 	mpsPending   bool                 // a daemon or its limits to try again
 	probes       probeState
-	beatFailures int // the run loop's
+	beatFailures int            // the run loop's
+	podMemory    podMemoryState // the run loop's
 }
 
 // New makes an agent; Run starts it.
@@ -194,6 +200,7 @@ func (a *Agent) Run(ctx context.Context) error {
 			a.report(ctx, lib)
 			a.beat(ctx)
 			a.sweepShm(pods.GetStore().List())
+			a.syncPodMemory(ctx, lib, pods.GetStore().List())
 		case <-a.changed:
 			pending = a.syncDevices(ctx, pods.GetStore().List())
 			a.publishHealth(ctx, pods.GetStore().List())
