@@ -281,3 +281,49 @@ func TestHelmAgent(t *testing.T) {
 		t.Errorf("sharing=mig: %v\n%s", err, out)
 	}
 }
+
+// TestHelmAgentReadsTheHostsProc: the agent tells whose each GPU process is from the
+// process's cgroup in the host's /proc (NVML names host PIDs): the host's /proc is mounted
+// read-only where --proc-root points, in the agent's container only, and the pod stays
+// out of the host's PID namespace.
+func TestHelmAgentReadsTheHostsProc(t *testing.T) {
+	objs := render(t, "--set", "agent.pools[0].name=gpu", "--set-string", "agent.pools[0].nodeSelector.nvidia\\.com/gpu\\.present=true",
+		"--set", "agent.pools[0].sharing=mps")
+	ds := objs["DaemonSet/allot-agent-gpu"]
+	if ds == nil {
+		t.Fatal("no agent DaemonSet")
+	}
+	pod := ds["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)
+	if pod["hostPID"] == true {
+		t.Error("the agent's pod is in the host's PID namespace: it needs only to read /proc")
+	}
+	var procVolume string
+	for _, v := range pod["volumes"].([]any) {
+		v := v.(map[string]any)
+		if hp, ok := v["hostPath"].(map[string]any); ok && hp["path"] == "/proc" {
+			procVolume = v["name"].(string)
+		}
+	}
+	if procVolume == "" {
+		t.Fatalf("no hostPath volume of /proc among %v", pod["volumes"])
+	}
+	for i, c := range pod["containers"].([]any) {
+		c := c.(map[string]any)
+		var at string
+		for _, m := range c["volumeMounts"].([]any) {
+			m := m.(map[string]any)
+			if m["name"] == procVolume {
+				if m["readOnly"] != true {
+					t.Errorf("container %s mounts the host's /proc writable", c["name"])
+				}
+				at = m["mountPath"].(string)
+			}
+		}
+		if args := c["args"].([]any); i == 0 && (at == "" || !slices.Contains(args, any("--proc-root="+at))) {
+			t.Errorf("the agent mounts the host's /proc at %q, and its args %v do not point --proc-root there", at, args)
+		}
+		if i > 0 && at != "" {
+			t.Errorf("container %s mounts the host's /proc, which only the agent reads", c["name"])
+		}
+	}
+}
