@@ -120,11 +120,11 @@ func (s *session) placeScored(p *podState, nodes []*nodeState) bool {
 			}
 		}
 		buf = s.options(j, r, n, buf)
-		if keyed && (len(buf) > 0 || !(r.Shared() || r.WantsMIG())) {
+		if keyed && (len(buf) > 0 || !(r.Shared() || r.WantsMIG()) || plainBooks(n)) {
 			// Alike in use, alike in score. For whole GPUs the key also decides the fit; for
 			// a slice or a MIG instance it does not see all that does (memory booked apart
-			// from compute, a cordoned GPU among busy ones, MIG slices): only a node that
-			// had options stands for the others of its key.
+			// from compute, a cordoned GPU among busy ones, MIG slices): a node with no
+			// option stands for the others of its key only where its use says it all.
 			if states[n.keyHash] == nil {
 				states[n.keyHash] = n
 			}
@@ -235,4 +235,25 @@ func (s *session) leftAfter(r PodRequest, n *nodeState, o option) float64 {
 		f += float64(n.n.Memory-n.memUsed-r.Memory) / float64(n.n.Memory)
 	}
 	return f
+}
+
+// plainBooks tells whether what a node's use (gpuUsed, the fragmentation key) says of
+// each device is all there is to its bookings: no device in MIG mode or out of service, no
+// cap on sharers, no burst, and each device's memory and compute booked alike (whole
+// devices, fractions), so that two nodes of one key refuse a slice alike.
+func plainBooks(n *nodeState) bool {
+	if n.plainVer == n.ver {
+		return n.plain
+	}
+	n.plainVer = n.ver
+	n.plain = n.n.MaxSharers <= 0
+	for g := range n.n.GPUs {
+		dev, b := &n.n.GPUs[g], n.books[g]
+		if !n.plain {
+			break
+		}
+		m := ceilShare(b.mem, dev.Memory)
+		n.plain = dev.MIG == nil && dev.OutOfService() == "" && b.burst == 0 && b.compute >= m-1 && b.compute <= m+1
+	}
+	return n.plain
 }

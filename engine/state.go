@@ -86,12 +86,14 @@ type nodeState struct {
 	idle    MilliGPU // free GPU capacity, fractions included
 	maxPods int      // math.MaxInt when the node has no cap
 	pods    []*podState
-	// ver counts changes; the fragmentation key below is valid while keyVer == ver.
-	ver, keyVer      int
-	key              fragKey
-	keyHash          uint64
-	fclass           int32
-	fclassSet, fmemo bool
+	// ver counts changes; the fragmentation key below is valid while keyVer == ver, and
+	// plain (plainBooks) while plainVer == ver.
+	ver, keyVer, plainVer int
+	plain                 bool
+	key                   fragKey
+	keyHash               uint64
+	fclass                int32
+	fclassSet, fmemo      bool
 }
 
 type queueState struct {
