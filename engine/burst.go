@@ -48,7 +48,11 @@ func (s *session) takeBackFor(j *jobState, p *podState) {
 	var bestN *nodeState
 	bestG := -1
 	var bestPart part
-	for _, n := range s.nodes {
+	nodes := s.nodes
+	if t := j.j.Topology; t != nil && t.Required >= 0 {
+		nodes = s.topologyNodes(j, nodes) // a lone pod: any node with the level's label
+	}
+	for _, n := range nodes {
 		if !s.eligible(j, n) || !fitsHost(n, r.CPU, r.Memory, 1) || !s.ruleFits(p, n) {
 			continue
 		}

@@ -13,6 +13,10 @@ func shapeKey(j *jobState, pods []*podState) string {
 	var b strings.Builder
 	b.WriteString(j.j.NodePool)
 	b.WriteByte('|')
+	if j.res != ResourceGPU {
+		b.WriteString(j.j.Accelerator) // another kind's nodes are another cluster
+		b.WriteByte('|')
+	}
 	b.WriteString(strings.Join(j.j.GPUTypes, ","))
 	if choosesDevices(j.j) || j.j.SameIsland || j.j.NodePacking != PackingDefault || j.j.GPUPacking != PackingDefault {
 		fmt.Fprintf(&b, "|%v|%v|%v|%v|%d|%d", j.j.ExcludeGPUTypes, j.j.GPUUUIDs, j.j.ExcludeGPUUUIDs, j.j.SameIsland, j.j.NodePacking, j.j.GPUPacking)

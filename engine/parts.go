@@ -170,10 +170,8 @@ func (p *podState) binding() Binding {
 	case p.share.mig != nil:
 		b.Share, b.MIG, b.MIGStarts = p.share.milli, p.share.mig.Name, p.share.at
 	case p.share.shared():
+		// No MemoryUsed: a pod placed (or moved) is a new one, measured afresh.
 		b.Share, b.Memory, b.Compute, b.MemoryLimit = p.share.milli, p.share.mem, p.share.compute, p.share.limit
-		if p.orig != nil && p.orig.Node == b.Node {
-			b.MemoryUsed = p.orig.MemoryUsed // a reading, not the engine's to change
-		}
 	}
 	return b
 }

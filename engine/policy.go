@@ -98,6 +98,9 @@ func (s *session) placeScored(p *podState, nodes []*nodeState) bool {
 		states = s.scratchStates()
 	}
 	var bestPref int64
+	// For whole GPUs a node's use (its key) decides the fit; for a slice or a MIG
+	// instance not always (plainBooks).
+	whole := !(r.Shared() || r.WantsMIG())
 	// Allot's own policy scores fragmentation and breaks ties by packing; with node
 	// preferences the two are compared apart so that the preference comes between them.
 	ranked := s.opts.Placement == PlacementAllot && j.filter != nil && j.filter.pref != nil
@@ -110,17 +113,18 @@ func (s *session) placeScored(p *podState, nodes []*nodeState) bool {
 		if states != nil {
 			if k, ok := s.fragState(n); ok {
 				// Runs of alike nodes (the empty ones, say) are common: check the last first.
-				if prev != nil && prev.keyHash == n.keyHash && prev.key == k {
+				// One that had no option stands for another only where both are plain.
+				if prev != nil && prev.keyHash == n.keyHash && prev.key == k && (prev.stood || whole || plainBooks(n)) {
 					continue
 				}
-				if o := states[n.keyHash]; o != nil && o.key == k {
+				if o := states[n.keyHash]; o != nil && o.key == k && (o.stood || whole || plainBooks(n)) {
 					continue
 				}
 				keyed = true
 			}
 		}
 		buf = s.options(j, r, n, buf)
-		if keyed && (len(buf) > 0 || !(r.Shared() || r.WantsMIG()) || plainBooks(n)) {
+		if keyed && (len(buf) > 0 || whole || plainBooks(n)) {
 			// Alike in use, alike in score. For whole GPUs the key also decides the fit; for
 			// a slice or a MIG instance it does not see all that does (memory booked apart
 			// from compute, a cordoned GPU among busy ones, MIG slices): a node with no
@@ -128,6 +132,7 @@ func (s *session) placeScored(p *podState, nodes []*nodeState) bool {
 			if states[n.keyHash] == nil {
 				states[n.keyHash] = n
 			}
+			n.stood = len(buf) > 0
 			prev = n
 		}
 		if len(buf) > 0 && !s.ruleFits(p, n) {

@@ -90,10 +90,12 @@ type nodeState struct {
 	// plain (plainBooks) while plainVer == ver.
 	ver, keyVer, plainVer int
 	plain                 bool
-	key                   fragKey
-	keyHash               uint64
-	fclass                int32
-	fclassSet, fmemo      bool
+	// stood: the node had options when it last stood for others of its key (placeScored).
+	stood            bool
+	key              fragKey
+	keyHash          uint64
+	fclass           int32
+	fclassSet, fmemo bool
 }
 
 type queueState struct {
