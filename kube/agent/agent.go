@@ -184,6 +184,7 @@ func (a *Agent) Run(ctx context.Context) error {
 			slog.Warn("allot agent: device events", "node", a.opts.Node, "err", err)
 		}
 	}()
+	migWishes := a.watchMIGWishes(ctx)
 	load := time.NewTicker(a.opts.Interval)
 	defer load.Stop()
 	retry := time.NewTicker(time.Second)
@@ -201,6 +202,8 @@ func (a *Agent) Run(ctx context.Context) error {
 			a.beat(ctx)
 			a.sweepShm(pods.GetStore().List())
 			a.syncPodMemory(ctx, lib, pods.GetStore().List())
+		case wanted := <-migWishes:
+			a.syncMIG(ctx, lib, wanted)
 		case <-a.changed:
 			pending = a.syncDevices(ctx, pods.GetStore().List())
 			a.publishHealth(ctx, pods.GetStore().List())
