@@ -26,7 +26,7 @@ import (
 
 func newAgentCmd() *cobra.Command {
 	var mpsHost bool
-	var kubeconfig, node, sharing, delivery, onFailure, socket, library, sharingRoot, hamiLibrary, mpsControl string
+	var kubeconfig, node, sharing, delivery, onFailure, socket, library, sharingRoot, hamiLibrary, mpsControl, procRoot string
 	var interval time.Duration
 	var ignoredXIDs []uint
 	var metricsPort int
@@ -55,6 +55,9 @@ enforced on the node (the allot.dev/gpu-sharing label).`,
 			}
 			if interval < time.Second {
 				return fmt.Errorf("--interval %s is not allowed: at least 1s", interval)
+			}
+			if procRoot != "" && !filepath.IsAbs(procRoot) {
+				return fmt.Errorf("--proc-root %q is not allowed: an absolute path, where the host's /proc is mounted", procRoot)
 			}
 			var rc *rest.Config
 			var err error
@@ -87,7 +90,7 @@ enforced on the node (the allot.dev/gpu-sharing label).`,
 				ignored[i] = uint64(x)
 			}
 			a, err := agent.New(client, agent.Options{IgnoredXIDs: ignored, Node: node, NVML: nvml.New(opts...), PodResources: pr, PodResourcesSocket: socket, Sharing: sharing, Delivery: delivery, OnGPUFailure: onFailure, MPSHost: mpsHost,
-				Interval: interval, Version: Version, Metrics: metrics, SharingRoot: sharingRoot, HAMiCoreLibrary: hamiLibrary, MPSControl: mpsControl})
+				Interval: interval, Version: Version, Metrics: metrics, SharingRoot: sharingRoot, HAMiCoreLibrary: hamiLibrary, MPSControl: mpsControl, ProcRoot: procRoot})
 			if err != nil {
 				return err
 			}
@@ -124,6 +127,7 @@ enforced on the node (the allot.dev/gpu-sharing label).`,
 	f.StringVar(&sharingRoot, "sharing-root", "", "host directory shared with pods sharing a GPU: MPS pipes and HAMi-core's library go there (needed by mps and hami-core)")
 	f.StringVar(&hamiLibrary, "hami-core-library", "", "HAMi-core's libvgpu.so as the container sees it, copied under --sharing-root for sharing pods to preload (hami-core)")
 	f.StringVar(&mpsControl, "mps-control", agent.DefaultMPSControl, "NVIDIA's MPS control program (mps)")
+	f.StringVar(&procRoot, "proc-root", "", "the host's /proc as this container sees it (the chart mounts it at /host/proc): each pod's GPU memory is measured from the cgroups of the processes NVML lists on its GPUs (allot.dev/gpu-memory-used-mib); empty: not measured")
 	f.UintSliceVar(&ignoredXIDs, "ignored-xids", nil, "XIDs that fail no device on this node (beside those NVIDIA's catalogue puts down to the application, such as 13 and 43), e.g. --ignored-xids 63,64")
 	f.DurationVar(&interval, "interval", 10*time.Second, "how often to report utilisation and memory")
 	f.IntVar(&metricsPort, "metrics-port", 9400, "serve per-device metrics at /metrics on this port, as DCGM exporter does (0: none)")

@@ -197,4 +197,4 @@ func checkOwnedAnnotations(p *corev1.Pod) error {
 // which the scheduler books by: a pod created with them would be booked where it said.
 var writtenByAllot = []string{v1alpha1.AnnotationGPUs, v1alpha1.AnnotationGPUShare, v1alpha1.AnnotationGPUDevices,
 	v1alpha1.AnnotationLeader, v1alpha1.AnnotationConfigMap, v1alpha1.AnnotationGPUShareMemory, v1alpha1.AnnotationGPUShareCompute,
-	v1alpha1.AnnotationMIGInstances}
+	v1alpha1.AnnotationMIGInstances, v1alpha1.AnnotationPodGPUMemoryUsed}

@@ -128,6 +128,7 @@ func TestPodsAreNotCreatedWithWhatAllotWrites(t *testing.T) {
 		want string
 	}{
 		{"a device record", pod("team-a", 1, nil, map[string]string{v1alpha1.AnnotationGPUDevices: "GPU-x"}), "allot.dev/gpu-devices is written by Allot"},
+		{"a GPU memory reading", pod("team-a", 1, nil, map[string]string{v1alpha1.AnnotationPodGPUMemoryUsed: "0"}), "allot.dev/gpu-memory-used-mib is written by Allot"},
 		{"its own booking", pod("team-a", 1, nil, map[string]string{v1alpha1.AnnotationGPUs: "0"}), "allot.dev/gpu-indices is written by Allot"},
 		{"a share booked", pod("team-a", 0, nil, map[string]string{v1alpha1.AnnotationGPUFraction: "0.5", v1alpha1.AnnotationGPUShare: "100"}), "allot.dev/gpu-share is written by Allot"},
 		{"an old ConfigMap's name", pod("team-a", 0, nil, map[string]string{v1alpha1.AnnotationGPUFraction: "0.5", v1alpha1.AnnotationConfigMap: "mine"}), "allot.dev/gpu-configmap is written by Allot"},

@@ -40,11 +40,16 @@ var (
 		// The MIG instance asked of Allot (the owner's) and where the bind booked it.
 		v1alpha1.AnnotationMIG, v1alpha1.AnnotationMIGInstances,
 	}
+	// agentRecords are what the node's agent records on a pod, which only the agents may
+	// change: the devices the kubelet gave it, and the GPU memory its processes hold (a
+	// tenant who lowered it could keep a burster from being stopped).
+	agentRecords = []string{v1alpha1.AnnotationGPUDevices, v1alpha1.AnnotationPodGPUMemoryUsed}
 	// frozenPrefixes: the device environment and the CDI device requests.
 	frozenPrefixes = append([]string{v1alpha1.AnnotationGPUEnvPrefix}, v1alpha1.CDIOwnedPrefixes...)
 )
 
-// FieldsPolicy is the policy, with the users who may record a pod's devices (the agents).
+// FieldsPolicy is the policy, with the users who may record a pod's devices and GPU memory
+// (the agents).
 func FieldsPolicy(deviceRecorders []string) (*admissionregistrationv1.ValidatingAdmissionPolicy, *admissionregistrationv1.ValidatingAdmissionPolicyBinding) {
 	fail := admissionregistrationv1.Fail
 	name := v1alpha1.FieldsPolicyName
@@ -75,7 +80,7 @@ func FieldsPolicy(deviceRecorders []string) (*admissionregistrationv1.Validating
 					changedIn(celList(frozenAnnotations), "variables.newA", "variables.oldA") + " + " +
 					fmt.Sprintf("variables.newA.filter(k, (%s) && (!(k in variables.oldA) || variables.oldA[k] != variables.newA[k])) + ", isOwned) +
 					fmt.Sprintf("variables.oldA.filter(k, (%s) && !(k in variables.newA))", isOwned)},
-				{Name: "devicesChanged", Expression: "size(" + changedIn(celList([]string{v1alpha1.AnnotationGPUDevices}), "variables.newA", "variables.oldA") + ") > 0"},
+				{Name: "recordsChanged", Expression: changedIn(celList(agentRecords), "variables.newA", "variables.oldA")},
 			},
 			Validations: []admissionregistrationv1.Validation{{
 				Expression: "size(variables.changed) == 0",
@@ -83,9 +88,9 @@ func FieldsPolicy(deviceRecorders []string) (*admissionregistrationv1.Validating
 					"(delete the pod and create it anew to change it)'",
 				Reason: ptr(metav1.StatusReasonForbidden),
 			}, {
-				Expression: "!variables.devicesChanged || request.userInfo.username in " + celList(deviceRecorders),
-				Message:    v1alpha1.AnnotationGPUDevices + " is written by the node's allot agent only: the devices the kubelet gave the pod",
-				Reason:     ptr(metav1.StatusReasonForbidden),
+				Expression:        "size(variables.recordsChanged) == 0 || request.userInfo.username in " + celList(deviceRecorders),
+				MessageExpression: "variables.recordsChanged.join(', ') + \" is written by the node's allot agent only: what it reads on the node (the devices the kubelet gave the pod, the GPU memory its processes hold)\"",
+				Reason:            ptr(metav1.StatusReasonForbidden),
 			}},
 		}}
 	b := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
