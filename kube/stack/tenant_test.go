@@ -117,6 +117,8 @@ func TestTenantCannotWidenItsShare(t *testing.T) {
 		{"its share", `{"metadata":{"annotations":{"allot.dev/gpu-fraction":"0.1"}}}`, "allot.dev/gpu-fraction"},
 		{"its booked share", `{"metadata":{"annotations":{"allot.dev/gpu-share":"100"}}}`, "allot.dev/gpu-share"},
 		{"its queue", `{"metadata":{"labels":{"allot.dev/queue":"team-b"}}}`, "allot.dev/queue"},
+		{"the MIG instance it asks", `{"metadata":{"annotations":{"allot.dev/mig":"7g.80gb"}}}`, "allot.dev/mig"},
+		{"where its MIG instance is booked", `{"metadata":{"annotations":{"allot.dev/mig-instances":"GPU-x/1g.10gb@0"}}}`, "allot.dev/mig-instances"},
 		{"its GPU memory reading", `{"metadata":{"annotations":{"allot.dev/gpu-memory-used-mib":"0"}}}`, "allot.dev/gpu-memory-used-mib is written by the node's allot agent only"},
 		{"its device record", `{"metadata":{"annotations":{"allot.dev/gpu-devices":"` + uuids[(idx+1)%len(uuids)] + `"}}}`, "allot.dev/gpu-devices is written by the node's allot agent only"},
 	} {
