@@ -26,6 +26,11 @@ const (
 	AnnotationGPUFraction = "allot.dev/gpu-fraction" // "0.5"
 	AnnotationGPUMemory   = "allot.dev/gpu-memory"   // "8Gi"
 	AnnotationGPUCompute  = "allot.dev/gpu-compute"  // percent of the GPU's SMs, "30"
+	// A dynamic fraction's limit: the GPU memory it may use while the GPU has it free,
+	// past its request (gpu-memory or gpu-fraction), which it is guaranteed. Either form:
+	// a quantity ("40Gi") or a fraction of the GPU ("0.5").
+	AnnotationGPUMemoryLimit   = "allot.dev/gpu-memory-limit"
+	AnnotationGPUFractionLimit = "allot.dev/gpu-fraction-limit"
 	AnnotationGPUTypes    = "allot.dev/gpu-type"     // "A100-80GB,H100"
 	// A slice (fraction, memory or compute) of each of several GPUs: "2".
 	AnnotationGPUCount = "allot.dev/gpu-count"
@@ -136,6 +141,10 @@ type GPUShare struct {
 	// Count is how many devices the slice is taken of, one each (allot.dev/gpu-count); 0
 	// or 1 is one.
 	Count int
+	// MemoryLimit (bytes) and FractionLimit (of the device) are a dynamic fraction's
+	// limit past its request; 0 when it has none.
+	MemoryLimit   int64
+	FractionLimit float64
 }
 
 // Shared tells whether the pod asks for part of a GPU.
@@ -198,7 +207,48 @@ func ParseGPUShare(annotations map[string]string) (GPUShare, error) {
 		}
 		s.Count = v
 	}
+	if err := parseLimits(annotations, &s); err != nil {
+		return GPUShare{}, err
+	}
 	return s, nil
+}
+
+// parseLimits reads a dynamic fraction's limit: one form, with a request of memory or a
+// fraction on one GPU, and no less than the request in the same form.
+func parseLimits(annotations map[string]string, s *GPUShare) error {
+	ml, hasML := annotations[AnnotationGPUMemoryLimit]
+	fl, hasFL := annotations[AnnotationGPUFractionLimit]
+	switch {
+	case !hasML && !hasFL:
+		return nil
+	case hasML && hasFL:
+		return fmt.Errorf("%s and %s are both set: give the limit one way", AnnotationGPUMemoryLimit, AnnotationGPUFractionLimit)
+	case s.Fraction == 0 && s.Memory == 0:
+		return fmt.Errorf("%s needs a request to go past: %s or %s", map[bool]string{true: AnnotationGPUMemoryLimit, false: AnnotationGPUFractionLimit}[hasML], AnnotationGPUMemory, AnnotationGPUFraction)
+	case s.Count > 1:
+		return fmt.Errorf("a memory limit past the request is for a slice of one GPU, not of %d (%s)", s.Count, AnnotationGPUCount)
+	}
+	if hasML {
+		q, err := resource.ParseQuantity(strings.TrimSpace(ml))
+		v, whole := q.AsInt64()
+		if err != nil || !whole || v < 1<<20 || v > 1<<50 {
+			return fmt.Errorf("%s: %q is not allowed: a whole quantity of GPU memory from 1Mi up to 1Pi, such as 40Gi", AnnotationGPUMemoryLimit, ml)
+		}
+		if s.Memory > 0 && v < s.Memory {
+			return fmt.Errorf("%s: %q is less than the request %s: a limit is at least the memory asked", AnnotationGPUMemoryLimit, ml, annotations[AnnotationGPUMemory])
+		}
+		s.MemoryLimit = v
+		return nil
+	}
+	f, err := strconv.ParseFloat(strings.TrimSpace(fl), 64)
+	if err != nil || !(f > 0 && f <= 1) {
+		return fmt.Errorf("%s: %q is not allowed: a fraction of the GPU above 0 and up to 1, such as 0.75", AnnotationGPUFractionLimit, fl)
+	}
+	if s.Fraction > 0 && f < s.Fraction {
+		return fmt.Errorf("%s: %q is less than the request %s: a limit is at least the fraction asked", AnnotationGPUFractionLimit, fl, annotations[AnnotationGPUFraction])
+	}
+	s.FractionLimit = f
+	return nil
 }
 
 // GPUChoice is which devices a pod may be given, beyond how much of them: by UUID, by

@@ -306,6 +306,8 @@ func PodRequest(p *corev1.Pod) engine.PodRequest {
 		if share.Count > 1 {
 			r.Devices = share.Count
 		}
+		r.GPUMemoryLimit = share.MemoryLimit
+		r.GPUFractionLimit = engine.MilliGPU(math.Round(share.FractionLimit * float64(engine.OneGPU)))
 	}
 	// A MIG request the webhook would refuse leaves the pod asking no instance; the
 	// snapshot makes its job wait with MIGRequest's reason.

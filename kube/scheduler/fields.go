@@ -39,6 +39,8 @@ var (
 		v1alpha1.AnnotationGPUShareMemory, v1alpha1.AnnotationGPUShareCompute, v1alpha1.AnnotationTranslated,
 		// The MIG instance asked of Allot (the owner's) and where the bind booked it.
 		v1alpha1.AnnotationMIG, v1alpha1.AnnotationMIGInstances,
+		// A dynamic fraction's limit (the owner's): what the bind holds the pod to.
+		v1alpha1.AnnotationGPUMemoryLimit, v1alpha1.AnnotationGPUFractionLimit,
 	}
 	// agentRecords are what the node's agent records on a pod, which only the agents may
 	// change: the devices the kubelet gave it, and the GPU memory its processes hold (a

@@ -106,7 +106,8 @@ func shareEnv(p *corev1.Pod, node *engine.Node, b engine.Binding, root string) m
 	if capped == 0 {
 		capped = min(b.Share, engine.OneGPU)
 	}
-	env := gpuEnv(uuids, b.Memory, percent(capped), b.Share)
+	// A dynamic fraction is held to its limit; it is booked by its request.
+	env := gpuEnv(uuids, max(b.Memory, b.MemoryLimit), percent(capped), b.Share)
 	enforcementEnv(env, node.Sharing, root, uuids[0], p.UID)
 	return env
 }

@@ -328,6 +328,10 @@ func buildSnapshot(now time.Time, nodes []*corev1.Node, pods []*corev1.Pod, queu
 				// What the bind booked of each device; a pod bound before it wrote these
 				// holds its share of both.
 				b.Memory, b.Compute = convert.BookedSlice(p)
+				// What its node's agent last measured it to hold: past its booking, a burst.
+				if mi, err := strconv.ParseInt(p.Annotations[v1alpha1.AnnotationPodGPUMemoryUsed], 10, 64); err == nil && mi > 0 && mi < 1<<30 {
+					b.MemoryUsed = mi << 20
+				}
 				if len(b.GPUs) != pod.Request.SharedDevices() || b.Share <= 0 || b.Share >= engine.OneGPU {
 					// Bound by hand without our annotations: count the whole request on the
 					// first devices.
