@@ -176,18 +176,19 @@ func (s *session) reclaimFor(j *jobState, pool *candidatePool, fails map[string]
 	vs := &victimSearch{job: j, pods: pods, cands: cands,
 		reason: func(u unit) Reason {
 			// Name the rule that allowed it: the reclaimer's quota or its fair share.
-			mine, what := j.q.fair.GPU(), "fair share"
+			mine, what := MilliGPU(j.q.fair[j.res]), "fair share"
 			if before[j.q]+need[j.res] > j.q.fair[j.res] {
 				mine, what = MilliGPU(j.q.deserved[j.res]), "quota"
 			}
 			v := u.job.q
-			theirs, whatV := v.fair.GPU(), "fair share"
+			theirs, whatV := MilliGPU(v.fair[j.res]), "fair share"
 			if before[v] <= v.fair[j.res] {
 				theirs, whatV = MilliGPU(v.deserved[j.res]), "quota"
 			}
-			return reasonf(ReasonReclaimed, "reclaimed by queue %s for job %s: %s is below its %s (%s/%s GPUs), %s is above its %s (%s/%s GPUs)",
-				j.q.q.ID, j.j.ID, j.q.q.ID, what, MilliGPU(before[j.q]), mine,
-				v.q.ID, whatV, MilliGPU(before[v]), theirs)
+			unit := s.unitName(j.res)
+			return reasonf(ReasonReclaimed, "reclaimed by queue %s for job %s: %s is below its %s (%s/%s %s), %s is above its %s (%s/%s %s)",
+				j.q.q.ID, j.j.ID, j.q.q.ID, what, MilliGPU(before[j.q]), mine, unit,
+				v.q.ID, whatV, MilliGPU(before[v]), theirs, unit)
 		},
 		accept: func() bool {
 			ok, short := s.reclaimRules(j.q, j.res, before)
@@ -208,12 +209,33 @@ func (s *session) reclaimFor(j *jobState, pool *candidatePool, fails map[string]
 		}, keep, func(q *queueState, left int64) bool { return left >= q.deserved[j.res] })
 		ok = vs.run(s)
 	}
+	if !ok && inQuota && j.q.parent != nil {
+		// Within its department: taking from a sibling leaves the department where it was,
+		// so its own quota is not in question, where a victim outside it may have been
+		// refused for taking the department past its quota (a project whose quota its
+		// department's does not cover). Look among the department's queues alone.
+		dept := j.q.parent
+		vs.cands = pool.from(j.res, func(q *queueState) bool {
+			return q != j.q && q.alloc[j.res] > q.deserved[j.res] && within(q, dept)
+		}, keep, func(q *queueState, left int64) bool { return left >= q.deserved[j.res] })
+		ok = vs.run(s)
+	}
 	if !ok {
 		fails[key] = true
 		return false
 	}
 	s.commits++
 	return true
+}
+
+// within reports whether queue q is in the subtree of dept.
+func within(q, dept *queueState) bool {
+	for ; q != nil; q = q.parent {
+		if q == dept {
+			return true
+		}
+	}
+	return false
 }
 
 // quotaRoom reports whether the queue stays within its quota with gpu more: its own

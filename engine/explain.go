@@ -79,6 +79,23 @@ func describeRequest(r PodRequest) string {
 	return what
 }
 
+// describe is describeRequest in the words of the job's kind of device: "2 ascend
+// devices" for whole devices of another vendor.
+func (s *session) describe(j *jobState, r PodRequest) string {
+	if r.GPUs > 0 {
+		return plural(r.GPUs, s.deviceWord(j))
+	}
+	return describeRequest(r)
+}
+
+// deviceWord is what one of the job's devices is called: "GPU", or "ascend device".
+func (s *session) deviceWord(j *jobState) string {
+	if j.res == ResourceGPU {
+		return "GPU"
+	}
+	return s.resName(j.res) + " device"
+}
+
 // percent writes thousandths as a percentage: "30%", "12.5%".
 func percent(m MilliGPU) string {
 	return strconv.FormatFloat(float64(m)/10, 'f', -1, 64) + "%"
@@ -144,7 +161,7 @@ func (s *session) explainResources(j *jobState, pods []*podState, eligible []*no
 	total := s.need(pods)[j.res]
 	switch {
 	case r.GPUs > maxGPUs:
-		return reasonf(ReasonTooLarge, "needs %s on one node; the largest node it may use has %d", plural(r.GPUs, "GPU"), maxGPUs)
+		return reasonf(ReasonTooLarge, "needs %s on one node; the largest node it may use has %d", plural(r.GPUs, s.deviceWord(j)), maxGPUs)
 	case r.GPUMemory > maxDev:
 		return reasonf(ReasonTooLarge, "needs %s of memory on one GPU; the largest GPU it may use has %s",
 			Format(ResourceMemory, r.GPUMemory), Format(ResourceMemory, maxDev))
@@ -165,9 +182,9 @@ func (s *session) explainResources(j *jobState, pods []*podState, eligible []*no
 	if len(pods) > 1 {
 		fit := s.countFit(j, pods)
 		return reasonf(ReasonGangPartial, "gang of %d pods × %s must start together; only %d fit now (%s)",
-			len(pods), describeRequest(r), fit, block)
+			len(pods), s.describe(j, r), fit, block)
 	}
-	return reasonf(ReasonNoFit, "needs %s %s; %s", describeRequest(r), onWhat(r), block)
+	return reasonf(ReasonNoFit, "needs %s %s; %s", s.describe(j, r), onWhat(r), block)
 }
 
 // onWhat is where a request must fit: a slice on one GPU (each of several on one node),
@@ -218,13 +235,13 @@ func (s *session) largestBlock(j *jobState, r PodRequest, nodes []*nodeState) st
 			})
 		}
 		if bestFree == 0 {
-			return "no GPU is wholly free"
+			return "no " + s.deviceWord(j) + " is wholly free"
 		}
 		if j.j.SameIsland {
 			return fmt.Sprintf("its GPUs must share one island (allot.dev/gpu-island: required), and the largest free block on one island is %s on %s",
-				plural(bestFree, "GPU"), best.n.ID)
+				plural(bestFree, s.deviceWord(j)), best.n.ID)
 		}
-		return fmt.Sprintf("largest free block is %s on %s", plural(bestFree, "GPU"), best.n.ID)
+		return fmt.Sprintf("largest free block is %s on %s", plural(bestFree, s.deviceWord(j)), best.n.ID)
 	case r.Shared():
 		if why := s.sliceShortage(j, r, nodes); why != "" {
 			return why

@@ -14,7 +14,7 @@ import (
 
 // genCluster draws a random cluster, queue tree and job mix.
 func genCluster(t *rapid.T) *Snapshot {
-	snap := &Snapshot{Now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	snap := &Snapshot{Now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), Accelerators: []string{"ascend"}}
 	nNodes := rapid.IntRange(1, 6).Draw(t, "nodes")
 	for i := 0; i < nNodes; i++ {
 		gpus := rapid.SampledFrom([]int{0, 1, 2, 4, 8}).Draw(t, "gpus")
@@ -24,9 +24,13 @@ func genCluster(t *rapid.T) *Snapshot {
 		for g := 0; g < gpus; g++ {
 			n.GPUs = append(n.GPUs, GPU{Model: model, Memory: mem, Island: g / 4})
 		}
-		// Now and then a node in MIG mode: a fixed layout, or one the engine makes.
-		if gpus > 0 && rapid.IntRange(0, 3).Draw(t, "migNode") == 0 {
+		// Now and then a node in MIG mode: a fixed layout, or one the engine makes; or a
+		// node of another vendor's accelerators.
+		switch kind := rapid.IntRange(0, 7).Draw(t, "nodeKind"); {
+		case gpus > 0 && kind < 2:
 			genMIG(t, &n)
+		case kind == 2:
+			n.Accelerator = "ascend"
 		}
 		snap.Nodes = append(snap.Nodes, n)
 	}
@@ -41,6 +45,7 @@ func genCluster(t *rapid.T) *Snapshot {
 			q.Parent = "dept"
 		}
 		q.Resources[ResourceGPU].Quota = int64(rapid.IntRange(0, 6).Draw(t, "quota")) * 1000
+		q.Resources[AcceleratorResource(0)].Quota = int64(rapid.IntRange(0, 4).Draw(t, "ascendQuota")) * 1000
 		if rapid.Bool().Draw(t, "hasLimit") {
 			l := q.Resources[ResourceGPU].Quota + int64(rapid.IntRange(0, 8).Draw(t, "limitExtra"))*1000
 			q.Resources[ResourceGPU].Limit = &l
@@ -87,6 +92,9 @@ func genJob(t *rapid.T, i, nQueues int, now time.Time) Job {
 	switch rapid.IntRange(0, 4).Draw(t, "kind") {
 	case 0, 1:
 		req.GPUs = rapid.IntRange(1, 4).Draw(t, "whole")
+		if rapid.IntRange(0, 3).Draw(t, "ascendJob") == 0 {
+			j.Accelerator = "ascend"
+		}
 	case 2:
 		req.GPUFraction = MilliGPU(rapid.IntRange(1, 999).Draw(t, "fraction"))
 	case 3:
@@ -319,6 +327,9 @@ func checkInvariants(t *rapid.T, snap *Snapshot, p *Plan) {
 			cpu[b.Node] += pod.Request.CPU
 			mem[b.Node] += pod.Request.Memory
 			r := pod.Request
+			if (r.GPUs > 0 || r.Shared() || r.WantsMIG()) && n.Accelerator != j.Accelerator {
+				t.Fatalf("pod %s asking %q devices runs on %s, a node of %q", pod.ID, j.Accelerator, n.ID, n.Accelerator)
+			}
 			checkMIG(t, pod, n, migHeld)
 			if r.WantsMIG() {
 				if len(b.GPUs) != r.SharedDevices() {
@@ -365,7 +376,7 @@ func checkInvariants(t *rapid.T, snap *Snapshot, p *Plan) {
 					t.Fatalf("GPU %s/%d over-committed: compute %d, memory %d of %d", b.Node, g, used[k], usedMem[k], n.GPUs[g].Memory)
 				}
 			}
-			if !j.IsPreemptible() {
+			if !j.IsPreemptible() && j.Accelerator == "" {
 				for q := j.Queue; q != ""; q = parent[q] {
 					np[q] += int64(len(b.GPUs))*int64(OneGPU)*boolInt(b.Share == 0) + int64(b.Share)
 				}
@@ -390,8 +401,21 @@ func checkInvariants(t *rapid.T, snap *Snapshot, p *Plan) {
 	}
 	// Fair shares add up to what there is to divide whenever demand exceeds it.
 	var capacity, demand, sum int64
+	var ascend, ascendShares int64
 	for _, n := range snap.Nodes {
-		capacity += int64(len(n.GPUs)) * int64(OneGPU)
+		if n.Accelerator == "" {
+			capacity += int64(len(n.GPUs)) * int64(OneGPU)
+		} else {
+			ascend += int64(len(n.GPUs)) * int64(OneGPU)
+		}
+	}
+	for _, q := range snap.Queues {
+		if q.Parent == "" {
+			ascendShares += p.Queues[q.ID].FairShare[AcceleratorResource(0)]
+		}
+	}
+	if ascendShares > ascend {
+		t.Fatalf("ascend fair shares sum to %d, more than the %d there are", ascendShares, ascend)
 	}
 	// Demand as the engine divides it: leaves' requests, summed upwards, capped by limits.
 	var capped func(q Queue) int64

@@ -246,7 +246,7 @@ func (s *session) topologyReason(j *jobState, pods []*podState, eligible []*node
 			need, name, name, capOf[largest], label(largest)), true
 	}
 	return reasonf(ReasonGangPartial, "gang of %d pods × %s must start together within one %s (allot.dev/topology-required); the most free in one %s is %s GPUs (%s)",
-		len(pods), describeRequest(pods[0].p.Request), name, name, freest.room, label(freest)), true
+		len(pods), s.describe(j, pods[0].p.Request), name, name, freest.room, label(freest)), true
 }
 
 // topologyKey is what a job's topology adds to its shape: jobs that must fit one domain

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -208,4 +209,51 @@ func (w *World) makeInstances(b engine.Binding) {
 				UUID: fmt.Sprintf("MIG-sim-%s-%d-%d", node.ID, g, b.MIGStarts[i])})
 		}
 	}
+}
+
+// Accelerators lists the kinds of other vendors' devices the nodes have, sorted: the order
+// the engine counts them in, which queue quotas of a kind are written against.
+func Accelerators(nodes []engine.Node) []string {
+	var out []string
+	for _, n := range nodes {
+		if n.Accelerator != "" && !slices.Contains(out, n.Accelerator) {
+			out = append(out, n.Accelerator)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// compileQueueKinds reads a queue's quotas of other vendors' devices.
+func (sc *Scenario) compileQueueKinds(c *compiled, q *engine.Queue, qs QueueSpec, path string) error {
+	kinds := Accelerators(c.nodes)
+	if len(kinds) > engine.MaxAccelerators {
+		return sc.errorf("cluster.nodes", "%d kinds of accelerator (%s): the engine counts at most %d besides NVIDIA GPUs", len(kinds), strings.Join(kinds, ", "), engine.MaxAccelerators)
+	}
+	for _, kind := range slices.Sorted(maps.Keys(qs.Accelerators)) {
+		quota := qs.Accelerators[kind]
+		i := slices.Index(kinds, kind)
+		if i < 0 {
+			return sc.errorf(path+".accelerators."+kind, "no node has accelerators of kind %q; kinds: %s", kind, strings.Join(kinds, ", "))
+		}
+		if quota < 0 {
+			return sc.errorf(path+".accelerators."+kind, "%v is not allowed: a quota is a number of devices, 0 or more", quota)
+		}
+		q.Resources[engine.AcceleratorResource(i)].Quota = milliGPU(quota)
+	}
+	return nil
+}
+
+// compileKind checks a job's kind of accelerator: one some node has, and whole devices.
+func (sc *Scenario) compileKind(c *compiled, req engine.PodRequest, js JobSpec, path string) error {
+	if js.Accelerator == "" {
+		return nil
+	}
+	if kinds := Accelerators(c.nodes); !slices.Contains(kinds, js.Accelerator) {
+		return sc.errorf(path+".accelerator", "no node has accelerators of kind %q; kinds: %s", js.Accelerator, strings.Join(kinds, ", "))
+	}
+	if req.Shared() || req.WantsMIG() {
+		return sc.errorf(path+".accelerator", "fractions are NVIDIA GPUs only: with accelerator %s, gpu is a whole number of devices", js.Accelerator)
+	}
+	return nil
 }

@@ -49,6 +49,15 @@ type QueueReport struct {
 	Pending   int     `json:"pending"`
 	// Usage is the decayed GPU-hours above quota, with history on.
 	Usage float64 `json:"usageGPUHours,omitempty"`
+	// Accelerators is the same of each kind of other vendors' devices the cluster has.
+	Accelerators map[string]KindReport `json:"accelerators,omitempty"`
+}
+
+// KindReport is a queue's quota, fair share and allocation of one kind of accelerator.
+type KindReport struct {
+	Quota     float64 `json:"quota"`
+	FairShare float64 `json:"fairShare"`
+	Allocated float64 `json:"allocated"`
 }
 
 // Report describes the world now.
@@ -86,6 +95,16 @@ func (w *World) Report(name string) StepReport {
 			qr.Usage = w.usage[q.ID].Decayed(w.now, w.halfLife) / 3600
 			r.Queues[string(q.ID)] = qr
 		}
+		for i, kind := range w.accelerators {
+			res := engine.AcceleratorResource(i)
+			qr := r.Queues[string(q.ID)]
+			if qr.Accelerators == nil {
+				qr.Accelerators = map[string]KindReport{}
+			}
+			qr.Accelerators[kind] = KindReport{Quota: engine.MilliGPU(q.Resources[res].Quota).GPUs(),
+				FairShare: engine.MilliGPU(st.FairShare[res]).GPUs(), Allocated: engine.MilliGPU(st.Allocated[res]).GPUs()}
+			r.Queues[string(q.ID)] = qr
+		}
 	}
 	return r
 }
@@ -121,6 +140,11 @@ func WriteTable(out io.Writer, reports []StepReport) error {
 				fmt.Fprintf(tw, "\t%.0f", q.Usage)
 			}
 			fmt.Fprintln(tw)
+			// Each other kind of accelerator on a line of its own, under the queue's GPUs.
+			for _, kind := range slices.Sorted(maps.Keys(q.Accelerators)) {
+				k := q.Accelerators[kind]
+				fmt.Fprintf(tw, "  %s\t\t%s\t%s\t%s\t\n", kind, num(k.Quota), num(k.FairShare), num(k.Allocated))
+			}
 		}
 		tw.Flush()
 		fmt.Fprintln(out)

@@ -116,6 +116,15 @@ func checkExpect(e *Expect, r StepReport) []string {
 		if want.Pending != nil && *want.Pending != got.Pending {
 			out = append(out, fmt.Sprintf("queue %s: %d pending, want %d", name, got.Pending, *want.Pending))
 		}
+		for _, kind := range slices.Sorted(maps.Keys(want.Accelerators)) {
+			wk, gk := want.Accelerators[kind], got.Accelerators[kind]
+			if wk.FairShare != nil && !near(*wk.FairShare, gk.FairShare) {
+				out = append(out, fmt.Sprintf("queue %s: %s fair share %v, want %v", name, kind, gk.FairShare, *wk.FairShare))
+			}
+			if wk.Allocated != nil && !near(*wk.Allocated, gk.Allocated) {
+				out = append(out, fmt.Sprintf("queue %s: %s allocated %v, want %v", name, kind, gk.Allocated, *wk.Allocated))
+			}
+		}
 	}
 	return out
 }

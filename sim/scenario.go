@@ -84,6 +84,9 @@ type NodeSpec struct {
 	// with, idle). The GPU model (gpuType) must be one with MIG, as NVIDIA-A100-SXM4-80GB.
 	MIGLayout  []string `yaml:"migLayout"`
 	MIGDynamic bool     `yaml:"migDynamic"`
+	// Accelerator makes the node's devices (gpus of them) another vendor's, of this kind
+	// ("ascend", "amd"): counted apart from NVIDIA GPUs, in the queues' accelerators.
+	Accelerator string `yaml:"accelerator"`
 }
 
 type QueueSpec struct {
@@ -100,6 +103,9 @@ type QueueSpec struct {
 	Usage  *float64 `yaml:"usage"`
 	CPU    *ResSpec `yaml:"cpu"`
 	Memory *ResSpec `yaml:"memory"`
+	// Accelerators is the queue's quota of each kind of other vendors' devices, by kind:
+	// {ascend: 8}.
+	Accelerators map[string]float64 `yaml:"accelerators"`
 }
 
 // ResSpec is a queue's CPU or memory quota, written as Kubernetes quantities.
@@ -162,6 +168,8 @@ type JobSpec struct {
 	// NodePolicy and GPUPolicy override how this job's nodes and GPUs are chosen.
 	NodePolicy string `yaml:"nodePolicy"`
 	GPUPolicy  string `yaml:"gpuPolicy"`
+	// Accelerator asks gpu whole devices of this kind of other vendors' devices.
+	Accelerator string `yaml:"accelerator"`
 	// MIG asks each pod for a MIG instance of this profile ("1g.10gb"; gpuCount of them),
 	// or, as "smallest", for the smallest profile holding its gpu fraction or gpuMemory.
 	MIG string `yaml:"mig"`
@@ -191,6 +199,14 @@ type QueueExpect struct {
 	Usage     *float64 `yaml:"usage"`
 	Allocated *float64 `yaml:"allocated"`
 	Pending   *int     `yaml:"pending"`
+	// Accelerators holds the same of each kind of other vendors' devices, by kind.
+	Accelerators map[string]KindExpect `yaml:"accelerators"`
+}
+
+// KindExpect is a queue's fair share and allocation of one kind of accelerator.
+type KindExpect struct {
+	FairShare *float64 `yaml:"fairShare"`
+	Allocated *float64 `yaml:"allocated"`
 }
 
 // LoadFile reads and validates a scenario file.

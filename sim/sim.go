@@ -47,6 +47,9 @@ type World struct {
 	// on (halfLife > 0): what the scheduler keeps in the Queue's status.
 	usage    map[engine.QueueID]engine.Usage
 	halfLife time.Duration
+	// accelerators are the kinds of other vendors' devices the nodes have, in the order
+	// the engine counts them (engine.Snapshot.Accelerators).
+	accelerators []string
 }
 
 type simJob struct {
@@ -72,6 +75,7 @@ func NewWorld(eng *engine.Engine, nodes []engine.Node, queues []engine.Queue) *W
 			w.limits[q.ID] = q.InteractiveTimeLimit
 		}
 	}
+	w.accelerators = Accelerators(nodes)
 	return w
 }
 
@@ -154,7 +158,7 @@ func (w *World) trackPartial() {
 
 // Snapshot is the engine's view: every job that has not ended.
 func (w *World) Snapshot() *engine.Snapshot {
-	s := &engine.Snapshot{Now: w.now, Nodes: w.nodes, Queues: w.queues}
+	s := &engine.Snapshot{Now: w.now, Nodes: w.nodes, Queues: w.queues, Accelerators: w.accelerators}
 	if w.usage != nil {
 		s.Queues = slices.Clone(w.queues)
 		for i := range s.Queues {

@@ -243,7 +243,7 @@ func (sc *Scenario) compileNode(c *compiled, i int, ns NodeSpec, seen map[string
 		maps.Copy(lbls, ns.Labels)
 		c.simNodes = append(c.simNodes, simNode{id: engine.NodeID(name), labels: lbls, taints: taints})
 		n := engine.Node{ID: engine.NodeID(name), Labels: lbls, Pool: ns.Labels[PoolLabel], Domain: ns.Labels[DomainLabel],
-			CPU: cpu, Memory: mem, Unschedulable: ns.Unschedulable}
+			CPU: cpu, Memory: mem, Unschedulable: ns.Unschedulable, Accelerator: ns.Accelerator}
 		for g := 0; g < ns.GPUs; g++ {
 			n.GPUs = append(n.GPUs, engine.GPU{Model: model, Memory: gpuMem,
 				UUID: fmt.Sprintf("GPU-sim-%s-%d", name, g), Island: g * islands / ns.GPUs})
@@ -384,6 +384,9 @@ func (sc *Scenario) compileQueue(c *compiled, i int, qs QueueSpec, byName map[st
 		v := milliGPU(*l)
 		gpu.Limit = &v
 	}
+	if err := sc.compileQueueKinds(c, &q, qs, path); err != nil {
+		return err
+	}
 	for r, spec := range map[engine.Resource]*ResSpec{engine.ResourceCPU: qs.CPU, engine.ResourceMemory: qs.Memory} {
 		if spec == nil {
 			continue
@@ -467,7 +470,8 @@ func (sc *Scenario) compileJob(c *compiled, js JobSpec, path string) (submission
 		}
 		return sub, sc.errorf(path+".queue", "unknown queue %q; queues that take jobs: %s", js.Queue, strings.Join(leaves, ", "))
 	}
-	j := engine.Job{ID: engine.JobID(js.Name), Queue: engine.QueueID(js.Queue), Priority: js.Priority, NodePool: js.NodePool, GPUTypes: js.GPUType}
+	j := engine.Job{ID: engine.JobID(js.Name), Queue: engine.QueueID(js.Queue), Priority: js.Priority, NodePool: js.NodePool, GPUTypes: js.GPUType,
+		Accelerator: js.Accelerator}
 	if js.Class != "" {
 		cl, err := engine.ParseClass(js.Class)
 		if err != nil {
@@ -516,6 +520,9 @@ func (sc *Scenario) compileJob(c *compiled, js JobSpec, path string) (submission
 		req.GPUMemory = m
 	}
 	if err := sc.compileDeviceChoice(&j, &req, js, path); err != nil {
+		return sub, err
+	}
+	if err := sc.compileKind(c, req, js, path); err != nil {
 		return sub, err
 	}
 	var err error
@@ -589,7 +596,8 @@ func (sc *Scenario) checkFits(c *compiled, j engine.Job, path, gpuField string) 
 		for _, g := range n.GPUs {
 			models[g.Model] = true
 		}
-		if n.Pool == j.NodePool {
+		// A job asking devices is measured against nodes of its kind only.
+		if n.Pool == j.NodePool && (n.Accelerator == j.Accelerator || (req.GPUs == 0 && !req.Shared() && !req.WantsMIG())) {
 			pool = append(pool, n)
 		}
 	}
