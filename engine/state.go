@@ -126,10 +126,10 @@ type jobState struct {
 	// says whether its pods ask for devices at all (CPU-only jobs run on any node).
 	res     Resource
 	asksGPU bool
-	pods        []*podState
-	bound       int
-	reason      Reason
-	filter      *filterState // nil: every node
+	pods    []*podState
+	bound   int
+	reason  Reason
+	filter  *filterState // nil: every node
 	// memCap: a pod asks for a hard GPU memory cap, which only an enforcing node gives.
 	memCap bool
 	// shares: a pod asks for part of a GPU, which only a node that can hand one over takes.
