@@ -95,6 +95,16 @@ func DefaultAcceleratorNames() []string {
 	return out
 }
 
+// DefaultTable is the table of the kinds on by default, as allot scheduler has it
+// without --accelerators.
+func DefaultTable() *Accelerators {
+	a, err := ParseAccelerators(DefaultAcceleratorNames())
+	if err != nil {
+		return nil // not so: TestAcceleratorsTable reads the defaults
+	}
+	return a
+}
+
 // Accelerators is the scheduler's table of kinds: those it schedules, in the engine's
 // order, and the other kinds it knows, whose resources a pod may not ask for. A nil table
 // has no kind on: NVIDIA's GPUs only.
@@ -237,6 +247,26 @@ func checkResourceName(r string) error {
 		return fmt.Errorf("resource %q is not an extended resource name such as vendor.com/device", r)
 	}
 	return nil
+}
+
+// SubmitKind reads what allot submit --accelerator names: a kind the scheduler knows by
+// default (asked for by its first resource), or KIND=RESOURCE for a kind defined with the
+// scheduler's --accelerators. known is false for the latter, whose nodes the CLI cannot
+// tell.
+func SubmitKind(v string) (k Accelerator, known bool, err error) {
+	var names []string
+	for _, d := range DefaultAccelerators() {
+		if d.Name == v {
+			return d, true, nil
+		}
+		names = append(names, d.Name)
+	}
+	name, res, ok := strings.Cut(v, "=")
+	if ok && kindName.MatchString(name) && checkResourceName(res) == nil {
+		return Accelerator{Name: name, Resources: []corev1.ResourceName{corev1.ResourceName(res)}}, false, nil
+	}
+	return k, false, fmt.Errorf("--accelerator %q is not allowed: a kind of the scheduler's --accelerators (%s), or KIND=RESOURCE for a kind defined there (tpu=google.com/tpu)",
+		v, strings.Join(names, ", "))
 }
 
 // Names are the kinds on, in the engine's order: engine.Snapshot.Accelerators.
