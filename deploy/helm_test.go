@@ -107,7 +107,8 @@ func TestHelmTemplateRendersAnInstall(t *testing.T) {
 		args = append(args, a.(string))
 	}
 	for _, want := range []string{"scheduler", "--leader-elect", "--placement=spread", "--webhook-port=9443", "--metrics-port=8080",
-		"--usage-strength=0.5", "--usage-half-life=24h"} {
+		"--usage-strength=0.5", "--usage-half-life=24h", "--accelerators=amd", "--accelerators=intel", "--accelerators=ascend",
+		"--accelerators=cambricon", "--accelerators=hygon", "--accelerators=neuron"} {
 		if !slices.Contains(args, want) {
 			t.Errorf("args %v lack %s", args, want)
 		}
@@ -219,6 +220,33 @@ func TestHelmValuesAreChecked(t *testing.T) {
 		if field, _, _ := strings.Cut(bad, "="); err == nil || !strings.Contains(out, strings.TrimPrefix(field, "fairShareHistory.")) {
 			t.Errorf("%s: %v\n%s", bad, err, out)
 		}
+	}
+}
+
+// TestHelmAccelerators: the chart's accelerators are the scheduler's --accelerators, one
+// flag each (a kind's definition holds commas and semicolons), --accelerators=none when
+// empty; a value that is no kind's name or definition is refused at install.
+func TestHelmAccelerators(t *testing.T) {
+	args := func(set ...string) []string {
+		d := render(t, set...)["Deployment/allot"]
+		c := d["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)["containers"].([]any)[0].(map[string]any)
+		var out []string
+		for _, a := range c["args"].([]any) {
+			if strings.HasPrefix(a.(string), "--accelerators") {
+				out = append(out, a.(string))
+			}
+		}
+		return out
+	}
+	def := "tpu=google.com/tpu;model-label=cloud.google.com/gke-tpu-accelerator"
+	if got := args("--set-json", `accelerators=["ascend","`+def+`"]`); !slices.Equal(got, []string{"--accelerators=ascend", "--accelerators=" + def}) {
+		t.Errorf("ascend and tpu: %v", got)
+	}
+	if got := args("--set-json", "accelerators=[]"); !slices.Equal(got, []string{"--accelerators=none"}) {
+		t.Errorf("none: %v", got)
+	}
+	if out, err := helm(t, "template", "allot", chart, "--set-json", `accelerators=["Ascend 910"]`); err == nil || !strings.Contains(out, "accelerators") {
+		t.Errorf(`"Ascend 910" installed: %v\n%s`, err, out)
 	}
 }
 

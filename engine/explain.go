@@ -341,7 +341,7 @@ func failedNote(nodes []*nodeState) string {
 // explainConstraint names the pool, node constraint or GPU model that no schedulable
 // node offers.
 func (s *session) explainConstraint(j *jobState) Reason {
-	inPool, unenforced, noFractions := 0, 0, 0
+	inPool, unenforced, noFractions, otherKind := 0, 0, 0, 0
 	fractionsWhy := ""
 	models := map[string]bool{}
 	for _, n := range s.nodes {
@@ -349,6 +349,10 @@ func (s *session) explainConstraint(j *jobState) Reason {
 			continue
 		}
 		if j.filter != nil && !j.filter.allowed[n.idx] {
+			continue
+		}
+		if j.asksGPU && n.res != j.res {
+			otherKind++ // its devices are of another kind: not a question of pool or model
 			continue
 		}
 		if j.memCap && n.n.Sharing == SharingNone {
@@ -368,6 +372,14 @@ func (s *session) explainConstraint(j *jobState) Reason {
 	pool := j.j.NodePool
 	if pool == "" {
 		pool = "default"
+	}
+	if inPool == 0 && otherKind > 0 && noFractions == 0 && unenforced == 0 {
+		kind := "NVIDIA GPUs"
+		if j.res != ResourceGPU {
+			kind = s.deviceWord(j) + "s"
+		}
+		return reasonf(ReasonConstraint, "needs %s, and none of the %s it may use has them (their devices are of another kind)",
+			kind, plural(otherKind, "node"))
 	}
 	if inPool == 0 && noFractions > 0 {
 		return reasonf(ReasonConstraint, "shares a GPU, and the %s it may use cannot hand a fraction its device: %s",

@@ -35,6 +35,13 @@ type QueueSpec struct {
 	// GPU is the queue's guarantee and cap in whole GPUs.
 	// +optional
 	GPU GPUQuota `json:"gpu,omitempty"`
+	// Accelerators are the queue's guarantees and caps of other vendors' devices, in whole
+	// devices, by the kind's name as the scheduler's --accelerators table has it (ascend,
+	// amd, …): accelerators: {ascend: {quota: 16}}. NVIDIA's GPUs stay under gpu.
+	// +kubebuilder:validation:MaxProperties=16
+	// +kubebuilder:validation:XValidation:rule="self.all(k, k.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$') && size(k) <= 63)",message="accelerators: a kind's name is lower-case letters, digits and '-', as the scheduler's --accelerators names it (ascend, amd, …)"
+	// +optional
+	Accelerators map[string]GPUQuota `json:"accelerators,omitempty"`
 	// CPU and Memory are optional guarantees and caps as Kubernetes quantities.
 	// +optional
 	CPU *ResourceQuota `json:"cpu,omitempty"`
@@ -75,18 +82,19 @@ type QueueSpec struct {
 	PreemptMinRuntime *metav1.Duration `json:"preemptMinRuntime,omitempty"`
 }
 
-// GPUQuota is a queue's GPU guarantee, over-quota weight and cap.
-// +kubebuilder:validation:XValidation:rule="!has(self.limit) || self.limit >= (has(self.quota) ? self.quota : 0)",message="gpu.limit must be at least gpu.quota"
+// GPUQuota is a queue's guarantee, over-quota weight and cap of whole devices: NVIDIA's
+// GPUs under gpu, another kind's under accelerators.
+// +kubebuilder:validation:XValidation:rule="!has(self.limit) || self.limit >= (has(self.quota) ? self.quota : 0)",message="limit must be at least quota"
 type GPUQuota struct {
-	// Quota is the number of GPUs guaranteed.
+	// Quota is the number of devices guaranteed.
 	// +kubebuilder:validation:Minimum=0
 	// +optional
 	Quota int32 `json:"quota"`
-	// OverQuotaWeight divides idle GPUs among queues that want more; default: the quota.
+	// OverQuotaWeight divides idle devices among queues that want more; default: the quota.
 	// +kubebuilder:validation:Minimum=0
 	// +optional
 	OverQuotaWeight *int32 `json:"overQuotaWeight,omitempty"`
-	// Limit caps the GPUs the queue may hold; absent means no cap.
+	// Limit caps the devices the queue may hold; absent means no cap.
 	// +kubebuilder:validation:Minimum=0
 	// +optional
 	Limit *int32 `json:"limit,omitempty"`
@@ -103,7 +111,9 @@ type ResourceQuota struct {
 	OverQuotaWeight *int32 `json:"overQuotaWeight,omitempty"`
 }
 
-// QueueStatus is the scheduler's accounting of the queue, keyed nvidia.com/gpu, cpu, memory.
+// QueueStatus is the scheduler's accounting of the queue, keyed nvidia.com/gpu, cpu,
+// memory, and for another kind of accelerator the first resource of its kind
+// (huawei.com/Ascend910 for ascend).
 type QueueStatus struct {
 	// +optional
 	FairShare corev1.ResourceList `json:"fairShare,omitempty"`

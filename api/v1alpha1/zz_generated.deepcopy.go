@@ -277,6 +277,13 @@ func (in *QueueList) DeepCopyObject() runtime.Object {
 func (in *QueueSpec) DeepCopyInto(out *QueueSpec) {
 	*out = *in
 	in.GPU.DeepCopyInto(&out.GPU)
+	if in.Accelerators != nil {
+		in, out := &in.Accelerators, &out.Accelerators
+		*out = make(map[string]GPUQuota, len(*in))
+		for key, val := range *in {
+			(*out)[key] = *val.DeepCopy()
+		}
+	}
 	if in.CPU != nil {
 		in, out := &in.CPU, &out.CPU
 		*out = new(ResourceQuota)

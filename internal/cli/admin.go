@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/allot-dev/allot/api/v1alpha1"
+	"github.com/allot-dev/allot/kube/convert"
 	"github.com/allot-dev/allot/kube/inspect"
 )
 
@@ -36,7 +37,9 @@ func newQueuesCmd() *cobra.Command {
 					return nil, err
 				}
 				for _, n := range nodes {
-					cluster += float64(len(n.GPUs))
+					if n.Accelerator == "" { // the bars' scale is NVIDIA's GPUs
+						cluster += float64(len(n.GPUs))
+					}
 				}
 				return inspect.Queues(ctx, c.allot)
 			}, func(out io.Writer, qs []v1alpha1.Queue) error { return printQueues(out, qs, cluster) })
@@ -183,7 +186,64 @@ func printQueues(out io.Writer, qs []v1alpha1.Queue, clusterGPUs float64) error 
 	for _, w := range warnings {
 		fmt.Fprintln(out, w)
 	}
-	return nil
+	return printKinds(out, qs)
+}
+
+// printKinds shows, where any queue has them, each queue's devices of other vendors'
+// kinds: its quota (spec.accelerators), fair share and allocation, which its status keys
+// by the kind's first resource.
+func printKinds(out io.Writer, qs []v1alpha1.Queue) error {
+	kindOf := map[corev1.ResourceName]string{} // first resource → kind, of the kinds the CLI knows
+	resOf := map[string]corev1.ResourceName{}
+	for _, k := range convert.DefaultAccelerators() {
+		kindOf[k.Resources[0]], resOf[k.Name] = k.Name, k.Resources[0]
+	}
+	var lines []string
+	for _, q := range qs {
+		found := map[string]corev1.ResourceName{}
+		for name := range q.Spec.Accelerators {
+			found[name] = resOf[name]
+		}
+		for _, l := range []corev1.ResourceList{q.Status.FairShare, q.Status.Allocated, q.Status.Requested} {
+			for r := range l {
+				if r == corev1.ResourceName(v1alpha1.GPUResource) || r == corev1.ResourceCPU || r == corev1.ResourceMemory {
+					continue
+				}
+				name := kindOf[r]
+				if name == "" {
+					name = string(r) // a kind defined on the scheduler: its resource is its name here
+				}
+				found[name] = r
+			}
+		}
+		names := make([]string, 0, len(found))
+		for name := range found {
+			names = append(names, name)
+		}
+		sort.Strings(names)
+		for _, name := range names {
+			quota, limit := "-", "-"
+			if d, ok := q.Spec.Accelerators[name]; ok {
+				quota = strconv.Itoa(int(d.Quota))
+				if d.Limit != nil {
+					limit = strconv.Itoa(int(*d.Limit))
+				}
+			}
+			r := found[name]
+			lines = append(lines, fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%s", q.Name, name, quota, limit,
+				gpuAmount(inspect.Devices(q.Status.FairShare, r)), gpuAmount(inspect.Devices(q.Status.Allocated, r)), gpuAmount(inspect.Devices(q.Status.Requested, r))))
+		}
+	}
+	if len(lines) == 0 {
+		return nil
+	}
+	fmt.Fprintln(out, "\nOTHER ACCELERATORS (whole devices of each kind, apart from NVIDIA's GPUs)")
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "QUEUE\tKIND\tQUOTA\tLIMIT\tFAIR SHARE\tALLOCATED\tREQUESTED")
+	for _, l := range lines {
+		fmt.Fprintln(tw, l)
+	}
+	return tw.Flush()
 }
 
 // pastUse shows a queue's decayed use above quota in GPU-hours; "-" before the scheduler
@@ -197,6 +257,8 @@ func pastUse(u *v1alpha1.QueueUsage) string {
 
 func printNodes(out io.Writer, ns []inspect.Node) error {
 	var alloc, total float64
+	// Other vendors' devices are totalled by kind, apart from NVIDIA's GPUs.
+	kindAlloc, kindTotal := map[string]float64{}, map[string]int{}
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "NODE\tGPU\tMODEL\tALLOCATED\tUTILISATION\tFREE MEMORY\tHELD BY")
 	// With a Topology the nodes come grouped by it: a line per domain as it begins, with
@@ -228,9 +290,17 @@ func printNodes(out io.Writer, ns []inspect.Node) error {
 			fmt.Fprintf(tw, "%s%s %s\t\t\t%s/%d\t\t\t\n", strings.Repeat("  ", k), p.Level, domain, gpuAmount(domAlloc[path(n, k)]), domTotal[path(n, k)])
 		}
 		prev = &ns[i]
-		total += float64(len(n.GPUs))
-		alloc += n.Allocated
+		if n.Accelerator == "" {
+			total += float64(len(n.GPUs))
+			alloc += n.Allocated
+		} else {
+			kindAlloc[n.Accelerator] += n.Allocated
+			kindTotal[n.Accelerator] += len(n.GPUs)
+		}
 		model := n.Model
+		if n.Accelerator != "" {
+			model = strings.TrimSpace(model + " [" + n.Accelerator + "]") // the kind of its devices
+		}
 		switch n.Sharing {
 		case "":
 		case v1alpha1.SharingNone:
@@ -281,6 +351,16 @@ func printNodes(out io.Writer, ns []inspect.Node) error {
 	}
 	if _, err := fmt.Fprintf(out, "Allocated/Total GPUs: %s/%s (%.0f%%)\n", gpuAmount(alloc), gpuAmount(total), pct); err != nil {
 		return err
+	}
+	kinds := make([]string, 0, len(kindTotal))
+	for k := range kindTotal {
+		kinds = append(kinds, k)
+	}
+	sort.Strings(kinds)
+	for _, k := range kinds {
+		if _, err := fmt.Fprintf(out, "Allocated/Total %s devices: %s/%d\n", k, gpuAmount(kindAlloc[k]), kindTotal[k]); err != nil {
+			return err
+		}
 	}
 	var unenforced []string
 	for _, n := range ns {

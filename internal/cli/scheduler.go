@@ -7,6 +7,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -19,6 +20,7 @@ import (
 	"github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/engine"
 	"github.com/allot-dev/allot/kube/admission"
+	"github.com/allot-dev/allot/kube/convert"
 	"github.com/allot-dev/allot/kube/scheduler"
 	"github.com/allot-dev/allot/kube/stack"
 )
@@ -31,7 +33,7 @@ func newSchedulerCmd() *cobra.Command {
 	var usageStrength float64
 	var webhookPort, metricsPort int
 	var certDir, sharingRoot, cdiKind, runtimeClass string
-	var deviceRecorders, adopt []string
+	var deviceRecorders, adopt, accelerators []string
 	var defaultGPUMemory string
 	cmd := &cobra.Command{
 		Use:     "scheduler",
@@ -63,6 +65,10 @@ controller that makes gangs (PodGroups) of Jobs, JobSets and Kubeflow jobs, and 
 			if err != nil {
 				return fmt.Errorf("--gpu-policy: %w", err)
 			}
+			kinds, err := convert.ParseAccelerators(accelerators)
+			if err != nil {
+				return err
+			}
 			var rc *rest.Config
 			if kubeconfig == "" {
 				rc, err = rest.InClusterConfig()
@@ -74,7 +80,7 @@ controller that makes gangs (PodGroups) of Jobs, JobSets and Kubeflow jobs, and 
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			opts := stack.Options{Scheduler: scheduler.Options{Engine: engine.Options{Placement: pl, GPUPacking: gp, GangGrace: gangGrace, UsageStrength: usageStrength},
+			opts := stack.Options{Scheduler: scheduler.Options{Engine: engine.Options{Placement: pl, GPUPacking: gp, GangGrace: gangGrace, UsageStrength: usageStrength}, Accelerators: kinds,
 				UsageHalfLife: usageHalfLife, LeaderElection: leaderElect, Identity: identity, Lease: lease, SharingRoot: sharingRoot,
 				CDIKind: cdiKind, DeviceRecorders: deviceRecorders}, SharingRuntimeClass: runtimeClass}
 			if opts.Peers, err = peersFromFlags(adopt, defaultGPUMemory); err != nil {
@@ -118,6 +124,8 @@ controller that makes gangs (PodGroups) of Jobs, JobSets and Kubeflow jobs, and 
 	f.StringSliceVar(&adopt, "adopt-scheduler-names", nil, "other schedulers whose pods the webhook takes over, rewriting their schedulerName to allot (kai-scheduler, hami-scheduler); the chart registers the webhook for them (webhook.adoptSchedulerNames)")
 	f.StringVar(&defaultGPUMemory, "default-gpu-memory", "", "HAMi's default device memory: a pod that came through HAMi's names (schedulerName hami-scheduler taken over, or HAMi's annotations) and asks for nvidia.com/gpu: N with no memory gets a slice of this much of each of N GPUs, such as 10Gi (empty: whole GPUs; pods written for Allot always get whole GPUs)")
 	f.StringSliceVar(&deviceRecorders, "device-recorders", nil, "users who may record on a pod the devices the kubelet gave it (the agents' service account), kept by the API server's allot-pod-fields policy when the scheduler installs it")
+	f.StringArrayVar(&accelerators, "accelerators", []string{strings.Join(convert.DefaultAcceleratorNames(), ",")},
+		"kinds of other vendors' accelerators to schedule besides NVIDIA's GPUs, at most "+strconv.Itoa(engine.MaxAccelerators)+" (repeatable): "+convert.AcceleratorsFlagForms)
 	f.Float64Var(&usageStrength, "usage-strength", 0, "how much a queue's past use above quota lowers its part of idle GPUs: 0 ignores it, 1 is strong (quotas are never touched)")
 	f.DurationVar(&usageHalfLife, "usage-half-life", engine.DefaultUsageHalfLife, "how fast past use is forgotten: it counts half after this long")
 	return cmd

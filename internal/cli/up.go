@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -31,6 +32,7 @@ import (
 	"github.com/allot-dev/allot/kube/agent"
 	allotclient "github.com/allot-dev/allot/kube/client"
 	"github.com/allot-dev/allot/kube/client/clientset/versioned"
+	"github.com/allot-dev/allot/kube/convert"
 	"github.com/allot-dev/allot/kube/localcluster"
 	"github.com/allot-dev/allot/kube/scheduler"
 	"github.com/allot-dev/allot/kube/simnode"
@@ -44,6 +46,7 @@ func newUpCmd() *cobra.Command {
 	var demo, draNodes bool
 	var cpuProfile, dashboardAddr, metricsAddr string
 	var sharing, failGPU, history, topology string
+	var accelerators []string
 	cmd := &cobra.Command{
 		Use:     "up",
 		GroupID: "run",
@@ -52,7 +55,7 @@ func newUpCmd() *cobra.Command {
 simulated GPU nodes with the labels GPU Feature Discovery sets, a simulated kubelet, and the
 Allot scheduler, all in this process. State is kept in --data-dir and survives a restart.
 A kubeconfig is written so that kubectl works against it. Ctrl-C stops everything.`,
-		Example: "  allot up --demo\n  allot up --nodes 4 --gpus-per-node 8 --gpu-type H100 --gpu-memory 80Gi",
+		Example: "  allot up --demo\n  allot up --nodes 4 --gpus-per-node 8 --gpu-type H100 --gpu-memory 80Gi\n  allot up --accelerator ascend:2x8 --accelerator amd:1x8",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if nodes < 1 || nodes > 5000 {
@@ -89,6 +92,12 @@ A kubeconfig is written so that kubectl works against it. Ctrl-C stops everythin
 			if err != nil {
 				return err
 			}
+			kindNodes, err := parseAcceleratorNodes(accelerators)
+			if err != nil {
+				return err
+			}
+			// The scheduler schedules the kinds it has on by default, as allot scheduler does.
+			schedOpts.Accelerators = convert.DefaultTable()
 			var failNode string
 			var failIndex int
 			if failGPU != "" {
@@ -152,6 +161,11 @@ A kubeconfig is written so that kubectl works against it. Ctrl-C stops everythin
 				GPUMemoryMi: mem.Value() >> 20, CPU: "128", Memory: "1Ti", Sharing: sharing, DRA: draNodes, DRAShared: draNodes, MIGGPUs: migGPUs}
 			if err := simnode.Create(ctx, client, spec); err != nil {
 				return err
+			}
+			for _, k := range kindNodes {
+				if err := simnode.Create(ctx, client, k); err != nil {
+					return fmt.Errorf("--accelerator %s: %w", k.Kind.Name, err)
+				}
 			}
 			if len(levels) > 0 {
 				if err := createTopology(ctx, client, allotclient.NewForConfigOrDie(c.Config), spec, levels); err != nil {
@@ -223,6 +237,10 @@ A kubeconfig is written so that kubectl works against it. Ctrl-C stops everythin
 				fmt.Fprintf(out, "Allot is up: %d simulated nodes × %d %s GPUs, each with its allot agent.\nkubeconfig: %s\n  kubectl --kubeconfig %s get nodes,queues,pods\nmetrics: %s\nFail a GPU: kubectl --kubeconfig %s annotate node dgx-1 %s=3\nCtrl-C stops it.\n",
 					nodes, gpus, gpuType, kubeconfig, kubeconfig, running.MetricsURL, kubeconfig, simnode.AnnotationFailGPU)
 			}
+			for _, k := range kindNodes {
+				fmt.Fprintf(out, "and %d simulated %s nodes (%s-1 …) × %d %s devices (%s): allot submit NAME -p QUEUE -i IMAGE --accelerator %s -g N\n",
+					k.Count, k.Kind.Name, k.Prefix, k.GPUs, k.GPUType, k.Kind.Resources[0], k.Kind.Name)
+			}
 			if demo {
 				fmt.Fprint(out, demoNext(kubeconfig))
 			}
@@ -248,8 +266,42 @@ A kubeconfig is written so that kubectl works against it. Ctrl-C stops everythin
 	f.StringVar(&topology, "topology", "", "simulated network topology: level names, narrowest first, such as rack,block (2 nodes to a rack, 2 racks to a block), with a Topology named default")
 	f.BoolVar(&draNodes, "dra", false, "publish the simulated GPUs in ResourceSlices as NVIDIA's DRA driver does (device class gpu.nvidia.com), with no device plugin: pods claim them with ResourceClaims, as allot submit then does")
 	f.IntVar(&migGPUs, "mig-gpus", 0, "with --dra: this many GPUs of each node in MIG mode, published as seven 1g.10gb devices each (device class mig.nvidia.com)")
+	f.StringArrayVar(&accelerators, "accelerator", nil, "simulated nodes of another vendor's kind as KIND:NODESxDEVICES (ascend:2x8), repeatable; KIND one of "+strings.Join(convert.DefaultAcceleratorNames(), ", "))
 	f.BoolVar(&demo, "demo", false, "the demo: queues team-a/b/c/d with quotas 4/2/2/8 on 2 nodes of 8 GPUs, with work submitted")
 	return cmd
+}
+
+// simulatedKinds are the model and device memory of the simulated nodes of each kind.
+var simulatedKinds = map[string]struct {
+	model string
+	memGi int64
+}{"amd": {"AMD_Instinct_MI300X", 192}, "intel": {"Max_1550", 128}, "ascend": {"910B3", 64}, "cambricon": {"MLU370-X8", 48},
+	"hygon": {"K100_AI", 64}, "neuron": {"trn1.32xlarge", 32}}
+
+// parseAcceleratorNodes reads allot up's --accelerator values, KIND:NODESxDEVICES, into
+// groups of simulated nodes of those kinds (named KIND-1, KIND-2, …).
+func parseAcceleratorNodes(values []string) ([]simnode.Spec, error) {
+	kinds := convert.DefaultTable()
+	var out []simnode.Spec
+	for _, v := range values {
+		bad := fmt.Errorf("--accelerator %q is not allowed: KIND:NODESxDEVICES such as ascend:2x8, with KIND one of %s, 1 to 5000 nodes and 1 to 64 devices each",
+			v, strings.Join(kinds.Names(), ", "))
+		name, size, ok := strings.Cut(v, ":")
+		n, d, okSize := strings.Cut(size, "x")
+		count, err1 := strconv.Atoi(n)
+		devices, err2 := strconv.Atoi(d)
+		k, known := kinds.Kind(name)
+		if !ok || !okSize || err1 != nil || err2 != nil || !known || count < 1 || count > 5000 || devices < 1 || devices > 64 {
+			return nil, bad
+		}
+		if slices.ContainsFunc(out, func(s simnode.Spec) bool { return s.Kind.Name == name }) {
+			return nil, fmt.Errorf("--accelerator %q: kind %s is given twice; give its nodes once", v, name)
+		}
+		sim := simulatedKinds[name]
+		out = append(out, simnode.Spec{Prefix: name, Count: count, GPUs: devices, GPUType: sim.model, GPUMemoryMi: sim.memGi << 10,
+			CPU: "128", Memory: "1Ti", Kind: &k})
+	}
+	return out, nil
 }
 
 // startDemo creates the reference queues and some work: team-a borrows idle GPUs beyond

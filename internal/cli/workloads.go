@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/yaml"
 
+	"github.com/allot-dev/allot/kube/convert"
 	"github.com/allot-dev/allot/kube/dra"
 	"github.com/allot-dev/allot/kube/inspect"
 	"github.com/allot-dev/allot/kube/submit"
@@ -27,6 +28,7 @@ func newSubmitCmd() *cobra.Command {
 	var c *conn // set below, once the command exists to carry its flags
 	var s submit.Spec
 	var dryRun, preemptible, nonPreemptible bool
+	var accelerator string
 	gpuAPI := "auto"
 	cmd := &cobra.Command{
 		Use:     "submit NAME -p QUEUE -i IMAGE [flags] [-- COMMAND ARGS…]",
@@ -39,7 +41,8 @@ Job of N workers with a headless Service (worker i is NAME-i.NAME) started as on
 		Example: `  allot submit resnet -p team-a -i pytorch/pytorch -g 2 -- python train.py
   allot submit notebook -p team-a -i jupyter/base -g 0.5 --interactive --port 8888
   allot submit ddp -p team-d -i pytorch/pytorch -g 4 --workers 2 -- torchrun train.py
-  allot submit llm -p team-c -i vllm/vllm-openai -g 1 --inference --port 8000`,
+  allot submit llm -p team-c -i vllm/vllm-openai -g 1 --inference --port 8000
+  allot submit npu-train -p team-a -i ascendhub/mindspore --accelerator ascend -g 2 -- python train.py`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 || cmd.ArgsLenAtDash() == 0 {
 				return fmt.Errorf("a NAME for the workload is required: allot submit NAME -p QUEUE -i IMAGE [flags] [-- COMMAND ARGS…]")
@@ -67,6 +70,17 @@ Job of N workers with a headless Service (worker i is NAME-i.NAME) started as on
 			}
 			if s.Queue == "" {
 				s.Queue = loadConfig().Queue
+			}
+			knownKind := true
+			if accelerator != "" {
+				k, known, err := convert.SubmitKind(accelerator)
+				if err != nil {
+					return err
+				}
+				s.Accelerator, s.AcceleratorResource, knownKind = k.Name, k.Resources[0], known
+				if gpuAPI == "auto" {
+					gpuAPI = "device-plugin" // other vendors' devices are not claimed through DRA here
+				}
 			}
 			if !dryRun {
 				if err := c.connect(cmd.Context()); err != nil {
@@ -116,7 +130,7 @@ Job of N workers with a headless Service (worker i is NAME-i.NAME) started as on
 			if err := queueExists(cmd.Context(), c, s.Queue); err != nil {
 				return err
 			}
-			if err := checkSubmit(cmd, c, s, objs); err != nil {
+			if err := checkSubmit(cmd, c, s, objs, knownKind); err != nil {
 				return err
 			}
 			for _, o := range objs {
@@ -131,7 +145,8 @@ Job of N workers with a headless Service (worker i is NAME-i.NAME) started as on
 	f := cmd.Flags()
 	f.StringVarP(&s.Queue, "queue", "p", "", "queue (project) to submit to; default from allot config queue")
 	f.StringVarP(&s.Image, "image", "i", "", "container image")
-	f.StringVarP(&s.GPUs, "gpu", "g", "", "GPUs: a whole number, or a fraction of one GPU such as 0.5")
+	f.StringVarP(&s.GPUs, "gpu", "g", "", "GPUs: a whole number, or a fraction of one GPU such as 0.5 (with --accelerator: a whole number of its devices)")
+	f.StringVar(&accelerator, "accelerator", "", "ask -g whole devices of another vendor's kind instead of NVIDIA GPUs: amd, intel, ascend, cambricon, hygon, neuron, neuroncore, or KIND=RESOURCE for a kind defined with allot scheduler --accelerators")
 	f.StringVar(&s.GPUMemory, "gpu-memory", "", "GPU memory of one shared GPU instead of -g, such as 8Gi")
 	f.IntVar(&s.GPUCompute, "gpu-compute", 0, "percent of a shared GPU's compute, booked for the pod (with -g below 1 or --gpu-memory, or alone)")
 	f.IntVar(&s.GPUCount, "gpu-count", 0, "take the slice (-g below 1, --gpu-memory, --gpu-compute) of each of this many GPUs of one node")
@@ -214,7 +229,7 @@ func apiMessage(err error) string {
 // server-side dry run, also for one pod of a Job's or Deployment's template, whose pods
 // the webhooks would otherwise refuse only once the Job exists), and a request no node of
 // the cluster can hold.
-func checkSubmit(cmd *cobra.Command, c *conn, s submit.Spec, objs []runtime.Object) error {
+func checkSubmit(cmd *cobra.Command, c *conn, s submit.Spec, objs []runtime.Object, knownKind bool) error {
 	ctx := cmd.Context()
 	all, err := inspect.Workloads(ctx, c.client, c.ns, "")
 	if err != nil {
@@ -244,6 +259,9 @@ func checkSubmit(cmd *cobra.Command, c *conn, s submit.Spec, objs []runtime.Obje
 				return fmt.Errorf("%w (what the webhook says of the workload's pods)", err)
 			}
 		}
+	}
+	if !knownKind {
+		return nil // a kind defined on the scheduler: the CLI cannot tell its nodes
 	}
 	nodes, err := inspect.EmptyNodes(ctx, c.client)
 	if err != nil {

@@ -320,7 +320,7 @@ func TestCLIErrorsSayWhatToDo(t *testing.T) {
 func TestSuspendResumeQueuesAndLogs(t *testing.T) {
 	e := startCLI(t)
 	e.must(t, "queue", "create", "research", "--quota", "2", "--limit", "4", "--interactive-time-limit", "4h")
-	if _, err := e.run(t, "queue", "create", "broken", "--quota", "4", "--limit", "2"); err == nil || !strings.Contains(err.Error(), "gpu.limit must be at least gpu.quota") {
+	if _, err := e.run(t, "queue", "create", "broken", "--quota", "4", "--limit", "2"); err == nil || !strings.Contains(err.Error(), "limit must be at least quota") {
 		t.Fatalf("limit below quota: %v", err)
 	}
 	// edit sends what its flags change and nothing else: a field as someone wrote it

@@ -38,7 +38,7 @@ func TestSharingPodsMayNotSetDeviceVariables(t *testing.T) {
 				return p
 			}(),
 		} {
-			err := ValidatePod(p, view{})
+			err := ValidatePod(p, view{}, nil)
 			want := strings.TrimPrefix(strings.TrimSuffix(where, " (after Allot's)"), "GPU-less ") + ": " + name + " may not be set"
 			if err == nil || !strings.Contains(err.Error(), want) {
 				t.Errorf("%s sets %s: %v, want a refusal containing %q", where, name, err, want)
@@ -85,7 +85,7 @@ func TestSharingPodsMayNotSetDeviceVariables(t *testing.T) {
 			return p
 		}(), ""},
 	} {
-		err := ValidatePod(c.pod, view{})
+		err := ValidatePod(c.pod, view{}, nil)
 		if c.want == "" && err != nil {
 			t.Errorf("%s: refused: %v", c.name, err)
 		}
@@ -139,7 +139,7 @@ func TestPodsAreNotCreatedWithWhatAllotWrites(t *testing.T) {
 			return p
 		}(), "containers[main].env: NVIDIA_VISIBLE_DEVICES may not be set"},
 	} {
-		if err := ValidatePod(c.pod, view{}); err == nil || !strings.Contains(err.Error(), c.want) {
+		if err := ValidatePod(c.pod, view{}, nil); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v, want a refusal containing %q", c.name, err, c.want)
 		}
 	}
@@ -165,7 +165,7 @@ func TestContainersGivenNoDeviceAreToldSo(t *testing.T) {
 		t.Error("the sharing pod's own container was told void")
 	}
 	for _, p := range []*corev1.Pod{cpu, half} {
-		if err := ValidatePod(p, view{}); err != nil {
+		if err := ValidatePod(p, view{}, nil); err != nil {
 			t.Errorf("refused after the mutating webhook: %v", err)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/allot-dev/allot/api/v1alpha1"
+	"github.com/allot-dev/allot/kube/convert"
 )
 
 // Pods written for HAMi or KAI-Scheduler (Run:ai) ask for a slice of a GPU, a queue and
@@ -62,10 +63,12 @@ var (
 
 // otherVendors are the resource domains of the devices HAMi shares besides NVIDIA's
 // (Cambricon MLUs, Huawei Ascend, Hygon DCUs, Iluvatar, MetaX, Moore Threads, Enflame,
-// Kunlunxin, AWS Neuron): Allot has no books for them, and would place such a pod as if
-// it asked for no accelerator.
+// Kunlunxin, AWS Neuron) and of the other vendors' kinds Allot knows (AMD, Intel). A
+// resource of a kind the scheduler's --accelerators turns on is scheduled; any other of
+// these is refused, as Allot has no books for it and would place the pod as if it asked for
+// no accelerator (slices of those devices, such as huawei.com/Ascend910-memory, included).
 var otherVendors = []string{"cambricon.com/", "huawei.com/", "hygon.com/", "iluvatar.ai/", "metax-tech.com/",
-	"mthreads.com/", "enflame.com/", "kunlunxin.com/", "aws.amazon.com/neuron"}
+	"mthreads.com/", "enflame.com/", "kunlunxin.com/", "aws.amazon.com/neuron", "amd.com/", "gpu.intel.com/"}
 
 // Peers says how the webhook treats pods written for other schedulers.
 type Peers struct {
@@ -78,6 +81,9 @@ type Peers struct {
 	// device memory): a slice of that much of each of N devices. Pods of Allot's own asking
 	// for nvidia.com/gpu get whole GPUs whatever it says.
 	DefaultGPUMemory int64
+	// Accelerators are the kinds of other vendors' devices the scheduler schedules: their
+	// resources are let through, other vendors' others refused. Nil: NVIDIA's GPUs only.
+	Accelerators *convert.Accelerators
 }
 
 // translation is one pod's rewriting: its notes, and which name wrote each of Allot's.
@@ -108,8 +114,8 @@ func (o Peers) Translate(p *corev1.Pod) error {
 
 // untranslated says which peer names of p the webhook would still translate: none on a
 // pod it admitted.
-func untranslated(p *corev1.Pod) (string, error) {
-	notes, err := Peers{}.translate(p.DeepCopy())
+func untranslated(p *corev1.Pod, kinds *convert.Accelerators) (string, error) {
+	notes, err := Peers{Accelerators: kinds}.translate(p.DeepCopy())
 	return strings.Join(notes, "; "), err
 }
 
@@ -221,11 +227,8 @@ func (t *translation) resources(o Peers) error {
 	for i, f := range all {
 		for _, list := range []corev1.ResourceList{f.c.Resources.Limits, f.c.Resources.Requests} {
 			for name := range list {
-				for _, v := range otherVendors {
-					if strings.HasPrefix(string(name), v) {
-						return fmt.Errorf("%s[%s].resources: %s is not honoured: Allot schedules NVIDIA GPUs only, and has no books for other vendors' devices (schedule this pod with HAMi, or remove the resource)",
-							f.kind, f.c.Name, name)
-					}
+				if err := o.vendorResource(name); err != nil {
+					return fmt.Errorf("%s[%s].resources: %w", f.kind, f.c.Name, err)
 				}
 				if name == hamiPriority {
 					return fmt.Errorf("%s[%s].resources: %s (HAMi-core's task priority) is not honoured: Allot orders pods by their PriorityClass and queue (remove it; set priorityClassName)",
@@ -470,4 +473,19 @@ func (t *translation) defaultMemory(o Peers) error {
 		return err
 	}
 	return t.set(false, v1alpha1.AnnotationGPUCount, strconv.FormatInt(n, 10), v1alpha1.GPUResource, strconv.FormatInt(n, 10))
+}
+
+// vendorResource refuses another vendor's resource that is not a kind the scheduler
+// schedules, naming the kinds it does.
+func (o Peers) vendorResource(name corev1.ResourceName) error {
+	if o.Accelerators.Scheduled(name) {
+		return nil
+	}
+	for _, v := range otherVendors {
+		if strings.HasPrefix(string(name), v) {
+			return fmt.Errorf("%s is not honoured: Allot schedules NVIDIA GPUs and whole devices of the kinds the scheduler's --accelerators turns on (%s); it has no books for this one (turn its kind on, schedule this pod with HAMi, or remove the resource)",
+				name, o.Accelerators.OnList())
+		}
+	}
+	return nil
 }

@@ -50,7 +50,7 @@ func TestPeerNamesAreTranslated(t *testing.T) {
 		}
 	}
 	// Run again on its own output (the validator does), it finds nothing left to translate.
-	if notes, err := untranslated(p); notes != "" || err != nil {
+	if notes, err := untranslated(p, nil); notes != "" || err != nil {
 		t.Errorf("again: %q, %v", notes, err)
 	}
 
@@ -99,7 +99,7 @@ func TestPeerNamesRefused(t *testing.T) {
 		want string
 	}{
 		{"another vendor", peerPod("allot", map[string]string{"cambricon.com/mlu": "1"}, nil, nil),
-			"containers[main].resources: cambricon.com/mlu is not honoured: Allot schedules NVIDIA GPUs only"},
+			"containers[main].resources: cambricon.com/mlu is not honoured: Allot schedules NVIDIA GPUs and whole devices of the kinds the scheduler's --accelerators turns on (none: NVIDIA GPUs only)"},
 		{"Ascend", peerPod("allot", map[string]string{"huawei.com/Ascend910": "1"}, nil, nil), "huawei.com/Ascend910 is not honoured"},
 		{"HAMi MIG", peerPod("allot", nil, map[string]string{"nvidia.com/vgpu-mode": "mig"}, nil), "nvidia.com/vgpu-mode=mig is not honoured"},
 		{"topology-aware", peerPod("allot", nil, map[string]string{"hami.io/gpu-scheduler-policy": "topology-aware"}, nil),

@@ -285,6 +285,9 @@ func isGPUEnv(e corev1.EnvVar) bool {
 // Validator refuses pods that could never run as asked.
 type Validator struct {
 	View View
+	// Accelerators are the kinds of other vendors' devices the scheduler schedules (nil:
+	// NVIDIA's GPUs only).
+	Accelerators *convert.Accelerators
 }
 
 // Handle implements admission.Handler.
@@ -304,7 +307,7 @@ func (v *Validator) Handle(_ context.Context, req admission.Request) admission.R
 		}
 		return admission.Allowed("")
 	}
-	if err := ValidatePod(&p, v.View); err != nil {
+	if err := ValidatePod(&p, v.View, v.Accelerators); err != nil {
 		return admission.Denied(err.Error())
 	}
 	return admission.Allowed("")
@@ -330,21 +333,27 @@ func ValidateEphemeral(p *corev1.Pod) error {
 }
 
 // ValidatePod checks a pod scheduled by Allot against the cluster: its sharing annotations,
+// the kind of device it asks for (kinds: the scheduler's table of other vendors' kinds),
 // its queue and its gang.
-func ValidatePod(p *corev1.Pod, view View) error {
+func ValidatePod(p *corev1.Pod, view View, kinds *convert.Accelerators) error {
 	if !subject(p) {
 		return nil
 	}
 	if msg := v1alpha1.ResourceClaimsProblem(p); msg != "" {
 		return errors.New(msg)
 	}
-	if notes, err := untranslated(p); err != nil {
+	if notes, err := untranslated(p, kinds); err != nil {
 		return err
 	} else if notes != "" {
 		return fmt.Errorf("another scheduler's names were not translated by Allot's mutating webhook (%s): is it installed, and does its condition send such pods to it?", notes)
 	}
 	share, err := v1alpha1.ParseGPUShare(p.Annotations)
 	if err != nil {
+		return err
+	}
+	// Before the slice is read against nvidia.com/gpu: a slice beside another vendor's
+	// device is that device's problem, said as such.
+	if err := kinds.CheckAsks(p, kinds.Asks(p)); err != nil {
 		return err
 	}
 	whole := v1alpha1.WholeGPUs(p)

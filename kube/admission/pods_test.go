@@ -84,7 +84,7 @@ func TestValidatePod(t *testing.T) {
 		{"unknown topology", pod("team-a", 1, nil, map[string]string{v1alpha1.AnnotationTopologyRequired: "rack", v1alpha1.AnnotationTopology: "east"}),
 			`allot.dev/topology: no Topology "east"; topologies: default`},
 	} {
-		err := ValidatePod(c.pod, view{})
+		err := ValidatePod(c.pod, view{}, nil)
 		switch {
 		case c.want == "" && err != nil:
 			t.Errorf("%s: refused: %v", c.name, err)
@@ -94,23 +94,23 @@ func TestValidatePod(t *testing.T) {
 	}
 	other := pod("nope", 0, nil, frac("7"))
 	other.Spec.SchedulerName = "default-scheduler"
-	if err := ValidatePod(other, view{}); err != nil {
+	if err := ValidatePod(other, view{}, nil); err != nil {
 		t.Errorf("another scheduler's pod was judged: %v", err)
 	}
 	// A DRA claim is admitted; beside nvidia.com/gpu or a fraction it is refused, since
 	// its GPUs would be counted twice and handed out by two agents.
 	claims := pod("team-a", 0, nil, nil)
 	claims.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptr.To("one-gpu")}}
-	if err := ValidatePod(claims, view{}); err != nil {
+	if err := ValidatePod(claims, view{}, nil); err != nil {
 		t.Errorf("a pod with a resource claim was refused: %v", err)
 	}
 	both := pod("team-a", 1, nil, nil)
 	both.Spec.ResourceClaims = claims.Spec.ResourceClaims
-	if err := ValidatePod(both, view{}); err == nil || !strings.Contains(err.Error(), "spec.resourceClaims (gpu) with nvidia.com/gpu") {
+	if err := ValidatePod(both, view{}, nil); err == nil || !strings.Contains(err.Error(), "spec.resourceClaims (gpu) with nvidia.com/gpu") {
 		t.Errorf("a pod with a resource claim and nvidia.com/gpu: %v", err)
 	}
 	claims.Spec.SchedulerName = "default-scheduler"
-	if err := ValidatePod(claims, view{}); err != nil {
+	if err := ValidatePod(claims, view{}, nil); err != nil {
 		t.Errorf("another scheduler's DRA pod was judged: %v", err)
 	}
 }

@@ -3,6 +3,7 @@ package admission
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/kube/client/clientset/versioned"
+	"github.com/allot-dev/allot/kube/convert"
 )
 
 // AnnotationForceDelete on a Queue lets it be deleted while it still holds work (allot
@@ -31,6 +33,9 @@ type QueueValidator struct {
 	View   View
 	Client kubernetes.Interface
 	Allot  versioned.Interface
+	// Accelerators are the kinds the scheduler schedules: a quota of any other kind would
+	// count for nothing.
+	Accelerators *convert.Accelerators
 }
 
 // queue finds a queue in the cache, else on the API server: a parent created a moment ago
@@ -72,8 +77,8 @@ func (v *QueueValidator) Handle(ctx context.Context, req admission.Request) admi
 	var err error
 	if req.Operation == admissionv1.Delete {
 		err = v.checkDelete(ctx, &q)
-	} else {
-		err = v.checkParent(ctx, &q)
+	} else if err = v.checkParent(ctx, &q); err == nil {
+		err = v.checkKinds(&q)
 	}
 	if err != nil {
 		return admission.Denied(err.Error())
@@ -107,6 +112,14 @@ func (v *QueueValidator) checkParent(ctx context.Context, q *v1alpha1.Queue) err
 			return fmt.Errorf("spec.parent: the chain of parents above %s is deeper than 64", q.Name)
 		}
 		name = parent.Spec.Parent
+	}
+	return nil
+}
+
+// checkKinds refuses a quota of a kind of accelerator the scheduler does not schedule.
+func (v *QueueValidator) checkKinds(q *v1alpha1.Queue) error {
+	if _, unknown := v.Accelerators.Queue(q); len(unknown) > 0 {
+		return errors.New(v.Accelerators.UnknownKinds(unknown))
 	}
 	return nil
 }

@@ -105,7 +105,7 @@ func SelfSigned(dir string) (caBundle []byte, err error) {
 // Pods with another scheduler's names (peers.go) are sent too: a scheduler name Allot takes
 // over (the pod is rewritten to Allot's, whatever else it asks), their queue label, a
 // sharing annotation, or any extended resource but nvidia.com/gpu (HAMi's gpumem and
-// gpucores, other vendors' devices, which are refused).
+// gpucores, other vendors' devices, refused unless the scheduler schedules their kind).
 const MutateCondition = `object.spec.schedulerName != 'allot' || has(object.metadata.ownerReferences) || !has(object.metadata.labels) || !('allot.dev/queue' in object.metadata.labels) ||
 (has(object.metadata.annotations) && ('allot.dev/gpu-fraction' in object.metadata.annotations || 'allot.dev/gpu-memory' in object.metadata.annotations ||
 'allot.dev/gpu-compute' in object.metadata.annotations || 'allot.dev/translated' in object.metadata.annotations ||

@@ -335,16 +335,7 @@ func Indices(s string) []int {
 
 func Queue(q *v1alpha1.Queue) engine.Queue {
 	out := engine.Queue{ID: engine.QueueID(q.Name), Parent: engine.QueueID(q.Spec.Parent), Priority: q.Spec.Priority}
-	gpu := &out.Resources[engine.ResourceGPU]
-	gpu.Quota = int64(q.Spec.GPU.Quota) * int64(engine.OneGPU)
-	if w := q.Spec.GPU.OverQuotaWeight; w != nil {
-		f := float64(*w) * float64(engine.OneGPU)
-		gpu.OverQuotaWeight = &f
-	}
-	if l := q.Spec.GPU.Limit; l != nil {
-		v := int64(*l) * int64(engine.OneGPU)
-		gpu.Limit = &v
-	}
+	out.Resources[engine.ResourceGPU] = devices(q.Spec.GPU)
 	set := func(r engine.Resource, rq *v1alpha1.ResourceQuota, milli bool) {
 		if rq == nil {
 			return
@@ -379,6 +370,21 @@ func Queue(q *v1alpha1.Queue) engine.Queue {
 	}
 	if d := q.Spec.InteractiveTimeLimit; d != nil {
 		out.InteractiveTimeLimit = d.Duration
+	}
+	return out
+}
+
+// devices is a quota of whole devices (GPUs, or another kind's) in the engine's
+// thousandths of a device.
+func devices(d v1alpha1.GPUQuota) engine.QueueResource {
+	out := engine.QueueResource{Quota: int64(d.Quota) * int64(engine.OneGPU)}
+	if w := d.OverQuotaWeight; w != nil {
+		f := float64(*w) * float64(engine.OneGPU)
+		out.OverQuotaWeight = &f
+	}
+	if l := d.Limit; l != nil {
+		v := int64(*l) * int64(engine.OneGPU)
+		out.Limit = &v
 	}
 	return out
 }

@@ -149,3 +149,65 @@ func FuzzPodGroup(f *testing.F) {
 		}
 	})
 }
+
+// FuzzAccelerators: the scheduler's --accelerators (an admin's), and a node's count, model
+// and memory labels and a pod's requests of another vendor's devices (their device
+// plugins' and labellers'), however wrong: a table of at most engine.MaxAccelerators kinds
+// or an error naming the flag; a node of no more devices than its allocatable (at most 64),
+// none of negative memory; a pod of one kind asking for no more than it wrote, or a
+// problem.
+func FuzzAccelerators(f *testing.F) {
+	f.Add("ascend,amd", "8", "192G", "274877906944", "2", "1")
+	f.Add("x=x.com/y;memory-label=m;memory-unit=node-bytes", "-4", "-1G", "-9", "1e30", "-1")
+	f.Add("none", "1e5", "99999999999999999999G", "banana", "0.5", "")
+	f.Fuzz(func(t *testing.T, flag, count, vram, memMax, asked, nvidia string) {
+		a, err := ParseAccelerators(strings.Split(flag, " "))
+		if err != nil {
+			if !strings.Contains(err.Error(), "--accelerators") {
+				t.Fatalf("an error that names no flag: %v", err)
+			}
+			return
+		}
+		if len(a.Names()) > engine.MaxAccelerators {
+			t.Fatalf("%d kinds on", len(a.Names()))
+		}
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", Labels: map[string]string{"amd.com/gpu.vram": vram, "gpu.intel.com/memory.max": memMax, "m": memMax}}}
+		n.Status.Allocatable = corev1.ResourceList{}
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns"}, Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c",
+			Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{}}}}}}
+		for _, r := range append(a.Resources(), "amd.com/gpu", "gpu.intel.com/i915") {
+			if q, err := resource.ParseQuantity(count); err == nil {
+				n.Status.Allocatable[r] = q
+			}
+			if q, err := resource.ParseQuantity(asked); err == nil {
+				p.Spec.Containers[0].Resources.Limits[r] = q
+			}
+		}
+		if q, err := resource.ParseQuantity(nvidia); err == nil {
+			p.Spec.Containers[0].Resources.Limits[GPUResource] = q
+		}
+		out := a.Node(n)
+		most := int64(0)
+		for _, r := range a.Resources() {
+			q := n.Status.Allocatable[r]
+			most = max(most, q.Value())
+		}
+		if len(out.GPUs) > 64 || int64(len(out.GPUs)) > most {
+			t.Fatalf("%d devices from allocatable %s", len(out.GPUs), count)
+		}
+		for _, g := range out.GPUs {
+			if g.Memory < 0 {
+				t.Fatalf("device memory %d from %q, %q", g.Memory, vram, memMax)
+			}
+		}
+		for _, prob := range a.AcceleratorProblems(n) {
+			if !strings.Contains(prob, "allocatable") && !strings.Contains(prob, "label ") {
+				t.Fatalf("a problem that names no field: %q", prob)
+			}
+		}
+		r, k := a.PodRequest(p)
+		if k.Name != "" && (k.Problem != "" || r.GPUs < 0 || r.Shared()) {
+			t.Fatalf("kind %+v with request %+v", k, r)
+		}
+	})
+}

@@ -111,6 +111,9 @@ func Build(in Input) State {
 	t := &st.Totals
 	t.Nodes = len(st.Nodes)
 	for _, n := range st.Nodes {
+		if n.Accelerator != "" {
+			continue // another vendor's devices: not NVIDIA GPUs, counted in none of these
+		}
 		t.GPUs += float64(len(n.GPUs))
 		t.Allocated += n.Allocated
 		for _, g := range n.GPUs {

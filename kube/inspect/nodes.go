@@ -42,6 +42,10 @@ type Node struct {
 	// DRA marks a node whose GPUs are published in ResourceSlices and held through
 	// ResourceClaims (Dynamic Resource Allocation), not by the device plugin.
 	DRA bool `json:"dra,omitempty"`
+	// Accelerator is the kind of the node's devices when they are not NVIDIA's GPUs
+	// ("ascend", "amd"), as the default kinds of allot scheduler --accelerators read them;
+	// GPUs then lists those devices.
+	Accelerator string `json:"accelerator,omitempty"`
 }
 
 // SharingNotEnforced is what a node sharing GPUs without enforcement tells people.
@@ -161,8 +165,8 @@ func BuildNodes(nodes []*corev1.Node, pods []*corev1.Pod) []Node {
 	// device memory unknown when its label is not a sane number of MiB, failed devices).
 	converted := make(map[string]engine.Node, len(nodes))
 	for _, n := range nodes {
-		if convert.GPUCount(n) > 0 {
-			converted[n.Name] = convert.Node(n)
+		if en := kinds.Node(n); len(en.GPUs) > 0 {
+			converted[n.Name] = en
 		}
 	}
 	held := map[string]map[int][]Holder{}
@@ -192,7 +196,11 @@ func BuildNodes(nodes []*corev1.Node, pods []*corev1.Pod) []Node {
 		}
 		count, memMi := len(en.GPUs), convert.GPUMemoryMiB(n)
 		node := Node{Name: n.Name, Pool: n.Labels[v1alpha1.LabelNodePool], Model: n.Labels[v1alpha1.LabelGPUProduct], MemoryMi: memMi,
-			Sharing: en.Sharing, Agent: n.Annotations[v1alpha1.AnnotationAgent]}
+			Sharing: en.Sharing, Agent: n.Annotations[v1alpha1.AnnotationAgent], Accelerator: en.Accelerator}
+		if en.Accelerator != "" {
+			// Another vendor's devices: their model and size are the kind's labels'.
+			node.Model, node.MemoryMi, node.Sharing = en.GPUs[0].Model, en.GPUs[0].Memory>>20, ""
+		}
 		if en.Sharing == v1alpha1.SharingNone {
 			node.SharingWarning = SharingNotEnforced
 		}
@@ -219,11 +227,21 @@ func BuildNodes(nodes []*corev1.Node, pods []*corev1.Pod) []Node {
 	return out
 }
 
+// kinds are the kinds of accelerator the CLI and the dashboard read nodes by: the
+// scheduler's defaults (its --accelerators is not known here).
+var kinds = convert.DefaultTable()
+
 // GPUs reads the GPUs in a resource list (a Queue's status) for display: 0 when absent,
 // and 0 for a value that is not a finite, non-negative number (a status written by hand as
 // "1e66666" would otherwise be +Inf, which JSON cannot carry).
 func GPUs(l corev1.ResourceList) float64 {
-	q, ok := l[corev1.ResourceName(v1alpha1.GPUResource)]
+	return Devices(l, corev1.ResourceName(v1alpha1.GPUResource))
+}
+
+// Devices reads the devices of a resource in a resource list as GPUs reads NVIDIA's:
+// another kind's in a Queue's status, keyed by the kind's first resource.
+func Devices(l corev1.ResourceList, name corev1.ResourceName) float64 {
+	q, ok := l[name]
 	if !ok {
 		return 0
 	}
@@ -286,7 +304,7 @@ func Fits(nodes []Node, r submit.Request) error {
 		if n.Pool != "" {
 			pools[n.Pool] = true
 		}
-		if n.Pool != r.Pool || len(n.GPUs) == 0 || len(r.Models) > 0 && !slices.Contains(r.Models, n.Model) {
+		if n.Pool != r.Pool || len(n.GPUs) == 0 || n.Accelerator != r.Accelerator || len(r.Models) > 0 && !slices.Contains(r.Models, n.Model) {
 			continue
 		}
 		cands = append(cands, n)
@@ -302,9 +320,9 @@ func Fits(nodes []Node, r submit.Request) error {
 		case r.Pool == "" && len(pools) > 0:
 			return fmt.Errorf("no GPU node is outside the node pools: set --node-pool, one of %s", strings.Join(keys(pools), ", "))
 		case len(r.Models) > 0:
-			return fmt.Errorf("--gpu-type %s: %s have no GPU of that model", strings.Join(r.Models, ","), where)
+			return fmt.Errorf("--gpu-type %s: %s have no %s of that model", strings.Join(r.Models, ","), where, device(r))
 		}
-		return fmt.Errorf("%s have no GPUs", where)
+		return fmt.Errorf("%s have no %ss", where, device(r))
 	}
 	most, mostOn := 0, ""
 	var memMi int64
@@ -322,13 +340,21 @@ func Fits(nodes []Node, r submit.Request) error {
 	}
 	switch {
 	case r.GPUs > int64(most):
-		return fmt.Errorf("-g %d: no node can hold it: the most GPUs on one node of %s is %d (%s)", r.GPUs, where, most, mostOn)
+		return fmt.Errorf("-g %d: no node can hold it: the most %ss on one node of %s is %d (%s)", r.GPUs, device(r), where, most, mostOn)
 	case r.MemoryMi > 0 && memMi > 0 && r.MemoryMi > memMi:
 		return fmt.Errorf("--gpu-memory %d Mi: more than one GPU of %s has (%d Mi at most)", r.MemoryMi, where, memMi)
 	case int64(r.Pods) > holds:
-		return fmt.Errorf("a gang of %d pods of %d GPUs each starts whole or not at all, and %s hold %d such pods at most", r.Pods, r.GPUs, where, holds)
+		return fmt.Errorf("a gang of %d pods of %d %ss each starts whole or not at all, and %s hold %d such pods at most", r.Pods, r.GPUs, device(r), where, holds)
 	}
 	return nil
+}
+
+// device is what one device of the request is called: "GPU", "ascend device".
+func device(r submit.Request) string {
+	if r.Accelerator != "" {
+		return r.Accelerator + " device"
+	}
+	return "GPU"
 }
 
 func keys(m map[string]bool) []string {

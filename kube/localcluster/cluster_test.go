@@ -100,7 +100,7 @@ func TestAPIServerRefusesBadQueuesAndTopologies(t *testing.T) {
 		want string
 	}{
 		"negative": {map[string]any{"quota": int64(-2)}, "spec.gpu.quota: Invalid value: -2: spec.gpu.quota in body should be greater than or equal to 0"},
-		"limit":    {map[string]any{"quota": int64(4), "limit": int64(2)}, "gpu.limit must be at least gpu.quota"},
+		"limit":    {map[string]any{"quota": int64(4), "limit": int64(2)}, "limit must be at least quota"},
 	} {
 		_, err := queues.Create(ctx, queue("bad-"+name, c.gpu), metav1.CreateOptions{})
 		if err == nil || !strings.Contains(err.Error(), c.want) {

@@ -113,9 +113,9 @@ type shape struct {
 	Dynamic      bool
 }
 
-func shapeOf(p *corev1.Pod, repels bool) shape {
+func (c *Checker) shapeOf(p *corev1.Pod, repels bool) shape {
 	sh := shape{Namespace: p.Namespace, NodeSelector: p.Spec.NodeSelector,
-		Tolerations: p.Spec.Tolerations, Volumes: placementVolumes(p), Dynamic: repels || needsRules(p)}
+		Tolerations: p.Spec.Tolerations, Volumes: placementVolumes(p), Dynamic: repels || c.needsRules(p)}
 	if a := p.Spec.Affinity; a != nil {
 		sh.NodeAffinity = a.NodeAffinity
 	}
@@ -148,7 +148,7 @@ func placementVolumes(p *corev1.Pod) []corev1.VolumeSource {
 
 // NodeFilter is the engine's filter for a job whose pods look like p.
 func (cy *Cycle) NodeFilter(p *corev1.Pod) *engine.NodeFilter {
-	sh := shapeOf(p, cy.repels)
+	sh := cy.c.shapeOf(p, cy.repels)
 	key := sh.key()
 	if f, ok := cy.filters[key]; ok {
 		return f
@@ -220,28 +220,28 @@ func preferredNodes(p *corev1.Pod) bool {
 
 // needsRules reports whether a pod's placement depends on other pods' places or on
 // resources the engine does not count: then the dynamic plugins judge each placement.
-func needsRules(p *corev1.Pod) bool {
+func (c *Checker) needsRules(p *corev1.Pod) bool {
 	if a := p.Spec.Affinity; a != nil {
 		if (a.PodAffinity != nil && len(a.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution) > 0) ||
 			(a.PodAntiAffinity != nil && len(a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution) > 0) {
 			return true
 		}
 	}
-	for _, c := range p.Spec.TopologySpreadConstraints {
-		if c.WhenUnsatisfiable == corev1.DoNotSchedule {
+	for _, t := range p.Spec.TopologySpreadConstraints {
+		if t.WhenUnsatisfiable == corev1.DoNotSchedule {
 			return true
 		}
 	}
 	for _, cs := range [][]corev1.Container{p.Spec.InitContainers, p.Spec.Containers} {
-		for _, c := range cs {
-			for _, port := range c.Ports {
+		for _, ctr := range cs {
+			for _, port := range ctr.Ports {
 				if port.HostPort > 0 {
 					return true
 				}
 			}
-			for _, rl := range []corev1.ResourceList{c.Resources.Requests, c.Resources.Limits} {
+			for _, rl := range []corev1.ResourceList{ctr.Resources.Requests, ctr.Resources.Limits} {
 				for name := range rl {
-					if !engineCounts(name) {
+					if !c.engineCounts(name) {
 						return true
 					}
 				}
@@ -249,25 +249,26 @@ func needsRules(p *corev1.Pod) bool {
 		}
 	}
 	for name := range p.Spec.Overhead {
-		if !engineCounts(name) {
+		if !c.engineCounts(name) {
 			return true
 		}
 	}
 	return false
 }
 
-// engineCounts names the resources the engine accounts for itself.
-func engineCounts(name corev1.ResourceName) bool {
-	return name == corev1.ResourceCPU || name == corev1.ResourceMemory || name == v1alpha1.GPUResource
+// engineCounts names the resources the engine accounts for itself: CPU, memory, NVIDIA's
+// GPUs and the devices of the accelerator kinds the scheduler has on (CountedByEngine).
+func (c *Checker) engineCounts(name corev1.ResourceName) bool {
+	return name == corev1.ResourceCPU || name == corev1.ResourceMemory || name == v1alpha1.GPUResource || c.counted[name]
 }
 
 // stripped is the pod as the dynamic plugins judge it: without CPU, memory and GPUs,
 // which the engine places itself (so that a victim the engine evicts frees them).
-func stripped(p *corev1.Pod) *corev1.Pod {
+func (c *Checker) stripped(p *corev1.Pod) *corev1.Pod {
 	q := p.DeepCopy()
 	strip := func(rl corev1.ResourceList) {
 		for name := range rl {
-			if engineCounts(name) {
+			if c.engineCounts(name) {
 				delete(rl, name)
 			}
 		}
@@ -313,7 +314,7 @@ func (cy *Cycle) dynOf(id engine.PodID) *dynPod {
 		return nil
 	}
 	cy.withPods()
-	d := &dynPod{pod: stripped(p), state: framework.NewCycleState()}
+	d := &dynPod{pod: cy.c.stripped(p), state: framework.NewCycleState()}
 	d.pod.Spec.NodeName = ""
 	if _, st, _ := cy.c.dynamic.RunPreFilterPlugins(cy.ctx, d.state, d.pod); !st.IsSuccess() {
 		d.failed = st

@@ -12,6 +12,7 @@ import (
 // shape of its own (every shape runs the filters on every node, every cycle). A claim does
 // tell pods apart, as does a node selector.
 func TestPodsOfOneTemplateShareAShape(t *testing.T) {
+	c := &Checker{}
 	pod := func(name string, extra ...corev1.Volume) *corev1.Pod {
 		vols := append([]corev1.Volume{
 			{Name: "kube-api-access-" + name, VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
@@ -24,20 +25,20 @@ func TestPodsOfOneTemplateShareAShape(t *testing.T) {
 	claim := func(name string) corev1.Volume {
 		return corev1.Volume{Name: "data", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: name}}}
 	}
-	a, b := shapeOf(pod("train-0x7k2"), false).key(), shapeOf(pod("train-9qz4m"), false).key()
+	a, b := c.shapeOf(pod("train-0x7k2"), false).key(), c.shapeOf(pod("train-9qz4m"), false).key()
 	if a != b {
 		t.Errorf("two pods of one template have different shapes:\n%s\n%s", a, b)
 	}
-	if len(shapeOf(pod("train-0x7k2"), false).Volumes) != 0 {
+	if len(c.shapeOf(pod("train-0x7k2"), false).Volumes) != 0 {
 		t.Error("token, ConfigMap and emptyDir volumes are in the shape; no static plugin reads them")
 	}
-	c1, c2 := shapeOf(pod("db-0", claim("data-0")), false).key(), shapeOf(pod("db-1", claim("data-1")), false).key()
+	c1, c2 := c.shapeOf(pod("db-0", claim("data-0")), false).key(), c.shapeOf(pod("db-1", claim("data-1")), false).key()
 	if c1 == c2 || c1 == a {
 		t.Error("pods with different claims share a shape: the volume plugins judge claims")
 	}
 	sel := pod("train-sel")
 	sel.Spec.NodeSelector = map[string]string{"zone": "a"}
-	if shapeOf(sel, false).key() == a {
+	if c.shapeOf(sel, false).key() == a {
 		t.Error("a node selector does not change the shape")
 	}
 }

@@ -43,6 +43,19 @@ var (
 type Checker struct {
 	static, dynamic framework.Framework
 	lister          *swapLister
+	// counted are the extended resources of other vendors' accelerators the engine places
+	// itself, as it does nvidia.com/gpu: kube-scheduler's resource fit leaves them out.
+	counted map[corev1.ResourceName]bool
+}
+
+// CountedByEngine names the extended resources (the accelerator kinds the scheduler has
+// on) that the engine counts and places itself, beside CPU, memory and nvidia.com/gpu.
+// Call it before the first cycle.
+func (c *Checker) CountedByEngine(names []corev1.ResourceName) {
+	c.counted = map[corev1.ResourceName]bool{}
+	for _, n := range names {
+		c.counted[n] = true
+	}
 }
 
 // New builds kube-scheduler's plugins with their default arguments (the same defaults a

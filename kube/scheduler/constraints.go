@@ -19,6 +19,7 @@ import (
 // counts a node as kube-scheduler and the kubelet do.
 func constrain(ctx context.Context, fit *podfit.Checker, snap *engine.Snapshot, idx *index, nodes []*corev1.Node, pods []*corev1.Pod, conv *convCache) {
 	room(snap, idx, nodes, pods, conv)
+	defer byResourceName(snap, idx, nodes, conv)
 	if fit == nil {
 		return
 	}
@@ -117,6 +118,50 @@ func room(snap *engine.Snapshot, idx *index, nodes []*corev1.Node, pods []*corev
 			left := c - h.pods
 			n.MaxPods = &left
 		}
+	}
+}
+
+// byResourceName rules out, for each job asking for devices of another vendor, the nodes of
+// its kind whose device plugin names their devices otherwise (huawei.com/Ascend310P beside
+// a pod's huawei.com/Ascend910): the kubelet there would refuse the pod.
+func byResourceName(snap *engine.Snapshot, idx *index, nodes []*corev1.Node, conv *convCache) {
+	if conv == nil || len(conv.kinds.Names()) == 0 {
+		return
+	}
+	byName := make(map[engine.NodeID]*corev1.Node, len(nodes))
+	for _, n := range nodes {
+		byName[engine.NodeID(n.Name)] = n
+	}
+	for i := range snap.Jobs {
+		j := &snap.Jobs[i]
+		members := idx.jobs[j.ID]
+		if j.Queue == "" || j.Accelerator == "" || len(members) == 0 {
+			continue
+		}
+		var want corev1.ResourceName
+		for _, p := range members {
+			if _, k := conv.requestKind(p); k.Resource != "" {
+				want = k.Resource
+				break
+			}
+		}
+		lacking := map[engine.NodeID]bool{}
+		for _, n := range snap.Nodes {
+			if _, has := byName[n.ID].Status.Allocatable[want]; n.Accelerator == j.Accelerator && !has {
+				lacking[n.ID] = true
+			}
+		}
+		if len(lacking) == 0 {
+			continue
+		}
+		f := j.Nodes
+		if f == nil {
+			f = &engine.NodeFilter{}
+			for _, n := range snap.Nodes {
+				f.Allowed = append(f.Allowed, n.ID)
+			}
+		}
+		j.Nodes = withoutNodes(f, lacking, "%d node(s) of kind "+j.Accelerator+" have no "+string(want)+" (their device plugin names their devices otherwise)")
 	}
 }
 

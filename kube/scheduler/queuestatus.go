@@ -16,6 +16,7 @@ import (
 
 	"github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/engine"
+	"github.com/allot-dev/allot/kube/convert"
 )
 
 // The status stage for Allot's own objects: each Queue's accounting and each PodGroup's
@@ -28,14 +29,16 @@ import (
 // form people read in kubectl get queues ("2.5" GPUs, where a typed update would write
 // "2500m").
 func (s *Scheduler) writeQueueStatus(ctx context.Context, plan *engine.Plan, queues []*v1alpha1.Queue) {
+	kinds := s.opts.Accelerators.On()
 	for _, q := range queues {
 		st, ok := plan.Queues[engine.QueueID(q.Name)]
 		if !ok {
 			continue
 		}
+		shown := kindsShown(q, st, kinds)
 		want := map[string]any{
-			"fairShare": resources(st.FairShare), "allocated": resources(st.Allocated),
-			"allocatedNonPreemptible": resources(st.AllocatedNonPreemptible), "requested": resources(st.Requested),
+			"fairShare": resources(st.FairShare, kinds, shown), "allocated": resources(st.Allocated, kinds, shown),
+			"allocatedNonPreemptible": resources(st.AllocatedNonPreemptible, kinds, shown), "requested": resources(st.Requested, kinds, shown),
 			"running": int64(st.Running), "pending": int64(st.Pending), "usage": nil}
 		usage, counted := s.usage[q.Name]
 		if counted {
@@ -52,7 +55,7 @@ func (s *Scheduler) writeQueueStatus(ctx context.Context, plan *engine.Plan, que
 		} else {
 			s.queueWritten[q.Name] = now
 		}
-		patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"resourceVersion": q.ResourceVersion}, "status": want})
+		patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"resourceVersion": q.ResourceVersion}, "status": withDropped(want, q.Status)})
 		if err == nil {
 			_, err = s.allot.AllotV1alpha1().Queues().Patch(ctx, q.Name, types.MergePatchType, patch, metav1.PatchOptions{}, "status")
 		}
@@ -96,12 +99,85 @@ func (s *Scheduler) writeGroupStatus(ctx context.Context, plan *engine.Plan, gro
 }
 
 // resources is a queue's accounting as its status shows it: GPUs as engine.Format writes
-// them, CPU in millicores, memory in bytes.
-func resources(r engine.Resources) map[string]any {
-	return map[string]any{
+// them, CPU in millicores, memory in bytes, and the devices of each kind of accelerator
+// shown (indices of kinds) as GPUs are, keyed by the kind's first resource.
+func resources(r engine.Resources, kinds []convert.Accelerator, shown []int) map[string]any {
+	out := map[string]any{
 		string(GPUResource): engine.Format(engine.ResourceGPU, r[engine.ResourceGPU]),
 		"cpu":               fmt.Sprintf("%dm", r[engine.ResourceCPU]),
 		"memory":            fmt.Sprintf("%d", r[engine.ResourceMemory]),
+	}
+	for _, i := range shown {
+		res := engine.AcceleratorResource(i)
+		out[string(kinds[i].Resources[0])] = engine.Format(res, r[res])
+	}
+	return out
+}
+
+// withDropped is the status to write as a merge patch: keys the queue's status has that
+// want no longer shows (a kind of accelerator it stopped holding) are written as null, as
+// a merge patch leaves a key it does not name.
+func withDropped(want map[string]any, have v1alpha1.QueueStatus) map[string]any {
+	out := make(map[string]any, len(want))
+	for k, v := range want {
+		out[k] = v
+	}
+	for field, list := range map[string]corev1.ResourceList{"fairShare": have.FairShare, "allocated": have.Allocated,
+		"allocatedNonPreemptible": have.AllocatedNonPreemptible, "requested": have.Requested} {
+		m, _ := want[field].(map[string]any)
+		var patched map[string]any
+		for k := range list {
+			if _, kept := m[string(k)]; kept {
+				continue
+			}
+			if patched == nil {
+				patched = make(map[string]any, len(m)+1)
+				for mk, mv := range m {
+					patched[mk] = mv
+				}
+			}
+			patched[string(k)] = nil
+		}
+		if patched != nil {
+			out[field] = patched
+		}
+	}
+	return out
+}
+
+// kindsShown are the kinds of accelerator a queue's status shows, as indices of kinds: those
+// its spec gives a quota of, and those it has a share of, holds or asks for. The others
+// would be a row of zeros on every queue of a cluster that has none of them.
+func kindsShown(q *v1alpha1.Queue, st engine.QueueStatus, kinds []convert.Accelerator) []int {
+	var out []int
+	for i, k := range kinds {
+		res := engine.AcceleratorResource(i)
+		_, named := q.Spec.Accelerators[k.Name]
+		if named || st.FairShare[res] != 0 || st.Allocated[res] != 0 || st.Requested[res] != 0 || st.AllocatedNonPreemptible[res] != 0 {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// reportQueueProblems tells, once for each new problem, what in a Queue's spec counts for
+// nothing (a kind of accelerator the scheduler does not schedule): a Warning Event on the
+// Queue (allot queues and kubectl describe show it) and the log. The pods of such a queue
+// run as its other quotas allow; the webhook refuses such a Queue where it is installed.
+func (s *Scheduler) reportQueueProblems(problems map[string]string, queues []*v1alpha1.Queue) {
+	for _, q := range queues {
+		msg := problems[q.Name]
+		if msg == s.queueProblems[q.Name] {
+			continue
+		}
+		if msg == "" {
+			delete(s.queueProblems, q.Name)
+			continue
+		}
+		s.queueProblems[q.Name] = msg
+		slog.Warn("allot scheduler: queue spec not honoured", "queue", q.Name, "problem", msg)
+		ref := &corev1.ObjectReference{APIVersion: v1alpha1.GroupVersion.String(), Kind: "Queue", Name: q.Name, UID: q.UID}
+		s.recorder.Eventf(ref, corev1.EventTypeWarning, "UnknownAccelerator", "%s", msg)
 	}
 }
 

@@ -25,6 +25,7 @@ import (
 	"github.com/allot-dev/allot/engine"
 	allotclient "github.com/allot-dev/allot/kube/client"
 	"github.com/allot-dev/allot/kube/client/clientset/versioned"
+	"github.com/allot-dev/allot/kube/convert"
 	"github.com/allot-dev/allot/kube/podfit"
 )
 
@@ -75,6 +76,9 @@ type Options struct {
 	// MIGDeviceClasses are the DeviceClasses whose devices are MIG parts of a GPU, each
 	// counted as its share of the GPU; empty means dra.DefaultMIGClasses.
 	MIGDeviceClasses []string
+	// Accelerators are the kinds of accelerator besides NVIDIA's GPUs the scheduler
+	// schedules (allot scheduler --accelerators); nil: NVIDIA's GPUs only.
+	Accelerators *convert.Accelerators
 }
 
 // Scheduler runs cycles against the API server.
@@ -113,6 +117,8 @@ type Scheduler struct {
 	occAt      time.Time
 	// queueWritten is when each queue's status was last written.
 	queueWritten map[string]time.Time
+	// queueProblems is the problem last reported per Queue (reportQueueProblems).
+	queueProblems map[string]string
 	// usage is each queue's past use above quota (usage.go); the Queue's status holds it
 	// between terms and restarts.
 	usage map[string]engine.Usage
@@ -186,11 +192,12 @@ func New(rc *rest.Config, opts Options) (*Scheduler, error) {
 	s := &Scheduler{opts: opts, client: client, allot: allot, eng: engine.New(opts.Engine),
 		recorder: b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: SchedulerName}), events: newPodEvents(), statuses: newPodStatuses(),
 		assumed: map[types.UID]engine.Binding{}, awaiting: map[types.UID]awaitingBind{}, migAwaiting: map[types.UID]migAwait{}, adopted: map[types.UID]bool{}, backoff: map[types.UID]time.Time{}, unknownUntil: map[types.UID]time.Time{}, reasons: map[types.UID]string{}, evicting: map[types.UID]time.Time{}, partial: map[engine.JobID]*partialGang{}, wake: make(chan struct{}, 1),
-		occWritten: map[engine.NodeID]string{}, queueWritten: map[string]time.Time{}, usage: map[string]engine.Usage{}}
+		occWritten: map[engine.NodeID]string{}, queueWritten: map[string]time.Time{}, queueProblems: map[string]string{}, usage: map[string]engine.Usage{}}
 	s.claimsAssumed = map[types.UID]assumedClaim{}
 	if s.opts.UsageHalfLife <= 0 {
 		s.opts.UsageHalfLife = engine.DefaultUsageHalfLife
 	}
+	s.conv.kinds = opts.Accelerators
 	s.conv.warn = func(n *corev1.Node, problems []string) {
 		for _, p := range problems {
 			slog.Warn("allot scheduler: node not trusted as written", "node", n.Name, "problem", p)

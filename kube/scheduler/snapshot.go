@@ -52,6 +52,9 @@ type index struct {
 	// adopted are bound pods whose recorded devices differ from the indices the scheduler
 	// chose: the books follow the record, and a metric counts them.
 	adopted []types.UID
+	// queueProblems says, by Queue, what in its spec counts for nothing (a kind of
+	// accelerator the scheduler does not schedule).
+	queueProblems map[string]string
 }
 
 func holdsGPU(r engine.PodRequest) bool { return r.GPUs > 0 || r.Shared() || r.WantsMIG() }
@@ -65,6 +68,8 @@ const stuckAfter = 30 * time.Second
 // most of a cycle's cost under a stream of submissions. The engine only reads a snapshot,
 // so cached values are shared between cycles.
 type convCache struct {
+	// kinds is the scheduler's table of accelerator kinds (nil: NVIDIA's GPUs only).
+	kinds *convert.Accelerators
 	nodes map[types.UID]cachedNode
 	reqs  map[types.UID]cachedRequest
 	// warn hears what in a node's labels, annotations or capacity was not trusted (see
@@ -82,6 +87,7 @@ type cachedNode struct {
 type cachedRequest struct {
 	generation int64 // a pod's resources change only with its spec (in-place resize)
 	req        engine.PodRequest
+	kind       convert.PodKind
 }
 
 func (c *convCache) node(n *corev1.Node) engine.Node {
@@ -91,10 +97,10 @@ func (c *convCache) node(n *corev1.Node) engine.Node {
 	if e, ok := c.nodes[n.UID]; ok && e.version == n.ResourceVersion {
 		return e.node
 	}
-	out := convert.Node(n)
+	out := c.kinds.Node(n)
 	c.nodes[n.UID] = cachedNode{n.ResourceVersion, out}
 	if c.warn != nil {
-		p := convert.NodeProblems(n)
+		p := append(convert.NodeProblems(n), c.kinds.AcceleratorProblems(n)...)
 		if key := strings.Join(p, "\n"); key != c.warned[n.UID] {
 			if c.warned == nil {
 				c.warned = map[types.UID]string{}
@@ -109,13 +115,19 @@ func (c *convCache) node(n *corev1.Node) engine.Node {
 }
 
 func (c *convCache) request(p *corev1.Pod) engine.PodRequest {
+	r, _ := c.requestKind(p)
+	return r
+}
+
+// requestKind is what a pod asks and the kind of device it asks for.
+func (c *convCache) requestKind(p *corev1.Pod) (engine.PodRequest, convert.PodKind) {
 	if c.reqs == nil {
 		c.reqs = map[types.UID]cachedRequest{}
 	}
 	if e, ok := c.reqs[p.UID]; ok && e.generation == p.Generation {
-		return e.req
+		return e.req, e.kind
 	}
-	r := convert.PodRequest(p)
+	r, kind := c.kinds.PodRequest(p)
 	if p.Spec.SchedulerName != SchedulerName {
 		// Another scheduler's pod holds what the kubelet gives it: whole GPUs of the device
 		// plugin. Allot's sharing annotations on it were written by its owner and seen by
@@ -124,8 +136,8 @@ func (c *convCache) request(p *corev1.Pod) engine.PodRequest {
 		// kube-scheduler's.
 		r.GPUFraction, r.GPUMemory, r.GPUCompute, r.Devices = 0, 0, 0, 0
 	}
-	c.reqs[p.UID] = cachedRequest{p.Generation, r}
-	return r
+	c.reqs[p.UID] = cachedRequest{p.Generation, r, kind}
+	return r, kind
 }
 
 // prune forgets objects that are gone.
@@ -164,7 +176,7 @@ func buildSnapshot(now time.Time, nodes []*corev1.Node, pods []*corev1.Pod, queu
 		cache = &convCache{}
 	}
 	defer cache.prune(nodes, pods)
-	snap := &engine.Snapshot{Now: now, Nodes: make([]engine.Node, 0, len(nodes))}
+	snap := &engine.Snapshot{Now: now, Nodes: make([]engine.Node, 0, len(nodes)), Accelerators: cache.kinds.Names()}
 	// Not sized by len(pods): most pods of a large cluster are other schedulers' and CPU-only,
 	// and maps sized for all of them took a third of the cycle (BenchmarkAdapterCycleProduction).
 	idx := &index{pods: map[engine.PodID]*corev1.Pod{}, jobs: map[engine.JobID][]*corev1.Pod{}, uids: map[types.UID]bool{}}
@@ -177,13 +189,22 @@ func buildSnapshot(now time.Time, nodes []*corev1.Node, pods []*corev1.Pod, queu
 		idx.nodes[snap.Nodes[i].ID] = &snap.Nodes[i]
 	}
 	for _, q := range queues {
-		snap.Queues = append(snap.Queues, convert.Queue(q))
+		eq, unknown := cache.kinds.Queue(q)
+		snap.Queues = append(snap.Queues, eq)
+		if len(unknown) > 0 {
+			if idx.queueProblems == nil {
+				idx.queueProblems = map[string]string{}
+			}
+			idx.queueProblems[q.Name] = cache.kinds.UnknownKinds(unknown) + "; its quota of them counts for nothing"
+		}
 	}
 	// Device indices of bound pods; pods without an annotation get free indices.
 	used := map[string]map[int]bool{}
 	// MIG slices of instances given to pods bound by hand, per node and device.
 	migHeld := map[engine.NodeID]map[int]mig.Mask{}
 	byJob := map[engine.JobID]*engine.Job{}
+	// kindFrom names, per job, the pod whose devices gave the job its kind of accelerator.
+	kindFrom := map[engine.JobID]engine.PodID{}
 	var order []engine.JobID
 	// Only the pods that can matter are sorted and read below: Allot's, and others' that
 	// hold GPUs. At production scale most pods are neither (140,000 of 142,500 in
@@ -295,7 +316,11 @@ func buildSnapshot(now time.Time, nodes []*corev1.Node, pods []*corev1.Pod, queu
 			order = append(order, jid)
 		}
 		pid := engine.PodID(p.Namespace + "/" + p.Name)
-		pod := engine.Pod{ID: pid, Request: cache.request(p)}
+		req, kind := cache.requestKind(p)
+		pod := engine.Pod{ID: pid, Request: req}
+		if why := jobKind(job, kindFrom, pid, req, kind); why != "" && ours && job.Invalid == "" {
+			job.Invalid = why
+		}
 		if _, err := v1alpha1.ParseGPUShare(p.Annotations); err != nil && ours && job.Invalid == "" {
 			// Written past the admission webhook (not installed, or by an admin): the job
 			// waits and says what to fix, rather than running without its GPU share.
@@ -384,6 +409,35 @@ func buildSnapshot(now time.Time, nodes []*corev1.Node, pods []*corev1.Pod, queu
 		}
 	}
 	return snap, idx
+}
+
+// jobKind gives a job the kind of device its pods ask for (engine.Job.Accelerator), from
+// the first of them asking for any; it says why a pod cannot be scheduled as written: a
+// problem with its kind (convert.PodKind), or devices of another kind than its gang's.
+// CPU-only pods go with any kind.
+func jobKind(job *engine.Job, from map[engine.JobID]engine.PodID, pid engine.PodID, r engine.PodRequest, k convert.PodKind) string {
+	if k.Problem != "" {
+		return fmt.Sprintf("pod %s: %s", pid, k.Problem)
+	}
+	if r.GPUs == 0 && !r.Shared() && !r.WantsMIG() {
+		return ""
+	}
+	first, set := from[job.ID]
+	if !set {
+		from[job.ID], job.Accelerator = pid, k.Name
+		return ""
+	}
+	if k.Name != job.Accelerator {
+		name := func(kind string) string {
+			if kind == "" {
+				return "NVIDIA GPUs"
+			}
+			return kind + " devices"
+		}
+		return fmt.Sprintf("pod %s asks for %s and pod %s of its gang for %s: a gang's pods ask for devices of one kind",
+			pid, name(k.Name), first, name(job.Accelerator))
+	}
+	return ""
 }
 
 // release notes a device still held by something leaving (who): binds onto it wait.

@@ -108,6 +108,7 @@ func (s *Scheduler) start(parent context.Context) error {
 	if err != nil {
 		return err
 	}
+	fit.CountedByEngine(s.opts.Accelerators.Resources())
 	s.fit = fit
 	synced = append(synced, s.startDRA(ctx, factory)...)
 	factory.Start(ctx.Done())

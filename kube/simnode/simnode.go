@@ -71,6 +71,11 @@ type Spec struct {
 	// DRAShared GPUs may be allocated to several claims, each consuming part of the
 	// GPU's memory (consumable capacity).
 	DRAShared bool
+	// Kind, when set, makes the nodes another vendor's: GPUs devices of the kind's first
+	// resource instead of nvidia.com/gpu, GPUType and GPUMemoryMi under the kind's model
+	// and memory labels, and none of NVIDIA's labels or UUIDs. Its device plugin is not
+	// simulated: the kubelet admits a pod while the node has enough left (AdmitExtended).
+	Kind *convert.Accelerator
 }
 
 // Create makes the Node objects (existing ones are kept) and marks them Ready.
@@ -102,6 +107,11 @@ func Create(ctx context.Context, client kubernetes.Interface, spec Spec) error {
 		if spec.DRA {
 			delete(capacity, GPUResource)
 			node.Annotations = nil
+		}
+		if k := spec.Kind; k != nil {
+			delete(capacity, GPUResource)
+			capacity[k.Resources[0]] = *resource.NewQuantity(int64(spec.GPUs), resource.DecimalSI)
+			node.Annotations, node.Labels = nil, kindLabels(*k, spec, name)
 		}
 		created, err := client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
 		if apierrors.IsAlreadyExists(err) {
@@ -137,6 +147,32 @@ func Create(ctx context.Context, client kubernetes.Interface, spec Spec) error {
 	return nil
 }
 
+// kindLabels are the labels of a simulated node of another vendor's kind: its devices'
+// model and memory as the kind's labels say them, with the simulated node's own.
+func kindLabels(k convert.Accelerator, spec Spec, name string) map[string]string {
+	labels := map[string]string{LabelSimulated: "true", corev1.LabelHostname: name}
+	if len(k.ModelLabels) > 0 && spec.GPUType != "" {
+		labels[k.ModelLabels[0]] = spec.GPUType
+	}
+	if k.MemoryLabel != "" && spec.GPUMemoryMi > 0 {
+		mi := spec.GPUMemoryMi
+		switch k.MemoryUnit {
+		case convert.MemoryGiB:
+			labels[k.MemoryLabel] = strconv.FormatInt(mi>>10, 10) + "G" // as AMD's node labeller writes it
+		case convert.MemoryBytes:
+			labels[k.MemoryLabel] = strconv.FormatInt(mi<<20, 10)
+		case convert.MemoryNodeBytes:
+			labels[k.MemoryLabel] = strconv.FormatInt(int64(spec.GPUs)*mi<<20, 10)
+		default:
+			labels[k.MemoryLabel] = strconv.FormatInt(mi, 10)
+		}
+	}
+	for key, v := range spec.Labels {
+		labels[key] = v
+	}
+	return labels
+}
+
 // simulatedUUID gives a device a stable UUID in NVIDIA's format, derived from its node and
 // index, so that a restarted cluster names its GPUs as before.
 func simulatedUUID(node string, index int) string {
@@ -159,13 +195,25 @@ type Kubelet struct {
 	removed map[types.UID]bool               // pods deleted, until the informer sees them go
 	// preparedFor is the claim each DRA device was last prepared for, by pool/device.
 	preparedFor map[string]claimRef
+	// admitted holds what each pod admitted asks of other vendors' devices (AdmitExtended),
+	// until it stops; released, the pods stopped since, until the informer sees them go.
+	admitted map[types.UID]admittedPod
+	released map[types.UID]bool
+	// pods and nodes are the informers' stores, once Run started them.
+	pods, nodes cache.Store
+}
+
+// admittedPod is what a running pod holds of other vendors' devices on its node.
+type admittedPod struct {
+	node string
+	asks corev1.ResourceList
 }
 
 // NewKubelet returns a kubelet for all simulated nodes. Give it a client with a high QPS:
 // it writes one status per pod.
 func NewKubelet(client kubernetes.Interface) *Kubelet {
 	return &Kubelet{client: client, now: time.Now, waiting: map[types.UID]bool{}, removed: map[types.UID]bool{}, leases: map[string]*coordinationv1.Lease{},
-		preparedFor: map[string]claimRef{}}
+		preparedFor: map[string]claimRef{}, admitted: map[types.UID]admittedPod{}, released: map[types.UID]bool{}}
 }
 
 // WithDevices has the kubelet hand devices out through d, as a kubelet with the NVIDIA
@@ -198,10 +246,15 @@ func (k *Kubelet) Run(ctx context.Context) {
 			k.mu.Lock()
 			delete(k.waiting, p.UID)
 			delete(k.removed, p.UID)
+			delete(k.admitted, p.UID)
+			delete(k.released, p.UID)
 			k.mu.Unlock()
 		}
 	}
 	_, _ = pods.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: enqueue, UpdateFunc: func(_, n any) { enqueue(n) }, DeleteFunc: forget})
+	k.mu.Lock()
+	k.pods, k.nodes = pods.GetStore(), nodes.GetStore()
+	k.mu.Unlock()
 	factory.Start(ctx.Done())
 	// Nodes work in parallel, as real kubelets do.
 	for w := 0; w < 8; w++ {
@@ -409,6 +462,7 @@ func (k *Kubelet) sync(ctx context.Context, p *corev1.Pod) {
 			// or gone can have them.
 			k.devices.Release(p.Spec.NodeName, p.UID)
 		}
+		k.releaseExtended(p.UID)
 		// As a kubelet does: the containers are killed, the pod reports its end, then it is
 		// removed. Controllers (a Job's pod failure policy) read that last status.
 		if p.Status.Phase == corev1.PodRunning {
@@ -457,6 +511,15 @@ func (k *Kubelet) sync(ctx context.Context, p *corev1.Pod) {
 			}
 		}
 		k.setWaiting(p, false)
+		if reason, err := k.AdmitExtended(p); err != nil {
+			slog.Warn("simulated kubelet: admission refused", "pod", p.Namespace+"/"+p.Name, "node", p.Spec.NodeName, "err", err)
+			p = p.DeepCopy()
+			p.Status.Phase, p.Status.Reason, p.Status.Message = corev1.PodFailed, reason, "Pod was rejected: "+err.Error()
+			if _, err := k.client.CoreV1().Pods(p.Namespace).UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+				slog.Warn("simulated kubelet: admission", "pod", p.Name, "err", err)
+			}
+			return
+		}
 		if k.devices != nil {
 			// Admission: the device plugin hands out the devices, or the pod fails as a
 			// kubelet fails a pod whose devices are not there.
@@ -492,6 +555,7 @@ func (k *Kubelet) sync(ctx context.Context, p *corev1.Pod) {
 		if k.devices != nil {
 			k.devices.Release(p.Spec.NodeName, p.UID)
 		}
+		k.releaseExtended(p.UID)
 		p = p.DeepCopy()
 		p.Status.Phase = corev1.PodSucceeded
 		podutil.SetCondition(p, corev1.PodCondition{Type: corev1.PodReady, Status: corev1.ConditionFalse, Reason: "PodCompleted", LastTransitionTime: metav1.NewTime(k.now())})
@@ -499,4 +563,95 @@ func (k *Kubelet) sync(ctx context.Context, p *corev1.Pod) {
 			slog.Warn("simulated kubelet: complete", "pod", p.Name, "err", err)
 		}
 	}
+}
+
+// AdmitExtended admits a starting pod as a kubelet's resource check does for extended
+// resources other than NVIDIA's GPUs (another vendor's devices, whose device plugin is not
+// simulated): while its node has enough left of each, its allocatable less what the pods
+// running there ask. A refusal gives the kubelet's reason (OutOf<resource>) and message.
+func (k *Kubelet) AdmitExtended(p *corev1.Pod) (reason string, err error) {
+	want := extendedAsked(p)
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if len(want) == 0 || k.nodes == nil {
+		return "", nil
+	}
+	if _, done := k.admitted[p.UID]; done {
+		return "", nil
+	}
+	o, ok, _ := k.nodes.GetByKey(p.Spec.NodeName)
+	if !ok {
+		return "", nil
+	}
+	n := o.(*corev1.Node)
+	used := corev1.ResourceList{}
+	add := func(l corev1.ResourceList) {
+		for r, q := range l {
+			u := used[r]
+			u.Add(q)
+			used[r] = u
+		}
+	}
+	for _, a := range k.admitted {
+		if a.node == n.Name {
+			add(a.asks)
+		}
+	}
+	// Pods that ran there before this kubelet started hold theirs too.
+	for _, o := range k.pods.List() {
+		q := o.(*corev1.Pod)
+		_, counted := k.admitted[q.UID]
+		if q.Spec.NodeName == n.Name && q.UID != p.UID && q.Status.Phase == corev1.PodRunning && !counted && !k.released[q.UID] && !k.removed[q.UID] {
+			add(extendedAsked(q))
+		}
+	}
+	names := make([]string, 0, len(want))
+	for r := range want {
+		names = append(names, string(r))
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		r := corev1.ResourceName(name)
+		asked, alloc := want[r], n.Status.Allocatable[r]
+		u := used[r]
+		total := u.DeepCopy()
+		total.Add(asked)
+		if total.Cmp(alloc) > 0 {
+			return "OutOf" + name, fmt.Errorf("Node didn't have enough resource: %s, requested: %s, used: %s, capacity: %s", r, asked.String(), u.String(), alloc.String())
+		}
+	}
+	k.admitted[p.UID] = admittedPod{node: n.Name, asks: want}
+	return "", nil
+}
+
+// releaseExtended frees what a stopping pod held of other vendors' devices.
+func (k *Kubelet) releaseExtended(uid types.UID) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if _, ok := k.admitted[uid]; ok {
+		delete(k.admitted, uid)
+		k.released[uid] = true
+	}
+}
+
+// extendedAsked is what a pod's containers ask of extended resources other than NVIDIA's
+// GPUs (limits, else requests), summed.
+func extendedAsked(p *corev1.Pod) corev1.ResourceList {
+	out := corev1.ResourceList{}
+	for _, c := range p.Spec.Containers {
+		seen := map[corev1.ResourceName]bool{}
+		for _, l := range []corev1.ResourceList{c.Resources.Limits, c.Resources.Requests} {
+			for r, q := range l {
+				domain, _, qualified := strings.Cut(string(r), "/")
+				if seen[r] || !qualified || r == GPUResource || strings.HasSuffix(domain, "kubernetes.io") {
+					continue
+				}
+				seen[r] = true
+				sum := out[r]
+				sum.Add(q)
+				out[r] = sum
+			}
+		}
+	}
+	return out
 }

@@ -25,10 +25,10 @@ func TestPodRightAfterItsQueueIsAdmitted(t *testing.T) {
 	stop()
 	time.Sleep(100 * time.Millisecond) // the watches closed before the Queue is made
 	e.Queue(t, "team-a", 4, nil)
-	if err := admission.ValidatePod(kubetest.PodSpec{Name: "first", Queue: "team-a", GPUs: 1}.Pod(), view); err != nil {
+	if err := admission.ValidatePod(kubetest.PodSpec{Name: "first", Queue: "team-a", GPUs: 1}.Pod(), view, nil); err != nil {
 		t.Fatalf("the first pod of a queue just made was refused: %v", err)
 	}
-	err = admission.ValidatePod(kubetest.PodSpec{Name: "lost", Queue: "team-b", GPUs: 1}.Pod(), view)
+	err = admission.ValidatePod(kubetest.PodSpec{Name: "lost", Queue: "team-b", GPUs: 1}.Pod(), view, nil)
 	if err == nil || !strings.Contains(err.Error(), `queue "team-b" does not exist`) {
 		t.Fatalf("a pod of a queue that does not exist: %v, want a refusal naming it", err)
 	}

@@ -149,7 +149,7 @@ func TestPeerPodsShareOneGPUWithTheirLimits(t *testing.T) {
 		{"a forged record", peerPod("x2", "allot", nil, map[string]string{v1alpha1.AnnotationTranslated: "x"}, map[string]string{v1alpha1.LabelQueue: "team-a"}),
 			"allot.dev/translated is written by Allot's webhook"},
 		{"an Ascend", peerPod("x3", "hami-scheduler", map[string]string{"huawei.com/Ascend910": "1"}, nil, map[string]string{v1alpha1.LabelQueue: "team-a"}),
-			"huawei.com/Ascend910 is not honoured: Allot schedules NVIDIA GPUs only"},
+			"huawei.com/Ascend910 is not honoured: Allot schedules NVIDIA GPUs and whole devices of the kinds the scheduler's --accelerators turns on (none: NVIDIA GPUs only)"},
 		{"HAMi MIG", peerPod("x4", "hami-scheduler", map[string]string{"nvidia.com/gpu": "1"}, map[string]string{"nvidia.com/vgpu-mode": "mig"},
 			map[string]string{v1alpha1.LabelQueue: "team-a"}), "nvidia.com/vgpu-mode=mig is not honoured"},
 		{"two queues", peerPod("x5", "kai-scheduler", nil, map[string]string{"gpu-fraction": "0.5"},

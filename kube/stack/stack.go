@@ -82,11 +82,15 @@ func Run(ctx context.Context, rc *rest.Config, opts Options) error {
 		if err != nil {
 			return err
 		}
+		// The webhooks know the scheduler's kinds of accelerator: they let through what it
+		// schedules and refuse the rest at admission.
+		kinds := opts.Scheduler.Accelerators
+		opts.Peers.Accelerators = kinds
 		m := &admission.Mutator{View: view, Owners: admission.DynamicOwners(dyn), SharingRoot: opts.Scheduler.SharingRoot,
 			RuntimeClass: opts.SharingRuntimeClass, Peers: opts.Peers}
 		go func() {
-			if err := admission.Serve(ctx, opts.Webhook, opts.Cert, m, &admission.Validator{View: view},
-				&admission.QueueValidator{View: view, Client: client, Allot: allot}, hooks); err != nil {
+			if err := admission.Serve(ctx, opts.Webhook, opts.Cert, m, &admission.Validator{View: view, Accelerators: kinds},
+				&admission.QueueValidator{View: view, Client: client, Allot: allot, Accelerators: kinds}, hooks); err != nil {
 				// The API server then refuses Allot's pods with a webhook error: say why here.
 				slog.Error("allot: admission webhooks stopped", "err", err)
 			}

@@ -75,6 +75,11 @@ type Spec struct {
 	// DeviceMemoryMi is the memory of one GPU where the workload runs through DRA: a
 	// fraction (-g 0.5) is claimed as that part of it (consumable capacity).
 	DeviceMemoryMi int64
+	// Accelerator, when set, asks for whole devices of another vendor's kind ("ascend")
+	// instead of NVIDIA's GPUs: GPUs of AcceleratorResource, its kind's first resource
+	// (huawei.com/Ascend910).
+	Accelerator         string
+	AcceleratorResource corev1.ResourceName
 }
 
 var dns1123 = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
@@ -255,6 +260,11 @@ func (s Spec) podSpec() (corev1.PodSpec, map[string]string, error) {
 	}
 	ann := map[string]string{}
 	gpus := strings.TrimSpace(s.GPUs)
+	if s.Accelerator != "" {
+		if err := s.checkAccelerator(gpus); err != nil {
+			return corev1.PodSpec{}, nil, err
+		}
+	}
 	switch {
 	case gpus != "" && s.GPUMemory != "":
 		return corev1.PodSpec{}, nil, fmt.Errorf("-g/--gpu %s and --gpu-memory %s are both set: ask for GPUs or for GPU memory, not both", gpus, s.GPUMemory)
@@ -270,6 +280,8 @@ func (s Spec) podSpec() (corev1.PodSpec, map[string]string, error) {
 			// No GPU, as leaving -g out: a CPU-only job of the queue.
 		case f < 1:
 			ann[v1alpha1.AnnotationGPUFraction] = gpus
+		case s.Accelerator != "":
+			c.Resources.Limits[s.AcceleratorResource] = *resource.NewQuantity(int64(f), resource.DecimalSI)
 		default:
 			c.Resources.Limits[v1alpha1.GPUResource] = *resource.NewQuantity(int64(f), resource.DecimalSI)
 		}
@@ -362,6 +374,30 @@ func (s Spec) podSpec() (corev1.PodSpec, map[string]string, error) {
 	return spec, ann, nil
 }
 
+// checkAccelerator refuses what a request of another vendor's devices cannot have: a
+// slice of one (fractions, memory and compute are NVIDIA GPUs only), or devices through
+// DRA.
+func (s Spec) checkAccelerator(gpus string) error {
+	if s.AcceleratorResource == "" {
+		return fmt.Errorf("--accelerator %s: no resource to ask it by", s.Accelerator)
+	}
+	if f, err := strconv.ParseFloat(gpus, 64); err == nil && f > 0 && f < 1 {
+		return fmt.Errorf("-g %s with --accelerator %s is not allowed: fractions are NVIDIA GPUs only; give a whole number of %s devices", gpus, s.Accelerator, s.Accelerator)
+	}
+	for _, o := range []struct {
+		flag string
+		set  bool
+	}{{"--gpu-memory", s.GPUMemory != ""}, {"--gpu-compute", s.GPUCompute != 0}, {"--gpu-count", s.GPUCount != 0}} {
+		if o.set {
+			return fmt.Errorf("%s with --accelerator %s is not allowed: fractions are NVIDIA GPUs only; give -g with a whole number of %s devices", o.flag, s.Accelerator, s.Accelerator)
+		}
+	}
+	if s.DeviceClass != "" {
+		return fmt.Errorf("--accelerator %s through DRA is not offered: Allot claims NVIDIA GPUs only (--gpu-api device-plugin)", s.Accelerator)
+	}
+	return nil
+}
+
 // Request is what a spec's pods ask of the nodes, for checking that some node can ever hold
 // them.
 type Request struct {
@@ -370,11 +406,13 @@ type Request struct {
 	MemoryMi int64    // GPU memory per pod, when the pod shares a GPU by memory
 	Pool     string   // node pool, "" for nodes outside every pool
 	Models   []string // GPU models allowed, empty for any
+	// Accelerator is the kind of the devices GPUs counts ("ascend"); empty for NVIDIA's.
+	Accelerator string
 }
 
 // Request is what the spec's pods ask (after Objects has validated the spec).
 func (s Spec) Request() Request {
-	r := Request{Pods: 1, Pool: s.NodePool}
+	r := Request{Pods: 1, Pool: s.NodePool, Accelerator: s.Accelerator}
 	switch {
 	case s.MinWorkers > 0:
 		r.Pods = s.MinWorkers

@@ -170,3 +170,34 @@ func TestSlicesAndDeviceChoice(t *testing.T) {
 		t.Errorf("a slice asks the device plugin for whole GPUs: %s", y)
 	}
 }
+
+// --accelerator asks -g whole devices of the kind's first resource instead of
+// nvidia.com/gpu; a slice of one is refused with the reason, as is DRA.
+func TestSubmitAccelerator(t *testing.T) {
+	s := Spec{Name: "npu", Namespace: "default", Queue: "q", Image: "i", GPUs: "2", Accelerator: "ascend", AcceleratorResource: "huawei.com/Ascend910"}
+	objs, err := s.Objects()
+	if err != nil {
+		t.Fatal(err)
+	}
+	limits := objs[0].(*batchv1.Job).Spec.Template.Spec.Containers[0].Resources.Limits
+	if q := limits["huawei.com/Ascend910"]; q.Value() != 2 || len(limits) != 1 {
+		t.Errorf("limits %v, want huawei.com/Ascend910: 2 alone", limits)
+	}
+	if r := s.Request(); r.GPUs != 2 || r.Accelerator != "ascend" {
+		t.Errorf("request %+v", r)
+	}
+	for _, c := range []struct {
+		change func(*Spec)
+		want   string
+	}{
+		{func(s *Spec) { s.GPUs = "0.5" }, "-g 0.5 with --accelerator ascend is not allowed: fractions are NVIDIA GPUs only"},
+		{func(s *Spec) { s.GPUs, s.GPUMemory = "", "8Gi" }, "--gpu-memory with --accelerator ascend is not allowed: fractions are NVIDIA GPUs only"},
+		{func(s *Spec) { s.DeviceClass = "gpu.nvidia.com" }, "--accelerator ascend through DRA is not offered"},
+	} {
+		bad := s
+		c.change(&bad)
+		if _, err := bad.Objects(); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v, want %q", err, c.want)
+		}
+	}
+}
