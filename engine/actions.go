@@ -209,11 +209,14 @@ func (s *session) reclaimFor(j *jobState, pool *candidatePool, fails map[string]
 		}, keep, func(q *queueState, left int64) bool { return left >= q.deserved[j.res] })
 		ok = vs.run(s)
 	}
-	if !ok && inQuota && j.q.parent != nil {
+	if !ok && j.q.parent != nil && quotaRoom(j.q.parent, j.res, 0) {
 		// Within its department: taking from a sibling leaves the department where it was,
 		// so its own quota is not in question, where a victim outside it may have been
 		// refused for taking the department past its quota (a project whose quota its
-		// department's does not cover). Look among the department's queues alone.
+		// department's does not cover), or where the need, were it all taken from outside,
+		// would pass the department's quota (inQuota) though the part from its own
+		// projects would not. Look among the department's queues alone; the rules judge
+		// where everyone ends.
 		dept := j.q.parent
 		vs.cands = pool.from(j.res, func(q *queueState) bool {
 			return q != j.q && q.alloc[j.res] > q.deserved[j.res] && within(q, dept)
