@@ -42,6 +42,13 @@ type QueueSpec struct {
 	// +kubebuilder:validation:XValidation:rule="self.all(k, k.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$') && size(k) <= 63)",message="accelerators: a kind's name is lower-case letters, digits and '-', as the scheduler's --accelerators names it (ascend, amd, …)"
 	// +optional
 	Accelerators map[string]GPUQuota `json:"accelerators,omitempty"`
+	// BurstPolicy is what the queue's GPU slices do when their request needs memory that
+	// pods using more than their requests hold (dynamic fractions, allot.dev/gpu-memory-limit):
+	// evict (the default) stops the burster furthest past its request, its burst being a
+	// loan; wait leaves the request waiting until the bursters give the memory back.
+	// +kubebuilder:validation:Enum=evict;wait
+	// +optional
+	BurstPolicy string `json:"burstPolicy,omitempty"`
 	// CPU and Memory are optional guarantees and caps as Kubernetes quantities.
 	// +optional
 	CPU *ResourceQuota `json:"cpu,omitempty"`

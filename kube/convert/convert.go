@@ -335,6 +335,9 @@ func Indices(s string) []int {
 
 func Queue(q *v1alpha1.Queue) engine.Queue {
 	out := engine.Queue{ID: engine.QueueID(q.Name), Parent: engine.QueueID(q.Spec.Parent), Priority: q.Spec.Priority}
+	if q.Spec.BurstPolicy == "wait" {
+		out.BurstPolicy = engine.BurstWait // "evict" and unset: the default; the CRD allows no other
+	}
 	out.Resources[engine.ResourceGPU] = devices(q.Spec.GPU)
 	set := func(r engine.Resource, rq *v1alpha1.ResourceQuota, milli bool) {
 		if rq == nil {
