@@ -272,6 +272,9 @@ func printNodes(out io.Writer, ns []inspect.Node) error {
 	}
 	domAlloc, domTotal := map[string]float64{}, map[string]int{}
 	for _, n := range ns {
+		if n.Accelerator != "" {
+			continue // a domain's line counts NVIDIA's GPUs, as the total below
+		}
 		for k := range n.Topology {
 			domAlloc[path(n, k)] += n.Allocated
 			domTotal[path(n, k)] += len(n.GPUs)

@@ -493,8 +493,8 @@ func gpusThroughDRA(ctx context.Context, c *conn, pool string) (only bool, memMi
 	}
 	draNodes, pluginNodes := 0, 0
 	for _, n := range nodes {
-		if n.Pool != pool || len(n.GPUs) == 0 {
-			continue
+		if n.Pool != pool || len(n.GPUs) == 0 || n.Accelerator != "" {
+			continue // not an NVIDIA GPU node: other vendors' devices are not claimed through DRA here
 		}
 		if !n.DRA {
 			pluginNodes++
