@@ -144,6 +144,41 @@ func StartWithDevices(t *testing.T, nodes, gpus int, sharing string) (*Env, *sim
 	return newEnv(ctx, client, c, dir), devices
 }
 
+// StartNodesWithAgents is StartNodes where every NVIDIA group also has its GPUs on
+// go-nvml's mock, the device plugin, the PodResources API and the real agent reporting
+// each second (other vendors' groups have no NVML to read).
+func StartNodesWithAgents(t *testing.T, specs ...simnode.Spec) (*Env, *simnode.Devices) {
+	t.Helper()
+	ctx, client, c, dir := cluster(t)
+	sockets, err := os.MkdirTemp("", "allot-pr")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(sockets) })
+	devices := simnode.NewDevices(sockets)
+	for _, spec := range specs {
+		if spec.GPUType == "" {
+			spec.GPUType, spec.GPUMemoryMi = "A100-SXM4-80GB", 81920
+		}
+		if spec.CPU == "" {
+			spec.CPU, spec.Memory = "64", "512Gi"
+		}
+		if err := simnode.Create(ctx, client, spec); err != nil {
+			t.Fatal(err)
+		}
+		if spec.Kind == nil {
+			if err := devices.AddNodes(ctx, spec); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	go simnode.NewKubelet(client).WithDevices(devices).Run(ctx)
+	if err := devices.RunAgents(ctx, client, nil, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	return newEnv(ctx, client, c, dir), devices
+}
+
 // Queue creates a queue; spec fields beyond the GPU quota go in extra, as in the Queue's
 // YAML (map[string]any{"parent": "dept"}).
 func (e *Env) Queue(t *testing.T, name string, quota int64, extra map[string]any) {

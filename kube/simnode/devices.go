@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"google.golang.org/grpc"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -21,6 +22,7 @@ import (
 	"github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/kube/agent"
 	"github.com/allot-dev/allot/kube/simgpu"
+	"github.com/allot-dev/allot/mig"
 )
 
 // AnnotationFailGPU on a simulated node makes device INDEX fail (the driver raises XID 79,
@@ -112,6 +114,11 @@ func (d *Devices) AddNodes(ctx context.Context, spec Spec) error {
 			socket: filepath.Join(d.dir, name+".sock"), failed: map[int]bool{},
 			machine: simgpu.New(simgpu.Spec{Model: "NVIDIA " + spec.GPUType, MemoryMiB: spec.GPUMemoryMi, Count: spec.GPUs,
 				Links: simgpu.NVSwitch, Sockets: 2, UUIDs: uuids})}
+		if spec.MIG() {
+			if err := layOutMIG(nd.machine, spec); err != nil {
+				return fmt.Errorf("node %s: %w", name, err)
+			}
+		}
 		_ = os.Remove(nd.socket)
 		l, err := net.Listen("unix", nd.socket)
 		if err != nil {
@@ -395,4 +402,37 @@ func (d *Devices) load(node string, gpus int, memMiB int64, pods []*corev1.Pod) 
 		}
 	}
 	return busy, mem
+}
+
+// layOutMIG puts a machine's GPUs in MIG mode and makes the spec's fixed layout on each,
+// through NVML as an admin's nvidia-smi (or the MIG manager) would.
+func layOutMIG(m *simgpu.Machine, spec Spec) error {
+	model, err := spec.migModel()
+	if err != nil {
+		return err
+	}
+	for i, d := range m.Devices {
+		if r, _ := d.SetMigMode(nvml.DEVICE_MIG_ENABLE); r != nvml.SUCCESS {
+			return fmt.Errorf("GPU %d: MIG mode: %v", i, r)
+		}
+		var layout mig.Layout
+		for _, name := range spec.MIGLayout {
+			p, _ := model.Profile(name)
+			start := -1
+			for _, s := range p.Starts {
+				if model.Valid(layout, p, s) == nil {
+					start = s
+					break
+				}
+			}
+			if start < 0 {
+				return fmt.Errorf("GPU %d: no room for %s beside %v", i, name, spec.MIGLayout)
+			}
+			if _, err := agent.CreateMIGInstance(d, model, name, start); err != nil {
+				return fmt.Errorf("GPU %d: %w", i, err)
+			}
+			layout = append(layout, mig.Placed{Profile: p, Start: start})
+		}
+	}
+	return nil
 }

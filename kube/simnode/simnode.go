@@ -29,6 +29,7 @@ import (
 	"github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/kube/convert"
 	"github.com/allot-dev/allot/kube/podutil"
+	"github.com/allot-dev/allot/mig"
 )
 
 // Well-known names.
@@ -76,6 +77,31 @@ type Spec struct {
 	// and memory labels, and none of NVIDIA's labels or UUIDs. Its device plugin is not
 	// simulated: the kubelet admits a pod while the node has enough left (AdmitExtended).
 	Kind *convert.Accelerator
+	// MIGLayout puts every GPU of the nodes in MIG mode with these instances (profile
+	// names, each at its first free start), advertised as the device plugin's mixed
+	// strategy does (nvidia.com/mig-<profile>); MIGDynamic puts them in MIG mode with no
+	// instance, for Allot to lay out (label allot.dev/mig-dynamic=true). Either way the
+	// nodes have no whole nvidia.com/gpu. With Devices, the mock GPUs are in MIG mode too
+	// and the node's agent reports and makes the instances.
+	MIGLayout  []string
+	MIGDynamic bool
+}
+
+// MIG reports whether the nodes' GPUs are in MIG mode.
+func (s Spec) MIG() bool { return len(s.MIGLayout) > 0 || s.MIGDynamic }
+
+// migModel is the MIG geometry of the spec's GPUs.
+func (s Spec) migModel() (*mig.Model, error) {
+	m, ok := mig.ForProduct(s.GPUType, s.GPUMemoryMi<<20)
+	if !ok {
+		return nil, fmt.Errorf("GPU type %q has no MIG: families %s", s.GPUType, strings.Join(mig.Families(), ", "))
+	}
+	for _, p := range s.MIGLayout {
+		if _, ok := m.Profile(p); !ok {
+			return nil, fmt.Errorf("MIG profile %q is not one of %s's: %s", p, m.Name, strings.Join(m.Names(), ", "))
+		}
+	}
+	return m, nil
 }
 
 // Create makes the Node objects (existing ones are kept) and marks them Ready.
@@ -107,6 +133,22 @@ func Create(ctx context.Context, client kubernetes.Interface, spec Spec) error {
 		if spec.DRA {
 			delete(capacity, GPUResource)
 			node.Annotations = nil
+		}
+		if spec.MIG() {
+			if _, err := spec.migModel(); err != nil {
+				return err
+			}
+			delete(capacity, GPUResource)
+			labels["nvidia.com/mig.strategy"] = "mixed"
+			for _, p := range spec.MIGLayout {
+				r := corev1.ResourceName(v1alpha1.MIGResourcePrefix + p)
+				q := capacity[r]
+				q.Add(*resource.NewQuantity(int64(spec.GPUs), resource.DecimalSI))
+				capacity[r] = q
+			}
+			if spec.MIGDynamic {
+				labels[v1alpha1.LabelMIGDynamic] = "true"
+			}
 		}
 		if k := spec.Kind; k != nil {
 			delete(capacity, GPUResource)
