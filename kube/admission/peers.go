@@ -45,6 +45,9 @@ const (
 	kaiMemory     = "gpu-memory"                  // MiB of one device
 	kaiNumDevices = "gpu-fraction-num-devices"    // devices the fraction or memory is taken of
 	kaiContainer  = "gpu-fraction-container-name" // the container given the fraction
+	// Run:ai's dynamic fractions: the limit a fraction or memory request may grow to.
+	kaiFractionLimit = "gpu-fraction-limit" // of one device, "0.8"
+	kaiMemoryLimit   = "gpu-memory-limit"   // MiB of one device
 	kaiQueue      = "kai.scheduler/queue"
 	runaiQueue    = "runai/queue"
 	kaiScheduler  = "kai-scheduler"
@@ -57,7 +60,7 @@ var PeerSchedulers = []string{hamiScheduler, kaiScheduler}
 // any is sent to it (MutateCondition).
 var (
 	peerAnnotations = []string{hamiUseUUID, hamiNoUseUUID, hamiUseType, hamiNoUseType, hamiNUMABind, hamiVGPUMode,
-		hamiNodePolicy, hamiGPUPolicy, kaiFraction, kaiMemory, kaiNumDevices, kaiContainer}
+		hamiNodePolicy, hamiGPUPolicy, kaiFraction, kaiMemory, kaiNumDevices, kaiContainer, kaiFractionLimit, kaiMemoryLimit}
 	peerLabels = []string{kaiQueue, runaiQueue}
 )
 
@@ -419,6 +422,20 @@ func (t *translation) kai() error {
 			return fmt.Errorf("metadata.annotations: %s=%q is not allowed: KAI-Scheduler's GPU memory is a whole number of MiB, such as 8000", kaiMemory, v)
 		}
 		if err := t.set(false, v1alpha1.AnnotationGPUMemory, fmt.Sprintf("%dMi", mi), kaiMemory, v); err != nil {
+			return err
+		}
+	}
+	if v, ok := a[kaiFractionLimit]; ok {
+		if err := t.set(false, v1alpha1.AnnotationGPUFractionLimit, strings.TrimSpace(v), kaiFractionLimit, v); err != nil {
+			return err
+		}
+	}
+	if v, ok := a[kaiMemoryLimit]; ok {
+		mi, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		if err != nil || mi < 1 || mi > 1<<30 {
+			return fmt.Errorf("metadata.annotations: %s=%q is not allowed: Run:ai's GPU memory limit is a whole number of MiB, such as 40000", kaiMemoryLimit, v)
+		}
+		if err := t.set(false, v1alpha1.AnnotationGPUMemoryLimit, fmt.Sprintf("%dMi", mi), kaiMemoryLimit, v); err != nil {
 			return err
 		}
 	}

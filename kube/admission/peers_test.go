@@ -67,6 +67,18 @@ func TestPeerNamesAreTranslated(t *testing.T) {
 		mem.Labels[v1alpha1.LabelQueue] != "b" {
 		t.Errorf("KAI memory in MiB: %v %v %v", err, mem.Annotations, mem.Labels)
 	}
+	// Run:ai's dynamic fractions: the limit a request may grow to, as Allot's.
+	burst := peerPod("allot", nil, map[string]string{"gpu-fraction": "0.25", "gpu-fraction-limit": "0.8"}, nil)
+	if err := (Peers{}).Translate(burst); err != nil || burst.Annotations[v1alpha1.AnnotationGPUFractionLimit] != "0.8" {
+		t.Errorf("Run:ai fraction limit: %v %v", err, burst.Annotations)
+	}
+	memBurst := peerPod("allot", nil, map[string]string{"gpu-memory": "10000", "gpu-memory-limit": "40000"}, nil)
+	if err := (Peers{}).Translate(memBurst); err != nil || memBurst.Annotations[v1alpha1.AnnotationGPUMemoryLimit] != "40000Mi" {
+		t.Errorf("Run:ai memory limit in MiB: %v %v", err, memBurst.Annotations)
+	}
+	if _, err := v1alpha1.ParseGPUShare(memBurst.Annotations); err != nil {
+		t.Errorf("the translated limit does not parse: %v", err)
+	}
 }
 
 // HAMi's default device memory reaches only pods that came through HAMi's names: a pod of
