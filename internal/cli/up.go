@@ -46,7 +46,7 @@ func newUpCmd() *cobra.Command {
 	var demo, draNodes bool
 	var cpuProfile, dashboardAddr, metricsAddr string
 	var sharing, failGPU, history, topology string
-	var accelerators []string
+	var accelerators, migFixed, migDynamic []string
 	cmd := &cobra.Command{
 		Use:     "up",
 		GroupID: "run",
@@ -55,7 +55,8 @@ func newUpCmd() *cobra.Command {
 simulated GPU nodes with the labels GPU Feature Discovery sets, a simulated kubelet, and the
 Allot scheduler, all in this process. State is kept in --data-dir and survives a restart.
 A kubeconfig is written so that kubectl works against it. Ctrl-C stops everything.`,
-		Example: "  allot up --demo\n  allot up --nodes 4 --gpus-per-node 8 --gpu-type H100 --gpu-memory 80Gi\n  allot up --accelerator ascend:2x8 --accelerator amd:1x8",
+		Example: "  allot up --demo\n  allot up --nodes 4 --gpus-per-node 8 --gpu-type H100 --gpu-memory 80Gi\n  allot up --accelerator ascend:2x8 --accelerator amd:1x8\n" +
+			"  allot up --demo --mig 1x2 --mig-dynamic 1x2 --accelerator ascend:1x8",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if nodes < 1 || nodes > 5000 {
@@ -95,6 +96,13 @@ A kubeconfig is written so that kubectl works against it. Ctrl-C stops everythin
 			kindNodes, err := parseAcceleratorNodes(accelerators)
 			if err != nil {
 				return err
+			}
+			migNodes, err := parseMIGNodes(migFixed, migDynamic, gpuType, mem.Value()>>20)
+			if err != nil {
+				return err
+			}
+			if draNodes && len(migNodes) > 0 {
+				return fmt.Errorf("--mig and --mig-dynamic are device plugin and agent nodes: not with --dra (its MIG devices are --mig-gpus)")
 			}
 			// The scheduler schedules the kinds it has on by default, as allot scheduler does.
 			schedOpts.Accelerators = convert.DefaultTable()
@@ -167,6 +175,11 @@ A kubeconfig is written so that kubectl works against it. Ctrl-C stops everythin
 					return fmt.Errorf("--accelerator %s: %w", k.Kind.Name, err)
 				}
 			}
+			for _, m := range migNodes {
+				if err := simnode.Create(ctx, client, m); err != nil {
+					return fmt.Errorf("MIG nodes %s: %w", m.Prefix, err)
+				}
+			}
 			if len(levels) > 0 {
 				if err := createTopology(ctx, client, allotclient.NewForConfigOrDie(c.Config), spec, levels); err != nil {
 					return fmt.Errorf("--topology: %w", err)
@@ -192,8 +205,10 @@ A kubeconfig is written so that kubectl works against it. Ctrl-C stops everythin
 				}
 				defer os.RemoveAll(sockets)
 				devices := simnode.NewDevices(sockets)
-				if err := devices.AddNodes(ctx, spec); err != nil {
-					return err
+				for _, s := range append([]simnode.Spec{spec}, migNodes...) {
+					if err := devices.AddNodes(ctx, s); err != nil {
+						return err
+					}
 				}
 				go simnode.NewKubelet(nodeClient).WithDevices(devices).Run(ctx)
 				agentMetrics := agent.NewMetrics()
@@ -237,6 +252,15 @@ A kubeconfig is written so that kubectl works against it. Ctrl-C stops everythin
 				fmt.Fprintf(out, "Allot is up: %d simulated nodes × %d %s GPUs, each with its allot agent.\nkubeconfig: %s\n  kubectl --kubeconfig %s get nodes,queues,pods\nmetrics: %s\nFail a GPU: kubectl --kubeconfig %s annotate node dgx-1 %s=3\nCtrl-C stops it.\n",
 					nodes, gpus, gpuType, kubeconfig, kubeconfig, running.MetricsURL, kubeconfig, simnode.AnnotationFailGPU)
 			}
+			for _, m := range migNodes {
+				if m.MIGDynamic {
+					fmt.Fprintf(out, "and %d simulated nodes (%s-1 …) × %d GPUs in MIG mode that Allot lays out: allot submit NAME -p QUEUE -i IMAGE with the pod annotation %s: 3g.40gb (or smallest with -g 0.5)\n",
+						m.Count, m.Prefix, m.GPUs, v1alpha1.AnnotationMIG)
+				} else {
+					fmt.Fprintf(out, "and %d simulated nodes (%s-1 …) × %d GPUs in MIG mode, each laid out %s: pods ask %s<profile>\n",
+						m.Count, m.Prefix, m.GPUs, strings.Join(m.MIGLayout, " + "), v1alpha1.MIGResourcePrefix)
+				}
+			}
 			for _, k := range kindNodes {
 				fmt.Fprintf(out, "and %d simulated %s nodes (%s-1 …) × %d %s devices (%s): allot submit NAME -p QUEUE -i IMAGE --accelerator %s -g N\n",
 					k.Count, k.Kind.Name, k.Prefix, k.GPUs, k.GPUType, k.Kind.Resources[0], k.Kind.Name)
@@ -267,6 +291,8 @@ A kubeconfig is written so that kubectl works against it. Ctrl-C stops everythin
 	f.BoolVar(&draNodes, "dra", false, "publish the simulated GPUs in ResourceSlices as NVIDIA's DRA driver does (device class gpu.nvidia.com), with no device plugin: pods claim them with ResourceClaims, as allot submit then does")
 	f.IntVar(&migGPUs, "mig-gpus", 0, "with --dra: this many GPUs of each node in MIG mode, published as seven 1g.10gb devices each (device class mig.nvidia.com)")
 	f.StringArrayVar(&accelerators, "accelerator", nil, "simulated nodes of another vendor's kind as KIND:NODESxDEVICES (ascend:2x8), repeatable; KIND one of "+strings.Join(convert.DefaultAcceleratorNames(), ", "))
+	f.StringArrayVar(&migFixed, "mig", nil, "simulated nodes whose GPUs are in MIG mode with a fixed layout, advertised as the device plugin's mixed strategy does, as NODESxGPUS[:PROFILE+PROFILE…] (1x2, or 1x2:3g.40gb+2g.20gb+1g.10gb, the default layout), named mig-1 …; repeatable")
+	f.StringArrayVar(&migDynamic, "mig-dynamic", nil, "simulated nodes whose GPUs are in MIG mode for Allot to lay out (allot.dev/mig-dynamic), as NODESxGPUS (1x2), named migdyn-1 …")
 	f.BoolVar(&demo, "demo", false, "the demo: queues team-a/b/c/d with quotas 4/2/2/8 on 2 nodes of 8 GPUs, with work submitted")
 	return cmd
 }
@@ -356,4 +382,58 @@ func quietKlog(w io.Writer) {
 		_ = fs.Set(k, v)
 	}
 	klog.SetOutput(w)
+}
+
+// defaultMIGLayout is what --mig lays out on each GPU without a layout of its own: one
+// instance of three sizes, a GPU's worth but for one compute slice.
+var defaultMIGLayout = []string{"3g.40gb", "2g.20gb", "1g.10gb"}
+
+// parseMIGNodes reads allot up's --mig (NODESxGPUS[:LAYOUT]) and --mig-dynamic
+// (NODESxGPUS) into groups of simulated nodes in MIG mode, of the --gpu-type model.
+func parseMIGNodes(fixed, dynamic []string, gpuType string, memMi int64) ([]simnode.Spec, error) {
+	var out []simnode.Spec
+	size := func(flag, v string) (int, int, error) {
+		n, g, ok := strings.Cut(v, "x")
+		count, err1 := strconv.Atoi(n)
+		gpus, err2 := strconv.Atoi(g)
+		if !ok || err1 != nil || err2 != nil || count < 1 || count > 500 || gpus < 1 || gpus > 16 {
+			return 0, 0, fmt.Errorf("%s %q is not allowed: NODESxGPUS such as 1x2, 1 to 500 nodes of 1 to 16 GPUs", flag, v)
+		}
+		return count, gpus, nil
+	}
+	for i, v := range fixed {
+		dims, layout, hasLayout := strings.Cut(v, ":")
+		count, gpus, err := size("--mig", dims)
+		if err != nil {
+			return nil, err
+		}
+		profiles := defaultMIGLayout
+		if hasLayout {
+			profiles = strings.Split(layout, "+")
+		}
+		prefix := "mig"
+		if i > 0 {
+			prefix = fmt.Sprintf("mig%d", i+1)
+		}
+		out = append(out, simnode.Spec{Prefix: prefix, Count: count, GPUs: gpus, GPUType: gpuType, GPUMemoryMi: memMi,
+			CPU: "128", Memory: "1Ti", MIGLayout: profiles})
+	}
+	for i, v := range dynamic {
+		count, gpus, err := size("--mig-dynamic", v)
+		if err != nil {
+			return nil, err
+		}
+		prefix := "migdyn"
+		if i > 0 {
+			prefix = fmt.Sprintf("migdyn%d", i+1)
+		}
+		out = append(out, simnode.Spec{Prefix: prefix, Count: count, GPUs: gpus, GPUType: gpuType, GPUMemoryMi: memMi,
+			CPU: "128", Memory: "1Ti", MIGDynamic: true})
+	}
+	for _, s := range out {
+		if err := s.CheckMIG(); err != nil {
+			return nil, fmt.Errorf("--mig: %w", err)
+		}
+	}
+	return out, nil
 }

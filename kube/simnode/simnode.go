@@ -90,6 +90,30 @@ type Spec struct {
 // MIG reports whether the nodes' GPUs are in MIG mode.
 func (s Spec) MIG() bool { return len(s.MIGLayout) > 0 || s.MIGDynamic }
 
+// CheckMIG says what is wrong with the spec's MIG layout: a GPU model without MIG, a
+// profile the model lacks, or a layout that does not fit one GPU.
+func (s Spec) CheckMIG() error {
+	m, err := s.migModel()
+	if err != nil {
+		return err
+	}
+	var l mig.Layout
+	for _, name := range s.MIGLayout {
+		p, _ := m.Profile(name)
+		placed := false
+		for _, st := range p.Starts {
+			if m.Valid(l, p, st) == nil {
+				l, placed = append(l, mig.Placed{Profile: p, Start: st}), true
+				break
+			}
+		}
+		if !placed {
+			return fmt.Errorf("the layout %s does not fit one %s: no room left for %s", strings.Join(s.MIGLayout, "+"), m.Name, name)
+		}
+	}
+	return nil
+}
+
 // migModel is the MIG geometry of the spec's GPUs.
 func (s Spec) migModel() (*mig.Model, error) {
 	m, ok := mig.ForProduct(s.GPUType, s.GPUMemoryMi<<20)
