@@ -57,7 +57,7 @@ Allot scheduler, all in this process. State is kept in --data-dir and survives a
 A kubeconfig is written so that kubectl works against it. Ctrl-C stops everything.`,
 		Example: "  allot up --demo\n  allot up --nodes 4 --gpus-per-node 8 --gpu-type H100 --gpu-memory 80Gi\n  allot up --accelerator ascend:2x8 --accelerator amd:1x8\n" +
 			"  allot up --demo --mig 1x2 --mig-dynamic 1x2 --accelerator ascend:1x8",
-		Args:    cobra.NoArgs,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if nodes < 1 || nodes > 5000 {
 				return fmt.Errorf("--nodes %d is not allowed: between 1 and 5000", nodes)
