@@ -355,3 +355,31 @@ func TestHelmAgentReadsTheHostsProc(t *testing.T) {
 		}
 	}
 }
+
+// A pool of dynamic MIG nodes gives its agent what the driver asks of whoever makes MIG
+// instances (SYS_ADMIN and the MIG configuration capability); every other pool's agent
+// keeps no capability at all.
+func TestHelmDynamicMIGPoolOnly(t *testing.T) {
+	objs := render(t, "--set", "agent.pools[0].name=gpu", "--set-string", "agent.pools[0].nodeSelector.nvidia\\.com/gpu\\.present=true",
+		"--set", "agent.pools[0].sharing=none", "--set", "agent.pools[1].sharing=none",
+		"--set", "agent.pools[1].name=mig", "--set-string", "agent.pools[1].nodeSelector.allot\\.dev/mig-dynamic=true",
+		"--set", "agent.pools[1].dynamicMIG=true")
+	agentOf := func(pool string) map[string]any {
+		ds := objs["DaemonSet/allot-agent-"+pool]
+		if ds == nil {
+			t.Fatalf("no agent DaemonSet for pool %s", pool)
+		}
+		pod := ds["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)
+		return pod["containers"].([]any)[0].(map[string]any)
+	}
+	caps := func(c map[string]any) string {
+		return fmt.Sprint(c["securityContext"].(map[string]any)["capabilities"])
+	}
+	env := func(c map[string]any) string { return fmt.Sprint(c["env"]) }
+	if c := agentOf("gpu"); strings.Contains(caps(c), "SYS_ADMIN") || strings.Contains(env(c), "NVIDIA_MIG_CONFIG_DEVICES") {
+		t.Errorf("an ordinary pool's agent may make MIG instances: %s %s", caps(c), env(c))
+	}
+	if c := agentOf("mig"); !strings.Contains(caps(c), "SYS_ADMIN") || !strings.Contains(env(c), "NVIDIA_MIG_CONFIG_DEVICES") {
+		t.Errorf("the dynamic MIG pool's agent cannot make MIG instances: %s %s", caps(c), env(c))
+	}
+}
