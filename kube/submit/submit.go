@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/allot-dev/allot/api/v1alpha1"
+	"github.com/allot-dev/allot/mig"
 )
 
 // Labels on everything submit creates.
@@ -80,6 +81,14 @@ type Spec struct {
 	// (huawei.com/Ascend910).
 	Accelerator         string
 	AcceleratorResource corev1.ResourceName
+	// MIG asks instances of a MIG layout an admin made, by profile ("3g.40gb"): the device
+	// plugin's nvidia.com/mig-<profile>, one, or GPUCount of them. MIGDynamic asks one
+	// instance Allot lays out on a node labelled allot.dev/mig-dynamic (allot.dev/mig): a
+	// profile, or "smallest" to hold the fraction (GPUs below 1) or GPUMemory asked.
+	MIG, MIGDynamic string
+	// GPUMemoryLimit and GPUFractionLimit are a dynamic fraction's limit past its request
+	// (GPUMemory or a fraction): what it may use while the GPU has it free.
+	GPUMemoryLimit, GPUFractionLimit string
 }
 
 var dns1123 = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
@@ -265,7 +274,17 @@ func (s Spec) podSpec() (corev1.PodSpec, map[string]string, error) {
 			return corev1.PodSpec{}, nil, err
 		}
 	}
+	if s.MIG != "" || s.MIGDynamic != "" {
+		if err := s.checkMIG(gpus); err != nil {
+			return corev1.PodSpec{}, nil, err
+		}
+	}
 	switch {
+	case s.MIG != "":
+		// A fixed layout's instances are the device plugin's to hand over, as whole GPUs are.
+		c.Resources.Limits[corev1.ResourceName(v1alpha1.MIGResourcePrefix+s.MIG)] = *resource.NewQuantity(int64(max(s.GPUCount, 1)), resource.DecimalSI)
+	case s.MIGDynamic != "" && s.MIGDynamic != v1alpha1.MIGSmallest:
+		ann[v1alpha1.AnnotationMIG] = s.MIGDynamic
 	case gpus != "" && s.GPUMemory != "":
 		return corev1.PodSpec{}, nil, fmt.Errorf("-g/--gpu %s and --gpu-memory %s are both set: ask for GPUs or for GPU memory, not both", gpus, s.GPUMemory)
 	case s.GPUMemory != "":
@@ -295,11 +314,24 @@ func (s Spec) podSpec() (corev1.PodSpec, map[string]string, error) {
 		}
 		ann[v1alpha1.AnnotationGPUCompute] = strconv.Itoa(s.GPUCompute)
 	}
-	if s.GPUCount != 0 {
+	if s.MIGDynamic == v1alpha1.MIGSmallest {
+		ann[v1alpha1.AnnotationMIG] = v1alpha1.MIGSmallest // sized by the fraction or memory above
+	}
+	if s.GPUCount != 0 && s.MIG == "" {
 		if s.GPUCount < 1 || len(ann) == 0 {
 			return corev1.PodSpec{}, nil, fmt.Errorf("--gpu-count %d is not allowed: 1 or more, with a slice (-g between 0 and 1, --gpu-memory or --gpu-compute); for whole GPUs give -g N", s.GPUCount)
 		}
 		ann[v1alpha1.AnnotationGPUCount] = strconv.Itoa(s.GPUCount)
+	}
+	if s.GPUMemoryLimit != "" || s.GPUFractionLimit != "" {
+		if err := s.checkLimit(ann); err != nil {
+			return corev1.PodSpec{}, nil, err
+		}
+		if s.GPUMemoryLimit != "" {
+			ann[v1alpha1.AnnotationGPUMemoryLimit] = s.GPUMemoryLimit
+		} else {
+			ann[v1alpha1.AnnotationGPUFractionLimit] = s.GPUFractionLimit
+		}
 	}
 	if _, err := v1alpha1.ParseGPUShare(ann); err != nil {
 		return corev1.PodSpec{}, nil, err
@@ -398,6 +430,102 @@ func (s Spec) checkAccelerator(gpus string) error {
 	return nil
 }
 
+// checkMIG refuses what a MIG request cannot be given with, naming the flags: MIG is
+// NVIDIA's and the device plugin's (no other kind, no DRA), an instance's size and compute
+// are its profile's (no -g, --gpu-memory or --gpu-compute beside a profile), and only a
+// fixed layout gives one pod several instances.
+func (s Spec) checkMIG(gpus string) error {
+	flag, v := "--mig", s.MIG
+	if v == "" {
+		flag, v = "--mig-dynamic", s.MIGDynamic
+	}
+	switch {
+	case s.MIG != "" && s.MIGDynamic != "":
+		return fmt.Errorf("--mig %s and --mig-dynamic %s are both set: --mig takes an instance of a layout an admin made (the device plugin's %sPROFILE), --mig-dynamic one Allot lays out; choose one",
+			s.MIG, s.MIGDynamic, v1alpha1.MIGResourcePrefix)
+	case s.Accelerator != "":
+		return fmt.Errorf("%s with --accelerator %s is not allowed: MIG instances are NVIDIA GPUs only", flag, s.Accelerator)
+	case s.DeviceClass != "":
+		return fmt.Errorf("%s through DRA (device class %s) is not offered: Allot asks MIG instances of the device plugin (--gpu-api device-plugin)", flag, s.DeviceClass)
+	case s.GPUCompute != 0:
+		return fmt.Errorf("--gpu-compute with %s is not allowed: an instance's compute is its profile's (a 3g has three of the GPU's compute slices)", flag)
+	case s.GPUMemoryLimit != "" || s.GPUFractionLimit != "":
+		return fmt.Errorf("a limit past the request (--gpu-memory-limit, --gpu-fraction-limit) with %s is not allowed: the GPU holds a MIG instance to its own memory", flag)
+	}
+	if s.MIG == v1alpha1.MIGSmallest {
+		return fmt.Errorf("--mig %s is not allowed: a fixed layout's instances are asked by profile, such as 1g.10gb or 3g.40gb; for the smallest instance that holds -g or --gpu-memory, Allot lays it out: --mig-dynamic %s", v, v)
+	}
+	if v != v1alpha1.MIGSmallest {
+		if _, _, err := mig.ParseName(v); err != nil {
+			alt := ", or smallest (with -g below 1 or --gpu-memory)"
+			if flag == "--mig" {
+				alt = ""
+			}
+			return fmt.Errorf("%s %q is not allowed: a MIG profile <compute>g.<memory>gb, such as 1g.10gb or 3g.40gb%s", flag, v, alt)
+		}
+	}
+	asked := gpus != "" && gpus != "0"
+	switch {
+	case s.MIG != "" && (asked || s.GPUMemory != ""):
+		return fmt.Errorf("-g or --gpu-memory with --mig %s is not allowed: the instance is the request; for several instances give --gpu-count N", v)
+	case s.MIG != "" && (s.GPUCount < 0 || s.GPUCount > v1alpha1.MaxGPUCount):
+		return fmt.Errorf("--gpu-count %d is not allowed: how many %s instances each pod takes, from 1 to %d", s.GPUCount, v, v1alpha1.MaxGPUCount)
+	case s.MIG != "":
+		return nil
+	case s.GPUCount != 0:
+		return fmt.Errorf("--gpu-count with --mig-dynamic is not allowed: an instance Allot lays out is one per pod (several instances of a fixed layout: --mig PROFILE --gpu-count N)")
+	case v != v1alpha1.MIGSmallest && (asked || s.GPUMemory != ""):
+		return fmt.Errorf("-g or --gpu-memory with --mig-dynamic %s is not allowed: the profile is the size; to size the instance by them give --mig-dynamic smallest", v)
+	case v == v1alpha1.MIGSmallest && !asked && s.GPUMemory == "":
+		return fmt.Errorf("--mig-dynamic smallest needs the size to hold: -g between 0 and 1 (such as 0.25) or --gpu-memory (such as 10Gi)")
+	}
+	if f, err := strconv.ParseFloat(gpus, 64); v == v1alpha1.MIGSmallest && asked && err == nil && f >= 1 {
+		return fmt.Errorf("-g %s with --mig-dynamic smallest is not allowed: one instance is at most a whole GPU; give a fraction between 0 and 1 (such as 0.25) or --gpu-memory", gpus)
+	}
+	return nil
+}
+
+// checkLimit refuses a dynamic fraction's limit where it means nothing, naming the flags:
+// without a slice of one GPU to go past, below the request, in two forms at once, or not
+// a quantity or fraction. (ParseGPUShare checks the annotations again, as the webhook will.)
+func (s Spec) checkLimit(ann map[string]string) error {
+	flag, v := "--gpu-memory-limit", s.GPUMemoryLimit
+	if v == "" {
+		flag, v = "--gpu-fraction-limit", s.GPUFractionLimit
+	}
+	_, frac := ann[v1alpha1.AnnotationGPUFraction]
+	_, mem := ann[v1alpha1.AnnotationGPUMemory]
+	switch {
+	case s.GPUMemoryLimit != "" && s.GPUFractionLimit != "":
+		return fmt.Errorf("--gpu-memory-limit %s and --gpu-fraction-limit %s are both set: give the limit one way", s.GPUMemoryLimit, s.GPUFractionLimit)
+	case !frac && !mem:
+		return fmt.Errorf("%s %s needs a slice of one GPU to go past: --gpu-memory (such as 10Gi) or -g between 0 and 1 (such as 0.25)", flag, v)
+	case s.GPUCount > 1:
+		return fmt.Errorf("%s %s with --gpu-count %d is not allowed: a limit past the request is for a slice of one GPU", flag, v, s.GPUCount)
+	case s.DeviceClass != "":
+		return fmt.Errorf("%s through DRA (device class %s) is not offered: a claim's share of a GPU is its capacity, with no limit past it (--gpu-api device-plugin)", flag, s.DeviceClass)
+	}
+	if s.GPUMemoryLimit != "" {
+		q, err := resource.ParseQuantity(strings.TrimSpace(v))
+		b, whole := q.AsInt64()
+		if err != nil || !whole || b < 1<<20 || b > 1<<50 {
+			return fmt.Errorf("--gpu-memory-limit %q is not allowed: a whole quantity of GPU memory from 1Mi up to 1Pi, such as 40Gi", v)
+		}
+		if r, err := resource.ParseQuantity(s.GPUMemory); mem && err == nil && q.Cmp(r) < 0 {
+			return fmt.Errorf("--gpu-memory-limit %s is less than --gpu-memory %s: a limit is at least the memory asked", v, s.GPUMemory)
+		}
+		return nil
+	}
+	f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+	if err != nil || !(f > 0 && f <= 1) {
+		return fmt.Errorf("--gpu-fraction-limit %q is not allowed: a fraction of the GPU above 0 and up to 1, such as 0.75", v)
+	}
+	if r, err := strconv.ParseFloat(ann[v1alpha1.AnnotationGPUFraction], 64); frac && err == nil && f < r {
+		return fmt.Errorf("--gpu-fraction-limit %s is less than -g %s: a limit is at least the fraction asked", v, ann[v1alpha1.AnnotationGPUFraction])
+	}
+	return nil
+}
+
 // Request is what a spec's pods ask of the nodes, for checking that some node can ever hold
 // them.
 type Request struct {
@@ -408,6 +536,13 @@ type Request struct {
 	Models   []string // GPU models allowed, empty for any
 	// Accelerator is the kind of the devices GPUs counts ("ascend"); empty for NVIDIA's.
 	Accelerator string
+	// MIG is the MIG profile each pod asks (or v1alpha1.MIGSmallest, sized by Fraction or
+	// MemoryMi), MIGCount how many instances of it, and MIGDynamic whether Allot lays them
+	// out (else a fixed layout's, advertised by the device plugin).
+	MIG        string
+	MIGCount   int
+	MIGDynamic bool
+	Fraction   float64 // of one GPU, when the pod shares one by a fraction
 }
 
 // Request is what the spec's pods ask (after Objects has validated the spec).
@@ -421,6 +556,14 @@ func (s Spec) Request() Request {
 	}
 	if f, err := strconv.ParseFloat(strings.TrimSpace(s.GPUs), 64); err == nil && f >= 1 {
 		r.GPUs = int64(f)
+	} else if err == nil && f > 0 {
+		r.Fraction = f
+	}
+	switch {
+	case s.MIG != "":
+		r.MIG, r.MIGCount = s.MIG, max(s.GPUCount, 1)
+	case s.MIGDynamic != "":
+		r.MIG, r.MIGCount, r.MIGDynamic = s.MIGDynamic, 1, true
 	}
 	if q, err := resource.ParseQuantity(s.GPUMemory); err == nil && s.GPUMemory != "" {
 		r.MemoryMi = q.Value() / (1 << 20)
