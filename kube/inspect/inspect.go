@@ -26,6 +26,55 @@ type Pod struct {
 	// Translated is what the webhook read from another scheduler's names (HAMi's,
 	// KAI-Scheduler's) and wrote as Allot's (allot.dev/translated).
 	Translated string `json:"translated,omitempty"`
+	// GPUMemory is a dynamic fraction's memory (a slice with a limit past its request):
+	// its request, its limit and what it was last measured to hold; nil for other pods.
+	GPUMemory *GPUMemory `json:"gpuMemory,omitempty"`
+}
+
+// GPUMemory is a dynamic fraction's GPU memory. Each amount is in MiB, 0 where it is not
+// known (a fraction's memory before the bind booked it on a GPU of some size).
+type GPUMemory struct {
+	RequestMi int64 `json:"requestMi,omitempty"`
+	// Fraction is the fraction asked, where the request is one (-g 0.25).
+	Fraction float64 `json:"fraction,omitempty"`
+	LimitMi  int64   `json:"limitMi,omitempty"`
+	// FractionLimit is the limit as asked, where it is a fraction (--gpu-fraction-limit).
+	FractionLimit float64 `json:"fractionLimit,omitempty"`
+	// UsedMi is what its processes hold, as its node's agent last measured it
+	// (allot.dev/gpu-memory-used-mib); nil before any measure.
+	UsedMi *int64 `json:"usedMi,omitempty"`
+}
+
+// PastRequestMi is what the pod holds past its request, lent while no request needs it;
+// 0 when it holds no more than it asked, or either is not known.
+func (m *GPUMemory) PastRequestMi() int64 {
+	if m.UsedMi == nil || m.RequestMi == 0 {
+		return 0
+	}
+	return max(*m.UsedMi-m.RequestMi, 0)
+}
+
+// podGPUMemory reads a pod's dynamic fraction: the request as the bind booked it (else as
+// asked), the limit (a fraction of the GPU in MiB where the booking tells the GPU's size),
+// and the agent's measure.
+func podGPUMemory(p *corev1.Pod) *GPUMemory {
+	share, err := v1alpha1.ParseGPUShare(p.Annotations)
+	if err != nil || (share.MemoryLimit == 0 && share.FractionLimit == 0) {
+		return nil
+	}
+	m := &GPUMemory{RequestMi: share.Memory >> 20, Fraction: share.Fraction, LimitMi: share.MemoryLimit >> 20, FractionLimit: share.FractionLimit}
+	booked, _ := v1alpha1.ParseBookedSlice(p.Annotations)
+	if booked > 0 {
+		m.RequestMi = booked >> 20
+	}
+	if share.FractionLimit > 0 && share.Fraction > 0 && booked > 0 {
+		// A fraction's booking is that part of its GPU: the limit is the same part, larger.
+		m.LimitMi = int64(float64(booked>>20) / share.Fraction * share.FractionLimit)
+	}
+	if v, err := strconv.ParseInt(strings.TrimSpace(p.Annotations[v1alpha1.AnnotationPodGPUMemoryUsed]), 10, 64); err == nil && v >= 0 && v < 1<<30 {
+		m.UsedMi = &v
+	}
+	return m
 }
 
 // PodGPUs is what a pod asks: whole GPUs, or its fraction of one (a memory request counts

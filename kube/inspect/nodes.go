@@ -70,12 +70,15 @@ type GPU struct {
 	Cordoned string `json:"cordoned,omitempty"`
 	// Device is the device's name in its ResourceSlice, on a DRA node.
 	Device string `json:"device,omitempty"`
+	// MIG is the device's layout where it is in MIG mode: it is given out only as these
+	// instances, never whole or in slices; Used and Holders are then its instances'.
+	MIG *MIGLayout `json:"mig,omitempty"`
 }
 
 // Holder is a pod's part of a GPU.
 type Holder struct {
-	Pod   string  `json:"pod"` // namespace/name
-	Share float64 `json:"share"`
+	Pod   string  `json:"pod"`   // namespace/name
+	Share float64 `json:"share"` // of a device in MIG mode, its instances' (GPU.MIG names them)
 }
 
 // Nodes reads every GPU node and the pods bound to it.
@@ -205,7 +208,17 @@ func BuildNodes(nodes []*corev1.Node, pods []*corev1.Pod) []Node {
 			node.SharingWarning = SharingNotEnforced
 		}
 		util := utilization(n.Annotations[v1alpha1.AnnotationGPUUtilization], count)
+		layouts := migLayouts(n, &en, pods)
 		for g := 0; g < count; g++ {
+			if l := layouts[g]; l != nil {
+				// A device in MIG mode is held instance by instance.
+				h, used := migHolders(l)
+				node.Allocated += used
+				gpu := GPU{Index: g, Used: used, Holders: h, FreeMi: migFreeMi(l, l.MemoryMi), Utilization: util[g],
+					Unhealthy: en.GPUs[g].Unhealthy, Cordoned: en.GPUs[g].Cordoned, UUID: en.GPUs[g].UUID, MIG: l}
+				node.GPUs = append(node.GPUs, gpu)
+				continue
+			}
 			h := held[n.Name][g]
 			sort.Slice(h, func(a, b int) bool { return h[a].Pod < h[b].Pod })
 			used := 0.0
@@ -324,21 +337,37 @@ func Fits(nodes []Node, r submit.Request) error {
 		}
 		return fmt.Errorf("%s have no %ss", where, device(r))
 	}
+	if r.MIG != "" {
+		return fitsMIG(cands, r, where)
+	}
 	most, mostOn := 0, ""
 	var memMi int64
 	holds := int64(0) // pods of the request the nodes hold at once
+	inMIG := 0        // GPUs in MIG mode, which give out only instances
 	for _, n := range cands {
-		if len(n.GPUs) > most {
-			most, mostOn = len(n.GPUs), n.Name
+		gpus := 0
+		for _, g := range n.GPUs {
+			if g.MIG == nil {
+				gpus++
+			} else {
+				inMIG++
+			}
 		}
-		memMi = max(memMi, n.MemoryMi)
+		if gpus > most {
+			most, mostOn = gpus, n.Name
+		}
+		if gpus > 0 {
+			memMi = max(memMi, n.MemoryMi)
+		}
 		if r.GPUs > 0 {
-			holds += int64(len(n.GPUs)) / r.GPUs
+			holds += int64(gpus) / r.GPUs
 		} else {
 			holds += int64(len(n.GPUs)) * 1000 // shares of a GPU: many per device
 		}
 	}
 	switch {
+	case most == 0 && inMIG > 0 && (r.GPUs > 0 || r.MemoryMi > 0 || r.Fraction > 0):
+		return fmt.Errorf("every GPU of %s is in MIG mode, given out only as instances: ask one with --mig PROFILE (a fixed layout's) or --mig-dynamic PROFILE (one Allot lays out); allot top nodes shows the layouts", where)
 	case r.GPUs > int64(most):
 		return fmt.Errorf("-g %d: no node can hold it: the most %ss on one node of %s is %d (%s)", r.GPUs, device(r), where, most, mostOn)
 	case r.MemoryMi > 0 && memMi > 0 && r.MemoryMi > memMi:

@@ -320,7 +320,10 @@ func BuildWorkloads(o Objects) []Workload {
 			w.Type = podType(top.ref.Kind, p)
 		}
 		pod := Pod{Name: p.Name, UID: p.UID, Node: p.Spec.NodeName, Asks: PodGPUs(p), Phase: string(p.Status.Phase),
-			Translated: p.Annotations[v1alpha1.AnnotationTranslated]}
+			Translated: p.Annotations[v1alpha1.AnnotationTranslated], GPUMemory: podGPUMemory(p)}
+		if booked := p.Annotations[v1alpha1.AnnotationMIGInstances]; booked != "" && p.Spec.NodeName != "" {
+			pod.GPUs = "MIG " + migInstances(booked)
+		}
 		if p.DeletionTimestamp != nil {
 			pod.Phase = "Terminating"
 		}
@@ -570,4 +573,18 @@ func recordedIndices(p *corev1.Pod, uuids []string) (indices []int, known bool) 
 		indices = append(indices, i)
 	}
 	return indices, true
+}
+
+// migInstances writes where the bind booked a pod's MIG instances ("<GPU>/<profile>@<start>",
+// comma-separated) as their profiles at their first memory slices: "3g.40gb@0, 3g.40gb@4".
+func migInstances(booked string) string {
+	var out []string
+	for _, f := range strings.Split(booked, ",") {
+		_, in, ok := strings.Cut(strings.TrimSpace(f), "/")
+		if !ok {
+			in = strings.TrimSpace(f)
+		}
+		out = append(out, in)
+	}
+	return strings.Join(out, ", ")
 }
