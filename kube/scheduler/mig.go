@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"time"
 
@@ -88,13 +89,20 @@ type migAwait struct {
 // than the device report timeout (their pods were placed again or gave up) and any
 // earlier wish of the same pod.
 func (s *Scheduler) wishMIG(ctx context.Context, n *corev1.Node, w v1alpha1.MIGWish) error {
+	// The informer's Node may not have this scheduler's last wishes yet (two pods placed
+	// on the node in one cycle): what it wrote itself is kept too.
 	old, _ := v1alpha1.ParseMIGWishes(n.Annotations[v1alpha1.AnnotationMIGWanted])
+	s.amu.Lock()
+	old = append(old, s.migWished[n.Name]...)
 	keep := []v1alpha1.MIGWish{w}
 	for _, o := range old {
-		if o.Pod != w.Pod && s.opts.Now().Sub(o.Since) < 2*s.deviceReportTimeout() {
+		dup := slices.ContainsFunc(keep, func(k v1alpha1.MIGWish) bool { return k.Pod == o.Pod })
+		if !dup && s.opts.Now().Sub(o.Since) < 2*s.deviceReportTimeout() {
 			keep = append(keep, o)
 		}
 	}
+	s.migWished[n.Name] = keep
+	s.amu.Unlock()
 	data, _ := json.Marshal(keep)
 	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{v1alpha1.AnnotationMIGWanted: string(data)}}})
 	if !s.fence.ok() {

@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/engine"
 	allotclient "github.com/allot-dev/allot/kube/client"
 	"github.com/allot-dev/allot/kube/client/clientset/versioned"
@@ -108,6 +109,8 @@ type Scheduler struct {
 	awaiting map[types.UID]awaitingBind
 	// migAwaiting holds pods whose MIG instance the node's agent is to make (mig.go).
 	migAwaiting map[types.UID]migAwait
+	// migWished is, per node, the MIG instances this scheduler last asked its agent for.
+	migWished map[string][]v1alpha1.MIGWish
 	// adopted remembers the pods already counted as adopting the device plugin's choice.
 	adopted map[types.UID]bool
 	binds   chan bindJob
@@ -191,7 +194,7 @@ func New(rc *rest.Config, opts Options) (*Scheduler, error) {
 	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
 	s := &Scheduler{opts: opts, client: client, allot: allot, eng: engine.New(opts.Engine),
 		recorder: b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: SchedulerName}), events: newPodEvents(), statuses: newPodStatuses(),
-		assumed: map[types.UID]engine.Binding{}, awaiting: map[types.UID]awaitingBind{}, migAwaiting: map[types.UID]migAwait{}, adopted: map[types.UID]bool{}, backoff: map[types.UID]time.Time{}, unknownUntil: map[types.UID]time.Time{}, reasons: map[types.UID]string{}, evicting: map[types.UID]time.Time{}, partial: map[engine.JobID]*partialGang{}, wake: make(chan struct{}, 1),
+		assumed: map[types.UID]engine.Binding{}, awaiting: map[types.UID]awaitingBind{}, migAwaiting: map[types.UID]migAwait{}, migWished: map[string][]v1alpha1.MIGWish{}, adopted: map[types.UID]bool{}, backoff: map[types.UID]time.Time{}, unknownUntil: map[types.UID]time.Time{}, reasons: map[types.UID]string{}, evicting: map[types.UID]time.Time{}, partial: map[engine.JobID]*partialGang{}, wake: make(chan struct{}, 1),
 		occWritten: map[engine.NodeID]string{}, queueWritten: map[string]time.Time{}, queueProblems: map[string]string{}, usage: map[string]engine.Usage{}}
 	s.claimsAssumed = map[types.UID]assumedClaim{}
 	if s.opts.UsageHalfLife <= 0 {
