@@ -318,7 +318,9 @@ func printNodes(out io.Writer, ns []inspect.Node) error {
 		for _, g := range n.GPUs {
 			var who []string
 			for _, h := range g.Holders {
-				if h.Share < 1 {
+				if g.MIG != nil {
+					who = append(who, fmt.Sprintf("%s (%s)", h.Pod, g.MIG.Held(h.Pod))) // its instances, as the layout below names them
+				} else if h.Share < 1 {
 					who = append(who, fmt.Sprintf("%s (%s)", h.Pod, gpuAmount(h.Share)))
 				} else {
 					who = append(who, h.Pod)
@@ -341,6 +343,9 @@ func printNodes(out io.Writer, ns []inspect.Node) error {
 			index := strconv.Itoa(g.Index)
 			if g.Device != "" {
 				index += " " + g.Device // the device's name in its ResourceSlice
+			}
+			if g.MIG != nil {
+				index += " MIG" // given out as the instances listed below the table
 			}
 			fmt.Fprintf(tw, "\t%s\t\t%s %s\t%s\t%s\t%s\n", index, bar(g.Used, 1, 1, 10), gpuAmount(g.Used), util, gib(g.FreeMi), holders)
 		}
@@ -372,10 +377,73 @@ func printNodes(out io.Writer, ns []inspect.Node) error {
 		}
 	}
 	if len(unenforced) > 0 {
-		_, err := fmt.Fprintf(out, "On %s: %s.\n", strings.Join(unenforced, ", "), inspect.SharingNotEnforced)
-		return err
+		if _, err := fmt.Fprintf(out, "On %s: %s.\n", strings.Join(unenforced, ", "), inspect.SharingNotEnforced); err != nil {
+			return err
+		}
 	}
-	return nil
+	return printMIG(out, ns)
+}
+
+// printMIG lists, under the nodes' table and only where a GPU is in MIG mode, each such
+// GPU's layout: an instance a row (its profile at its first memory slice), who holds it,
+// and on a GPU Allot lays out the slices still free to lay out. A table of its own keeps
+// the nodes' table one row per GPU.
+func printMIG(out io.Writer, ns []inspect.Node) error {
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	shown := false
+	for _, n := range ns {
+		name := n.Name
+		for _, g := range n.GPUs {
+			l := g.MIG
+			if l == nil {
+				continue
+			}
+			if !shown {
+				fmt.Fprintln(out, "\nMIG: GPUs given out as instances (PROFILE@SLICE: the first memory slice it takes)")
+				fmt.Fprintln(tw, "NODE\tGPU\tLAYOUT\tINSTANCE\tHELD BY")
+				shown = true
+			}
+			layout := "fixed, " + l.Model // an admin's: pods take the instances it has
+			if l.Dynamic {
+				layout = "dynamic, " + l.Model // Allot makes and destroys instances as pods need them
+			}
+			first := true
+			row := func(instance, holder string) {
+				if first {
+					fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\n", name, g.Index, layout, instance, holder)
+					name, first = "", false
+					return
+				}
+				fmt.Fprintf(tw, "\t\t\t%s\t%s\n", instance, holder)
+			}
+			for _, in := range l.Instances {
+				switch {
+				case in.Making:
+					row(in.Name(), "being made for "+in.Pod)
+				case in.Pod != "":
+					row(in.Name(), in.Pod)
+				case in.InUse:
+					row(in.Name(), "in use, by no pod of Allot's")
+				default:
+					row(in.Name(), "idle")
+				}
+			}
+			if free := l.FreeSlices(); len(free) > 0 {
+				what := "not laid out" // a fixed layout gives nothing there
+				if l.Dynamic {
+					what = "free to lay out"
+				}
+				row("slices "+strings.Join(free, ", "), what)
+			}
+			if len(l.Instances) == 0 && len(l.FreeSlices()) == 0 {
+				row("-", "no instance")
+			}
+		}
+	}
+	if !shown {
+		return nil
+	}
+	return tw.Flush()
 }
 
 // gib writes MiB as GiB, with one decimal when it is not whole.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -42,7 +43,10 @@ Job of N workers with a headless Service (worker i is NAME-i.NAME) started as on
   allot submit notebook -p team-a -i jupyter/base -g 0.5 --interactive --port 8888
   allot submit ddp -p team-d -i pytorch/pytorch -g 4 --workers 2 -- torchrun train.py
   allot submit llm -p team-c -i vllm/vllm-openai -g 1 --inference --port 8000
-  allot submit npu-train -p team-a -i ascendhub/mindspore --accelerator ascend -g 2 -- python train.py`,
+  allot submit npu-train -p team-a -i ascendhub/mindspore --accelerator ascend -g 2 -- python train.py
+  allot submit small -p team-a -i pytorch/pytorch --mig 3g.40gb -- python eval.py
+  allot submit nb -p team-a -i jupyter/base --mig-dynamic smallest --gpu-memory 10Gi --interactive
+  allot submit burst -p team-a -i pytorch/pytorch --gpu-memory 10Gi --gpu-memory-limit 40Gi -- python train.py`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 || cmd.ArgsLenAtDash() == 0 {
 				return fmt.Errorf("a NAME for the workload is required: allot submit NAME -p QUEUE -i IMAGE [flags] [-- COMMAND ARGS…]")
@@ -81,6 +85,9 @@ Job of N workers with a headless Service (worker i is NAME-i.NAME) started as on
 				if gpuAPI == "auto" {
 					gpuAPI = "device-plugin" // other vendors' devices are not claimed through DRA here
 				}
+			}
+			if (s.MIG != "" || s.MIGDynamic != "") && gpuAPI == "auto" {
+				gpuAPI = "device-plugin" // MIG instances are asked of the device plugin or of Allot, not claimed
 			}
 			if !dryRun {
 				if err := c.connect(cmd.Context()); err != nil {
@@ -149,7 +156,11 @@ Job of N workers with a headless Service (worker i is NAME-i.NAME) started as on
 	f.StringVar(&accelerator, "accelerator", "", "ask -g whole devices of another vendor's kind instead of NVIDIA GPUs: amd, intel, ascend, cambricon, hygon, neuron, neuroncore, or KIND=RESOURCE for a kind defined with allot scheduler --accelerators")
 	f.StringVar(&s.GPUMemory, "gpu-memory", "", "GPU memory of one shared GPU instead of -g, such as 8Gi")
 	f.IntVar(&s.GPUCompute, "gpu-compute", 0, "percent of a shared GPU's compute, booked for the pod (with -g below 1 or --gpu-memory, or alone)")
-	f.IntVar(&s.GPUCount, "gpu-count", 0, "take the slice (-g below 1, --gpu-memory, --gpu-compute) of each of this many GPUs of one node")
+	f.IntVar(&s.GPUCount, "gpu-count", 0, "take the slice (-g below 1, --gpu-memory, --gpu-compute) of each of this many GPUs of one node; with --mig, this many instances")
+	f.StringVar(&s.GPUMemoryLimit, "gpu-memory-limit", "", "a slice's GPU memory limit past its request (--gpu-memory or -g below 1), used while the GPU has it free, such as 40Gi")
+	f.StringVar(&s.GPUFractionLimit, "gpu-fraction-limit", "", "as --gpu-memory-limit, as a fraction of the GPU, such as 0.75")
+	f.StringVar(&s.MIG, "mig", "", "a MIG instance of a layout an admin made, by profile (1g.10gb, 3g.40gb: the device plugin's nvidia.com/mig-PROFILE); --gpu-count N for N of them")
+	f.StringVar(&s.MIGDynamic, "mig-dynamic", "", "a MIG instance Allot lays out on a node labelled allot.dev/mig-dynamic: a profile (3g.40gb), or smallest to hold -g below 1 or --gpu-memory")
 	f.StringVar(&s.GPUUUIDs, "gpu-uuid", "", "only these GPUs, by UUID, comma-separated")
 	f.StringVar(&s.ExcludeGPUUUIDs, "exclude-gpu-uuid", "", "never these GPUs, by UUID, comma-separated")
 	f.StringVar(&s.ExcludeGPUTypes, "exclude-gpu-type", "", "never these GPU models, comma-separated")
@@ -413,6 +424,7 @@ func newDescribeCmd() *cobra.Command {
 				fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", p.Name, node, gpus, p.Phase, p.Reason)
 			}
 			tw.Flush()
+			printGPUMemory(out, w.Pods)
 			for _, p := range w.Pods {
 				if p.Translated != "" {
 					fmt.Fprintf(out, "Translated (%s): %s\n", p.Name, p.Translated)
@@ -506,4 +518,49 @@ func gpusThroughDRA(ctx context.Context, c *conn, pool string) (only bool, memMi
 		}
 	}
 	return draNodes > 0 && pluginNodes == 0, memMi, nil
+}
+
+// printGPUMemory shows, where a workload's pods have a GPU memory limit past their request
+// (dynamic fractions), what each was last measured to hold against its request and limit,
+// and what of it is past the request: lent while no request needs it, taken back (the pod
+// stopped, or the request waits, as its queue's burstPolicy says) when one does.
+func printGPUMemory(out io.Writer, pods []inspect.Pod) {
+	var rows []inspect.Pod
+	for _, p := range pods {
+		if p.GPUMemory != nil {
+			rows = append(rows, p)
+		}
+	}
+	if len(rows) == 0 {
+		return
+	}
+	fmt.Fprintln(out, "\nGPU memory (a limit past the request: what is past it is lent while no other request needs it):")
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "  POD\tUSED\tREQUEST\tLIMIT\tPAST REQUEST")
+	for _, p := range rows {
+		m := p.GPUMemory
+		used, past := "not measured yet", "-"
+		if m.UsedMi != nil {
+			used = gib(*m.UsedMi)
+		}
+		if d := m.PastRequestMi(); d > 0 {
+			past = gib(d)
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", p.Name, used, memoryAsked(m.Fraction, m.RequestMi), memoryAsked(m.FractionLimit, m.LimitMi), past)
+	}
+	tw.Flush()
+}
+
+// memoryAsked writes an amount of GPU memory as it was asked: in GiB, or as a fraction of
+// the GPU with what that is in GiB where the GPU is known ("0.25 of a GPU (20 GiB)").
+func memoryAsked(fraction float64, mi int64) string {
+	switch {
+	case fraction > 0 && mi > 0:
+		return fmt.Sprintf("%s of a GPU (%s)", gpuAmount(fraction), gib(mi))
+	case fraction > 0:
+		return gpuAmount(fraction) + " of a GPU"
+	case mi > 0:
+		return gib(mi)
+	}
+	return "-"
 }
