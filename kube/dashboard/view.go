@@ -43,7 +43,7 @@ const (
 //     one row, OtherQueues, whose figures are their sums; a visible queue below hidden
 //     ones hangs from its nearest visible ancestor, or from OtherQueues.
 //   - Nodes and GPUs whole, with a holder of a namespace v may not read shown as
-//     OtherNamespace (one per GPU, its shares summed).
+//     OtherNamespace (one per GPU, its shares summed), as is the pod of a MIG instance.
 //   - Totals and the history's cluster figures as they are: counts, no names.
 func Filter(st State, v Viewer) State {
 	if v == nil || v.Admin() {
@@ -81,15 +81,43 @@ func filterNodes(nodes []inspect.Node, v Viewer) []inspect.Node {
 					other += h.Share
 				}
 			}
-			if len(kept) == len(gpu.Holders) {
+			mig := filterMIG(gpu.MIG, v)
+			if len(kept) == len(gpu.Holders) && mig == gpu.MIG {
 				continue
 			}
 			if !copied {
 				out[i].GPUs = append([]inspect.GPU(nil), n.GPUs...)
 				copied = true
 			}
-			out[i].GPUs[g].Holders = append(kept, inspect.Holder{Pod: OtherNamespace, Share: other})
+			out[i].GPUs[g].MIG = mig
+			if len(kept) < len(gpu.Holders) {
+				out[i].GPUs[g].Holders = append(kept, inspect.Holder{Pod: OtherNamespace, Share: other})
+			}
 		}
+	}
+	return out
+}
+
+// filterMIG is a MIG layout with the pods of namespaces v may not read, holding instances
+// or waiting for them, shown as OtherNamespace: l itself where it names none such.
+func filterMIG(l *inspect.MIGLayout, v Viewer) *inspect.MIGLayout {
+	if l == nil {
+		return nil
+	}
+	var out *inspect.MIGLayout
+	for k, in := range l.Instances {
+		if ns, _, _ := strings.Cut(in.Pod, "/"); in.Pod == "" || v.CanReadNamespace(ns) {
+			continue
+		}
+		if out == nil {
+			c := *l
+			c.Instances = append([]inspect.MIGInstance(nil), l.Instances...)
+			out = &c
+		}
+		out.Instances[k].Pod = OtherNamespace
+	}
+	if out == nil {
+		return l
 	}
 	return out
 }

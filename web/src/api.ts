@@ -1,7 +1,16 @@
 // The shapes the Go server sends (kube/dashboard and kube/inspect): keep in step with them.
 
 export interface Holder { pod: string; share: number }
-export interface GPU { index: number; used: number; holders?: Holder[]; freeMemoryMi: number; utilization?: number; uuid?: string; unhealthy?: string; cordoned?: string }
+// MIGInstance is one instance of a GPU in MIG mode (kube/inspect.MIGInstance): its profile
+// at its first memory slice, held by pod, being made for it, or idle.
+export interface MIGInstance { profile: string; start: number; slices: number; share: number; uuid?: string; pod?: string; making?: boolean; inUse?: boolean }
+// MIGLayout is a GPU in MIG mode, given out only as its instances: laid out by Allot
+// (dynamic) or by an admin (fixed).
+export interface MIGLayout { model: string; dynamic: boolean; memorySlices: number; memoryMi: number; instances: MIGInstance[] }
+export interface GPU {
+  index: number; used: number; holders?: Holder[]; freeMemoryMi: number; utilization?: number; uuid?: string; unhealthy?: string; cordoned?: string;
+  mig?: MIGLayout;
+}
 // Place is a node's domain at one level of the cluster's Topology, widest level first.
 export interface Place { level: string; domain: string }
 export interface Node {

@@ -1,12 +1,60 @@
 import type { ComponentChildren } from "preact";
 import { useLayoutEffect, useRef, useState } from "preact/hooks";
-import type { GPU, Node, State } from "./api";
+import type { GPU, MIGInstance, MIGLayout, Node, State } from "./api";
 import { fmt, IdleBelow, OtherNamespace } from "./api";
 import type { Colours } from "./colours";
 import { colours, other, textOn } from "./colours";
 
 function short(pod: string): string {
   return pod.split("/").pop()!;
+}
+
+// instanceName is how an instance is written: its profile at its first memory slice.
+function instanceName(i: MIGInstance): string {
+  return `${i.profile}@${i.start}`;
+}
+
+// instanceState says what became of an instance: held by a pod, being made for one, in use
+// by something not Allot's, or idle.
+function instanceState(i: MIGInstance): string {
+  if (i.making) return `being made for ${short(i.pod!)}`;
+  if (i.pod) return i.pod === OtherNamespace ? "another namespace" : short(i.pod);
+  return i.inUse ? "in use, not Allot's" : "idle";
+}
+
+// migLabel says a MIG GPU's layout in words, for its title and screen readers.
+function migLabel(g: GPU, m: MIGLayout): string {
+  const parts = m.instances.map((i) => `${instanceName(i)} ${instanceState(i)}`);
+  return `GPU ${g.index}: MIG, ${m.dynamic ? "laid out by Allot" : "fixed layout"} (${m.model})` + (parts.length > 0 ? `: ${parts.join(", ")}` : ": no instance");
+}
+
+// MigParts draws a GPU in MIG mode by its memory slices: each instance as wide as the slices
+// it takes, in its holder's colour, an idle one plain; the slices no instance takes are free
+// to lay out on a GPU Allot lays out, and give nothing on a fixed layout. A 1g is an eighth
+// of a cell: each part says its compute ("3g") and holder, its title the whole name.
+function MigParts({ m, c }: { m: MIGLayout; c: Colours }) {
+  const out = [];
+  let at = 0;
+  const gap = (from: number, to: number) => (
+    <div class="gpu-part gpu-rest mig-free" key={`free-${from}`} style={{ flexGrow: to - from }} data-free-slices={to - from > 1 ? `${from}-${to - 1}` : `${from}`}>
+      <span>{m.dynamic ? "free" : "none"}</span>
+    </div>);
+  for (const i of [...m.instances].sort((a, b) => a.start - b.start)) {
+    if (i.start > at) out.push(gap(at, i.start));
+    const o = i.pod && !i.making ? c.pod.get(i.pod) : undefined;
+    const held = i.pod !== undefined && i.pod !== "" && !i.making;
+    const bg = held ? (o?.colour ?? other) : undefined;
+    const state = held ? "held" : i.making ? "making" : i.inUse ? "in-use" : "idle";
+    out.push(
+      <div class={`gpu-part mig-instance mig-${state}`} key={instanceName(i)} style={{ flexGrow: i.slices, background: bg, color: bg ? textOn(bg) : undefined }}
+        data-instance={instanceName(i)} data-state={state} data-pod={i.pod} data-queue={o?.queue ?? ""} title={`${instanceName(i)}: ${instanceState(i)}`}>
+        <span>{i.profile.split(".")[0]}</span>
+        <span class="part-queue">{instanceState(i)}</span>
+      </div>);
+    at = Math.max(at, i.start + i.slices);
+  }
+  if (at < m.memorySlices) out.push(gap(at, m.memorySlices));
+  return <div class="gpu-parts">{out}</div>;
 }
 
 function Cell({ g, c }: { g: GPU; c: Colours }) {
@@ -18,18 +66,23 @@ function Cell({ g, c }: { g: GPU; c: Colours }) {
     `GPU ${g.index}: ` + holders.map((h) => `${short(h.pod)} ${fmt(h.share)}`).join(", ") + (g.used < 1 ? `, ${fmt(1 - g.used)} free` : "");
   if (failed) label = `GPU ${g.index}: failed, ${g.unhealthy}` + (holders.length > 0 ? `; still held by ${holders.map((h) => short(h.pod)).join(", ")}` : "");
   if (cordoned) label = `GPU ${g.index}: cordoned, ${g.cordoned}` + (holders.length > 0 ? `; still held by ${holders.map((h) => short(h.pod)).join(", ")}` : "");
+  if (g.mig && !failed && !cordoned) label = migLabel(g, g.mig);
   const out = failed || cordoned;
   const util = g.utilization;
   const idle = util !== undefined && util < IdleBelow && holders.length > 0;
   return (
     <div class={`gpu ${holders.length === 0 && !out ? "gpu-free" : ""} ${holders.length > 1 ? "gpu-shared" : ""} ${failed ? "gpu-failed" : ""} ${cordoned ? "gpu-cordoned" : ""}`}
       title={label + (util !== undefined ? `; ${util}% busy` : "") + (g.uuid ? `; ${g.uuid}` : "")} aria-label={label} data-gpu={g.index}
-      data-failed={failed ? g.unhealthy : undefined} data-cordoned={cordoned ? g.cordoned : undefined}>
-      <div class="gpu-index">GPU {g.index}{failed && <span class="gpu-failed-badge">failed</span>}{cordoned && <span class="gpu-cordoned-badge">cordoned</span>}{util !== undefined && !failed &&
+      data-failed={failed ? g.unhealthy : undefined} data-cordoned={cordoned ? g.cordoned : undefined} data-mig={g.mig ? (g.mig.dynamic ? "dynamic" : "fixed") : undefined}>
+      <div class="gpu-index"><span>GPU {g.index}{failed && <span class="gpu-failed-badge">failed</span>}{cordoned && <span class="gpu-cordoned-badge">cordoned</span>}
+        {g.mig && <span class="gpu-mig-badge">MIG</span>}</span>{util !== undefined && !failed &&
         <span class={`gpu-util ${idle ? "gpu-idle" : ""}`} data-util={util}>{idle ? `idle ${util}%` : `${util}%`}</span>}</div>
       {failed && <div class="gpu-failed-reason">{g.unhealthy}</div>}
       {cordoned && <div class="gpu-cordoned-reason">{g.cordoned}</div>}
-      <div class="gpu-parts">
+      {g.mig && <div class="mig-kind" title={g.mig.dynamic ? "Allot makes and destroys this GPU's instances as pods need them (allot.dev/mig-dynamic)" : "a layout an admin made: pods take the instances it has"}>
+        {g.mig.dynamic ? "dynamic" : "fixed"} · {g.mig.model}</div>}
+      {g.mig && <MigParts m={g.mig} c={c} />}
+      {!g.mig && <div class="gpu-parts">
         {holders.map((h) => {
           const o = c.pod.get(h.pod);
           const bg = o?.colour ?? other;
@@ -42,7 +95,7 @@ function Cell({ g, c }: { g: GPU; c: Colours }) {
           );
         })}
         {g.used < 1 && !out && <div class="gpu-part gpu-rest" style={{ flexGrow: 1 - g.used }}><span>{g.used === 0 ? "free" : `${fmt(1 - g.used)} free`}</span></div>}
-      </div>
+      </div>}
     </div>
   );
 }
