@@ -19,7 +19,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/allot-dev/allot/api/v1alpha1"
-	"github.com/allot-dev/allot/engine"
 	"github.com/allot-dev/allot/kube/convert"
 	"github.com/allot-dev/allot/kube/workload"
 )
@@ -371,7 +370,7 @@ func ValidatePod(p *corev1.Pod, view View, kinds *convert.Accelerators) error {
 		}
 		return fmt.Errorf("%s: %q is not allowed: the container of a pod that shares a GPU given its slice, one of %s", v1alpha1.AnnotationGPUContainer, name, strings.Join(names, ", "))
 	}
-	if err := convert.MIGRequest(p, &engine.PodRequest{GPUs: int(whole), GPUFraction: engine.MilliGPU(share.Fraction * 1000), GPUMemory: share.Memory}); err != nil {
+	if err := convert.MIGProblem(p); err != nil {
 		return err
 	}
 	if _, dyn := p.Annotations[v1alpha1.AnnotationMIG]; dyn && share.Devices() > 1 {

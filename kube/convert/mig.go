@@ -2,6 +2,7 @@ package convert
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -255,4 +256,16 @@ func FreeMIGInstances(node *engine.Node, profile string, count int, held map[int
 		}
 	}
 	return gpus, starts
+}
+
+// MIGProblem is what is wrong with a pod's MIG request, judged with the rest of what it
+// asks (its whole GPUs and slice, which a request by size reads); nil when nothing is.
+func MIGProblem(p *corev1.Pod) error {
+	r := engine.PodRequest{GPUs: int(v1alpha1.WholeGPUs(p))}
+	if share, err := v1alpha1.ParseGPUShare(p.Annotations); err == nil {
+		r.GPUFraction = engine.MilliGPU(math.Round(share.Fraction * float64(engine.OneGPU)))
+		r.GPUMemory = share.Memory
+		r.GPUCompute = engine.MilliGPU(share.Compute) * engine.OneGPU / 100
+	}
+	return MIGRequest(p, &r)
 }

@@ -112,3 +112,13 @@ func TestMIGBindingFollowsTheKubelet(t *testing.T) {
 		t.Errorf("by index: %v %v", st, ok)
 	}
 }
+
+// A request by size is judged with its size: "smallest" beside a fraction is no problem.
+func TestMIGProblemReadsTheSize(t *testing.T) {
+	if err := MIGProblem(podWith(map[string]string{v1alpha1.AnnotationMIG: "smallest", v1alpha1.AnnotationGPUFraction: "0.5"}, nil)); err != nil {
+		t.Errorf("smallest holding half: %v", err)
+	}
+	if err := MIGProblem(podWith(map[string]string{v1alpha1.AnnotationMIG: "smallest"}, nil)); err == nil {
+		t.Error("smallest without a size passed")
+	}
+}

@@ -326,7 +326,7 @@ func buildSnapshot(now time.Time, nodes []*corev1.Node, pods []*corev1.Pod, queu
 			// waits and says what to fix, rather than running without its GPU share.
 			job.Invalid = fmt.Sprintf("pod %s: %v", pid, err)
 		}
-		if err := convert.MIGRequest(p, &engine.PodRequest{}); err != nil && ours && job.Invalid == "" {
+		if err := convert.MIGProblem(p); err != nil && ours && job.Invalid == "" {
 			job.Invalid = fmt.Sprintf("pod %s: %v", pid, err)
 		}
 		if p.Spec.NodeName != "" {
