@@ -254,11 +254,11 @@ A kubeconfig is written so that kubectl works against it. Ctrl-C stops everythin
 			}
 			for _, m := range migNodes {
 				if m.MIGDynamic {
-					fmt.Fprintf(out, "and %d simulated nodes (%s-1 …) × %d GPUs in MIG mode that Allot lays out: allot submit NAME -p QUEUE -i IMAGE with the pod annotation %s: 3g.40gb (or smallest with -g 0.5)\n",
-						m.Count, m.Prefix, m.GPUs, v1alpha1.AnnotationMIG)
+					fmt.Fprintf(out, "and %d simulated nodes (%s-1 …) × %d GPUs in MIG mode that Allot lays out: allot submit NAME -p QUEUE -i IMAGE --mig-dynamic 3g.40gb (or --mig-dynamic smallest -g 0.5)\n",
+						m.Count, m.Prefix, m.GPUs)
 				} else {
-					fmt.Fprintf(out, "and %d simulated nodes (%s-1 …) × %d GPUs in MIG mode, each laid out %s: pods ask %s<profile>\n",
-						m.Count, m.Prefix, m.GPUs, strings.Join(m.MIGLayout, " + "), v1alpha1.MIGResourcePrefix)
+					fmt.Fprintf(out, "and %d simulated nodes (%s-1 …) × %d GPUs in MIG mode, each laid out %s: allot submit NAME -p QUEUE -i IMAGE --mig %s\n",
+						m.Count, m.Prefix, m.GPUs, strings.Join(m.MIGLayout, " + "), m.MIGLayout[0])
 				}
 			}
 			for _, k := range kindNodes {
