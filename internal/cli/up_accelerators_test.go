@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/allot-dev/allot/api/v1alpha1"
+	"github.com/allot-dev/allot/internal/browsertest"
 	allotclient "github.com/allot-dev/allot/kube/client"
 )
 
@@ -60,4 +62,13 @@ func TestUpAccelerators(t *testing.T) {
 	if err != nil {
 		t.Fatalf("allot top nodes:\n%s\nallot queues:\n%s", top, queues)
 	}
+	// The dashboard's queues page shows the queue's Ascend devices apart from its GPUs.
+	m := regexp.MustCompile(`dashboard: (http://\S+)`).FindStringSubmatch(up.out.String())
+	if m == nil {
+		t.Fatalf("allot up printed no dashboard address:\n%s", up.out.String())
+	}
+	b := browsertest.Start(t, 1280, 900)
+	b.Open(t, strings.TrimSuffix(m[1], "/")+"/#/queues")
+	b.WaitText(t, "table.queue-kinds tr[data-queue=vision][data-kind=ascend]", "vision's Ascend devices on the queues page",
+		func(s string) bool { return strings.Join(strings.Fields(s), " ") == "vision ascend 8 none 2 2 2" })
 }

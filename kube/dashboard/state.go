@@ -78,6 +78,20 @@ type Queue struct {
 	PendingGPUs    float64  `json:"pendingGPUs"`
 	Running        int      `json:"running"` // workloads, the queue's and its children's
 	Pending        int      `json:"pending"`
+	// Accelerators are the queue's devices of each other vendor's kind it has a quota of
+	// or holds, apart from its NVIDIA GPUs above.
+	Accelerators []KindRow `json:"accelerators,omitempty"`
+}
+
+// KindRow is a queue's quota, fair share and allocation of one kind of accelerator.
+type KindRow struct {
+	Kind      string   `json:"kind"`
+	Resource  string   `json:"resource"`
+	Quota     float64  `json:"quota"`
+	Limit     *float64 `json:"limit,omitempty"`
+	FairShare float64  `json:"fairShare"`
+	Allocated float64  `json:"allocated"`
+	Requested float64  `json:"requested"`
 }
 
 // Sample is one point of the history charts.
@@ -187,6 +201,7 @@ func queueTree(qs []*v1alpha1.Queue, running, pending map[string]int) []Queue {
 		}
 		row.PendingGPUs = max(0, row.Requested-row.Allocated)
 		row.Running, row.Pending = running[name], pending[name]
+		row.Accelerators = kindRows(q)
 		i := len(out)
 		out = append(out, row)
 		kids := children[name]

@@ -30,6 +30,12 @@ export interface Queue {
   fairShare: number; allocated: number; borrowed: number; allocatedNonPreemptible: number;
   pastUseGPUHours?: number;
   requested: number; pendingGPUs: number; running: number; pending: number;
+  accelerators?: KindRow[];
+}
+
+// KindRow is a queue's devices of another vendor's kind (kube/dashboard.KindRow).
+export interface KindRow {
+  kind: string; resource: string; quota: number; limit?: number; fairShare: number; allocated: number; requested: number;
 }
 
 export interface Sample { time: string; gpus: number; allocated: number; idleAllocated: number; queues: Record<string, { allocated: number; fairShare: number }> }

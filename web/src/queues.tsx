@@ -33,6 +33,7 @@ export function Queues({ s }: { s: State }) {
           ))}
         </tbody>
       </table>
+      <OtherKinds s={s} />
       <h2>Allocated and fair share over time</h2>
       <div class="charts">
         {s.queues.map((q) => (
@@ -43,5 +44,38 @@ export function Queues({ s }: { s: State }) {
         ))}
       </div>
     </section>
+  );
+}
+
+// OtherKinds shows each queue's devices of other vendors' kinds (Ascend, AMD, …), counted
+// apart from its NVIDIA GPUs: only where some queue has any.
+function OtherKinds({ s }: { s: State }) {
+  const rows = s.queues.flatMap((q) => (q.accelerators ?? []).map((k) => ({ q, k })));
+  if (rows.length === 0) {
+    return null;
+  }
+  return (
+    <>
+      <h2>Other accelerators</h2>
+      <table class="queue-kinds">
+        <thead><tr>
+          <th scope="col">Queue</th><th scope="col">Kind</th><th scope="col">Quota</th><th scope="col">Limit</th>
+          <th scope="col">Fair share</th><th scope="col">Allocated</th><th scope="col">Requested</th>
+        </tr></thead>
+        <tbody>
+          {rows.map(({ q, k }) => (
+            <tr key={q.name + "/" + k.kind} data-queue={q.name} data-kind={k.kind}>
+              <th scope="row">{q.name}</th>
+              <td title={k.resource}>{k.kind}</td>
+              <td class="num">{fmt(k.quota)}</td>
+              <td class="num">{k.limit === undefined ? "none" : fmt(k.limit)}</td>
+              <td class="num">{fmt(k.fairShare)}</td>
+              <td class="num">{fmt(k.allocated)}</td>
+              <td class="num">{fmt(k.requested)}</td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+    </>
   );
 }
