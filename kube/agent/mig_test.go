@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
-	nvmlmock "github.com/NVIDIA/go-nvml/pkg/nvml/mock"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxa100"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
 
@@ -30,22 +29,15 @@ var a100Profiles = map[uint32]string{
 	nvml.GPU_INSTANCE_PROFILE_7_SLICE:      "7g.40gb",
 }
 
-// migGPU is one GPU of go-nvml's mock DGX A100 in MIG mode (simgpu's wiring, for the rest of
-// the inventory, around it). The mock server keeps real GPU
-// and compute instances (Device.GpuInstances, GpuInstance.ComputeInstances), but lacks:
-//   - MIG device handles: Device.GetMaxMigDeviceCount and GetMigDeviceHandleByIndex are
-//     not implemented, nor, on a MIG device, GetGpuInstanceId, GetComputeInstanceId and
-//     GetComputeRunningProcesses. Here every compute instance of the mock is a MIG device,
-//     as on a real GPU, named MIG-<GPU UUID>-<GPU instance id>-<compute instance id>, and
-//     procs says which run processes.
-//   - NVML's refusal to destroy a GPU instance that still has compute instances
-//     (ERROR_IN_USE): the mock destroys it regardless; here it refuses, as NVML does.
+// migGPU is one GPU of go-nvml's mock DGX A100 in MIG mode, with simgpu's wiring: the
+// mock's compute instances are its MIG devices (simgpu.MIGUUID), running the processes
+// SetMIGProcesses gives them, and a GPU instance with compute instances is not destroyed,
+// as NVML refuses (the mock alone has neither).
 //
 // creates counts the calls that create GPU instances, to show a refusal asks NVML nothing.
 type migGPU struct {
 	lib     *simgpu.Machine
 	dev     *server.Device
-	procs   map[string][]uint32
 	creates int
 }
 
@@ -56,101 +48,29 @@ func newMIGGPU(t *testing.T, index int) *migGPU {
 	if r, _ := d.SetMigMode(nvml.DEVICE_MIG_ENABLE); r != nvml.SUCCESS {
 		t.Fatalf("SetMigMode: %v", r)
 	}
-	g := &migGPU{lib: lib, dev: d, procs: map[string][]uint32{}}
-	d.GetMaxMigDeviceCountFunc = func() (int, nvml.Return) { return 7, nvml.SUCCESS }
-	d.GetMigDeviceHandleByIndexFunc = func(slot int) (nvml.Device, nvml.Return) {
-		devices := g.migDevices()
-		if slot < 0 || slot >= 7 {
-			return nil, nvml.ERROR_INVALID_ARGUMENT
-		}
-		if slot >= len(devices) {
-			return nil, nvml.ERROR_NOT_FOUND
-		}
-		return devices[slot], nvml.SUCCESS
-	}
-	wrap := func(gi nvml.GpuInstance) {
-		mgi := gi.(*server.GpuInstance)
-		destroy := mgi.DestroyFunc
-		mgi.DestroyFunc = func() nvml.Return {
-			mgi.RLock()
-			left := len(mgi.ComputeInstances)
-			mgi.RUnlock()
-			if left > 0 {
-				return nvml.ERROR_IN_USE
-			}
-			return destroy()
-		}
-	}
+	g := &migGPU{lib: lib, dev: d}
 	create := d.CreateGpuInstanceFunc
 	d.CreateGpuInstanceFunc = func(info *nvml.GpuInstanceProfileInfo) (nvml.GpuInstance, nvml.Return) {
 		g.creates++
-		gi, r := create(info)
-		if r == nvml.SUCCESS {
-			wrap(gi)
-		}
-		return gi, r
+		return create(info)
 	}
 	createAt := d.CreateGpuInstanceWithPlacementFunc
 	d.CreateGpuInstanceWithPlacementFunc = func(info *nvml.GpuInstanceProfileInfo, p *nvml.GpuInstancePlacement) (nvml.GpuInstance, nvml.Return) {
 		g.creates++
-		gi, r := createAt(info, p)
-		if r == nvml.SUCCESS {
-			wrap(gi)
-		}
-		return gi, r
+		return createAt(info, p)
 	}
 	return g
 }
 
-func (g *migGPU) migUUID(gi, ci uint32) string {
-	return fmt.Sprintf("MIG-%s-%d-%d", strings.TrimPrefix(g.dev.UUID, "GPU-"), gi, ci)
-}
+func (g *migGPU) migUUID(gi, ci uint32) string { return simgpu.MIGUUID(g.dev, gi, ci) }
 
-// migDevices are the mock's compute instances as MIG device handles, by GPU and compute
-// instance id.
-func (g *migGPU) migDevices() []nvml.Device {
-	var out []nvml.Device
-	for _, gi := range g.gpuInstances() {
-		for _, ci := range computeInstances(gi) {
-			giID, ciID := gi.Info.Id, ci.Info.Id
-			uuid := g.migUUID(giID, ciID)
-			out = append(out, &nvmlmock.Device{
-				GetUUIDFunc:              func() (string, nvml.Return) { return uuid, nvml.SUCCESS },
-				GetGpuInstanceIdFunc:     func() (int, nvml.Return) { return int(giID), nvml.SUCCESS },
-				GetComputeInstanceIdFunc: func() (int, nvml.Return) { return int(ciID), nvml.SUCCESS },
-				GetComputeRunningProcessesFunc: func() ([]nvml.ProcessInfo, nvml.Return) {
-					var ps []nvml.ProcessInfo
-					for _, pid := range g.procs[uuid] {
-						ps = append(ps, nvml.ProcessInfo{Pid: pid, GpuInstanceId: giID, ComputeInstanceId: ciID})
-					}
-					return ps, nvml.SUCCESS
-				},
-			})
-		}
-	}
-	return out
-}
+// run says which processes run on a MIG device (none: nothing).
+func (g *migGPU) run(uuid string, pids ...uint32) { g.lib.SetMIGProcesses(uuid, pids) }
 
-func (g *migGPU) gpuInstances() []*server.GpuInstance {
-	g.dev.RLock()
-	defer g.dev.RUnlock()
-	var out []*server.GpuInstance
-	for gi := range g.dev.GpuInstances {
-		out = append(out, gi)
-	}
-	sort.Slice(out, func(a, b int) bool { return out[a].Info.Id < out[b].Info.Id })
-	return out
-}
+func (g *migGPU) gpuInstances() []*server.GpuInstance { return simgpu.GPUInstances(g.dev) }
 
 func computeInstances(gi *server.GpuInstance) []*server.ComputeInstance {
-	gi.RLock()
-	defer gi.RUnlock()
-	var out []*server.ComputeInstance
-	for ci := range gi.ComputeInstances {
-		out = append(out, ci)
-	}
-	sort.Slice(out, func(a, b int) bool { return out[a].Info.Id < out[b].Info.Id })
-	return out
+	return simgpu.ComputeInstances(gi)
 }
 
 // nvmlInstance is a GPU instance as the mock holds it: what an admin sees in nvidia-smi.
@@ -243,7 +163,7 @@ func TestMIGInventoryListsInstances(t *testing.T) {
 	busy := g.make(t, nvml.GPU_INSTANCE_PROFILE_1_SLICE, 4, true)
 	media := g.make(t, nvml.GPU_INSTANCE_PROFILE_1_SLICE_REV1, 5, true)
 	wide := g.make(t, nvml.GPU_INSTANCE_PROFILE_1_SLICE_REV2, 6, true)
-	g.procs[busy] = []uint32{4242}
+	g.run(busy, 4242)
 
 	inv, err := agent.ReadInventory(g.lib)
 	if err != nil {
@@ -349,13 +269,13 @@ func TestDestroyIdleMIGInstance(t *testing.T) {
 func TestDestroyMIGRefusesAnInstanceWithProcesses(t *testing.T) {
 	g := newMIGGPU(t, 0)
 	uuid := g.make(t, nvml.GPU_INSTANCE_PROFILE_2_SLICE, 4, true)
-	g.procs[uuid] = []uint32{4242, 4343}
+	g.run(uuid, 4242, 4343)
 	err := agent.DestroyMIGInstance(g.dev, 4)
 	if err == nil || !strings.Contains(err.Error(), uuid) || !strings.Contains(err.Error(), "PID 4242, 4343") {
 		t.Errorf("destroying a busy instance: error %v, want one naming %s and PIDs 4242, 4343", err, uuid)
 	}
 	checkLayout(t, g, "after the refusal", []nvmlInstance{{Profile: "2g.10gb", Start: 4, Compute: []int{2}, UUIDs: []string{uuid}}})
-	delete(g.procs, uuid)
+	g.run(uuid)
 	if err := agent.DestroyMIGInstance(g.dev, 4); err != nil {
 		t.Fatalf("destroying it once idle: %v", err)
 	}
@@ -406,7 +326,7 @@ func TestReconcileMIGNeverDestroysABusyInstance(t *testing.T) {
 	model := g.model(t)
 	idle := g.make(t, nvml.GPU_INSTANCE_PROFILE_1_SLICE, 0, true)
 	busy := g.make(t, nvml.GPU_INSTANCE_PROFILE_1_SLICE, 2, true)
-	g.procs[busy] = []uint32{777}
+	g.run(busy, 777)
 	before := g.layout()
 	creates := g.creates
 

@@ -83,8 +83,8 @@ func (m *Machine) SetMIGProcesses(uuid string, pids []uint32) {
 // instance id.
 func (m *Machine) migDevices(d *server.Device) []nvml.Device {
 	var out []nvml.Device
-	for _, gi := range gpuInstances(d) {
-		for _, ci := range computeInstances(gi) {
+	for _, gi := range GPUInstances(d) {
+		for _, ci := range ComputeInstances(gi) {
 			giID, ciID := gi.Info.Id, ci.Info.Id
 			uuid := MIGUUID(d, giID, ciID)
 			out = append(out, &nvmlmock.Device{
@@ -106,7 +106,8 @@ func (m *Machine) migDevices(d *server.Device) []nvml.Device {
 	return out
 }
 
-func gpuInstances(d *server.Device) []*server.GpuInstance {
+// GPUInstances are d's GPU instances, by id.
+func GPUInstances(d *server.Device) []*server.GpuInstance {
 	d.RLock()
 	defer d.RUnlock()
 	var out []*server.GpuInstance
@@ -117,7 +118,8 @@ func gpuInstances(d *server.Device) []*server.GpuInstance {
 	return out
 }
 
-func computeInstances(gi *server.GpuInstance) []*server.ComputeInstance {
+// ComputeInstances are gi's compute instances, by id.
+func ComputeInstances(gi *server.GpuInstance) []*server.ComputeInstance {
 	gi.RLock()
 	defer gi.RUnlock()
 	var out []*server.ComputeInstance
