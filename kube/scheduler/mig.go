@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strconv"
 	"time"
@@ -119,15 +120,11 @@ func (s *Scheduler) wishMIG(ctx context.Context, n *corev1.Node, w v1alpha1.MIGW
 // up on those whose instance did not come in time (the agent is down, or NVML refused).
 func (s *Scheduler) resumeMIG(ctx context.Context) {
 	s.amu.Lock()
-	held := make(map[types.UID]migAwait, len(s.migAwaiting))
-	for uid, a := range s.migAwaiting {
-		held[uid] = a
-	}
+	held := maps.Clone(s.migAwaiting)
 	s.amu.Unlock()
 	now := s.opts.Now()
 	for uid, a := range held {
-		o, ok, _ := s.pods.GetStore().GetByKey(a.job.p.Namespace + "/" + a.job.p.Name)
-		gone := !ok || o.(*corev1.Pod).UID != uid || o.(*corev1.Pod).DeletionTimestamp != nil
+		gone := s.heldPodGone(a.job.p, uid)
 		made := false
 		if n, ok, _ := s.nodes.GetStore().GetByKey(string(a.job.b.Node)); ok && !gone {
 			node := convert.Node(n.(*corev1.Node))
@@ -168,4 +165,11 @@ func (s *Scheduler) dropMIGAwait(uid types.UID) {
 	delete(s.migAwaiting, uid)
 	delete(s.assumed, uid)
 	s.amu.Unlock()
+}
+
+// heldPodGone tells whether a pod held for its device was deleted (or made again, with
+// another UID) meanwhile: nothing to bind.
+func (s *Scheduler) heldPodGone(p *corev1.Pod, uid types.UID) bool {
+	o, ok, _ := s.pods.GetStore().GetByKey(p.Namespace + "/" + p.Name)
+	return !ok || o.(*corev1.Pod).UID != uid || o.(*corev1.Pod).DeletionTimestamp != nil
 }

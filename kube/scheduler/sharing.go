@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"sort"
 	"strconv"
@@ -469,17 +470,14 @@ func sliceDevices(gpus []int, names []string, pods []*corev1.Pod, uuids []string
 // reason, and tried again after a back-off.
 func (s *Scheduler) resumeAwaiting(ctx context.Context) {
 	s.amu.Lock()
-	held := make(map[types.UID]awaitingBind, len(s.awaiting))
-	for uid, a := range s.awaiting {
-		held[uid] = a
-	}
+	held := maps.Clone(s.awaiting)
 	s.amu.Unlock()
 	now := s.opts.Now()
 	for uid, a := range held {
 		if a.resumed {
 			continue
 		}
-		if o, ok, _ := s.pods.GetStore().GetByKey(a.job.p.Namespace + "/" + a.job.p.Name); !ok || o.(*corev1.Pod).UID != uid || o.(*corev1.Pod).DeletionTimestamp != nil {
+		if s.heldPodGone(a.job.p, uid) {
 			s.amu.Lock()
 			delete(s.awaiting, uid) // deleted meanwhile: nothing to bind
 			s.amu.Unlock()
