@@ -31,7 +31,7 @@ const (
 	// a quantity ("40Gi") or a fraction of the GPU ("0.5").
 	AnnotationGPUMemoryLimit   = "allot.dev/gpu-memory-limit"
 	AnnotationGPUFractionLimit = "allot.dev/gpu-fraction-limit"
-	AnnotationGPUTypes    = "allot.dev/gpu-type"     // "A100-80GB,H100"
+	AnnotationGPUTypes         = "allot.dev/gpu-type" // "A100-80GB,H100"
 	// A slice (fraction, memory or compute) of each of several GPUs: "2".
 	AnnotationGPUCount = "allot.dev/gpu-count"
 	// AnnotationGPUContainer names the container of a sharing pod that is given its slice

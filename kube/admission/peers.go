@@ -48,9 +48,9 @@ const (
 	// Run:ai's dynamic fractions: the limit a fraction or memory request may grow to.
 	kaiFractionLimit = "gpu-fraction-limit" // of one device, "0.8"
 	kaiMemoryLimit   = "gpu-memory-limit"   // MiB of one device
-	kaiQueue      = "kai.scheduler/queue"
-	runaiQueue    = "runai/queue"
-	kaiScheduler  = "kai-scheduler"
+	kaiQueue         = "kai.scheduler/queue"
+	runaiQueue       = "runai/queue"
+	kaiScheduler     = "kai-scheduler"
 )
 
 // PeerSchedulers are the schedulerName values an admin may have the webhook take over.
