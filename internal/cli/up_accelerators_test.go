@@ -71,4 +71,8 @@ func TestUpAccelerators(t *testing.T) {
 	b.Open(t, strings.TrimSuffix(m[1], "/")+"/#/queues")
 	b.WaitText(t, "table.queue-kinds tr[data-queue=vision][data-kind=ascend]", "vision's Ascend devices on the queues page",
 		func(s string) bool { return strings.Join(strings.Fields(s), " ") == "vision ascend 8 none 2 2 2" })
+	// The nodes page names the node's kind.
+	b.Open(t, strings.TrimSuffix(m[1], "/")+"/#/nodes")
+	b.WaitText(t, "article.node[data-node=ascend-1][data-kind=ascend] .node-meta", "ascend-1's kind on the nodes page",
+		browsertest.Contains("910B3 [ascend]"))
 }

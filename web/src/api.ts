@@ -16,6 +16,9 @@ export interface Place { level: string; domain: string }
 export interface Node {
   name: string; pool?: string; model: string; gpus: GPU[]; allocated: number; gpuMemoryMi: number; topology?: Place[];
   sharing?: string; sharingWarning?: string; agent?: string;
+  // accelerator is the kind of another vendor's devices the node has ("ascend"); absent
+  // for NVIDIA's GPUs.
+  accelerator?: string;
 }
 
 export interface Pod { name: string; node?: string; gpus?: string; gpusRequested: number; phase: string; reason?: string }

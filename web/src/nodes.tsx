@@ -132,10 +132,10 @@ function Gpus({ n, children }: { n: number; children: ComponentChildren }) {
 function NodeCard({ n, c }: { n: Node; c: Colours }) {
   const free = n.gpus.length - n.allocated;
   return (
-    <article class="node" data-node={n.name}>
+    <article class="node" data-node={n.name} data-kind={n.accelerator ?? "nvidia"}>
       <header>
         <h2>{n.name}</h2>
-        <span class="node-meta">{n.model}{n.pool ? ` · pool ${n.pool}` : ""} · {Math.round(n.gpuMemoryMi / 1024)} GiB per GPU
+        <span class="node-meta">{n.model}{n.accelerator ? ` [${n.accelerator}]` : ""}{n.pool ? ` · pool ${n.pool}` : ""} · {Math.round(n.gpuMemoryMi / 1024)} GiB per GPU
           {n.sharing ? ` · sharing: ${n.sharing}` : ""}</span>
         <span class={`node-free ${free > 0 ? "has-free" : ""}`}>{fmt(n.allocated)}/{n.gpus.length} allocated · {fmt(free)} free</span>
       </header>
