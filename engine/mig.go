@@ -47,7 +47,10 @@ type migChoice struct {
 func migChoices(j *jobState, r PodRequest, n *nodeState, g int, booked mig.Mask, buf []migChoice) []migChoice {
 	dev := &n.n.GPUs[g]
 	if dev.MIG == nil || dev.OutOfService() != "" || !deviceOK(j.j, dev) ||
-		(r.MIGFrom == MIGFixed && dev.MIG.Dynamic) || (r.MIGFrom == MIGDynamic && !dev.MIG.Dynamic) {
+		(r.MIGFrom == MIGFixed && dev.MIG.Dynamic) || (r.MIGFrom == MIGDynamic && !dev.MIG.Dynamic) ||
+		(dev.MIG.Dynamic && n.n.NoFractions != "") {
+		// An instance Allot makes reaches its pod as a slice's device does: not where the
+		// node declares no way to hand one over.
 		return buf
 	}
 	m := dev.MIG.Model
