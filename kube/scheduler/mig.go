@@ -22,7 +22,8 @@ import (
 // bindMIG binds a pod given MIG instances. An instance of a fixed layout is the device
 // plugin's to hand over (the pod asks its resource): the bind records where the engine
 // booked it, and the agent's record of what the kubelet gave follows. An instance Allot
-// lays out must exist before the pod starts: bindDynamicMIG.
+// lays out must exist before the pod starts: it is asked of the node's agent, and the pod
+// is held (resumeMIG) until the agent reports it, then given its MIG device.
 func (s *Scheduler) bindMIG(ctx context.Context, j *bindJob) error {
 	p, b := j.p, j.b
 	o, ok, _ := s.nodes.GetStore().GetByKey(string(b.Node))
@@ -42,6 +43,9 @@ func (s *Scheduler) bindMIG(ctx context.Context, j *bindJob) error {
 	// Laid out by Allot: the instance must be there, with the UUID the container is
 	// given; until the agent reports it, the pod is held where it was placed.
 	g, start := b.GPUs[0], b.MIGStarts[0]
+	if node.GPUs[g].MIG == nil {
+		return fmt.Errorf("GPU %d of node %s is no longer in MIG mode", g, b.Node)
+	}
 	uuid := ""
 	for _, in := range node.GPUs[g].MIG.Instances {
 		if in.Start == start && in.Profile == b.MIG {
