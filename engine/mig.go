@@ -46,7 +46,7 @@ type migChoice struct {
 // of booked slices.
 func migChoices(j *jobState, r PodRequest, n *nodeState, g int, booked mig.Mask, buf []migChoice) []migChoice {
 	dev := &n.n.GPUs[g]
-	if dev.MIG == nil || dev.OutOfService() != "" || !deviceOK(j.j, dev) ||
+	if dev.MIG == nil || dev.MIG.Model == nil || dev.OutOfService() != "" || !deviceOK(j.j, dev) ||
 		(r.MIGFrom == MIGFixed && dev.MIG.Dynamic) || (r.MIGFrom == MIGDynamic && !dev.MIG.Dynamic) ||
 		(dev.MIG.Dynamic && n.n.NoFractions != "") {
 		// An instance Allot makes reaches its pod as a slice's device does: not where the
@@ -160,8 +160,8 @@ func heldMIG(b *Binding, n *nodeState) part {
 		return wholePart
 	}
 	dev := &n.n.GPUs[b.GPUs[0]]
-	if dev.MIG == nil {
-		return wholePart
+	if dev.MIG == nil || dev.MIG.Model == nil {
+		return wholePart // a device Allot cannot read the layout of: held whole, so nothing lands on it
 	}
 	p, ok := dev.MIG.Model.Profile(b.MIG)
 	if !ok {
@@ -215,7 +215,7 @@ func (s *session) migShortage(j *jobState, r PodRequest, nodes []*nodeState) str
 	for _, n := range nodes {
 		for g := range n.n.GPUs {
 			dev := &n.n.GPUs[g]
-			if dev.MIG == nil || dev.OutOfService() != "" || !deviceOK(j.j, dev) ||
+			if dev.MIG == nil || dev.MIG.Model == nil || dev.OutOfService() != "" || !deviceOK(j.j, dev) ||
 				(r.MIGFrom == MIGFixed && dev.MIG.Dynamic) || (r.MIGFrom == MIGDynamic && !dev.MIG.Dynamic) {
 				continue
 			}
