@@ -58,10 +58,16 @@ func (s *Scheduler) bindMIG(ctx context.Context, j *bindJob) error {
 			return err
 		}
 		s.amu.Lock()
-		if _, held := s.migAwaiting[p.UID]; !held {
+		_, held := s.migAwaiting[p.UID]
+		if !held {
 			s.migAwaiting[p.UID] = migAwait{job: *j, since: s.opts.Now()}
 		}
 		s.amu.Unlock()
+		if !held {
+			// Said once, on the pod: why it is not bound though placed.
+			s.statuses.put(statusWrite{p: p, msg: fmt.Sprintf("placed on %s GPU %d, waiting for its agent to make the MIG %s instance at memory slice %d (asked %s)",
+				b.Node, g, b.MIG, start, s.opts.Now().UTC().Format(time.TimeOnly))})
+		}
 		return errAwaitingDevice
 	}
 	env := map[string]string{"NVIDIA_VISIBLE_DEVICES": uuid, "ALLOT_GPU_SHARING": "mig",
