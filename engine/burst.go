@@ -73,9 +73,7 @@ func (s *session) takeBackFor(j *jobState, p *podState) {
 			}
 			var on []burster
 			for _, q := range n.pods {
-				// A gang's member stops only where its gang keeps its minimum without it.
-				gangOK := q.job.j.MinMember <= 1 || q.job.bound > q.job.j.MinMember
-				if q.share.over > 0 && len(q.gpus) == 1 && q.gpus[0] == g && gangOK {
+				if q.share.over > 0 && len(q.gpus) == 1 && q.gpus[0] == g {
 					on = append(on, burster{q, q.share.over})
 				}
 			}
@@ -86,12 +84,20 @@ func (s *session) takeBackFor(j *jobState, p *podState) {
 				return strings.Compare(string(a.p.p.ID), string(b.p.p.ID))
 			})
 			var take []burster
+			stopping := map[*jobState]int{}
 			for _, q := range on {
 				if short <= 0 {
 					break
 				}
+				// A gang's member stops only where its gang keeps its minimum without it
+				// and without the members already chosen.
+				j := q.p.job
+				if j.j.MinMember > 1 && j.bound-stopping[j] <= j.j.MinMember {
+					continue
+				}
+				stopping[j]++
 				take = append(take, q)
-				short -= q.over
+				short -= q.p.share.mem + q.over // stopped, it frees its request and its burst
 			}
 			if short <= 0 && (best == nil || len(take) < len(best)) {
 				best, bestN, bestG, bestPart = take, n, g, pt

@@ -77,17 +77,16 @@ func migChoices(j *jobState, r PodRequest, n *nodeState, g int, booked mig.Mask,
 		return buf
 	}
 	for _, st := range p.Starts {
-		if booked&p.Mask(st) != 0 || int(st)+p.Slices > m.MemorySlices {
+		if booked&p.Mask(st) != 0 {
 			continue
 		}
-		exists := slices.ContainsFunc(dev.MIG.Instances, func(in MIGInstance) bool { return in.Start == st && trimMedia(in.Profile) == p.Name })
+		exists := slices.ContainsFunc(dev.MIG.Instances, func(in MIGInstance) bool {
+			ip, ok := m.Profile(in.Profile)
+			return ok && in.Start == st && ip == p
+		})
 		buf = append(buf, migChoice{g: g, start: st, prof: p, exists: exists})
 	}
 	return buf
-}
-
-func trimMedia(name string) string {
-	return strings.TrimSuffix(strings.TrimSuffix(name, "+me"), ".me")
 }
 
 // pickMIG chooses an instance on each of the request's devices (several may be on one
@@ -139,15 +138,16 @@ func betterMIG(n *nodeState, spread bool, a migChoice, aLeft mig.Mask, b migChoi
 	if a.exists != b.exists {
 		return a.exists
 	}
+	// By size, the smallest profile that holds the request first, wherever it is.
+	if a.prof.Slices != b.prof.Slices || a.prof.Compute != b.prof.Compute {
+		return a.prof.Slices < b.prof.Slices || (a.prof.Slices == b.prof.Slices && a.prof.Compute < b.prof.Compute)
+	}
 	if a.g != b.g {
 		ca, cb := aLeft.Count(), bLeft.Count()
 		if ca != cb {
 			return (ca > cb) != spread
 		}
 		return false
-	}
-	if a.prof != b.prof {
-		return a.prof.Slices < b.prof.Slices || (a.prof.Slices == b.prof.Slices && a.prof.Compute < b.prof.Compute)
 	}
 	return n.n.GPUs[a.g].MIG.Model.Better(aLeft, bLeft)
 }
@@ -167,24 +167,49 @@ func heldMIG(b *Binding, n *nodeState) part {
 	if !ok {
 		return wholePart
 	}
-	for _, g := range b.GPUs {
-		if n.n.GPUs[g].MIG == nil || n.n.GPUs[g].MIG.Model != dev.MIG.Model {
+	for i, g := range b.GPUs {
+		// A start the profile does not have (a hand-written or stale annotation) would
+		// book slices that are not the instance's, or none: held whole instead.
+		if n.n.GPUs[g].MIG == nil || n.n.GPUs[g].MIG.Model != dev.MIG.Model || !slices.Contains(p.Starts, b.MIGStarts[i]) {
 			return wholePart
 		}
 	}
 	return part{milli: MilliGPU(dev.MIG.Model.Share(p)), mig: p, at: slices.Clone(b.MIGStarts)}
 }
 
-// pendingMIG is what a waiting MIG request counts as demand: its profile's share on the
-// devices that have it (the least), by name; the share it asks, by size.
+// pendingMIG is what a waiting MIG request counts as demand: by name, the least its
+// profile counts on the snapshot's devices that have it (a 1g is 1/7 of an A100, 1/4 of an
+// A30); by size, the share it asks.
 func (s *session) pendingMIG(r PodRequest) MilliGPU {
 	if r.MIG == "" {
 		return max(r.MIGShare, ceilShare(r.MIGMemory, max(s.maxGPUMemory, 1)))
 	}
-	if c, _, err := mig.ParseName(r.MIG); err == nil {
-		return MilliGPU(int64(c) * int64(OneGPU) / 7)
+	if share, ok := s.migShares[trimMediaName(r.MIG)]; ok {
+		return share
 	}
-	return OneGPU
+	return OneGPU // no device has the profile: it waits, and wants a GPU meanwhile
+}
+
+// trimMediaName is a profile's name without its media extension, as mig.Model names it.
+func trimMediaName(name string) string {
+	return strings.TrimSuffix(strings.TrimSuffix(name, "+me"), ".me")
+}
+
+// noteMIGShares records, for pendingMIG, the least share each profile counts on a device.
+func (s *session) noteMIGShares(dev *GPU) {
+	if dev.MIG == nil || dev.MIG.Model == nil {
+		return
+	}
+	if s.migShares == nil {
+		s.migShares = map[string]MilliGPU{}
+	}
+	m := dev.MIG.Model
+	for i := range m.Profiles {
+		p := &m.Profiles[i]
+		if v, ok := s.migShares[p.Name]; !ok || MilliGPU(m.Share(p)) < v {
+			s.migShares[p.Name] = MilliGPU(m.Share(p))
+		}
+	}
 }
 
 // describeMIG names a MIG request for a person.

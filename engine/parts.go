@@ -50,7 +50,11 @@ func (p part) onAt(dev *GPU, i int) devBook {
 	case p.mig != nil:
 		return devBook{slices: p.mig.Mask(p.at[i])}
 	case !p.shared():
-		return devBook{mem: dev.Memory, compute: OneGPU}
+		b := devBook{mem: dev.Memory, compute: OneGPU}
+		if dev.MIG != nil && dev.MIG.Model != nil {
+			b.slices = dev.MIG.Model.Full() // held whole: no instance may be made over it
+		}
+		return b
 	}
 	return devBook{mem: p.mem, compute: p.compute, sharers: 1, burst: p.over}
 }

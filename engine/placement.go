@@ -327,14 +327,8 @@ func (s *session) placeOne(p *podState, only []*nodeState) bool {
 				}
 			}
 			gpuLeft = int64(freeMilli(n)) - int64(r.GPUs)*int64(OneGPU)
-		case r.Shared():
+		case r.Shared() || r.WantsMIG():
 			_, share, ok := s.pickGPUs(j, r, n, n.gpuUsed, n.books)
-			if !ok {
-				continue
-			}
-			gpuLeft = int64(freeMilli(n)) - int64(share.milli)*int64(r.SharedDevices())
-		case r.WantsMIG():
-			_, share, ok := s.pickMIG(j, r, n, n.books)
 			if !ok {
 				continue
 			}

@@ -110,7 +110,9 @@ func (s *session) placeScored(p *podState, nodes []*nodeState) bool {
 			continue
 		}
 		keyed := false
-		if states != nil {
+		// A device in MIG mode is always full to the key (usedOf): MIG nodes of one key
+		// differ in their slices, so none stands for another.
+		if states != nil && !r.WantsMIG() {
 			if k, ok := s.fragState(n); ok {
 				// Runs of alike nodes (the empty ones, say) are common: check the last first.
 				// One that had no option stands for another only where both are plain.

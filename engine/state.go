@@ -31,7 +31,9 @@ type session struct {
 	domains map[string]*levelDomains
 
 	maxGPUMemory int64 // largest device memory; sizes pending memory requests
-	maxGPUs      int   // most GPUs on one node
+	// migShares is the least share each MIG profile counts on the snapshot's devices.
+	migShares map[string]MilliGPU
+	maxGPUs   int // most GPUs on one node
 
 	log []op
 	// freed counts unbinds; a fit failure stays valid while nothing was freed.
@@ -427,8 +429,9 @@ func newSession(snap *Snapshot, opts Options) *session {
 		s.nodes = append(s.nodes, ns)
 		s.nodeByID[n.ID] = ns
 		s.maxGPUs = max(s.maxGPUs, len(n.GPUs))
-		for _, g := range n.GPUs {
-			s.maxGPUMemory = max(s.maxGPUMemory, g.Memory)
+		for g := range n.GPUs {
+			s.maxGPUMemory = max(s.maxGPUMemory, n.GPUs[g].Memory)
+			s.noteMIGShares(&n.GPUs[g])
 		}
 		for g := range n.GPUs {
 			if n.GPUs[g].OutOfService() != "" {

@@ -224,23 +224,6 @@ func trimMedia(name string) string {
 	return strings.TrimSuffix(name, ".me")
 }
 
-// ResourcePrefix begins the extended resources the device plugin's mixed strategy
-// advertises, one per profile: nvidia.com/mig-1g.10gb.
-const ResourcePrefix = "nvidia.com/mig-"
-
-// FromResource reads a mixed-strategy resource name into its profile name; false for
-// other resources.
-func FromResource(resource string) (string, bool) {
-	p, ok := strings.CutPrefix(resource, ResourcePrefix)
-	if !ok || p == "" {
-		return "", false
-	}
-	if _, _, err := ParseName(p); err != nil {
-		return "", false
-	}
-	return p, true
-}
-
 // Layout is the placed instances of one GPU, for checking a set of placements.
 type Layout []Placed
 

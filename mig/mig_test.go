@@ -47,13 +47,13 @@ func TestPlacementsAreTheGuidesOnly(t *testing.T) {
 	if err := m.Valid(l, p2, 4); err != nil {
 		t.Error(err)
 	}
-	l = append(l, Placed{p2, 4}, Placed{p2, 6 - 2 + 2})
-	if err := m.Valid(l[:2], p1, 6); err != nil {
+	l = append(l, Placed{p2, 4})
+	if err := m.Valid(l, p1, 6); err != nil {
 		t.Error(err)
 	}
-	// A 3g and two 2g fill the GPU's memory slices but for none.
-	if got := (Layout{{p3, 0}, {p2, 4}}).Mask() | p2.Mask(6-2); got != Mask(0b00111111) {
-		t.Errorf("mask %08b", got)
+	// A 3g at 0, a 2g at 4 and a 1g at 6 leave only memory slice 7 free.
+	if got := append(l, Placed{p1, 6}).Mask(); got != Mask(0b01111111) {
+		t.Errorf("mask %08b, want 01111111", got)
 	}
 }
 
@@ -95,13 +95,7 @@ func TestSmallestProfileHolding(t *testing.T) {
 	}
 }
 
-func TestResourceNames(t *testing.T) {
-	if p, ok := FromResource("nvidia.com/mig-1g.10gb"); !ok || p != "1g.10gb" {
-		t.Errorf("got %q %v", p, ok)
-	}
-	if _, ok := FromResource("nvidia.com/gpu"); ok {
-		t.Error("nvidia.com/gpu is no MIG resource")
-	}
+func TestProfileNames(t *testing.T) {
 	if _, _, err := ParseName("big"); err == nil {
 		t.Error("a bad profile name parses")
 	}
