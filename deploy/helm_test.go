@@ -382,4 +382,8 @@ func TestHelmDynamicMIGPoolOnly(t *testing.T) {
 	if c := agentOf("mig"); !strings.Contains(caps(c), "SYS_ADMIN") || !strings.Contains(env(c), "NVIDIA_MIG_CONFIG_DEVICES") {
 		t.Errorf("the dynamic MIG pool's agent cannot make MIG instances: %s %s", caps(c), env(c))
 	}
+	// With SYS_ADMIN a read-only mount is no bound: the host's /proc stays out of that pool.
+	if c := agentOf("mig"); strings.Contains(fmt.Sprint(c["volumeMounts"]), "/host/proc") || strings.Contains(fmt.Sprint(c["args"]), "--proc-root") {
+		t.Errorf("the dynamic MIG pool's agent, with SYS_ADMIN, mounts the host's /proc: %v %v", c["volumeMounts"], c["args"])
+	}
 }

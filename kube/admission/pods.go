@@ -363,7 +363,8 @@ func ValidatePod(p *corev1.Pod, view View, kinds *convert.Accelerators) error {
 	if _, err := v1alpha1.ParseGPUChoice(p.Annotations); err != nil {
 		return err
 	}
-	if name, ok := p.Annotations[v1alpha1.AnnotationGPUContainer]; ok && (!share.Shared() || v1alpha1.SliceContainer(p) == "") {
+	_, dynMIG := p.Annotations[v1alpha1.AnnotationMIG]
+	if name, ok := p.Annotations[v1alpha1.AnnotationGPUContainer]; ok && (!(share.Shared() || dynMIG) || v1alpha1.SliceContainer(p) == "") {
 		var names []string
 		for _, c := range p.Spec.Containers {
 			names = append(names, c.Name)
@@ -373,7 +374,7 @@ func ValidatePod(p *corev1.Pod, view View, kinds *convert.Accelerators) error {
 	if err := convert.MIGProblem(p); err != nil {
 		return err
 	}
-	if _, dyn := p.Annotations[v1alpha1.AnnotationMIG]; dyn && share.Devices() > 1 {
+	if dynMIG && share.Devices() > 1 {
 		return fmt.Errorf("%s with %s: a MIG instance Allot lays out is one per pod", v1alpha1.AnnotationMIG, v1alpha1.AnnotationGPUCount)
 	}
 	if share.Devices() > 1 && len(p.Spec.ResourceClaims) > 0 {

@@ -206,8 +206,12 @@ func FuzzAccelerators(f *testing.F) {
 			}
 		}
 		r, k := a.PodRequest(p)
-		if k.Name != "" && (k.Problem != "" || r.GPUs < 0 || r.Shared()) {
-			t.Fatalf("kind %+v with request %+v", k, r)
+		if r.GPUs < 0 || r.GPUs > 1<<21 {
+			t.Fatalf("kind %+v: %d devices from %q of each resource", k, r.GPUs, asked)
+		}
+		// Nothing, or less than nothing, of every kind's resource asks no device of any.
+		if q, err := resource.ParseQuantity(asked); err == nil && q.Sign() <= 0 && r.GPUs > 0 && k.Name != "" {
+			t.Fatalf("kind %+v: %d devices from %q of each resource", k, r.GPUs, asked)
 		}
 	})
 }

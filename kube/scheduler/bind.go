@@ -156,6 +156,11 @@ func (s *Scheduler) bind(ctx context.Context, j *bindJob) error {
 		b = j.b
 	}
 	if b.MIG != "" && !claimed {
+		// An instance Allot makes reaches the pod as a slice's device does: a pod admitted
+		// without the webhook's entries would keep its image's devices (all of them).
+		if p.Annotations[v1alpha1.AnnotationMIG] != "" && s.opts.RequireGPUEnv && !v1alpha1.HasGPUEnv(p) {
+			return fmt.Errorf("the pod asks a MIG instance Allot makes but was admitted without Allot's webhook (its containers have no entries to read their device from): delete it and create it again while the webhook answers")
+		}
 		return s.bindMIG(ctx, j)
 	}
 	if b.Share > 0 && !claimed && s.opts.RequireGPUEnv && !v1alpha1.HasGPUEnv(p) && p.Annotations[v1alpha1.AnnotationConfigMap] == "" {

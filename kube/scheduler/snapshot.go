@@ -135,6 +135,14 @@ func (c *convCache) requestKind(p *corev1.Pod) (engine.PodRequest, convert.PodKi
 		// tenant could have Allot keep GPUs from everyone by writing them on a pod of
 		// kube-scheduler's.
 		r.GPUFraction, r.GPUMemory, r.GPUCompute, r.Devices = 0, 0, 0, 0
+		// Likewise allot.dev/mig: only the device plugin's MIG resources are held (and
+		// where, never by its own annotations: see the snapshot).
+		if r.MIGFrom != engine.MIGFixed {
+			r.MIG, r.MIGShare, r.MIGMemory, r.MIGFrom = "", 0, 0, engine.MIGAny
+		}
+	} else if err := convert.MIGProblem(p); err != nil && kind.Problem == "" {
+		// Once per pod, with its request: the pod waits saying what to fix.
+		kind.Problem = err.Error()
 	}
 	c.reqs[p.UID] = cachedRequest{p.Generation, r, kind}
 	return r, kind
@@ -239,7 +247,7 @@ func buildSnapshot(now time.Time, nodes []*corev1.Node, pods []*corev1.Pod, queu
 			if now.Before(p.DeletionTimestamp.Add(stuckAfter)) {
 				// Its CPU and memory stay counted (constrain subtracts every pod the
 				// snapshot does not hold); its devices are remembered here.
-				if r := cache.request(p); r.GPUs > 0 || r.Shared() {
+				if r := cache.request(p); holdsGPU(r) {
 					n := engine.NodeID(p.Spec.NodeName)
 					gpus := heldIndices(p, idx.nodes[n])
 					if len(gpus) == 0 {
@@ -326,9 +334,6 @@ func buildSnapshot(now time.Time, nodes []*corev1.Node, pods []*corev1.Pod, queu
 			// waits and says what to fix, rather than running without its GPU share.
 			job.Invalid = fmt.Sprintf("pod %s: %v", pid, err)
 		}
-		if err := convert.MIGProblem(p); err != nil && ours && job.Invalid == "" {
-			job.Invalid = fmt.Sprintf("pod %s: %v", pid, err)
-		}
 		if p.Spec.NodeName != "" {
 			b := &engine.Binding{Node: engine.NodeID(p.Spec.NodeName), GPUs: heldIndices(p, idx.nodes[engine.NodeID(p.Spec.NodeName)])}
 			if rec, ok := convert.RecordedGPUs(p, idx.nodes[b.Node]); ok && !pod.Request.Shared() && p.Annotations[AnnotationGPUs] != "" &&
@@ -337,9 +342,18 @@ func buildSnapshot(now time.Time, nodes []*corev1.Node, pods []*corev1.Pod, queu
 			}
 			if pod.Request.WantsMIG() {
 				node := idx.nodes[b.Node]
-				gpus, starts, prof, ok := convert.MIGBinding(p, node)
+				var gpus, starts []int
+				var prof string
+				ok := false
+				if ours {
+					// Where Allot's bind booked it, or the kubelet gave it. Another
+					// scheduler's pod is seen by no webhook or pod-fields policy of
+					// Allot's: its annotations are its owner's, and say nothing here.
+					gpus, starts, prof, ok = convert.MIGBinding(p, node)
+				}
 				if !ok && node != nil && pod.Request.MIG != "" {
-					// Bound by hand: booked on the first free instances of its profile.
+					// Bound by hand, or by another scheduler: booked on the first free
+					// instances of its profile.
 					if migHeld[b.Node] == nil {
 						migHeld[b.Node] = map[int]mig.Mask{}
 					}
