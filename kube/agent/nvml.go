@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sort"
 	"strings"
 	"time"
@@ -61,9 +62,12 @@ func ReadInventory(lib nvml.Interface) ([]v1alpha1.GPUInfo, error) {
 		}
 		if g.MIG {
 			g.MIGDevices = migDevices(d)
+			// Not fatal: the driver may keep the instances from an agent without the MIG
+			// monitor capability (fixed-layout pools). The GPU is then reported in MIG mode
+			// with no instance listed, and the scheduler takes the device plugin's counts.
 			instances, err := migInventory(d, g.Model, mem.Total)
 			if err != nil {
-				return nil, fmt.Errorf("GPU %d MIG instances: %w", i, err)
+				slog.Warn("allot agent: MIG instances not read", "gpu", i, "err", err)
 			}
 			g.MIGInstances = instances
 		}

@@ -59,10 +59,16 @@ func migGPUs(n *corev1.Node, inv []v1alpha1.GPUInfo) []engine.GPU {
 		}
 		out = append(out, dev)
 	}
-	if len(out) > 0 || len(inv) > 0 {
+	listed := slices.ContainsFunc(out, func(g engine.GPU) bool { return len(g.MIG.Instances) > 0 })
+	if (len(out) > 0 && (listed || dynamic)) || (len(out) == 0 && len(inv) > 0) {
 		return out
 	}
-	return advertisedMIG(n)
+	// No inventory, or GPUs in MIG mode whose instances the agent could not read: the
+	// device plugin's advertised counts.
+	if adv := advertisedMIG(n); len(adv) > 0 {
+		return adv
+	}
+	return out
 }
 
 // advertisedMIG lays the instances a node's device plugin advertises on as few GPUs of

@@ -122,3 +122,16 @@ func TestMIGProblemReadsTheSize(t *testing.T) {
 		t.Error("smallest without a size passed")
 	}
 }
+
+// An agent that could not read a GPU's instances (no MIG monitor capability) reports it in
+// MIG mode with none: the device plugin's counts stand for its layout.
+func TestUnreadInstancesFallBackToTheDevicePlugin(t *testing.T) {
+	inv, _ := json.Marshal([]v1alpha1.GPUInfo{{Index: 0, UUID: "GPU-0", Model: "NVIDIA A100-SXM4-80GB", MemoryMiB: 81920, MIG: true}})
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "fixed", Annotations: map[string]string{v1alpha1.AnnotationGPUInventory: string(inv)},
+		Labels: map[string]string{v1alpha1.LabelGPUProduct: "NVIDIA-A100-SXM4-80GB", v1alpha1.LabelGPUMemory: "81920"}}}
+	n.Status.Allocatable = corev1.ResourceList{"nvidia.com/mig-1g.10gb": resource.MustParse("7")}
+	out := Node(n)
+	if len(out.GPUs) != 1 || out.GPUs[0].MIG == nil || len(out.GPUs[0].MIG.Instances) != 7 {
+		t.Fatalf("GPUs %+v: want one in MIG mode with the plugin's seven 1g", out.GPUs)
+	}
+}
