@@ -154,6 +154,10 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	declared, problem := a.prepareSharing()
 	a.declared = declared
+	// The Lease first: a scheduler that sees the node marked as having an agent before it
+	// sees the agent's Lease takes the agent for gone, and places fractions there by index
+	// instead of on their reservation's real device.
+	a.beat(ctx)
 	if err := a.publishInventory(ctx); err != nil {
 		return err
 	}

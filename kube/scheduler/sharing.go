@@ -662,6 +662,7 @@ func (s *Scheduler) releaseReservations(ctx context.Context, snap *engine.Snapsh
 		if g := effectiveIndex(p, uuids); st != reservationFailed && shared[gpuKey{engine.NodeID(p.Spec.NodeName), g}] {
 			continue
 		}
+		slog.Info("allot scheduler: releasing a reservation no fraction uses", "pod", p.Name, "node", p.Spec.NodeName, "gpu", effectiveIndex(p, uuids), "state", st)
 		err := s.client.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &p.UID}})
 		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 			slog.Warn("allot scheduler: release reservation", "pod", p.Name, "err", err)

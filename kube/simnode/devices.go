@@ -15,7 +15,10 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"google.golang.org/grpc"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	podresourcesv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
 
@@ -164,6 +167,14 @@ func (d *Devices) RunAgents(ctx context.Context, client kubernetes.Interface, me
 		nodes = append(nodes, nd)
 	}
 	d.mu.Unlock()
+	// As the chart installs them: Allot's namespace is there before the agents start, so
+	// that each writes its Lease before it marks its node (a node marked without a Lease
+	// is one whose agent is gone, to the scheduler).
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.SystemNamespace}}
+	// An agent run with the chart's rights (no namespaces) leaves that to the installer.
+	if _, err := client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) && !apierrors.IsForbidden(err) {
+		return fmt.Errorf("namespace %s: %w", v1alpha1.SystemNamespace, err)
+	}
 	for _, nd := range nodes {
 		pr, closeConn, err := agent.DialPodResources(nd.socket)
 		if err != nil {
@@ -182,6 +193,23 @@ func (d *Devices) RunAgents(ctx context.Context, client kubernetes.Interface, me
 				slog.Warn("simulated node: agent stopped", "node", nd.name, "err", err)
 			}
 		}()
+	}
+	// Back once every agent has marked its node (as a DaemonSet's pods are ready): what is
+	// placed from then on is placed by the reported devices, never by index because an
+	// agent had not started yet.
+	var unmarked string
+	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		for _, nd := range nodes {
+			n, err := client.CoreV1().Nodes().Get(ctx, nd.name, metav1.GetOptions{})
+			if err != nil || n.Annotations[v1alpha1.AnnotationAgent] == "" {
+				unmarked = nd.name
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		return fmt.Errorf("the agent of node %s did not mark its node (annotation %s): %w", unmarked, v1alpha1.AnnotationAgent, err)
 	}
 	return nil
 }

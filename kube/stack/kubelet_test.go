@@ -132,6 +132,21 @@ func TestKubeletDeviceManagerHandsOutTheDevices(t *testing.T) {
 			reservation = devs
 		}
 	}
+	// What a person needs to read a failure below: every reservation and the pair, with
+	// what the scheduler booked and what the kubelet gave.
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		all, _ := e.Client.CoreV1().Pods("").List(e.Ctx, metav1.ListOptions{})
+		for _, p := range all.Items {
+			if p.Labels[v1alpha1.LabelReservation] == "true" || strings.HasPrefix(p.Name, "nb-") {
+				t.Logf("%s/%s %s node %s gpus %q devices %q deleting %v", p.Namespace, p.Name, p.Status.Phase, p.Spec.NodeName,
+					p.Annotations[v1alpha1.AnnotationGPUs], p.Annotations[v1alpha1.AnnotationGPUDevices], p.DeletionTimestamp != nil)
+			}
+		}
+		t.Logf("the kubelet gave %v; devices by index %v", given, uuids)
+	})
 	if len(reservation) != 1 {
 		t.Fatalf("the kubelet gave reservations %v, want one device for the pair", given)
 	}
