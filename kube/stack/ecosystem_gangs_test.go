@@ -2,6 +2,7 @@ package stack_test
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/allot-dev/allot/api/v1alpha1"
+	"github.com/allot-dev/allot/kube/inspect"
 	"github.com/allot-dev/allot/kube/kubetest"
 	"github.com/allot-dev/allot/kube/workload"
 )
@@ -172,6 +174,22 @@ func TestRayClusterIsOneGang(t *testing.T) {
 	podGroup(t, e, cluster.GetName(), 1, "team-b")
 	labelled(t, e, "the RayJob's head", 1, func(p *corev1.Pod) bool { return p.Labels[rayCluster] == cluster.GetName() },
 		map[string]string{v1alpha1.LabelPodGroup: cluster.GetName(), v1alpha1.LabelClass: v1alpha1.ClassTrain, v1alpha1.LabelQueue: "team-b"}, nil)
+
+	// allot list shows the bare cluster and, through its cluster, the RayJob.
+	ws, err := inspect.Workloads(e.Ctx, e.Client, "default", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, w := range ws {
+		if strings.HasPrefix(w.Kind, "Ray") { // not the busy pod, which may still be leaving
+			got = append(got, fmt.Sprintf("%s %s %d pods %s", w.Ref(), w.Queue, len(w.Pods), w.Type))
+		}
+	}
+	want := []string{"RayCluster/rc team-a 3 pods interactive", "RayJob/rj team-b 1 pods distributed"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("allot list: %q, want %q", got, want)
+	}
 }
 
 // TestTrainJobNodesAreOneGang: a TrainJob of two nodes whose runtime first initializes a
