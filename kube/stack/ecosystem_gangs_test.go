@@ -9,8 +9,10 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/kube/inspect"
@@ -125,6 +127,36 @@ func TestLWSGroupsAreGangs(t *testing.T) {
 		sort.Strings(partly)
 		t.Fatalf("group %s runs; the other group's pods bound with only two GPUs free: %s", whole, strings.Join(partly, ", "))
 	}
+
+	// Scaled to one group: the LWS controller scales the leaders' StatefulSet, the second
+	// leader pod goes and its workers with it (their StatefulSet is the pod's), and the
+	// LWS's status follows. The second group's PodGroup goes once its pods are gone.
+	patch := func(what string, do func() error) {
+		if err := do(); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	patch("scale the LWS", func() error {
+		_, err := e.Dyn.Resource(workload.LeaderWorkerSets).Namespace("default").Patch(e.Ctx, "llm", types.MergePatchType, []byte(`{"spec":{"replicas":1}}`), metav1.PatchOptions{})
+		return err
+	})
+	patch("scale the leaders", func() error {
+		_, err := e.Client.AppsV1().StatefulSets("default").Patch(e.Ctx, "llm", types.MergePatchType, []byte(`{"spec":{"replicas":1}}`), metav1.PatchOptions{})
+		return err
+	})
+	e.WaitFor(t, "group llm-1's pods gone", func() (bool, string) {
+		n := e.Count(t, "default", func(p *corev1.Pod) bool { return p.Labels[v1alpha1.LabelPodGroup] == "llm-1" })
+		return n == 0, fmt.Sprintf("%d left", n)
+	})
+	patch("the LWS's status", func() error {
+		_, err := e.Dyn.Resource(workload.LeaderWorkerSets).Namespace("default").Patch(e.Ctx, "llm", types.MergePatchType, []byte(`{"status":{"replicas":1}}`), metav1.PatchOptions{})
+		return err
+	})
+	e.WaitFor(t, "PodGroup llm-1 gone", func() (bool, string) {
+		_, err := e.Dyn.Resource(kubetest.PodGroups).Namespace("default").Get(e.Ctx, "llm-1", metav1.GetOptions{})
+		return apierrors.IsNotFound(err), fmt.Sprint(err)
+	})
+	podGroup(t, e, "llm-0", 4, "team-a")
 }
 
 // TestRayClusterIsOneGang: a RayCluster's head and two workers (pods KubeRay owns by the
