@@ -156,9 +156,9 @@ func newExecCmd() *cobra.Command {
 	return cmd
 }
 
-// newSuspendCmd makes suspend and resume: a Job (or JobSet, PyTorchJob, MPIJob) is
-// suspended by its own switch (its pods go, its place in the queue stays); a Deployment or
-// StatefulSet is scaled to zero and back.
+// newSuspendCmd makes suspend and resume: a Job (or JobSet, PyTorchJob, MPIJob, TrainJob,
+// RayCluster, RayJob) is suspended by its own switch (its pods go, its place in the queue
+// stays); a Deployment, StatefulSet or LeaderWorkerSet is scaled to zero and back.
 func newSuspendCmd(resume bool) *cobra.Command {
 	var c *conn
 	verb := "suspend"

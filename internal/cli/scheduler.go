@@ -42,8 +42,9 @@ func newSchedulerCmd() *cobra.Command {
 		Long: `Schedule the pods that set schedulerName: allot on the cluster of --kubeconfig (or, inside
 a pod, the in-cluster configuration). With --leader-elect, replicas take turns through a
 Lease in kube-system, so that only one schedules at a time. The same process runs the
-controller that makes gangs (PodGroups) of Jobs, JobSets and Kubeflow jobs, and with
---webhook-port the admission webhooks (the Helm chart registers them).`,
+controller that makes gangs (PodGroups) of Jobs, JobSets, Kubeflow jobs, TrainJobs,
+RayClusters and LeaderWorkerSet groups (docs/integrations.md), and with --webhook-port the
+admission webhooks (the Helm chart registers them).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if lease.Duration <= 0 || lease.RenewDeadline <= 0 || lease.RetryPeriod <= 0 ||

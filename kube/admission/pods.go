@@ -28,6 +28,18 @@ type Workload struct {
 	Kind, Name string            // the top owner Allot knows, e.g. Job train-1; empty for a bare pod
 	Labels     map[string]string // merged, nearest owner first
 	Object     *unstructured.Unstructured
+	// APIVersion is the top owner's.
+	APIVersion string
+	// Chain are the owners from the pod's controller up to the top one, nearest first.
+	Chain []Owner
+}
+
+// Owner is one controller in a pod's chain of owners.
+type Owner struct {
+	APIVersion, Kind, Name string
+	// Object is the owner as read; nil when it could not be read (not yet there, or not
+	// readable): the pod is then grouped by the reference alone.
+	Object *unstructured.Unstructured
 }
 
 // Owners walks a pod's controller references up through the kinds Allot knows.
@@ -38,22 +50,28 @@ func DynamicOwners(dyn dynamic.Interface) Owners {
 	return func(ctx context.Context, p *corev1.Pod) Workload {
 		w := Workload{Labels: map[string]string{}}
 		refs := p.OwnerReferences
-		for depth := 0; depth < 4; depth++ {
+		for range workload.MaxOwners {
 			ref := metav1.GetControllerOfNoCopy(&metav1.ObjectMeta{OwnerReferences: refs})
 			if ref == nil {
 				break
 			}
-			gvr, ok := gvrOf(ref.APIVersion, ref.Kind)
+			gvr, _, ok := workload.KindOf(ref.APIVersion, ref.Kind)
 			if !ok {
 				break
 			}
 			o, err := dyn.Resource(gvr).Namespace(p.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+			if err == nil && o.GetUID() != ref.UID {
+				err = fmt.Errorf("%s %s was made again", ref.Kind, ref.Name) // not the owner referred to
+			}
+			w.Kind, w.Name, w.APIVersion = ref.Kind, ref.Name, ref.APIVersion
 			if err != nil {
 				// Not readable (yet): group by the reference alone.
-				w.Kind, w.Name = ref.Kind, ref.Name
+				w.Object = nil
+				w.Chain = append(w.Chain, Owner{APIVersion: ref.APIVersion, Kind: ref.Kind, Name: ref.Name})
 				break
 			}
-			w.Kind, w.Name, w.Object = ref.Kind, ref.Name, o
+			w.Object = o
+			w.Chain = append(w.Chain, Owner{APIVersion: ref.APIVersion, Kind: ref.Kind, Name: ref.Name, Object: o})
 			for k, v := range o.GetLabels() {
 				if _, set := w.Labels[k]; !set {
 					w.Labels[k] = v
@@ -66,9 +84,10 @@ func DynamicOwners(dyn dynamic.Interface) Owners {
 }
 
 // Mutator fills in what a pod scheduled by Allot leaves out: its queue (from the pod, its
-// owners, else its namespace's default), its class (Deployments and StatefulSets serve
-// inference, batch and training jobs train), its gang (all pods of a Job, JobSet or
-// Kubeflow job), and for a pod sharing a GPU an envFrom reference to the ConfigMap the
+// owners, else its namespace's default), its class (Deployments, StatefulSets,
+// LeaderWorkerSets, Knative Services and InferenceServices serve inference, batch and
+// training jobs train; gangs.go), its gang (all pods of a Job, JobSet, Kubeflow job or
+// RayCluster, a TrainJob's nodes, one group of a LeaderWorkerSet), and for a pod sharing a GPU an envFrom reference to the ConfigMap the
 // scheduler fills with its device and limits before binding.
 type Mutator struct {
 	View   View
@@ -143,17 +162,14 @@ func (m *Mutator) Handle(ctx context.Context, req admission.Request) admission.R
 	setDefault(v1alpha1.LabelQueue, m.View.NamespaceLabels(p.Namespace)[v1alpha1.LabelQueue])
 	setDefault(v1alpha1.LabelClass, w.Labels[v1alpha1.LabelClass])
 	setDefault(v1alpha1.LabelPreemptible, w.Labels[v1alpha1.LabelPreemptible])
-	if k, ok := workloadKinds[w.Kind]; ok {
-		setDefault(v1alpha1.LabelClass, k.class)
-		if k.gang {
-			setDefault(v1alpha1.LabelPodGroup, w.Name)
-			// The gang's size travels with the pod: the PodGroup the workload controller
-			// makes may land after the first pods, which must not start alone meanwhile.
-			if w.Object != nil && out.Labels[v1alpha1.LabelPodGroup] == w.Name {
-				if n, _, ok := workload.Gang(w.Object); ok && n > 0 {
-					out.Annotations[v1alpha1.AnnotationMinMember] = strconv.FormatInt(n, 10)
-				}
-			}
+	g := gangOf(&p, w)
+	setDefault(v1alpha1.LabelClass, g.class)
+	if g.name != "" {
+		setDefault(v1alpha1.LabelPodGroup, g.name)
+		// The gang's size travels with the pod: the PodGroup the workload controller makes
+		// may land after the first pods, which must not start alone meanwhile.
+		if g.pods > 0 && out.Labels[v1alpha1.LabelPodGroup] == g.name {
+			out.Annotations[v1alpha1.AnnotationMinMember] = strconv.FormatInt(g.pods, 10)
 		}
 	}
 	share, shareErr := v1alpha1.ParseGPUShare(p.Annotations)

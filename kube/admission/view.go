@@ -13,7 +13,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -132,32 +131,4 @@ func (v *informerView) GPUs() (total, maxMemory int64) {
 		}
 	}
 	return total, maxMemory
-}
-
-// workloadKinds are the owners Allot knows how to group, by kind.
-var workloadKinds = map[string]struct {
-	resource string
-	class    string
-	gang     bool
-}{
-	"Job":         {"jobs", v1alpha1.ClassTrain, true},
-	"JobSet":      {"jobsets", v1alpha1.ClassTrain, true},
-	"PyTorchJob":  {"pytorchjobs", v1alpha1.ClassTrain, true},
-	"MPIJob":      {"mpijobs", v1alpha1.ClassTrain, true},
-	"ReplicaSet":  {"replicasets", v1alpha1.ClassInference, false},
-	"Deployment":  {"deployments", v1alpha1.ClassInference, false},
-	"StatefulSet": {"statefulsets", v1alpha1.ClassInference, false},
-}
-
-// gvrOf maps an owner reference to its resource, for the kinds Allot knows.
-func gvrOf(apiVersion, kind string) (schema.GroupVersionResource, bool) {
-	k, ok := workloadKinds[kind]
-	if !ok {
-		return schema.GroupVersionResource{}, false
-	}
-	gv, err := schema.ParseGroupVersion(apiVersion)
-	if err != nil {
-		return schema.GroupVersionResource{}, false
-	}
-	return gv.WithResource(k.resource), true
 }

@@ -137,17 +137,38 @@ func plural(n int, what string) string {
 	return fmt.Sprintf("%d %ss", n, what)
 }
 
-// suspendField is where each kind that can be suspended keeps the switch.
+// suspendField is where each kind that can be suspended keeps the switch. KubeRay deletes
+// a suspended RayCluster's pods (and a suspended RayJob's cluster) and makes them again on
+// resume; Trainer suspends a TrainJob's JobSet.
 var suspendField = map[string][]string{
 	"Job":        {"spec", "suspend"},
 	"JobSet":     {"spec", "suspend"},
 	"PyTorchJob": {"spec", "runPolicy", "suspend"},
 	"MPIJob":     {"spec", "runPolicy", "suspend"},
+	"RayCluster": {"spec", "suspend"},
+	"RayJob":     {"spec", "suspend"},
+	"TrainJob":   {"spec", "suspend"},
+}
+
+// scaledKinds are suspended by scaling them to zero and back: a LeaderWorkerSet's replicas
+// are its groups.
+var scaledKinds = map[string]bool{"Deployment": true, "StatefulSet": true, "LeaderWorkerSet": true}
+
+// unsuspendable says why a kind that has no switch and must not be scaled cannot be
+// suspended.
+var unsuspendable = map[string]string{
+	"RayService": "KubeRay has no suspend for a RayService: it keeps a RayCluster serving at all times (an upgrade makes the new one before the old goes); " +
+		"scale its worker groups down in spec.rayClusterConfig, or delete it",
+	"Service": "Knative scales a Service by its traffic, to zero when idle (autoscaling.knative.dev/min-scale, max-scale); " +
+		"stop its traffic or set max-scale, or delete it",
+	"InferenceService": "KServe scales an InferenceService by its traffic or spec.predictor.minReplicas and maxReplicas; " +
+		"set them, stop its traffic, or delete it",
 }
 
 // Suspend stops a workload's pods and keeps the workload (resume false), or starts it again
-// (resume true). Jobs and the kinds built on them are suspended by their own switch; a
-// Deployment or StatefulSet is scaled to zero and back to what it had. A bare pod or a
+// (resume true). Jobs and the kinds built on them (JobSets, Kubeflow jobs, TrainJobs,
+// RayClusters, RayJobs) are suspended by their own switch; a Deployment, StatefulSet or
+// LeaderWorkerSet is scaled to zero and back to what it had. A bare pod or a
 // PodGroup of bare pods cannot be suspended: nothing would make their pods again.
 func (c Clients) Suspend(ctx context.Context, w *inspect.Workload, resume bool) (string, error) {
 	verb, done := "suspend", "suspended"
@@ -158,7 +179,10 @@ func (c Clients) Suspend(ctx context.Context, w *inspect.Workload, resume bool) 
 		return "", fmt.Errorf("%s has finished (%s): there is nothing to suspend", w.Name, strings.ToLower(w.Status))
 	}
 	field, switched := suspendField[w.Kind]
-	scaled := w.Kind == "Deployment" || w.Kind == "StatefulSet"
+	scaled := scaledKinds[w.Kind]
+	if why, ok := unsuspendable[w.Kind]; ok && !switched && !scaled {
+		return "", fmt.Errorf("%s is a %s: it cannot be %s: %s", w.Name, w.Kind, done, why)
+	}
 	if !switched && !scaled {
 		return "", fmt.Errorf("%s is a %s: it cannot be %s, as nothing would make its pods again; delete it and submit again instead", w.Name, w.Kind, done)
 	}

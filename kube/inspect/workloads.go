@@ -24,8 +24,9 @@ import (
 )
 
 // Workload is one row of allot list: the top owner of pods Allot schedules (a Job, JobSet,
-// Deployment, PyTorchJob, MPIJob, StatefulSet, a PodGroup of bare pods, or a bare pod),
-// whoever made it: allot submit, kubectl or an operator.
+// Deployment, PyTorchJob, MPIJob, StatefulSet, TrainJob, LeaderWorkerSet, RayCluster,
+// RayJob, RayService, Knative Service, InferenceService, a PodGroup of bare pods, or a bare
+// pod), whoever made it: allot submit, kubectl or an operator.
 type Workload struct {
 	Name       string    `json:"name"`
 	Namespace  string    `json:"namespace"`
@@ -69,6 +70,9 @@ type Objects struct {
 	Deployments []*appsv1.Deployment
 	ReplicaSets []*appsv1.ReplicaSet
 	Refusals    map[types.UID]Refusal
+	// Others are other projects' objects between pods and their workloads (JobSets,
+	// RayClusters) and workloads (RayJobs, TrainJobs, LeaderWorkerSets); nil where not read.
+	Others []Other
 	// NodeUUIDs are each node's device UUIDs by index (its agent's list), to show the
 	// devices the kubelet gave a pod rather than those Allot preferred; nil when not read.
 	NodeUUIDs map[string][]string
@@ -121,6 +125,7 @@ func Workloads(ctx context.Context, client kubernetes.Interface, namespace, queu
 		return nil, err
 	}
 	o.Refusals = Refusals(ptrs(refused.Items))
+	o.Others = ecosystemObjects(ctx, client, namespace)
 	// Which devices pods really hold needs the nodes' device lists: a user who may not
 	// read Nodes sees Allot's preference, said as such.
 	if nodes, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{}); err == nil {
@@ -185,8 +190,17 @@ func BuildWorkloads(o Objects) []Workload {
 	for _, d := range o.Deployments {
 		deps[d.UID] = d
 	}
+	others := map[types.UID]*Other{}
+	lwsUID := map[string]types.UID{}
+	for i := range o.Others {
+		m := &o.Others[i]
+		others[m.UID] = m
+		if m.Kind == "LeaderWorkerSet" {
+			lwsUID[m.Namespace+"/"+m.Name] = m.UID
+		}
+	}
 	// climb follows controller references up from an owner: a ReplicaSet to its
-	// Deployment, a Job to its JobSet. It stops at anything else (a CronJob's Jobs are
+	// Deployment, a Job to its JobSet, and on (climbsTo). It stops at anything else (a CronJob's Jobs are
 	// each a workload of their own, as Kueue counts them).
 	climb := func(ref metav1.OwnerReference) owner {
 		top := owner{ref: Ref{Kind: ref.Kind, Name: ref.Name, UID: ref.UID}, apiVersion: ref.APIVersion}
@@ -205,13 +219,17 @@ func BuildWorkloads(o Objects) []Workload {
 				if d := deps[top.ref.UID]; d != nil {
 					top.meta = &d.ObjectMeta
 				}
+			default:
+				if x := others[top.ref.UID]; x != nil {
+					m = &x.ObjectMeta
+				}
 			}
 			if m == nil {
 				break
 			}
 			top.meta = m
 			up := metav1.GetControllerOf(m)
-			if up == nil || !(top.ref.Kind == "ReplicaSet" && up.Kind == "Deployment" || top.ref.Kind == "Job" && up.Kind == "JobSet") {
+			if up == nil || !climbsTo(top.ref.Kind, up.Kind) {
 				break
 			}
 			top.between = append(top.between, top.ref)
@@ -281,7 +299,11 @@ func BuildWorkloads(o Objects) []Workload {
 		if !ours(&d.Spec.Template, d.ObjectMeta) {
 			continue
 		}
-		w := get(d.Namespace, climb(metav1.OwnerReference{APIVersion: "apps/v1", Kind: "Deployment", Name: d.Name, UID: d.UID}))
+		top := climb(metav1.OwnerReference{APIVersion: "apps/v1", Kind: "Deployment", Name: d.Name, UID: d.UID})
+		if lt, ok := labelledTop(d.Labels); ok {
+			top = lt // a Knative Revision's or an InferenceService's
+		}
+		w := get(d.Namespace, top)
 		if d.Spec.Replicas != nil && *d.Spec.Replicas == 0 && d.Annotations[AnnotationSuspendedReplicas] != "" {
 			status[w] = "Suspended"
 		}
@@ -299,7 +321,10 @@ func BuildWorkloads(o Objects) []Workload {
 			continue
 		}
 		var top owner
-		if ref := metav1.GetControllerOf(p); ref != nil {
+		if lt, ok := labelledTop(p.Labels); ok {
+			top = lt
+			top.ref.UID = lwsUID[p.Namespace+"/"+lt.ref.Name]
+		} else if ref := metav1.GetControllerOf(p); ref != nil {
 			top = climb(*ref)
 		} else if g := p.Labels[v1alpha1.LabelPodGroup]; g != "" {
 			top = owner{ref: Ref{Kind: "PodGroup", Name: g}, apiVersion: v1alpha1.GroupVersion.String()}
@@ -370,6 +395,7 @@ func BuildWorkloads(o Objects) []Workload {
 		}
 		w.Pods = append(w.Pods, pod)
 	}
+	addOthers(o.Others, get, func(ns string, top owner) bool { return byKey[ns+"/"+top.ref.Kind+"/"+top.ref.Name] != nil }, status)
 	for w, r := range refused {
 		if !newest[w].After(r.Time) && status[w] != "Suspended" {
 			w.Reason = "pods refused: " + r.Message
@@ -424,6 +450,9 @@ func podType(kind string, p *corev1.Pod) string {
 	case "Deployment", "StatefulSet":
 		return submit.TypeInference
 	}
+	if t := ecosystemType(kind); t != "" {
+		return t
+	}
 	switch p.Labels[v1alpha1.LabelClass] {
 	case v1alpha1.ClassInteractive:
 		return submit.TypeInteractive
@@ -451,46 +480,6 @@ func jobState(j *batchv1.Job) string {
 		return "Suspended"
 	}
 	return "Running"
-}
-
-// Find returns one workload by name, or by kind/name (job/ddp, pod/x) when two of other
-// kinds share the name. Names match exactly, never by prefix.
-func Find(ctx context.Context, client kubernetes.Interface, namespace, name string) (*Workload, error) {
-	all, err := Workloads(ctx, client, namespace, "")
-	if err != nil {
-		return nil, err
-	}
-	return Pick(all, namespace, name)
-}
-
-// Pick finds a workload by name or kind/name among all.
-func Pick(all []Workload, namespace, name string) (*Workload, error) {
-	kind, bare, hasKind := strings.Cut(name, "/")
-	if !hasKind {
-		bare, kind = name, ""
-	}
-	var found []*Workload
-	var names []string
-	for i := range all {
-		w := &all[i]
-		names = append(names, w.Ref())
-		if w.Name == bare && (kind == "" || strings.EqualFold(w.Kind, kind)) {
-			found = append(found, w)
-		}
-	}
-	switch {
-	case len(found) == 1:
-		return found[0], nil
-	case len(found) > 1:
-		var refs []string
-		for _, w := range found {
-			refs = append(refs, strings.ToLower(w.Kind)+"/"+w.Name)
-		}
-		return nil, fmt.Errorf("%d workloads are named %q in namespace %s: name one as %s", len(found), bare, namespace, strings.Join(refs, " or "))
-	case len(names) == 0:
-		return nil, fmt.Errorf("no workload %q in namespace %s (none there; allot list -A shows every namespace)", name, namespace)
-	}
-	return nil, fmt.Errorf("no workload %q in namespace %s; there are: %s", name, namespace, strings.Join(names, ", "))
 }
 
 // Events returns the events about a workload's objects and pods, oldest first.

@@ -15,6 +15,8 @@ func FuzzGang(f *testing.F) {
 	f.Add([]byte(`{"kind":"JobSet","spec":{"replicatedJobs":[{"replicas":2,"template":{"spec":{"parallelism":4,"template":{"spec":{"schedulerName":"allot"}}}}}]}}`))
 	f.Add([]byte(`{"kind":"PyTorchJob","spec":{"pytorchReplicaSpecs":{"Master":{"replicas":1},"Worker":{"replicas":3}}}}`))
 	f.Add([]byte(`{"kind":"MPIJob","spec":{"mpiReplicaSpecs":{"Worker":{"replicas":-5},"Launcher":{"replicas":9e18}}}}`))
+	f.Add([]byte(`{"kind":"RayCluster","spec":{"workerGroupSpecs":[{"replicas":9e18,"numOfHosts":9e18,"minReplicas":-1}]}}`))
+	f.Add([]byte(`{"kind":"LeaderWorkerSet","spec":{"leaderWorkerTemplate":{"size":-3}}}`))
 	f.Add([]byte(`{"kind":"JobSet","spec":{"replicatedJobs":[{"replicas":4294967296,"template":{"spec":{"parallelism":4294967296}}}]}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var obj map[string]any
@@ -27,4 +29,43 @@ func FuzzGang(f *testing.F) {
 			t.Fatalf("gang of %d pods from %s", pods, data)
 		}
 	})
+}
+
+// TestEcosystemShapes: the gang sizes of the other projects' workloads, as their
+// controllers run them.
+func TestEcosystemShapes(t *testing.T) {
+	for _, c := range []struct {
+		name, obj string
+		ours      bool
+		pods      int64
+	}{
+		{"LWS group", `{"kind":"LeaderWorkerSet","spec":{"replicas":2,"leaderWorkerTemplate":{"size":4,"workerTemplate":{"spec":{"schedulerName":"allot"}}}}}`, true, 4},
+		{"LWS without size", `{"kind":"LeaderWorkerSet","spec":{"leaderWorkerTemplate":{"leaderTemplate":{"spec":{"schedulerName":"allot"}}}}}`, true, 1},
+		{"LWS leader ready first", `{"kind":"LeaderWorkerSet","spec":{"startupPolicy":"LeaderReady","leaderWorkerTemplate":{"size":4,"workerTemplate":{"spec":{"schedulerName":"allot"}}}}}`, true, 1},
+		{"LWS of another scheduler", `{"kind":"LeaderWorkerSet","spec":{"leaderWorkerTemplate":{"size":4}}}`, false, 4},
+		{"RayCluster fixed", `{"kind":"RayCluster","spec":{"headGroupSpec":{"template":{"spec":{"schedulerName":"allot"}}},"workerGroupSpecs":[{"replicas":2,"minReplicas":0},{"replicas":1,"numOfHosts":4}]}}`, true, 7},
+		{"RayCluster autoscaled", `{"kind":"RayCluster","spec":{"enableInTreeAutoscaling":true,"headGroupSpec":{"template":{"spec":{"schedulerName":"allot"}}},"workerGroupSpecs":[{"replicas":5,"minReplicas":1,"maxReplicas":8}]}}`, true, 2},
+		{"RayCluster replicas held to max", `{"kind":"RayCluster","spec":{"workerGroupSpecs":[{"replicas":9,"maxReplicas":3,"template":{"spec":{"schedulerName":"allot"}}}]}}`, true, 4},
+		{"RayCluster group suspended", `{"kind":"RayCluster","spec":{"headGroupSpec":{"template":{"spec":{"schedulerName":"allot"}}},"workerGroupSpecs":[{"replicas":2,"suspend":true}]}}`, true, 1},
+	} {
+		var obj map[string]any
+		if err := json.Unmarshal([]byte(c.obj), &obj); err != nil {
+			t.Fatal(err)
+		}
+		pods, ours, ok := Gang(&unstructured.Unstructured{Object: obj})
+		if !ok || ours != c.ours || pods != c.pods {
+			t.Errorf("%s: %d pods, ours %v (known %v); want %d, %v", c.name, pods, ours, ok, c.pods, c.ours)
+		}
+	}
+	js := `{"kind":"JobSet","spec":{"replicatedJobs":[
+		{"name":"dataset-initializer","replicas":1,"template":{"spec":{"template":{"spec":{"schedulerName":"allot"}}}}},
+		{"name":"prepare","replicas":1,"template":{"metadata":{"labels":{"trainer.kubeflow.org/trainjob-ancestor-step":"model-initializer"}},"spec":{"template":{"spec":{"schedulerName":"allot"}}}}},
+		{"name":"node","replicas":1,"template":{"spec":{"parallelism":2,"completions":2,"template":{"spec":{"schedulerName":"allot"}}}}}]}}`
+	var obj map[string]any
+	if err := json.Unmarshal([]byte(js), &obj); err != nil {
+		t.Fatal(err)
+	}
+	if ours, pods := TrainerShape(&unstructured.Unstructured{Object: obj}); !ours || pods != 2 {
+		t.Errorf("TrainJob's JobSet: %d pods, ours %v; want the 2 nodes", pods, ours)
+	}
 }

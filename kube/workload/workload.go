@@ -1,7 +1,8 @@
 // Package workload makes gangs of the workloads people already run: it creates a PodGroup
-// for every batch Job, JobSet and Kubeflow PyTorchJob or MPIJob whose pods Allot
-// schedules, with minMember from the workload's shape, so that its pods start together or
-// not at all. The admission webhook labels the pods with the group's name.
+// for every batch Job, JobSet, Kubeflow PyTorchJob, MPIJob or TrainJob, RayCluster, and
+// group of a LeaderWorkerSet whose pods Allot schedules, with minMember from the workload's
+// shape, so that its pods start together or not at all. The admission webhook labels the
+// pods with the group's name (docs/integrations.md).
 package workload
 
 import (
@@ -37,14 +38,22 @@ type kind struct {
 	gvr  schema.GroupVersionResource
 	kind string
 	// shape returns whether any pod of the workload is scheduled by Allot, and how many
-	// pods make up the gang.
+	// pods make up the gang (of a LeaderWorkerSet, one group's).
 	shape func(u *unstructured.Unstructured) (ours bool, pods int64)
+	// sync keeps the workload's PodGroups; nil is one PodGroup of the workload's name and
+	// shape (syncShaped).
+	sync func(c *Controller, ctx context.Context, k kind, u *unstructured.Unstructured)
 }
 
+// JobSets are sigs.k8s.io/jobset's resource.
+var JobSets = schema.GroupVersionResource{Group: "jobset.x-k8s.io", Version: "v1alpha2", Resource: "jobsets"}
+
 var customKinds = []kind{
-	{schema.GroupVersionResource{Group: "jobset.x-k8s.io", Version: "v1alpha2", Resource: "jobsets"}, "JobSet", jobSetShape},
-	{schema.GroupVersionResource{Group: "kubeflow.org", Version: "v1", Resource: "pytorchjobs"}, "PyTorchJob", replicaSpecsShape("pytorchReplicaSpecs")},
-	{schema.GroupVersionResource{Group: "kubeflow.org", Version: "v2beta1", Resource: "mpijobs"}, "MPIJob", replicaSpecsShape("mpiReplicaSpecs")},
+	{JobSets, "JobSet", jobSetShape, (*Controller).syncJobSet},
+	{schema.GroupVersionResource{Group: "kubeflow.org", Version: "v1", Resource: "pytorchjobs"}, "PyTorchJob", replicaSpecsShape("pytorchReplicaSpecs"), nil},
+	{schema.GroupVersionResource{Group: "kubeflow.org", Version: "v2beta1", Resource: "mpijobs"}, "MPIJob", replicaSpecsShape("mpiReplicaSpecs"), nil},
+	{LeaderWorkerSets, "LeaderWorkerSet", lwsShape, (*Controller).syncLWS},
+	{RayClusters, "RayCluster", rayClusterShape, (*Controller).syncRayCluster},
 }
 
 // Controller keeps the PodGroups of gang workloads.
@@ -61,7 +70,7 @@ type Controller struct {
 func New(client kubernetes.Interface, dyn dynamic.Interface, allot versioned.Interface) *Controller {
 	return &Controller{client: client, dyn: dyn, allot: allot, writes: prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "allot_workload_pod_group_writes_total",
-		Help: "PodGroups the workload controller created or corrected, by action (create, update) and result (ok, error).",
+		Help: "PodGroups the workload controller created, corrected or deleted, by action (create, update, delete) and result (ok, error).",
 	}, []string{"action", "result"})}
 }
 
@@ -96,12 +105,13 @@ func (c *Controller) Run(ctx context.Context) {
 			continue
 		}
 		k := k
+		sync := k.sync
+		if sync == nil {
+			sync = (*Controller).syncShaped
+		}
 		on := func(o any) {
-			if u, ok := o.(*unstructured.Unstructured); ok {
-				if ours, pods := k.shape(u); ours {
-					c.ensure(ctx, u.GetNamespace(), u.GetName(), u.GetLabels(), u.GetAnnotations(), pods,
-						metav1.OwnerReference{APIVersion: k.gvr.GroupVersion().String(), Kind: k.kind, Name: u.GetName(), UID: u.GetUID()})
-				}
+			if u, ok := o.(*unstructured.Unstructured); ok && u.GetDeletionTimestamp() == nil {
+				sync(c, ctx, k, u)
 			}
 		}
 		_, _ = df.ForResource(k.gvr).Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: on, UpdateFunc: func(_, n any) { on(n) }})
@@ -114,6 +124,14 @@ func (c *Controller) Run(ctx context.Context) {
 	}
 	f.Start(ctx.Done())
 	<-ctx.Done()
+}
+
+// syncShaped keeps the one PodGroup of a workload, named after it, of its shape.
+func (c *Controller) syncShaped(ctx context.Context, k kind, u *unstructured.Unstructured) {
+	if ours, pods := k.shape(u); ours {
+		c.ensure(ctx, u.GetNamespace(), u.GetName(), u.GetLabels(), u.GetAnnotations(), pods,
+			metav1.OwnerReference{APIVersion: k.gvr.GroupVersion().String(), Kind: k.kind, Name: u.GetName(), UID: u.GetUID()})
+	}
 }
 
 func (c *Controller) served(gvr schema.GroupVersionResource) bool {
@@ -134,9 +152,10 @@ func Served(d discovery.DiscoveryInterface, gvr schema.GroupVersionResource) boo
 	return false
 }
 
-// Gang is the gang size of a workload Allot groups (a Job, JobSet, PyTorchJob or MPIJob as
-// read from the API), and whether its pods are scheduled by Allot; ok is false for other
-// kinds.
+// Gang is the gang size of a workload Allot groups (a Job, JobSet, PyTorchJob, MPIJob or
+// RayCluster as read from the API; of a LeaderWorkerSet, one group's), and whether its pods
+// are scheduled by Allot; ok is false for other kinds. A TrainJob's gang is its JobSet's
+// (TrainerShape).
 func Gang(u *unstructured.Unstructured) (pods int64, ours, ok bool) {
 	if u.GetKind() == "Job" {
 		var j batchv1.Job
@@ -204,12 +223,7 @@ func (c *Controller) ensure(ctx context.Context, ns, name string, labels, annota
 		}
 		return true
 	}
-	queue := labels[v1alpha1.LabelQueue]
-	if queue == "" {
-		if n, err := c.client.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{}); err == nil {
-			queue = n.Labels[v1alpha1.LabelQueue]
-		}
-	}
+	queue := c.withQueue(ctx, ns, labels)[v1alpha1.LabelQueue]
 	if queue == "" {
 		return // no queue: the admission webhook refuses the pods and says why
 	}
@@ -265,6 +279,22 @@ func (c *Controller) ensure(ctx context.Context, ns, name string, labels, annota
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		slog.Warn("allot workload: pod group", "group", ns+"/"+name, "err", err)
 	}
+}
+
+// withQueue is labels with the queue its namespace names by default where they name none
+// (a copy then), as the admission webhook gives the workload's pods.
+func (c *Controller) withQueue(ctx context.Context, ns string, labels map[string]string) map[string]string {
+	if labels[v1alpha1.LabelQueue] != "" {
+		return labels
+	}
+	out := map[string]string{}
+	for k, v := range labels {
+		out[k] = v
+	}
+	if n, err := c.client.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{}); err == nil && n.Labels[v1alpha1.LabelQueue] != "" {
+		out[v1alpha1.LabelQueue] = n.Labels[v1alpha1.LabelQueue]
+	}
+	return out
 }
 
 // jobSetShape: each replicated job runs replicas Jobs of parallelism pods.
