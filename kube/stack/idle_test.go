@@ -1,0 +1,143 @@
+package stack_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/restmapper"
+
+	"github.com/allot-dev/allot/kube/control"
+	"github.com/allot-dev/allot/kube/idle"
+	"github.com/allot-dev/allot/kube/inspect"
+	"github.com/allot-dev/allot/kube/kubetest"
+	"github.com/allot-dev/allot/kube/scheduler"
+	"github.com/allot-dev/allot/kube/simnode"
+	"github.com/allot-dev/allot/kube/stack"
+	"github.com/allot-dev/allot/kube/submit"
+)
+
+// submitBusy creates what allot submit makes of s, its pods keeping their GPUs busy at
+// percent on the simulated nodes.
+func submitBusy(t *testing.T, e *kubetest.Env, s submit.Spec, percent int) {
+	t.Helper()
+	objs, err := s.Objects()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range objs {
+		switch x := o.(type) {
+		case *appsv1.StatefulSet:
+			x.Spec.Template.Annotations[simnode.AnnotationUtilization] = fmt.Sprint(percent)
+			_, err = e.Client.AppsV1().StatefulSets(x.Namespace).Create(e.Ctx, x, metav1.CreateOptions{})
+		case *appsv1.Deployment:
+			x.Spec.Template.Annotations[simnode.AnnotationUtilization] = fmt.Sprint(percent)
+			_, err = e.Client.AppsV1().Deployments(x.Namespace).Create(e.Ctx, x, metav1.CreateOptions{})
+		default:
+			t.Fatalf("%s: unexpected %T", s.Name, o)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestIdleWorkloadsAreStoppedAndResumed: in a queue with idleTimeout {interactive: 2s,
+// inference: 2s}, a notebook whose GPU stays at 0% is suspended (its pod gone, its
+// StatefulSet kept, an Event and allot describe's mark saying why) and allot resume brings
+// it back; a notebook at 80% runs on; an idle inference Deployment is scaled to zero and
+// resumed to its replicas.
+func TestIdleWorkloadsAreStoppedAndResumed(t *testing.T) {
+	e := kubetest.Start(t, 1, 4)
+	if _, err := stack.LocalWith(e.Ctx, e.Cluster.Config, e.Cluster.Config, e.Dir, "", stack.Options{
+		Scheduler: scheduler.Options{Interval: 200 * time.Millisecond}, Idle: idle.Options{Tick: 200 * time.Millisecond}}); err != nil {
+		t.Fatal(err)
+	}
+	e.Queue(t, "team-a", 4, map[string]any{"idleTimeout": map[string]any{"interactive": "2s", "inference": "2s"}})
+	base := submit.Spec{Namespace: "default", Queue: "team-a", Image: "jupyter", GPUs: "1"}
+	nbIdle, nbBusy, serve := base, base, base
+	nbIdle.Name, nbIdle.Interactive = "nb-idle", true
+	nbBusy.Name, nbBusy.Interactive = "nb-busy", true
+	serve.Name, serve.Inference = "serve", true
+	submitBusy(t, e, nbIdle, 0)
+	submitBusy(t, e, nbBusy, 80)
+	submitBusy(t, e, serve, 0)
+	e.WaitFor(t, "all three running", func() (bool, string) { return e.Count(t, "default", kubetest.Running) == 3, "" })
+	running := time.Now()
+
+	sts := e.Client.AppsV1().StatefulSets("default")
+	deps := e.Client.AppsV1().Deployments("default")
+	e.WaitFor(t, "the idle notebook suspended, its pod gone", func() (bool, string) {
+		st, err := sts.Get(e.Ctx, "nb-idle", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		_, pod := e.Pods(t, "default")["nb-idle-0"]
+		return *st.Spec.Replicas == 0 && !pod, fmt.Sprintf("replicas %d, pod there: %v", *st.Spec.Replicas, pod)
+	})
+	e.WaitFor(t, "the idle Deployment scaled to zero", func() (bool, string) {
+		d, err := deps.Get(e.Ctx, "serve", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return *d.Spec.Replicas == 0, fmt.Sprintf("replicas %d", *d.Spec.Replicas)
+	})
+	e.WaitFor(t, "Events say why", func() (bool, string) {
+		ev := strings.Join(append(e.Events(t, "default", "nb-idle"), e.Events(t, "default", "serve")...), "\n")
+		return strings.Contains(ev, "IdleTimeout: suspended after") && strings.Contains(ev, "IdleTimeout: scaled to zero after") &&
+			strings.Contains(ev, "under 5% utilisation: queue team-a's idleTimeout.interactive is 2s"), ev
+	})
+
+	// The workload is kept, and allot list and describe say why it stopped.
+	ws, err := inspect.Workloads(e.Ctx, e.Client, "default", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := inspect.Pick(ws, "default", "nb-idle")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.Status != "Suspended" || w.Type != "interactive" || w.IdleSuspended == nil ||
+		!strings.HasPrefix(w.IdleSuspended.Sentence(), "suspended after 2s idle (GPU utilisation under 5%, queue team-a's idleTimeout)") {
+		t.Fatalf("nb-idle: status %s, type %s, idle mark %+v", w.Status, w.Type, w.IdleSuspended)
+	}
+
+	// The busy notebook has run longer than the timeout and runs on.
+	if time.Since(running) < 2*time.Second {
+		t.Fatal("the busy notebook was not watched past the timeout")
+	}
+	if st, err := sts.Get(e.Ctx, "nb-busy", metav1.GetOptions{}); err != nil || *st.Spec.Replicas != 1 || !kubetest.Running(e.Pods(t, "default")["nb-busy-0"]) {
+		t.Fatalf("the busy notebook was stopped: %v", err)
+	}
+	if b, _ := inspect.Pick(ws, "default", "nb-busy"); b == nil || b.IdleSince != nil {
+		t.Fatalf("the busy notebook is shown idle: %+v", b)
+	}
+
+	// allot resume brings both back (and they are idle again, so may be stopped again later).
+	ctl := control.Clients{Client: e.Client, Allot: e.Allot, Dyn: e.Dyn,
+		Mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(e.Client.Discovery()))}
+	for _, name := range []string{"nb-idle", "serve"} {
+		w, err := inspect.Find(e.Ctx, e.Client, "default", name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ctl.Suspend(e.Ctx, w, true); err != nil {
+			t.Fatalf("resume %s: %v", name, err)
+		}
+	}
+	e.WaitFor(t, "the notebook's pod made again and running", func() (bool, string) {
+		return kubetest.Running(e.Pods(t, "default")["nb-idle-0"]), ""
+	})
+	e.WaitFor(t, "the Deployment's pod running again", func() (bool, string) {
+		for name, p := range e.Pods(t, "default") {
+			if strings.HasPrefix(name, "serve-") && kubetest.Running(p) {
+				return true, ""
+			}
+		}
+		return false, ""
+	})
+}
