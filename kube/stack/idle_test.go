@@ -141,3 +141,29 @@ func TestIdleWorkloadsAreStoppedAndResumed(t *testing.T) {
 		return false, ""
 	})
 }
+
+// TestTimeLimitSuspendsSubmittedNotebook: a notebook allot submit made (a StatefulSet of
+// one) past its queue's interactiveTimeLimit is suspended, not left to the StatefulSet to
+// make again; allot resume starts it again.
+func TestTimeLimitSuspendsSubmittedNotebook(t *testing.T) {
+	e := start(t, 1, 2)
+	e.Queue(t, "team-a", 2, map[string]any{"interactiveTimeLimit": "2s"})
+	submitBusy(t, e, submit.Spec{Name: "nb", Namespace: "default", Queue: "team-a", Image: "jupyter", GPUs: "1", Interactive: true}, 90)
+	e.WaitFor(t, "the notebook running", func() (bool, string) { return kubetest.Running(e.Pods(t, "default")["nb-0"]), "" })
+	e.WaitFor(t, "the notebook suspended, its pod gone", func() (bool, string) {
+		st, err := e.Client.AppsV1().StatefulSets("default").Get(e.Ctx, "nb", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		_, pod := e.Pods(t, "default")["nb-0"]
+		return *st.Spec.Replicas == 0 && !pod, fmt.Sprintf("replicas %d, pod there: %v", *st.Spec.Replicas, pod)
+	})
+	w, err := inspect.Find(e.Ctx, e.Client, "default", "nb")
+	if err != nil || w.Status != "Suspended" {
+		t.Fatalf("the notebook is not kept suspended: %+v %v", w, err)
+	}
+	ev := strings.Join(e.Events(t, "default", "nb-0"), "\n")
+	if !strings.Contains(ev, "InteractiveTimeLimit: stopped after") || !strings.Contains(ev, "StatefulSet nb suspended") {
+		t.Fatalf("events: %s", ev)
+	}
+}
