@@ -193,10 +193,10 @@ func (c *Controller) Step(ctx context.Context) error {
 	return nil
 }
 
-// readings are the GPUs' utilisation from the nodes a live reporter speaks for: a node
-// whose agent renews its Lease, or one of allot up's simulated nodes, whose simulated
-// kubelet writes it. A node whose agent stopped keeps its last annotation, which then
-// says nothing: its GPUs are unknown.
+// readings are the GPUs' utilisation where a live reporter speaks for them: a node's agent
+// carries it on its Lease, trusted while the agent renews that Lease (a stopped agent's
+// last report says nothing of now); one of allot up's simulated nodes without an agent has
+// it written on the Node by the simulated kubelet. Any other node's GPUs are unknown.
 func (c *Controller) readings(ctx context.Context, now time.Time) (Readings, map[string][]string, error) {
 	nodes, err := c.client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
@@ -206,18 +206,23 @@ func (c *Controller) readings(ctx context.Context, now time.Time) (Readings, map
 	if err != nil {
 		return nil, nil, err
 	}
-	alive := map[string]bool{}
+	agent := map[string]*coordinationv1.Lease{}
 	for i := range leases.Items {
 		l := &leases.Items[i]
-		alive[l.Name] = fresh(l, now)
+		agent[l.Labels[v1alpha1.LabelAgentLease]] = l
 	}
 	r := Readings{}
-	for i := range nodes.Items {
-		n := &nodes.Items[i]
-		trusted := alive[v1alpha1.AgentLeaseName(n.Name)] || n.Labels[simnode.LabelSimulated] == "true"
+	ns := ptrs(nodes.Items)
+	for _, n := range inspect.WithLoad(ns, ptrs(leases.Items)) {
+		var trusted bool
+		if l := agent[n.Name]; l != nil {
+			trusted = fresh(l, now)
+		} else {
+			trusted = n.Labels[simnode.LabelSimulated] == "true"
+		}
 		NodeReadings(r, n, trusted)
 	}
-	return r, inspect.NodeUUIDs(ptrs(nodes.Items)), nil
+	return r, inspect.NodeUUIDs(ns), nil
 }
 
 // fresh tells whether an agent renewed its Lease within the Lease's duration.

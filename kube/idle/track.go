@@ -23,10 +23,10 @@ type Device struct {
 // not one percentage per device.
 type Readings map[Device]int
 
-// NodeReadings reads a node's utilisation annotation, written only by its agent (or, on a
-// simulated node, by the simulated kubelet standing in for it). trusted is whether that
-// report is live; an untrusted or malformed one adds nothing, so that its GPUs are
-// unknown, never idle.
+// NodeReadings reads a node's utilisation annotation: its agent's report, copied from the
+// agent's Lease (inspect.WithLoad), or on a simulated node without an agent the simulated
+// kubelet's. trusted is whether that report is live; an untrusted or malformed one adds
+// nothing, so that its GPUs are unknown, never idle.
 func NodeReadings(r Readings, n *corev1.Node, trusted bool) {
 	v := n.Annotations[v1alpha1.AnnotationGPUUtilization]
 	if !trusted || v == "" {

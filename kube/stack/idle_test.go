@@ -167,3 +167,35 @@ func TestTimeLimitSuspendsSubmittedNotebook(t *testing.T) {
 		t.Fatalf("events: %s", ev)
 	}
 }
+
+// TestIdleFromTheAgentsReports: on nodes with the real agent (utilisation read from the
+// simulated GPUs through NVML and carried on the agent's Lease), an idle notebook is
+// suspended and a busy one runs on.
+func TestIdleFromTheAgentsReports(t *testing.T) {
+	e, _ := kubetest.StartWithAgents(t, 1, 2, "")
+	if _, err := stack.LocalWith(e.Ctx, e.Cluster.Config, e.Cluster.Config, e.Dir, "", stack.Options{
+		Scheduler: scheduler.Options{Interval: 200 * time.Millisecond}, Idle: idle.Options{Tick: 200 * time.Millisecond}}); err != nil {
+		t.Fatal(err)
+	}
+	e.Queue(t, "team-a", 2, map[string]any{"idleTimeout": map[string]any{"interactive": "3s"}})
+	base := submit.Spec{Namespace: "default", Queue: "team-a", Image: "jupyter", GPUs: "1", Interactive: true}
+	nbIdle, nbBusy := base, base
+	nbIdle.Name, nbBusy.Name = "nb-idle", "nb-busy"
+	submitBusy(t, e, nbIdle, 0)
+	submitBusy(t, e, nbBusy, 80)
+	e.WaitFor(t, "both running", func() (bool, string) { return e.Count(t, "default", kubetest.Running) == 2, "" })
+	running := time.Now()
+	e.WaitFor(t, "the idle notebook suspended", func() (bool, string) {
+		st, err := e.Client.AppsV1().StatefulSets("default").Get(e.Ctx, "nb-idle", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return *st.Spec.Replicas == 0, fmt.Sprintf("replicas %d", *st.Spec.Replicas)
+	})
+	if time.Since(running) < 3*time.Second {
+		t.Fatal("the busy notebook was not watched past the timeout")
+	}
+	if st, err := e.Client.AppsV1().StatefulSets("default").Get(e.Ctx, "nb-busy", metav1.GetOptions{}); err != nil || *st.Spec.Replicas != 1 {
+		t.Fatalf("the busy notebook was stopped: %v", err)
+	}
+}
