@@ -48,7 +48,7 @@ func NodeReadings(r Readings, n *corev1.Node, trusted bool) {
 
 // PodDevices are the GPUs a running pod holds, by index on its node: those its agent
 // recorded the kubelet gave it (uuids is the node's device list by index), else those the
-// scheduler bound it to (allot.dev/gpus; for a share of a GPU that is the device its
+// scheduler bound it to (allot.dev/gpu-indices; for a share of a GPU that is the device its
 // reservation holds). Both annotations are written by Allot only (the pod-fields policy
 // keeps tenants off them). A pod holding GPUs Allot does not know by index (MIG instances,
 // DRA claims) gives ok false: its GPUs are unknown.
