@@ -153,6 +153,11 @@ func TestDashboard(t *testing.T) {
 	b.Open(t, url+"#/workloads")
 	b.WaitText(t, "tr[data-workload=big]", "big pending with its reason", browsertest.Contains("team-b", "Pending", bigReason))
 	b.WaitText(t, "tr[data-workload=nb-1]", "nb-1 running half a GPU", browsertest.Contains("team-c", "interactive", "Running", "0.5", "dgx-"))
+	// A notebook's GPU is idle on the simulated nodes: once the idle controller has looked
+	// (every 30 s), its Idle cell shows for how long.
+	b.WaitText(t, "tr[data-workload=nb-1] td.idle", "nb-1's idle time", func(s string) bool {
+		return regexp.MustCompile(`^[0-9]+[smhd]$`).MatchString(strings.TrimSpace(s))
+	})
 	b.Screenshot(t, "workloads")
 	browsertest.Eval[bool](t, b, `(s => { s.value = "Pending"; s.dispatchEvent(new Event("change", {bubbles: true})); return true })(document.querySelector("#filter-status"))`)
 	b.WaitText(t, "table.workloads tbody", "only pending workloads", func(s string) bool {
