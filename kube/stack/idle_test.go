@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/restmapper"
 
+	"github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/kube/control"
 	"github.com/allot-dev/allot/kube/idle"
 	"github.com/allot-dev/allot/kube/inspect"
@@ -50,7 +51,7 @@ func submitBusy(t *testing.T, e *kubetest.Env, s submit.Spec, percent int) {
 // inference: 2s}, a notebook whose GPU stays at 0% is suspended (its pod gone, its
 // StatefulSet kept, an Event and allot describe's mark saying why) and allot resume brings
 // it back; a notebook at 80% runs on; an idle inference Deployment is scaled to zero and
-// resumed to its replicas.
+// resumed to its replicas; a bare notebook pod is told it cannot be suspended, and runs on.
 func TestIdleWorkloadsAreStoppedAndResumed(t *testing.T) {
 	e := kubetest.Start(t, 1, 4)
 	if _, err := stack.LocalWith(e.Ctx, e.Cluster.Config, e.Cluster.Config, e.Dir, "", stack.Options{
@@ -66,7 +67,10 @@ func TestIdleWorkloadsAreStoppedAndResumed(t *testing.T) {
 	submitBusy(t, e, nbIdle, 0)
 	submitBusy(t, e, nbBusy, 80)
 	submitBusy(t, e, serve, 0)
-	e.WaitFor(t, "all three running", func() (bool, string) { return e.Count(t, "default", kubetest.Running) == 3, "" })
+	// A notebook made by hand as a bare pod: nothing would make it again, so it is only told.
+	e.MustPod(t, kubetest.PodSpec{Name: "bare-nb", Queue: "team-a", GPUs: 1, Labels: map[string]string{v1alpha1.LabelClass: v1alpha1.ClassInteractive},
+		Annotations: map[string]string{simnode.AnnotationUtilization: "0"}})
+	e.WaitFor(t, "all four running", func() (bool, string) { return e.Count(t, "default", kubetest.Running) == 4, "" })
 	running := time.Now()
 
 	sts := e.Client.AppsV1().StatefulSets("default")
@@ -91,6 +95,15 @@ func TestIdleWorkloadsAreStoppedAndResumed(t *testing.T) {
 		return strings.Contains(ev, "IdleTimeout: suspended after") && strings.Contains(ev, "IdleTimeout: scaled to zero after") &&
 			strings.Contains(ev, "under 5% utilisation: queue team-a's idleTimeout.interactive is 2s"), ev
 	})
+
+	e.WaitFor(t, "the bare pod told, not stopped", func() (bool, string) {
+		ev := strings.Join(e.Events(t, "default", "bare-nb"), "\n")
+		return strings.Contains(ev, "IdleTimeoutNotStoppable: every GPU it holds has been under 5% utilisation for") &&
+			strings.Contains(ev, "a bare Pod cannot be suspended"), ev
+	})
+	if !kubetest.Running(e.Pods(t, "default")["bare-nb"]) {
+		t.Fatal("the bare notebook was stopped")
+	}
 
 	// The workload is kept, and allot list and describe say why it stopped.
 	ws, err := inspect.Workloads(e.Ctx, e.Client, "default", "")
