@@ -15,6 +15,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
@@ -44,6 +45,10 @@ type Options struct {
 	// Leading tells whether this replica may act now (the scheduler's Lease); nil means
 	// always (a single scheduler).
 	Leading func() bool
+	// Recorder writes the Events; nil means one to the API server.
+	Recorder record.EventRecorder
+	// Mapper turns a workload's kind into its resource; nil means one from discovery.
+	Mapper meta.RESTMapper
 }
 
 // Controller is the idle controller.
@@ -52,6 +57,7 @@ type Controller struct {
 	client   kubernetes.Interface
 	dyn      dynamic.Interface
 	ctl      control.Clients
+	events   record.EventBroadcaster
 	recorder record.EventRecorder
 	track    *Tracker
 	// told holds the bare pods already reported idle past their timeout in this spell:
@@ -70,19 +76,27 @@ func New(client kubernetes.Interface, dyn dynamic.Interface, allot versioned.Int
 	if opts.Leading == nil {
 		opts.Leading = func() bool { return true }
 	}
-	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(client.Discovery()))
-	b := record.NewBroadcaster()
-	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
-	return &Controller{opts: opts, client: client, dyn: dyn,
-		ctl:      control.Clients{Client: client, Allot: allot, Dyn: dyn, Mapper: mapper},
-		recorder: b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: v1alpha1.SchedulerName}),
-		track:    NewTracker(), told: map[string]bool{}}
+	if opts.Mapper == nil {
+		opts.Mapper = restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(client.Discovery()))
+	}
+	c := &Controller{opts: opts, client: client, dyn: dyn, recorder: opts.Recorder,
+		ctl:   control.Clients{Client: client, Allot: allot, Dyn: dyn, Mapper: opts.Mapper},
+		track: NewTracker(), told: map[string]bool{}}
+	if c.recorder == nil {
+		c.events = record.NewBroadcaster()
+		c.events.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
+		c.recorder = c.events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: v1alpha1.SchedulerName})
+	}
+	return c
 }
 
 // Run looks every tick until ctx ends.
 func (c *Controller) Run(ctx context.Context) {
 	t := time.NewTicker(c.opts.Tick)
 	defer t.Stop()
+	if c.events != nil {
+		defer c.events.Shutdown()
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -92,6 +106,7 @@ func (c *Controller) Run(ctx context.Context) {
 		if !c.opts.Leading() {
 			// Another replica judges; its clocks, not these, run.
 			c.track = NewTracker()
+			clear(c.told)
 			continue
 		}
 		if err := c.Step(ctx); err != nil && ctx.Err() == nil {
