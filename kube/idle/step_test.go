@@ -30,7 +30,7 @@ func notebook(name, index string) (*appsv1.StatefulSet, *corev1.Pod) {
 	labels := map[string]string{v1alpha1.LabelQueue: "team-a"}
 	st := &appsv1.StatefulSet{TypeMeta: metav1.TypeMeta{APIVersion: "apps/v1", Kind: "StatefulSet"},
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ml", UID: types.UID("sts-" + name), Labels: labels},
-		Spec: appsv1.StatefulSetSpec{Replicas: &one, Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{SchedulerName: v1alpha1.SchedulerName}}}}
+		Spec:       appsv1.StatefulSetSpec{Replicas: &one, Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{SchedulerName: v1alpha1.SchedulerName}}}}
 	yes := true
 	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name + "-0", Namespace: "ml", UID: types.UID("pod-" + name),
 		Labels:          map[string]string{v1alpha1.LabelQueue: "team-a", v1alpha1.LabelClass: v1alpha1.ClassInteractive},
