@@ -8,6 +8,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/restmapper"
 
@@ -210,5 +211,33 @@ func TestIdleFromTheAgentsReports(t *testing.T) {
 	}
 	if st, err := e.Client.AppsV1().StatefulSets("default").Get(e.Ctx, "nb-busy", metav1.GetOptions{}); err != nil || *st.Spec.Replicas != 1 {
 		t.Fatalf("the busy notebook was stopped: %v", err)
+	}
+}
+
+// TestQueueIdleFieldsAreChecked: the API server refuses an idleTimeout it could not read or
+// under 1s, and an idleThreshold outside 1 to 100, naming the field and what it takes.
+func TestQueueIdleFieldsAreChecked(t *testing.T) {
+	e := kubetest.Start(t, 1, 1)
+	queues := e.Dyn.Resource(kubetest.Queues)
+	for i, c := range []struct {
+		spec map[string]any
+		want string // "" for accepted
+	}{
+		{map[string]any{"idleTimeout": map[string]any{"interactive": "soon"}}, "idleTimeout.interactive must be a duration of at least 1s, such as 30m, 2h or 1h30m"},
+		{map[string]any{"idleTimeout": map[string]any{"inference": "500ms"}}, "idleTimeout.inference must be a duration of at least 1s"},
+		{map[string]any{"idleThreshold": int64(0)}, "idleThreshold must be a percentage of GPU utilisation from 1 to 100"},
+		{map[string]any{"idleThreshold": int64(101)}, "idleThreshold must be a percentage of GPU utilisation from 1 to 100"},
+		{map[string]any{"idleTimeout": map[string]any{"interactive": "2h", "inference": "1s"}, "idleThreshold": int64(10)}, ""},
+	} {
+		spec := map[string]any{"gpu": map[string]any{"quota": int64(1)}}
+		for k, v := range c.spec {
+			spec[k] = v
+		}
+		q := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "allot.dev/v1alpha1", "kind": "Queue",
+			"metadata": map[string]any{"name": fmt.Sprintf("q%d", i)}, "spec": spec}}
+		_, err := queues.Create(e.Ctx, q, metav1.CreateOptions{})
+		if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
+			t.Errorf("%v: got %v, want %q", c.spec, err, c.want)
+		}
 	}
 }
