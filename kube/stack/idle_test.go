@@ -130,6 +130,10 @@ func TestIdleWorkloadsAreStoppedAndResumed(t *testing.T) {
 	if b, _ := inspect.Pick(ws, "default", "nb-busy"); b == nil || b.IdleSince != nil {
 		t.Fatalf("the busy notebook is shown idle: %+v", b)
 	}
+	// The bare pod's IDLE is written on the pod itself.
+	if b, _ := inspect.Pick(ws, "default", "bare-nb"); b == nil || b.IdleSince == nil {
+		t.Fatalf("the bare notebook is not shown idle: %+v", b)
+	}
 
 	// allot resume brings both back (and they are idle again, so may be stopped again later).
 	ctl := control.Clients{Client: e.Client, Allot: e.Allot, Dyn: e.Dyn,
