@@ -13,6 +13,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -26,10 +27,13 @@ import (
 	"github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/deploy"
 	"github.com/allot-dev/allot/kube/dashboard"
+	"github.com/allot-dev/allot/kube/idle"
+	"github.com/allot-dev/allot/kube/inspect"
 	"github.com/allot-dev/allot/kube/kubetest"
 	"github.com/allot-dev/allot/kube/scheduler"
 	"github.com/allot-dev/allot/kube/simnode"
 	"github.com/allot-dev/allot/kube/stack"
+	"github.com/allot-dev/allot/kube/submit"
 )
 
 // as converts a rendered object to its typed form.
@@ -158,8 +162,8 @@ func TestSchedulerRoleIsEnough(t *testing.T) {
 	install(t, e, objs, "ServiceAccount/allot", "ClusterRole/allot", "ClusterRoleBinding/allot",
 		"kube-system/Role/allot-leader-election", "kube-system/RoleBinding/allot-leader-election")
 	rc := serviceAccount(e, "allot")
-	if _, err := stack.LocalAs(e.Ctx, e.Cluster.Config, rc, e.Dir, "", scheduler.Options{Interval: 200 * time.Millisecond,
-		LeaderElection: true, Identity: "rbac-test"}); err != nil {
+	if _, err := stack.LocalWith(e.Ctx, e.Cluster.Config, rc, e.Dir, "", stack.Options{Scheduler: scheduler.Options{Interval: 200 * time.Millisecond,
+		LeaderElection: true, Identity: "rbac-test"}, Idle: idle.Options{Tick: 200 * time.Millisecond}}); err != nil {
 		t.Fatal(err)
 	}
 	e.Queue(t, "team-a", 4, nil)
@@ -217,6 +221,23 @@ func TestSchedulerRoleIsEnough(t *testing.T) {
 	if evs := e.Events(t, "default", "huge"); len(evs) == 0 {
 		t.Error("no Event on the waiting pod")
 	}
+	// The idle controller: a notebook of allot submit idle past its queue's idleTimeout is
+	// suspended (the StatefulSet read, marked and scaled to zero).
+	e.Queue(t, "team-b", 1, map[string]any{"idleTimeout": map[string]any{"interactive": "1s"}})
+	nb, err := submit.Spec{Name: "notebook", Namespace: "default", Queue: "team-b", Image: "jupyter", GPUs: "1", Interactive: true}.Objects()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Client.AppsV1().StatefulSets("default").Create(e.Ctx, nb[0].(*appsv1.StatefulSet), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.WaitFor(t, "the idle notebook suspended", func() (bool, string) {
+		st, err := e.Client.AppsV1().StatefulSets("default").Get(e.Ctx, "notebook", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return *st.Spec.Replicas == 0 && st.Annotations[inspect.AnnotationIdleSuspended] != "", fmt.Sprintf("replicas %d", *st.Spec.Replicas)
+	})
 	refused(t, e, rc,
 		authorizationv1.ResourceAttributes{Verb: "list", Resource: "secrets"},
 		authorizationv1.ResourceAttributes{Verb: "get", Resource: "secrets", Namespace: "allot-system"},

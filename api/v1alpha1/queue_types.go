@@ -70,6 +70,17 @@ type QueueSpec struct {
 	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|µs|ms|s|m|h))+$') && duration(self) >= duration('0s')",message="interactiveTimeLimit must be a positive duration such as 30m, 4h or 1h30m"
 	// +optional
 	InteractiveTimeLimit *metav1.Duration `json:"interactiveTimeLimit,omitempty"`
+	// IdleTimeout returns the GPUs of workloads that hold them without using them: a
+	// workload of a class named here whose GPUs all stayed under IdleThreshold for this long
+	// is stopped (interactive ones suspended, inference ones scaled to zero) and waits for
+	// allot resume. A class left out is never stopped for being idle.
+	// +optional
+	IdleTimeout *IdleTimeout `json:"idleTimeout,omitempty"`
+	// IdleThreshold is the GPU utilisation, in percent from 1 to 100, under which a GPU
+	// counts as idle for IdleTimeout; unset, 5.
+	// +kubebuilder:validation:XValidation:rule="self >= 1 && self <= 100",message="idleThreshold must be a percentage of GPU utilisation from 1 to 100 (unset: 5)"
+	// +optional
+	IdleThreshold *int32 `json:"idleThreshold,omitempty"`
 	// GangStaleGracePeriod is how long a gang of this queue may run with fewer than its
 	// minimum of pods before the rest are stopped so that it starts again whole (a Go
 	// duration such as 60s); a PodGroup's staleGracePeriod overrides it. Unset, the
@@ -88,6 +99,24 @@ type QueueSpec struct {
 	// +optional
 	PreemptMinRuntime *metav1.Duration `json:"preemptMinRuntime,omitempty"`
 }
+
+// IdleTimeout is, per class of workload, how long its GPUs may stay idle: Go durations
+// such as 30m or 2h.
+type IdleTimeout struct {
+	// Interactive workloads (notebooks) are suspended after this long idle.
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|µs|ms|s|m|h))+$') && duration(self) >= duration('1s')",message="idleTimeout.interactive must be a duration of at least 1s, such as 30m, 2h or 1h30m"
+	// +optional
+	Interactive *metav1.Duration `json:"interactive,omitempty"`
+	// Inference workloads (Deployments, StatefulSets) are scaled to zero after this long
+	// idle.
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|µs|ms|s|m|h))+$') && duration(self) >= duration('1s')",message="idleTimeout.inference must be a duration of at least 1s, such as 30m, 2h or 1h30m"
+	// +optional
+	Inference *metav1.Duration `json:"inference,omitempty"`
+}
+
+// DefaultIdleThreshold is the utilisation, in percent, under which a GPU counts as idle
+// when a Queue sets no idleThreshold.
+const DefaultIdleThreshold = 5
 
 // GPUQuota is a queue's guarantee, over-quota weight and cap of whole devices: NVIDIA's
 // GPUs under gpu, another kind's under accelerators.

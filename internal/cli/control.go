@@ -201,6 +201,8 @@ func newQueueCmd() *cobra.Command {
 		limit, parent, timeLimit string
 		reclaimMin, preemptMin   string
 		namespaces, pools        []string
+		idleTimeout              []string
+		idleThreshold            int
 	}
 	bind := func(cmd *cobra.Command, f *queueFlags) {
 		fl := cmd.Flags()
@@ -212,6 +214,8 @@ func newQueueCmd() *cobra.Command {
 		fl.StringVar(&f.timeLimit, "interactive-time-limit", "", "stop interactive workloads after this long, such as 4h")
 		fl.StringVar(&f.reclaimMin, "reclaim-min-runtime", "", "a job of the queue is not reclaimed before it has run this long, such as 10m (default: the parent's)")
 		fl.StringVar(&f.preemptMin, "preempt-min-runtime", "", "a job of the queue is not preempted by a higher priority one of the queue before it has run this long (default: the parent's)")
+		fl.StringSliceVar(&f.idleTimeout, "idle-timeout", nil, "stop workloads whose GPUs stay idle this long, per class: interactive=2h,inference=30m (interactive ones suspended, inference ones scaled to zero; CLASS=none removes one)")
+		fl.IntVar(&f.idleThreshold, "idle-threshold", 0, "GPU utilisation in percent, 1 to 100, under which a GPU counts as idle for --idle-timeout (default 5; 0 on edit goes back to it)")
 		fl.StringSliceVar(&f.namespaces, "namespaces", nil, "namespaces that may use the queue (default: any)")
 		fl.StringSliceVar(&f.pools, "node-pools", nil, "node pools the queue may use (default: any)")
 	}
@@ -298,6 +302,22 @@ func newQueueCmd() *cobra.Command {
 				return fmt.Errorf("--%s %q is not allowed: a duration such as 10m or 1h30m (0s for none)", flag, v)
 			}
 			*field = &metav1.Duration{Duration: d}
+		}
+		if set("idle-timeout") {
+			if err := idleTimeouts(f.idleTimeout, s); err != nil {
+				return err
+			}
+		}
+		if set("idle-threshold") {
+			switch {
+			case f.idleThreshold == 0:
+				s.IdleThreshold = nil
+			case f.idleThreshold < 1 || f.idleThreshold > 100:
+				return fmt.Errorf("--idle-threshold %d is not allowed: a percentage of GPU utilisation from 1 to 100 (0 for the default, %d)", f.idleThreshold, v1alpha1.DefaultIdleThreshold)
+			default:
+				n := int32(f.idleThreshold)
+				s.IdleThreshold = &n
+			}
 		}
 		if set("namespaces") {
 			s.Namespaces = f.namespaces
@@ -409,6 +429,40 @@ func newQueueCmd() *cobra.Command {
 	dc = addConn(del)
 	q.AddCommand(create, edit, del)
 	return q
+}
+
+// idleTimeouts reads --idle-timeout interactive=2h,inference=30m into a Queue's spec;
+// CLASS=none removes that class's timeout.
+func idleTimeouts(values []string, s *v1alpha1.QueueSpec) error {
+	for _, v := range values {
+		class, d, ok := strings.Cut(v, "=")
+		var field **metav1.Duration
+		if s.IdleTimeout == nil {
+			s.IdleTimeout = &v1alpha1.IdleTimeout{}
+		}
+		switch class {
+		case v1alpha1.ClassInteractive:
+			field = &s.IdleTimeout.Interactive
+		case v1alpha1.ClassInference:
+			field = &s.IdleTimeout.Inference
+		}
+		if !ok || field == nil {
+			return fmt.Errorf("--idle-timeout %q is not allowed: CLASS=DURATION, CLASS interactive or inference, such as interactive=2h,inference=30m", v)
+		}
+		if d == "none" {
+			*field = nil
+			continue
+		}
+		dur, err := time.ParseDuration(d)
+		if err != nil || dur < time.Second {
+			return fmt.Errorf("--idle-timeout %s=%q is not allowed: a duration of at least 1s, such as 30m, 2h or 1h30m (none removes it)", class, d)
+		}
+		*field = &metav1.Duration{Duration: dur}
+	}
+	if s.IdleTimeout != nil && s.IdleTimeout.Interactive == nil && s.IdleTimeout.Inference == nil {
+		s.IdleTimeout = nil
+	}
+	return nil
 }
 
 // printQueueTop is allot top queues: each queue's GPUs and its workloads' pods.

@@ -115,14 +115,14 @@ func TestDashboard(t *testing.T) {
 	}
 	b.Screenshot(t, "overview")
 
-	// Nodes: each GPU a cell; nb-1 and nb-2 are halves of one cell.
+	// Nodes: each GPU a cell; nb-1 and nb-2 (their StatefulSets' pods nb-1-0, nb-2-0) are halves of one cell.
 	b.Open(t, url+"#/nodes")
 	shared := b.WaitText(t, ".gpu.gpu-shared", "two notebooks share one GPU", browsertest.Contains("nb-1", "nb-2"))
 	if strings.Count(shared, "0.5") != 2 {
 		t.Errorf("the shared GPU should show two halves, shows %q", shared)
 	}
 	parts := browsertest.Eval[[]string](t, b, `Array.from(document.querySelectorAll(".gpu-shared .gpu-part")).map(p => p.dataset.pod + "=" + p.dataset.share + "@" + Math.round(p.getBoundingClientRect().width))`)
-	if len(parts) != 2 || !strings.HasPrefix(parts[0], "default/nb-1=0.5@") || !strings.HasPrefix(parts[1], "default/nb-2=0.5@") ||
+	if len(parts) != 2 || !strings.HasPrefix(parts[0], "default/nb-1-0=0.5@") || !strings.HasPrefix(parts[1], "default/nb-2-0=0.5@") ||
 		strings.Split(parts[0], "@")[1] != strings.Split(parts[1], "@")[1] {
 		t.Errorf("the shared GPU's parts should be two equal halves, nb-1 and nb-2: %v", parts)
 	}
@@ -153,6 +153,11 @@ func TestDashboard(t *testing.T) {
 	b.Open(t, url+"#/workloads")
 	b.WaitText(t, "tr[data-workload=big]", "big pending with its reason", browsertest.Contains("team-b", "Pending", bigReason))
 	b.WaitText(t, "tr[data-workload=nb-1]", "nb-1 running half a GPU", browsertest.Contains("team-c", "interactive", "Running", "0.5", "dgx-"))
+	// A notebook's GPU is idle on the simulated nodes: once the idle controller has looked
+	// (every 30 s), its Idle cell shows for how long.
+	b.WaitText(t, "tr[data-workload=nb-1] td.idle", "nb-1's idle time", func(s string) bool {
+		return regexp.MustCompile(`^[0-9]+[smhd]$`).MatchString(strings.TrimSpace(s))
+	})
 	b.Screenshot(t, "workloads")
 	browsertest.Eval[bool](t, b, `(s => { s.value = "Pending"; s.dispatchEvent(new Event("change", {bubbles: true})); return true })(document.querySelector("#filter-status"))`)
 	b.WaitText(t, "table.workloads tbody", "only pending workloads", func(s string) bool {

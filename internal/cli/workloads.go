@@ -167,7 +167,7 @@ Job of N workers with a headless Service (worker i is NAME-i.NAME) started as on
 	f.StringVar(&s.GPUIsland, "gpu-island", "", "required: all of a pod's GPUs on one NVLink/NUMA island, or wait")
 	f.StringVar(&s.NodePolicy, "node-policy", "", "how this job's nodes are chosen: binpack or spread")
 	f.StringVar(&s.GPUPolicy, "gpu-policy", "", "how this job's GPUs are chosen on a node: binpack or spread")
-	f.BoolVar(&s.Interactive, "interactive", false, "interactive work: not preemptible, subject to the queue's time limit")
+	f.BoolVar(&s.Interactive, "interactive", false, "interactive work (a StatefulSet of one pod, which allot suspend and resume stop and start): not preemptible, subject to the queue's time limit and idleTimeout")
 	f.BoolVar(&s.Inference, "inference", false, "inference: a Deployment (and a Service with --port)")
 	f.StringVar(&s.CPU, "cpu", "", "CPU request, such as 4")
 	f.StringVar(&s.Memory, "memory", "", "memory request, such as 16Gi")
@@ -205,6 +205,9 @@ func create(cmd *cobra.Command, c *conn, o runtime.Object, dryRun bool) error {
 	case *appsv1.Deployment:
 		kind, name = "Deployment", x.Name
 		_, err = c.client.AppsV1().Deployments(c.ns).Create(ctx, x, opts)
+	case *appsv1.StatefulSet:
+		kind, name = "StatefulSet", x.Name
+		_, err = c.client.AppsV1().StatefulSets(c.ns).Create(ctx, x, opts)
 	case *corev1.Service:
 		kind, name = "Service", x.Name
 		_, err = c.client.CoreV1().Services(c.ns).Create(ctx, x, opts)
@@ -262,6 +265,8 @@ func checkSubmit(cmd *cobra.Command, c *conn, s submit.Spec, objs []runtime.Obje
 			t = &x.Spec.Template
 		case *appsv1.Deployment:
 			t = &x.Spec.Template
+		case *appsv1.StatefulSet:
+			t = &x.Spec.Template
 		}
 		if t != nil {
 			p := &corev1.Pod{ObjectMeta: *t.ObjectMeta.DeepCopy(), Spec: *t.Spec.DeepCopy()}
@@ -287,8 +292,12 @@ func newListCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "list",
 		GroupID: "work",
-		Short:   "List workloads: name, queue, type, status, GPUs, pods, node, age",
-		Long: `List workloads: name, queue, type, status, GPUs, pods, node, age.
+		Short:   "List workloads: name, queue, type, status, GPUs, pods, node, age, idle",
+		Long: `List workloads: name, queue, type, status, GPUs, pods, node, age, idle time.
+
+IDLE is how long every GPU the workload holds has stayed under its queue's idleThreshold
+(5% unset), as the scheduler's idle controller last saw; '-' while one is busy or not
+reported. A queue's idleTimeout stops workloads idle that long (docs/idle.md).
 
 GPUS is held/requested: 0/8 is a job asking for 8 GPUs that holds none yet, 0.5/0.5 a
 notebook running on half a GPU. PODS is running/(running and waiting), as kubectl's READY
@@ -343,7 +352,7 @@ func printWorkloads(cmd *cobra.Command, ws []inspect.Workload, output string, na
 		return printData(out, output, ws)
 	}
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	head := "NAME\tKIND\tQUEUE\tTYPE\tSTATUS\tGPUS\tPODS\tNODE\tAGE"
+	head := "NAME\tKIND\tQUEUE\tTYPE\tSTATUS\tGPUS\tPODS\tNODE\tAGE\tIDLE"
 	if namespaces {
 		head = "NAMESPACE\t" + head
 	}
@@ -356,8 +365,8 @@ func printWorkloads(cmd *cobra.Command, ws []inspect.Workload, output string, na
 		if len(w.Nodes) > 0 {
 			node = strings.Join(w.Nodes, ",")
 		}
-		row := fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s/%s\t%d/%d\t%s\t%s", w.Name, w.Kind, w.Queue, w.Type, w.Status,
-			gpuAmount(w.GPUs), gpuAmount(w.Requested), w.Running, w.Running+w.Pending, node, age(w.Created))
+		row := fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s/%s\t%d/%d\t%s\t%s\t%s", w.Name, w.Kind, w.Queue, w.Type, w.Status,
+			gpuAmount(w.GPUs), gpuAmount(w.Requested), w.Running, w.Running+w.Pending, node, age(w.Created), idleFor(w.Idle, time.Now()))
 		if namespaces {
 			row = w.Namespace + "\t" + row
 		}
@@ -409,6 +418,9 @@ func newDescribeCmd() *cobra.Command {
 				w.Created.Format(time.RFC3339), age(w.Created))
 			if w.Reason != "" {
 				fmt.Fprintf(out, "Waiting:    %s\n", w.Reason)
+			}
+			if line := idleLine(w, time.Now()); line != "" {
+				fmt.Fprintf(out, "Idle:       %s\n", line)
 			}
 			fmt.Fprintln(out, "\nPods:")
 			tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
@@ -563,4 +575,25 @@ func memoryAsked(fraction float64, mi int64) string {
 		return gib(mi)
 	}
 	return "-"
+}
+
+// idleFor is allot list's IDLE: how long the workload's GPUs have been idle, '-' while they
+// are busy, not reported or not watched.
+func idleFor(i inspect.Idle, now time.Time) string {
+	if i.IdleSince == nil {
+		return "-"
+	}
+	return inspect.Short(i.IdleFor(now))
+}
+
+// idleLine is allot describe's word on idleness: why Allot stopped the workload, or since
+// when its GPUs have been idle.
+func idleLine(w *inspect.Workload, now time.Time) string {
+	if s := w.IdleSuspended; s != nil && w.Status == "Suspended" {
+		return fmt.Sprintf("%s, %s ago; allot resume %s starts it again", s.Sentence(), inspect.Short(now.Sub(s.At)), w.Name)
+	}
+	if w.IdleSince != nil {
+		return fmt.Sprintf("every GPU it holds idle for %s (since %s)", inspect.Short(w.IdleFor(now)), w.IdleSince.Format(time.RFC3339))
+	}
+	return ""
 }

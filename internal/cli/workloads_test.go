@@ -128,7 +128,7 @@ func TestSubmitListDescribeDelete(t *testing.T) {
 		{[]string{"submit", "ddp", "-p", "team-d", "-i", "pytorch", "-g", "4", "--workers", "2"}, "ddp", "distributed", 2, 8,
 			[]string{"ddp-0-", "ddp-1-", "Type:       distributed"}},
 		{[]string{"submit", "notebook", "-p", "team-c", "-i", "jupyter", "-g", "0.5", "--interactive", "--port", "8888"}, "notebook", "interactive", 1, 0.5,
-			[]string{"Type:       interactive", "(0.5)"}},
+			[]string{"Type:       interactive", "Kind:       StatefulSet", "(0.5)"}},
 		{[]string{"submit", "llm", "-p", "team-b", "-i", "vllm", "-g", "1", "--inference", "--port", "8000"}, "llm", "inference", 1, 1,
 			[]string{"Type:       inference"}},
 	} {
@@ -145,7 +145,7 @@ func TestSubmitListDescribeDelete(t *testing.T) {
 			// dashboard writes them, never "1 (1)".
 			gpus, pods := gpuAmount(c.gpus)+"/"+gpuAmount(c.gpus), fmt.Sprintf("%d/%d", c.pods, c.pods)
 			if !regexp.MustCompile(`(?m)^`+regexp.QuoteMeta(c.name)+`\s.*\s`+regexp.QuoteMeta(gpus)+`\s+`+regexp.QuoteMeta(pods)+`\s`).MatchString(table) ||
-				!strings.Contains(table, "NAME  ") {
+				!strings.Contains(table, "NAME  ") || !strings.Contains(table, "  IDLE") {
 				t.Fatalf("table, want %s with GPUS %s and PODS %s:\n%s", c.name, gpus, pods, table)
 			}
 			d := e.must(t, "describe", c.name)
@@ -243,6 +243,9 @@ func TestCLIErrorsSayWhatToDo(t *testing.T) {
 		{[]string{"describe", "nothing"}, `no workload "nothing" in namespace default`},
 		{[]string{"list", "-o", "csv"}, `-o "csv" is not allowed: table, json, yaml, wide`},
 		{[]string{"queue", "create", "q", "--quota", "1", "--interactive-time-limit", "forever"}, `--interactive-time-limit "forever" is not allowed: a positive duration such as 30m, 4h or 1h30m`},
+		{[]string{"queue", "create", "q", "--quota", "1", "--idle-timeout", "training=1h"}, `--idle-timeout "training=1h" is not allowed: CLASS=DURATION, CLASS interactive or inference`},
+		{[]string{"queue", "create", "q", "--quota", "1", "--idle-timeout", "interactive=100ms"}, `--idle-timeout interactive="100ms" is not allowed: a duration of at least 1s`},
+		{[]string{"queue", "create", "q", "--quota", "1", "--idle-threshold", "101"}, `--idle-threshold 101 is not allowed: a percentage of GPU utilisation from 1 to 100`},
 		// What could never run is refused before anything is made, with the reason.
 		{[]string{"submit", "x", "-p", "team-a", "-i", "a", "--gpu-memory", "1Ti"}, `refused: admission webhook "pods.validate.allot.dev" denied the request: allot.dev/gpu-memory: "1Ti" is more than any GPU in the cluster has: at most 80Gi`},
 		{[]string{"submit", "x", "-p", "team-d", "-i", "a", "-g", "8", "--workers", "100"}, "a gang of 100 pods of 8 GPUs each starts whole or not at all, and the cluster's nodes hold 2 such pods at most"},

@@ -220,7 +220,8 @@ func (c Clients) Suspend(ctx context.Context, w *inspect.Workload, resume bool) 
 			if err != nil || n < 1 {
 				n = 1
 			}
-			patch = map[string]any{"metadata": map[string]any{"annotations": map[string]any{inspect.AnnotationSuspendedReplicas: nil}},
+			// Resumed, it is no longer stopped for being idle (kube/idle's mark goes too).
+			patch = map[string]any{"metadata": map[string]any{"annotations": map[string]any{inspect.AnnotationSuspendedReplicas: nil, inspect.AnnotationIdleSuspended: nil}},
 				"spec": map[string]any{"replicas": n}}
 		}
 	}

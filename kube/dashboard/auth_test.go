@@ -77,7 +77,7 @@ func testServer(t *testing.T, auth Auth, api *apiServer, clk *testclock.FakeCloc
 	f := informers.NewSharedInformerFactory(api.client, 0)
 	s := &Server{opts: opts, changed: make(chan struct{}), assets: http.NotFoundHandler(),
 		pods: f.Core().V1().Pods().Informer(), events: f.Core().V1().Events().Informer(), nodes: f.Core().V1().Nodes().Informer(),
-		jobs: f.Batch().V1().Jobs().Informer(), deps: f.Apps().V1().Deployments().Informer(), rss: f.Apps().V1().ReplicaSets().Informer()}
+		jobs: f.Batch().V1().Jobs().Informer(), deps: f.Apps().V1().Deployments().Informer(), rss: f.Apps().V1().ReplicaSets().Informer(), sts: f.Apps().V1().StatefulSets().Informer()}
 	s.auth = newAuthenticator(opts.Auth, api.client, clk)
 	if opts.Auth.Mode != AuthNone {
 		s.access = newAccess(api.client, clk, opts.Auth.CacheFor)

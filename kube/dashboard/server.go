@@ -84,6 +84,8 @@ type Server struct {
 	jobs   cache.SharedIndexInformer
 	deps   cache.SharedIndexInformer
 	rss    cache.SharedIndexInformer
+	// sts: StatefulSets, so that a notebook scaled to zero (suspended) is still shown.
+	sts    cache.SharedIndexInformer
 	queues cache.SharedIndexInformer
 	// topologies is nil where the Topology CRD is not installed.
 	topologies cache.SharedIndexInformer
@@ -144,6 +146,7 @@ func New(rc *rest.Config, opts Options) (*Server, error) {
 	s.jobs = s.factory.Batch().V1().Jobs().Informer()
 	s.deps = s.factory.Apps().V1().Deployments().Informer()
 	s.rss = s.factory.Apps().V1().ReplicaSets().Informer()
+	s.sts = s.factory.Apps().V1().StatefulSets().Informer()
 	s.queues = s.allotF.Allot().V1alpha1().Queues().Informer()
 	if workload.Served(client.Discovery(), v1alpha1.Topologies) {
 		s.topologies = s.allotF.Allot().V1alpha1().Topologies().Informer()
@@ -169,7 +172,7 @@ func New(rc *rest.Config, opts Options) (*Server, error) {
 }
 
 func (s *Server) informers() []cache.SharedIndexInformer {
-	out := []cache.SharedIndexInformer{s.pods, s.events, s.nodes, s.jobs, s.deps, s.rss, s.queues, s.leases}
+	out := []cache.SharedIndexInformer{s.pods, s.events, s.nodes, s.jobs, s.deps, s.rss, s.sts, s.queues, s.leases}
 	if s.topologies != nil {
 		out = append(out, s.topologies)
 	}
@@ -253,7 +256,7 @@ func list[T any](inf cache.SharedIndexInformer) []*T { return typed[T](inf.GetSt
 func (s *Server) rebuild() {
 	st := Build(Input{Now: s.opts.Clock.Now(), Nodes: inspect.WithLoad(list[corev1.Node](s.nodes), list[coordinationv1.Lease](s.leases)), Queues: list[v1alpha1.Queue](s.queues), Topology: s.topology(), DRA: s.dra(),
 		Objects: inspect.Objects{NodeUUIDs: inspect.NodeUUIDs(list[corev1.Node](s.nodes)), Pods: list[corev1.Pod](s.pods), Jobs: list[batchv1.Job](s.jobs), Deployments: list[appsv1.Deployment](s.deps),
-			ReplicaSets: list[appsv1.ReplicaSet](s.rss), Refusals: inspect.Refusals(list[corev1.Event](s.events))}})
+			ReplicaSets: list[appsv1.ReplicaSet](s.rss), StatefulSets: list[appsv1.StatefulSet](s.sts), Refusals: inspect.Refusals(list[corev1.Event](s.events))}})
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	// History keeps a point every SampleEvery; the charts end at the present moment.
@@ -426,7 +429,7 @@ func (s *Server) detail(w http.ResponseWriter, r *http.Request, id *Identity, ke
 	}
 	evs := typed[corev1.Event](at(s.events))
 	all := inspect.BuildWorkloads(inspect.Objects{Pods: typed[corev1.Pod](at(s.pods)), Jobs: typed[batchv1.Job](at(s.jobs)),
-		Deployments: typed[appsv1.Deployment](at(s.deps)), ReplicaSets: typed[appsv1.ReplicaSet](at(s.rss)), Refusals: inspect.Refusals(evs),
+		Deployments: typed[appsv1.Deployment](at(s.deps)), ReplicaSets: typed[appsv1.ReplicaSet](at(s.rss)), StatefulSets: typed[appsv1.StatefulSet](at(s.sts)), Refusals: inspect.Refusals(evs),
 		NodeUUIDs: inspect.NodeUUIDs(list[corev1.Node](s.nodes))})
 	found, err := inspect.Pick(all, ns, name)
 	if err != nil {

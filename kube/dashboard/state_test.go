@@ -2,6 +2,7 @@ package dashboard
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -62,6 +63,24 @@ func TestTimeline(t *testing.T) {
 		if steps[i].What != w.what || steps[i].Pods != w.pods {
 			t.Errorf("step %d: %+v, want %s of %d pods", i, steps[i], w.what, w.pods)
 		}
+	}
+}
+
+// A notebook suspended for being idle and resumed: stopped, then resumed, not started anew.
+func TestTimelineOfAnIdleNotebook(t *testing.T) {
+	t0 := time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC)
+	ev := func(sec int, reason, msg string) corev1.Event {
+		return corev1.Event{Reason: reason, Message: msg, LastTimestamp: metav1.NewTime(t0.Add(time.Duration(sec) * time.Second))}
+	}
+	steps := Timeline(inspect.Workload{Created: t0}, []corev1.Event{
+		ev(1, "Scheduled", "nb-0"), ev(7300, "IdleTimeout", "suspended after 2h"), ev(9000, "Scheduled", "nb-0"),
+	})
+	var what []string
+	for _, s := range steps {
+		what = append(what, s.What)
+	}
+	if strings.Join(what, ",") != "Submitted,Started,Stopped,Resumed" {
+		t.Fatalf("steps %v", what)
 	}
 }
 

@@ -71,6 +71,10 @@ func Timeline(w inspect.Workload, events []corev1.Event) []Step {
 			add(t, "Preempted", e.Message)
 		case "InteractiveTimeLimit":
 			add(t, "Stopped", e.Message)
+		case "IdleTimeout":
+			// kube/idle suspended it for being idle: kept, so that it may be resumed.
+			preempted = true
+			add(t, "Stopped", e.Message)
 		case "FailedBinding", "EvictionBlocked":
 			add(t, "Failed", e.Message)
 		}

@@ -49,6 +49,9 @@ type Workload struct {
 	// Owners are the objects between the workload and its pods (a Deployment's
 	// ReplicaSets, a JobSet's Jobs): their events are the workload's too.
 	Owners []Ref `json:"owners,omitempty"`
+	// Idle is how long its GPUs have been idle, and whether Allot stopped it for that
+	// (idle.go).
+	Idle
 }
 
 // Ref names one object.
@@ -69,7 +72,10 @@ type Objects struct {
 	Jobs        []*batchv1.Job
 	Deployments []*appsv1.Deployment
 	ReplicaSets []*appsv1.ReplicaSet
-	Refusals    map[types.UID]Refusal
+	// StatefulSets are read so that one scaled to zero (an interactive workload suspended)
+	// is still listed.
+	StatefulSets []*appsv1.StatefulSet
+	Refusals     map[types.UID]Refusal
 	// Others are other projects' objects between pods and their workloads (JobSets,
 	// RayClusters) and workloads (RayJobs, TrainJobs, LeaderWorkerSets); nil where not read.
 	Others []Other
@@ -120,6 +126,11 @@ func Workloads(ctx context.Context, client kubernetes.Interface, namespace, queu
 		return nil, err
 	}
 	o.ReplicaSets = ptrs(rss.Items)
+	sts, err := client.AppsV1().StatefulSets(namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	o.StatefulSets = ptrs(sts.Items)
 	refused, err := client.CoreV1().Events(namespace).List(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("reason", "FailedCreate").String()})
 	if err != nil {
 		return nil, err
@@ -190,6 +201,10 @@ func BuildWorkloads(o Objects) []Workload {
 	for _, d := range o.Deployments {
 		deps[d.UID] = d
 	}
+	sets := map[types.UID]*appsv1.StatefulSet{}
+	for _, st := range o.StatefulSets {
+		sets[st.UID] = st
+	}
 	others := map[types.UID]*Other{}
 	lwsUID := map[string]types.UID{}
 	for i := range o.Others {
@@ -218,6 +233,10 @@ func BuildWorkloads(o Objects) []Workload {
 			case "Deployment":
 				if d := deps[top.ref.UID]; d != nil {
 					top.meta = &d.ObjectMeta
+				}
+			case "StatefulSet":
+				if st := sets[top.ref.UID]; st != nil {
+					top.meta = &st.ObjectMeta
 				}
 			default:
 				if x := others[top.ref.UID]; x != nil {
@@ -262,6 +281,7 @@ func BuildWorkloads(o Objects) []Workload {
 			if w.Created.IsZero() || m.CreationTimestamp.Time.Before(w.Created) {
 				w.Created = m.CreationTimestamp.Time
 			}
+			w.readIdle(m)
 		}
 		return w
 	}
@@ -305,6 +325,15 @@ func BuildWorkloads(o Objects) []Workload {
 		}
 		w := get(d.Namespace, top)
 		if d.Spec.Replicas != nil && *d.Spec.Replicas == 0 && d.Annotations[AnnotationSuspendedReplicas] != "" {
+			status[w] = "Suspended"
+		}
+	}
+	for _, st := range o.StatefulSets {
+		if !ours(&st.Spec.Template, st.ObjectMeta) {
+			continue
+		}
+		w := get(st.Namespace, climb(metav1.OwnerReference{APIVersion: "apps/v1", Kind: "StatefulSet", Name: st.Name, UID: st.UID}))
+		if st.Spec.Replicas != nil && *st.Spec.Replicas == 0 && st.Annotations[AnnotationSuspendedReplicas] != "" {
 			status[w] = "Suspended"
 		}
 	}
@@ -437,7 +466,7 @@ func BuildWorkloads(o Objects) []Workload {
 	return out
 }
 
-// AnnotationSuspendedReplicas keeps a Deployment's replicas while allot suspend holds it
+// AnnotationSuspendedReplicas keeps a Deployment's or StatefulSet's replicas while allot suspend holds it
 // at zero.
 const AnnotationSuspendedReplicas = "allot.dev/suspended-replicas"
 
@@ -447,7 +476,13 @@ func podType(kind string, p *corev1.Pod) string {
 	switch kind {
 	case "JobSet", "PyTorchJob", "MPIJob", "PodGroup":
 		return submit.TypeDistributed
-	case "Deployment", "StatefulSet":
+	case "Deployment":
+		return submit.TypeInference
+	case "StatefulSet":
+		// A notebook is a StatefulSet of one (allot submit --interactive, Kubeflow).
+		if p.Labels[v1alpha1.LabelClass] == v1alpha1.ClassInteractive {
+			return submit.TypeInteractive
+		}
 		return submit.TypeInference
 	}
 	if t := ecosystemType(kind); t != "" {

@@ -2,18 +2,22 @@ package scheduler
 
 import (
 	"context"
+	"encoding/json"
 	"log/slog"
+	"strconv"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/allot-dev/allot/api/v1alpha1"
+	"github.com/allot-dev/allot/kube/inspect"
 )
 
 // stopOverdue deletes interactive pods that have run longer than their queue's
-// interactiveTimeLimit, with an Event saying so: a notebook left open must not hold GPUs
+// interactiveTimeLimit (a StatefulSet's it suspends instead), with an Event saying so: a notebook left open must not hold GPUs
 // others wait for.
 func (s *Scheduler) stopOverdue(ctx context.Context, now time.Time, pods []*corev1.Pod, queues []*v1alpha1.Queue) {
 	limits := map[string]time.Duration{}
@@ -35,6 +39,10 @@ func (s *Scheduler) stopOverdue(ctx context.Context, now time.Time, pods []*core
 		if ran < limit {
 			continue
 		}
+		if c := metav1.GetControllerOf(p); c != nil && c.Kind == "StatefulSet" {
+			s.suspendOverdue(ctx, p, c, ran, limit)
+			continue
+		}
 		err := s.client.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &p.UID}})
 		if err != nil {
 			if !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
@@ -45,4 +53,29 @@ func (s *Scheduler) stopOverdue(ctx context.Context, now time.Time, pods []*core
 		s.recorder.Eventf(p, corev1.EventTypeNormal, "InteractiveTimeLimit",
 			"stopped after %s: queue %s allows interactive workloads %s", ran.Round(time.Second), p.Labels[LabelQueue], limit)
 	}
+}
+
+// suspendOverdue stops a notebook made as a StatefulSet of one (allot submit --interactive)
+// past its time limit by scaling the StatefulSet to zero, as allot suspend does, rather
+// than deleting its pod, which the StatefulSet would only make again: the notebook is kept,
+// and allot resume starts it again.
+func (s *Scheduler) suspendOverdue(ctx context.Context, p *corev1.Pod, c *metav1.OwnerReference, ran, limit time.Duration) {
+	sets := s.client.AppsV1().StatefulSets(p.Namespace)
+	st, err := sets.Get(ctx, c.Name, metav1.GetOptions{})
+	if err != nil || st.UID != c.UID || st.Spec.Replicas == nil || *st.Spec.Replicas == 0 {
+		return
+	}
+	patch, _ := json.Marshal(map[string]any{
+		"metadata": map[string]any{"uid": st.UID, "resourceVersion": st.ResourceVersion,
+			"annotations": map[string]string{inspect.AnnotationSuspendedReplicas: strconv.Itoa(int(*st.Spec.Replicas))}},
+		"spec": map[string]any{"replicas": 0}})
+	if _, err := sets.Patch(ctx, st.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		if !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			slog.Warn("allot scheduler: interactive time limit", "statefulset", st.Name, "err", err)
+		}
+		return
+	}
+	s.recorder.Eventf(p, corev1.EventTypeNormal, "InteractiveTimeLimit",
+		"stopped after %s: queue %s allows interactive workloads %s; StatefulSet %s suspended (allot resume %s starts it again)",
+		ran.Round(time.Second), p.Labels[LabelQueue], limit, st.Name, st.Name)
 }

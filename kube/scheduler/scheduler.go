@@ -197,6 +197,10 @@ func New(rc *rest.Config, opts Options) (*Scheduler, error) {
 		assumed: map[types.UID]engine.Binding{}, awaiting: map[types.UID]awaitingBind{}, migAwaiting: map[types.UID]migAwait{}, migWished: map[string][]v1alpha1.MIGWish{}, adopted: map[types.UID]bool{}, backoff: map[types.UID]time.Time{}, unknownUntil: map[types.UID]time.Time{}, reasons: map[types.UID]string{}, evicting: map[types.UID]time.Time{}, partial: map[engine.JobID]*partialGang{}, wake: make(chan struct{}, 1),
 		occWritten: map[engine.NodeID]string{}, queueWritten: map[string]time.Time{}, queueProblems: map[string]string{}, usage: map[string]engine.Usage{}}
 	s.claimsAssumed = map[types.UID]assumedClaim{}
+	if opts.LeaderElection {
+		// Made here, before Run, so that Leading reads it from any goroutine.
+		s.fence = &fence{enabled: true, valid: opts.Lease.withDefaults().Duration - fenceMargin}
+	}
 	if s.opts.UsageHalfLife <= 0 {
 		s.opts.UsageHalfLife = engine.DefaultUsageHalfLife
 	}
@@ -229,7 +233,6 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		return s.loop(ctx)
 	}
 	lease := s.opts.Lease.withDefaults()
-	s.fence = &fence{enabled: true, valid: lease.Duration - fenceMargin}
 	lock := fencedLock{Interface: &resourcelock.LeaseLock{LeaseMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: LeaseName},
 		Client: s.client.CoordinationV1(), LockConfig: resourcelock.ResourceLockConfig{Identity: s.opts.Identity}}, f: s.fence}
 	s.ensureFencePolicy(ctx)
@@ -266,6 +269,10 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	}
 	return nil
 }
+
+// Leading tells whether this replica may act now: always without leader election, else
+// while its fence holds (the loops beside the scheduler, such as kube/idle, act only then).
+func (s *Scheduler) Leading() bool { return s.fence.ok() }
 
 // newTerm forgets what the last term as leader was waiting for: another leader has
 // acted since, and the informers show what it did.

@@ -1,5 +1,6 @@
 // Package stack starts what Allot runs against a cluster, in one process: the admission
-// webhooks, the workload controller that makes gangs of Jobs, and the scheduler. `allot up`
+// webhooks, the workload controller that makes gangs of Jobs, the idle controller, and the
+// scheduler. `allot up`
 // and the integration tests run it next to the embedded control plane; `allot scheduler`
 // runs it on a real cluster.
 package stack
@@ -24,6 +25,7 @@ import (
 
 	"github.com/allot-dev/allot/kube/admission"
 	allotclient "github.com/allot-dev/allot/kube/client"
+	"github.com/allot-dev/allot/kube/idle"
 	"github.com/allot-dev/allot/kube/scheduler"
 	"github.com/allot-dev/allot/kube/workload"
 )
@@ -42,6 +44,8 @@ type Options struct {
 	// Peers says which other schedulers' pods the webhook takes over, and HAMi's default
 	// device memory.
 	Peers admission.Peers
+	// Idle tunes the idle controller (queues' idleTimeout); its Leading is the scheduler's.
+	Idle idle.Options
 }
 
 // Run runs until ctx ends; it returns the scheduler's error.
@@ -102,6 +106,11 @@ func Run(ctx context.Context, rc *rest.Config, opts Options) error {
 	if err != nil {
 		return err
 	}
+	opts.Idle.Leading = s.Leading
+	if opts.Idle.Now == nil {
+		opts.Idle.Now = opts.Scheduler.Now
+	}
+	go idle.New(client, dyn, allot, opts.Idle).Run(ctx)
 	return s.Run(ctx)
 }
 
@@ -144,6 +153,13 @@ func LocalAs(ctx context.Context, admin, identity *rest.Config, dataDir, metrics
 
 // LocalPeers is LocalAs with the webhook taking over other schedulers' pods as peers says.
 func LocalPeers(ctx context.Context, admin, identity *rest.Config, dataDir, metricsAddr string, opts scheduler.Options, peers admission.Peers) (*Running, error) {
+	return LocalWith(ctx, admin, identity, dataDir, metricsAddr, Options{Scheduler: opts, Peers: peers})
+}
+
+// LocalWith is LocalAs with every option of Run (the webhook's listener, certificate and
+// the metrics listener are Local's own).
+func LocalWith(ctx context.Context, admin, identity *rest.Config, dataDir, metricsAddr string, o Options) (*Running, error) {
+	peers := o.Peers
 	if metricsAddr == "" {
 		metricsAddr = "127.0.0.1:0"
 	}
@@ -174,7 +190,8 @@ func LocalPeers(ctx context.Context, admin, identity *rest.Config, dataDir, metr
 	}
 	done := make(chan error, 1)
 	go func() {
-		done <- Run(ctx, identity, Options{Scheduler: opts, Webhook: l, Cert: cert, Metrics: ml, Peers: peers})
+		o.Webhook, o.Cert, o.Metrics = l, cert, ml
+		done <- Run(ctx, identity, o)
 	}()
 	return &Running{Done: done, MetricsURL: "http://" + ml.Addr().String() + "/metrics"}, nil
 }

@@ -55,8 +55,8 @@ func podSpecs(o runtime.Object) []corev1.PodTemplateSpec {
 		return []corev1.PodTemplateSpec{x.Spec.Template}
 	case *appsv1.Deployment:
 		return []corev1.PodTemplateSpec{x.Spec.Template}
-	case *corev1.Pod:
-		return []corev1.PodTemplateSpec{{ObjectMeta: x.ObjectMeta, Spec: x.Spec}}
+	case *appsv1.StatefulSet:
+		return []corev1.PodTemplateSpec{x.Spec.Template}
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 // Package submit turns what a researcher asks for on the command line into the Kubernetes
 // objects Allot schedules: a batch Job for training, an indexed Job with a headless Service
-// for distributed training, a Pod for interactive work and a Deployment with a Service for
+// for distributed training, a StatefulSet of one pod for interactive work (so that it can be
+// suspended and resumed) and a Deployment with a Service for
 // inference. It builds objects only; the CLI creates them (or prints them with --dry-run).
 package submit
 
@@ -163,13 +164,14 @@ func (s Spec) Objects() ([]runtime.Object, error) {
 		}
 		return append(claims, out...), nil
 	case TypeInteractive:
+		// A StatefulSet of one, as Kubeflow's notebooks are, not a bare pod: it can be
+		// suspended (scaled to zero: by allot suspend, or by a queue's idleTimeout) and
+		// resumed, its pod made again under the same name (NAME-0).
+		one := int32(1)
 		tmpl.Spec.RestartPolicy = corev1.RestartPolicyAlways
-		p := &corev1.Pod{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"}, ObjectMeta: tmpl.ObjectMeta, Spec: tmpl.Spec}
-		p.Name, p.Namespace = s.Name, s.Namespace
-		for k, v := range meta.Labels {
-			p.Labels[k] = v
-		}
-		return append(claims, p), nil
+		st := &appsv1.StatefulSet{TypeMeta: metav1.TypeMeta{APIVersion: "apps/v1", Kind: "StatefulSet"}, ObjectMeta: meta,
+			Spec: appsv1.StatefulSetSpec{Replicas: &one, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{LabelWorkload: s.Name}}, Template: tmpl}}
+		return append(claims, st), nil
 	case TypeDistributed:
 		n := int32(s.Workers)
 		indexed := batchv1.IndexedCompletion

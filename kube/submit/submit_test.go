@@ -51,10 +51,13 @@ func TestShapes(t *testing.T) {
 	s = base()
 	s.Interactive, s.GPUs, s.GPUCompute = true, "0.25", 40
 	objs, _ = s.Objects()
-	p := objs[0].(*corev1.Pod)
-	if p.Labels[v1alpha1.LabelClass] != v1alpha1.ClassInteractive || p.Annotations[v1alpha1.AnnotationGPUFraction] != "0.25" ||
+	// A StatefulSet of one, so that it can be suspended and resumed (a bare pod cannot).
+	st := objs[0].(*appsv1.StatefulSet)
+	p := st.Spec.Template
+	if *st.Spec.Replicas != 1 || st.Labels[LabelType] != TypeInteractive ||
+		p.Labels[v1alpha1.LabelClass] != v1alpha1.ClassInteractive || p.Annotations[v1alpha1.AnnotationGPUFraction] != "0.25" ||
 		p.Annotations[v1alpha1.AnnotationGPUCompute] != "40" || p.Spec.SchedulerName != v1alpha1.SchedulerName {
-		t.Fatalf("interactive pod %+v %+v", p.ObjectMeta, p.Spec)
+		t.Fatalf("interactive StatefulSet %+v %+v", st.ObjectMeta, st.Spec)
 	}
 }
 
@@ -124,7 +127,8 @@ func TestClaimsThroughDRA(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tpl, p := objs[0].(*resourcev1.ResourceClaimTemplate), objs[1].(*corev1.Pod)
+	tpl, st := objs[0].(*resourcev1.ResourceClaimTemplate), objs[1].(*appsv1.StatefulSet)
+	p := &corev1.Pod{ObjectMeta: st.Spec.Template.ObjectMeta, Spec: st.Spec.Template.Spec}
 	mem := tpl.Spec.Spec.Devices.Requests[0].Exactly.Capacity.Requests["memory"]
 	if mem.String() != "40Gi" || p.Annotations[v1alpha1.AnnotationGPUFraction] != "" || v1alpha1.ResourceClaimsProblem(p) != "" {
 		t.Fatalf("half a GPU through DRA: memory %s, annotations %v", mem.String(), p.Annotations)

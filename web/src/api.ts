@@ -26,6 +26,19 @@ export interface Workload {
   name: string; namespace: string; kind: string; queue: string; type: string; status: string;
   gpusAllocated: number; gpusRequested: number; running: number; pending: number;
   nodes: string[]; created: string; reason?: string; pods?: Pod[];
+  // idleSince: since when every GPU it holds has been idle (kube/idle); idleSuspended: why
+  // its queue's idleTimeout stopped it.
+  idleSince?: string; idleSuspended?: IdleSuspension;
+}
+
+export interface IdleSuspension { at: string; idleFor: string; threshold: number; queue: string; class: string }
+
+// idleSentence says why a workload was stopped for being idle, as allot describe does.
+export function idleSentence(s: IdleSuspension): string {
+  const verb = s.class === "inference" ? "scaled to zero" : "suspended";
+  // Go writes durations as 2h0m0s: drop the zero units at the end.
+  const d = s.idleFor.replace(/([hm])0s$/, "$1").replace(/h0m$/, "h");
+  return `${verb} after ${d} idle (GPU utilisation under ${s.threshold}%, queue ${s.queue}'s idleTimeout)`;
 }
 
 export interface Queue {

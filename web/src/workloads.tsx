@@ -1,6 +1,6 @@
 import { useEffect, useState } from "preact/hooks";
 import type { Detail, State, Workload } from "./api";
-import { age, fmt } from "./api";
+import { age, fmt, idleSentence } from "./api";
 import { full, when } from "./clock";
 
 const statuses = ["Running", "Running (partly)", "Pending", "Suspended", "Succeeded", "Failed"];
@@ -24,6 +24,8 @@ const sorts: Record<string, (a: Workload, b: Workload) => number> = {
   status: (a, b) => a.status.localeCompare(b.status),
   gpus: (a, b) => a.gpusAllocated - b.gpusAllocated || a.gpusRequested - b.gpusRequested,
   age: (a, b) => new Date(b.created).getTime() - new Date(a.created).getTime(),
+  // Longest idle first when ascending is reversed; busy (no idleSince) after every idle one.
+  idle: (a, b) => (a.idleSince ? new Date(a.idleSince).getTime() : Number.MAX_SAFE_INTEGER) - (b.idleSince ? new Date(b.idleSince).getTime() : Number.MAX_SAFE_INTEGER),
 };
 
 // workloadHref links a workload's page by namespace, kind and name: two workloads of one
@@ -80,7 +82,7 @@ export function Workloads({ s, query }: { s: State; query: URLSearchParams }) {
       </div>
       <table class="workloads">
         <thead><tr>{head("name", "Name")}{head("namespace", "Namespace")}{head("queue", "Queue")}{head("type", "Type")}{head("status", "Status")}
-          {head("gpus", "GPUs")}<th scope="col">Nodes</th>{head("age", "Age")}<th scope="col">Why it waits</th></tr></thead>
+          {head("gpus", "GPUs")}<th scope="col">Nodes</th>{head("age", "Age")}{head("idle", "Idle")}<th scope="col">Why it waits</th></tr></thead>
         <tbody>
           {rows.map((w) => (
             <tr key={`${w.namespace}/${w.kind}/${w.name}`} data-workload={w.name}>
@@ -92,6 +94,7 @@ export function Workloads({ s, query }: { s: State; query: URLSearchParams }) {
               <td class="num">{fmt(w.gpusAllocated)}{w.gpusRequested !== w.gpusAllocated && `/${fmt(w.gpusRequested)}`}</td>
               <td>{w.nodes.join(", ")}</td>
               <td class="num">{age(w.created, now)}</td>
+              <td class="num idle" title="how long every GPU it holds has been under its queue's idle threshold">{w.idleSince ? age(w.idleSince, now) : "-"}</td>
               <td class="reason">{w.reason ?? ""}</td>
             </tr>
           ))}
@@ -136,6 +139,8 @@ export function WorkloadDetail({ s, ns, name }: { s: State; ns: string; name: st
         <dt>GPUs</dt><dd>{fmt(w.gpusAllocated)} of {fmt(w.gpusRequested)}</dd>
         <dt>Pods</dt><dd>{w.running} running, {w.pending} pending</dd>
         {w.reason && <><dt>Why it waits</dt><dd class="reason">{w.reason}</dd></>}
+        {w.idleSuspended && w.status === "Suspended" && <><dt>Idle</dt><dd class="idle">{idleSentence(w.idleSuspended)}; allot resume {w.name} starts it again</dd></>}
+        {!w.idleSuspended && w.idleSince && <><dt>Idle</dt><dd class="idle">every GPU it holds, for {age(w.idleSince, now)}</dd></>}
       </dl>
       <h2>Timeline</h2>
       <ol class="timeline">

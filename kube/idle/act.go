@@ -1,0 +1,116 @@
+package idle
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/allot-dev/allot/api/v1alpha1"
+	"github.com/allot-dev/allot/kube/inspect"
+)
+
+// Events the controller writes on a workload.
+const (
+	// ReasonIdleStopped: the workload was suspended or scaled to zero for being idle.
+	ReasonIdleStopped = "IdleTimeout"
+	// ReasonIdleNotStoppable: a bare pod idle past its timeout, which nothing could make
+	// again: only said.
+	ReasonIdleNotStoppable = "IdleTimeoutNotStoppable"
+)
+
+// publish writes on the workload's object since when its GPUs have been idle (allot list's
+// IDLE, the dashboard), only when that changes, and removes the mark of an idle
+// suspension once the workload runs again (resumed by allot resume, or scaled up by hand).
+func (c *Controller) publish(ctx context.Context, w *inspect.Workload, since time.Time, idle bool, s State) {
+	set := map[string]any{}
+	switch {
+	case idle && (w.IdleSince == nil || !w.IdleSince.Equal(since.Truncate(time.Second))):
+		set[inspect.AnnotationIdleSince] = since.UTC().Format(time.RFC3339)
+	case !idle && w.IdleSince != nil:
+		set[inspect.AnnotationIdleSince] = nil
+	}
+	if w.IdleSuspended != nil && w.Status != "Suspended" && s != NoGPUs {
+		set[inspect.AnnotationIdleSuspended] = nil
+	}
+	if len(set) > 0 {
+		c.annotate(ctx, w, set)
+	}
+}
+
+// annotate merges annotations into the workload's own object, checked by UID.
+func (c *Controller) annotate(ctx context.Context, w *inspect.Workload, set map[string]any) {
+	if w.Kind == "PodGroup" && w.UID == "" {
+		return // bare pods grouped by a label: no object of its own at hand
+	}
+	gv, err := schema.ParseGroupVersion(w.APIVersion)
+	if err != nil {
+		return
+	}
+	m, err := c.ctl.Mapper.RESTMapping(gv.WithKind(w.Kind).GroupKind(), gv.Version)
+	if err != nil {
+		return
+	}
+	meta := map[string]any{"annotations": set}
+	if w.UID != "" {
+		meta["uid"] = string(w.UID) // a merge patch with the uid fails on an object made again
+	}
+	b, _ := json.Marshal(map[string]any{"metadata": meta})
+	_, err = c.dyn.Resource(m.Resource).Namespace(w.Namespace).Patch(ctx, w.Name, types.MergePatchType, b, metav1.PatchOptions{})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) && ctx.Err() == nil {
+		slog.Warn("allot idle: annotating", "workload", w.Namespace+"/"+w.Ref(), "err", err)
+	}
+}
+
+// ref is the workload's own object, for its Events.
+func ref(w *inspect.Workload) *corev1.ObjectReference {
+	return &corev1.ObjectReference{APIVersion: w.APIVersion, Kind: w.Kind, Namespace: w.Namespace, Name: w.Name, UID: w.UID}
+}
+
+// stop suspends (interactive) or scales to zero (inference) a workload idle past its
+// queue's timeout, with an Event and the annotation allot describe reads. A bare pod, or a
+// PodGroup of them, is never deleted: nothing would make its pods again, and deleting
+// work is not the controller's to do; it is told once per idle spell.
+func (c *Controller) stop(ctx context.Context, w *inspect.Workload, key string, idleFor time.Duration, pol policy, now time.Time) {
+	timeout := pol.timeout[w.Type]
+	field := "idleTimeout." + w.Type
+	if w.Kind == "Pod" || w.Kind == "PodGroup" {
+		if c.told[key] {
+			return
+		}
+		c.told[key] = true
+		c.recorder.Eventf(ref(w), corev1.EventTypeWarning, ReasonIdleNotStoppable,
+			"every GPU it holds has been under %d%% utilisation for %s, past queue %s's %s of %s; a bare %s cannot be suspended (nothing would make it again), so it keeps running: submit notebooks with allot submit --interactive (a StatefulSet) to have them suspended",
+			pol.threshold, inspect.Short(idleFor), pol.queue, field, inspect.Short(timeout), w.Kind)
+		return
+	}
+	if w.Status == "Suspended" {
+		return
+	}
+	if _, err := c.ctl.Suspend(ctx, w, false); err != nil {
+		if ctx.Err() == nil {
+			slog.Warn("allot idle: stopping an idle workload", "workload", w.Namespace+"/"+w.Ref(), "err", err)
+		}
+		return
+	}
+	s := inspect.IdleSuspension{At: now.UTC().Truncate(time.Second), IdleFor: metav1.Duration{Duration: idleFor.Round(time.Second)},
+		Threshold: pol.threshold, Queue: pol.queue, Class: w.Type}
+	b, _ := json.Marshal(s)
+	c.annotate(ctx, w, map[string]any{inspect.AnnotationIdleSuspended: string(b), inspect.AnnotationIdleSince: nil})
+	c.track.Observe(key, NoGPUs, now)
+	what := "suspended"
+	if w.Type == v1alpha1.ClassInference {
+		what = "scaled to zero"
+	}
+	c.recorder.Eventf(ref(w), corev1.EventTypeNormal, ReasonIdleStopped,
+		"%s after %s with every GPU it held under %d%% utilisation: queue %s's %s is %s; allot resume %s starts it again",
+		what, inspect.Short(idleFor), pol.threshold, pol.queue, field, inspect.Short(timeout), w.Name)
+	slog.Info("allot idle: "+what, "workload", w.Namespace+"/"+w.Ref(), "idle", idleFor, "queue", pol.queue)
+
+}

@@ -1,0 +1,289 @@
+// Package idle gives back GPUs that workloads hold without using: per queue and class of
+// workload (spec.idleTimeout, spec.idleThreshold), it watches how long every GPU a
+// workload's pods hold has stayed under the threshold, by the utilisation the nodes'
+// agents report, and stops the workload when that reaches the timeout: an interactive one
+// suspended, an inference one scaled to zero, each kept to be resumed. It runs in the
+// scheduler's process and acts only while that replica leads.
+package idle
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/restmapper"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/allot-dev/allot/api/v1alpha1"
+	"github.com/allot-dev/allot/kube/client/clientset/versioned"
+	"github.com/allot-dev/allot/kube/control"
+	"github.com/allot-dev/allot/kube/inspect"
+	"github.com/allot-dev/allot/kube/simnode"
+)
+
+// DefaultTick is how often the controller looks at the nodes' reports: the agents report
+// about as often, and an idle timeout is minutes to hours.
+const DefaultTick = 30 * time.Second
+
+// Options tune the controller.
+type Options struct {
+	// Tick is the time between looks; zero means DefaultTick. Tests shorten it.
+	Tick time.Duration
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	// Leading tells whether this replica may act now (the scheduler's Lease); nil means
+	// always (a single scheduler).
+	Leading func() bool
+	// Recorder writes the Events; nil means one to the API server.
+	Recorder record.EventRecorder
+	// Mapper turns a workload's kind into its resource; nil means one from discovery.
+	Mapper meta.RESTMapper
+}
+
+// Controller is the idle controller.
+type Controller struct {
+	opts     Options
+	client   kubernetes.Interface
+	dyn      dynamic.Interface
+	ctl      control.Clients
+	events   record.EventBroadcaster
+	recorder record.EventRecorder
+	track    *Tracker
+	// told holds the bare pods already reported idle past their timeout in this spell:
+	// they cannot be suspended, and are told once.
+	told map[string]bool
+}
+
+// New makes a controller acting through these clients.
+func New(client kubernetes.Interface, dyn dynamic.Interface, allot versioned.Interface, opts Options) *Controller {
+	if opts.Tick <= 0 {
+		opts.Tick = DefaultTick
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Leading == nil {
+		opts.Leading = func() bool { return true }
+	}
+	if opts.Mapper == nil {
+		opts.Mapper = restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(client.Discovery()))
+	}
+	c := &Controller{opts: opts, client: client, dyn: dyn, recorder: opts.Recorder,
+		ctl:   control.Clients{Client: client, Allot: allot, Dyn: dyn, Mapper: opts.Mapper},
+		track: NewTracker(), told: map[string]bool{}}
+	if c.recorder == nil {
+		c.events = record.NewBroadcaster()
+		c.events.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
+		c.recorder = c.events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: v1alpha1.SchedulerName})
+	}
+	return c
+}
+
+// Run looks every tick until ctx ends.
+func (c *Controller) Run(ctx context.Context) {
+	t := time.NewTicker(c.opts.Tick)
+	defer t.Stop()
+	if c.events != nil {
+		defer c.events.Shutdown()
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if !c.opts.Leading() {
+			// Another replica judges; its clocks, not these, run.
+			c.track = NewTracker()
+			clear(c.told)
+			continue
+		}
+		if err := c.Step(ctx); err != nil && ctx.Err() == nil {
+			slog.Warn("allot idle: looking at GPU utilisation", "err", err)
+		}
+	}
+}
+
+// policy is a queue's idle rule.
+type policy struct {
+	queue     string
+	threshold int
+	timeout   map[string]time.Duration // by class; absent: never
+}
+
+func policies(qs []v1alpha1.Queue) map[string]policy {
+	out := map[string]policy{}
+	for _, q := range qs {
+		p := policy{queue: q.Name, threshold: v1alpha1.DefaultIdleThreshold, timeout: map[string]time.Duration{}}
+		if q.Spec.IdleThreshold != nil {
+			p.threshold = int(*q.Spec.IdleThreshold)
+		}
+		if t := q.Spec.IdleTimeout; t != nil {
+			if t.Interactive != nil && t.Interactive.Duration > 0 {
+				p.timeout[v1alpha1.ClassInteractive] = t.Interactive.Duration
+			}
+			if t.Inference != nil && t.Inference.Duration > 0 {
+				p.timeout[v1alpha1.ClassInference] = t.Inference.Duration
+			}
+		}
+		out[q.Name] = p
+	}
+	return out
+}
+
+// Step is one look: read the queues, nodes and workloads, judge each interactive and
+// inference workload's GPUs, publish how long they have been idle, and stop those past
+// their queue's timeout.
+func (c *Controller) Step(ctx context.Context) error {
+	now := c.opts.Now()
+	qs, err := c.ctl.Allot.AllotV1alpha1().Queues().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	pols := policies(qs.Items)
+	readings, uuids, err := c.readings(ctx, now)
+	if err != nil {
+		return err
+	}
+	o, err := c.objects(ctx)
+	if err != nil {
+		return err
+	}
+	pods := map[string]*corev1.Pod{}
+	for _, p := range o.Pods {
+		pods[string(p.UID)] = p
+	}
+	live := map[string]bool{}
+	for _, w := range inspect.BuildWorkloads(o) {
+		if w.Type != v1alpha1.ClassInteractive && w.Type != v1alpha1.ClassInference {
+			continue
+		}
+		key := w.Namespace + "/" + w.Kind + "/" + w.Name
+		live[key] = true
+		pol, ok := pols[w.Queue]
+		if !ok {
+			pol = policy{queue: w.Queue, threshold: v1alpha1.DefaultIdleThreshold}
+		}
+		var devs []Device
+		known := true
+		for _, wp := range w.Pods {
+			p := pods[string(wp.UID)]
+			if p == nil {
+				continue
+			}
+			d, ok := PodDevices(p, uuids[p.Spec.NodeName])
+			known = known && ok
+			devs = append(devs, d...)
+		}
+		state := Judge(readings, devs, known, pol.threshold)
+		idleFor := c.track.Observe(key, state, now)
+		if state != Idle {
+			delete(c.told, key)
+		}
+		since, idle := c.track.Since(key)
+		c.publish(ctx, &w, since, idle, state)
+		timeout, ok := pol.timeout[w.Type]
+		if !idle || !ok || idleFor < timeout {
+			continue
+		}
+		c.stop(ctx, &w, key, idleFor, pol, now)
+	}
+	c.track.Keep(live)
+	for k := range c.told {
+		if !live[k] {
+			delete(c.told, k)
+		}
+	}
+	return nil
+}
+
+// readings are the GPUs' utilisation where a live reporter speaks for them: a node's agent
+// carries it on its Lease, trusted while the agent renews that Lease (a stopped agent's
+// last report says nothing of now); one of allot up's simulated nodes without an agent has
+// it written on the Node by the simulated kubelet. Any other node's GPUs are unknown.
+func (c *Controller) readings(ctx context.Context, now time.Time) (Readings, map[string][]string, error) {
+	nodes, err := c.client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, nil, err
+	}
+	leases, err := c.client.CoordinationV1().Leases(v1alpha1.SystemNamespace).List(ctx, metav1.ListOptions{LabelSelector: v1alpha1.LabelAgentLease})
+	if err != nil {
+		return nil, nil, err
+	}
+	agent := map[string]*coordinationv1.Lease{}
+	for i := range leases.Items {
+		l := &leases.Items[i]
+		agent[l.Labels[v1alpha1.LabelAgentLease]] = l
+	}
+	r := Readings{}
+	ns := ptrs(nodes.Items)
+	for _, n := range inspect.WithLoad(ns, ptrs(leases.Items)) {
+		var trusted bool
+		if l := agent[n.Name]; l != nil {
+			trusted = fresh(l, now)
+		} else {
+			trusted = n.Labels[simnode.LabelSimulated] == "true"
+		}
+		NodeReadings(r, n, trusted)
+	}
+	return r, inspect.NodeUUIDs(ns), nil
+}
+
+// fresh tells whether an agent renewed its Lease within the Lease's duration.
+func fresh(l *coordinationv1.Lease, now time.Time) bool {
+	if l.Spec.RenewTime == nil || l.Spec.LeaseDurationSeconds == nil {
+		return false
+	}
+	return now.Sub(l.Spec.RenewTime.Time) <= time.Duration(*l.Spec.LeaseDurationSeconds)*time.Second
+}
+
+// objects lists what workloads are built from, as the scheduler's role may read it.
+func (c *Controller) objects(ctx context.Context) (inspect.Objects, error) {
+	var o inspect.Objects
+	all := metav1.ListOptions{}
+	pods, err := c.client.CoreV1().Pods("").List(ctx, metav1.ListOptions{LabelSelector: v1alpha1.LabelQueue})
+	if err != nil {
+		return o, err
+	}
+	o.Pods = ptrs(pods.Items)
+	var jobs *batchv1.JobList
+	if jobs, err = c.client.BatchV1().Jobs("").List(ctx, all); err != nil {
+		return o, err
+	}
+	o.Jobs = ptrs(jobs.Items)
+	var deps *appsv1.DeploymentList
+	if deps, err = c.client.AppsV1().Deployments("").List(ctx, all); err != nil {
+		return o, err
+	}
+	o.Deployments = ptrs(deps.Items)
+	var rss *appsv1.ReplicaSetList
+	if rss, err = c.client.AppsV1().ReplicaSets("").List(ctx, all); err != nil {
+		return o, err
+	}
+	o.ReplicaSets = ptrs(rss.Items)
+	var sts *appsv1.StatefulSetList
+	if sts, err = c.client.AppsV1().StatefulSets("").List(ctx, all); err != nil {
+		return o, err
+	}
+	o.StatefulSets = ptrs(sts.Items)
+	return o, nil
+}
+
+func ptrs[T any](items []T) []*T {
+	out := make([]*T, len(items))
+	for i := range items {
+		out[i] = &items[i]
+	}
+	return out
+}

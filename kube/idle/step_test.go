@@ -1,0 +1,110 @@
+package idle
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+	k8sfake "k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/allot-dev/allot/api/v1alpha1"
+	allotfake "github.com/allot-dev/allot/kube/client/clientset/versioned/fake"
+	"github.com/allot-dev/allot/kube/inspect"
+	"github.com/allot-dev/allot/kube/simnode"
+)
+
+// notebook is a StatefulSet of one with its running pod on dgx-1's GPU index.
+func notebook(name, index string) (*appsv1.StatefulSet, *corev1.Pod) {
+	one := int32(1)
+	labels := map[string]string{v1alpha1.LabelQueue: "team-a"}
+	st := &appsv1.StatefulSet{TypeMeta: metav1.TypeMeta{APIVersion: "apps/v1", Kind: "StatefulSet"},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ml", UID: types.UID("sts-" + name), Labels: labels},
+		Spec:       appsv1.StatefulSetSpec{Replicas: &one, Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{SchedulerName: v1alpha1.SchedulerName}}}}
+	yes := true
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name + "-0", Namespace: "ml", UID: types.UID("pod-" + name),
+		Labels:          map[string]string{v1alpha1.LabelQueue: "team-a", v1alpha1.LabelClass: v1alpha1.ClassInteractive},
+		Annotations:     map[string]string{v1alpha1.AnnotationGPUs: index},
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "StatefulSet", Name: name, UID: st.UID, Controller: &yes}}},
+		Spec: corev1.PodSpec{NodeName: "dgx-1"}, Status: corev1.PodStatus{Phase: corev1.PodRunning}}
+	return st, p
+}
+
+// TestStepStopsAtTheTimeoutByItsClock: with the controller's clock moved by hand, a
+// notebook whose GPU reads 0% is marked idle from the first look, left alone at 1h59m,
+// and suspended at 2h with an Event naming the time, the threshold and the policy; a
+// notebook whose GPU reads 90% is never touched.
+func TestStepStopsAtTheTimeoutByItsClock(t *testing.T) {
+	ctx := context.Background()
+	idleSet, idlePod := notebook("nb-idle", "0")
+	busySet, busyPod := notebook("nb-busy", "1")
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "dgx-1", Labels: map[string]string{simnode.LabelSimulated: "true"},
+		Annotations: map[string]string{v1alpha1.AnnotationGPUUtilization: "0,90"}}}
+	client := k8sfake.NewSimpleClientset(node, idleSet, idlePod, busySet, busyPod)
+	q := &v1alpha1.Queue{ObjectMeta: metav1.ObjectMeta{Name: "team-a"},
+		Spec: v1alpha1.QueueSpec{IdleTimeout: &v1alpha1.IdleTimeout{Interactive: &metav1.Duration{Duration: 2 * time.Hour}}}}
+	allot := allotfake.NewSimpleClientset(q)
+	dyn := dynamicfake.NewSimpleDynamicClient(scheme.Scheme, idleSet.DeepCopy(), busySet.DeepCopy())
+	mapper := meta.NewDefaultRESTMapper(nil)
+	mapper.Add(schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "StatefulSet"}, meta.RESTScopeNamespace)
+	rec := record.NewFakeRecorder(10)
+	clk := &clock{t: time.Date(2026, 1, 1, 9, 0, 0, 0, time.UTC)}
+	c := New(client, dyn, allot, Options{Now: clk.now, Recorder: rec, Mapper: mapper})
+	sets := dyn.Resource(schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "statefulsets"}).Namespace("ml")
+	get := func(name string) (int64, map[string]string) {
+		t.Helper()
+		u, err := sets.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var st appsv1.StatefulSet
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &st); err != nil {
+			t.Fatal(err)
+		}
+		return int64(*st.Spec.Replicas), st.Annotations
+	}
+
+	if err := c.Step(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, ann := get("nb-idle"); ann[inspect.AnnotationIdleSince] != "2026-01-01T09:00:00Z" {
+		t.Fatalf("idle since %q, want the first look", ann[inspect.AnnotationIdleSince])
+	}
+	clk.step(2*time.Hour - time.Minute)
+	if err := c.Step(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := get("nb-idle"); n != 1 {
+		t.Fatal("suspended before its timeout")
+	}
+	clk.step(time.Minute)
+	if err := c.Step(ctx); err != nil {
+		t.Fatal(err)
+	}
+	n, ann := get("nb-idle")
+	if n != 0 || ann[inspect.AnnotationSuspendedReplicas] != "1" || !strings.Contains(ann[inspect.AnnotationIdleSuspended], `"threshold":5`) ||
+		ann[inspect.AnnotationIdleSince] != "" {
+		t.Fatalf("at 2h: replicas %d, annotations %v", n, ann)
+	}
+	select {
+	case e := <-rec.Events:
+		if !strings.Contains(e, "IdleTimeout suspended after 2h with every GPU it held under 5% utilisation: queue team-a's idleTimeout.interactive is 2h") {
+			t.Fatalf("event %q", e)
+		}
+	default:
+		t.Fatal("no Event")
+	}
+	if n, ann := get("nb-busy"); n != 1 || len(ann) != 0 {
+		t.Fatalf("the busy notebook: replicas %d, annotations %v", n, ann)
+	}
+}
