@@ -33,6 +33,9 @@ const (
 	AnnotationMinMember = v1alpha1.AnnotationMinMember
 	// AnnotationSimDuration makes a pod on a simulated node finish after this long.
 	AnnotationSimDuration = "allot.dev/sim-duration"
+	// AnnotationSimHTTP makes a pod on a simulated node answer HTTP on its --port, as the
+	// workspace it stands for would (kube/simnode); nothing else reads it.
+	AnnotationSimHTTP = "allot.dev/sim-http"
 )
 
 // Types of workload.
@@ -257,6 +260,9 @@ func (s Spec) podMeta() metav1.ObjectMeta {
 	}
 	if s.Duration > 0 {
 		m.Annotations[AnnotationSimDuration] = s.Duration.String()
+	}
+	if s.Port > 0 && (s.Interactive || s.Inference) {
+		m.Annotations[AnnotationSimHTTP] = strconv.Itoa(s.Port)
 	}
 	return m
 }

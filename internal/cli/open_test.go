@@ -1,0 +1,146 @@
+package cli
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/allot-dev/allot/kube/inspect"
+)
+
+// background runs one allot command that keeps running (open, port-forward) until the
+// returned stop is called, which says how it ended.
+func (e *cliEnv) background(t *testing.T, args ...string) (*syncBuffer, func() error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(e.Ctx)
+	root := NewRoot()
+	out := &syncBuffer{}
+	root.SetOut(out)
+	root.SetErr(out)
+	root.SetArgs(append(args, "--kubeconfig", e.kubeconfig))
+	done := make(chan error, 1)
+	go func() { done <- root.ExecuteContext(ctx) }()
+	stopped := false
+	var err error
+	stop := func() error {
+		if !stopped {
+			cancel()
+			err, stopped = <-done, true
+		}
+		return err
+	}
+	t.Cleanup(func() { _ = stop() })
+	return out, stop
+}
+
+// printed waits until out shows pattern and returns its first group.
+func printed(t *testing.T, out *syncBuffer, pattern string) string {
+	t.Helper()
+	re := regexp.MustCompile(pattern)
+	var got string
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		m := re.FindStringSubmatch(out.String())
+		if m != nil {
+			got = m[1]
+		}
+		return m != nil, nil
+	})
+	if err != nil {
+		t.Fatalf("no %q in:\n%s", pattern, out.String())
+	}
+	return got
+}
+
+// get fetches url and returns its status and body.
+func get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// TestOpenAndPortForward: an interactive workload submitted with --port opens from this
+// machine: allot open prints a URL with the notebook's token from its log, and the page
+// answers through the API server's port-forward and the (simulated) node's kubelet; a
+// suspended one is resumed first; port-forward reaches a given port; and what cannot be
+// opened says why.
+func TestOpenAndPortForward(t *testing.T) {
+	e := startCLI(t)
+	e.must(t, "submit", "nb", "-p", "team-a", "-i", "jupyter/base-notebook", "-g", "1", "--interactive", "--port", "8888")
+	e.workload(t, "nb", running(1))
+
+	out, stop := e.background(t, "open", "nb", "--no-browser")
+	url := printed(t, out, `nb is open at (http://127\.0\.0\.1:\d+/lab\?token=[0-9a-f]+)\n`)
+	if code, body := get(t, url); code != http.StatusOK || !strings.Contains(body, "<h1>Workspace nb</h1>") {
+		t.Fatalf("GET %s: %d\n%s", url, code, body)
+	}
+	// The token is the workspace's own: without it the page is refused.
+	bare := url[:strings.Index(url, "?")]
+	if code, _ := get(t, bare); code != http.StatusForbidden {
+		t.Fatalf("GET %s without the token: %d, want 403", bare, code)
+	}
+	token := url[strings.Index(url, "?"):]
+	if err := stop(); err != nil {
+		t.Fatalf("allot open stopped with %v\n%s", err, out.String())
+	}
+
+	out, stop = e.background(t, "port-forward", "nb", "0:8888")
+	addr := printed(t, out, `Forwarding from (127\.0\.0\.1:\d+) -> pod nb port 8888`)
+	if code, body := get(t, "http://"+addr+"/tree"+token); code != http.StatusOK || !strings.Contains(body, "Workspace nb") {
+		t.Fatalf("GET through port-forward: %d\n%s", code, body)
+	}
+	if err := stop(); err != nil {
+		t.Fatalf("allot port-forward stopped with %v\n%s", err, out.String())
+	}
+
+	// A suspended inference service is resumed by open, which waits for its pod.
+	e.must(t, "submit", "svc", "-p", "team-d", "-i", "vllm", "-g", "1", "--inference", "--port", "8000")
+	e.workload(t, "svc", running(1))
+	e.must(t, "suspend", "svc")
+	e.workload(t, "svc", func(w inspect.Workload) bool { return w.Status == "Suspended" && len(w.Pods) == 0 })
+	out, stop = e.background(t, "open", "svc", "--no-browser")
+	url = printed(t, out, `svc is open at (http://\S+)\n`)
+	if !strings.Contains(out.String(), "svc was suspended: Deployment default/svc resumed; waiting for its pod") {
+		t.Fatalf("open of a suspended workload said:\n%s", out.String())
+	}
+	if code, body := get(t, url); code != http.StatusOK || !strings.Contains(body, "<h1>Workspace svc-") {
+		t.Fatalf("GET %s: %d\n%s", url, code, body)
+	}
+	if err := stop(); err != nil {
+		t.Fatalf("allot open stopped with %v", err)
+	}
+
+	e.must(t, "submit", "train", "-p", "team-b", "-i", "pytorch", "-g", "1")
+	e.workload(t, "train", running(1))
+	// A queue's limit keeps this one waiting.
+	e.must(t, "queue", "create", "tiny", "--quota", "1", "--limit", "1")
+	e.must(t, "submit", "huge", "-p", "tiny", "-i", "pytorch", "-g", "1", "--interactive", "--port", "8888")
+	e.workload(t, "huge", running(1))
+	e.must(t, "submit", "huge2", "-p", "tiny", "-i", "pytorch", "-g", "1", "--interactive", "--port", "8888")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"open", "nosuch"}, `no workload "nosuch" in namespace default`},
+		{[]string{"open", "train", "--no-browser"}, "train declares no port to open (pod train-"},
+		{[]string{"open", "huge2", "--wait", "1s"}, "huge2 is not running: pod huge2 Pending"},
+		{[]string{"port-forward", "huge2", "8888"}, "huge2 is not running: pod huge2 Pending"},
+		{[]string{"port-forward", "nb", "88888"}, `port "88888" is not allowed: [LOCAL:]REMOTE`},
+		{[]string{"port-forward", "nb", "x:8888"}, `port "x:8888" is not allowed`},
+		{[]string{"open", "nb", "--local-port", "-1"}, "--local-port -1 is not allowed"},
+	} {
+		if _, err := e.run(t, c.args...); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("allot %s: %v, want %q", strings.Join(c.args, " "), err, c.want)
+		}
+	}
+}
