@@ -171,6 +171,16 @@ func (c *conn) runningPod(ctx context.Context, w io.Writer, name string, f forwa
 			f.wait = 5 * time.Minute
 		}
 	}
+	if resume && wl.Kind == "Deployment" && len(wl.Pods) == 0 {
+		woke, err := c.wake(ctx, wl)
+		if err != nil {
+			return nil, err
+		}
+		if woke {
+			fmt.Fprintf(w, "%s was at rest at zero replicas: scaled to 1 (its autoscaler takes it from there); waiting for its pod …\n", name)
+			f.wait = max(f.wait, 5*time.Minute)
+		}
+	}
 	deadline := time.Now().Add(f.wait)
 	said := ""
 	for {
@@ -197,6 +207,25 @@ func (c *conn) runningPod(ctx context.Context, w io.Writer, name string, f forwa
 			return nil, err
 		}
 	}
+}
+
+// wake scales a Deployment at rest at zero replicas (an autoscaler with a minimum of 0 put
+// it there, and cannot take it from zero by itself) to one, through its scale subresource
+// as the autoscaler does; false when it was not at zero.
+func (c *conn) wake(ctx context.Context, wl *inspect.Workload) (bool, error) {
+	deployments := c.client.AppsV1().Deployments(wl.Namespace)
+	sc, err := deployments.GetScale(ctx, wl.Name, metav1.GetOptions{})
+	if err != nil {
+		return false, fmt.Errorf("waking %s: %w", wl.Name, err)
+	}
+	if sc.Spec.Replicas != 0 || (wl.UID != "" && sc.UID != wl.UID) {
+		return false, nil
+	}
+	sc.Spec.Replicas = 1
+	if _, err := deployments.UpdateScale(ctx, wl.Name, sc, metav1.UpdateOptions{}); err != nil {
+		return false, fmt.Errorf("waking %s (scaling it to 1): %w", wl.Name, err)
+	}
+	return true, nil
 }
 
 // pickRunning is the running pod --pod names (a name or an index), or the first running.

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/allot-dev/allot/kube/inspect"
@@ -119,6 +120,38 @@ func TestOpenAndPortForward(t *testing.T) {
 	if err := stop(); err != nil {
 		t.Fatalf("allot open stopped with %v", err)
 	}
+
+	// An inference service at rest at zero (where its autoscaler, minimum 0, put it) is
+	// woken by open, and by resume.
+	e.must(t, "submit", "rest", "-p", "team-d", "-i", "vllm", "-g", "1", "--inference", "--port", "8000", "--replicas", "0:2")
+	e.workload(t, "rest", running(1))
+	atZero := func() {
+		t.Helper()
+		sc, err := e.Client.AppsV1().Deployments("default").GetScale(e.Ctx, "rest", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc.Spec.Replicas = 0
+		if _, err := e.Client.AppsV1().Deployments("default").UpdateScale(e.Ctx, "rest", sc, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		e.workload(t, "rest", func(w inspect.Workload) bool { return len(w.Pods) == 0 })
+	}
+	atZero()
+	out, stop = e.background(t, "open", "rest", "--no-browser")
+	url = printed(t, out, `rest is open at (http://\S+)\n`)
+	if !strings.Contains(out.String(), "rest was at rest at zero replicas: scaled to 1") {
+		t.Fatalf("open of a service at zero said:\n%s", out.String())
+	}
+	if code, body := get(t, url); code != http.StatusOK || !strings.Contains(body, "<h1>Workspace rest-") {
+		t.Fatalf("GET %s: %d\n%s", url, code, body)
+	}
+	if err := stop(); err != nil {
+		t.Fatalf("allot open stopped with %v", err)
+	}
+	atZero()
+	e.must(t, "resume", "rest")
+	e.workload(t, "rest", running(1))
 
 	e.must(t, "submit", "train", "-p", "team-b", "-i", "pytorch", "-g", "1")
 	e.workload(t, "train", running(1))
