@@ -28,8 +28,11 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	appslisters "k8s.io/client-go/listers/apps/v1"
+	coordinationlisters "k8s.io/client-go/listers/coordination/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	cmv1beta2 "k8s.io/metrics/pkg/apis/custom_metrics/v1beta2"
+
+	"github.com/allot-dev/allot/api/v1alpha1"
 )
 
 // Where the API server publishes how it forwards users to aggregated APIs.
@@ -46,6 +49,7 @@ type Server struct {
 	pods        corelisters.PodLister
 	nodes       corelisters.NodeLister
 	deployments appslisters.DeploymentLister
+	leases      coordinationlisters.LeaseNamespaceLister // the agents', in Allot's namespace
 	authn       authenticator.Request
 	authz       authorizer.Authorizer
 	now         func() time.Time
@@ -90,12 +94,18 @@ func New(ctx context.Context, client kubernetes.Interface) (*Server, error) {
 		return nil, err
 	}
 	factory := informers.NewSharedInformerFactory(client, 0)
+	agents := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(v1alpha1.SystemNamespace))
 	s := &Server{pods: factory.Core().V1().Pods().Lister(), nodes: factory.Core().V1().Nodes().Lister(),
-		deployments: factory.Apps().V1().Deployments().Lister(), authn: authn, authz: authz, now: time.Now}
+		deployments: factory.Apps().V1().Deployments().Lister(),
+		leases:      agents.Coordination().V1().Leases().Lister().Leases(v1alpha1.SystemNamespace),
+		authn:       authn, authz: authz, now: time.Now}
 	factory.Start(ctx.Done())
-	for typ, ok := range factory.WaitForCacheSync(ctx.Done()) {
-		if !ok {
-			return nil, fmt.Errorf("custom metrics API: %v informer did not sync", typ)
+	agents.Start(ctx.Done())
+	for _, f := range []informers.SharedInformerFactory{factory, agents} {
+		for typ, ok := range f.WaitForCacheSync(ctx.Done()) {
+			if !ok {
+				return nil, fmt.Errorf("custom metrics API: %v informer did not sync", typ)
+			}
 		}
 	}
 	return s, nil
@@ -227,7 +237,8 @@ func (s *Server) podUtil(p *corev1.Pod) (float64, bool) {
 	if err != nil {
 		return 0, false
 	}
-	return podUtilization(p, n)
+	agent, _ := s.leases.Get(v1alpha1.AgentLeaseName(n.Name))
+	return podUtilization(p, deviceUtilization(n, agent, s.now()))
 }
 
 // deploymentValue is a Deployment's value: the mean over its running pods that hold GPUs.

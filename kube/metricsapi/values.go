@@ -3,14 +3,17 @@
 // process serves: the metric gpu-utilization of a pod (how busy the devices it holds
 // were, in percent) and of a Deployment (the mean over its running pods), which a
 // HorizontalPodAutoscaler reads to scale an inference service. No Prometheus or adapter is
-// involved: the values come from the nodes' allot.dev/gpu-utilization annotations (the
-// agent's) and the pods' device indices (the scheduler's bind).
+// involved: the values come from the agents' readings (allot.dev/gpu-utilization on each
+// agent's Lease, or on a simulated node) and the pods' device indices (the scheduler's
+// bind).
 package metricsapi
 
 import (
 	"strconv"
 	"strings"
+	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/allot-dev/allot/api/v1alpha1"
@@ -25,10 +28,19 @@ const (
 	MetricGPUUtilization = "gpu-utilization"
 )
 
-// nodeUtilization reads a node's allot.dev/gpu-utilization: percent by device index; nil
-// when the agent has written none.
-func nodeUtilization(n *corev1.Node) []float64 {
-	v := strings.TrimSpace(n.Annotations[v1alpha1.AnnotationGPUUtilization])
+// deviceUtilization is how busy each of a node's devices was, in percent by index: what its
+// agent last reported on its Lease (v1alpha1.AgentLeaseName) while that Lease is live, else
+// the node's own allot.dev/gpu-utilization (a simulated node's kubelet writes it); nil when
+// neither says. A reading the agent stopped renewing is not taken: the agent may be gone.
+func deviceUtilization(n *corev1.Node, agent *coordinationv1.Lease, now time.Time) []float64 {
+	v := ""
+	if agent != nil && live(agent, now) {
+		v = agent.Annotations[v1alpha1.AnnotationGPUUtilization]
+	}
+	if v == "" && n != nil {
+		v = n.Annotations[v1alpha1.AnnotationGPUUtilization]
+	}
+	v = strings.TrimSpace(v)
 	if v == "" {
 		return nil
 	}
@@ -44,13 +56,20 @@ func nodeUtilization(n *corev1.Node) []float64 {
 	return out
 }
 
-// podUtilization is how busy the devices a running pod holds were, in percent; false when
-// the pod holds none or its node reports none of them.
-func podUtilization(p *corev1.Pod, node *corev1.Node) (float64, bool) {
-	if node == nil || p.Status.Phase != corev1.PodRunning || p.DeletionTimestamp != nil {
+// live reports whether a Lease was renewed within its duration.
+func live(l *coordinationv1.Lease, now time.Time) bool {
+	if l.Spec.RenewTime == nil || l.Spec.LeaseDurationSeconds == nil {
+		return false
+	}
+	return now.Before(l.Spec.RenewTime.Add(time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second))
+}
+
+// podUtilization is how busy the devices a running pod holds were, in percent, given its
+// node's readings by device; false when the pod holds none or none of them is read.
+func podUtilization(p *corev1.Pod, util []float64) (float64, bool) {
+	if p.Status.Phase != corev1.PodRunning || p.DeletionTimestamp != nil {
 		return 0, false
 	}
-	util := nodeUtilization(node)
 	indices, _ := v1alpha1.HeldGPUs(p)
 	sum, n := 0.0, 0
 	for _, g := range indices {
