@@ -76,7 +76,9 @@ func waitLong(t *testing.T, e *kubetest.Env, what string, cond func() (bool, str
 // the real HorizontalPodAutoscaler controller scales it up to its maximum of 4 and no
 // further; one idle, allowed to rest at zero (--replicas 0:2), goes to zero.
 func TestGPUUtilizationAutoscaling(t *testing.T) {
-	e := kubetest.Start(t, 2, 8)
+	// As on allot up: each node's GPUs on NVML's mock, read by the real agent, which
+	// reports their load on its Lease.
+	e, _ := kubetest.StartWithAgents(t, 2, 8, "")
 	if _, err := stack.Local(e.Ctx, e.Cluster.Config, e.Dir, scheduler.Options{Interval: 200 * time.Millisecond}); err != nil {
 		t.Fatal(err)
 	}

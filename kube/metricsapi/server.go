@@ -238,7 +238,7 @@ func (s *Server) podUtil(p *corev1.Pod) (float64, bool) {
 		return 0, false
 	}
 	agent, _ := s.leases.Get(v1alpha1.AgentLeaseName(n.Name))
-	return podUtilization(p, deviceUtilization(n, agent, s.now()))
+	return podUtilization(p, heldDevices(p, n), deviceUtilization(n, agent, s.now()))
 }
 
 // deploymentValue is a Deployment's value: the mean over its running pods that hold GPUs.

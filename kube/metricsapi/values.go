@@ -9,6 +9,7 @@
 package metricsapi
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -64,13 +65,33 @@ func live(l *coordinationv1.Lease, now time.Time) bool {
 	return now.Before(l.Spec.RenewTime.Add(time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second))
 }
 
+// heldDevices are the indices on its node of the devices a pod holds: those the kubelet
+// gave its containers, as its node's agent recorded them (allot.dev/gpu-devices, UUIDs,
+// found in the node's allot.dev/gpu-uuids), else those the scheduler bound it to (a node
+// without an agent, whose device plugin takes the scheduler's choice).
+func heldDevices(p *corev1.Pod, n *corev1.Node) []int {
+	if rec := p.Annotations[v1alpha1.AnnotationGPUDevices]; rec != "" && n != nil {
+		uuids := strings.Split(n.Annotations[v1alpha1.AnnotationGPUUUIDs], ",")
+		var out []int
+		for _, u := range strings.Split(rec, ",") {
+			if i := slices.Index(uuids, strings.TrimSpace(u)); i >= 0 {
+				out = append(out, i)
+			}
+		}
+		if len(out) > 0 {
+			return out
+		}
+	}
+	indices, _ := v1alpha1.HeldGPUs(p)
+	return indices
+}
+
 // podUtilization is how busy the devices a running pod holds were, in percent, given its
 // node's readings by device; false when the pod holds none or none of them is read.
-func podUtilization(p *corev1.Pod, util []float64) (float64, bool) {
+func podUtilization(p *corev1.Pod, indices []int, util []float64) (float64, bool) {
 	if p.Status.Phase != corev1.PodRunning || p.DeletionTimestamp != nil {
 		return 0, false
 	}
-	indices, _ := v1alpha1.HeldGPUs(p)
 	sum, n := 0.0, 0
 	for _, g := range indices {
 		if g < len(util) && util[g] >= 0 {

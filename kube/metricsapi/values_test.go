@@ -17,7 +17,8 @@ import (
 // for nothing.
 func TestPodUtilization(t *testing.T) {
 	now := time.Date(2026, 11, 26, 8, 0, 0, 0, time.UTC)
-	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "dgx-1", Annotations: map[string]string{v1alpha1.AnnotationGPUUtilization: "10,20,30,40"}}}
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "dgx-1", Annotations: map[string]string{v1alpha1.AnnotationGPUUtilization: "10,20,30,40",
+		v1alpha1.AnnotationGPUUUIDs: "GPU-a,GPU-b,GPU-c,GPU-d"}}}
 	lease := func(renewed time.Time, util string) *coordinationv1.Lease {
 		secs := int32(40)
 		at := metav1.NewMicroTime(renewed)
@@ -40,11 +41,18 @@ func TestPodUtilization(t *testing.T) {
 		{"an unreadable device is left out", lease(now, "90,x,70,60"), pod("0,1", corev1.PodRunning), 90, true},
 		{"a device the node does not have", nil, pod("7", corev1.PodRunning), 0, false},
 		{"no devices", nil, pod("", corev1.PodRunning), 0, false},
+		{"the devices the kubelet gave, as the agent recorded them", nil, recorded(pod("0", corev1.PodRunning), "GPU-d, GPU-c"), 35, true},
+		{"a record of devices the node does not list: the bind's", nil, recorded(pod("0", corev1.PodRunning), "GPU-z"), 10, true},
 		{"not running", nil, pod("0", corev1.PodPending), 0, false},
 	} {
-		got, ok := podUtilization(c.pod, deviceUtilization(node, c.lease, now))
+		got, ok := podUtilization(c.pod, heldDevices(c.pod, node), deviceUtilization(node, c.lease, now))
 		if got != c.want || ok != c.ok {
 			t.Errorf("%s: %v %v, want %v %v", c.name, got, ok, c.want, c.ok)
 		}
 	}
+}
+
+func recorded(p *corev1.Pod, uuids string) *corev1.Pod {
+	p.Annotations[v1alpha1.AnnotationGPUDevices] = uuids
+	return p
 }
