@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"regexp"
@@ -26,7 +27,14 @@ func (e *cliEnv) background(t *testing.T, args ...string) (*syncBuffer, func() e
 	root.SetErr(out)
 	root.SetArgs(append(args, "--kubeconfig", e.kubeconfig))
 	done := make(chan error, 1)
-	go func() { done <- root.ExecuteContext(ctx) }()
+	go func() {
+		err := root.ExecuteContext(ctx)
+		if ctx.Err() == nil {
+			// Ended by itself: printed stops waiting and shows why.
+			fmt.Fprintf(out, "\n%s: %v\n", ended, err)
+		}
+		done <- err
+	}()
 	stopped := false
 	var err error
 	stop := func() error {
@@ -40,6 +48,9 @@ func (e *cliEnv) background(t *testing.T, args ...string) (*syncBuffer, func() e
 	return out, stop
 }
 
+// ended marks, in a background command's output, that it stopped by itself.
+const ended = "[the command ended]"
+
 // printed waits until out shows pattern and returns its first group.
 func printed(t *testing.T, out *syncBuffer, pattern string) string {
 	t.Helper()
@@ -49,6 +60,9 @@ func printed(t *testing.T, out *syncBuffer, pattern string) string {
 		m := re.FindStringSubmatch(out.String())
 		if m != nil {
 			got = m[1]
+		}
+		if m == nil && strings.Contains(out.String(), ended) {
+			return false, fmt.Errorf("it ended")
 		}
 		return m != nil, nil
 	})
