@@ -12,6 +12,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/allot-dev/allot/kube/inspect"
 )
@@ -20,12 +22,17 @@ import (
 // returned stop is called, which says how it ended.
 func (e *cliEnv) background(t *testing.T, args ...string) (*syncBuffer, func() error) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(e.Ctx)
+	return background(t, e.Ctx, e.kubeconfig, args...)
+}
+
+func background(t *testing.T, parent context.Context, kubeconfig string, args ...string) (*syncBuffer, func() error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(parent)
 	root := NewRoot()
 	out := &syncBuffer{}
 	root.SetOut(out)
 	root.SetErr(out)
-	root.SetArgs(append(args, "--kubeconfig", e.kubeconfig))
+	root.SetArgs(append(args, "--kubeconfig", kubeconfig))
 	done := make(chan error, 1)
 	go func() {
 		err := root.ExecuteContext(ctx)
@@ -189,5 +196,46 @@ func TestOpenAndPortForward(t *testing.T) {
 		if _, err := e.run(t, c.args...); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("allot %s: %v, want %q", strings.Join(c.args, " "), err, c.want)
 		}
+	}
+}
+
+// TestUpOpen: on allot up itself (simulated nodes with the device plugin and the real
+// agents), a notebook submitted with a port opens, and an autoscaled inference service's
+// metric is served through the API server.
+func TestUpOpen(t *testing.T) {
+	up := startUp(t, "--nodes", "1")
+	ctx, kc := up.ctx, up.kubeconfig
+	must := func(args ...string) string {
+		t.Helper()
+		out, err := runAllot(ctx, kc, args...)
+		if err != nil {
+			t.Fatalf("allot %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return out
+	}
+	must("queue", "create", "ml", "--quota", "4")
+	must("submit", "nb", "-p", "ml", "-i", "jupyter/base-notebook", "-g", "1", "--interactive", "--port", "8888")
+	out, stop := background(t, ctx, kc, "open", "nb", "--no-browser")
+	url := printed(t, out, `nb is open at (http://127\.0\.0\.1:\d+/lab\?token=[0-9a-f]+)\n`)
+	if code, body := get(t, url); code != http.StatusOK || !strings.Contains(body, "<h1>Workspace nb</h1>") {
+		t.Fatalf("GET %s: %d\n%s", url, code, body)
+	}
+	if err := stop(); err != nil {
+		t.Fatalf("allot open stopped with %v\n%s", err, out.String())
+	}
+	must("submit", "llm", "-p", "ml", "-i", "vllm", "-g", "1", "--inference", "--replicas", "1:3", "--target-gpu-utilization", "50")
+	rc, err := clientcmd.BuildConfigFromFlags("", kc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := kubernetes.NewForConfigOrDie(rc)
+	// Inference pods keep their GPUs 95% busy on allot up: above 50, so the service grows.
+	err = wait.PollUntilContextTimeout(ctx, time.Second, 3*time.Minute, true, func(context.Context) (bool, error) {
+		d, err := client.AppsV1().Deployments("default").Get(ctx, "llm", metav1.GetOptions{})
+		return err == nil && *d.Spec.Replicas > 1, nil
+	})
+	b, rerr := client.CoreV1().RESTClient().Get().AbsPath("/apis/custom.metrics.k8s.io/v1beta2/namespaces/default/deployments.apps/llm/gpu-utilization").DoRaw(ctx)
+	if err != nil {
+		t.Fatalf("llm did not scale up: %v; its metric: %v %s", err, rerr, b)
 	}
 }
