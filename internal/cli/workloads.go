@@ -221,6 +221,9 @@ func create(cmd *cobra.Command, c *conn, o runtime.Object, dryRun bool) error {
 	case *autoscalingv2.HorizontalPodAutoscaler:
 		kind, name = "HorizontalPodAutoscaler", x.Name
 		_, err = c.client.AutoscalingV2().HorizontalPodAutoscalers(c.ns).Create(ctx, x, opts)
+		if apierrors.IsInvalid(err) && x.Spec.MinReplicas != nil && *x.Spec.MinReplicas == 0 {
+			return fmt.Errorf("refused: %s (--replicas 0:N needs the HPAScaleToZero feature gate on the cluster's API server and controller manager; docs/inference.md)", apiMessage(err))
+		}
 	default:
 		return fmt.Errorf("cannot create %T", o)
 	}
