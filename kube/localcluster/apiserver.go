@@ -52,6 +52,9 @@ func startAPIServer(ctx context.Context, dir, etcdURL string) (*rest.Config, <-c
 	if err := configureAggregation(s, dir); err != nil {
 		return nil, nil, err
 	}
+	if err := configureKubeletClient(s, dir); err != nil {
+		return nil, nil, err
+	}
 
 	completed, err := s.Complete(ctx)
 	if err != nil {

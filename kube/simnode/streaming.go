@@ -22,6 +22,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/kubelet/pkg/cri/streaming"
 	"k8s.io/kubelet/pkg/cri/streaming/portforward"
 )
@@ -32,11 +33,19 @@ import (
 // and its container logs (/containerLogs/{namespace}/{pod}/{container}). Every simulated
 // node advertises it (advertise). The API server has no kubelet CA configured, so it does
 // not check the certificate; the endpoint is on loopback only and answers for simulated
-// pods only.
+// pods only. As a kubelet's, it accepts only clients with a certificate the cluster's
+// client CA signed (the API server's kubelet client certificate), where the API server
+// publishes one.
 func (k *Kubelet) serve(ctx context.Context) error {
 	cert, err := loopbackCert(k.now())
 	if err != nil {
 		return err
+	}
+	tlsConfig := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	if pool := k.clientCA(ctx); pool != nil {
+		tlsConfig.ClientAuth, tlsConfig.ClientCAs = tls.RequireAndVerifyClientCert, pool
+	} else {
+		slog.Warn("simulated kubelet: the API server publishes no client CA; its endpoint checks no client certificate")
 	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -45,8 +54,7 @@ func (k *Kubelet) serve(ctx context.Context) error {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/portForward/{namespace}/{pod}", k.servePortForward)
 	mux.HandleFunc("GET /containerLogs/{namespace}/{pod}/{container}", k.serveLogs)
-	srv := &http.Server{Handler: mux, TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12},
-		ReadHeaderTimeout: 30 * time.Second}
+	srv := &http.Server{Handler: mux, TLSConfig: tlsConfig, ReadHeaderTimeout: 30 * time.Second}
 	k.mu.Lock()
 	k.endpoint = l.Addr().(*net.TCPAddr).Port
 	k.mu.Unlock()
@@ -61,6 +69,28 @@ func (k *Kubelet) serve(ctx context.Context) error {
 		k.workspaces.closeAll()
 	}()
 	return nil
+}
+
+// clientCA is the CA the cluster trusts for client certificates, as the API server
+// publishes it (client-ca-file in kube-system/extension-apiserver-authentication, where a
+// kubelet started with --client-ca-file reads its own); nil when there is none.
+func (k *Kubelet) clientCA(ctx context.Context) *x509.CertPool {
+	var pool *x509.CertPool
+	// The API server writes the ConfigMap once it has started: give it a few seconds.
+	_ = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		cm, err := k.client.CoreV1().ConfigMaps(metav1.NamespaceSystem).Get(ctx, "extension-apiserver-authentication", metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		if ca := cm.Data["client-ca-file"]; ca != "" {
+			p := x509.NewCertPool()
+			if p.AppendCertsFromPEM([]byte(ca)) {
+				pool = p
+			}
+		}
+		return true, nil
+	})
+	return pool
 }
 
 // advertise writes the endpoint into a simulated node's status, as a kubelet reports its

@@ -30,7 +30,7 @@ func configureAggregation(s *options.ServerRunOptions, dir string) error {
 	pki := filepath.Join(dir, "pki")
 	ca, crt, key := filepath.Join(pki, "front-proxy-ca.crt"), filepath.Join(pki, "front-proxy-client.crt"), filepath.Join(pki, "front-proxy-client.key")
 	if !exists(ca) || !exists(crt) || !exists(key) {
-		if err := writeFrontProxy(ca, crt, key); err != nil {
+		if err := writeClientPKI(ca, crt, key, "allot-front-proxy-ca", frontProxyUser); err != nil {
 			return fmt.Errorf("front-proxy certificates: %w", err)
 		}
 	}
@@ -49,8 +49,32 @@ func exists(path string) bool {
 	return err == nil
 }
 
-// writeFrontProxy makes the front-proxy CA and the aggregator's client certificate.
-func writeFrontProxy(caPath, crtPath, keyPath string) error {
+// KubeletClientUser is the name the API server presents to kubelets (its client
+// certificate's CN, signed by the CA it trusts for client certificates and publishes as
+// client-ca-file in kube-system/extension-apiserver-authentication), as kubeadm's
+// apiserver-kubelet-client certificate does. The simulated kubelet accepts only it.
+const KubeletClientUser = "kube-apiserver-kubelet-client"
+
+// configureKubeletClient has the API server authenticate to kubelets (port-forward, logs)
+// with a client certificate, as a real control plane does: a client CA of its own under
+// dir/pki, which it also trusts for client certificates (and so publishes, for kubelets to
+// read), and a certificate for KubeletClientUser it signs. That user has no permission in
+// the cluster: it only names the API server to kubelets.
+func configureKubeletClient(s *options.ServerRunOptions, dir string) error {
+	pki := filepath.Join(dir, "pki")
+	ca, crt, key := filepath.Join(pki, "client-ca.crt"), filepath.Join(pki, "apiserver-kubelet-client.crt"), filepath.Join(pki, "apiserver-kubelet-client.key")
+	if !exists(ca) || !exists(crt) || !exists(key) {
+		if err := writeClientPKI(ca, crt, key, "allot-client-ca", KubeletClientUser); err != nil {
+			return fmt.Errorf("kubelet client certificates: %w", err)
+		}
+	}
+	s.Authentication.ClientCert.ClientCA = ca
+	s.KubeletConfig.TLSClientConfig.CertFile, s.KubeletConfig.TLSClientConfig.KeyFile = crt, key
+	return nil
+}
+
+// writeClientPKI makes a CA and a client certificate for clientCN that it signs.
+func writeClientPKI(caPath, crtPath, keyPath, caName, clientCN string) error {
 	if err := os.MkdirAll(filepath.Dir(caPath), 0o700); err != nil {
 		return err
 	}
@@ -59,7 +83,7 @@ func writeFrontProxy(caPath, crtPath, keyPath string) error {
 	if err != nil {
 		return err
 	}
-	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "allot-front-proxy-ca"},
+	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: caName},
 		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(10 * 365 * 24 * time.Hour), IsCA: true, BasicConstraintsValid: true,
 		KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature}
 	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
@@ -74,7 +98,7 @@ func writeFrontProxy(caPath, crtPath, keyPath string) error {
 	if err != nil {
 		return err
 	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: frontProxyUser},
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: clientCN},
 		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(10 * 365 * 24 * time.Hour),
 		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &key.PublicKey, caKey)
