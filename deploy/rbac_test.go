@@ -160,7 +160,8 @@ func TestSchedulerRoleIsEnough(t *testing.T) {
 	objs := deploy.Render(t)
 	e := kubetest.Start(t, 1, 4)
 	install(t, e, objs, "ServiceAccount/allot", "ClusterRole/allot", "ClusterRoleBinding/allot",
-		"kube-system/Role/allot-leader-election", "kube-system/RoleBinding/allot-leader-election")
+		"kube-system/Role/allot-leader-election", "kube-system/RoleBinding/allot-leader-election",
+		"ClusterRoleBinding/allot-auth-delegator", "kube-system/RoleBinding/allot-authentication-reader")
 	rc := serviceAccount(e, "allot")
 	if _, err := stack.LocalWith(e.Ctx, e.Cluster.Config, rc, e.Dir, "", stack.Options{Scheduler: scheduler.Options{Interval: 200 * time.Millisecond,
 		LeaderElection: true, Identity: "rbac-test"}, Idle: idle.Options{Tick: 200 * time.Millisecond}}); err != nil {
@@ -237,6 +238,12 @@ func TestSchedulerRoleIsEnough(t *testing.T) {
 			return false, err.Error()
 		}
 		return *st.Spec.Replicas == 0 && st.Annotations[inspect.AnnotationIdleSuspended] != "", fmt.Sprintf("replicas %d", *st.Spec.Replicas)
+	})
+	// The custom metrics API, served as the chart's ServiceAccount (its informers, the front
+	// proxy's settings, TokenReview and SubjectAccessReview), answers through the aggregator.
+	e.WaitFor(t, "the custom metrics API", func() (bool, string) {
+		b, err := e.Client.CoreV1().RESTClient().Get().AbsPath("/apis/custom.metrics.k8s.io/v1beta2/namespaces/default/pods/*/gpu-utilization").DoRaw(e.Ctx)
+		return err == nil && strings.Contains(string(b), `"kind":"MetricValueList"`), fmt.Sprint(err, string(b))
 	})
 	refused(t, e, rc,
 		authorizationv1.ResourceAttributes{Verb: "list", Resource: "secrets"},

@@ -31,7 +31,7 @@ func newSchedulerCmd() *cobra.Command {
 	var lease scheduler.Lease
 	var gangGrace, usageHalfLife time.Duration
 	var usageStrength float64
-	var webhookPort, metricsPort int
+	var webhookPort, metricsPort, customMetricsPort int
 	var certDir, sharingRoot, cdiKind, runtimeClass string
 	var deviceRecorders, adopt, accelerators []string
 	var defaultGPUMemory string
@@ -103,6 +103,15 @@ admission webhooks (the Helm chart registers them).`,
 					return fmt.Errorf("--metrics-port %d: %w", metricsPort, err)
 				}
 			}
+			if customMetricsPort > 0 {
+				// The APIService trusts the webhook's CA: the same certificate serves both.
+				if opts.CustomMetricsCert, err = admission.CertFiles(ctx, certDir); err != nil {
+					return err
+				}
+				if opts.CustomMetrics, err = net.Listen("tcp", fmt.Sprintf(":%d", customMetricsPort)); err != nil {
+					return fmt.Errorf("--custom-metrics-port %d: %w", customMetricsPort, err)
+				}
+			}
 			return stack.Run(ctx, rc, opts)
 		},
 	}
@@ -117,6 +126,7 @@ admission webhooks (the Helm chart registers them).`,
 	f.IntVar(&webhookPort, "webhook-port", 0, "serve the admission webhooks on this port (0: none)")
 	f.StringVar(&certDir, "webhook-cert-dir", "/etc/allot/webhook", "directory with the webhooks' tls.crt and tls.key (reloaded when they change)")
 	f.IntVar(&metricsPort, "metrics-port", 0, "serve Prometheus metrics at /metrics on this port (0: none)")
+	f.IntVar(&customMetricsPort, "custom-metrics-port", 0, "serve the custom metrics API (custom.metrics.k8s.io: GPU utilisation for HorizontalPodAutoscalers) on this port, with the --webhook-cert-dir certificate; the chart registers its APIService (0: none)")
 	f.StringVar(&placement, "placement", "allot", "placement policy: allot, binpack, spread, best-fit, gpu-packing, fgd, random")
 	f.StringVar(&gpuPolicy, "gpu-policy", "", "how a node's GPUs are chosen, apart from nodes: binpack or spread (empty: as --placement; a pod's allot.dev/gpu-policy overrides)")
 	f.StringVar(&sharingRoot, "sharing-root", "", "host directory the nodes' agents share with pods sharing a GPU (MPS pipes, HAMi-core's library), mounted into them by the webhook (empty: none, for clusters whose nodes do not enforce sharing)")

@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
@@ -169,6 +171,8 @@ Job of N workers with a headless Service (worker i is NAME-i.NAME) started as on
 	f.StringVar(&s.GPUPolicy, "gpu-policy", "", "how this job's GPUs are chosen on a node: binpack or spread")
 	f.BoolVar(&s.Interactive, "interactive", false, "interactive work (a StatefulSet of one pod, which allot suspend and resume stop and start): not preemptible, subject to the queue's time limit and idleTimeout")
 	f.BoolVar(&s.Inference, "inference", false, "inference: a Deployment (and a Service with --port)")
+	f.Var(replicasFlag{&s}, "replicas", "inference: N replicas, or MIN:MAX to autoscale on GPU utilisation (MIN 0: may rest at zero; docs/inference.md)")
+	f.IntVar(&s.TargetGPUUtilization, "target-gpu-utilization", 0, fmt.Sprintf("inference with --replicas MIN:MAX: the GPU utilisation to scale to, in percent (default %d)", submit.DefaultTargetGPUUtilization))
 	f.StringVar(&s.CPU, "cpu", "", "CPU request, such as 4")
 	f.StringVar(&s.Memory, "memory", "", "memory request, such as 16Gi")
 	f.StringArrayVarP(&s.Env, "env", "e", nil, "environment variable NAME=VALUE (repeatable)")
@@ -217,6 +221,12 @@ func create(cmd *cobra.Command, c *conn, o runtime.Object, dryRun bool) error {
 	case *resourcev1.ResourceClaimTemplate:
 		kind, name = "ResourceClaimTemplate", x.Name
 		_, err = c.client.ResourceV1().ResourceClaimTemplates(c.ns).Create(ctx, x, opts)
+	case *autoscalingv2.HorizontalPodAutoscaler:
+		kind, name = "HorizontalPodAutoscaler", x.Name
+		_, err = c.client.AutoscalingV2().HorizontalPodAutoscalers(c.ns).Create(ctx, x, opts)
+		if apierrors.IsInvalid(err) && x.Spec.MinReplicas != nil && *x.Spec.MinReplicas == 0 {
+			return fmt.Errorf("refused: %s (--replicas 0:N needs the HPAScaleToZero feature gate on the cluster's API server and controller manager; docs/inference.md)", apiMessage(err))
+		}
 	default:
 		return fmt.Errorf("cannot create %T", o)
 	}
@@ -597,3 +607,27 @@ func idleLine(w *inspect.Workload, now time.Time) string {
 	}
 	return ""
 }
+
+// replicasFlag is --replicas N or MIN:MAX, read into a spec's MinReplicas and MaxReplicas.
+type replicasFlag struct{ s *submit.Spec }
+
+func (f replicasFlag) String() string {
+	if f.s == nil || f.s.MaxReplicas == 0 {
+		return ""
+	}
+	if f.s.MinReplicas == f.s.MaxReplicas {
+		return strconv.Itoa(f.s.MaxReplicas)
+	}
+	return fmt.Sprintf("%d:%d", f.s.MinReplicas, f.s.MaxReplicas)
+}
+
+func (f replicasFlag) Set(v string) error {
+	lo, hi, err := submit.ParseReplicas(v)
+	if err != nil {
+		return err
+	}
+	f.s.MinReplicas, f.s.MaxReplicas = lo, hi
+	return nil
+}
+
+func (replicasFlag) Type() string { return "N|MIN:MAX" }

@@ -210,6 +210,10 @@ func (c Clients) Suspend(ctx context.Context, w *inspect.Workload, resume bool) 
 		switch {
 		case !resume && held:
 			return "", fmt.Errorf("%s is already suspended", w.Name)
+		case resume && !held && replicas == 0:
+			// At rest at zero (an inference service's autoscaler with minReplicas 0 put it
+			// there, and cannot bring it back by itself): resuming wakes it to one.
+			patch = map[string]any{"spec": map[string]any{"replicas": 1}}
 		case resume && !held:
 			return "", fmt.Errorf("%s is not suspended: it runs %d replicas", w.Name, replicas)
 		case !resume:

@@ -49,6 +49,12 @@ func startAPIServer(ctx context.Context, dir, etcdURL string) (*rest.Config, <-c
 	s.Authentication.ServiceAccounts.Issuers = []string{"https://allot.local"}
 	s.Authentication.ServiceAccounts.KeyFiles = []string{key}
 	s.Authorization.Modes = []string{"RBAC"}
+	if err := configureAggregation(s, dir); err != nil {
+		return nil, nil, err
+	}
+	if err := configureKubeletClient(s, dir); err != nil {
+		return nil, nil, err
+	}
 
 	completed, err := s.Complete(ctx)
 	if err != nil {

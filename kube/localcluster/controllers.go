@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"time"
 
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
@@ -28,6 +29,9 @@ var controllers = []string{
 	// Makes a pod's ResourceClaims from its templates, and frees a claim once no pod uses
 	// it: the half of DRA that is not the scheduler's.
 	"resourceclaim-controller",
+	// Scales Deployments on the custom metrics API (allot submit --inference --replicas,
+	// the GPU utilisation Allot's scheduler serves as an aggregated API).
+	"horizontal-pod-autoscaler-controller",
 }
 
 // startControllers runs kube-controller-manager from the upstream module in this process,
@@ -48,6 +52,8 @@ func startControllers(ctx context.Context, dir string, rc *rest.Config) (<-chan 
 	s.Generic.Controllers = controllers
 	s.SecureServing.BindPort = 0
 	s.SAController.RootCAFile = filepath.Join(dir, "pki", "ca.crt")
+	// Upstream looks every 15 s; a laptop's cluster answers a load change sooner.
+	s.HPAController.HorizontalPodAutoscalerSyncPeriod.Duration = 5 * time.Second
 	cfg, err := s.Config(ctx, app.KnownControllers(), app.ControllersDisabledByDefault(), app.ControllerAliases())
 	if err != nil {
 		return nil, fmt.Errorf("kube-controller-manager options: %w", err)

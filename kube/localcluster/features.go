@@ -12,7 +12,10 @@ import (
 // claims, each consuming part of its capacity: the way a pod shares a GPU through DRA
 // (docs/dra.md), which allot up --dra and the tests show. A real cluster enables it on its
 // API server and scheduler; Allot reads which gates its API server runs with.
-var gates = map[string]bool{"DRAConsumableCapacity": true}
+// HPAScaleToZero (alpha) lets a HorizontalPodAutoscaler's minimum be 0: an inference
+// service submitted with --replicas 0:N rests at zero (docs/inference.md); a real cluster
+// enables it on its API server and controller manager.
+var gates = map[string]bool{"DRAConsumableCapacity": true, "HPAScaleToZero": true}
 
 var gatesOnce sync.Once
 var gatesErr error

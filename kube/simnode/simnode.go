@@ -267,6 +267,10 @@ type Kubelet struct {
 	released map[types.UID]bool
 	// pods and nodes are the informers' stores, once Run started them.
 	pods, nodes cache.Store
+	// endpoint is the loopback port of the nodes' kubelet endpoint (streaming.go), once
+	// served; workspaces are the simulated processes of web workspaces (workspace.go).
+	endpoint   int
+	workspaces workspaces
 }
 
 // admittedPod is what a running pod holds of other vendors' devices on its node.
@@ -309,6 +313,7 @@ func (k *Kubelet) Run(ctx context.Context) {
 			k.devices.Release(p.Spec.NodeName, p.UID) // removed without this kubelet stopping it
 		}
 		if p, ok := obj.(*corev1.Pod); ok {
+			k.workspaces.stop(p.UID)
 			k.mu.Lock()
 			delete(k.waiting, p.UID)
 			delete(k.removed, p.UID)
@@ -322,6 +327,9 @@ func (k *Kubelet) Run(ctx context.Context) {
 	k.pods, k.nodes = pods.GetStore(), nodes.GetStore()
 	k.mu.Unlock()
 	factory.Start(ctx.Done())
+	if err := k.serve(ctx); err != nil {
+		slog.Warn("simulated kubelet: no kubelet endpoint (port-forward and logs will not answer)", "err", err)
+	}
 	// Nodes work in parallel, as real kubelets do.
 	for w := 0; w < 8; w++ {
 		go func() {
@@ -371,6 +379,7 @@ func (k *Kubelet) renewLeases(ctx context.Context) {
 	leases := k.client.CoordinationV1().Leases(corev1.NamespaceNodeLease)
 	duration := int32(40)
 	for _, n := range nodes.Items {
+		k.advertise(ctx, &n)
 		now := metav1.NewMicroTime(k.now())
 		// As a kubelet does, renew from the copy the last write returned; read only when
 		// there is none or it went stale.
@@ -529,6 +538,7 @@ func (k *Kubelet) sync(ctx context.Context, p *corev1.Pod) {
 			k.devices.Release(p.Spec.NodeName, p.UID)
 		}
 		k.releaseExtended(p.UID)
+		k.workspaces.stop(p.UID)
 		// As a kubelet does: the containers are killed, the pod reports its end, then it is
 		// removed. Controllers (a Job's pod failure policy) read that last status.
 		if p.Status.Phase == corev1.PodRunning {

@@ -26,6 +26,7 @@ import (
 	"github.com/allot-dev/allot/kube/admission"
 	allotclient "github.com/allot-dev/allot/kube/client"
 	"github.com/allot-dev/allot/kube/idle"
+	"github.com/allot-dev/allot/kube/metricsapi"
 	"github.com/allot-dev/allot/kube/scheduler"
 	"github.com/allot-dev/allot/kube/workload"
 )
@@ -46,6 +47,10 @@ type Options struct {
 	Peers admission.Peers
 	// Idle tunes the idle controller (queues' idleTimeout); its Leading is the scheduler's.
 	Idle idle.Options
+	// CustomMetrics serves the custom metrics API (GPU utilisation, kube/metricsapi) on
+	// this listener with CustomMetricsCert; nil serves none.
+	CustomMetrics     net.Listener
+	CustomMetricsCert func(*tls.ClientHelloInfo) (*tls.Certificate, error)
 }
 
 // Run runs until ctx ends; it returns the scheduler's error.
@@ -97,6 +102,18 @@ func Run(ctx context.Context, rc *rest.Config, opts Options) error {
 				&admission.QueueValidator{View: view, Client: client, Allot: allot, Accelerators: kinds}, hooks); err != nil {
 				// The API server then refuses Allot's pods with a webhook error: say why here.
 				slog.Error("allot: admission webhooks stopped", "err", err)
+			}
+		}()
+	}
+	if opts.CustomMetrics != nil {
+		go func() {
+			// Discovery of the API waits until it serves: HPAs see it as unavailable meanwhile.
+			srv, err := metricsapi.New(ctx, client)
+			if err == nil {
+				err = srv.Serve(ctx, opts.CustomMetrics, opts.CustomMetricsCert)
+			}
+			if err != nil && ctx.Err() == nil {
+				slog.Error("allot: custom metrics API stopped (HorizontalPodAutoscalers on GPU utilisation cannot read it)", "err", err)
 			}
 		}()
 	}
@@ -188,9 +205,27 @@ func LocalWith(ctx context.Context, admin, identity *rest.Config, dataDir, metri
 		l.Close()
 		return nil, fmt.Errorf("metrics address %s: %w", metricsAddr, err)
 	}
+	// The custom metrics API, on a loopback port, registered with the aggregator.
+	cmDir := filepath.Join(dataDir, "pki", "custom-metrics")
+	cmCA, err := metricsapi.LocalCert(cmDir)
+	if err != nil {
+		return nil, fmt.Errorf("custom metrics API certificate: %w", err)
+	}
+	cmCert, err := admission.CertFiles(ctx, cmDir)
+	if err != nil {
+		return nil, err
+	}
+	cml, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	if err := metricsapi.RegisterLocal(ctx, admin, cml.Addr().String(), cmCA); err != nil {
+		cml.Close()
+		return nil, fmt.Errorf("registering the custom metrics API: %w", err)
+	}
 	done := make(chan error, 1)
 	go func() {
-		o.Webhook, o.Cert, o.Metrics = l, cert, ml
+		o.Webhook, o.Cert, o.Metrics, o.CustomMetrics, o.CustomMetricsCert = l, cert, ml, cml, cmCert
 		done <- Run(ctx, identity, o)
 	}()
 	return &Running{Done: done, MetricsURL: "http://" + ml.Addr().String() + "/metrics"}, nil

@@ -34,6 +34,9 @@ const (
 	AnnotationMinMember = v1alpha1.AnnotationMinMember
 	// AnnotationSimDuration makes a pod on a simulated node finish after this long.
 	AnnotationSimDuration = "allot.dev/sim-duration"
+	// AnnotationSimHTTP makes a pod on a simulated node answer HTTP on its --port, as the
+	// workspace it stands for would (kube/simnode); nothing else reads it.
+	AnnotationSimHTTP = "allot.dev/sim-http"
 )
 
 // Types of workload.
@@ -90,6 +93,10 @@ type Spec struct {
 	// GPUMemoryLimit and GPUFractionLimit are a dynamic fraction's limit past its request
 	// (GPUMemory or a fraction): what it may use while the GPU has it free.
 	GPUMemoryLimit, GPUFractionLimit string
+	// MinReplicas and MaxReplicas are an inference service's replicas (--replicas): a fixed
+	// number (equal), or a range a HorizontalPodAutoscaler scales in on GPU utilisation,
+	// aiming at TargetGPUUtilization percent (autoscale.go). MaxReplicas 0: one replica.
+	MinReplicas, MaxReplicas, TargetGPUUtilization int
 }
 
 var dns1123 = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
@@ -131,6 +138,9 @@ func (s Spec) Objects() ([]runtime.Object, error) {
 	if s.Workers > 0 && (s.Interactive || s.Inference) {
 		return nil, fmt.Errorf("--workers is for distributed training, not with --interactive or --inference")
 	}
+	if err := s.checkReplicas(); err != nil {
+		return nil, err
+	}
 	pod, shareAnn, err := s.podSpec()
 	if err != nil {
 		return nil, err
@@ -152,7 +162,7 @@ func (s Spec) Objects() ([]runtime.Object, error) {
 	}
 	switch s.Type() {
 	case TypeInference:
-		replicas := int32(1)
+		replicas := s.replicas()
 		sel := map[string]string{LabelWorkload: s.Name}
 		tmpl.Spec.RestartPolicy = corev1.RestartPolicyAlways
 		d := &appsv1.Deployment{TypeMeta: metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"}, ObjectMeta: meta,
@@ -161,6 +171,9 @@ func (s Spec) Objects() ([]runtime.Object, error) {
 		if s.Port > 0 {
 			out = append(out, &corev1.Service{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Service"}, ObjectMeta: meta,
 				Spec: corev1.ServiceSpec{Selector: sel, Ports: []corev1.ServicePort{{Port: int32(s.Port), TargetPort: intstr.FromInt32(int32(s.Port))}}}})
+		}
+		if s.scaled() {
+			out = append(out, s.autoscaler(d))
 		}
 		return append(claims, out...), nil
 	case TypeInteractive:
@@ -259,6 +272,9 @@ func (s Spec) podMeta() metav1.ObjectMeta {
 	}
 	if s.Duration > 0 {
 		m.Annotations[AnnotationSimDuration] = s.Duration.String()
+	}
+	if s.Port > 0 && (s.Interactive || s.Inference) {
+		m.Annotations[AnnotationSimHTTP] = strconv.Itoa(s.Port)
 	}
 	return m
 }

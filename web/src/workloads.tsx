@@ -141,6 +141,7 @@ export function WorkloadDetail({ s, ns, name }: { s: State; ns: string; name: st
         {w.reason && <><dt>Why it waits</dt><dd class="reason">{w.reason}</dd></>}
         {w.idleSuspended && w.status === "Suspended" && <><dt>Idle</dt><dd class="idle">{idleSentence(w.idleSuspended)}; allot resume {w.name} starts it again</dd></>}
         {!w.idleSuspended && w.idleSince && <><dt>Idle</dt><dd class="idle">every GPU it holds, for {age(w.idleSince, now)}</dd></>}
+        {w.type === "interactive" && <><dt>Open</dt><dd class="open"><code>{openCommand(w)}</code> — forwards its port to this machine and opens it in the browser</dd></>}
       </dl>
       <h2>Timeline</h2>
       <ol class="timeline">
@@ -168,4 +169,10 @@ export function WorkloadDetail({ s, ns, name }: { s: State; ns: string; name: st
       </table>
     </section>
   );
+}
+
+// openCommand is the command that opens an interactive workload from the user's machine:
+// the browser cannot reach a pod, the CLI forwards its port through the API server.
+function openCommand(w: Workload): string {
+  return `allot open ${w.name}${w.namespace === "default" ? "" : ` -n ${w.namespace}`}`;
 }

@@ -1,0 +1,106 @@
+// Package metricsapi serves the GPU utilisation Allot's agents measure as the Kubernetes
+// custom metrics API (custom.metrics.k8s.io/v1beta2), an aggregated API the scheduler
+// process serves: the metric gpu-utilization of a pod (how busy the devices it holds
+// were, in percent) and of a Deployment (the mean over its running pods), which a
+// HorizontalPodAutoscaler reads to scale an inference service. No Prometheus or adapter is
+// involved: the values come from the agents' readings (allot.dev/gpu-utilization on each
+// agent's Lease, or on a simulated node) and the pods' device indices (the scheduler's
+// bind).
+package metricsapi
+
+import (
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/allot-dev/allot/api/v1alpha1"
+)
+
+// Names of the API.
+const (
+	Group   = "custom.metrics.k8s.io"
+	Version = "v1beta2"
+	// MetricGPUUtilization is how busy a pod's GPUs were over the agent's last report, in
+	// percent: the mean over the devices it holds.
+	MetricGPUUtilization = "gpu-utilization"
+)
+
+// deviceUtilization is how busy each of a node's devices was, in percent by index: what its
+// agent last reported on its Lease (v1alpha1.AgentLeaseName) while that Lease is live, else
+// the node's own allot.dev/gpu-utilization (a simulated node's kubelet writes it); nil when
+// neither says. A reading the agent stopped renewing is not taken: the agent may be gone.
+func deviceUtilization(n *corev1.Node, agent *coordinationv1.Lease, now time.Time) []float64 {
+	v := ""
+	if agent != nil && live(agent, now) {
+		v = agent.Annotations[v1alpha1.AnnotationGPUUtilization]
+	}
+	if v == "" && n != nil {
+		v = n.Annotations[v1alpha1.AnnotationGPUUtilization]
+	}
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return nil
+	}
+	fields := strings.Split(v, ",")
+	out := make([]float64, len(fields))
+	for i, f := range fields {
+		u, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
+		if err != nil || u < 0 || u > 100 {
+			u = -1 // unreadable: not counted
+		}
+		out[i] = u
+	}
+	return out
+}
+
+// live reports whether a Lease was renewed within its duration.
+func live(l *coordinationv1.Lease, now time.Time) bool {
+	if l.Spec.RenewTime == nil || l.Spec.LeaseDurationSeconds == nil {
+		return false
+	}
+	return now.Before(l.Spec.RenewTime.Add(time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second))
+}
+
+// heldDevices are the indices on its node of the devices a pod holds: those the kubelet
+// gave its containers, as its node's agent recorded them (allot.dev/gpu-devices, UUIDs,
+// found in the node's allot.dev/gpu-uuids), else those the scheduler bound it to (a node
+// without an agent, whose device plugin takes the scheduler's choice).
+func heldDevices(p *corev1.Pod, n *corev1.Node) []int {
+	if rec := p.Annotations[v1alpha1.AnnotationGPUDevices]; rec != "" && n != nil {
+		uuids := strings.Split(n.Annotations[v1alpha1.AnnotationGPUUUIDs], ",")
+		var out []int
+		for _, u := range strings.Split(rec, ",") {
+			if i := slices.Index(uuids, strings.TrimSpace(u)); i >= 0 {
+				out = append(out, i)
+			}
+		}
+		if len(out) > 0 {
+			return out
+		}
+	}
+	indices, _ := v1alpha1.HeldGPUs(p)
+	return indices
+}
+
+// podUtilization is how busy the devices a running pod holds were, in percent, given its
+// node's readings by device; false when the pod holds none or none of them is read.
+func podUtilization(p *corev1.Pod, indices []int, util []float64) (float64, bool) {
+	if p.Status.Phase != corev1.PodRunning || p.DeletionTimestamp != nil {
+		return 0, false
+	}
+	sum, n := 0.0, 0
+	for _, g := range indices {
+		if g < len(util) && util[g] >= 0 {
+			sum += util[g]
+			n++
+		}
+	}
+	if n == 0 {
+		return 0, false
+	}
+	return sum / float64(n), true
+}
