@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
 )
@@ -27,6 +28,7 @@ func installCRDs(ctx context.Context, cfg *rest.Config, moduleDir string, folder
 	}
 	crds := client.ApiextensionsV1().CustomResourceDefinitions()
 	var names []string
+	served := map[string][]string{} // group/version → plural names the API server must list
 	for _, folder := range folders {
 		files, err := filepath.Glob(filepath.Join(moduleDir, folder, "*.yaml"))
 		if err != nil {
@@ -56,6 +58,12 @@ func installCRDs(ctx context.Context, cfg *rest.Config, moduleDir string, folder
 				return fmt.Errorf("installing CRD %s from %s: %w", crd.Name, f, err)
 			}
 			names = append(names, crd.Name)
+			for _, v := range crd.Spec.Versions {
+				if v.Served {
+					gv := crd.Spec.Group + "/" + v.Name
+					served[gv] = append(served[gv], crd.Spec.Names.Plural)
+				}
+			}
 		}
 	}
 	if len(names) == 0 {
@@ -75,7 +83,34 @@ func installCRDs(ctx context.Context, cfg *rest.Config, moduleDir string, folder
 			return false, nil
 		})
 		if err != nil {
-			return fmt.Errorf("waiting for CRD %s to be served: %w", name, err)
+			return fmt.Errorf("waiting for CRD %s to be established: %w", name, err)
+		}
+	}
+	// An established CRD reaches discovery a moment later; a manager that starts before
+	// then finds no such kind and logs errors until it does.
+	disco, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	for gv, plurals := range served {
+		err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+			list, err := disco.ServerResourcesForGroupVersion(gv)
+			if err != nil {
+				return false, nil
+			}
+			listed := map[string]bool{}
+			for _, r := range list.APIResources {
+				listed[r.Name] = true
+			}
+			for _, p := range plurals {
+				if !listed[p] {
+					return false, nil
+				}
+			}
+			return true, nil
+		})
+		if err != nil {
+			return fmt.Errorf("waiting for %s %v in discovery: %w", gv, plurals, err)
 		}
 	}
 	return nil

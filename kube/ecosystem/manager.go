@@ -26,15 +26,18 @@ type project struct {
 	setup   func(ctx context.Context, cfg *rest.Config, mgr ctrl.Manager) error
 }
 
+// version is the module's version as linked into this binary, for help texts (which must
+// not run the go command).
 func (p project) version() string {
-	if v := moduleVersion(p.module); v != "" {
+	if v := linkedVersion(p.module); v != "" {
 		return v
 	}
-	return "unknown version"
+	return "as in go.mod"
 }
 
-// The projects log through controller-runtime's logger; here it writes to klog, where the
-// rest of the control plane's logs go.
+// The projects log through controller-runtime's global logger. Only its first setting
+// takes, so where the process set one already (Allot's admission server does) that one
+// stands; otherwise it is klog, where the control plane's logs go.
 var setLogger sync.Once
 
 // run starts one project's manager and returns once its caches are synced.

@@ -18,6 +18,19 @@ import (
 // A test binary carries no list of modules; there the go command, run in Allot's module,
 // says which version go.mod selects.
 func moduleVersion(path string) string {
+	if v := linkedVersion(path); v != "" {
+		return v
+	}
+	out, err := exec.Command("go", "list", "-m", "-f", "{{if .Replace}}{{.Replace.Version}}{{else}}{{.Version}}{{end}}", path).Output()
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// linkedVersion is the version of path in the binary's build information ("" if it has
+// none, as in a test binary).
+func linkedVersion(path string) string {
 	if info, ok := debug.ReadBuildInfo(); ok {
 		for _, d := range info.Deps {
 			if d.Path == path {
@@ -28,11 +41,7 @@ func moduleVersion(path string) string {
 			}
 		}
 	}
-	out, err := exec.Command("go", "list", "-m", "-f", "{{if .Replace}}{{.Replace.Version}}{{else}}{{.Version}}{{end}}", path).Output()
-	if err != nil {
-		return ""
-	}
-	return strings.TrimSpace(string(out))
+	return ""
 }
 
 // moduleDir is where the Go module cache holds path at the version linked in.
