@@ -33,6 +33,7 @@ import (
 	allotclient "github.com/allot-dev/allot/kube/client"
 	"github.com/allot-dev/allot/kube/client/clientset/versioned"
 	"github.com/allot-dev/allot/kube/convert"
+	"github.com/allot-dev/allot/kube/ecosystem"
 	"github.com/allot-dev/allot/kube/localcluster"
 	"github.com/allot-dev/allot/kube/scheduler"
 	"github.com/allot-dev/allot/kube/simnode"
@@ -46,7 +47,7 @@ func newUpCmd() *cobra.Command {
 	var demo, draNodes bool
 	var cpuProfile, dashboardAddr, metricsAddr string
 	var sharing, failGPU, history, topology string
-	var accelerators, migFixed, migDynamic []string
+	var accelerators, migFixed, migDynamic, with []string
 	cmd := &cobra.Command{
 		Use:     "up",
 		GroupID: "run",
@@ -56,7 +57,7 @@ simulated GPU nodes with the labels GPU Feature Discovery sets, a simulated kube
 Allot scheduler, all in this process. State is kept in --data-dir and survives a restart.
 A kubeconfig is written so that kubectl works against it. Ctrl-C stops everything.`,
 		Example: "  allot up --demo\n  allot up --nodes 4 --gpus-per-node 8 --gpu-type H100 --gpu-memory 80Gi\n  allot up --accelerator ascend:2x8 --accelerator amd:1x8\n" +
-			"  allot up --demo --mig 1x2 --mig-dynamic 1x2 --accelerator ascend:1x8",
+			"  allot up --demo --mig 1x2 --mig-dynamic 1x2 --accelerator ascend:1x8\n  allot up --demo --with lws,ray,trainer",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if nodes < 1 || nodes > 5000 {
@@ -100,6 +101,10 @@ A kubeconfig is written so that kubectl works against it. Ctrl-C stops everythin
 			migNodes, err := parseMIGNodes(migFixed, migDynamic, gpuType, mem.Value()>>20)
 			if err != nil {
 				return err
+			}
+			controllers, err := ecosystem.Resolve(with)
+			if err != nil {
+				return fmt.Errorf("--with: %w", err)
 			}
 			if draNodes && len(migNodes) > 0 {
 				return fmt.Errorf("--mig and --mig-dynamic are device plugin and agent nodes: not with --dra (its MIG devices are --mig-gpus)")
@@ -224,6 +229,9 @@ A kubeconfig is written so that kubectl works against it. Ctrl-C stops everythin
 				return err
 			}
 			schedDone := running.Done
+			if err := startControllers(ctx, out, c.Config, controllers); err != nil {
+				return err
+			}
 			if dashboardAddr != "" {
 				if err := serveDashboard(ctx, out, c.Config, "--dashboard-address", dashboardAddr, false); err != nil {
 					return err
@@ -293,6 +301,8 @@ A kubeconfig is written so that kubectl works against it. Ctrl-C stops everythin
 	f.StringArrayVar(&accelerators, "accelerator", nil, "simulated nodes of another vendor's kind as KIND:NODESxDEVICES (ascend:2x8), repeatable; KIND one of "+strings.Join(convert.DefaultAcceleratorNames(), ", "))
 	f.StringArrayVar(&migFixed, "mig", nil, "simulated nodes whose GPUs are in MIG mode with a fixed layout, advertised as the device plugin's mixed strategy does, as NODESxGPUS[:PROFILE+PROFILE…] (1x2, or 1x2:3g.40gb+2g.20gb+1g.10gb, the default layout), named mig-1 …; repeatable")
 	f.StringArrayVar(&migDynamic, "mig-dynamic", nil, "simulated nodes whose GPUs are in MIG mode for Allot to lay out (allot.dev/mig-dynamic), as NODESxGPUS (1x2), named migdyn-1 …")
+	f.StringSliceVar(&with, "with", nil, "run these projects' real controllers in this process, comma-separated: "+ecosystem.Describe()+
+		"; their CRDs are read from the Go module cache (go mod download MODULE@VERSION fills it), and their webhooks do not run (see docs/integrations-controllers.md)")
 	f.BoolVar(&demo, "demo", false, "the demo: queues team-a/b/c/d with quotas 4/2/2/8 on 2 nodes of 8 GPUs, with work submitted")
 	return cmd
 }

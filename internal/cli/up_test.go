@@ -240,6 +240,7 @@ func TestUpRefusesBadHistoryAndTopology(t *testing.T) {
 		{[]string{"--mig-gpus", "2"}, "--mig-gpus 2 is not allowed: with --dra, from 0 to --gpus-per-node (8)"},
 		{[]string{"--dra", "--mig-gpus", "9"}, "--mig-gpus 9 is not allowed"},
 		{[]string{"--dra", "--sharing", "mps"}, "--dra with --sharing or --fail-gpu is not offered"},
+		{[]string{"--with", "lws,kueue"}, `--with: controllers "kueue" is not one Allot runs: one of jobset, lws, ray, trainer`},
 	} {
 		cmd := NewRoot()
 		cmd.SetOut(io.Discard)

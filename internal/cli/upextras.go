@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"regexp"
 	"strconv"
 	"strings"
@@ -12,15 +13,18 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/engine"
 	"github.com/allot-dev/allot/kube/client/clientset/versioned"
+	"github.com/allot-dev/allot/kube/ecosystem"
 	"github.com/allot-dev/allot/kube/simnode"
 )
 
 // What allot up adds to its simulated cluster beyond nodes: the fair-share history and a
-// topology, so that its demo can show both, and what to try once it is up.
+// topology, so that its demo can show both, the real controllers of other projects
+// (--with), and what to try once it is up.
 
 // parseHistory reads --fair-share-history STRENGTH[:HALF-LIFE].
 func parseHistory(v string) (float64, time.Duration, error) {
@@ -93,6 +97,19 @@ func createTopology(ctx context.Context, client kubernetes.Interface, allot vers
 	}
 	_, err := topologies.Create(ctx, t, metav1.CreateOptions{})
 	return err
+}
+
+// startControllers runs the controllers --with names (already checked), once the cluster
+// and the scheduler are up, so that what they make is scheduled from the start.
+func startControllers(ctx context.Context, out io.Writer, cfg *rest.Config, names []string) error {
+	if len(names) == 0 {
+		return nil
+	}
+	fmt.Fprintf(out, "starting the controllers of %s …\n", strings.Join(names, ", "))
+	if err := ecosystem.Start(ctx, cfg, names); err != nil {
+		return fmt.Errorf("--with: %w", err)
+	}
+	return nil
 }
 
 // demoNext is what allot up --demo prints once it is ready: three things to try.
