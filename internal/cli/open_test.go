@@ -103,7 +103,7 @@ func TestOpenAndPortForward(t *testing.T) {
 
 	out, stop := e.background(t, "open", "nb", "--no-browser")
 	url := printed(t, out, `nb is open at (http://127\.0\.0\.1:\d+/lab\?token=[0-9a-f]+)\n`)
-	if code, body := get(t, url); code != http.StatusOK || !strings.Contains(body, "<h1>Workspace nb</h1>") {
+	if code, body := get(t, url); code != http.StatusOK || !strings.Contains(body, "<h1>Workspace nb-0</h1>") {
 		t.Fatalf("GET %s: %d\n%s", url, code, body)
 	}
 	// The token is the workspace's own: without it the page is refused.
@@ -117,12 +117,28 @@ func TestOpenAndPortForward(t *testing.T) {
 	}
 
 	out, stop = e.background(t, "port-forward", "nb", "0:8888")
-	addr := printed(t, out, `Forwarding from (127\.0\.0\.1:\d+) -> pod nb port 8888`)
-	if code, body := get(t, "http://"+addr+"/tree"+token); code != http.StatusOK || !strings.Contains(body, "Workspace nb") {
+	addr := printed(t, out, `Forwarding from (127\.0\.0\.1:\d+) -> pod nb-0 port 8888`)
+	if code, body := get(t, "http://"+addr+"/tree"+token); code != http.StatusOK || !strings.Contains(body, "Workspace nb-0") {
 		t.Fatalf("GET through port-forward: %d\n%s", code, body)
 	}
 	if err := stop(); err != nil {
 		t.Fatalf("allot port-forward stopped with %v\n%s", err, out.String())
+	}
+
+	// A notebook suspended (by hand here; by its queue's idleTimeout in kube/stack's idle
+	// test) is brought back by open, which waits for its pod.
+	e.must(t, "suspend", "nb")
+	e.workload(t, "nb", func(w inspect.Workload) bool { return w.Status == "Suspended" && len(w.Pods) == 0 })
+	out, stop = e.background(t, "open", "nb", "--no-browser")
+	url = printed(t, out, `nb is open at (http://\S+)\n`)
+	if !strings.Contains(out.String(), "nb was suspended: StatefulSet default/nb resumed; waiting for its pod") {
+		t.Fatalf("open of a suspended notebook said:\n%s", out.String())
+	}
+	if code, body := get(t, url); code != http.StatusOK || !strings.Contains(body, "<h1>Workspace nb-0</h1>") {
+		t.Fatalf("GET %s: %d\n%s", url, code, body)
+	}
+	if err := stop(); err != nil {
+		t.Fatalf("allot open stopped with %v\n%s", err, out.String())
 	}
 
 	// A suspended inference service is resumed by open, which waits for its pod.
@@ -217,7 +233,7 @@ func TestUpOpen(t *testing.T) {
 	must("submit", "nb", "-p", "ml", "-i", "jupyter/base-notebook", "-g", "1", "--interactive", "--port", "8888")
 	out, stop := background(t, ctx, kc, "open", "nb", "--no-browser")
 	url := printed(t, out, `nb is open at (http://127\.0\.0\.1:\d+/lab\?token=[0-9a-f]+)\n`)
-	if code, body := get(t, url); code != http.StatusOK || !strings.Contains(body, "<h1>Workspace nb</h1>") {
+	if code, body := get(t, url); code != http.StatusOK || !strings.Contains(body, "<h1>Workspace nb-0</h1>") {
 		t.Fatalf("GET %s: %d\n%s", url, code, body)
 	}
 	if err := stop(); err != nil {
