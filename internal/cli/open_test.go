@@ -203,8 +203,8 @@ func TestOpenAndPortForward(t *testing.T) {
 	}{
 		{[]string{"open", "nosuch"}, `no workload "nosuch" in namespace default`},
 		{[]string{"open", "train", "--no-browser"}, "train declares no port to open (pod train-"},
-		{[]string{"open", "huge2", "--wait", "1s"}, "huge2 is not running: pod huge2 Pending"},
-		{[]string{"port-forward", "huge2", "8888"}, "huge2 is not running: pod huge2 Pending"},
+		{[]string{"open", "huge2", "--wait", "1s"}, "huge2 is not running: pod huge2-0 Pending"},
+		{[]string{"port-forward", "huge2", "8888"}, "huge2 is not running: pod huge2-0 Pending"},
 		{[]string{"port-forward", "nb", "88888"}, `port "88888" is not allowed: [LOCAL:]REMOTE`},
 		{[]string{"port-forward", "nb", "x:8888"}, `port "x:8888" is not allowed`},
 		{[]string{"open", "nb", "--local-port", "-1"}, "--local-port -1 is not allowed"},
