@@ -134,19 +134,37 @@ func TestRealLWSGroupsStartAndGoWhole(t *testing.T) {
 	}
 }
 
-// rayClusters' pods: those of cluster rc.
+// unschedulable is the message of the pod's PodScheduled=False Unschedulable condition, or
+// "".
+func unschedulable(p *corev1.Pod) string {
+	if p == nil {
+		return ""
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+			return c.Message
+		}
+	}
+	return ""
+}
+
+// ofRayCluster matches the pods of RayCluster rc.
 func ofRayCluster(rc string) func(*corev1.Pod) bool {
 	return func(p *corev1.Pod) bool { return p.Labels[rayCluster] == rc }
 }
 
 // TestRealRayClusterWaitsWhole: the real KubeRay controller makes a head (one GPU) and two
 // workers (one GPU each) from a RayCluster of team-a. With two GPUs free none of the three
-// is bound, and the pods say why; once a third GPU frees, all three run.
+// is bound, and each says it waits for its gang of three; once a third GPU frees, all
+// three run.
 func TestRealRayClusterWaitsWhole(t *testing.T) {
 	e := start(t, 1, 3)
 	e.Queue(t, "team-a", 3, nil)
+	e.Queue(t, "team-b", 1, nil)
 	withControllers(t, e, ecosystem.Ray)
-	e.MustPod(t, kubetest.PodSpec{Name: "busy", Queue: "team-a", GPUs: 1, Labels: map[string]string{v1alpha1.LabelPreemptible: "false"}})
+	// A GPU taken within team-b's quota, which team-a cannot reclaim: the cluster waits for
+	// capacity, not for quota.
+	e.MustPod(t, kubetest.PodSpec{Name: "busy", Queue: "team-b", GPUs: 1, Labels: map[string]string{v1alpha1.LabelPreemptible: "false"}})
 	e.WaitFor(t, "busy running", func() (bool, string) { return kubetest.Running(e.Pods(t, "default")["busy"]), "" })
 
 	create(t, e, workload.RayClusters, object(workload.RayClusters, "RayCluster", "rc", map[string]string{v1alpha1.LabelQueue: "team-a"}, map[string]any{
@@ -159,15 +177,16 @@ func TestRealRayClusterWaitsWhole(t *testing.T) {
 	pods := labelled(t, e, "the cluster's pods", 3, inCluster,
 		map[string]string{v1alpha1.LabelPodGroup: "rc", v1alpha1.LabelQueue: "team-a"},
 		map[string]string{v1alpha1.AnnotationMinMember: "3"})
-	e.WaitFor(t, "a reason on the waiting pods", func() (bool, string) {
+	e.WaitFor(t, "a reason on each waiting pod", func() (bool, string) {
 		var missing []string
 		for _, p := range pods {
-			if strings.Join(e.Events(t, "default", p.Name), "") == "" {
+			if !strings.Contains(unschedulable(e.Pods(t, "default")[p.Name]), "gang of 3") {
 				missing = append(missing, p.Name)
 			}
 		}
-		return len(missing) == 0, "no event on " + strings.Join(missing, ", ")
+		return len(missing) == 0, "no PodScheduled=False Unschedulable naming the gang of 3 on " + strings.Join(missing, ", ")
 	})
+	t.Logf("%s waits: %s", pods[0].Name, unschedulable(e.Pods(t, "default")[pods[0].Name]))
 	time.Sleep(2 * time.Second) // several cycles with two GPUs free
 	if n := e.Count(t, "default", func(p *corev1.Pod) bool { return inCluster(p) && kubetest.Bound(p) }); n != 0 {
 		t.Fatalf("%d of the RayCluster's 3 pods bound with 2 GPUs free: a gang starts whole or not at all", n)
@@ -185,11 +204,14 @@ var clusterTrainingRuntimes = schema.GroupVersionResource{Group: "trainer.kubefl
 
 // TestRealTrainJobNodesAreOneGang: from a TrainJob of two nodes (one GPU each) on a
 // ClusterTrainingRuntime, the real Trainer and JobSet controllers make a JobSet, its Job
-// and the node pods; those are one PodGroup of two, and both run.
+// and the node pods; those are one PodGroup of two: neither is bound while one GPU is free,
+// and both run once two are.
 func TestRealTrainJobNodesAreOneGang(t *testing.T) {
 	e := start(t, 1, 2)
 	e.Queue(t, "team-a", 2, nil)
 	withControllers(t, e, ecosystem.Trainer)
+	e.MustPod(t, kubetest.PodSpec{Name: "busy", Queue: "team-a", GPUs: 1, Labels: map[string]string{v1alpha1.LabelPreemptible: "false"}})
+	e.WaitFor(t, "busy running", func() (bool, string) { return kubetest.Running(e.Pods(t, "default")["busy"]), "" })
 	node := realPodTemplate("node", 1)
 	node["spec"].(map[string]any)["restartPolicy"] = "OnFailure"
 	rt := object(clusterTrainingRuntimes, "ClusterTrainingRuntime", "torch-gpu", map[string]string{"trainer.kubeflow.org/framework": "torch"}, map[string]any{
@@ -220,6 +242,13 @@ func TestRealTrainJobNodesAreOneGang(t *testing.T) {
 	labelled(t, e, "the node pods", 2, nodes,
 		map[string]string{v1alpha1.LabelPodGroup: "tune", v1alpha1.LabelClass: v1alpha1.ClassTrain, v1alpha1.LabelQueue: "team-a"},
 		map[string]string{v1alpha1.AnnotationMinMember: "2"})
+	time.Sleep(2 * time.Second) // several cycles with one GPU free
+	if n := e.Count(t, "default", func(p *corev1.Pod) bool { return nodes(p) && kubetest.Bound(p) }); n != 0 {
+		t.Fatalf("%d of the TrainJob's 2 nodes bound with 1 GPU free: its nodes start together or not at all", n)
+	}
+	if err := e.Client.CoreV1().Pods("default").Delete(e.Ctx, "busy", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	e.WaitFor(t, "both nodes running", func() (bool, string) {
 		n := e.Count(t, "default", func(p *corev1.Pod) bool { return nodes(p) && kubetest.Running(p) })
 		return n == 2, fmt.Sprintf("%d running", n)
