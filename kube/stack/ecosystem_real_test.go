@@ -77,7 +77,8 @@ func lwsGroupOf(lws, pod string) string {
 // TestRealLWSGroupsStartAndGoWhole: the real LeaderWorkerSet controller makes two groups
 // of four pods (one GPU each) from an LWS of team-a, which borrows four GPUs over its quota
 // of four to run both. Each group is a PodGroup of four, and both run whole. When team-b
-// asks for its quota, a whole group is evicted — its four pods, never one to three of them.
+// asks for its quota, a whole group is evicted — its four pods, never one to three of them
+// — and, made again by the LWS controller, waits whole.
 func TestRealLWSGroupsStartAndGoWhole(t *testing.T) {
 	e := start(t, 1, 8)
 	e.Queue(t, "team-a", 4, nil)
@@ -124,13 +125,27 @@ func TestRealLWSGroupsStartAndGoWhole(t *testing.T) {
 	if len(byGroup) != 1 || len(got) != 4 {
 		t.Fatalf("evicted %v (by group %v), want the four pods of one group", got, byGroup)
 	}
-	// The other group keeps running whole.
+	// The other group keeps running whole; the reclaimed one is made again by the LWS
+	// controller and waits whole, with no GPU free.
 	for _, g := range []string{"llm-0", "llm-1"} {
 		if byGroup[g] == 0 {
 			if n := running(inGroup(g)); n != 4 {
 				t.Fatalf("group %s, not reclaimed, has %d pods running, want 4", g, n)
 			}
+			continue
 		}
+		e.WaitFor(t, "group "+g+" made again, all four waiting", func() (bool, string) {
+			var made, bound int
+			for _, p := range e.Pods(t, "default") {
+				if inGroup(g)(p) && p.DeletionTimestamp == nil {
+					made++
+					if kubetest.Bound(p) {
+						bound++
+					}
+				}
+			}
+			return made == 4 && bound == 0, fmt.Sprintf("%d made, %d bound", made, bound)
+		})
 	}
 }
 
