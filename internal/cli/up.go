@@ -302,7 +302,7 @@ A kubeconfig is written so that kubectl works against it. Ctrl-C stops everythin
 	f.StringArrayVar(&migFixed, "mig", nil, "simulated nodes whose GPUs are in MIG mode with a fixed layout, advertised as the device plugin's mixed strategy does, as NODESxGPUS[:PROFILE+PROFILE…] (1x2, or 1x2:3g.40gb+2g.20gb+1g.10gb, the default layout), named mig-1 …; repeatable")
 	f.StringArrayVar(&migDynamic, "mig-dynamic", nil, "simulated nodes whose GPUs are in MIG mode for Allot to lay out (allot.dev/mig-dynamic), as NODESxGPUS (1x2), named migdyn-1 …")
 	f.StringSliceVar(&with, "with", nil, "run these projects' real controllers in this process, comma-separated: "+ecosystem.Describe()+
-		"; their CRDs are read from the Go module cache (go mod download MODULE@VERSION fills it), and their webhooks do not run (see docs/integrations-controllers.md)")
+		"; their CRDs are read from the Go module cache (go mod download MODULE@VERSION fills it), and their webhooks do not run (see docs/integrations.md)")
 	f.BoolVar(&demo, "demo", false, "the demo: queues team-a/b/c/d with quotas 4/2/2/8 on 2 nodes of 8 GPUs, with work submitted")
 	return cmd
 }

@@ -38,9 +38,9 @@ import (
 // controller-runtime's ctrl.NewWebhookManagedBy(mgr), which v0.23 made generic
 // (NewWebhookManagedBy(mgr, obj)), so they do not compile against Allot's v0.23.3; the
 // versions written for the new call need k8s.io v0.36 and controller-runtime v0.24.
-// What that leaves out is in docs/integrations-controllers.md; most visibly,
-// LeaderWorkerSet's controller makes a group's workers only for a leader pod its pod
-// webhook labelled, so here it makes the leaders' StatefulSet and pods but no workers.
+// What that leaves out is in docs/integrations.md; most visibly, LeaderWorkerSet's
+// pod webhook labels each pod with its group: without it the groups' pods are made but
+// their group labels are empty, and the LWS's status is not worked out.
 // KubeRay's webhook is off by default in its own operator too.
 
 var projects = map[string]project{
