@@ -16,6 +16,8 @@ import (
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
+
+	"github.com/allot-dev/allot/kube/localcluster"
 )
 
 // installCRDs creates or updates every CustomResourceDefinition in the module's CRD
@@ -70,20 +72,8 @@ func installCRDs(ctx context.Context, cfg *rest.Config, moduleDir string, folder
 		return fmt.Errorf("no CRD found in %s under %s", strings.Join(folders, ", "), moduleDir)
 	}
 	for _, name := range names {
-		err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-			got, err := crds.Get(ctx, name, metav1.GetOptions{})
-			if err != nil {
-				return false, nil
-			}
-			for _, c := range got.Status.Conditions {
-				if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
-					return true, nil
-				}
-			}
-			return false, nil
-		})
-		if err != nil {
-			return fmt.Errorf("waiting for CRD %s to be established: %w", name, err)
+		if err := localcluster.WaitEstablished(ctx, client, name); err != nil {
+			return err
 		}
 	}
 	// An established CRD reaches discovery a moment later; a manager that starts before

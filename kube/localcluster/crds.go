@@ -48,21 +48,31 @@ func installCRDs(ctx context.Context, rc *rest.Config) error {
 		if err != nil {
 			return fmt.Errorf("installing CRD %s: %w", crd.Name, err)
 		}
-		err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-			got, err := crds.Get(ctx, crd.Name, metav1.GetOptions{})
-			if err != nil {
-				return false, nil
-			}
-			for _, c := range got.Status.Conditions {
-				if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
-					return true, nil
-				}
-			}
-			return false, nil
-		})
-		if err != nil {
-			return fmt.Errorf("waiting for CRD %s: %w", crd.Name, err)
+		if err := WaitEstablished(ctx, client, crd.Name); err != nil {
+			return err
 		}
+	}
+	return nil
+}
+
+// WaitEstablished waits, up to a minute, until the API server has established the CRD
+// named: until then it serves none of its objects.
+func WaitEstablished(ctx context.Context, client apiextensions.Interface, name string) error {
+	crds := client.ApiextensionsV1().CustomResourceDefinitions()
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		got, err := crds.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		for _, c := range got.Status.Conditions {
+			if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		return fmt.Errorf("waiting for CRD %s to be established: %w", name, err)
 	}
 	return nil
 }

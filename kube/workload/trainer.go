@@ -6,8 +6,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-
-	"github.com/allot-dev/allot/api/v1alpha1"
 )
 
 // TrainJobs are Kubeflow Trainer v2's resource. A TrainJob owns a JobSet of its name, made
@@ -44,25 +42,11 @@ func IsInitializer(replicatedJob string, labels map[string]string) bool {
 // and how many run at once (replicas × parallelism of each replicated job but the
 // initializers: numNodes for the node job, and an MPI launcher).
 func TrainerShape(jobSet *unstructured.Unstructured) (bool, int64) {
-	rjs, _, _ := unstructured.NestedSlice(jobSet.Object, "spec", "replicatedJobs")
-	var ours bool
-	var pods int64
-	for _, o := range rjs {
-		rj, ok := o.(map[string]any)
-		if !ok {
-			continue
-		}
+	return replicatedJobsShape(jobSet, func(rj map[string]any) bool {
 		name, _, _ := unstructured.NestedString(rj, "name")
 		labels, _, _ := unstructured.NestedStringMap(rj, "template", "metadata", "labels")
-		if IsInitializer(name, labels) {
-			continue
-		}
-		pods = bounded(pods + bounded(intOr(rj, 1, "replicas")*intOr(rj, 1, "template", "spec", "parallelism")))
-		if s, _, _ := unstructured.NestedString(rj, "template", "spec", "template", "spec", "schedulerName"); s == v1alpha1.SchedulerName {
-			ours = true
-		}
-	}
-	return ours, pods
+		return !IsInitializer(name, labels)
+	})
 }
 
 // trainJobOf is the TrainJob controlling a JobSet, if one does.

@@ -299,17 +299,21 @@ func (c *Controller) withQueue(ctx context.Context, ns string, labels map[string
 
 // jobSetShape: each replicated job runs replicas Jobs of parallelism pods.
 func jobSetShape(u *unstructured.Unstructured) (bool, int64) {
+	return replicatedJobsShape(u, func(map[string]any) bool { return true })
+}
+
+// replicatedJobsShape sums replicas × parallelism over a JobSet's replicated jobs that
+// counts says are the gang's, and tells whether any of their pods is Allot's.
+func replicatedJobsShape(u *unstructured.Unstructured, counts func(rj map[string]any) bool) (bool, int64) {
 	rjs, _, _ := unstructured.NestedSlice(u.Object, "spec", "replicatedJobs")
 	var ours bool
 	var pods int64
 	for _, o := range rjs {
 		rj, ok := o.(map[string]any)
-		if !ok {
+		if !ok || !counts(rj) {
 			continue
 		}
-		replicas := intOr(rj, 1, "replicas")
-		par := intOr(rj, 1, "template", "spec", "parallelism")
-		pods = bounded(pods + bounded(replicas*par))
+		pods = bounded(pods + bounded(intOr(rj, 1, "replicas")*intOr(rj, 1, "template", "spec", "parallelism")))
 		if s, _, _ := unstructured.NestedString(rj, "template", "spec", "template", "spec", "schedulerName"); s == v1alpha1.SchedulerName {
 			ours = true
 		}
