@@ -42,11 +42,16 @@ func TestEcosystemShapes(t *testing.T) {
 		{"LWS group", `{"kind":"LeaderWorkerSet","spec":{"replicas":2,"leaderWorkerTemplate":{"size":4,"workerTemplate":{"spec":{"schedulerName":"allot"}}}}}`, true, 4},
 		{"LWS without size", `{"kind":"LeaderWorkerSet","spec":{"leaderWorkerTemplate":{"leaderTemplate":{"spec":{"schedulerName":"allot"}}}}}`, true, 1},
 		{"LWS leader ready first", `{"kind":"LeaderWorkerSet","spec":{"startupPolicy":"LeaderReady","leaderWorkerTemplate":{"size":4,"workerTemplate":{"spec":{"schedulerName":"allot"}}}}}`, true, 1},
-		{"LWS of another scheduler", `{"kind":"LeaderWorkerSet","spec":{"leaderWorkerTemplate":{"size":4}}}`, false, 4},
-		{"RayCluster fixed", `{"kind":"RayCluster","spec":{"headGroupSpec":{"template":{"spec":{"schedulerName":"allot"}}},"workerGroupSpecs":[{"replicas":2,"minReplicas":0},{"replicas":1,"numOfHosts":4}]}}`, true, 7},
-		{"RayCluster autoscaled", `{"kind":"RayCluster","spec":{"enableInTreeAutoscaling":true,"headGroupSpec":{"template":{"spec":{"schedulerName":"allot"}}},"workerGroupSpecs":[{"replicas":5,"minReplicas":1,"maxReplicas":8}]}}`, true, 2},
-		{"RayCluster replicas held to max", `{"kind":"RayCluster","spec":{"workerGroupSpecs":[{"replicas":9,"maxReplicas":3,"template":{"spec":{"schedulerName":"allot"}}}]}}`, true, 4},
-		{"RayCluster group suspended", `{"kind":"RayCluster","spec":{"headGroupSpec":{"template":{"spec":{"schedulerName":"allot"}}},"workerGroupSpecs":[{"replicas":2,"suspend":true}]}}`, true, 1},
+		{"LWS of another scheduler", `{"kind":"LeaderWorkerSet","spec":{"leaderWorkerTemplate":{"size":4}}}`, false, 0},
+		{"LWS leader on another scheduler", `{"kind":"LeaderWorkerSet","spec":{"leaderWorkerTemplate":{"size":4,"leaderTemplate":{"spec":{}},"workerTemplate":{"spec":{"schedulerName":"allot"}}}}}`, true, 3},
+		{"LWS leader on another scheduler, leader ready first", `{"kind":"LeaderWorkerSet","spec":{"startupPolicy":"LeaderReady","leaderWorkerTemplate":{"size":4,"leaderTemplate":{"spec":{}},"workerTemplate":{"spec":{"schedulerName":"allot"}}}}}`, true, 3},
+		{"LWS workers on another scheduler", `{"kind":"LeaderWorkerSet","spec":{"leaderWorkerTemplate":{"size":4,"leaderTemplate":{"spec":{"schedulerName":"allot"}},"workerTemplate":{"spec":{}}}}}`, true, 1},
+		{"RayCluster fixed", `{"kind":"RayCluster","spec":{"headGroupSpec":{"template":{"spec":{"schedulerName":"allot"}}},"workerGroupSpecs":[{"replicas":2,"minReplicas":0,"template":{"spec":{"schedulerName":"allot"}}},{"replicas":1,"numOfHosts":4,"template":{"spec":{"schedulerName":"allot"}}}]}}`, true, 7},
+		{"RayCluster autoscaled", `{"kind":"RayCluster","spec":{"enableInTreeAutoscaling":true,"headGroupSpec":{"template":{"spec":{"schedulerName":"allot"}}},"workerGroupSpecs":[{"replicas":5,"minReplicas":1,"maxReplicas":8,"template":{"spec":{"schedulerName":"allot"}}}]}}`, true, 2},
+		{"RayCluster replicas held to max", `{"kind":"RayCluster","spec":{"headGroupSpec":{"template":{"spec":{"schedulerName":"allot"}}},"workerGroupSpecs":[{"replicas":9,"maxReplicas":3,"template":{"spec":{"schedulerName":"allot"}}}]}}`, true, 4},
+		{"RayCluster head on another scheduler", `{"kind":"RayCluster","spec":{"headGroupSpec":{"template":{"spec":{}}},"workerGroupSpecs":[{"replicas":2,"template":{"spec":{"schedulerName":"allot"}}}]}}`, true, 2},
+		{"RayCluster with a worker group on another scheduler", `{"kind":"RayCluster","spec":{"headGroupSpec":{"template":{"spec":{"schedulerName":"allot"}}},"workerGroupSpecs":[{"replicas":2,"template":{"spec":{"schedulerName":"allot"}}},{"replicas":5,"template":{"spec":{}}}]}}`, true, 3},
+		{"RayCluster group suspended", `{"kind":"RayCluster","spec":{"headGroupSpec":{"template":{"spec":{"schedulerName":"allot"}}},"workerGroupSpecs":[{"replicas":2,"suspend":true,"template":{"spec":{"schedulerName":"allot"}}}]}}`, true, 1},
 	} {
 		var obj map[string]any
 		if err := json.Unmarshal([]byte(c.obj), &obj); err != nil {

@@ -21,23 +21,31 @@ import (
 // after its leader pod: <lws>-<group index>.
 var LeaderWorkerSets = schema.GroupVersionResource{Group: "leaderworkerset.x-k8s.io", Version: "v1", Resource: "leaderworkersets"}
 
-// lwsShape: whether the groups' pods are Allot's, and the pods of one group. Under
-// startupPolicy LeaderReady the LWS controller makes a group's workers only once its leader
-// is ready: a gang of the whole group would wait for pods that are never made, so the gang's
-// minimum is the leader alone and the workers join it as elastic members.
+// lwsShape: whether the groups' pods are Allot's, and the pods of one group that Allot
+// schedules. Under startupPolicy LeaderReady the LWS controller makes a group's workers only
+// once its leader is ready: a gang of the whole group would wait for pods that are never
+// made, so the gang's minimum is the leader alone and the workers join it as elastic
+// members. The leader's pod is made from leaderTemplate, or from workerTemplate where there
+// is none; a leader on another scheduler is not in the gang (it would wait for it forever),
+// nor are workers on another scheduler.
 func lwsShape(u *unstructured.Unstructured) (bool, int64) {
 	tmpl, _, _ := unstructured.NestedMap(u.Object, "spec", "leaderWorkerTemplate")
-	var ours bool
-	for _, t := range []string{"leaderTemplate", "workerTemplate"} {
-		if s, _, _ := unstructured.NestedString(tmpl, t, "spec", "schedulerName"); s == v1alpha1.SchedulerName {
-			ours = true
-		}
+	workers := allots(tmpl, "workerTemplate")
+	leader := workers
+	if _, has, _ := unstructured.NestedMap(tmpl, "leaderTemplate"); has {
+		leader = allots(tmpl, "leaderTemplate")
 	}
 	size := max(intOr(tmpl, 1, "size"), 1)
-	if p, _, _ := unstructured.NestedString(u.Object, "spec", "startupPolicy"); p == "LeaderReady" {
-		size = 1
+	var pods int64
+	if leader {
+		pods = 1
 	}
-	return ours, size
+	if workers {
+		if p, _, _ := unstructured.NestedString(u.Object, "spec", "startupPolicy"); p != "LeaderReady" || !leader {
+			pods += size - 1
+		}
+	}
+	return leader || workers, pods
 }
 
 // LWSGroup is the gang of the LWS group whose leader pod is named leader: the PodGroup's
@@ -52,7 +60,7 @@ func LWSGroup(lws string, index int64) string { return fmt.Sprintf("%s-%d", lws,
 // size themselves).
 func (c *Controller) syncLWS(ctx context.Context, k kind, u *unstructured.Unstructured) {
 	ours, size := lwsShape(u)
-	if !ours {
+	if !ours || size < 1 {
 		return
 	}
 	labels := c.withQueue(ctx, u.GetNamespace(), u.GetLabels())

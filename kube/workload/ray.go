@@ -24,22 +24,22 @@ var (
 // multi-host TPU or GPU slices). With the Ray autoscaler on, a group's minimum is
 // minReplicas (the autoscaler adds pods above it: elastic members of the gang); without it,
 // KubeRay runs replicas held to [minReplicas, maxReplicas], and all of them are the gang.
+// Only the pods Allot schedules count: a head on the default scheduler (a CPU head beside
+// GPU workers) never joins the gang, which would otherwise wait for it forever.
 func rayClusterShape(u *unstructured.Unstructured) (bool, int64) {
 	ours := false
-	if s, _, _ := unstructured.NestedString(u.Object, "spec", "headGroupSpec", "template", "spec", "schedulerName"); s == v1alpha1.SchedulerName {
-		ours = true
+	pods := int64(0)
+	if allots(u.Object, "spec", "headGroupSpec", "template") {
+		ours, pods = true, 1
 	}
 	autoscaled, _, _ := unstructured.NestedBool(u.Object, "spec", "enableInTreeAutoscaling")
 	groups, _, _ := unstructured.NestedSlice(u.Object, "spec", "workerGroupSpecs")
-	pods := int64(1)
 	for _, o := range groups {
 		g, ok := o.(map[string]any)
-		if !ok {
+		if !ok || !allots(g, "template") {
 			continue
 		}
-		if s, _, _ := unstructured.NestedString(g, "template", "spec", "schedulerName"); s == v1alpha1.SchedulerName {
-			ours = true
-		}
+		ours = true
 		if off, _, _ := unstructured.NestedBool(g, "suspend"); off {
 			continue
 		}
@@ -53,12 +53,18 @@ func rayClusterShape(u *unstructured.Unstructured) (bool, int64) {
 	return ours, pods
 }
 
+// allots tells whether the pod template at path in o is scheduled by Allot.
+func allots(o map[string]any, path ...string) bool {
+	s, _, _ := unstructured.NestedString(o, append(path, "spec", "schedulerName")...)
+	return s == v1alpha1.SchedulerName
+}
+
 // syncRayCluster keeps a RayCluster's PodGroup, with the queue and topology of the cluster
 // or, where it says none, of the RayJob or RayService that made it.
 func (c *Controller) syncRayCluster(ctx context.Context, k kind, u *unstructured.Unstructured) {
 	ours, pods := rayClusterShape(u)
-	if !ours {
-		return
+	if !ours || pods < 1 {
+		return // none of its pods is Allot's, or only suspended groups are
 	}
 	labels, annotations := c.upward(ctx, u)
 	c.ensure(ctx, u.GetNamespace(), u.GetName(), labels, annotations, pods,

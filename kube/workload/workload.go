@@ -10,6 +10,8 @@ import (
 	"log/slog"
 	"math"
 	"strconv"
+	"sync"
+	"time"
 
 	"github.com/allot-dev/allot/kube/client/clientset/versioned"
 	allotinformers "github.com/allot-dev/allot/kube/client/informers/externalversions"
@@ -26,6 +28,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -64,11 +67,15 @@ type Controller struct {
 	// groups caches the PodGroups, so that a Job's status updates cost no API call.
 	groups cache.SharedIndexInformer
 	writes *prometheus.CounterVec
+	clock  clock.WithTicker // when Run asks again for the kinds not served (Rediscover)
+	// foreign is the PodGroups already warned of as another object's (namespace/name and
+	// the workload's UID), so that each is logged once, not at every event.
+	foreign sync.Map
 }
 
 // New returns a controller.
 func New(client kubernetes.Interface, dyn dynamic.Interface, allot versioned.Interface) *Controller {
-	return &Controller{client: client, dyn: dyn, allot: allot, writes: prometheus.NewCounterVec(prometheus.CounterOpts{
+	return &Controller{client: client, dyn: dyn, allot: allot, clock: clock.RealClock{}, writes: prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "allot_workload_pod_group_writes_total",
 		Help: "PodGroups the workload controller created, corrected or deleted, by action (create, update, delete) and result (ok, error).",
 	}, []string{"action", "result"})}
@@ -87,7 +94,12 @@ func (c *Controller) wrote(action string, err error) {
 	c.writes.WithLabelValues(action, result).Inc()
 }
 
-// Run works until ctx ends. Custom kinds are watched when their CRDs are installed at start.
+// Rediscover is how often Run asks the API server again for the custom kinds it does not
+// serve yet: a CRD installed after the controller started (allot up --with, an operator
+// installed later) gets its workloads grouped from then on.
+const Rediscover = 5 * time.Second
+
+// Run works until ctx ends. Custom kinds are watched from when their CRDs are served.
 func (c *Controller) Run(ctx context.Context) {
 	f := informers.NewSharedInformerFactory(c.client, 0)
 	jobs := f.Batch().V1().Jobs().Informer()
@@ -100,11 +112,41 @@ func (c *Controller) Run(ctx context.Context) {
 	df := dynamicinformer.NewDynamicSharedInformerFactory(c.dyn, 0)
 	af := allotinformers.NewSharedInformerFactory(c.allot, 0)
 	c.groups = af.Allot().V1alpha1().PodGroups().Informer()
-	for _, k := range customKinds {
+	pending := c.watchServed(ctx, df, customKinds)
+	// The cache of PodGroups first: ensure reads it (and falls back to the API before sync).
+	af.Start(ctx.Done())
+	df.Start(ctx.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), c.groups.HasSynced) {
+		return
+	}
+	f.Start(ctx.Done())
+	if c.clock == nil {
+		c.clock = clock.RealClock{}
+	}
+	t := c.clock.NewTicker(Rediscover)
+	defer t.Stop()
+	for len(pending) > 0 {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C():
+			if now := c.watchServed(ctx, df, pending); len(now) < len(pending) {
+				pending = now
+				df.Start(ctx.Done()) // starts the informers added since; the others run on
+			}
+		}
+	}
+	<-ctx.Done()
+}
+
+// watchServed watches the kinds the API server serves, and returns the others.
+func (c *Controller) watchServed(ctx context.Context, df dynamicinformer.DynamicSharedInformerFactory, kinds []kind) []kind {
+	var pending []kind
+	for _, k := range kinds {
 		if !c.served(k.gvr) {
+			pending = append(pending, k)
 			continue
 		}
-		k := k
 		sync := k.sync
 		if sync == nil {
 			sync = (*Controller).syncShaped
@@ -116,14 +158,7 @@ func (c *Controller) Run(ctx context.Context) {
 		}
 		_, _ = df.ForResource(k.gvr).Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: on, UpdateFunc: func(_, n any) { on(n) }})
 	}
-	// The cache of PodGroups first: ensure reads it (and falls back to the API before sync).
-	af.Start(ctx.Done())
-	df.Start(ctx.Done())
-	if !cache.WaitForCacheSync(ctx.Done(), c.groups.HasSynced) {
-		return
-	}
-	f.Start(ctx.Done())
-	<-ctx.Done()
+	return pending
 }
 
 // syncShaped keeps the one PodGroup of a workload, named after it, of its shape.
@@ -195,8 +230,13 @@ func (c *Controller) syncJob(ctx context.Context, j *batchv1.Job) {
 	if j.Spec.Template.Spec.SchedulerName != v1alpha1.SchedulerName {
 		return
 	}
-	if ref := metav1.GetControllerOf(j); ref != nil && ref.Kind == "JobSet" {
-		return // one of a JobSet's jobs: the JobSet is the gang
+	if ref := metav1.GetControllerOf(j); ref != nil {
+		if _, _, known := KindOf(ref.APIVersion, ref.Kind); known {
+			// One of a JobSet's jobs (the JobSet is the gang), a RayJob's submitter (in
+			// no gang): the webhook gangs a Job's pods by the Job only when no owner Allot
+			// knows controls it, and so does this.
+			return
+		}
 	}
 	if JobGang(j) < 1 {
 		return // parallelism 0: nothing runs
@@ -234,13 +274,16 @@ func (c *Controller) ensure(ctx context.Context, ns, name string, labels, annota
 	asItShouldBe := func(pg *v1alpha1.PodGroup) bool {
 		return pg.Spec.MinMember == min && pg.Spec.Queue == queue && sameTopology(pg)
 	}
-	if o, ok, _ := c.groups.GetStore().GetByKey(ns + "/" + name); ok && asItShouldBe(o.(*v1alpha1.PodGroup)) {
-		return // as it should be: no API call
+	if o, ok, _ := c.groups.GetStore().GetByKey(ns + "/" + name); ok {
+		pg := o.(*v1alpha1.PodGroup)
+		if c.othersGroup(pg, owner) || asItShouldBe(pg) {
+			return // another workload's, or as it should be: no API call
+		}
 	}
 	groups := c.allot.AllotV1alpha1().PodGroups(ns)
 	cur, err := groups.Get(ctx, name, metav1.GetOptions{})
 	if err == nil {
-		if asItShouldBe(cur) {
+		if c.othersGroup(cur, owner) || asItShouldBe(cur) {
 			return
 		}
 		cur.Spec.MinMember, cur.Spec.Queue = min, queue
@@ -279,6 +322,23 @@ func (c *Controller) ensure(ctx context.Context, ns, name string, labels, annota
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		slog.Warn("allot workload: pod group", "group", ns+"/"+name, "err", err)
 	}
+}
+
+// othersGroup tells a PodGroup controlled by another object than owner: two workloads
+// whose groups have the same name (an LWS llm's group 1 and a Job named llm-1). The first
+// keeps it; correcting it for the second would flip it between the two at every event.
+// It is logged once per group and workload.
+func (c *Controller) othersGroup(pg *v1alpha1.PodGroup, owner metav1.OwnerReference) bool {
+	ref := metav1.GetControllerOfNoCopy(pg)
+	if ref == nil || ref.UID == owner.UID {
+		return false
+	}
+	key := pg.Namespace + "/" + pg.Name + "/" + string(owner.UID)
+	if _, warned := c.foreign.LoadOrStore(key, true); !warned {
+		slog.Warn("allot workload: pod group is another workload's; this one gets none",
+			"group", pg.Namespace+"/"+pg.Name, "owner", ref.Kind+"/"+ref.Name, "workload", owner.Kind+"/"+owner.Name)
+	}
+	return true
 }
 
 // withQueue is labels with the queue its namespace names by default where they name none
