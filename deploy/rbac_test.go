@@ -157,7 +157,7 @@ func TestDashboardRoleIsEnoughAndReadOnly(t *testing.T) {
 // their ConfigMaps and a reservation, a pod of 4 GPUs waits with its reason, and the queue's
 // status is written. The account reads no Secrets.
 func TestSchedulerRoleIsEnough(t *testing.T) {
-	objs := deploy.Render(t)
+	objs := deploy.Render(t, "--set", "customMetrics.enabled=true")
 	e := kubetest.Start(t, 1, 4)
 	install(t, e, objs, "ServiceAccount/allot", "ClusterRole/allot", "ClusterRoleBinding/allot",
 		"kube-system/Role/allot-leader-election", "kube-system/RoleBinding/allot-leader-election",

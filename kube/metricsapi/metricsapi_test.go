@@ -79,7 +79,10 @@ func TestGPUUtilizationAutoscaling(t *testing.T) {
 	// As on allot up: each node's GPUs on NVML's mock, read by the real agent, which
 	// reports their load on its Lease.
 	e, _ := kubetest.StartWithAgents(t, 2, 8, "")
-	if _, err := stack.Local(e.Ctx, e.Cluster.Config, e.Dir, scheduler.Options{Interval: 200 * time.Millisecond}); err != nil {
+	// Readings count once a pod has run 2s (the default is minutes: a server loading its
+	// model reads idle).
+	if _, err := stack.LocalWith(e.Ctx, e.Cluster.Config, e.Cluster.Config, e.Dir, "",
+		stack.Options{Scheduler: scheduler.Options{Interval: 200 * time.Millisecond}, CustomMetricsWarmup: 2 * time.Second}); err != nil {
 		t.Fatal(err)
 	}
 	e.Queue(t, "serving", 16, nil)

@@ -53,7 +53,14 @@ type Server struct {
 	authn       authenticator.Request
 	authz       authorizer.Authorizer
 	now         func() time.Time
+	// Warmup is how long a pod runs before its reading counts (DefaultWarmup when zero): a
+	// server loading its model reads idle, and an autoscaler told so would take it away
+	// before it ever served.
+	Warmup time.Duration
 }
+
+// DefaultWarmup is Warmup when it is not set.
+const DefaultWarmup = 2 * time.Minute
 
 // New starts what the server reads (informers of pods, nodes and Deployments, and the API
 // server's front-proxy settings) and returns once they are synced.
@@ -229,8 +236,15 @@ func (s *Server) podValues(ns, name, selector string) ([]cmv1beta2.MetricValue, 
 	return items, nil
 }
 
+func (s *Server) warmup() time.Duration {
+	if s.Warmup > 0 {
+		return s.Warmup
+	}
+	return DefaultWarmup
+}
+
 func (s *Server) podUtil(p *corev1.Pod) (float64, bool) {
-	if p.Spec.NodeName == "" {
+	if p.Spec.NodeName == "" || p.Status.StartTime == nil || s.now().Sub(p.Status.StartTime.Time) < s.warmup() {
 		return 0, false
 	}
 	n, err := s.nodes.Get(p.Spec.NodeName)
@@ -262,11 +276,17 @@ func (s *Server) deploymentValue(ns, name string) ([]cmv1beta2.MetricValue, erro
 		}
 	}
 	mean := 0.0
-	if n > 0 {
+	switch {
+	case n > 0:
 		mean = sum / float64(n)
+	case d.Spec.Replicas == nil || *d.Spec.Replicas > 0:
+		// Pods are asked for but none has a reading yet (pending, warming up, its agent's
+		// reports stopped): no value, and the autoscaler holds. A 0 would have it take the
+		// service away before it served, or while its agent is down.
+		return nil, fmt.Errorf("deployment %s/%s has no %s yet: none of its pods has run %v with a reading of its GPUs", ns, name, MetricGPUUtilization, s.warmup())
 	}
-	// With no pod running the value is 0: nothing is busy, which lets a HorizontalPodAutoscaler
-	// with minReplicas 0 (HPAScaleToZero) keep it there.
+	// At rest at zero replicas the value is 0: nothing is busy, which lets a
+	// HorizontalPodAutoscaler with minReplicas 0 (HPAScaleToZero) keep it there.
 	return []cmv1beta2.MetricValue{s.value(corev1.ObjectReference{Kind: "Deployment", APIVersion: appsv1.SchemeGroupVersion.String(),
 		Namespace: ns, Name: name, UID: d.UID}, mean)}, nil
 }

@@ -38,8 +38,12 @@ func deviceUtilization(n *corev1.Node, agent *coordinationv1.Lease, now time.Tim
 	if agent != nil && live(agent, now) {
 		v = agent.Annotations[v1alpha1.AnnotationGPUUtilization]
 	}
+	// A node an agent marked is read from the agent's Lease alone: the load an older agent
+	// left on the Node is frozen there, and would stand for a gone agent's.
 	if v == "" && n != nil {
-		v = n.Annotations[v1alpha1.AnnotationGPUUtilization]
+		if _, marked := n.Annotations[v1alpha1.AnnotationAgent]; !marked {
+			v = n.Annotations[v1alpha1.AnnotationGPUUtilization]
+		}
 	}
 	v = strings.TrimSpace(v)
 	if v == "" {
@@ -90,6 +94,12 @@ func heldDevices(p *corev1.Pod, n *corev1.Node) []int {
 // node's readings by device; false when the pod holds none or none of them is read.
 func podUtilization(p *corev1.Pod, indices []int, util []float64) (float64, bool) {
 	if p.Status.Phase != corev1.PodRunning || p.DeletionTimestamp != nil {
+		return 0, false
+	}
+	// A fraction's device is shared, and its reading is the whole device's: its neighbours'
+	// work (another team's, maybe) would scale this pod's service, and tell its owner how
+	// busy they are. No reading, until utilisation is read per process.
+	if p.Annotations[v1alpha1.AnnotationGPUShare] != "" {
 		return 0, false
 	}
 	sum, n := 0.0, 0

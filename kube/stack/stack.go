@@ -51,6 +51,9 @@ type Options struct {
 	// this listener with CustomMetricsCert; nil serves none.
 	CustomMetrics     net.Listener
 	CustomMetricsCert func(*tls.ClientHelloInfo) (*tls.Certificate, error)
+	// CustomMetricsWarmup is how long a pod runs before its reading counts
+	// (metricsapi.DefaultWarmup when zero).
+	CustomMetricsWarmup time.Duration
 }
 
 // Run runs until ctx ends; it returns the scheduler's error.
@@ -110,6 +113,7 @@ func Run(ctx context.Context, rc *rest.Config, opts Options) error {
 			// Discovery of the API waits until it serves: HPAs see it as unavailable meanwhile.
 			srv, err := metricsapi.New(ctx, client)
 			if err == nil {
+				srv.Warmup = opts.CustomMetricsWarmup
 				err = srv.Serve(ctx, opts.CustomMetrics, opts.CustomMetricsCert)
 			}
 			if err != nil && ctx.Err() == nil {
