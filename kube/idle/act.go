@@ -3,6 +3,7 @@ package idle
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -20,8 +21,8 @@ import (
 const (
 	// ReasonIdleStopped: the workload was suspended or scaled to zero for being idle.
 	ReasonIdleStopped = "IdleTimeout"
-	// ReasonIdleNotStoppable: a bare pod idle past its timeout, which nothing could make
-	// again: only said.
+	// ReasonIdleNotStoppable: a workload idle past its timeout of a kind the controller
+	// does not stop (stoppable): only said, once per idle spell.
 	ReasonIdleNotStoppable = "IdleTimeoutNotStoppable"
 )
 
@@ -73,21 +74,46 @@ func ref(w *inspect.Workload) *corev1.ObjectReference {
 	return &corev1.ObjectReference{APIVersion: w.APIVersion, Kind: w.Kind, Namespace: w.Namespace, Name: w.Name, UID: w.UID}
 }
 
+// stoppable tells whether the controller stops a workload of this kind and class: a
+// notebook's StatefulSet (interactive), scaled to zero and resumed as it was; an inference
+// Deployment or LeaderWorkerSet, scaled to zero. Every other kind is only reported: a
+// RayCluster may be a RayJob's or RayService's, whose work suspending it would lose; a
+// Job's, JobSet's or TrainJob's pods are batch work however labelled; a Knative or KServe
+// service scales itself; a bare pod or a PodGroup of them has nothing to make them again.
+func stoppable(w *inspect.Workload, class string) bool {
+	gv, err := schema.ParseGroupVersion(w.APIVersion)
+	if err != nil {
+		return false
+	}
+	switch gv.WithKind(w.Kind).GroupKind() {
+	case schema.GroupKind{Group: "apps", Kind: "StatefulSet"}:
+		return class == v1alpha1.ClassInteractive
+	case schema.GroupKind{Group: "apps", Kind: "Deployment"}, schema.GroupKind{Group: "leaderworkerset.x-k8s.io", Kind: "LeaderWorkerSet"}:
+		return class == v1alpha1.ClassInference
+	}
+	return false
+}
+
 // stop suspends (interactive) or scales to zero (inference) a workload idle past its
-// queue's timeout, with an Event and the annotation allot describe reads. A bare pod, or a
-// PodGroup of them, is never deleted: nothing would make its pods again, and deleting
-// work is not the controller's to do; it is told once per idle spell.
-func (c *Controller) stop(ctx context.Context, w *inspect.Workload, key string, idleFor time.Duration, pol policy, now time.Time) {
-	timeout := pol.timeout[w.Type]
-	field := "idleTimeout." + w.Type
-	if w.Kind == "Pod" || w.Kind == "PodGroup" {
+// queue's timeout, with an Event and the annotation allot describe reads. A workload of
+// a kind it does not stop (stoppable) is never suspended nor deleted: it is told once per
+// idle spell, with an Event.
+func (c *Controller) stop(ctx context.Context, w *inspect.Workload, key, class string, idleFor time.Duration, pol policy, now time.Time) {
+	timeout := pol.timeout[class]
+	field := "idleTimeout." + class
+	if !stoppable(w, class) {
 		if c.told[key] {
 			return
 		}
 		c.told[key] = true
+		why := fmt.Sprintf("Allot stops only %s StatefulSets and %s Deployments and LeaderWorkerSets (a %s's work could be lost), so it keeps running",
+			v1alpha1.ClassInteractive, v1alpha1.ClassInference, w.Kind)
+		if w.Kind == "Pod" || w.Kind == "PodGroup" {
+			why = fmt.Sprintf("a bare %s cannot be suspended (nothing would make it again), so it keeps running", w.Kind)
+		}
 		c.recorder.Eventf(ref(w), corev1.EventTypeWarning, ReasonIdleNotStoppable,
-			"every GPU it holds has been under %d%% utilisation for %s, past queue %s's %s of %s; a bare %s cannot be suspended (nothing would make it again), so it keeps running: submit notebooks with allot submit --interactive (a StatefulSet) to have them suspended",
-			pol.threshold, inspect.Short(idleFor), pol.queue, field, inspect.Short(timeout), w.Kind)
+			"every GPU it holds has been under %d%% utilisation for %s, past queue %s's %s of %s; %s: submit notebooks with allot submit --interactive (a StatefulSet) to have them suspended",
+			pol.threshold, inspect.Short(idleFor), pol.queue, field, inspect.Short(timeout), why)
 		return
 	}
 	if w.Status == "Suspended" {
@@ -100,17 +126,16 @@ func (c *Controller) stop(ctx context.Context, w *inspect.Workload, key string, 
 		return
 	}
 	s := inspect.IdleSuspension{At: now.UTC().Truncate(time.Second), IdleFor: metav1.Duration{Duration: idleFor.Round(time.Second)},
-		Threshold: pol.threshold, Queue: pol.queue, Class: w.Type}
+		Threshold: pol.threshold, Queue: pol.queue, Class: class}
 	b, _ := json.Marshal(s)
 	c.annotate(ctx, w, map[string]any{inspect.AnnotationIdleSuspended: string(b), inspect.AnnotationIdleSince: nil})
 	c.track.Observe(key, NoGPUs, now)
 	what := "suspended"
-	if w.Type == v1alpha1.ClassInference {
+	if class == v1alpha1.ClassInference {
 		what = "scaled to zero"
 	}
 	c.recorder.Eventf(ref(w), corev1.EventTypeNormal, ReasonIdleStopped,
 		"%s after %s with every GPU it held under %d%% utilisation: queue %s's %s is %s; allot resume %s starts it again",
 		what, inspect.Short(idleFor), pol.threshold, pol.queue, field, inspect.Short(timeout), w.Name)
 	slog.Info("allot idle: "+what, "workload", w.Namespace+"/"+w.Ref(), "idle", idleFor, "queue", pol.queue)
-
 }

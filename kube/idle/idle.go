@@ -60,8 +60,8 @@ type Controller struct {
 	events   record.EventBroadcaster
 	recorder record.EventRecorder
 	track    *Tracker
-	// told holds the bare pods already reported idle past their timeout in this spell:
-	// they cannot be suspended, and are told once.
+	// told holds the workloads already reported idle past their timeout in this spell
+	// that the controller does not stop (stoppable): they are told once.
 	told map[string]bool
 }
 
@@ -166,14 +166,15 @@ func (c *Controller) Step(ctx context.Context) error {
 	}
 	live := map[string]bool{}
 	for _, w := range inspect.BuildWorkloads(o) {
-		if w.Type != v1alpha1.ClassInteractive && w.Type != v1alpha1.ClassInference {
+		class, queue, ok := podLabels(&w, pods)
+		if !ok || (class != v1alpha1.ClassInteractive && class != v1alpha1.ClassInference) {
 			continue
 		}
 		key := w.Namespace + "/" + w.Kind + "/" + w.Name
 		live[key] = true
-		pol, ok := pols[w.Queue]
+		pol, ok := pols[queue]
 		if !ok {
-			pol = policy{queue: w.Queue, threshold: v1alpha1.DefaultIdleThreshold}
+			pol = policy{queue: queue, threshold: v1alpha1.DefaultIdleThreshold}
 		}
 		var devs []Device
 		known := true
@@ -193,11 +194,11 @@ func (c *Controller) Step(ctx context.Context) error {
 		}
 		since, idle := c.track.Since(key)
 		c.publish(ctx, &w, since, idle, state)
-		timeout, ok := pol.timeout[w.Type]
+		timeout, ok := pol.timeout[class]
 		if !idle || !ok || idleFor < timeout {
 			continue
 		}
-		c.stop(ctx, &w, key, idleFor, pol, now)
+		c.stop(ctx, &w, key, class, idleFor, pol, now)
 	}
 	c.track.Keep(live)
 	for k := range c.told {
@@ -206,6 +207,31 @@ func (c *Controller) Step(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// podLabels are the class and queue a workload is judged by: its pods' allot.dev/class and
+// allot.dev/queue, which the pod-fields policy fixes at admission. The workload's own
+// object's labels (w.Type, w.Queue come from them first) stay the tenant's to write at any
+// time: relabelling a notebook's StatefulSet as a training job, or moving it to a queue
+// without a timeout, must not take it out of its queue's policy. A workload whose pods
+// disagree among themselves, or that has no pod, gives ok false: it is not judged. A
+// Deployment's pod without a class is inference, as its kind (not a label) says.
+func podLabels(w *inspect.Workload, pods map[string]*corev1.Pod) (class, queue string, ok bool) {
+	for _, wp := range w.Pods {
+		p := pods[string(wp.UID)]
+		if p == nil {
+			continue
+		}
+		c, q := p.Labels[v1alpha1.LabelClass], p.Labels[v1alpha1.LabelQueue]
+		if c == "" && w.Kind == "Deployment" {
+			c = v1alpha1.ClassInference
+		}
+		if ok && (c != class || q != queue) {
+			return "", "", false
+		}
+		class, queue, ok = c, q, true
+	}
+	return class, queue, ok
 }
 
 // readings are the GPUs' utilisation where a live reporter speaks for them: a node's agent

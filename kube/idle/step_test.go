@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -106,5 +107,131 @@ func TestStepStopsAtTheTimeoutByItsClock(t *testing.T) {
 	}
 	if n, ann := get("nb-busy"); n != 1 || len(ann) != 0 {
 		t.Fatalf("the busy notebook: replicas %d, annotations %v", n, ann)
+	}
+}
+
+// fixture is a controller over these objects, with team-a's interactive timeout of 2h and
+// a mapper that knows StatefulSets and RayClusters, so that nothing but the controller's
+// own rule keeps it from stopping either.
+func fixture(t *testing.T, util string, objs ...runtime.Object) (*Controller, *clock, *record.FakeRecorder, *dynamicfake.FakeDynamicClient) {
+	t.Helper()
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "dgx-1", Labels: map[string]string{simnode.LabelSimulated: "true"},
+		Annotations: map[string]string{v1alpha1.AnnotationGPUUtilization: util}}}
+	var typed []runtime.Object
+	for _, o := range objs {
+		if _, ok := o.(*unstructured.Unstructured); !ok {
+			typed = append(typed, o)
+		}
+	}
+	client := k8sfake.NewSimpleClientset(append(typed, node)...)
+	q := &v1alpha1.Queue{ObjectMeta: metav1.ObjectMeta{Name: "team-a"},
+		Spec: v1alpha1.QueueSpec{IdleTimeout: &v1alpha1.IdleTimeout{Interactive: &metav1.Duration{Duration: 2 * time.Hour}}}}
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(scheme.Scheme,
+		map[schema.GroupVersionResource]string{rayClusters: "RayClusterList"}, objs...)
+	mapper := meta.NewDefaultRESTMapper(nil)
+	mapper.Add(schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "StatefulSet"}, meta.RESTScopeNamespace)
+	mapper.Add(schema.GroupVersionKind{Group: "ray.io", Version: "v1", Kind: "RayCluster"}, meta.RESTScopeNamespace)
+	rec := record.NewFakeRecorder(10)
+	clk := &clock{t: time.Date(2026, 1, 1, 9, 0, 0, 0, time.UTC)}
+	c := New(client, dyn, allotfake.NewSimpleClientset(q), Options{Now: clk.now, Recorder: rec, Mapper: mapper})
+	return c, clk, rec, dyn
+}
+
+var rayClusters = schema.GroupVersionResource{Group: "ray.io", Version: "v1", Resource: "rayclusters"}
+
+// steps looks at 0 and after 2h, and once more a tick later.
+func steps(t *testing.T, c *Controller, clk *clock) {
+	t.Helper()
+	for _, d := range []time.Duration{0, 2 * time.Hour, time.Minute} {
+		clk.step(d)
+		if err := c.Step(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func replicas(t *testing.T, dyn *dynamicfake.FakeDynamicClient, name string) int64 {
+	t.Helper()
+	u, err := dyn.Resource(schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "statefulsets"}).Namespace("ml").
+		Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, _, _ := unstructured.NestedInt64(u.Object, "spec", "replicas")
+	return n
+}
+
+func events(rec *record.FakeRecorder) []string {
+	var out []string
+	for {
+		select {
+		case e := <-rec.Events:
+			out = append(out, e)
+		default:
+			return out
+		}
+	}
+}
+
+// TestStepJudgesByThePodsLabels: a tenant who relabels a notebook's StatefulSet as a
+// training job of another queue (allot.dev/type, allot.dev/queue on the owner, theirs to
+// write) still has it suspended by team-a's policy, which its pods' admitted labels name;
+// a StatefulSet whose pods disagree on their class is not judged at all.
+func TestStepJudgesByThePodsLabels(t *testing.T) {
+	st, p := notebook("nb", "0")
+	st.Labels = map[string]string{v1alpha1.LabelQueue: "team-b", "allot.dev/type": "train"}
+	odd, p1 := notebook("odd", "1")
+	p2 := p1.DeepCopy()
+	p2.Name, p2.UID, p2.Labels[v1alpha1.LabelClass] = "odd-1", "pod-odd-1", v1alpha1.ClassInference
+	c, clk, rec, dyn := fixture(t, "0,0", st, p, odd, p1, p2)
+	steps(t, c, clk)
+	if n := replicas(t, dyn, "nb"); n != 0 {
+		t.Fatalf("the relabelled notebook has %d replicas after 2h idle, want suspended", n)
+	}
+	if n := replicas(t, dyn, "odd"); n != 1 {
+		t.Fatalf("the StatefulSet whose pods disagree has %d replicas, want untouched", n)
+	}
+	for _, e := range events(rec) {
+		if strings.Contains(e, "odd") {
+			t.Fatalf("event about the disagreeing StatefulSet: %q", e)
+		}
+	}
+}
+
+// TestStepOnlyReportsARayCluster: a RayCluster (maybe a RayJob's, whose work suspending
+// it would lose) whose pods are an idle notebook's is never suspended; it is told once
+// per idle spell, not at every look.
+func TestStepOnlyReportsARayCluster(t *testing.T) {
+	yes := true
+	rc := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "ray.io/v1", "kind": "RayCluster",
+		"metadata": map[string]any{"name": "rc", "namespace": "ml", "uid": "rc-uid"}, "spec": map[string]any{}}}
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "rc-head", Namespace: "ml", UID: "pod-rc",
+		Labels:          map[string]string{v1alpha1.LabelQueue: "team-a", v1alpha1.LabelClass: v1alpha1.ClassInteractive},
+		Annotations:     map[string]string{v1alpha1.AnnotationGPUs: "0"},
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "ray.io/v1", Kind: "RayCluster", Name: "rc", UID: "rc-uid", Controller: &yes}}},
+		Spec: corev1.PodSpec{NodeName: "dgx-1"}, Status: corev1.PodStatus{Phase: corev1.PodRunning}}
+	c, clk, rec, dyn := fixture(t, "0", rc, p)
+	steps(t, c, clk)
+	u, err := dyn.Resource(rayClusters).Namespace("ml").Get(context.Background(), "rc", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, found, _ := unstructured.NestedBool(u.Object, "spec", "suspend"); found || s {
+		t.Fatalf("the RayCluster's spec.suspend was set: %v", u.Object["spec"])
+	}
+	var told int
+	for _, e := range events(rec) {
+		if strings.Contains(e, "IdleTimeout") && !strings.Contains(e, "IdleTimeoutNotStoppable") {
+			t.Fatalf("event %q", e)
+		}
+		if strings.Contains(e, "IdleTimeoutNotStoppable") {
+			told++
+			if !strings.Contains(e, "RayCluster") {
+				t.Fatalf("event %q does not name the kind", e)
+			}
+		}
+	}
+	if told != 1 {
+		t.Fatalf("told %d times, want once", told)
 	}
 }
