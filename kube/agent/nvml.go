@@ -110,17 +110,27 @@ func ReadInventory(lib nvml.Interface) ([]v1alpha1.GPUInfo, error) {
 
 // Sample is one reading of the devices' load.
 type Sample struct {
-	Utilization []int   // percent, by index
+	// Utilization is percent, by index; UtilizationUnknown where the device did not answer.
+	Utilization []int
 	MemoryUsed  []int64 // MiB, by index
 	// Lost are the devices NVML can no longer reach (ERROR_GPU_IS_LOST: off the bus).
 	Lost []int
 }
 
+// UtilizationUnknown is the utilisation of a device that could not be read, in a Sample and
+// in the allot.dev/gpu-utilization the agent writes from it ("-1"): out of every reader's
+// range of percentages, so that each takes it for no reading. Read as 0 it would be a live
+// report of an idle GPU, and the idle controller would stop the work on a device that only
+// failed to answer. It is convert.UtilizationUnread, the value its readers know.
+const UtilizationUnknown = -1
+
 // ReadSample reads every device's utilisation and used memory. A device NVML cannot
-// reach any more is listed as lost; one that cannot report a counter reads as 0.
+// reach any more is listed as lost; one whose utilisation cannot be read has
+// UtilizationUnknown, and one that cannot report its memory reads 0 MiB used.
 func ReadSample(lib nvml.Interface, count int) Sample {
 	s := Sample{Utilization: make([]int, count), MemoryUsed: make([]int64, count)}
 	for i := range count {
+		s.Utilization[i] = UtilizationUnknown
 		d, r := lib.DeviceGetHandleByIndex(i)
 		if r == nvml.ERROR_GPU_IS_LOST {
 			s.Lost = append(s.Lost, i)

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -99,11 +100,34 @@ func TestSampleReadsLoadAndLostDevices(t *testing.T) {
 	deadline := time.Now().Add(5 * time.Second)
 	for time.Now().Before(deadline) {
 		if s = agent.ReadSample(m, 8); slices.Equal(s.Lost, []int{5}) {
+			if s.Utilization[5] != agent.UtilizationUnknown {
+				t.Errorf("lost GPU 5 reads %d%%, want unknown (%d), not a live idle report", s.Utilization[5], agent.UtilizationUnknown)
+			}
 			return
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
 	t.Errorf("lost %v after GPU 5 fell off the bus, want [5]", s.Lost)
+}
+
+// unanswering is a device library whose device 3 does not give its handle.
+type unanswering struct{ nvml.Interface }
+
+func (u unanswering) DeviceGetHandleByIndex(i int) (nvml.Device, nvml.Return) {
+	if i == 3 {
+		return nil, nvml.ERROR_UNKNOWN
+	}
+	return u.Interface.DeviceGetHandleByIndex(i)
+}
+
+// A device NVML does not answer for has no utilisation, which the written annotation says
+// as "-1": read as 0 it would be a GPU reported idle.
+func TestSampleOfAnUnansweringDeviceIsUnknown(t *testing.T) {
+	m := simgpu.DGXA100()
+	s := agent.ReadSample(unanswering{m}, 8)
+	if s.Utilization[3] != agent.UtilizationUnknown || s.Utilization[2] != 0 {
+		t.Errorf("utilisation %v: want GPU 3 unknown (%d), GPU 2 at 0%%", s.Utilization, agent.UtilizationUnknown)
+	}
 }
 
 // An application's own fault (XID 13) leaves the device healthy; a double-bit ECC error

@@ -212,6 +212,11 @@ func ready(n *corev1.Node) bool {
 	return false
 }
 
+// UtilizationUnread in allot.dev/gpu-utilization is a device its agent could not read
+// (NVML did not answer): no reading, neither idle nor busy, and no problem with the report.
+// Every reader of the annotation takes it, as any value outside 0-100, for unknown.
+const UtilizationUnread = -1
+
 // NodeProblems names what Node did not trust on a node, field by field: agents,
 // admins and GPU Feature Discovery write these, and one bad value must be seen by a person
 // without taking the node, or the cycle, down.
@@ -234,7 +239,7 @@ func NodeProblems(n *corev1.Node) []string {
 		fields := strings.Split(v, ",")
 		bad := int64(len(fields)) != gpus
 		for _, f := range fields {
-			if u, err := strconv.Atoi(strings.TrimSpace(f)); err != nil || u < 0 || u > 100 {
+			if u, err := strconv.Atoi(strings.TrimSpace(f)); err != nil || u < UtilizationUnread || u > 100 {
 				bad = true
 			}
 		}

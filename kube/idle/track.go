@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/allot-dev/allot/api/v1alpha1"
+	"github.com/allot-dev/allot/kube/convert"
 )
 
 // Device is one GPU of one node, by its index there.
@@ -26,7 +27,8 @@ type Readings map[Device]int
 // NodeReadings reads a node's utilisation annotation: its agent's report, copied from the
 // agent's Lease (inspect.WithLoad), or on a simulated node without an agent the simulated
 // kubelet's. trusted is whether that report is live; an untrusted or malformed one adds
-// nothing, so that its GPUs are unknown, never idle.
+// nothing, so that its GPUs are unknown, never idle, and a device reported unread (-1)
+// is left out alone.
 func NodeReadings(r Readings, n *corev1.Node, trusted bool) {
 	v := n.Annotations[v1alpha1.AnnotationGPUUtilization]
 	if !trusted || v == "" {
@@ -36,15 +38,21 @@ func NodeReadings(r Readings, n *corev1.Node, trusted bool) {
 	got := make([]int, len(fields))
 	for i, f := range fields {
 		u, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || u < 0 || u > 100 {
+		if err != nil || u < unread || u > 100 {
 			return
 		}
 		got[i] = u
 	}
 	for i, u := range got {
-		r[Device{Node: n.Name, Index: i}] = u
+		if u != unread {
+			r[Device{Node: n.Name, Index: i}] = u
+		}
 	}
 }
+
+// unread is the utilisation an agent writes for a device it could not read: that device
+// is unknown, the others' readings stand.
+const unread = convert.UtilizationUnread
 
 // PodDevices are the GPUs a running pod holds, by index on its node: those its agent
 // recorded the kubelet gave it (uuids is the node's device list by index), else those the

@@ -82,6 +82,7 @@ func TestUnknownIsNeverIdle(t *testing.T) {
 		"above 100":            {nodes: []*corev1.Node{node("n1", "0,101")}, trusted: true},
 		"one device reported":  {nodes: []*corev1.Node{node("n1", "0")}, trusted: true},
 		"another node's":       {nodes: []*corev1.Node{node("n2", "0,0")}, trusted: true},
+		"a device unread":      {nodes: []*corev1.Node{node("n1", "0,-1")}, trusted: true},
 	} {
 		tr := NewTracker()
 		for range 3 {
@@ -90,6 +91,11 @@ func TestUnknownIsNeverIdle(t *testing.T) {
 				t.Fatalf("%s: %v idle %s, want unknown and never idle", name, s, d)
 			}
 		}
+	}
+	// The agent could not read device 1 (-1): a pod on device 0 alone is judged by its
+	// reading, and is idle.
+	if s, _ := look(t, NewTracker(), c.now(), pod("n1", "0", ""), true, node("n1", "0,-1")); s != Idle {
+		t.Fatalf("a pod on a read device beside an unread one: %v, want idle", s)
 	}
 	// A pod holding a MIG instance is not known by device index: unknown too.
 	m := pod("n1", "0", "")

@@ -126,26 +126,38 @@ func listNodesAndPods(ctx context.Context, client kubernetes.Interface) ([]*core
 
 // WithLoad is nodes with the load their agents report on their Leases (utilisation and
 // memory used per device) as the Nodes' own annotations, where the readers of a node look
-// for it; a node whose agent reports none keeps what it has (a simulated node's kubelet
-// writes its own).
+// for it. A node without an agent keeps what it has (a simulated node's kubelet writes its
+// own). A node an agent marked (allot.dev/agent) is read from its Lease alone: what an
+// older agent wrote on the Node itself stays there frozen, and is no reading of now, so
+// without a report on the Lease the node has none.
 func WithLoad(nodes []*corev1.Node, leases []*coordinationv1.Lease) []*corev1.Node {
 	byNode := make(map[string]*coordinationv1.Lease, len(leases))
 	for _, l := range leases {
 		byNode[l.Labels[v1alpha1.LabelAgentLease]] = l
 	}
+	load := []string{v1alpha1.AnnotationGPUUtilization, v1alpha1.AnnotationGPUMemoryUsed}
 	out := make([]*corev1.Node, len(nodes))
 	for i, n := range nodes {
 		out[i] = n
-		l := byNode[n.Name]
-		if l == nil || l.Annotations[v1alpha1.AnnotationGPUUtilization] == "" {
+		var report map[string]string
+		if l := byNode[n.Name]; l != nil && l.Annotations[v1alpha1.AnnotationGPUUtilization] != "" {
+			report = l.Annotations
+		}
+		_, marked := n.Annotations[v1alpha1.AnnotationAgent]
+		frozen := marked && slices.ContainsFunc(load, func(k string) bool { _, ok := n.Annotations[k]; return ok })
+		if report == nil && !frozen {
 			continue
 		}
 		c := n.DeepCopy()
 		if c.Annotations == nil {
 			c.Annotations = map[string]string{}
 		}
-		for _, k := range []string{v1alpha1.AnnotationGPUUtilization, v1alpha1.AnnotationGPUMemoryUsed} {
-			c.Annotations[k] = l.Annotations[k]
+		for _, k := range load {
+			if report[k] != "" {
+				c.Annotations[k] = report[k]
+			} else {
+				delete(c.Annotations, k)
+			}
 		}
 		out[i] = c
 	}
@@ -275,10 +287,12 @@ func utilization(report string, gpus int) []*int {
 	}
 	for i, f := range fields {
 		v, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || v < 0 || v > 100 {
+		if err != nil || v < convert.UtilizationUnread || v > 100 {
 			return make([]*int, gpus)
 		}
-		out[i] = &v
+		if v != convert.UtilizationUnread {
+			out[i] = &v
+		}
 	}
 	return out
 }
