@@ -25,6 +25,7 @@ import (
 	"k8s.io/client-go/transport/spdy"
 
 	"github.com/allot-dev/allot/kube/inspect"
+	"github.com/allot-dev/allot/kube/submit"
 )
 
 // forwardFlags are what open and port-forward share.
@@ -158,6 +159,11 @@ func (c *conn) runningPod(ctx context.Context, w io.Writer, name string, f forwa
 		if !resume {
 			return nil, fmt.Errorf("%s is suspended: allot resume %s starts it again (allot open %s resumes it itself)", name, name, name)
 		}
+		// A workspace or a service is opened by resuming it; a training job suspended by
+		// someone (an admin, Kueue) is not started behind their back by a look at it.
+		if wl.Type != submit.TypeInteractive && wl.Type != submit.TypeInference {
+			return nil, fmt.Errorf("%s is a suspended %s workload: allot open resumes only interactive and inference ones; allot resume %s starts it again", name, wl.Type, name)
+		}
 		ctl, err := c.control(ctx)
 		if err != nil {
 			return nil, err
@@ -220,6 +226,13 @@ func (c *conn) wake(ctx context.Context, wl *inspect.Workload) (bool, error) {
 	}
 	if sc.Spec.Replicas != 0 || (wl.UID != "" && sc.UID != wl.UID) {
 		return false, nil
+	}
+	ctl, err := c.control(ctx)
+	if err != nil {
+		return false, err
+	}
+	if !ctl.AtRest(ctx, wl.Namespace, "Deployment", wl.Name) {
+		return false, fmt.Errorf("%s is scaled to zero replicas, and no autoscaler with a minimum of 0 put it there: it is its owner's to scale again (kubectl scale deployment %s --replicas=1)", wl.Name, wl.Name)
 	}
 	sc.Spec.Replicas = 1
 	if _, err := deployments.UpdateScale(ctx, wl.Name, sc, metav1.UpdateOptions{}); err != nil {

@@ -197,11 +197,28 @@ func TestOpenAndPortForward(t *testing.T) {
 	e.must(t, "submit", "huge", "-p", "tiny", "-i", "pytorch", "-g", "1", "--interactive", "--port", "8888")
 	e.workload(t, "huge", running(1))
 	e.must(t, "submit", "huge2", "-p", "tiny", "-i", "pytorch", "-g", "1", "--interactive", "--port", "8888")
+	// A training job someone suspended is not started by a look at it, and a service its
+	// owner scaled to zero (no autoscaler resting it there) is not scaled up.
+	e.must(t, "submit", "held", "-p", "team-b", "-i", "pytorch", "-g", "1")
+	e.must(t, "suspend", "held")
+	e.workload(t, "held", func(w inspect.Workload) bool { return w.Status == "Suspended" })
+	sc, err := e.Client.AppsV1().Deployments("default").GetScale(e.Ctx, "svc", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc.Spec.Replicas = 0
+	if _, err := e.Client.AppsV1().Deployments("default").UpdateScale(e.Ctx, "svc", sc, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.workload(t, "svc", func(w inspect.Workload) bool { return len(w.Pods) == 0 })
 	for _, c := range []struct {
 		args []string
 		want string
 	}{
 		{[]string{"open", "nosuch"}, `no workload "nosuch" in namespace default`},
+		{[]string{"open", "held", "--no-browser"}, "held is a suspended train workload: allot open resumes only interactive and inference ones"},
+		{[]string{"open", "svc", "--no-browser"}, "svc is scaled to zero replicas, and no autoscaler with a minimum of 0 put it there"},
+		{[]string{"resume", "svc"}, "svc is not suspended: it runs 0 replicas"},
 		{[]string{"open", "train", "--no-browser"}, "train declares no port to open (pod train-"},
 		{[]string{"open", "huge2", "--wait", "1s"}, "huge2 is not running: pod huge2-0 Pending"},
 		{[]string{"port-forward", "huge2", "8888"}, "huge2 is not running: pod huge2-0 Pending"},

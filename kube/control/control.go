@@ -210,9 +210,10 @@ func (c Clients) Suspend(ctx context.Context, w *inspect.Workload, resume bool) 
 		switch {
 		case !resume && held:
 			return "", fmt.Errorf("%s is already suspended", w.Name)
-		case resume && !held && replicas == 0:
+		case resume && !held && replicas == 0 && c.AtRest(ctx, w.Namespace, w.Kind, w.Name):
 			// At rest at zero (an inference service's autoscaler with minReplicas 0 put it
-			// there, and cannot bring it back by itself): resuming wakes it to one.
+			// there, and cannot bring it back by itself): resuming wakes it to one. One its
+			// owner scaled to zero is the owner's to scale again.
 			patch = map[string]any{"spec": map[string]any{"replicas": 1}}
 		case resume && !held:
 			return "", fmt.Errorf("%s is not suspended: it runs %d replicas", w.Name, replicas)
@@ -243,4 +244,20 @@ func nest(path []string, v any) map[string]any {
 		m = map[string]any{path[i]: m}
 	}
 	return m
+}
+
+// AtRest tells whether a HorizontalPodAutoscaler with a minimum of 0 replicas scales the
+// workload: then zero replicas is its rest, which only a request (allot open) or allot
+// resume ends; without one, zero is what its owner chose.
+func (c Clients) AtRest(ctx context.Context, namespace, kind, name string) bool {
+	hpas, err := c.Client.AutoscalingV2().HorizontalPodAutoscalers(namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return false
+	}
+	for _, h := range hpas.Items {
+		if h.Spec.ScaleTargetRef.Kind == kind && h.Spec.ScaleTargetRef.Name == name && h.Spec.MinReplicas != nil && *h.Spec.MinReplicas == 0 {
+			return true
+		}
+	}
+	return false
 }
