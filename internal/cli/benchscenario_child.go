@@ -113,11 +113,13 @@ func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { retu
 // subresource after a slash (pods/binding, pods/eviction, queues/status).
 func requestKey(r *http.Request) string {
 	parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
-	// /api/v1/... or /apis/GROUP/VERSION/...
+	// /api/v1/... or /apis/GROUP/VERSION/...; shorter, the discovery documents.
 	switch {
-	case len(parts) >= 2 && parts[0] == "api":
+	case parts[0] == "api" && len(parts) <= 2, parts[0] == "apis" && len(parts) <= 3:
+		return "get discovery"
+	case parts[0] == "api":
 		parts = parts[2:]
-	case len(parts) >= 3 && parts[0] == "apis":
+	case parts[0] == "apis":
 		parts = parts[3:]
 	default:
 		return strings.ToLower(r.Method) + " " + r.URL.Path
@@ -127,8 +129,6 @@ func requestKey(r *http.Request) string {
 	}
 	resource, named := "", false
 	switch len(parts) {
-	case 0:
-		return "get discovery" // /api, /apis/GROUP/VERSION
 	case 1:
 		resource = parts[0]
 	case 2:
