@@ -84,7 +84,8 @@ type scenarioReport struct {
 	LastBind        time.Duration
 	// Evictions issued (the scheduler's eviction requests) and done (victims gone).
 	EvictionsIssued, EvictionsDone int
-	LastEvictionDone               time.Duration
+	// The first victim seen terminating, the last, and the last gone.
+	FirstEviction, LastEviction, LastEvictionDone time.Duration
 	// Samples are the single reclaims of reclaim-one, each from its pod's creation.
 	Samples []time.Duration
 	Sched   childReport
@@ -398,7 +399,11 @@ func (h *scenarioHarness) timed(rep *scenarioReport, role string, origin time.Ti
 // victims (pods of role) gone since origin.
 func evictions(rep *scenarioReport, h *scenarioHarness, victims string, origin time.Time) {
 	rep.EvictionsIssued = rep.Sched.Requests["create pods/eviction"]
-	_, last, n := h.pods.span(victims, podGone)
+	first, last, n := h.pods.span(victims, podTerminating)
+	if n > 0 {
+		rep.FirstEviction, rep.LastEviction = first.Sub(origin), last.Sub(origin)
+	}
+	_, last, n = h.pods.span(victims, podGone)
 	rep.EvictionsDone = n
 	if n > 0 {
 		rep.LastEvictionDone = last.Sub(origin)
@@ -414,8 +419,8 @@ func printScenario(w io.Writer, r *scenarioReport) {
 	}
 	fmt.Fprintf(w, "  from %s: first bind %s, last bind %s (%d of %d bound)\n", r.Origin, ms(r.FirstBind), ms(r.LastBind), r.Bound, r.Want)
 	if r.EvictionsIssued > 0 || r.EvictionsDone > 0 {
-		fmt.Fprintf(w, "  evictions: %d issued, %d done (victims gone, the last at %s), %d rebinds (the reclaimers bound)\n",
-			r.EvictionsIssued, r.EvictionsDone, ms(r.LastEvictionDone), r.Bound)
+		fmt.Fprintf(w, "  evictions: %d issued (victims terminating from %s to %s), %d done (victims gone, the last at %s), %d rebinds (the reclaimers bound)\n",
+			r.EvictionsIssued, ms(r.FirstEviction), ms(r.LastEviction), r.EvictionsDone, ms(r.LastEvictionDone), r.Bound)
 	}
 	if len(r.Samples) > 0 {
 		s := append([]time.Duration(nil), r.Samples...)
