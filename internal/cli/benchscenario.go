@@ -366,8 +366,9 @@ func (h *scenarioHarness) probe(queue string) error {
 	return h.waitPods(name, podBound, 1, "the scheduler's first cycle", 5*time.Minute)
 }
 
-// fillBound has a scheduler bind n one-GPU pods of role in queue and stops it: the
-// cluster's state before the timed part of a scenario, with no scheduler running.
+// fillBound has a scheduler bind n one-GPU pods of role in queue, waits until they run, and
+// stops it: the cluster's state before the timed part of a scenario, with no scheduler
+// running.
 func (h *scenarioHarness) fillBound(n int, role, queue string, annotate map[string]string) error {
 	if _, err := h.startScheduler(); err != nil {
 		return err
@@ -380,6 +381,11 @@ func (h *scenarioHarness) fillBound(n int, role, queue string, annotate map[stri
 		return err
 	}
 	if err := h.waitPods(role, podBound, n, "binding "+role+" pods", 30*time.Minute); err != nil {
+		return err
+	}
+	// Started too: the simulated kubelet, one for all nodes, is otherwise still starting
+	// them when the timed part begins, and stops a victim only after.
+	if err := h.waitPods(role, podRunning, n, "starting "+role+" pods", 30*time.Minute); err != nil {
 		return err
 	}
 	_, err := h.stopScheduler()

@@ -58,6 +58,9 @@ func runRestart(h *scenarioHarness) (*scenarioReport, error) {
 	}); err != nil {
 		return nil, err
 	}
+	if err := h.waitPods("other", podRunning, others, "starting the other scheduler's pods", 60*time.Minute); err != nil {
+		return nil, err
+	}
 	if err := h.fillBound(bound, "bound", "restart", nil); err != nil {
 		return nil, err
 	}

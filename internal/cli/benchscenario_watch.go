@@ -19,6 +19,7 @@ const (
 	podBound       podState = iota // its binding stored
 	podTerminating                 // its deletion (an eviction) asked
 	podGone                        // removed, its containers stopped
+	podRunning                     // started by the simulated kubelet
 	podStates
 )
 
@@ -60,6 +61,9 @@ func watchPods(ctx context.Context, store *clientv3.Client) (*podLog, error) {
 						}
 						if p.DeletionTimestamp != nil {
 							l.mark(p, podTerminating, seen)
+						}
+						if p.Status.Phase == corev1.PodRunning {
+							l.mark(p, podRunning, seen)
 						}
 					}
 				case mvccpb.DELETE:
