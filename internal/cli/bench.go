@@ -57,7 +57,7 @@ const (
 func newBenchCmd() *cobra.Command {
 	var kubeconfig, queue string
 	var pods, nodes, rounds int
-	var mode, against, scenarioName string
+	var mode, against, scenarioName, asScheduler string
 	var sopts scenarioOptions
 	cmd := &cobra.Command{
 		Use:     "bench",
@@ -97,8 +97,16 @@ docs/performance.md has the shapes and the figures.`,
 			"  make bench-kube   # allot bench --against bin/kube-scheduler --nodes 250 --pods 2000\n" +
 			"  make bench-kube MODE=backlog\n" +
 			"  allot bench --scenario fill\n  allot bench --scenario reclaim-one --nodes 50",
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		Args: func(cmd *cobra.Command, args []string) error {
+			if asScheduler != "" {
+				return nil // allot scheduler's flags, after --
+			}
+			return cobra.NoArgs(cmd, args)
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if asScheduler != "" {
+				return runBenchScheduler(cmd, asScheduler, sopts.CPUProfile, args)
+			}
 			if scenarioName != "" {
 				s, err := findScenario(scenarioName)
 				if err != nil {
@@ -190,7 +198,9 @@ docs/performance.md has the shapes and the figures.`,
 	cmd.Flags().IntVar(&sopts.GPUs, "gpus-per-node", 8, "with --scenario: GPUs of each simulated node")
 	cmd.Flags().DurationVar(&sopts.StopAfter, "stop-after", 0, "with --scenario: how long an evicted pod's containers take to stop (0: at once; at most its 30s grace period)")
 	cmd.Flags().StringVar(&sopts.CPUProfile, "cpu-profile", "", "with --scenario: write a CPU profile of the measured scheduler to this file")
-	cmd.AddCommand(newBenchSchedulerCmd())
+	// The scheduler a scenario runs: allot bench --as-scheduler REPORT -- [scheduler flags].
+	cmd.Flags().StringVar(&asScheduler, "as-scheduler", "", "run allot scheduler with the flags after --, its API requests counted, and write them and its peak memory to this file when it stops")
+	_ = cmd.Flags().MarkHidden("as-scheduler")
 	cmd.Flags().StringVar(&mode, "mode", benchStream, "stream (creation to binding), backlog (a closed queue opened: opening to binding) or create (creation alone)")
 	return cmd
 }

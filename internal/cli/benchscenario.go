@@ -213,7 +213,7 @@ func createNodes(ctx context.Context, client kubernetes.Interface, nodes, gpus i
 	return errors.Join(errs...)
 }
 
-// startScheduler starts `allot bench scheduler` (allot scheduler with its requests
+// startScheduler starts `allot bench --as-scheduler` (allot scheduler with its requests
 // counted) and gives the moment it was started.
 func (h *scenarioHarness) startScheduler() (time.Time, error) {
 	if h.scheduler != nil {
@@ -221,7 +221,7 @@ func (h *scenarioHarness) startScheduler() (time.Time, error) {
 	}
 	h.schedulerRuns++
 	h.schedulerReport = filepath.Join(h.dir, fmt.Sprintf("scheduler-%d.json", h.schedulerRuns))
-	args := []string{"bench", "scheduler", "--report", h.schedulerReport}
+	args := []string{"bench", "--as-scheduler", h.schedulerReport}
 	if h.schedulerProfileOn && h.opts.CPUProfile != "" {
 		args = append(args, "--cpu-profile", h.opts.CPUProfile)
 	}

@@ -31,51 +31,37 @@ type childReport struct {
 	HeapSys uint64 `json:"heapSys"`
 }
 
-// newBenchSchedulerCmd is `allot bench scheduler`, hidden: `allot scheduler` with its own
-// flags, whose requests are counted and written with its peak memory to --report when it
-// stops (SIGTERM), so that a scenario's figures are the scheduler's alone, not the
-// embedded API server's that shares the bench's process.
-func newBenchSchedulerCmd() *cobra.Command {
-	var report, cpuProfile string
-	cmd := &cobra.Command{
-		Use:    "scheduler --report FILE [--cpu-profile FILE] -- [allot scheduler flags]",
-		Hidden: true,
-		Short:  "Run allot scheduler for a bench scenario, counting its API requests",
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if report == "" {
-				return fmt.Errorf("--report is required: the file the counts are written to")
-			}
-			counts := &requestCounter{n: map[string]int{}}
-			schedulerClientHook = func(rc *rest.Config) { rc.Wrap(counts.wrap) }
-			defer func() { schedulerClientHook = nil }()
-			if cpuProfile != "" {
-				f, err := os.Create(cpuProfile)
-				if err != nil {
-					return err
-				}
-				defer f.Close()
-				if err := pprof.StartCPUProfile(f); err != nil {
-					return err
-				}
-				defer pprof.StopCPUProfile()
-			}
-			sched := newSchedulerCmd()
-			sched.SetArgs(args)
-			sched.SetOut(cmd.OutOrStdout())
-			sched.SetErr(cmd.ErrOrStderr())
-			runErr := sched.ExecuteContext(cmd.Context())
-			var ms runtime.MemStats
-			runtime.ReadMemStats(&ms)
-			b, _ := json.Marshal(childReport{Requests: counts.snapshot(), MaxRSS: peakRSS(), HeapSys: ms.Sys})
-			if err := os.WriteFile(report, b, 0o600); err != nil {
-				return err
-			}
-			return runErr
-		},
+// runBenchScheduler is `allot bench --as-scheduler REPORT -- [allot scheduler flags]`
+// (hidden): `allot scheduler` with those flags, its requests counted and written with its
+// peak memory to REPORT when it stops (SIGTERM), so that a scenario's figures are the
+// scheduler's alone, not the embedded API server's that shares the bench's process.
+func runBenchScheduler(cmd *cobra.Command, report, cpuProfile string, args []string) error {
+	counts := &requestCounter{n: map[string]int{}}
+	schedulerClientHook = func(rc *rest.Config) { rc.Wrap(counts.wrap) }
+	defer func() { schedulerClientHook = nil }()
+	if cpuProfile != "" {
+		f, err := os.Create(cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
-	cmd.Flags().StringVar(&report, "report", "", "file to write the request counts and peak memory to when the scheduler stops")
-	cmd.Flags().StringVar(&cpuProfile, "cpu-profile", "", "write a CPU profile of the scheduler to this file")
-	return cmd
+	sched := newSchedulerCmd()
+	sched.SetArgs(args)
+	sched.SetOut(cmd.OutOrStdout())
+	sched.SetErr(cmd.ErrOrStderr())
+	runErr := sched.ExecuteContext(cmd.Context())
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	b, _ := json.Marshal(childReport{Requests: counts.snapshot(), MaxRSS: peakRSS(), HeapSys: ms.Sys})
+	if err := os.WriteFile(report, b, 0o600); err != nil {
+		return err
+	}
+	return runErr
 }
 
 // requestCounter counts the requests that pass through a client by verb and resource.

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/allot-dev/allot/kube/simnode"
@@ -104,76 +103,5 @@ func runReclaimOne(h *scenarioHarness) (*scenarioReport, error) {
 	}
 	rep.Total = sum / time.Duration(len(rep.Samples))
 	rep.TotalIs = "mean of the single reclaims, each from its pod's creation to its binding"
-	return rep, nil
-}
-
-var reclaimAllScenario = scenario{
-	name:  "reclaim-all",
-	about: "a full cluster of borrowed GPUs; as many one-GPU pods of a queue with quota, all reclaimed",
-	nodes: 500,
-	run:   runReclaimAll,
-}
-
-func runReclaimAll(h *scenarioHarness) (*scenarioReport, error) {
-	shape, err := setUpReclaim(h)
-	if err != nil {
-		return nil, err
-	}
-	n := h.opts.Nodes * h.opts.GPUs
-	rep := &scenarioReport{Shape: shape + fmt.Sprintf("; %d one-GPU pods of queue reclaim, made with no scheduler running", n),
-		Origin: "the scheduler's start", Want: n, Created: n}
-	if rep.Create, err = h.createPods(n, "reclaimers", func(i int) *corev1.Pod {
-		return scenarioPod(fmt.Sprintf("reclaimer-%d", i), "reclaimer", "reclaim", 1)
-	}); err != nil {
-		return nil, err
-	}
-	h.measureScheduler()
-	start, err := h.startScheduler()
-	if err != nil {
-		return nil, err
-	}
-	if err := h.waitPods("reclaimer", podBound, n, "reclaiming", 60*time.Minute); err != nil {
-		return nil, err
-	}
-	if rep.Sched, err = h.stopScheduler(); err != nil {
-		return nil, err
-	}
-	h.timed(rep, "reclaimer", start)
-	evictions(rep, h, "victim", start)
-	rep.Total = rep.LastBind
-	return rep, nil
-}
-
-var reclaimBigScenario = scenario{
-	name:  "reclaim-big",
-	about: "a full cluster of borrowed GPUs; one gang of whole nodes, half the cluster, of a queue with quota",
-	nodes: 500,
-	run:   runReclaimBig,
-}
-
-func runReclaimBig(h *scenarioHarness) (*scenarioReport, error) {
-	shape, err := setUpReclaim(h)
-	if err != nil {
-		return nil, err
-	}
-	n := max(1, h.opts.Nodes/2)
-	rep := &scenarioReport{Shape: shape + fmt.Sprintf("; one gang of %d pods × %d GPUs (%d GPUs) of queue reclaim, made with the scheduler running", n, h.opts.GPUs, n*h.opts.GPUs),
-		Origin: "the gang's first creation", Want: n, Created: n}
-	if err := startWarm(h); err != nil {
-		return nil, err
-	}
-	origin := time.Now()
-	if rep.Create, err = h.createPods(n, "the gang's pods", gangPods("big", "reclaimer", "reclaim", n, h.opts.GPUs)); err != nil {
-		return nil, err
-	}
-	if err := h.waitPods("reclaimer", podBound, n, "reclaiming", 30*time.Minute); err != nil {
-		return nil, err
-	}
-	if rep.Sched, err = h.stopScheduler(); err != nil {
-		return nil, err
-	}
-	h.timed(rep, "reclaimer", origin)
-	evictions(rep, h, "victim", origin)
-	rep.Total = rep.LastBind
 	return rep, nil
 }
