@@ -57,7 +57,8 @@ const (
 func newBenchCmd() *cobra.Command {
 	var kubeconfig, queue string
 	var pods, nodes, rounds int
-	var mode, against string
+	var mode, against, scenarioName, asScheduler string
+	var sopts scenarioOptions
 	cmd := &cobra.Command{
 		Use:     "bench",
 		GroupID: "run",
@@ -79,12 +80,57 @@ cycle, binds), and prints how close to the API server's own creation rate each d
 Each run also shows the time to its first binding (a scheduler's start) and its pods per
 second from the first binding to the last (its binds alone). Each round also times the
 bench binding the pods itself, deciding nothing ("direct binds"): the most any scheduler
-could show on that API server.`,
+could show on that API server.
+
+--scenario NAME runs one of the scale scenarios, each on a fresh embedded API server with
+--nodes simulated nodes of --gpus-per-node GPUs and Allot's scheduler as a process of its
+own, and prints its phases (creation, first and last binding, evictions issued and done),
+the scheduler's API requests by verb and resource, and its peak memory:
+  fill         an empty cluster filled with one-GPU pods, beside pods waiting in a closed queue
+  big-gang     one gang of a pod per node, two GPUs each
+  reclaim-one  a full cluster of borrowed GPUs; one-GPU pods of a queue with quota, one at a time
+  reclaim-all  as many one-GPU pods of that queue as the cluster has GPUs, all reclaimed
+  reclaim-big  one gang of whole nodes, half the cluster, reclaimed
+  restart      a scheduler restart among 28 pods a node (default 5000 nodes: 140,000 pods)
+docs/performance.md has the shapes and the figures.`,
 		Example: "  allot up --nodes 250 --gpus-per-node 8 --data-dir /tmp/bench &\n  allot bench --kubeconfig /tmp/bench/kubeconfig --pods 2000\n  allot bench --kubeconfig /tmp/bench/kubeconfig --pods 2000 --mode backlog\n" +
 			"  make bench-kube   # allot bench --against bin/kube-scheduler --nodes 250 --pods 2000\n" +
-			"  make bench-kube MODE=backlog",
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+			"  make bench-kube MODE=backlog\n" +
+			"  allot bench --scenario fill\n  allot bench --scenario reclaim-one --nodes 50",
+		Args: func(cmd *cobra.Command, args []string) error {
+			if asScheduler != "" {
+				return nil // allot scheduler's flags, after --
+			}
+			return cobra.NoArgs(cmd, args)
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if asScheduler != "" {
+				return runBenchScheduler(cmd, asScheduler, sopts.CPUProfile, args)
+			}
+			if scenarioName != "" {
+				s, err := findScenario(scenarioName)
+				if err != nil {
+					return err
+				}
+				sopts.Nodes = s.nodes
+				if cmd.Flags().Changed("nodes") {
+					sopts.Nodes = nodes
+				}
+				switch {
+				case sopts.Nodes < 1 || sopts.Nodes > 10000:
+					return fmt.Errorf("--nodes %d is not allowed with --scenario: 1 to 10000", sopts.Nodes)
+				case sopts.GPUs < 1 || sopts.GPUs > 64:
+					return fmt.Errorf("--gpus-per-node %d is not allowed: 1 to 64", sopts.GPUs)
+				case sopts.StopAfter < 0 || sopts.StopAfter > 30*time.Second:
+					return fmt.Errorf("--stop-after %s is not allowed: 0 to 30s (the pods' grace period)", sopts.StopAfter)
+				}
+				self, err := os.Executable()
+				if err != nil {
+					return err
+				}
+				_, err = runScenario(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), self, s, sopts)
+				return err
+			}
 			if pods < 1 {
 				return fmt.Errorf("--pods %d is not allowed: 1 or more", pods)
 			}
@@ -146,8 +192,15 @@ could show on that API server.`,
 	cmd.Flags().IntVar(&pods, "pods", 2000, "one-GPU pods to submit")
 	cmd.Flags().StringVar(&queue, "queue", "bench", "queue to create and submit to")
 	cmd.Flags().StringVar(&against, "against", "", "a kube-scheduler binary: run it and Allot in turn, each on a fresh embedded API server of --nodes simulated nodes, and print both")
-	cmd.Flags().IntVar(&nodes, "nodes", 250, "with --against: simulated nodes of 8 GPUs")
+	cmd.Flags().IntVar(&nodes, "nodes", 250, "with --against: simulated nodes of 8 GPUs; with --scenario: simulated nodes (default: the scenario's, 500, or 5000 for restart)")
 	cmd.Flags().IntVar(&rounds, "rounds", 1, "with --against: rounds, the order alternating")
+	cmd.Flags().StringVar(&scenarioName, "scenario", "", "run a scale scenario on a fresh embedded API server with simulated nodes: "+scenarioNames())
+	cmd.Flags().IntVar(&sopts.GPUs, "gpus-per-node", 8, "with --scenario: GPUs of each simulated node")
+	cmd.Flags().DurationVar(&sopts.StopAfter, "stop-after", 0, "with --scenario: how long an evicted pod's containers take to stop (0: at once; at most its 30s grace period)")
+	cmd.Flags().StringVar(&sopts.CPUProfile, "cpu-profile", "", "with --scenario: write a CPU profile of the measured scheduler to this file")
+	// The scheduler a scenario runs: allot bench --as-scheduler REPORT -- [scheduler flags].
+	cmd.Flags().StringVar(&asScheduler, "as-scheduler", "", "run allot scheduler with the flags after --, its API requests counted, and write them and its peak memory to this file when it stops")
+	_ = cmd.Flags().MarkHidden("as-scheduler")
 	cmd.Flags().StringVar(&mode, "mode", benchStream, "stream (creation to binding), backlog (a closed queue opened: opening to binding) or create (creation alone)")
 	return cmd
 }

@@ -79,6 +79,9 @@ admission webhooks (the Helm chart registers them).`,
 			if err != nil {
 				return fmt.Errorf("no cluster: %w (set --kubeconfig)", err)
 			}
+			if schedulerClientHook != nil {
+				schedulerClientHook(rc)
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			opts := stack.Options{Scheduler: scheduler.Options{Engine: engine.Options{Placement: pl, GPUPacking: gp, GangGrace: gangGrace, UsageStrength: usageStrength}, Accelerators: kinds,

@@ -1,0 +1,119 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestBenchScenariosSmall runs every scenario on 4 nodes (restart on 10) with the allot
+// binary built from this tree: each binds every pod it times, its phases come in order
+// (the first binding before the last; a reclaim's victims gone before its last rebind),
+// each reclaim evicts exactly the GPUs it needs, and the scheduler's requests and memory
+// are read. reclaim-one's victims take 2s to stop: no reclaim completes before they do.
+// Not timed: nothing here asserts a speed.
+func TestBenchScenariosSmall(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "allot")
+	if b, err := exec.Command("go", "build", "-o", bin, "github.com/allot-dev/allot/cmd/allot").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, b)
+	}
+	const nodes, gpus = 4, 8
+	for _, c := range []struct {
+		name      string
+		nodes     int
+		stopAfter time.Duration
+		want      int // pods bound in the timed phase
+		evictions int // victims evicted
+	}{
+		{"fill", nodes, 0, nodes * gpus, 0},
+		{"big-gang", nodes, 0, nodes, 0},
+		{"reclaim-one", nodes, 2 * time.Second, reclaimSamples, reclaimSamples},
+		{"reclaim-all", nodes, 0, nodes * gpus, nodes * gpus},
+		{"reclaim-big", nodes, 0, nodes / 2, nodes / 2 * gpus},
+		{"restart", 10, 0, 1, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s, err := findScenario(c.name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out, prog bytes.Buffer
+			rep, err := runScenario(context.Background(), &out, &prog, bin, s, scenarioOptions{Nodes: c.nodes, GPUs: gpus, StopAfter: c.stopAfter})
+			if err != nil {
+				t.Fatalf("%v\n%s", err, prog.String())
+			}
+			t.Log(out.String())
+			if rep.Bound != c.want || rep.Want != c.want {
+				t.Errorf("%d of %d pods bound, want %d", rep.Bound, rep.Want, c.want)
+			}
+			if rep.FirstBind <= 0 || rep.FirstBind > rep.LastBind || rep.Total <= 0 {
+				t.Errorf("first bind %s, last %s, total %s: want 0 < first ≤ last, a total", rep.FirstBind, rep.LastBind, rep.Total)
+			}
+			if rep.EvictionsDone != c.evictions || rep.EvictionsIssued != c.evictions {
+				t.Errorf("%d evictions issued, %d done, want %d", rep.EvictionsIssued, rep.EvictionsDone, c.evictions)
+			}
+			if c.evictions > 0 && rep.LastEvictionDone > rep.LastBind {
+				t.Errorf("the last victim went at %s, after the last rebind at %s", rep.LastEvictionDone, rep.LastBind)
+			}
+			for _, d := range rep.Samples {
+				// The deletion's time is kept in whole seconds: a victim may stop up to a
+				// second early.
+				if d < c.stopAfter-time.Second {
+					t.Errorf("a reclaim took %s, before its victim could stop (%s)", d, c.stopAfter)
+				}
+			}
+			if rep.Sched.MaxRSS <= 0 || rep.Sched.Requests["create pods/binding"] < c.want {
+				t.Errorf("scheduler report %+v: want its peak memory and a binding request per pod", rep.Sched)
+			}
+			if !strings.Contains(out.String(), "scenario "+c.name+": ") || !strings.Contains(out.String(), "  total: ") {
+				t.Errorf("output lacks the scenario's name or total:\n%s", out.String())
+			}
+		})
+	}
+}
+
+// TestBenchScenarioFlags: an unknown scenario and sizes that cannot run are refused before
+// any cluster starts, naming the flag and what is allowed.
+func TestBenchScenarioFlags(t *testing.T) {
+	for want, args := range map[string][]string{
+		`--scenario "fast" is not allowed: one of fill, big-gang, reclaim-one, reclaim-all, reclaim-big, restart`: {"--scenario", "fast"},
+		"--nodes 0 is not allowed with --scenario: 1 to 10000":                                                    {"--scenario", "fill", "--nodes", "0"},
+		"--gpus-per-node 0 is not allowed: 1 to 64":                                                               {"--scenario", "fill", "--gpus-per-node", "0"},
+		"--stop-after 1m0s is not allowed: 0 to 30s":                                                              {"--scenario", "reclaim-one", "--stop-after", "1m"},
+	} {
+		_, err := run(append([]string{"bench"}, args...)...)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("bench %v: %v, want an error with %q", args, err, want)
+		}
+	}
+}
+
+// TestRequestKey names requests as the API server's metrics do.
+func TestRequestKey(t *testing.T) {
+	for url, want := range map[string]string{
+		"GET /api/v1/pods?watch=true":                                      "watch pods",
+		"GET /api/v1/namespaces/default/pods":                              "list pods",
+		"GET /api/v1/namespaces/default/pods/p":                            "get pods",
+		"POST /api/v1/namespaces/default/pods/p/binding":                   "create pods/binding",
+		"POST /api/v1/namespaces/default/pods/p/eviction":                  "create pods/eviction",
+		"PATCH /apis/allot.dev/v1alpha1/queues/q/status":                   "patch queues/status",
+		"DELETE /api/v1/namespaces/default/pods":                           "deletecollection pods",
+		"GET /api/v1/namespaces/kube-system":                               "get namespaces",
+		"PUT /apis/coordination.k8s.io/v1/namespaces/kube-system/leases/l": "update leases",
+		"GET /api": "get discovery",
+	} {
+		method, path, _ := strings.Cut(url, " ")
+		r, err := http.NewRequest(method, "https://127.0.0.1"+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := requestKey(r); got != want {
+			t.Errorf("%s: %q, want %q", url, got, want)
+		}
+	}
+}
