@@ -13,11 +13,16 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/allot-dev/allot/api/v1alpha1"
+	allotclient "github.com/allot-dev/allot/kube/client/clientset/versioned"
 )
 
-// TestUpWithRay runs `allot up --with ray` and uses it as a user would: a RayCluster
-// applied through the kubeconfig gets its head pod from KubeRay's own controller, and the
-// default scheduler binds it to a simulated node.
+// TestUpWithRay runs `allot up --with ray` on a fresh data directory and uses it as a user
+// would: a RayCluster applied through the kubeconfig, its head on the default scheduler and
+// two GPU workers on Allot, gets its head pod from KubeRay's own controller, which the
+// default scheduler binds to a simulated node, and a PodGroup of the two workers (the
+// head, not Allot's, is not in the gang).
 func TestUpWithRay(t *testing.T) {
 	up := startUp(t, "--nodes", "1", "--with", "ray")
 	rc, err := clientcmd.BuildConfigFromFlags("", up.kubeconfig)
@@ -26,9 +31,14 @@ func TestUpWithRay(t *testing.T) {
 	}
 	cluster := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "ray.io/v1", "kind": "RayCluster",
-		"metadata": map[string]any{"name": "tune", "namespace": "default"},
+		"metadata": map[string]any{"name": "tune", "namespace": "default", "labels": map[string]any{v1alpha1.LabelQueue: "team-a"}},
 		"spec": map[string]any{"headGroupSpec": map[string]any{"rayStartParams": map[string]any{},
-			"template": map[string]any{"spec": map[string]any{"containers": []any{map[string]any{"name": "ray-head", "image": "rayproject/ray"}}}}}},
+			"template": map[string]any{"spec": map[string]any{"containers": []any{map[string]any{"name": "ray-head", "image": "rayproject/ray"}}}}},
+			"workerGroupSpecs": []any{map[string]any{"groupName": "gpu", "replicas": int64(2), "minReplicas": int64(2), "maxReplicas": int64(2),
+				"rayStartParams": map[string]any{},
+				"template": map[string]any{"spec": map[string]any{"schedulerName": v1alpha1.SchedulerName,
+					"containers": []any{map[string]any{"name": "ray-worker", "image": "rayproject/ray",
+						"resources": map[string]any{"limits": map[string]any{"nvidia.com/gpu": "1"}}}}}}}}},
 	}}
 	rayClusters := schema.GroupVersionResource{Group: "ray.io", Version: "v1", Resource: "rayclusters"}
 	if _, err := dynamic.NewForConfigOrDie(rc).Resource(rayClusters).Namespace("default").Create(up.ctx, cluster, metav1.CreateOptions{}); err != nil {
@@ -50,5 +60,18 @@ func TestUpWithRay(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatalf("the RayCluster's head pod: %v (last: %s)", err, last)
+	}
+	groups := allotclient.NewForConfigOrDie(rc).AllotV1alpha1().PodGroups("default")
+	err = wait.PollUntilContextTimeout(up.ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		pg, err := groups.Get(ctx, "tune", metav1.GetOptions{})
+		if err != nil {
+			last = err.Error()
+			return false, nil
+		}
+		last = fmt.Sprintf("PodGroup tune of minMember %d", pg.Spec.MinMember)
+		return pg.Spec.MinMember == 2, nil
+	})
+	if err != nil {
+		t.Fatalf("the RayCluster's gang: %v (last: %s); want a PodGroup of its 2 workers", err, last)
 	}
 }

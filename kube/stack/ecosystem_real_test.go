@@ -23,15 +23,14 @@ import (
 	"github.com/allot-dev/allot/kube/workload"
 )
 
-// withControllers starts the named projects' real controllers on e's cluster, then a
-// workload controller that sees their kinds (the stack's own looked before the CRDs were
-// there).
+// withControllers starts the named projects' real controllers on e's cluster, after the
+// stack: its workload controller watches their kinds once their CRDs are served, as under
+// allot up --with.
 func withControllers(t *testing.T, e *kubetest.Env, names ...string) {
 	t.Helper()
 	if err := ecosystem.Start(e.Ctx, e.Cluster.Config, names); err != nil {
 		t.Fatal(err)
 	}
-	go workload.New(e.Client, e.Dyn, e.Allot).Run(e.Ctx)
 }
 
 // realPodTemplate is a pod template of one container named name asking gpus GPUs,
