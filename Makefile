@@ -26,7 +26,8 @@ sim-demo: build
 test: test-deps
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	$(GO) vet ./...
-	$(GO) test ./...
+	# kube/stack alone runs about 10 minutes on 2 cores (go test's default limit)
+	$(GO) test -timeout 30m ./...
 	./hack/fuzz.sh 3s light
 
 # Every fuzz target for minutes each, also any in packages that link kube-scheduler (their
