@@ -100,7 +100,9 @@ func createTopology(ctx context.Context, client kubernetes.Interface, allot vers
 }
 
 // startControllers runs the controllers --with names (already checked), once the cluster
-// and the scheduler are up, so that what they make is scheduled from the start.
+// and the scheduler are up, so that what they make is scheduled from the start and meets
+// the admission webhook. The workload controller, started before their CRDs, watches
+// their kinds once they are served (kube/workload rediscovers them).
 func startControllers(ctx context.Context, out io.Writer, cfg *rest.Config, names []string) error {
 	if len(names) == 0 {
 		return nil
