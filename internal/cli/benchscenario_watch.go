@@ -20,7 +20,7 @@ const (
 	podTerminating                 // its deletion (an eviction) asked
 	podGone                        // removed, its containers stopped
 	podRunning                     // started by the simulated kubelet
-	podStates
+	numPodStates
 )
 
 // podLog keeps, for each role of the scenario's pods, when each pod reached each state, as
@@ -29,7 +29,7 @@ const (
 type podLog struct {
 	mu sync.Mutex
 	// at[role][state][pod] is the first time the pod was seen in the state.
-	at map[string]*[podStates]map[string]time.Time
+	at map[string]*[numPodStates]map[string]time.Time
 }
 
 // watchPods watches the pods of namespace default in etcd from now on, until ctx ends.
@@ -38,7 +38,7 @@ func watchPods(ctx context.Context, store *clientv3.Client) (*podLog, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading the pods' revision in etcd: %w", err)
 	}
-	l := &podLog{at: map[string]*[podStates]map[string]time.Time{}}
+	l := &podLog{at: map[string]*[numPodStates]map[string]time.Time{}}
 	decoder := scheme.Codecs.UniversalDeserializer()
 	decode := func(b []byte) *corev1.Pod {
 		if obj, _, err := decoder.Decode(b, nil, nil); err == nil {
@@ -88,7 +88,7 @@ func (l *podLog) mark(p *corev1.Pod, s podState, at time.Time) {
 	defer l.mu.Unlock()
 	r := l.at[role]
 	if r == nil {
-		r = &[podStates]map[string]time.Time{}
+		r = &[numPodStates]map[string]time.Time{}
 		for i := range r {
 			r[i] = map[string]time.Time{}
 		}
