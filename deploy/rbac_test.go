@@ -249,7 +249,9 @@ func TestSchedulerRoleIsEnough(t *testing.T) {
 		authorizationv1.ResourceAttributes{Verb: "list", Resource: "secrets"},
 		authorizationv1.ResourceAttributes{Verb: "get", Resource: "secrets", Namespace: "allot-system"},
 		authorizationv1.ResourceAttributes{Verb: "delete", Resource: "nodes"},
-		authorizationv1.ResourceAttributes{Verb: "update", Group: "allot.dev", Resource: "queues"})
+		authorizationv1.ResourceAttributes{Verb: "update", Group: "allot.dev", Resource: "queues"},
+		// No pod's labels or annotations: the idle controller tells a bare pod by an Event.
+		authorizationv1.ResourceAttributes{Verb: "patch", Resource: "pods", Namespace: "default"})
 }
 
 // TestAgentRoleIsEnough runs the real agent on a simulated GPU node (go-nvml's mock, a

@@ -45,10 +45,13 @@ func (c *Controller) publish(ctx context.Context, w *inspect.Workload, since tim
 	}
 }
 
-// annotate merges annotations into the workload's own object, checked by UID.
+// annotate merges annotations into the workload's own object, checked by UID. A bare pod
+// is not written: the scheduler's role has no patch on pods (a cluster-wide right to
+// change any pod's labels is more than a display line is worth), so a bare pod's idleness
+// is told by its Event alone.
 func (c *Controller) annotate(ctx context.Context, w *inspect.Workload, set map[string]any) {
-	if w.Kind == "PodGroup" && w.UID == "" {
-		return // bare pods grouped by a label: no object of its own at hand
+	if w.Kind == "Pod" || (w.Kind == "PodGroup" && w.UID == "") {
+		return // a bare pod, or bare pods grouped by a label: no object to write
 	}
 	gv, err := schema.ParseGroupVersion(w.APIVersion)
 	if err != nil {

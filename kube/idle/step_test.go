@@ -131,6 +131,7 @@ func fixture(t *testing.T, util string, objs ...runtime.Object) (*Controller, *c
 	mapper := meta.NewDefaultRESTMapper(nil)
 	mapper.Add(schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "StatefulSet"}, meta.RESTScopeNamespace)
 	mapper.Add(schema.GroupVersionKind{Group: "ray.io", Version: "v1", Kind: "RayCluster"}, meta.RESTScopeNamespace)
+	mapper.Add(schema.GroupVersionKind{Version: "v1", Kind: "Pod"}, meta.RESTScopeNamespace)
 	rec := record.NewFakeRecorder(10)
 	clk := &clock{t: time.Date(2026, 1, 1, 9, 0, 0, 0, time.UTC)}
 	c := New(client, dyn, allotfake.NewSimpleClientset(q), Options{Now: clk.now, Recorder: rec, Mapper: mapper})
@@ -233,5 +234,22 @@ func TestStepOnlyReportsARayCluster(t *testing.T) {
 	}
 	if told != 1 {
 		t.Fatalf("told %d times, want once", told)
+	}
+}
+
+// TestStepWritesNoPod: a bare notebook pod idle past its timeout is told by an Event, once,
+// and nothing is written on it (the scheduler's role may not patch pods).
+func TestStepWritesNoPod(t *testing.T) {
+	_, p := notebook("bare", "0")
+	p.OwnerReferences = nil
+	c, clk, rec, dyn := fixture(t, "0", p)
+	steps(t, c, clk)
+	for _, a := range dyn.Actions() {
+		if a.GetVerb() != "get" && a.GetVerb() != "list" && a.GetVerb() != "watch" {
+			t.Fatalf("the controller wrote: %v", a)
+		}
+	}
+	if ev := events(rec); len(ev) != 1 || !strings.Contains(ev[0], "a bare Pod cannot be suspended") {
+		t.Fatalf("events %q, want one saying the bare pod cannot be suspended", ev)
 	}
 }
