@@ -42,7 +42,13 @@ func (m *Metrics) observe(node string, inv []v1alpha1.GPUInfo, s Sample, unhealt
 	for i, g := range inv {
 		if i < len(s.Utilization) {
 			l := labels(node, i, g)
-			m.util.With(l).Set(float64(s.Utilization[i]))
+			if s.Utilization[i] < 0 {
+				// Not read (UtilizationUnknown): no series, rather than a -1 a dashboard
+				// would average in.
+				m.util.Delete(l)
+			} else {
+				m.util.With(l).Set(float64(s.Utilization[i]))
+			}
 			m.fbUsed.With(l).Set(float64(s.MemoryUsed[i]))
 			m.fbFree.With(l).Set(float64(max(g.MemoryMiB-s.MemoryUsed[i], 0)))
 		}
