@@ -86,6 +86,9 @@ type scenarioReport struct {
 	EvictionsIssued, EvictionsDone int
 	// The first victim seen terminating, the last, and the last gone.
 	FirstEviction, LastEviction, LastEvictionDone time.Duration
+	// LastVictimStopped is when the last victim's containers stopped (its devices free),
+	// which a rebind may follow before the victim is removed.
+	LastVictimStopped time.Duration
 	// Samples are the single reclaims of reclaim-one, each from its pod's creation.
 	Samples []time.Duration
 	Sched   childReport
@@ -413,6 +416,7 @@ func evictions(rep *scenarioReport, h *scenarioHarness, victims string, origin t
 	rep.EvictionsDone = n
 	if n > 0 {
 		rep.LastEvictionDone = last.Sub(origin)
+		rep.LastVictimStopped = h.pods.lastStopped(victims).Sub(origin)
 	}
 }
 

@@ -57,8 +57,10 @@ func TestBenchScenariosSmall(t *testing.T) {
 			if rep.EvictionsDone != c.evictions || rep.EvictionsIssued != c.evictions {
 				t.Errorf("%d evictions issued, %d done, want %d", rep.EvictionsIssued, rep.EvictionsDone, c.evictions)
 			}
-			if c.evictions > 0 && rep.LastEvictionDone > rep.LastBind {
-				t.Errorf("the last victim went at %s, after the last rebind at %s", rep.LastEvictionDone, rep.LastBind)
+			// A victim's devices are free once its containers stop, a moment before it is
+			// removed: no rebind may come before that stop.
+			if c.evictions > 0 && rep.LastVictimStopped > rep.LastBind {
+				t.Errorf("the last victim stopped at %s, after the last rebind at %s", rep.LastVictimStopped, rep.LastBind)
 			}
 			for _, d := range rep.Samples {
 				// The deletion's time is kept in whole seconds: a victim may stop up to a

@@ -20,6 +20,7 @@ const (
 	podTerminating                 // its deletion (an eviction) asked
 	podGone                        // removed, its containers stopped
 	podRunning                     // started by the simulated kubelet
+	podStopped                     // its containers stopped (Failed or Succeeded), its devices free
 	numPodStates
 )
 
@@ -64,6 +65,9 @@ func watchPods(ctx context.Context, store *clientv3.Client) (*podLog, error) {
 						}
 						if p.Status.Phase == corev1.PodRunning {
 							l.mark(p, podRunning, seen)
+						}
+						if p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded {
+							l.mark(p, podStopped, seen)
 						}
 					}
 				case mvccpb.DELETE:
@@ -137,4 +141,26 @@ func (l *podLog) when(role, name string, s podState) (time.Time, bool) {
 		return t, ok
 	}
 	return time.Time{}, false
+}
+
+// lastStopped is when the last pod of the role to stop did: each pod's stop, or its removal
+// where no stop was stored first. A kubelet frees a stopped pod's devices before the pod is
+// removed, so a rebind may come between the two.
+func (l *podLog) lastStopped(role string) (last time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	r := l.at[role]
+	if r == nil {
+		return last
+	}
+	for name, gone := range r[podGone] {
+		at := gone
+		if stopped, ok := r[podStopped][name]; ok && stopped.Before(gone) {
+			at = stopped
+		}
+		if at.After(last) {
+			last = at
+		}
+	}
+	return last
 }
