@@ -13,6 +13,7 @@ package mig
 import (
 	"fmt"
 	"math/bits"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -290,4 +291,45 @@ func (m *Model) Better(a, b Mask) bool {
 		}
 	}
 	return false
+}
+
+// SingleProduct reads the product GPU Feature Discovery labels a node with under the
+// NVIDIA device plugin's single MIG strategy, "<GPU model>-MIG-<profile>"
+// ("NVIDIA-A100-SXM4-40GB-MIG-1g.5gb"): the GPU's model and the one profile of all its
+// instances. False for a product that names no MIG profile, and for "<model>-MIG-INVALID",
+// which GFD writes when the GPUs' instances are not of one profile.
+func SingleProduct(product string) (gpu, profile string, ok bool) {
+	i := strings.LastIndex(product, "-MIG-")
+	if i <= 0 {
+		return "", "", false
+	}
+	gpu, profile = product[:i], product[i+len("-MIG-"):]
+	if _, _, err := ParseName(profile); err != nil {
+		return "", "", false
+	}
+	return gpu, profile, true
+}
+
+// ForProfile finds the geometry of a GPU from its product name and the name of one of its
+// profiles: the family the name matches that has the profile, which tells apart sizes the
+// name does not ("A100-PCIE" of 40 or 80 GB: 1g.5gb or 1g.10gb).
+func ForProfile(product, profile string) (*Model, *Profile, bool) {
+	p := strings.ToUpper(strings.ReplaceAll(product, "_", "-"))
+	for i := range families {
+		f := &families[i]
+		if !slices.ContainsFunc(f.match, func(s string) bool { return strings.Contains(p, s) }) {
+			continue
+		}
+		m := models[f.name]
+		if prof, ok := m.Profile(profile); ok {
+			return m, prof, true
+		}
+	}
+	return nil, nil, false
+}
+
+// Memory is the model's whole memory in bytes, as its largest profile names it.
+func (m *Model) Memory() int64 {
+	_, gb, _ := ParseName(m.Profiles[len(m.Profiles)-1].Name)
+	return int64(gb) << 30
 }

@@ -100,3 +100,37 @@ func TestProfileNames(t *testing.T) {
 		t.Error("a bad profile name parses")
 	}
 }
+
+// GPU Feature Discovery's product label under the device plugin's single strategy names
+// the GPU and the profile of all its instances; the profile tells apart sizes the GPU's
+// name does not.
+func TestSingleStrategyProductsFindModelAndProfile(t *testing.T) {
+	for _, c := range []struct {
+		product, gpu, profile, model string
+		memGB                        int64
+	}{
+		{"NVIDIA-A100-SXM4-40GB-MIG-1g.5gb", "NVIDIA-A100-SXM4-40GB", "1g.5gb", "A100-40GB", 40},
+		{"NVIDIA-A100-80GB-PCIe-MIG-2g.20gb", "NVIDIA-A100-80GB-PCIe", "2g.20gb", "A100-80GB", 80},
+		{"NVIDIA-A100-PCIE-40GB-MIG-3g.20gb", "NVIDIA-A100-PCIE-40GB", "3g.20gb", "A100-40GB", 40},
+		{"NVIDIA-H100-PCIe-MIG-1g.10gb", "NVIDIA-H100-PCIe", "1g.10gb", "H100-80GB", 80},
+		{"NVIDIA-H100-80GB-HBM3-MIG-1g.10gb+me", "NVIDIA-H100-80GB-HBM3", "1g.10gb+me", "H100-80GB", 80},
+	} {
+		gpu, profile, ok := SingleProduct(c.product)
+		if !ok || gpu != c.gpu || profile != c.profile {
+			t.Errorf("%s: got %q %q %v, want %q %q", c.product, gpu, profile, ok, c.gpu, c.profile)
+			continue
+		}
+		m, p, ok := ForProfile(gpu, profile)
+		if !ok || m.Name != c.model || p.Name != trimMedia(c.profile) || m.Memory() != c.memGB<<30 {
+			t.Errorf("%s: got %v %v %v", c.product, m, p, ok)
+		}
+	}
+	for _, bad := range []string{"NVIDIA-A100-SXM4-40GB", "NVIDIA-A100-SXM4-40GB-MIG-INVALID", "-MIG-1g.5gb", "NVIDIA-A100-SXM4-40GB-MIG-"} {
+		if _, _, ok := SingleProduct(bad); ok {
+			t.Errorf("%s read as a single-strategy product", bad)
+		}
+	}
+	if _, _, ok := ForProfile("NVIDIA-A100-SXM4-40GB", "1g.20gb"); ok {
+		t.Error("a 40GB A100 found with an 80GB profile")
+	}
+}
