@@ -239,7 +239,7 @@ func (s *session) largestBlock(j *jobState, r PodRequest, nodes []*nodeState) st
 			})
 		}
 		if bestFree == 0 {
-			return "no " + s.deviceWord(j) + " is wholly free"
+			return "no " + s.deviceWord(j) + " is wholly free" + migOnlyNote(nodes)
 		}
 		if j.j.SameIsland {
 			return fmt.Sprintf("its GPUs must share one island (allot.dev/gpu-island: required), and the largest free block on one island is %s on %s",

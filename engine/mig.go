@@ -316,3 +316,38 @@ func (s *session) migHolders(n *nodeState, g int) string {
 	}
 	return fmt.Sprintf("%s GPU %d: %s", n.n.ID, g, strings.Join(held, ", "))
 }
+
+// migOnlyNote, for a whole-GPU request no node has room for, names a node whose GPUs are
+// all MIG instances that pods ask for otherwise (MIGDevice.AskedBy), and how: a pod asking
+// plain GPUs there would otherwise only hear that none is free.
+func migOnlyNote(nodes []*nodeState) string {
+	var first *nodeState
+	more := 0
+	for _, n := range nodes {
+		asked := len(n.n.GPUs) > 0
+		for g := range n.n.GPUs {
+			if m := n.n.GPUs[g].MIG; m == nil || m.AskedBy == "" {
+				asked = false
+				break
+			}
+		}
+		switch {
+		case asked && first == nil:
+			first = n
+		case asked:
+			more++
+		}
+	}
+	if first == nil {
+		return ""
+	}
+	var in []MIGInstance
+	for g := range first.n.GPUs {
+		in = append(in, first.n.GPUs[g].MIG.Instances...)
+	}
+	also := ""
+	if more > 0 {
+		also = fmt.Sprintf(" (and %s like it)", plural(more, "node"))
+	}
+	return fmt.Sprintf("; %s's GPUs are MIG instances (%s)%s, %s", first.n.ID, describeLayout(in), also, first.n.GPUs[0].MIG.AskedBy)
+}

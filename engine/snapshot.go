@@ -122,6 +122,11 @@ type MIGDevice struct {
 	Dynamic bool
 	// Instances are the GPU instances the device has now, held or idle.
 	Instances []MIGInstance
+	// AskedBy, when set, says how a pod asks for the device's instances where that is not
+	// by their profile's own resource (the NVIDIA device plugin's single strategy gives
+	// them as plain GPUs): a whole-GPU pod's reason tells it, where such nodes are all
+	// there is.
+	AskedBy string
 }
 
 // MIGInstance is one GPU instance of a device in MIG mode.

@@ -61,6 +61,11 @@ func Node(n *corev1.Node) engine.Node {
 		}
 		count = min(count, len(inv))
 	}
+	if singleMIG(n).ok || singleMIGProblem(n) != "" {
+		// The device plugin's single MIG strategy: its nvidia.com/gpu are MIG instances,
+		// listed as such (migGPUs), none a whole GPU.
+		count = 0
+	}
 	islands := v1alpha1.Islands(inv, count)
 	unhealthy := map[int]string{}
 	if bad, err := v1alpha1.ParseUnhealthy(n.Annotations[v1alpha1.AnnotationGPUUnhealthy]); err == nil {
@@ -227,6 +232,9 @@ func NodeProblems(n *corev1.Node) []string {
 		if q, ok := n.Status.Allocatable[r]; ok && q.Sign() < 0 {
 			out = append(out, fmt.Sprintf("allocatable %s is %s: counted as none", r, q.String()))
 		}
+	}
+	if why := singleMIGProblem(n); why != "" {
+		out = append(out, why)
 	}
 	if _, ok := gpuMemoryMiB(n); !ok {
 		out = append(out, fmt.Sprintf("label %s: %q is not a number of MiB: device memory unknown", v1alpha1.LabelGPUMemory, n.Labels[v1alpha1.LabelGPUMemory]))

@@ -42,6 +42,11 @@ func wholeInventory(inv []v1alpha1.GPUInfo) ([]v1alpha1.GPUInfo, bool) {
 // migGPUs are the node's GPUs in MIG mode, to list after its whole GPUs.
 func migGPUs(n *corev1.Node, inv []v1alpha1.GPUInfo) []engine.GPU {
 	dynamic := n.Labels[v1alpha1.LabelMIGDynamic] == "true"
+	single := singleMIG(n)
+	product := n.Labels[v1alpha1.LabelGPUProduct]
+	if single.ok {
+		product = single.gpu // the GPUs' model; the label names their instances
+	}
 	var out []engine.GPU
 	for _, g := range inv {
 		if !g.MIG {
@@ -52,8 +57,8 @@ func migGPUs(n *corev1.Node, inv []v1alpha1.GPUInfo) []engine.GPU {
 		if !ok {
 			continue // a model whose geometry Allot does not know: its instances are not scheduled
 		}
-		dev := engine.GPU{Model: n.Labels[v1alpha1.LabelGPUProduct], Memory: mem, UUID: g.UUID, Island: g.NVLink,
-			MIG: &engine.MIGDevice{Model: model, Dynamic: dynamic}}
+		dev := engine.GPU{Model: product, Memory: mem, UUID: g.UUID, Island: g.NVLink,
+			MIG: &engine.MIGDevice{Model: model, Dynamic: dynamic, AskedBy: single.askedBy()}}
 		for _, in := range g.MIGInstances {
 			dev.MIG.Instances = append(dev.MIG.Instances, engine.MIGInstance{Profile: in.Profile, Start: in.Start, UUID: in.UUID})
 		}
@@ -72,15 +77,24 @@ func migGPUs(n *corev1.Node, inv []v1alpha1.GPUInfo) []engine.GPU {
 }
 
 // advertisedMIG lays the instances a node's device plugin advertises on as few GPUs of
-// its model as hold them, the largest profiles first, each at its first free start.
+// its model as hold them, the largest profiles first, each at its first free start: its
+// mixed strategy's nvidia.com/mig-<profile> counts, or under the single strategy its
+// nvidia.com/gpu count, all of the profile GPU Feature Discovery's product label names.
 func advertisedMIG(n *corev1.Node) []engine.GPU {
 	names, counts := v1alpha1.MIGProfiles(n)
-	if len(names) == 0 {
-		return nil
-	}
+	product := n.Labels[v1alpha1.LabelGPUProduct]
 	mem := GPUMemoryMiB(n) << 20
-	model, ok := mig.ForProduct(n.Labels[v1alpha1.LabelGPUProduct], mem)
-	if !ok {
+	model, ok := mig.ForProduct(product, mem)
+	single := singleMIG(n)
+	if single.ok {
+		// GFD's memory label is then an instance's, not the GPU's.
+		names, counts = []string{single.profile}, map[string]int64{single.profile: int64(GPUCount(n))}
+		product, model, ok = single.gpu, single.model, single.model != nil
+		if ok {
+			mem = model.Memory()
+		}
+	}
+	if len(names) == 0 || !ok {
 		return nil
 	}
 	var gpus []mig.Layout
@@ -108,11 +122,15 @@ func advertisedMIG(n *corev1.Node) []engine.GPU {
 	}
 	out := make([]engine.GPU, len(gpus))
 	for k, l := range gpus {
-		dev := &engine.MIGDevice{Model: model}
+		dev := &engine.MIGDevice{Model: model, AskedBy: single.askedBy()}
 		for _, pl := range l {
-			dev.Instances = append(dev.Instances, engine.MIGInstance{Profile: pl.Profile.Name, Start: pl.Start})
+			name := pl.Profile.Name
+			if single.ok {
+				name = single.profile // as the device plugin names it (a media extension kept)
+			}
+			dev.Instances = append(dev.Instances, engine.MIGInstance{Profile: name, Start: pl.Start})
 		}
-		out[k] = engine.GPU{Model: n.Labels[v1alpha1.LabelGPUProduct], Memory: mem, UUID: fmt.Sprintf("mig-gpu-%d", k), MIG: dev}
+		out[k] = engine.GPU{Model: product, Memory: mem, UUID: fmt.Sprintf("mig-gpu-%d", k), MIG: dev}
 	}
 	return out
 }
@@ -126,25 +144,35 @@ func firstFree(m *mig.Model, l mig.Layout, p *mig.Profile) (int, bool) {
 	return 0, false
 }
 
-// MIGRequest reads what a pod asks of GPUs in MIG mode into r: the device plugin's
-// resource (a fixed layout's instances), or AnnotationMIG (an instance Allot lays out,
-// a profile or the smallest holding the pod's slice). An error says what cannot be
-// scheduled.
+// MIGRequest reads what a pod asks of GPUs in MIG mode into r: a fixed layout's instances
+// (FixedMIG: the device plugin's mixed-strategy resource, or nvidia.com/gpu pinned to its
+// single strategy's product), or AnnotationMIG (an instance Allot lays out, a profile or
+// the smallest holding the pod's slice). An error says what cannot be scheduled.
 func MIGRequest(p *corev1.Pod, r *engine.PodRequest) error {
-	prof, count, err := v1alpha1.MIGResources(p)
+	prof, count, single, err := FixedMIG(p)
 	if err != nil {
 		return err
 	}
 	ann := p.Annotations[v1alpha1.AnnotationMIG]
+	asked := v1alpha1.MIGResourcePrefix + prof
+	if single {
+		asked = fmt.Sprintf("%s pinned to %s=…-MIG-%s", v1alpha1.GPUResource, v1alpha1.LabelGPUProduct, prof)
+	}
 	switch {
 	case prof != "" && ann != "":
-		return fmt.Errorf("asks %s%s and annotation %s: ask a fixed layout's instance by its resource, or one Allot lays out by the annotation, not both", v1alpha1.MIGResourcePrefix, prof, v1alpha1.AnnotationMIG)
+		return fmt.Errorf("asks %s and annotation %s: ask a fixed layout's instance by its resource, or one Allot lays out by the annotation, not both", asked, v1alpha1.AnnotationMIG)
 	case prof != "":
 		if _, _, err := mig.ParseName(prof); err != nil {
 			return err
 		}
-		if r.GPUs > 0 || r.Shared() {
-			return fmt.Errorf("asks %s%s beside other GPUs: a pod's GPUs are MIG instances or not", v1alpha1.MIGResourcePrefix, prof)
+		if single {
+			// Its nvidia.com/gpu count is the instances.
+			if r.Shared() {
+				return fmt.Errorf("asks %s with a slice (allot.dev/gpu-fraction, gpu-memory or gpu-compute): a MIG instance is not shared in slices; ask whole instances by %s", asked, v1alpha1.GPUResource)
+			}
+			r.GPUs = 0
+		} else if r.GPUs > 0 || r.Shared() {
+			return fmt.Errorf("asks %s beside other GPUs: a pod's GPUs are MIG instances or not", asked)
 		}
 		r.MIG, r.Devices, r.MIGFrom = prof, int(count), engine.MIGFixed
 	case ann == v1alpha1.MIGSmallest:
