@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/allot-dev/allot/engine"
+	"github.com/allot-dev/allot/kube/convert"
 	"github.com/allot-dev/allot/mig"
 )
 
@@ -97,6 +98,17 @@ func (sc *Scenario) compileDeviceChoice(j *engine.Job, req *engine.PodRequest, j
 
 // compileMIG puts a node's GPUs in MIG mode: a fixed layout, or one the engine makes.
 func (sc *Scenario) compileMIG(n *engine.Node, ns NodeSpec, path string) error {
+	switch ns.MIGStrategy {
+	case "", "mixed":
+	case "single":
+		if len(ns.MIGLayout) == 0 || ns.MIGDynamic || slices.ContainsFunc(ns.MIGLayout, func(e string) bool {
+			return strings.Split(e, "@")[0] != strings.Split(ns.MIGLayout[0], "@")[0]
+		}) {
+			return sc.errorf(path+".migStrategy", "single needs a migLayout of one profile, not migDynamic: the device plugin's single strategy gives instances of one profile")
+		}
+	default:
+		return sc.errorf(path+".migStrategy", "%q is not allowed: single or mixed", ns.MIGStrategy)
+	}
 	if len(ns.MIGLayout) == 0 && !ns.MIGDynamic {
 		return nil
 	}
@@ -147,6 +159,9 @@ func (sc *Scenario) compileMIG(n *engine.Node, ns NodeSpec, path string) error {
 			in[i].UUID = fmt.Sprintf("MIG-sim-%s-%d-%d", n.ID, g, in[i].Start)
 		}
 		n.GPUs[g].MIG = &engine.MIGDevice{Model: model, Dynamic: ns.MIGDynamic, Instances: in}
+		if ns.MIGStrategy == "single" {
+			n.GPUs[g].MIG.AskedBy = convert.SingleMIGAsk(n.GPUs[g].Model + "-MIG-" + in[0].Profile)
+		}
 	}
 	return nil
 }

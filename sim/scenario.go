@@ -84,6 +84,11 @@ type NodeSpec struct {
 	// with, idle). The GPU model (gpuType) must be one with MIG, as NVIDIA-A100-SXM4-80GB.
 	MIGLayout  []string `yaml:"migLayout"`
 	MIGDynamic bool     `yaml:"migDynamic"`
+	// MIGStrategy "single" makes a fixed layout of one profile the NVIDIA device plugin's
+	// single strategy: its instances are given as nvidia.com/gpu, to pods pinned to the
+	// node's "<gpuType>-MIG-<profile>" product (a job's mig: <profile>), and a pod asking
+	// whole GPUs is told so. Empty or "mixed": nvidia.com/mig-<profile> resources.
+	MIGStrategy string `yaml:"migStrategy"`
 	// Accelerator makes the node's devices (gpus of them) another vendor's, of this kind
 	// ("ascend", "amd"): counted apart from NVIDIA GPUs, in the queues' accelerators.
 	Accelerator string `yaml:"accelerator"`

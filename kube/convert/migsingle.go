@@ -62,8 +62,14 @@ func (s singleNode) askedBy() string {
 	if !s.ok {
 		return ""
 	}
+	return SingleMIGAsk(s.product)
+}
+
+// SingleMIGAsk says how a pod asks for the instances of a single-strategy node whose
+// GPU Feature Discovery product label is product (engine.MIGDevice.AskedBy).
+func SingleMIGAsk(product string) string {
 	return fmt.Sprintf("given as %s by the device plugin's single MIG strategy: a pod asks for them with %s and nodeSelector %s: %s",
-		v1alpha1.GPUResource, v1alpha1.GPUResource, v1alpha1.LabelGPUProduct, s.product)
+		v1alpha1.GPUResource, v1alpha1.GPUResource, v1alpha1.LabelGPUProduct, product)
 }
 
 // singleMIGProblem is what NodeProblems says of a single-strategy node whose GPUs are not
