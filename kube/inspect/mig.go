@@ -28,6 +28,10 @@ type MIGLayout struct {
 	// MemoryMi is the GPU's memory, of which an instance has its slices' part.
 	MemoryMi  int64         `json:"memoryMi"`
 	Instances []MIGInstance `json:"instances"`
+	// AskedBy says how a pod asks for the instances where that is not by the device
+	// plugin's nvidia.com/mig-<profile>: under its single strategy they are nvidia.com/gpu,
+	// for pods pinned to the node's product label.
+	AskedBy string `json:"askedBy,omitempty"`
 }
 
 // MIGInstance is one instance of a GPU in MIG mode, by its place.
@@ -109,7 +113,7 @@ func migLayouts(n *corev1.Node, en *engine.Node, pods []*corev1.Pod) map[int]*MI
 		if d == nil {
 			continue
 		}
-		l := &MIGLayout{Model: d.Model.Name, Dynamic: d.Dynamic, MemorySlices: d.Model.MemorySlices, MemoryMi: en.GPUs[g].Memory >> 20}
+		l := &MIGLayout{Model: d.Model.Name, Dynamic: d.Dynamic, MemorySlices: d.Model.MemorySlices, MemoryMi: en.GPUs[g].Memory >> 20, AskedBy: d.AskedBy}
 		for _, in := range d.Instances {
 			p, ok := d.Model.Profile(in.Profile)
 			if !ok {
@@ -143,7 +147,7 @@ func migLayouts(n *corev1.Node, en *engine.Node, pods []*corev1.Pod) map[int]*MI
 		if p.Spec.NodeName != n.Name || !live(p) {
 			continue
 		}
-		profile, count, err := v1alpha1.MIGResources(p)
+		profile, count, _, err := convert.FixedMIG(p) // the mixed strategy's resource, or the single's pinned nvidia.com/gpu
 		_, dyn := p.Annotations[v1alpha1.AnnotationMIG]
 		if err != nil || (profile == "" && !dyn) {
 			continue
@@ -289,10 +293,19 @@ func fitsMIG(cands []Node, r submit.Request, where string) error {
 		flag = "--mig-dynamic " + r.MIG
 	}
 	var offers []migOffer
+	var single []string // nodes whose instances are asked as nvidia.com/gpu, and how
 	for _, n := range cands {
 		o := migOffer{node: n.Name, fixed: map[string]int{}}
 		for _, g := range n.GPUs {
 			if g.MIG == nil {
+				continue
+			}
+			if g.MIG.AskedBy != "" {
+				// The device plugin's single strategy: --mig's nvidia.com/mig-<profile>
+				// is not there to be had.
+				if s := n.Name + " (" + g.MIG.AskedBy + ")"; !slices.Contains(single, s) {
+					single = append(single, s)
+				}
 				continue
 			}
 			m, ok := mig.ByName(g.MIG.Model)
@@ -335,6 +348,8 @@ func fitsMIG(cands []Node, r submit.Request, where string) error {
 		holds += n / max(r.MIGCount, 1)
 	}
 	switch {
+	case most == 0 && len(single) > 0 && !r.MIGDynamic:
+		return fmt.Errorf("%s: %s; MIG instances of the device plugin's single strategy are on %s", flag, migOffers(offers, r, where), strings.Join(single, ", "))
 	case most == 0:
 		return fmt.Errorf("%s: %s", flag, migOffers(offers, r, where))
 	case most < r.MIGCount:

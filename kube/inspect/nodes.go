@@ -358,6 +358,7 @@ func Fits(nodes []Node, r submit.Request) error {
 	var memMi int64
 	holds := int64(0) // pods of the request the nodes hold at once
 	inMIG := 0        // GPUs in MIG mode, which give out only instances
+	asked := ""       // how a node's instances are asked where not by --mig (the single strategy)
 	for _, n := range cands {
 		gpus := 0
 		for _, g := range n.GPUs {
@@ -365,6 +366,9 @@ func Fits(nodes []Node, r submit.Request) error {
 				gpus++
 			} else {
 				inMIG++
+				if g.MIG.AskedBy != "" && asked == "" {
+					asked = fmt.Sprintf("; %s's instances are %s", n.Name, g.MIG.AskedBy)
+				}
 			}
 		}
 		if gpus > most {
@@ -381,7 +385,7 @@ func Fits(nodes []Node, r submit.Request) error {
 	}
 	switch {
 	case most == 0 && inMIG > 0 && (r.GPUs > 0 || r.MemoryMi > 0 || r.Fraction > 0):
-		return fmt.Errorf("every GPU of %s is in MIG mode, given out only as instances: ask one with --mig PROFILE (a fixed layout's) or --mig-dynamic PROFILE (one Allot lays out); allot top nodes shows the layouts", where)
+		return fmt.Errorf("every GPU of %s is in MIG mode, given out only as instances: ask one with --mig PROFILE (a fixed layout's) or --mig-dynamic PROFILE (one Allot lays out)%s; allot top nodes shows the layouts", where, asked)
 	case r.GPUs > int64(most):
 		return fmt.Errorf("-g %d: no node can hold it: the most %ss on one node of %s is %d (%s)", r.GPUs, device(r), where, most, mostOn)
 	case r.MemoryMi > 0 && memMi > 0 && r.MemoryMi > memMi:
