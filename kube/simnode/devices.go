@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
 	"google.golang.org/grpc"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -66,6 +67,27 @@ type nodeDevices struct {
 	pluginDown map[int]bool
 	// kubelet, when set, admits the node's pods' devices instead (UseKubelet).
 	kubelet NodeKubelet
+	// migIDs, under the device plugin's single MIG strategy, are its devices: the MIG
+	// devices' UUIDs, in GPU order (holder is by their index then, perGPU to a GPU).
+	migIDs []string
+	perGPU int
+}
+
+// deviceID is how the device plugin names device k to the kubelet: a GPU's UUID, or under
+// the single strategy a MIG device's.
+func (nd *nodeDevices) deviceID(k int) string {
+	if nd.migIDs != nil {
+		return nd.migIDs[k]
+	}
+	return nd.machine.UUID(k)
+}
+
+// gpuOf is the GPU device k of the device plugin is (or is on).
+func (nd *nodeDevices) gpuOf(k int) int {
+	if nd.migIDs != nil {
+		return k / max(nd.perGPU, 1)
+	}
+	return k
 }
 
 // NodeKubelet is a node's device accounting done by other code than this package's: the
@@ -120,6 +142,18 @@ func (d *Devices) AddNodes(ctx context.Context, spec Spec) error {
 		if spec.MIG() {
 			if err := layOutMIG(nd.machine, spec); err != nil {
 				return fmt.Errorf("node %s: %w", name, err)
+			}
+			if spec.MIGStrategy == "single" {
+				// The device plugin lists the MIG devices as nvidia.com/gpu.
+				for _, dev := range nd.machine.Devices {
+					d := dev.(*server.Device)
+					for _, gi := range simgpu.GPUInstances(d) {
+						for _, ci := range simgpu.ComputeInstances(gi) {
+							nd.migIDs = append(nd.migIDs, simgpu.MIGUUID(d, gi.Info.Id, ci.Info.Id))
+						}
+					}
+				}
+				nd.perGPU, nd.holder = len(spec.MIGLayout), make([]types.UID, len(nd.migIDs))
 			}
 		}
 		_ = os.Remove(nd.socket)
@@ -377,7 +411,7 @@ func (s *podResources) GetAllocatableResources(context.Context, *podresourcesv1.
 	var ids []string
 	for g := range nd.holder {
 		if !nd.failed[g] && !nd.pluginDown[g] {
-			ids = append(ids, nd.machine.UUID(g))
+			ids = append(ids, nd.deviceID(g))
 		}
 	}
 	return &podresourcesv1.AllocatableResourcesResponse{Devices: []*podresourcesv1.ContainerDevices{{ResourceName: v1alpha1.GPUResource, DeviceIds: ids}}}, nil
@@ -389,7 +423,7 @@ func (s *podResources) podOf(nd *nodeDevices, gp *givenPod) *podresourcesv1.PodR
 	for _, c := range gp.containers {
 		ids := make([]string, len(c.devices))
 		for i, g := range c.devices {
-			ids[i] = nd.machine.UUID(g)
+			ids[i] = nd.deviceID(g)
 		}
 		pr.Containers = append(pr.Containers, &podresourcesv1.ContainerResources{Name: c.name,
 			Devices: []*podresourcesv1.ContainerDevices{{ResourceName: v1alpha1.GPUResource, DeviceIds: ids}}})
@@ -408,7 +442,9 @@ func (d *Devices) load(node string, gpus int, memMiB int64, pods []*corev1.Pod) 
 	if nd != nil {
 		for uid, gp := range nd.given {
 			for _, c := range gp.containers {
-				held[uid] = append(held[uid], c.devices...)
+				for _, k := range c.devices {
+					held[uid] = append(held[uid], nd.gpuOf(k))
+				}
 			}
 		}
 	}

@@ -85,6 +85,11 @@ type Spec struct {
 	// and the node's agent reports and makes the instances.
 	MIGLayout  []string
 	MIGDynamic bool
+	// MIGStrategy "single" advertises the fixed layout (MIGLayout, of one profile) as the
+	// device plugin's single strategy does: nvidia.com/gpu, one an instance, with GPU
+	// Feature Discovery's labels for it (nvidia.com/mig.strategy=single, product
+	// "<GPUType>-MIG-<profile>", count and memory the instances'). Empty: mixed.
+	MIGStrategy string
 }
 
 // MIG reports whether the nodes' GPUs are in MIG mode.
@@ -96,6 +101,15 @@ func (s Spec) CheckMIG() error {
 	m, err := s.migModel()
 	if err != nil {
 		return err
+	}
+	switch s.MIGStrategy {
+	case "", "mixed":
+	case "single":
+		if len(s.MIGLayout) == 0 || s.MIGDynamic || slices.ContainsFunc(s.MIGLayout, func(p string) bool { return p != s.MIGLayout[0] }) {
+			return fmt.Errorf("MIG strategy single needs a fixed layout of one profile (not dynamic): the device plugin's single strategy gives instances of one profile, got %s", strings.Join(s.MIGLayout, "+"))
+		}
+	default:
+		return fmt.Errorf("MIG strategy %q: single or mixed", s.MIGStrategy)
 	}
 	var l mig.Layout
 	for _, name := range s.MIGLayout {
@@ -164,7 +178,25 @@ func Create(ctx context.Context, client kubernetes.Interface, spec Spec) error {
 			}
 			delete(capacity, GPUResource)
 			labels["nvidia.com/mig.strategy"] = "mixed"
+			if spec.MIGStrategy == "single" {
+				if err := spec.CheckMIG(); err != nil {
+					return err
+				}
+				// GFD's single-strategy labels: the instances' product, count and memory
+				// written over the GPUs' (the device plugin's internal/lm labelers).
+				m, _ := spec.migModel()
+				p, _ := m.Profile(spec.MIGLayout[0])
+				n := spec.GPUs * len(spec.MIGLayout)
+				labels["nvidia.com/mig.strategy"] = "single"
+				labels[LabelProduct] = spec.GPUType + "-MIG-" + spec.MIGLayout[0]
+				labels[LabelCount] = strconv.Itoa(n)
+				labels[LabelMemory] = strconv.FormatInt(spec.GPUMemoryMi*int64(p.Slices)/int64(m.MemorySlices), 10)
+				capacity[GPUResource] = *resource.NewQuantity(int64(n), resource.DecimalSI)
+			}
 			for _, p := range spec.MIGLayout {
+				if spec.MIGStrategy == "single" {
+					break // no nvidia.com/mig-<profile>: the instances are nvidia.com/gpu
+				}
 				r := corev1.ResourceName(v1alpha1.MIGResourcePrefix + p)
 				q := capacity[r]
 				q.Add(*resource.NewQuantity(int64(spec.GPUs), resource.DecimalSI))
