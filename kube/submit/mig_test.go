@@ -132,3 +132,67 @@ func TestLimitsAndMIGRefusals(t *testing.T) {
 		}
 	}
 }
+
+// --mig under the device plugin's single strategy writes nvidia.com/gpu pinned to the
+// nodes' product: by nodeSelector for one product, by a required affinity over several
+// (nodes of two models with instances of the profile). Either is what the scheduler and the
+// webhook read as that many instances (convert.FixedMIG), not whole GPUs.
+func TestMIGSingleStrategyRequests(t *testing.T) {
+	const a100, h100 = "NVIDIA-A100-SXM4-80GB-MIG-1g.10gb", "NVIDIA-H100-80GB-HBM3-MIG-1g.10gb"
+	for _, c := range []struct {
+		name     string
+		products []string
+		count    int
+		selector string // the product the nodeSelector pins, empty for the affinity
+	}{
+		{"one model", []string{a100}, 0, a100},
+		{"two models", []string{h100, a100, a100}, 3, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := base()
+			s.MIG, s.MIGStrategy, s.MIGProducts, s.GPUCount, s.NodePool = "1g.10gb", MIGStrategySingle, c.products, c.count, "inference"
+			p := podOf(t, s)
+			want := int64(max(c.count, 1))
+			if q := p.Spec.Containers[0].Resources.Limits[v1alpha1.GPUResource]; q.Value() != want || len(p.Spec.Containers[0].Resources.Limits) != 1 {
+				t.Errorf("limits %v, want %s=%d alone", p.Spec.Containers[0].Resources.Limits, v1alpha1.GPUResource, want)
+			}
+			if p.Spec.NodeSelector[v1alpha1.LabelNodePool] != "inference" || p.Spec.NodeSelector[v1alpha1.LabelGPUProduct] != c.selector {
+				t.Errorf("nodeSelector %v, want the pool and product %q", p.Spec.NodeSelector, c.selector)
+			}
+			if c.selector == "" {
+				terms := p.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
+				if len(terms) != 1 || strings.Join(terms[0].MatchExpressions[0].Values, ",") != a100+","+h100 {
+					t.Errorf("affinity %+v, want one term allowing both products", terms)
+				}
+			}
+			profile, count, single, err := convert.FixedMIG(p)
+			if err != nil || profile != "1g.10gb" || count != want || !single {
+				t.Errorf("the scheduler reads %q ×%d single %v (%v), want 1g.10gb ×%d of the single strategy", profile, count, single, err, want)
+			}
+			if r := s.Request(); !r.MIGSingle || r.MIG != "1g.10gb" || r.MIGCount != int(want) || len(r.MIGProducts) != len(c.products) {
+				t.Errorf("Request %+v", r)
+			}
+		})
+	}
+	for _, c := range []struct {
+		edit func(*Spec)
+		want string
+	}{
+		{func(s *Spec) { s.MIG, s.MIGStrategy = "1g.10gb", "both" }, `--mig-strategy "both" is not allowed: mixed (the device plugin's nvidia.com/mig-PROFILE) or single (nvidia.com/gpu pinned to the nodes' nvidia.com/gpu.product <model>-MIG-PROFILE)`},
+		{func(s *Spec) { s.MIGStrategy = "single" }, "--mig-strategy single needs --mig PROFILE"},
+		{func(s *Spec) { s.MIGDynamic, s.MIGStrategy = "3g.40gb", "mixed" }, "--mig-strategy mixed needs --mig PROFILE"},
+		{func(s *Spec) { s.MIG, s.MIGStrategy = "1g.10gb", "single" }, "--mig-strategy single: no nvidia.com/gpu.product to pin: the nodes' <model>-MIG-1g.10gb (read from the cluster's nodes; with --dry-run give the model with --gpu-type)"},
+		{func(s *Spec) {
+			s.MIG, s.MIGStrategy, s.MIGProducts = "1g.10gb", "single", []string{"NVIDIA-A100-SXM4-80GB-MIG-2g.20gb"}
+		}, `--mig 1g.10gb --mig-strategy single: product "NVIDIA-A100-SXM4-80GB-MIG-2g.20gb" is not a <model>-MIG-1g.10gb`},
+		{func(s *Spec) {
+			s.MIG, s.MIGStrategy, s.MIGProducts, s.GPUs = "1g.10gb", "single", []string{"NVIDIA-A100-SXM4-80GB-MIG-1g.10gb"}, "2"
+		}, "-g or --gpu-memory with --mig 1g.10gb is not allowed"},
+	} {
+		s := base()
+		c.edit(&s)
+		if _, err := s.Objects(); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: got %v, want %q", s, err, c.want)
+		}
+	}
+}

@@ -23,7 +23,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/allot-dev/allot/api/v1alpha1"
-	"github.com/allot-dev/allot/mig"
 )
 
 // Labels on everything submit creates.
@@ -90,6 +89,12 @@ type Spec struct {
 	// instance Allot lays out on a node labelled allot.dev/mig-dynamic (allot.dev/mig): a
 	// profile, or "smallest" to hold the fraction (GPUs below 1) or GPUMemory asked.
 	MIG, MIGDynamic string
+	// MIGStrategy is how MIG's instances are asked (migsingle.go): MIGStrategyMixed (or
+	// empty), the device plugin's nvidia.com/mig-<profile>; MIGStrategySingle, its
+	// nvidia.com/gpu pinned to MIGProducts, GPU Feature Discovery's "<model>-MIG-<profile>"
+	// product labels of the nodes that have them (the CLI reads them from the nodes).
+	MIGStrategy string
+	MIGProducts []string
 	// GPUMemoryLimit and GPUFractionLimit are a dynamic fraction's limit past its request
 	// (GPUMemory or a fraction): what it may use while the GPU has it free.
 	GPUMemoryLimit, GPUFractionLimit string
@@ -292,12 +297,14 @@ func (s Spec) podSpec() (corev1.PodSpec, map[string]string, error) {
 			return corev1.PodSpec{}, nil, err
 		}
 	}
-	if s.MIG != "" || s.MIGDynamic != "" {
+	if s.MIG != "" || s.MIGDynamic != "" || s.MIGStrategy != "" {
 		if err := s.checkMIG(gpus); err != nil {
 			return corev1.PodSpec{}, nil, err
 		}
 	}
 	switch {
+	case s.single():
+		// nvidia.com/gpu and the product pin, written with the pod spec below.
 	case s.MIG != "":
 		// A fixed layout's instances are the device plugin's to hand over, as whole GPUs are.
 		c.Resources.Limits[corev1.ResourceName(v1alpha1.MIGResourcePrefix+s.MIG)] = *resource.NewQuantity(int64(max(s.GPUCount, 1)), resource.DecimalSI)
@@ -421,6 +428,9 @@ func (s Spec) podSpec() (corev1.PodSpec, map[string]string, error) {
 	if s.NodePool != "" {
 		spec.NodeSelector = map[string]string{v1alpha1.LabelNodePool: s.NodePool}
 	}
+	if s.single() {
+		s.askSingleMIG(&spec.Containers[0], &spec)
+	}
 	return spec, ann, nil
 }
 
@@ -444,61 +454,6 @@ func (s Spec) checkAccelerator(gpus string) error {
 	}
 	if s.DeviceClass != "" {
 		return fmt.Errorf("--accelerator %s through DRA is not offered: Allot claims NVIDIA GPUs only (--gpu-api device-plugin)", s.Accelerator)
-	}
-	return nil
-}
-
-// checkMIG refuses what a MIG request cannot be given with, naming the flags: MIG is
-// NVIDIA's and the device plugin's (no other kind, no DRA), an instance's size and compute
-// are its profile's (no -g, --gpu-memory or --gpu-compute beside a profile), and only a
-// fixed layout gives one pod several instances.
-func (s Spec) checkMIG(gpus string) error {
-	flag, v := "--mig", s.MIG
-	if v == "" {
-		flag, v = "--mig-dynamic", s.MIGDynamic
-	}
-	switch {
-	case s.MIG != "" && s.MIGDynamic != "":
-		return fmt.Errorf("--mig %s and --mig-dynamic %s are both set: --mig takes an instance of a layout an admin made (the device plugin's %sPROFILE), --mig-dynamic one Allot lays out; choose one",
-			s.MIG, s.MIGDynamic, v1alpha1.MIGResourcePrefix)
-	case s.Accelerator != "":
-		return fmt.Errorf("%s with --accelerator %s is not allowed: MIG instances are NVIDIA GPUs only", flag, s.Accelerator)
-	case s.DeviceClass != "":
-		return fmt.Errorf("%s through DRA (device class %s) is not offered: Allot asks MIG instances of the device plugin (--gpu-api device-plugin)", flag, s.DeviceClass)
-	case s.GPUCompute != 0:
-		return fmt.Errorf("--gpu-compute with %s is not allowed: an instance's compute is its profile's (a 3g has three of the GPU's compute slices)", flag)
-	case s.GPUMemoryLimit != "" || s.GPUFractionLimit != "":
-		return fmt.Errorf("a limit past the request (--gpu-memory-limit, --gpu-fraction-limit) with %s is not allowed: the GPU holds a MIG instance to its own memory", flag)
-	}
-	if s.MIG == v1alpha1.MIGSmallest {
-		return fmt.Errorf("--mig %s is not allowed: a fixed layout's instances are asked by profile, such as 1g.10gb or 3g.40gb; for the smallest instance that holds -g or --gpu-memory, Allot lays it out: --mig-dynamic %s", v, v)
-	}
-	if v != v1alpha1.MIGSmallest {
-		if _, _, err := mig.ParseName(v); err != nil {
-			alt := ", or smallest (with -g below 1 or --gpu-memory)"
-			if flag == "--mig" {
-				alt = ""
-			}
-			return fmt.Errorf("%s %q is not allowed: a MIG profile <compute>g.<memory>gb, such as 1g.10gb or 3g.40gb%s", flag, v, alt)
-		}
-	}
-	asked := gpus != "" && gpus != "0"
-	switch {
-	case s.MIG != "" && (asked || s.GPUMemory != ""):
-		return fmt.Errorf("-g or --gpu-memory with --mig %s is not allowed: the instance is the request; for several instances give --gpu-count N", v)
-	case s.MIG != "" && (s.GPUCount < 0 || s.GPUCount > v1alpha1.MaxGPUCount):
-		return fmt.Errorf("--gpu-count %d is not allowed: how many %s instances each pod takes, from 1 to %d", s.GPUCount, v, v1alpha1.MaxGPUCount)
-	case s.MIG != "":
-		return nil
-	case s.GPUCount != 0:
-		return fmt.Errorf("--gpu-count with --mig-dynamic is not allowed: an instance Allot lays out is one per pod (several instances of a fixed layout: --mig PROFILE --gpu-count N)")
-	case v != v1alpha1.MIGSmallest && (asked || s.GPUMemory != ""):
-		return fmt.Errorf("-g or --gpu-memory with --mig-dynamic %s is not allowed: the profile is the size; to size the instance by them give --mig-dynamic smallest", v)
-	case v == v1alpha1.MIGSmallest && !asked && s.GPUMemory == "":
-		return fmt.Errorf("--mig-dynamic smallest needs the size to hold: -g between 0 and 1 (such as 0.25) or --gpu-memory (such as 10Gi)")
-	}
-	if f, err := strconv.ParseFloat(gpus, 64); v == v1alpha1.MIGSmallest && asked && err == nil && f >= 1 {
-		return fmt.Errorf("-g %s with --mig-dynamic smallest is not allowed: one instance is at most a whole GPU; give a fraction between 0 and 1 (such as 0.25) or --gpu-memory", gpus)
 	}
 	return nil
 }
@@ -560,7 +515,11 @@ type Request struct {
 	MIG        string
 	MIGCount   int
 	MIGDynamic bool
-	Fraction   float64 // of one GPU, when the pod shares one by a fraction
+	// MIGSingle: the instances are asked as the device plugin's single strategy gives them,
+	// on the nodes whose product label is one of MIGProducts.
+	MIGSingle   bool
+	MIGProducts []string
+	Fraction    float64 // of one GPU, when the pod shares one by a fraction
 }
 
 // Request is what the spec's pods ask (after Objects has validated the spec).
@@ -580,6 +539,7 @@ func (s Spec) Request() Request {
 	switch {
 	case s.MIG != "":
 		r.MIG, r.MIGCount = s.MIG, max(s.GPUCount, 1)
+		r.MIGSingle, r.MIGProducts = s.single(), s.MIGProducts
 	case s.MIGDynamic != "":
 		r.MIG, r.MIGCount, r.MIGDynamic = s.MIGDynamic, 1, true
 	}
