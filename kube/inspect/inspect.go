@@ -78,8 +78,11 @@ func podGPUMemory(p *corev1.Pod) *GPUMemory {
 }
 
 // PodGPUs is what a pod asks: whole GPUs, or its fraction of one (a memory request counts
-// as its placed share once bound, else 0).
+// as its placed share once bound, else 0); a pod of MIG instances, their part of a GPU.
 func PodGPUs(p *corev1.Pod) float64 {
+	if share, ok := migShare(p); ok {
+		return share
+	}
 	if n := v1alpha1.WholeGPUs(p); n > 0 {
 		return float64(n)
 	}

@@ -331,7 +331,7 @@ func Fits(nodes []Node, r submit.Request) error {
 		if n.Pool != "" {
 			pools[n.Pool] = true
 		}
-		if n.Pool != r.Pool || len(n.GPUs) == 0 || n.Accelerator != r.Accelerator || len(r.Models) > 0 && !slices.Contains(r.Models, n.Model) {
+		if n.Pool != r.Pool || len(n.GPUs) == 0 || n.Accelerator != r.Accelerator || !modelAllowed(n, r.Models) {
 			continue
 		}
 		cands = append(cands, n)
@@ -350,6 +350,9 @@ func Fits(nodes []Node, r submit.Request) error {
 			return fmt.Errorf("--gpu-type %s: %s have no %s of that model", strings.Join(r.Models, ","), where, device(r))
 		}
 		return fmt.Errorf("%s have no %ss", where, device(r))
+	}
+	if r.MIG != "" && r.MIGSingle {
+		return fitsSingleMIG(cands, r, where)
 	}
 	if r.MIG != "" {
 		return fitsMIG(cands, r, where)
