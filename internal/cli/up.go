@@ -47,7 +47,7 @@ func newUpCmd() *cobra.Command {
 	var demo, draNodes bool
 	var cpuProfile, dashboardAddr, metricsAddr string
 	var sharing, failGPU, history, topology string
-	var accelerators, migFixed, migDynamic, with []string
+	var accelerators, migFixed, migDynamic, migSingle, with []string
 	cmd := &cobra.Command{
 		Use:     "up",
 		GroupID: "run",
@@ -102,12 +102,17 @@ A kubeconfig is written so that kubectl works against it. Ctrl-C stops everythin
 			if err != nil {
 				return err
 			}
+			singleNodes, err := parseSingleMIGNodes(migSingle, gpuType, mem.Value()>>20)
+			if err != nil {
+				return err
+			}
+			migNodes = append(migNodes, singleNodes...)
 			controllers, err := ecosystem.Resolve(with)
 			if err != nil {
 				return fmt.Errorf("--with: %w", err)
 			}
 			if draNodes && len(migNodes) > 0 {
-				return fmt.Errorf("--mig and --mig-dynamic are device plugin and agent nodes: not with --dra (its MIG devices are --mig-gpus)")
+				return fmt.Errorf("--mig, --mig-dynamic and --mig-single are device plugin and agent nodes: not with --dra (its MIG devices are --mig-gpus)")
 			}
 			// The scheduler schedules the kinds it has on by default, as allot scheduler does.
 			schedOpts.Accelerators = convert.DefaultTable()
@@ -261,10 +266,14 @@ A kubeconfig is written so that kubectl works against it. Ctrl-C stops everythin
 					nodes, gpus, gpuType, kubeconfig, kubeconfig, running.MetricsURL, kubeconfig, simnode.AnnotationFailGPU)
 			}
 			for _, m := range migNodes {
-				if m.MIGDynamic {
+				switch {
+				case m.MIGStrategy == "single":
+					fmt.Fprintf(out, "and %d simulated nodes (%s-1 …) × %d GPUs in MIG mode, each %d × %s given as nvidia.com/gpu (the device plugin's single strategy): allot submit NAME -p QUEUE -i IMAGE --mig %s%s\n",
+						m.Count, m.Prefix, m.GPUs, len(m.MIGLayout), m.MIGLayout[0], m.MIGLayout[0], singleHint(migNodes, m.MIGLayout[0]))
+				case m.MIGDynamic:
 					fmt.Fprintf(out, "and %d simulated nodes (%s-1 …) × %d GPUs in MIG mode that Allot lays out: allot submit NAME -p QUEUE -i IMAGE --mig-dynamic 3g.40gb (or --mig-dynamic smallest -g 0.5)\n",
 						m.Count, m.Prefix, m.GPUs)
-				} else {
+				default:
 					fmt.Fprintf(out, "and %d simulated nodes (%s-1 …) × %d GPUs in MIG mode, each laid out %s: allot submit NAME -p QUEUE -i IMAGE --mig %s\n",
 						m.Count, m.Prefix, m.GPUs, strings.Join(m.MIGLayout, " + "), m.MIGLayout[0])
 				}
@@ -301,6 +310,7 @@ A kubeconfig is written so that kubectl works against it. Ctrl-C stops everythin
 	f.StringArrayVar(&accelerators, "accelerator", nil, "simulated nodes of another vendor's kind as KIND:NODESxDEVICES (ascend:2x8), repeatable; KIND one of "+strings.Join(convert.DefaultAcceleratorNames(), ", "))
 	f.StringArrayVar(&migFixed, "mig", nil, "simulated nodes whose GPUs are in MIG mode with a fixed layout, advertised as the device plugin's mixed strategy does, as NODESxGPUS[:PROFILE+PROFILE…] (1x2, or 1x2:3g.40gb+2g.20gb+1g.10gb, the default layout), named mig-1 …; repeatable")
 	f.StringArrayVar(&migDynamic, "mig-dynamic", nil, "simulated nodes whose GPUs are in MIG mode for Allot to lay out (allot.dev/mig-dynamic), as NODESxGPUS (1x2), named migdyn-1 …")
+	f.StringArrayVar(&migSingle, "mig-single", nil, "simulated nodes of the device plugin's single MIG strategy: each GPU as many instances of one profile as it holds, given as nvidia.com/gpu, as NODESxGPUS[:PROFILE] (1x2, or 1x2:2g.20gb; default the model's smallest, 1g.10gb on an A100-80GB), named migsingle-1 …; repeatable")
 	f.StringSliceVar(&with, "with", nil, "run these projects' real controllers in this process, comma-separated: "+ecosystem.Describe()+
 		"; their CRDs are read from the Go module cache (go mod download MODULE@VERSION fills it), and their webhooks do not run (see docs/integrations.md)")
 	f.BoolVar(&demo, "demo", false, "the demo: queues team-a/b/c/d with quotas 4/2/2/8 on 2 nodes of 8 GPUs, with work submitted")

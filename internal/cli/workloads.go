@@ -47,6 +47,7 @@ Job of N workers with a headless Service (worker i is NAME-i.NAME) started as on
   allot submit llm -p team-c -i vllm/vllm-openai -g 1 --inference --port 8000
   allot submit npu-train -p team-a -i ascendhub/mindspore --accelerator ascend -g 2 -- python train.py
   allot submit small -p team-a -i pytorch/pytorch --mig 3g.40gb -- python eval.py
+  allot submit tiny -p team-a -i pytorch/pytorch --mig 1g.10gb --mig-strategy single -- python eval.py
   allot submit nb -p team-a -i jupyter/base --mig-dynamic smallest --gpu-memory 10Gi --interactive
   allot submit burst -p team-a -i pytorch/pytorch --gpu-memory 10Gi --gpu-memory-limit 40Gi -- python train.py`,
 		Args: func(cmd *cobra.Command, args []string) error {
@@ -118,6 +119,10 @@ Job of N workers with a headless Service (worker i is NAME-i.NAME) started as on
 			default:
 				return fmt.Errorf("--gpu-api %q is not allowed: auto, device-plugin or dra", gpuAPI)
 			}
+			note, err := chooseMIGStrategy(cmd.Context(), c, &s, dryRun)
+			if err != nil {
+				return err
+			}
 			objs, err := s.Objects()
 			if err != nil {
 				return err
@@ -147,6 +152,9 @@ Job of N workers with a headless Service (worker i is NAME-i.NAME) started as on
 					return err
 				}
 			}
+			if note != "" {
+				fmt.Fprintf(out, "--mig %s: %s\n", s.MIG, note)
+			}
 			fmt.Fprintf(out, "%s %s submitted to queue %s (allot describe %s)\n", s.Type(), s.Name, s.Queue, s.Name)
 			return nil
 		},
@@ -162,6 +170,7 @@ Job of N workers with a headless Service (worker i is NAME-i.NAME) started as on
 	f.StringVar(&s.GPUMemoryLimit, "gpu-memory-limit", "", "a slice's GPU memory limit past its request (--gpu-memory or -g below 1), used while the GPU has it free, such as 40Gi")
 	f.StringVar(&s.GPUFractionLimit, "gpu-fraction-limit", "", "as --gpu-memory-limit, as a fraction of the GPU, such as 0.75")
 	f.StringVar(&s.MIG, "mig", "", "a MIG instance of a layout an admin made, by profile (1g.10gb, 3g.40gb: the device plugin's nvidia.com/mig-PROFILE); --gpu-count N for N of them")
+	f.StringVar(&s.MIGStrategy, "mig-strategy", "", "with --mig: how the nodes' device plugin gives the instances: mixed (nvidia.com/mig-PROFILE) or single (nvidia.com/gpu pinned to the nodes' nvidia.com/gpu.product MODEL-MIG-PROFILE); default: single where only single-strategy nodes have the profile, else mixed")
 	f.StringVar(&s.MIGDynamic, "mig-dynamic", "", "a MIG instance Allot lays out on a node labelled allot.dev/mig-dynamic: a profile (3g.40gb), or smallest to hold -g below 1 or --gpu-memory")
 	f.StringVar(&s.GPUUUIDs, "gpu-uuid", "", "only these GPUs, by UUID, comma-separated")
 	f.StringVar(&s.ExcludeGPUUUIDs, "exclude-gpu-uuid", "", "never these GPUs, by UUID, comma-separated")
