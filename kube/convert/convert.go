@@ -263,7 +263,9 @@ func NodeProblems(n *corev1.Node) []string {
 	}
 	if inv, err := v1alpha1.ParseInventory(n.Annotations[v1alpha1.AnnotationGPUInventory]); err != nil {
 		out = append(out, err.Error()+": NVLink and NUMA grouping guessed")
-	} else if inv != nil && v1alpha1.Islands(inv, int(gpus)) == nil {
+	} else if inv != nil && !singleMIG(n).ok && v1alpha1.Islands(inv, int(gpus)) == nil {
+		// (On a single-strategy node nvidia.com/gpu counts MIG instances and the inventory
+		// the GPUs that hold them, so the two never match and neither is wrong.)
 		out = append(out, fmt.Sprintf("annotation %s lists %d devices (not in index order, or fewer than the %d of %s): NVLink and NUMA grouping guessed",
 			v1alpha1.AnnotationGPUInventory, len(inv), gpus, GPUResource))
 	}

@@ -86,6 +86,11 @@ func TestSingleStrategyNodeWithTheAgent(t *testing.T) {
 		out.GPUs[0].MIG.Instances[3].UUID != "GPU-a-mig-3" || out.GPUs[0].MIG.AskedBy == "" || out.GPUs[0].Model != "NVIDIA-A100-SXM4-40GB" {
 		t.Fatalf("want the agent's two GPUs of seven 1g.5gb: %+v", out.GPUs)
 	}
+	// The inventory lists the two GPUs while nvidia.com/gpu counts their 14 instances: both
+	// are right, and neither is reported as a problem.
+	if p := NodeProblems(n); len(p) != 0 {
+		t.Errorf("problems on a well-formed single-strategy node: %q", p)
+	}
 }
 
 // GFD's word that the instances are not of one profile (or a model Allot does not know):
