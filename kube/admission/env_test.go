@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -296,5 +297,38 @@ func TestPluginPodsOtherContainersGetNoDevice(t *testing.T) {
 		if err := ValidatePod(out, view{}, nil); err != nil {
 			t.Errorf("%s: refused after the mutating webhook: %v", c.name, err)
 		}
+	}
+}
+
+// A sharing pod holds its slice in one container: the validator refuses the slice's
+// entries written by the pod's owner in another container (as when the mutating webhook
+// was skipped), and what the mutating webhook writes, sidecar and init container
+// included, is admitted and is the layout the scheduler binds by.
+func TestSliceEntriesInOneContainerOnly(t *testing.T) {
+	half := func() *corev1.Pod {
+		p := pod("team-a", 0, nil, map[string]string{v1alpha1.AnnotationGPUFraction: "0.5"})
+		p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Name: "sidecar"})
+		p.Spec.InitContainers = []corev1.Container{{Name: "proxy", RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways)}}
+		return p
+	}
+	out := admit(t, half())
+	if err := ValidatePod(out, view{}, nil); err != nil {
+		t.Errorf("refused after the mutating webhook: %v", err)
+	}
+	out.CreationTimestamp = metav1.Now()
+	if !v1alpha1.HasGPUEnv(out) {
+		t.Errorf("the webhook's layout is not the one the scheduler binds by: %+v", out.Spec)
+	}
+	every := half()
+	for i := range every.Spec.Containers {
+		every.Spec.Containers[i].Env = []corev1.EnvVar{gpuEnvVar("NVIDIA_VISIBLE_DEVICES")}
+	}
+	if err := ValidatePod(every, view{}, nil); err == nil || !strings.Contains(err.Error(), "containers[sidecar].env: NVIDIA_VISIBLE_DEVICES may not be set") {
+		t.Errorf("the slice read in every container: %v, want a refusal naming the sidecar", err)
+	}
+	cpu := pod("team-a", 0, nil, nil)
+	cpu.Spec.Containers[0].Env = []corev1.EnvVar{gpuEnvVar("NVIDIA_VISIBLE_DEVICES")}
+	if err := ValidatePod(cpu, view{}, nil); err == nil || !strings.Contains(err.Error(), "containers[main].env: NVIDIA_VISIBLE_DEVICES may not be set") {
+		t.Errorf("a GPU-less pod reading a slice: %v, want a refusal", err)
 	}
 }
