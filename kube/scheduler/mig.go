@@ -142,6 +142,12 @@ func (s *Scheduler) unwishMIG(ctx context.Context, node string, p *corev1.Pod) {
 	defer s.migWrite.Unlock()
 	pod := p.Namespace + "/" + p.Name
 	s.amu.Lock()
+	for uid, a := range s.migAwaiting {
+		if uid != p.UID && a.job.p.Namespace == p.Namespace && a.job.p.Name == p.Name {
+			s.amu.Unlock()
+			return // a pod made again under the name waits on the wish now (wishes go by name)
+		}
+	}
 	old := s.wishesOn(o.(*corev1.Node))
 	keep := slices.DeleteFunc(slices.Clone(old), func(w v1alpha1.MIGWish) bool { return w.Pod == pod })
 	if len(keep) == len(old) {

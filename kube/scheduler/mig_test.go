@@ -110,12 +110,18 @@ func TestMIGWishesLeaveWithTheirPods(t *testing.T) {
 	if _, pods := wanted(); len(pods) != 3 {
 		t.Fatalf("wished for %v, want the three pods", pods)
 	}
-	now = now.Add(70 * time.Second) // past slow's timeout, not kept's
+	// kept's name is taken by a pod made again (a StatefulSet's), placed and waiting:
+	// the wish under the name is the new pod's, not to be dropped with the old.
+	again := held["kept"].DeepCopy()
+	again.UID = "kept-2"
+	_ = s.pods.GetStore().Update(again)
+	s.migAwaiting[again.UID] = migAwait{job: bindJob{p: again, b: engine.Binding{Node: "dyn-1", GPUs: []int{0}, MIG: "3g.20gb", MIGStarts: []int{0}}}, since: now.Add(50 * time.Second)}
+	now = now.Add(70 * time.Second) // past slow's timeout, not the new kept's
 	s.resumeMIG(ctx)
 	if _, pods := wanted(); len(pods) != 1 || pods[0] != "default/kept" {
-		t.Errorf("after the timeout and the deletion: wishes for %v, want default/kept alone", pods)
+		t.Errorf("after the timeout and the deletions: wishes for %v, want default/kept alone (the pod made again)", pods)
 	}
-	_ = s.pods.GetStore().Delete(held["kept"])
+	_ = s.pods.GetStore().Delete(again)
 	s.resumeMIG(ctx)
 	if v, pods := wanted(); v != "no annotation" {
 		t.Errorf("no pod waits: the node still carries %s (%v)", v, pods)
