@@ -106,7 +106,8 @@ type Agent struct {
 	// written): the run loop tries them again each interval. The run loop's.
 	migWanted string
 	migRetry  bool
-	podMemory podMemoryState // the run loop's
+	migSaid   map[string]bool // the problems told of the wishes as they stand
+	podMemory podMemoryState  // the run loop's
 }
 
 // New makes an agent; Run starts it.
@@ -213,7 +214,7 @@ func (a *Agent) Run(ctx context.Context) error {
 			a.syncPodMemory(ctx, lib, pods.GetStore().List())
 			a.retryMIG(ctx, lib)
 		case wanted := <-migWishes:
-			a.migWanted = wanted
+			a.migWanted, a.migSaid = wanted, nil
 			a.migRetry = !a.syncMIG(ctx, lib, wanted)
 		case <-a.changed:
 			pending = a.syncDevices(ctx, pods.GetStore().List())

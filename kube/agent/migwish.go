@@ -159,8 +159,16 @@ func uniquePlacements(ps []MIGPlacement) []MIGPlacement {
 	return out
 }
 
-// migProblem reports an instance the agent could not make, on the Node.
+// migProblem reports an instance the agent could not make, on the Node: once for the
+// wishes as they stand, not again at each interval's retry.
 func (a *Agent) migProblem(msg string) {
+	if a.migSaid[msg] {
+		return
+	}
+	if a.migSaid == nil {
+		a.migSaid = map[string]bool{}
+	}
+	a.migSaid[msg] = true
 	slog.Warn("allot agent: MIG: "+msg, "node", a.opts.Node)
 	a.recorder.Event(&corev1.ObjectReference{Kind: "Node", Name: a.opts.Node, UID: types.UID(a.opts.Node)}, corev1.EventTypeWarning, "MIGLayoutFailed", msg)
 }
