@@ -12,7 +12,8 @@ import (
 // (fitsPart); where the bookings leave room and only bursts are in the way, this action
 // takes the loan back, as reclaim takes back GPUs lent over quota: the burster furthest
 // past its request stops first, until the request fits (BurstEvict), or the request waits
-// for them, told who holds its memory (BurstWait).
+// for them, told who holds its memory (BurstWait). A burster that has not run its minimum
+// runtime is not stopped (burstProtection), whatever its class.
 
 // reclaimBursts starts waiting single-slice pods whose memory bursting pods hold.
 func (s *session) reclaimBursts() {
@@ -89,6 +90,14 @@ func (s *session) takeBackFor(j *jobState, p *podState) {
 				if short <= 0 {
 					break
 				}
+				// The loan is revocable whatever the burster's class (a limit past the
+				// request is the pod's own choice), but stopping it stops its request's
+				// work too: it has the minimum runtime that would keep it from this job
+				// otherwise, its queue's reclaim minimum against another queue's request,
+				// its preemption minimum against its own queue's.
+				if !s.keepUnshielded(j, burstProtection(j, q.p.job))(unit{job: q.p.job}) {
+					continue
+				}
 				// A gang's member stops only where its gang keeps its minimum without it
 				// and without the members already chosen.
 				j := q.p.job
@@ -134,4 +143,13 @@ func (s *session) takeBackFor(j *jobState, p *podState) {
 	}
 	s.bind(p, bestN, []int{bestG}, bestPart)
 	s.commits++
+}
+
+// burstProtection is the minimum runtime that shields a burster from a request: reclaim's
+// where the request is another queue's, preemption's where it is the burster's own.
+func burstProtection(needs, burster *jobState) int {
+	if needs.q == burster.q {
+		return protectPreempt
+	}
+	return protectReclaim
 }

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 )
@@ -93,30 +94,55 @@ func GPUEnvFieldPath(name string) string {
 	return "metadata.annotations['" + AnnotationGPUEnvPrefix + name + "']"
 }
 
+// OneContainerSliceSince is when the mutating webhook began giving a sharing pod's slice
+// to one container alone (AnnotationGPUContainer; before, every container read it). A
+// pod the API server created before it may hold that older layout and still runs as it
+// was admitted; one created since must hold the current layout. A tenant cannot choose
+// its pod's creationTimestamp (the API server sets it), so the older layout, which lets
+// each container hold the whole slice, cannot be written on a new pod while the webhooks
+// are skipped and then bound.
+var OneContainerSliceSince = time.Date(2026, time.November, 26, 3, 2, 31, 0, time.UTC)
+
 // HasGPUEnv tells whether the container of a sharing pod given its slice reads its device
-// from the scheduler's annotations, and every other is given none (the entries the
-// mutating webhook appends): a pod admitted while the webhook was skipped has neither, and
-// would start with no device or its image's.
+// from the scheduler's annotations, and every other container and init container is
+// given none (the entries the mutating webhook appends): a pod admitted while the webhook
+// was skipped has neither, and would start with no device or its image's, or would hold
+// its slice in several containers.
 func HasGPUEnv(p *corev1.Pod) bool {
 	want := GPUEnvFieldPath("NVIDIA_VISIBLE_DEVICES")
-	given := SliceContainer(p)
-	for _, c := range p.Spec.Containers {
-		// The container given the slice reads its device from the pod; the others are
-		// given none (their last word on it is "void", whatever their image says).
+	reads := func(c corev1.Container) (reads, void bool) {
 		last := corev1.EnvVar{}
 		for _, e := range c.Env {
 			if e.Name == "NVIDIA_VISIBLE_DEVICES" {
 				last = e
 			}
 		}
-		reads := last.ValueFrom != nil && last.ValueFrom.FieldRef != nil && last.ValueFrom.FieldRef.FieldPath == want
-		// A pod admitted before one container alone was given the slice reads it in every
+		return last.ValueFrom != nil && last.ValueFrom.FieldRef != nil && last.ValueFrom.FieldRef.FieldPath == want,
+			last.ValueFrom == nil && last.Value == "void"
+	}
+	old := !p.CreationTimestamp.IsZero() && p.CreationTimestamp.Time.Before(OneContainerSliceSince)
+	given := SliceContainer(p)
+	for _, c := range p.Spec.Containers {
+		// The container given the slice reads its device from the pod; the others are
+		// given none (their last word on it is "void", whatever their image says). A pod
+		// created before one container alone was given the slice may read it in every
 		// container: it runs as it was admitted.
-		if (c.Name == given && !reads) || (c.Name != given && !reads && (last.ValueFrom != nil || last.Value != "void")) {
+		r, v := reads(c)
+		if (c.Name == given && !r) || (c.Name != given && !v && !(old && r)) {
 			return false
 		}
 	}
-	return true
+	if old {
+		return true // judged as when it was admitted: its init containers were not looked at
+	}
+	for _, c := range p.Spec.InitContainers {
+		// A sidecar (an init container that keeps running) would hold the slice beside
+		// the container given it.
+		if _, v := reads(c); !v {
+			return false
+		}
+	}
+	return given != ""
 }
 
 // Deliveries are LabelGPUDelivery's allowed values.

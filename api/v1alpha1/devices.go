@@ -24,8 +24,8 @@ const (
 	// agent read them from the kubelet's PodResources API (UUIDs, comma-separated). The
 	// scheduler's books follow it rather than the index it chose.
 	AnnotationGPUDevices = "allot.dev/gpu-devices"
-	// AnnotationPodGPUMemoryUsed on a pod is the GPU memory its processes hold, in MiB,
-	// summed over its devices (MIG devices included), as the agent of the pod's node last
+	// AnnotationPodGPUMemoryUsed on a pod sharing one GPU (a slice, not a MIG instance) is
+	// the GPU memory its processes hold, in MiB, as the agent of the pod's node last
 	// measured it: NVML's processes of each device, each told apart by its cgroup. The
 	// scheduler reads it as what a pod with a memory limit past its request uses beyond
 	// it (a burst no other request may count on). The agent writes it, and only it: it

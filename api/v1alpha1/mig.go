@@ -78,7 +78,9 @@ func MIGProfiles(n *corev1.Node) (names []string, counts map[string]int64) {
 // (JSON, []MIGWish): placements on the node's devices that Allot lays out, for pods the
 // scheduler placed there and holds until the instance is reported in the inventory. The
 // agent makes them, destroying only idle instances in their way, and reports the result in
-// AnnotationGPUInventory. Only the scheduler writes it (node objects are an admin's).
+// AnnotationGPUInventory; what it could not make it tries again each interval. A wish is
+// taken off when its pod waits no more (bound, deleted, given up on). Only the scheduler
+// writes it (node objects are an admin's).
 const AnnotationMIGWanted = "allot.dev/mig-wanted"
 
 // MIGWish is one instance the scheduler wants made.

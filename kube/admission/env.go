@@ -121,11 +121,19 @@ func checkEnv(p *corev1.Pod) error {
 		c := corev1.Container(p.Spec.EphemeralContainers[i].EphemeralContainerCommon)
 		all = append(all, named{"ephemeralContainers", &c})
 	}
+	given := "" // a pod given no slice reads none
+	share, _ := v1alpha1.ParseGPUShare(p.Annotations)
+	if _, dynMIG := p.Annotations[v1alpha1.AnnotationMIG]; share.Shared() || dynMIG {
+		given = v1alpha1.SliceContainer(p)
+	}
 	for _, n := range all {
 		where := fmt.Sprintf("%s[%s]", n.kind, n.c.Name)
 		for _, e := range n.c.Env {
-			if n.kind == "containers" && isGPUEnv(e) {
-				continue // the mutating webhook's own, read from annotations only Allot writes
+			// The mutating webhook's own, read from annotations only Allot writes: in the
+			// container given the slice only. Elsewhere (written by the pod's owner while
+			// the mutating webhook was skipped) each container would hold the whole slice.
+			if n.kind == "containers" && n.c.Name == given && isGPUEnv(e) {
+				continue
 			}
 			if e.Name == noDevice.Name && e.Value == noDevice.Value && e.ValueFrom == nil {
 				continue // no device: narrows, never widens

@@ -1,11 +1,21 @@
 package admission
 
 import (
+	"context"
+	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 
+	jsonpatch "gopkg.in/evanphx/json-patch.v4"
+	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/allot-dev/allot/api/v1alpha1"
 )
@@ -219,5 +229,106 @@ func TestSharingMountsAreAllotsOwn(t *testing.T) {
 	}
 	if _, ok := at["/dev/shm/"]; ok {
 		t.Error("the pod's own /dev/shm is still mounted")
+	}
+}
+
+// admit runs a pod through the mutating webhook as the API server would, applying its
+// patch, and returns the pod it stores.
+func admit(t *testing.T, p *corev1.Pod) *corev1.Pod {
+	t.Helper()
+	raw, err := json.Marshal(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &Mutator{View: view{}, Owners: func(context.Context, *corev1.Pod) Workload { return Workload{Labels: map[string]string{}} }}
+	r := m.Handle(context.Background(), admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
+		UID: "t", Namespace: p.Namespace, Operation: admissionv1.Create, Object: runtime.RawExtension{Raw: raw}}})
+	if !r.Allowed {
+		t.Fatalf("the mutating webhook refused: %v", r.Result)
+	}
+	ops, err := json.Marshal(r.Patches)
+	if err != nil {
+		t.Fatal(err)
+	}
+	patch, err := jsonpatch.DecodePatch(ops)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if raw, err = patch.Apply(raw); err != nil {
+		t.Fatal(err)
+	}
+	var out corev1.Pod
+	if err := json.Unmarshal(raw, &out); err != nil {
+		t.Fatal(err)
+	}
+	return &out
+}
+
+// A pod given its devices by the device plugin (a static MIG instance, whole GPUs): each
+// container that asks for one keeps the plugin's device list, and every other container
+// (init, sidecar, regular) built on a CUDA image is given no GPU, last; the pod is then
+// admitted by the validator.
+func TestPluginPodsOtherContainersGetNoDevice(t *testing.T) {
+	cudaImage := []corev1.EnvVar{{Name: "PATH", Value: "/usr/bin"}}
+	for _, c := range []struct {
+		name string
+		ask  corev1.ResourceName
+	}{{"static MIG", "nvidia.com/mig-1g.10gb"}, {"whole GPU", v1alpha1.GPUResource}} {
+		p := pod("team-a", 0, nil, nil)
+		one := corev1.ResourceList{c.ask: resource.MustParse("1")}
+		p.Spec.Containers[0].Resources.Limits = one
+		p.Spec.Containers = append(p.Spec.Containers,
+			corev1.Container{Name: "sidecar", Env: cudaImage},
+			corev1.Container{Name: "second", Resources: corev1.ResourceRequirements{Requests: one, Limits: one}})
+		p.Spec.InitContainers = []corev1.Container{{Name: "setup", Env: cudaImage},
+			{Name: "proxy", RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways)}}
+		out := admit(t, p)
+		voided := func(ct corev1.Container) bool { return len(ct.Env) > 0 && ct.Env[len(ct.Env)-1] == noDevice }
+		for _, ct := range append(slices.Clone(out.Spec.InitContainers), out.Spec.Containers[1]) {
+			if !voided(ct) {
+				t.Errorf("%s: container %s ends with %+v, want NVIDIA_VISIBLE_DEVICES=void", c.name, ct.Name, ct.Env)
+			}
+		}
+		for _, ct := range []corev1.Container{out.Spec.Containers[0], out.Spec.Containers[2]} {
+			if slices.ContainsFunc(ct.Env, func(e corev1.EnvVar) bool { return e.Name == noDevice.Name }) {
+				t.Errorf("%s: container %s asking %s was given %+v: the device plugin's list would be overridden", c.name, ct.Name, c.ask, ct.Env)
+			}
+		}
+		if err := ValidatePod(out, view{}, nil); err != nil {
+			t.Errorf("%s: refused after the mutating webhook: %v", c.name, err)
+		}
+	}
+}
+
+// A sharing pod holds its slice in one container: the validator refuses the slice's
+// entries written by the pod's owner in another container (as when the mutating webhook
+// was skipped), and what the mutating webhook writes, sidecar and init container
+// included, is admitted and is the layout the scheduler binds by.
+func TestSliceEntriesInOneContainerOnly(t *testing.T) {
+	half := func() *corev1.Pod {
+		p := pod("team-a", 0, nil, map[string]string{v1alpha1.AnnotationGPUFraction: "0.5"})
+		p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Name: "sidecar"})
+		p.Spec.InitContainers = []corev1.Container{{Name: "proxy", RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways)}}
+		return p
+	}
+	out := admit(t, half())
+	if err := ValidatePod(out, view{}, nil); err != nil {
+		t.Errorf("refused after the mutating webhook: %v", err)
+	}
+	out.CreationTimestamp = metav1.Now()
+	if !v1alpha1.HasGPUEnv(out) {
+		t.Errorf("the webhook's layout is not the one the scheduler binds by: %+v", out.Spec)
+	}
+	every := half()
+	for i := range every.Spec.Containers {
+		every.Spec.Containers[i].Env = []corev1.EnvVar{gpuEnvVar("NVIDIA_VISIBLE_DEVICES")}
+	}
+	if err := ValidatePod(every, view{}, nil); err == nil || !strings.Contains(err.Error(), "containers[sidecar].env: NVIDIA_VISIBLE_DEVICES may not be set") {
+		t.Errorf("the slice read in every container: %v, want a refusal naming the sidecar", err)
+	}
+	cpu := pod("team-a", 0, nil, nil)
+	cpu.Spec.Containers[0].Env = []corev1.EnvVar{gpuEnvVar("NVIDIA_VISIBLE_DEVICES")}
+	if err := ValidatePod(cpu, view{}, nil); err == nil || !strings.Contains(err.Error(), "containers[main].env: NVIDIA_VISIBLE_DEVICES may not be set") {
+		t.Errorf("a GPU-less pod reading a slice: %v, want a refusal", err)
 	}
 }

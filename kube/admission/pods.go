@@ -176,10 +176,10 @@ func (m *Mutator) Handle(ctx context.Context, req admission.Request) admission.R
 	// A MIG instance Allot lays out reaches the pod as a slice's device does; one of a fixed
 	// layout comes from the device plugin, as a whole GPU does.
 	_, dynMIG := p.Annotations[v1alpha1.AnnotationMIG]
-	migProfile, _, _ := v1alpha1.MIGResources(&p)
-	if shareErr == nil && (share.Shared() || dynMIG || (v1alpha1.WholeGPUs(&p) == 0 && migProfile == "")) {
+	if shareErr == nil {
 		// CUDA images carry NVIDIA_VISIBLE_DEVICES=all in their own environment, which the
-		// NVIDIA runtime reads: containers given no device by Allot are told so, last.
+		// NVIDIA runtime reads: containers given no device by Allot or the device plugin
+		// are told so, last.
 		denyImageDevices(out, share.Shared() || dynMIG)
 	}
 	if shareErr == nil && (share.Shared() || dynMIG) {
@@ -267,20 +267,41 @@ func mountSharing(p *corev1.Pod, root string) {
 // container no GPU (and none of the driver).
 var noDevice = corev1.EnvVar{Name: "NVIDIA_VISIBLE_DEVICES", Value: "void"}
 
-// denyImageDevices appends noDevice to the containers Allot gives no device: the init
-// containers of a sharing pod, and every container of a pod asking for no GPU.
+// denyImageDevices appends noDevice to the containers given no device: the init
+// containers of a sharing pod (its containers are giveGPUEnv's), and in any other pod
+// every init, sidecar or regular container that asks the device plugin for neither
+// nvidia.com/gpu nor a MIG instance (nvidia.com/mig-<profile>). Those that ask keep what
+// the plugin gives them: the pod's own entry comes after the plugin's and would win.
+// Without this, a whole-GPU or static MIG pod's sidecar built on a CUDA image would be
+// given every GPU of the node by the legacy NVIDIA runtime.
 func denyImageDevices(p *corev1.Pod, sharing bool) {
-	deny := func(cs []corev1.Container) {
+	deny := func(cs []corev1.Container, all bool) {
 		for i := range cs {
 			c := &cs[i]
+			if !all && asksPluginGPU(c) {
+				continue
+			}
 			c.Env = slices.DeleteFunc(c.Env, func(e corev1.EnvVar) bool { return e == noDevice })
 			c.Env = append(c.Env, noDevice)
 		}
 	}
-	deny(p.Spec.InitContainers)
+	deny(p.Spec.InitContainers, sharing)
 	if !sharing {
-		deny(p.Spec.Containers)
+		deny(p.Spec.Containers, false)
 	}
+}
+
+// asksPluginGPU tells whether a container asks the NVIDIA device plugin for a device: a
+// whole GPU or a MIG instance of a fixed layout, in its limits or its requests.
+func asksPluginGPU(c *corev1.Container) bool {
+	for _, list := range []corev1.ResourceList{c.Resources.Limits, c.Resources.Requests} {
+		for name, q := range list {
+			if (name == v1alpha1.GPUResource || strings.HasPrefix(string(name), v1alpha1.MIGResourcePrefix)) && q.Sign() > 0 {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func gpuEnvVar(name string) corev1.EnvVar {

@@ -98,10 +98,11 @@ func SelfSigned(dir string) (caBundle []byte, err error) {
 
 // MutateCondition selects the pods the mutating webhook has something to do for: pods of a
 // workload (queue, class and gang come from the owner), pods without a queue label (the
-// namespace's default), pods sharing a GPU, and pods asking for no GPU (their containers
-// are told they have none, whatever their image says). A bare pod that names its queue and
-// asks for whole GPUs skips the call, which halves the admission cost of the commonest
-// submission.
+// namespace's default), pods sharing a GPU, and pods with a container that asks for no GPU
+// (an init container, a sidecar, every container of a GPU-less pod: each is told it has
+// none, whatever its image says). A bare pod that names its queue and whose every
+// container asks for whole GPUs skips the call, which halves the admission cost of the
+// commonest submission.
 // Pods with another scheduler's names (peers.go) are sent too: a scheduler name Allot takes
 // over (the pod is rewritten to Allot's, whatever else it asks), their queue label, a
 // sharing annotation, or any extended resource but nvidia.com/gpu (HAMi's gpumem and
@@ -115,7 +116,8 @@ object.metadata.annotations.exists(k, k in ['nvidia.com/use-gpuuuid', 'nvidia.co
 object.metadata.labels.exists(k, k in ['kai.scheduler/queue', 'runai/queue']) ||
 object.spec.containers.exists(c, has(c.resources) && ((has(c.resources.limits) && c.resources.limits.exists(k, k.contains('/') && k != 'nvidia.com/gpu')) ||
 (has(c.resources.requests) && c.resources.requests.exists(k, k.contains('/') && k != 'nvidia.com/gpu')))) ||
-!object.spec.containers.exists(c, has(c.resources) && has(c.resources.limits) && 'nvidia.com/gpu' in c.resources.limits)`
+(has(object.spec.initContainers) && size(object.spec.initContainers) > 0) ||
+object.spec.containers.exists(c, !(has(c.resources) && has(c.resources.limits) && 'nvidia.com/gpu' in c.resources.limits))`
 
 // SchedulerCondition is the match condition of the pod webhooks: pods of Allot's, and
 // those of the schedulers an admin had it take over (Peers.AdoptSchedulers).

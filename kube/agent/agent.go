@@ -100,8 +100,14 @@ type Agent struct {
 	mpsHeld      map[string]mpsLimits // the limits each daemon was last set to
 	mpsPending   bool                 // a daemon or its limits to try again
 	probes       probeState
-	beatFailures int            // the run loop's
-	podMemory    podMemoryState // the run loop's
+	beatFailures int // the run loop's
+	// migWanted is the node's last MIG wishes (AnnotationMIGWanted), and migRetry that
+	// they were not all made (NVML refused, a busy instance in the way, the inventory not
+	// written): the run loop tries them again each interval. The run loop's.
+	migWanted string
+	migRetry  bool
+	migSaid   map[string]bool // the problems told of the wishes as they stand
+	podMemory podMemoryState  // the run loop's
 }
 
 // New makes an agent; Run starts it.
@@ -206,8 +212,10 @@ func (a *Agent) Run(ctx context.Context) error {
 			a.beat(ctx)
 			a.sweepShm(pods.GetStore().List())
 			a.syncPodMemory(ctx, lib, pods.GetStore().List())
+			a.retryMIG(ctx, lib)
 		case wanted := <-migWishes:
-			a.syncMIG(ctx, lib, wanted)
+			a.migWanted, a.migSaid = wanted, nil
+			a.migRetry = !a.syncMIG(ctx, lib, wanted)
 		case <-a.changed:
 			pending = a.syncDevices(ctx, pods.GetStore().List())
 			a.publishHealth(ctx, pods.GetStore().List())

@@ -267,7 +267,8 @@ func (a *Agent) syncPodMemory(ctx context.Context, lib nvml.Interface, pods []an
 	for _, o := range pods {
 		p := o.(*corev1.Pod)
 		if p.Spec.SchedulerName != v1alpha1.SchedulerName || p.DeletionTimestamp != nil ||
-			p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed || v1alpha1.IsReservation(p) {
+			p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed || v1alpha1.IsReservation(p) ||
+			!measured(p) {
 			continue
 		}
 		now := int64((m.Used[p.UID] + (1<<20 - 1)) >> 20) // rounded up: a pod holding any memory reads above 0
@@ -285,6 +286,25 @@ func (a *Agent) syncPodMemory(ctx context.Context, lib nvml.Interface, pods []an
 			slog.Warn("allot agent: pod's GPU memory", "pod", p.Namespace+"/"+p.Name, "err", err)
 		}
 	}
+}
+
+// measured tells the pods whose GPU memory is written: a slice of one GPU (not a MIG
+// instance), the only pods the scheduler reads it of (a slice holding more than its
+// booking, with a limit past its request or on a node that does not hold it to it,
+// holds memory no other request may count on) and allot describe shows it for (those
+// with a limit past their request). A whole GPU, a MIG instance or a slice of several
+// GPUs is the pod's alone, held by the device or its booking: writing it would be a
+// write per pod per move that no one reads.
+func measured(p *corev1.Pod) bool {
+	share, err := v1alpha1.ParseGPUShare(p.Annotations)
+	if err != nil || !share.Shared() || share.Devices() != 1 {
+		return false
+	}
+	if _, mig := p.Annotations[v1alpha1.AnnotationMIG]; mig {
+		return false
+	}
+	profile, _, _ := v1alpha1.MIGResources(p)
+	return profile == ""
 }
 
 // writePodMemory writes a pod's reading on the pod seen (its UID), not on a new one of

@@ -13,6 +13,7 @@ import (
 	nvmlmock "github.com/NVIDIA/go-nvml/pkg/nvml/mock"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -272,8 +273,11 @@ func (n *podMemoryNode) reading(t *testing.T, name string) (string, bool) {
 	return v, ok
 }
 
+// allotPod is a pod sharing one GPU (10Gi up to 40Gi), with the annotations given besides.
 func allotPod(name, uid string, annotations map[string]string) *corev1.Pod {
-	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ml", UID: types.UID(uid), Annotations: annotations},
+	ann := map[string]string{v1alpha1.AnnotationGPUMemory: "10Gi", v1alpha1.AnnotationGPUMemoryLimit: "40Gi"}
+	maps.Copy(ann, annotations)
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ml", UID: types.UID(uid), Annotations: ann},
 		Spec:   corev1.PodSpec{NodeName: "gpu-1", SchedulerName: v1alpha1.SchedulerName},
 		Status: corev1.PodStatus{Phase: corev1.PodRunning}}
 }
@@ -370,5 +374,39 @@ func TestPodMemoryWithoutTheHostsProc(t *testing.T) {
 	}
 	if err := checkProcRoot(string(p)); err == nil || !strings.Contains(err.Error(), "/host/proc") {
 		t.Errorf("checkProcRoot: %v, want it to say where the chart mounts the host's /proc", err)
+	}
+}
+
+// Only slices of one GPU are written, the pods the scheduler and allot describe read it
+// of: a pod given whole GPUs, a MIG instance (laid out by Allot or the device plugin's)
+// or a slice of two GPUs holding memory is not.
+func TestPodMemoryIsWrittenOnSlicesOfOneGPU(t *testing.T) {
+	p := newFakeProc(t)
+	uids := []string{uidTrain, uidNotebook, uidServe, "44444444-2222-3333-4444-555555555555", "55555555-2222-3333-4444-555555555555"}
+	for i, uid := range uids {
+		p.add(t, strconv.Itoa(1000+i), "0::"+systemdSlice("burstable", uid)+"/cri-containerd-x.scope\n")
+	}
+	whole := allotPod("whole", uids[1], nil)
+	whole.Annotations = nil
+	whole.Spec.Containers = []corev1.Container{{Name: "main", Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{v1alpha1.GPUResource: resource.MustParse("1")}}}}
+	static := allotPod("static", uids[2], nil)
+	static.Annotations = nil
+	static.Spec.Containers = []corev1.Container{{Name: "main", Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{"nvidia.com/mig-1g.10gb": resource.MustParse("1")}}}}
+	dynamic := allotPod("dynamic", uids[3], map[string]string{v1alpha1.AnnotationMIG: "3g.40gb"})
+	delete(dynamic.Annotations, v1alpha1.AnnotationGPUMemoryLimit)
+	two := allotPod("two", uids[4], map[string]string{v1alpha1.AnnotationGPUCount: "2"})
+	delete(two.Annotations, v1alpha1.AnnotationGPUMemoryLimit)
+	n := newPodMemoryNode(t, p, allotPod("slice", uids[0], nil), whole, static, dynamic, two)
+	n.use(2048, 2048, 2048, 2048, 2048)
+	if w := n.sync(t); w != 1 {
+		t.Errorf("%d writes, want 1 (the slice's)", w)
+	}
+	if v, _ := n.reading(t, "slice"); v != "2048" {
+		t.Errorf("the slice reads %q, want 2048", v)
+	}
+	for _, name := range []string{"whole", "static", "dynamic", "two"} {
+		if v, ok := n.reading(t, name); ok {
+			t.Errorf("%s was written %s: no one reads it of such a pod", name, v)
+		}
 	}
 }

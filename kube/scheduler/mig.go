@@ -3,6 +3,7 @@ package scheduler
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -25,6 +26,17 @@ import (
 // lays out must exist before the pod starts: it is asked of the node's agent, and the pod
 // is held (resumeMIG) until the agent reports it, then given its MIG device.
 func (s *Scheduler) bindMIG(ctx context.Context, j *bindJob) error {
+	err := s.bindMIGOnce(ctx, j)
+	if !errors.Is(err, errAwaitingDevice) && j.p.Annotations[v1alpha1.AnnotationMIG] != "" {
+		// Bound, or failed (placed again next cycle, wished anew): either way it waits on
+		// this wish no more, which would otherwise keep its slices from the node's next
+		// layout until a newer wish replaced it.
+		s.unwishMIG(ctx, string(j.b.Node), j.p)
+	}
+	return err
+}
+
+func (s *Scheduler) bindMIGOnce(ctx context.Context, j *bindJob) error {
 	p, b := j.p, j.b
 	o, ok, _ := s.nodes.GetStore().GetByKey(string(b.Node))
 	if !ok {
@@ -97,33 +109,84 @@ type migAwait struct {
 }
 
 // wishMIG adds the instance to the node's wishes for its agent, dropping wishes older
-// than the device report timeout (their pods were placed again or gave up) and any
-// earlier wish of the same pod.
+// than twice the device report timeout (a safety net: each is dropped when its pod leaves
+// the wait, unwishMIG) and any earlier wish of the same pod.
 func (s *Scheduler) wishMIG(ctx context.Context, n *corev1.Node, w v1alpha1.MIGWish) error {
-	// The informer's Node may not have this scheduler's last wishes yet (two pods placed
-	// on the node in one cycle): what it wrote itself is kept too.
-	old, _ := v1alpha1.ParseMIGWishes(n.Annotations[v1alpha1.AnnotationMIGWanted])
+	s.migWrite.Lock()
+	defer s.migWrite.Unlock()
 	s.amu.Lock()
-	old = append(old, s.migWished[n.Name]...)
 	keep := []v1alpha1.MIGWish{w}
-	for _, o := range old {
-		dup := slices.ContainsFunc(keep, func(k v1alpha1.MIGWish) bool { return k.Pod == o.Pod })
-		if !dup && s.opts.Now().Sub(o.Since) < 2*s.deviceReportTimeout() {
+	for _, o := range s.wishesOn(n) {
+		if o.Pod != w.Pod && s.opts.Now().Sub(o.Since) < 2*s.deviceReportTimeout() {
 			keep = append(keep, o)
 		}
 	}
 	s.migWished[n.Name] = keep
 	s.amu.Unlock()
-	data, _ := json.Marshal(keep)
-	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{v1alpha1.AnnotationMIGWanted: string(data)}}})
-	if !s.fence.ok() {
-		return errNotLeader
-	}
-	_, err := s.client.CoreV1().Nodes().Patch(ctx, n.Name, types.MergePatchType, patch, metav1.PatchOptions{})
-	if err != nil {
+	if err := s.writeWishes(ctx, n.Name, keep); err != nil {
 		return fmt.Errorf("asking node %s's agent for a MIG %s at slice %d: %w", n.Name, w.Profile, w.Start, err)
 	}
 	return nil
+}
+
+// unwishMIG drops the wishes of a pod that waits for its instance no more (bound,
+// deleted, failed, or given up on after the device report timeout): a wish left behind
+// would keep its slices from any instance the node's agent is later asked to make there
+// (an overlapping layout is refused whole), until a newer wish for the node replaced it.
+func (s *Scheduler) unwishMIG(ctx context.Context, node string, p *corev1.Pod) {
+	o, ok, _ := s.nodes.GetStore().GetByKey(node)
+	if !ok {
+		return // the node is gone, and its wishes with it
+	}
+	s.migWrite.Lock()
+	defer s.migWrite.Unlock()
+	pod := p.Namespace + "/" + p.Name
+	s.amu.Lock()
+	for uid, a := range s.migAwaiting {
+		if uid != p.UID && a.job.p.Namespace == p.Namespace && a.job.p.Name == p.Name {
+			s.amu.Unlock()
+			return // a pod made again under the name waits on the wish now (wishes go by name)
+		}
+	}
+	old := s.wishesOn(o.(*corev1.Node))
+	keep := slices.DeleteFunc(slices.Clone(old), func(w v1alpha1.MIGWish) bool { return w.Pod == pod })
+	if len(keep) == len(old) {
+		s.amu.Unlock()
+		return
+	}
+	s.migWished[node] = keep
+	s.amu.Unlock()
+	if err := s.writeWishes(ctx, node, keep); err != nil {
+		slog.Warn("allot scheduler: dropping a MIG wish", "node", node, "pod", pod, "err", err)
+	}
+}
+
+// wishesOn is what the node's agent is asked for: what this scheduler last wrote there,
+// else (none written since it started) the Node's annotation. The informer's Node may
+// lag behind what was written (two pods placed on the node in one cycle; a wish just
+// dropped), so the scheduler's own record wins. The caller holds amu.
+func (s *Scheduler) wishesOn(n *corev1.Node) []v1alpha1.MIGWish {
+	if own, ok := s.migWished[n.Name]; ok {
+		return own
+	}
+	ws, _ := v1alpha1.ParseMIGWishes(n.Annotations[v1alpha1.AnnotationMIGWanted])
+	return ws
+}
+
+// writeWishes writes the node's wishes, or takes the annotation away when none is left.
+// The caller holds migWrite, so that two binds' writes land in the order they were made.
+func (s *Scheduler) writeWishes(ctx context.Context, node string, ws []v1alpha1.MIGWish) error {
+	var val any // null: the annotation goes
+	if len(ws) > 0 {
+		data, _ := json.Marshal(ws)
+		val = string(data)
+	}
+	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{v1alpha1.AnnotationMIGWanted: val}}})
+	if !s.fence.ok() {
+		return errNotLeader
+	}
+	_, err := s.client.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, patch, metav1.PatchOptions{})
+	return err
 }
 
 // resumeMIG binds the pods held for a MIG instance once their node reports it, and gives
@@ -147,6 +210,7 @@ func (s *Scheduler) resumeMIG(ctx context.Context) {
 		switch {
 		case gone:
 			s.dropMIGAwait(uid)
+			s.unwishMIG(ctx, string(a.job.b.Node), a.job.p)
 		case made && !a.queued:
 			s.amu.Lock()
 			a.queued = true
@@ -158,6 +222,7 @@ func (s *Scheduler) resumeMIG(ctx context.Context) {
 		case made:
 		case now.Sub(a.since) >= s.deviceReportTimeout():
 			s.dropMIGAwait(uid)
+			s.unwishMIG(ctx, string(a.job.b.Node), a.job.p)
 			msg := fmt.Sprintf("placed on %s, whose agent did not report the MIG %s instance at slice %d of GPU %d within %s: is allot agent running there?",
 				a.job.b.Node, a.job.b.MIG, a.job.b.MIGStarts[0], a.job.b.GPUs[0], s.deviceReportTimeout())
 			slog.Warn("allot scheduler: "+msg, "pod", a.job.p.Name)

@@ -111,6 +111,8 @@ type Scheduler struct {
 	migAwaiting map[types.UID]migAwait
 	// migWished is, per node, the MIG instances this scheduler last asked its agent for.
 	migWished map[string][]v1alpha1.MIGWish
+	// migWrite orders the writes of MIG wishes (mig.go): the last written is the newest.
+	migWrite sync.Mutex
 	// adopted remembers the pods already counted as adopting the device plugin's choice.
 	adopted map[types.UID]bool
 	binds   chan bindJob
