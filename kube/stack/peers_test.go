@@ -102,6 +102,7 @@ func TestPeerPodsShareOneGPUWithTheirLimits(t *testing.T) {
 	}
 
 	// The tenant may not change what was booked, what was asked or where it may go.
+	fieldsPolicyInForce(t, e, alice, "ml", "hami")
 	for _, c := range []struct{ what, patch, want string }{
 		{"its booked memory", `{"metadata":{"annotations":{"allot.dev/gpu-share-memory":"85899345920"}}}`, "allot.dev/gpu-share-memory"},
 		{"its booked compute", `{"metadata":{"annotations":{"allot.dev/gpu-share-compute":null}}}`, "allot.dev/gpu-share-compute"},

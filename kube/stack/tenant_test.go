@@ -47,6 +47,20 @@ func tenant(t *testing.T, e *kubetest.Env) kubernetes.Interface {
 	return c
 }
 
+// fieldsPolicyInForce waits until the API server enforces the scheduler's pod-fields
+// policy on pod ns/name, probing with a dry-run rewrite of its queue (refused once in
+// force, and written nowhere either way). The scheduler installs the policy as it starts;
+// the API server compiles policies on its own refresh, a moment later on a loaded machine,
+// and a test checking each refusal must not take that moment for a hole.
+func fieldsPolicyInForce(t *testing.T, e *kubetest.Env, c kubernetes.Interface, ns, name string) {
+	t.Helper()
+	probe := []byte(`{"metadata":{"labels":{"allot.dev/queue":"fields-policy-probe"}}}`)
+	e.WaitFor(t, "the pod-fields policy in force", func() (bool, string) {
+		_, err := c.CoreV1().Pods(ns).Patch(e.Ctx, name, types.MergePatchType, probe, metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}})
+		return err != nil && strings.Contains(err.Error(), "fixed once the pod is admitted"), fmt.Sprint(err)
+	})
+}
+
 func halfPod(name string, edit func(*corev1.Pod)) *corev1.Pod {
 	p := kubetest.PodSpec{Name: name, Queue: "team-a", Annotations: map[string]string{v1alpha1.AnnotationGPUFraction: "0.5"}}.Pod()
 	p.Namespace = "ml"
@@ -110,6 +124,7 @@ func TestTenantCannotWidenItsShare(t *testing.T) {
 	fmt.Sscan(nb.Annotations[v1alpha1.AnnotationGPUs], &idx)
 	device := uuids[idx]
 
+	fieldsPolicyInForce(t, e, alice, "ml", "nb")
 	for _, c := range []struct{ name, patch, want string }{
 		{"its device", `{"metadata":{"annotations":{"allot.dev/gpu-env.NVIDIA_VISIBLE_DEVICES":"all"}}}`, "allot.dev/gpu-env.NVIDIA_VISIBLE_DEVICES"},
 		{"its limits", `{"metadata":{"annotations":{"allot.dev/gpu-env.CUDA_MPS_ACTIVE_THREAD_PERCENTAGE":null}}}`, "allot.dev/gpu-env.CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"},
