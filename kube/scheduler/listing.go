@@ -104,7 +104,6 @@ func (s *Scheduler) list(ctx context.Context) (in cycleInput, ok bool) {
 			delete(s.reasons, uid) // deleted while it waited: its reason was kept for ever
 		}
 	}
-	s.amu.Unlock()
 	for uid := range s.evicting {
 		if !live[uid] {
 			delete(s.evicting, uid) // seen leaving or gone
@@ -115,6 +114,7 @@ func (s *Scheduler) list(ctx context.Context) (in cycleInput, ok bool) {
 			delete(s.evicted, uid) // the informer caught up
 		}
 	}
+	s.amu.Unlock()
 	// The API server checks every field's type against the CRD's schema, and its rules
 	// parse every duration as Go does, so a Queue or PodGroup always decodes; the values the schema cannot check (a gang of two billion,
 	// a queue that is its own ancestor) make their pods wait, saying which field.
