@@ -128,15 +128,13 @@ type Scheduler struct {
 	// reasons remembers the last reason written per pod, to write only changes.
 	reasons map[types.UID]string
 	// evicting holds eviction requests made, by pod, until the pod is seen gone. Guarded
-	// by amu: the requests go out in the background (evictions.go).
+	// by amu, as the requests are made at once (evictions.go).
 	evicting map[types.UID]time.Time
 	// evicted holds the evictions in flight or accepted by the API server, by pod, with
 	// when (Now), until the informer shows the pod terminating or gone or
 	// evictionAssumeFor passes: the cycles meanwhile count it as leaving (listing.go).
 	// Guarded by amu.
 	evicted map[types.UID]time.Time
-	// evictions counts the cycles' evictions still being carried out.
-	evictions sync.WaitGroup
 	// partial holds since when each gang has run fewer than its minimum of pods (for the
 	// engine's stale-gang rule); a restart forgets it and the grace period starts again.
 	partial map[engine.JobID]*partialGang
@@ -287,7 +285,6 @@ func (s *Scheduler) Leading() bool { return s.fence.ok() }
 func (s *Scheduler) newTerm() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.evictions.Wait() // the last term's, ended with its context
 	s.amu.Lock()
 	clear(s.assumed)
 	clear(s.backoff)
