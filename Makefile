@@ -64,7 +64,9 @@ bench:
 
 # Throughput beside upstream kube-scheduler, built from the k8s.io/kubernetes module of
 # go.mod: each on a fresh embedded API server of 250 simulated 8-GPU nodes, 2,000 one-GPU
-# pods, in turn, the order alternating (ROUNDS=3 for three rounds each).
+# pods, in turn, the order alternating (ROUNDS=3 for three rounds each), beside the ceiling
+# (the bench binding the pods itself, deciding nothing), with each one's part of it in a
+# table. MODE=stream (default), backlog, or both (stream, then backlog, in one sitting).
 bench-kube: build
 	$(GO) build -o bin/kube-scheduler k8s.io/kubernetes/cmd/kube-scheduler
 	./$(BIN) bench --against bin/kube-scheduler --mode $${MODE:-stream} --nodes $${NODES:-250} --pods $${PODS:-2000} --rounds $${ROUNDS:-2}

@@ -52,17 +52,38 @@ func benchAgainst(ctx context.Context, out, progressTo io.Writer, allot, kubeSch
 	// Not closed: klog keeps writing to it (a control plane stopping) until the process ends.
 	quietKlog(logFile)
 	fmt.Fprintf(progressTo, "control plane and scheduler logs: %s\n", logPath)
+	modes := []string{mode}
+	if mode == benchBoth {
+		modes = []string{benchStream, benchBacklog}
+	}
+	var all []againstRun
+	for i, m := range modes {
+		if i > 0 {
+			fmt.Fprintln(out)
+		}
+		runs, err := compareInMode(ctx, out, progressTo, logFile, allot, kubeScheduler, m, nodes, pods, rounds)
+		all = append(all, runs...)
+		if err != nil {
+			return all, err
+		}
+	}
+	return all, printCeilingTable(out, all, modes, rounds, nodes, pods)
+}
+
+// compareInMode runs the rounds of one mode and prints its runs and ratios. Each round
+// has kube-scheduler, Allot and the ceiling (direct binds), the order reversed every other
+// round, so that Allot's runs and the ceiling's alternate in the sitting.
+func compareInMode(ctx context.Context, out, progressTo, logFile io.Writer, allot, kubeScheduler, mode string, nodes, pods, rounds int) ([]againstRun, error) {
 	var runs []againstRun
 	for r := 0; r < rounds; r++ {
-		order := []string{"kube-scheduler", "allot"}
-		if r%2 == 1 {
-			order[0], order[1] = order[1], order[0]
-		}
 		// The API server's own ceiling, in the same sitting: the pods bound by the bench
 		// itself, deciding nothing, as many at once as Allot's scheduler has in flight.
-		order = append(order, direct)
+		order := []string{"kube-scheduler", "allot", direct}
+		if r%2 == 1 {
+			order = []string{direct, "allot", "kube-scheduler"}
+		}
 		for _, name := range order {
-			fmt.Fprintf(progressTo, "round %d of %d: %s on a fresh API server with %d nodes\n", r+1, rounds, name, nodes)
+			fmt.Fprintf(progressTo, "%s, round %d of %d: %s on a fresh API server with %d nodes\n", mode, r+1, rounds, name, nodes)
 			res, err := benchOnFreshCluster(ctx, name, allot, kubeScheduler, mode, nodes, pods, logFile, progress(progressTo, pods, name))
 			if err != nil {
 				return runs, fmt.Errorf("%s: %w", name, err)
@@ -70,6 +91,7 @@ func benchAgainst(ctx context.Context, out, progressTo io.Writer, allot, kubeSch
 			runs = append(runs, againstRun{Scheduler: name, BenchResult: res})
 		}
 	}
+	fmt.Fprintf(out, "mode %s:\n", mode)
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "SCHEDULER\tPODS/S\tP50\tP99\tBOUND\tPODS CREATED IN\tFIRST BIND\tPODS/S ONCE BINDING")
 	sum, binding := map[string]float64{}, map[string]float64{}
@@ -124,8 +146,45 @@ func benchAgainst(ctx context.Context, out, progressTo io.Writer, allot, kubeSch
 	return runs, nil
 }
 
+// printCeilingTable prints, per mode, each scheduler's mean pods/s as a part of the
+// ceiling's (the bench's own binds, deciding nothing, on the same kind of fresh API server
+// in the same sitting): from the first creation (backlog: the scheduler's start) to the
+// last binding, and from the first binding to the last.
+func printCeilingTable(out io.Writer, runs []againstRun, modes []string, rounds, nodes, pods int) error {
+	fmt.Fprintf(out, "\nof the ceiling (direct binds: the bench binds the pods itself, deciding nothing), mean over %d round(s), %d nodes × 8 GPUs, %d one-GPU pods:\n", rounds, nodes, pods)
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "MODE\tCEILING PODS/S\tALLOT PODS/S\tALLOT ÷ CEILING\tKUBE-SCHEDULER PODS/S\tKUBE-SCHEDULER ÷ CEILING\tALLOT ÷ CEILING ONCE BINDING\tKUBE-SCHEDULER ÷ CEILING ONCE BINDING")
+	for _, m := range modes {
+		mean, binding := map[string]float64{}, map[string]float64{}
+		n := map[string]int{}
+		for _, r := range runs {
+			if r.Mode == m {
+				mean[r.Scheduler] += r.PodsPerSecond
+				binding[r.Scheduler] += r.Binding
+				n[r.Scheduler]++
+			}
+		}
+		for k := range n {
+			mean[k] /= float64(n[k])
+			binding[k] /= float64(n[k])
+		}
+		part := func(a, b float64) string {
+			if b <= 0 {
+				return "–"
+			}
+			return fmt.Sprintf("%.0f%%", 100*a/b)
+		}
+		fmt.Fprintf(tw, "%s\t%.0f\t%.0f\t%s\t%.0f\t%s\t%s\t%s\n", m, mean[direct], mean["allot"], part(mean["allot"], mean[direct]),
+			mean["kube-scheduler"], part(mean["kube-scheduler"], mean[direct]), part(binding["allot"], binding[direct]), part(binding["kube-scheduler"], binding[direct]))
+	}
+	return tw.Flush()
+}
+
 // direct names the run with no scheduler: the bench binds the pods itself.
 const direct = "direct binds"
+
+// benchBoth runs the comparison in stream mode, then in backlog mode, in one sitting.
+const benchBoth = "both"
 
 // bindDirectly binds every pod of scheduler sched in namespace default that waits, to the
 // nodes in turn, and gives the first failure.

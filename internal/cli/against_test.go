@@ -69,7 +69,7 @@ func compareOnSmallClusters(t *testing.T, mode string) ([]againstRun, string) {
 // module of go.mod and allot, as make bench-kube does, and runs the comparison on a small
 // cluster: each scheduler on its own fresh API server binds every pod as do the bench's
 // own binds as the pods arrive (the API server's ceiling), and the table, the ratio and
-// each scheduler's part of the ceiling are printed.
+// each scheduler's part of the ceiling are printed, in sentences and in the last table.
 func TestBenchAgainstKubeScheduler(t *testing.T) {
 	runs, out := compareOnSmallClusters(t, benchStream)
 	if len(runs) != 3 || runs[0].Scheduler != "kube-scheduler" || runs[1].Scheduler != "allot" || runs[2].Scheduler != direct {
@@ -78,7 +78,8 @@ func TestBenchAgainstKubeScheduler(t *testing.T) {
 	for _, re := range []string{`(?m)^kube-scheduler +\d+ .* 40/40 `, `(?m)^allot +\d+ .* 40/40 `, `(?m)^direct binds +\d+ .* 40/40 `,
 		`allot ÷ kube-scheduler: \d+\.\d\d× \(mean pods/s over 1 round\(s\), 5 nodes × 8 GPUs, 40 one-GPU pods, creation to binding`,
 		`(?m)^direct binds ÷ kube-scheduler: \d+\.\d\d× \(the most a scheduler could show on this API server\)`,
-		`(?m)^allot binds at \d+% of the bench's own binds as the pods arrive \(\d+ against \d+ pods/s\)`} {
+		`(?m)^allot binds at \d+% of the bench's own binds as the pods arrive \(\d+ against \d+ pods/s\)`,
+		`(?m)^MODE +CEILING PODS/S +ALLOT PODS/S +ALLOT ÷ CEILING `, `(?m)^stream +\d+ +\d+ +\d+% +\d+ +\d+% +\d+% +\d+%$`} {
 		if !regexp.MustCompile(re).MatchString(out) {
 			t.Fatalf("output lacks %s:\n%s", re, out)
 		}
@@ -97,7 +98,8 @@ func TestBenchAgainstKubeSchedulerBacklog(t *testing.T) {
 		`(?m)^allot drains at \d+% of the API server's creation rate \(\d+ pods/s, mean of the runs\) and at \d+% of its bind rate`,
 		`(?m)^kube-scheduler drains at \d+% of the API server's creation rate`, `(?m)^direct binds +\d+ .* 40/40 `,
 		`(?m)^direct binds ÷ kube-scheduler: \d+\.\d\d×`,
-		`(?m)^allot binds at \d+% of the bench's own binds from its first binding to its last \(\d+ against \d+ pods/s\)`} {
+		`(?m)^allot binds at \d+% of the bench's own binds from its first binding to its last \(\d+ against \d+ pods/s\)`,
+		`(?m)^backlog +\d+ +\d+ +\d+% +\d+ +\d+% +\d+% +\d+%$`} {
 		if !regexp.MustCompile(re).MatchString(out) {
 			t.Fatalf("output lacks %s:\n%s", re, out)
 		}

@@ -80,7 +80,9 @@ cycle, binds), and prints how close to the API server's own creation rate each d
 Each run also shows the time to its first binding (a scheduler's start) and its pods per
 second from the first binding to the last (its binds alone). Each round also times the
 bench binding the pods itself, deciding nothing ("direct binds"): the most any scheduler
-could show on that API server.
+could show on that API server, the ceiling; the order is reversed every other round, so
+Allot's runs and the ceiling's alternate. A last table gives each scheduler's pods/s as a
+part of the ceiling's. --mode both runs stream, then backlog, in one sitting.
 
 --scenario NAME runs one of the scale scenarios, each on a fresh embedded API server with
 --nodes simulated nodes of --gpus-per-node GPUs and Allot's scheduler as a process of its
@@ -95,7 +97,7 @@ the scheduler's API requests by verb and resource, and its peak memory:
 docs/performance.md has the shapes and the figures.`,
 		Example: "  allot up --nodes 250 --gpus-per-node 8 --data-dir /tmp/bench &\n  allot bench --kubeconfig /tmp/bench/kubeconfig --pods 2000\n  allot bench --kubeconfig /tmp/bench/kubeconfig --pods 2000 --mode backlog\n" +
 			"  make bench-kube   # allot bench --against bin/kube-scheduler --nodes 250 --pods 2000\n" +
-			"  make bench-kube MODE=backlog\n" +
+			"  make bench-kube MODE=backlog\n  make bench-kube MODE=both\n" +
 			"  allot bench --scenario fill\n  allot bench --scenario reclaim-one --nodes 50",
 		Args: func(cmd *cobra.Command, args []string) error {
 			if asScheduler != "" {
@@ -136,8 +138,8 @@ docs/performance.md has the shapes and the figures.`,
 			}
 			if against != "" {
 				switch {
-				case mode != benchStream && mode != benchBacklog:
-					return fmt.Errorf("--mode %s is not allowed with --against: stream or backlog", mode)
+				case mode != benchStream && mode != benchBacklog && mode != benchBoth:
+					return fmt.Errorf("--mode %s is not allowed with --against: stream, backlog or both", mode)
 				case nodes < 1 || nodes > 5000:
 					return fmt.Errorf("--nodes %d is not allowed: 1 to 5000", nodes)
 				case pods < 2:
@@ -201,7 +203,7 @@ docs/performance.md has the shapes and the figures.`,
 	// The scheduler a scenario runs: allot bench --as-scheduler REPORT -- [scheduler flags].
 	cmd.Flags().StringVar(&asScheduler, "as-scheduler", "", "run allot scheduler with the flags after --, its API requests counted, and write them and its peak memory to this file when it stops")
 	_ = cmd.Flags().MarkHidden("as-scheduler")
-	cmd.Flags().StringVar(&mode, "mode", benchStream, "stream (creation to binding), backlog (a closed queue opened: opening to binding) or create (creation alone)")
+	cmd.Flags().StringVar(&mode, "mode", benchStream, "stream (creation to binding), backlog (a closed queue opened: opening to binding) or create (creation alone); with --against also both (stream, then backlog)")
 	return cmd
 }
 

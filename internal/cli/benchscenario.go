@@ -82,8 +82,9 @@ type scenarioReport struct {
 	Want, Bound     int           // pods to bind in the timed phase, and bound
 	FirstBind       time.Duration
 	LastBind        time.Duration
-	// Evictions issued (the scheduler's eviction requests) and done (victims gone).
-	EvictionsIssued, EvictionsDone int
+	// Evictions issued (the scheduler's eviction requests) and done (victims gone), and
+	// how many the scenario needs (the GPUs it reclaims, each victim holding one).
+	EvictionsIssued, EvictionsDone, EvictionsNeeded int
 	// The first victim seen terminating, the last, and the last gone.
 	FirstEviction, LastEviction, LastEvictionDone time.Duration
 	// LastVictimStopped is when the last victim's containers stopped (its devices free),
@@ -141,6 +142,10 @@ func runScenario(ctx context.Context, out, progressTo io.Writer, self string, s 
 	}
 	rep.Scenario = s.name
 	printScenario(out, rep)
+	if rep.EvictionsIssued != rep.EvictionsNeeded {
+		// More evictions than the reclaim needed stop work for nothing; fewer leave it short.
+		return rep, fmt.Errorf("scenario %s: %d evictions issued where %d were needed", s.name, rep.EvictionsIssued, rep.EvictionsNeeded)
+	}
 	return rep, nil
 }
 
@@ -429,8 +434,8 @@ func printScenario(w io.Writer, r *scenarioReport) {
 	}
 	fmt.Fprintf(w, "  from %s: first bind %s, last bind %s (%d of %d bound)\n", r.Origin, ms(r.FirstBind), ms(r.LastBind), r.Bound, r.Want)
 	if r.EvictionsIssued > 0 || r.EvictionsDone > 0 {
-		fmt.Fprintf(w, "  evictions: %d issued (victims terminating from %s to %s), %d done (victims gone, the last at %s), %d rebinds (the reclaimers bound)\n",
-			r.EvictionsIssued, ms(r.FirstEviction), ms(r.LastEviction), r.EvictionsDone, ms(r.LastEvictionDone), r.Bound)
+		fmt.Fprintf(w, "  evictions: %d issued of %d needed (victims terminating from %s to %s), %d done (victims gone, the last at %s), %d rebinds (the reclaimers bound)\n",
+			r.EvictionsIssued, r.EvictionsNeeded, ms(r.FirstEviction), ms(r.LastEviction), r.EvictionsDone, ms(r.LastEvictionDone), r.Bound)
 	}
 	if len(r.Samples) > 0 {
 		s := append([]time.Duration(nil), r.Samples...)

@@ -71,7 +71,7 @@ func runReclaimOne(h *scenarioHarness) (*scenarioReport, error) {
 		return nil, err
 	}
 	rep := &scenarioReport{Shape: shape + fmt.Sprintf("; %d one-GPU pods of queue reclaim, one after another, each once the last is bound", reclaimSamples),
-		Origin: "the first reclaimer's creation", Want: reclaimSamples}
+		Origin: "the first reclaimer's creation", Want: reclaimSamples, EvictionsNeeded: reclaimSamples}
 	if err := startWarm(h); err != nil {
 		return nil, err
 	}

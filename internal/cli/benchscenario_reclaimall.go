@@ -24,7 +24,7 @@ func runReclaimAll(h *scenarioHarness) (*scenarioReport, error) {
 	}
 	n := h.opts.Nodes * h.opts.GPUs
 	rep := &scenarioReport{Shape: shape + fmt.Sprintf("; %d one-GPU pods of queue reclaim, made with no scheduler running", n),
-		Origin: "the scheduler's start", Want: n, Created: n}
+		Origin: "the scheduler's start", Want: n, Created: n, EvictionsNeeded: n}
 	if rep.Create, err = h.createPods(n, "reclaimers", func(i int) *corev1.Pod {
 		return scenarioPod(fmt.Sprintf("reclaimer-%d", i), "reclaimer", "reclaim", 1)
 	}); err != nil {

@@ -22,7 +22,7 @@ func runReclaimBig(h *scenarioHarness) (*scenarioReport, error) {
 	}
 	n := max(1, h.opts.Nodes/2)
 	rep := &scenarioReport{Shape: shape + fmt.Sprintf("; one gang of %d pods × %d GPUs (%d GPUs) of queue reclaim, made with the scheduler running", n, h.opts.GPUs, n*h.opts.GPUs),
-		Origin: "the gang's first creation", Want: n, Created: n}
+		Origin: "the gang's first creation", Want: n, Created: n, EvictionsNeeded: n * h.opts.GPUs}
 	if err := startWarm(h); err != nil {
 		return nil, err
 	}

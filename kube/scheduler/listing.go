@@ -15,7 +15,8 @@ import (
 )
 
 // The listing stage: what the informers hold, as one cycle sees it. Binds made and not yet
-// seen by the informer count as made (assumed), and the books of pods gone are dropped.
+// seen by the informer count as made (assumed), as do evictions the API server accepted
+// (the pod terminating), and the books of pods gone are dropped.
 
 // cycleInput is everything a cycle reads from the informers.
 type cycleInput struct {
@@ -40,6 +41,13 @@ func (s *Scheduler) list(ctx context.Context) (in cycleInput, ok bool) {
 	for _, o := range s.pods.GetStore().List() {
 		p := o.(*corev1.Pod)
 		live[p.UID] = p.DeletionTimestamp == nil
+		if at, ok := s.evicted[p.UID]; ok && p.DeletionTimestamp == nil {
+			if s.opts.Now().Sub(at) < evictionAssumeFor {
+				p = asEvicted(p, at)
+			} else {
+				delete(s.evicted, p.UID) // the eviction never showed: the pod runs on
+			}
+		}
 		if until, ok := s.unknownUntil[p.UID]; ok && (p.Spec.NodeName != "" || time.Now().After(until)) {
 			delete(s.unknownUntil, p.UID)
 			if p.Spec.NodeName == "" {
@@ -96,12 +104,17 @@ func (s *Scheduler) list(ctx context.Context) (in cycleInput, ok bool) {
 			delete(s.reasons, uid) // deleted while it waited: its reason was kept for ever
 		}
 	}
-	s.amu.Unlock()
 	for uid := range s.evicting {
 		if !live[uid] {
 			delete(s.evicting, uid) // seen leaving or gone
 		}
 	}
+	for uid := range s.evicted {
+		if !live[uid] {
+			delete(s.evicted, uid) // the informer caught up
+		}
+	}
+	s.amu.Unlock()
 	// The API server checks every field's type against the CRD's schema, and its rules
 	// parse every duration as Go does, so a Queue or PodGroup always decodes; the values the schema cannot check (a gang of two billion,
 	// a queue that is its own ancestor) make their pods wait, saying which field.

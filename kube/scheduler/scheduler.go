@@ -129,8 +129,14 @@ type Scheduler struct {
 	usage map[string]engine.Usage
 	// reasons remembers the last reason written per pod, to write only changes.
 	reasons map[types.UID]string
-	// evicting holds eviction requests made, by pod, until the pod is seen gone.
+	// evicting holds eviction requests made, by pod, until the pod is seen gone. Guarded
+	// by amu, as the requests are made at once (evictions.go).
 	evicting map[types.UID]time.Time
+	// evicted holds the evictions in flight or accepted by the API server, by pod, with
+	// when (Now), until the informer shows the pod terminating or gone or
+	// evictionAssumeFor passes: the cycles meanwhile count it as leaving (listing.go).
+	// Guarded by amu.
+	evicted map[types.UID]time.Time
 	// partial holds since when each gang has run fewer than its minimum of pods (for the
 	// engine's stale-gang rule); a restart forgets it and the grace period starts again.
 	partial map[engine.JobID]*partialGang
@@ -196,7 +202,7 @@ func New(rc *rest.Config, opts Options) (*Scheduler, error) {
 	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
 	s := &Scheduler{opts: opts, client: client, allot: allot, eng: engine.New(opts.Engine),
 		recorder: b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: SchedulerName}), events: newPodEvents(), statuses: newPodStatuses(),
-		assumed: map[types.UID]engine.Binding{}, awaiting: map[types.UID]awaitingBind{}, migAwaiting: map[types.UID]migAwait{}, migWished: map[string][]v1alpha1.MIGWish{}, adopted: map[types.UID]bool{}, backoff: map[types.UID]time.Time{}, unknownUntil: map[types.UID]time.Time{}, reasons: map[types.UID]string{}, evicting: map[types.UID]time.Time{}, partial: map[engine.JobID]*partialGang{}, wake: make(chan struct{}, 1),
+		assumed: map[types.UID]engine.Binding{}, awaiting: map[types.UID]awaitingBind{}, migAwaiting: map[types.UID]migAwait{}, migWished: map[string][]v1alpha1.MIGWish{}, adopted: map[types.UID]bool{}, backoff: map[types.UID]time.Time{}, unknownUntil: map[types.UID]time.Time{}, reasons: map[types.UID]string{}, evicting: map[types.UID]time.Time{}, evicted: map[types.UID]time.Time{}, partial: map[engine.JobID]*partialGang{}, wake: make(chan struct{}, 1),
 		occWritten: map[engine.NodeID]string{}, queueWritten: map[string]time.Time{}, queueProblems: map[string]string{}, usage: map[string]engine.Usage{}}
 	s.claimsAssumed = map[types.UID]assumedClaim{}
 	if opts.LeaderElection {
@@ -285,8 +291,9 @@ func (s *Scheduler) newTerm() {
 	clear(s.assumed)
 	clear(s.backoff)
 	clear(s.unknownUntil)
-	s.amu.Unlock()
 	clear(s.evicting)
+	clear(s.evicted)
+	s.amu.Unlock()
 	clear(s.reasons)
 	clear(s.usage) // another leader may have counted since: read it from the status again
 }
