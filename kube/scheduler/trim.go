@@ -61,7 +61,10 @@ func trimPod(p *corev1.Pod) *corev1.Pod {
 	for _, c := range p.Status.Conditions {
 		// A DisruptionTarget says the pod leaves by eviction; a resize's conditions say
 		// which of its resources count (kube-scheduler's resource helpers read the reason).
-		out.Status.Conditions = append(out.Status.Conditions, corev1.PodCondition{Type: c.Type, Status: c.Status, Reason: c.Reason})
+		// The others (ready, initialized, scheduled…) are the kubelet's news.
+		if c.Type == corev1.DisruptionTarget || strings.HasPrefix(string(c.Type), "PodResize") {
+			out.Status.Conditions = append(out.Status.Conditions, corev1.PodCondition{Type: c.Type, Status: c.Status, Reason: c.Reason})
+		}
 	}
 	return out
 }

@@ -183,6 +183,10 @@ func decorateOther(t *rapid.T, p *corev1.Pod, i int, now time.Time) {
 	if rapid.IntRange(0, 3).Draw(t, "resized") == 0 {
 		p.Status.ContainerStatuses[0].AllocatedResources = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("3")}
 		p.Status.ContainerStatuses[0].Resources = &corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("3")}}
+		if rapid.Bool().Draw(t, "infeasible") {
+			p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{Type: corev1.PodResizePending, Status: corev1.ConditionTrue,
+				Reason: corev1.PodReasonInfeasible, Message: "no room"})
+		}
 	}
 	switch rapid.IntRange(0, 5).Draw(t, "state") {
 	case 0:
