@@ -33,7 +33,9 @@ func (s *Scheduler) start(parent context.Context) error {
 	ctx, cancel := context.WithCancel(parent)
 	s.stopInformers = cancel
 	s.listWaited = map[cache.SharedIndexInformer]bool{}
-	factory := informers.NewSharedInformerFactoryWithOptions(s.client, 0, informers.WithTransform(dropManagedFields))
+	// Other schedulers' pods are cached trimmed to what the scheduler reads of them (trim.go):
+	// on a busy cluster they are most of its memory.
+	factory := informers.NewSharedInformerFactoryWithOptions(s.client, 0, informers.WithTransform(trimObject))
 	s.pods = factory.Core().V1().Pods().Informer()
 	s.nodes = factory.Core().V1().Nodes().Informer()
 	afactory := allotinformers.NewSharedInformerFactoryWithOptions(s.allot, 0, allotinformers.WithTransform(dropManagedFields))
