@@ -3,6 +3,7 @@ package admission
 import (
 	"context"
 	"encoding/json"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -297,6 +298,49 @@ func TestPluginPodsOtherContainersGetNoDevice(t *testing.T) {
 		if err := ValidatePod(out, view{}, nil); err != nil {
 			t.Errorf("%s: refused after the mutating webhook: %v", c.name, err)
 		}
+		// The same pod as it is when the mutating webhook was skipped (down under
+		// failurePolicy Ignore): the validator, which always runs, refuses it.
+		if err := ValidatePod(p, view{}, nil); err == nil || !strings.Contains(err.Error(), "initContainers[setup]: asks for no nvidia.com/gpu") {
+			t.Errorf("%s: without the mutating webhook: %v, want a refusal naming initContainers[setup]", c.name, err)
+		}
+		// A sidecar with a limit of 0 asks for nothing, and is told so.
+		zero := pod("team-a", 0, nil, nil)
+		zero.Spec.Containers[0].Resources.Limits = one
+		zero.Spec.Containers = append(zero.Spec.Containers, corev1.Container{Name: "zero", Env: cudaImage,
+			Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{c.ask: resource.MustParse("0")}}})
+		if err := ValidatePod(zero, view{}, nil); err == nil || !strings.Contains(err.Error(), "containers[zero]: asks for no") {
+			t.Errorf("%s: a sidecar asking 0, not mutated: %v, want a refusal naming containers[zero]", c.name, err)
+		}
+		if z := admit(t, zero); !voided(z.Spec.Containers[1]) {
+			t.Errorf("%s: a sidecar asking 0 ends with %+v, want NVIDIA_VISIBLE_DEVICES=void", c.name, z.Spec.Containers[1].Env)
+		}
+	}
+}
+
+// The chart's copy of the mutating webhook's needs-defaults condition is the one Allot
+// installs itself (MutateCondition): a hole closed in one and left in the other would be a
+// hole on every cluster the chart installs.
+func TestChartMutateConditionIsTheSame(t *testing.T) {
+	raw, err := os.ReadFile("../../deploy/helm/allot/templates/webhook.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(string(raw), "\n")
+	i := slices.IndexFunc(lines, func(l string) bool { return strings.TrimSpace(l) == "- name: needs-defaults" })
+	if i < 0 || strings.TrimSpace(lines[i+1]) != "expression: >-" {
+		t.Fatal("the chart has no needs-defaults condition as a folded block")
+	}
+	var folded []string
+	for _, l := range lines[i+2:] {
+		if !strings.HasPrefix(l, "          ") {
+			break
+		}
+		folded = append(folded, strings.TrimSpace(l))
+	}
+	chart := strings.Join(folded, " ")
+	ours := strings.Join(strings.Fields(MutateCondition), " ")
+	if strings.Join(strings.Fields(chart), " ") != ours {
+		t.Errorf("the chart's needs-defaults condition differs from admission.MutateCondition:\nchart: %s\ngo:    %s", chart, ours)
 	}
 }
 

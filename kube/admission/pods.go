@@ -293,6 +293,51 @@ func denyImageDevices(p *corev1.Pod, sharing bool) {
 
 // asksPluginGPU tells whether a container asks the NVIDIA device plugin for a device: a
 // whole GPU or a MIG instance of a fixed layout, in its limits or its requests.
+// checkPluginOthersVoid refuses a pod given devices by the device plugin (whole GPUs,
+// static MIG instances) in which a container that asks for none was not told
+// NVIDIA_VISIBLE_DEVICES=void: the mutating webhook writes it, so such a pod skipped the
+// webhook (down under failurePolicy Ignore, or a condition it slipped past), and under the
+// legacy runtime that container would keep its image's device list, often every GPU of the
+// node. This check runs whether or not the mutating webhook did.
+func checkPluginOthersVoid(p *corev1.Pod) error {
+	asks := false
+	for i := range p.Spec.Containers {
+		asks = asks || asksPluginGPU(&p.Spec.Containers[i])
+	}
+	for i := range p.Spec.InitContainers {
+		asks = asks || asksPluginGPU(&p.Spec.InitContainers[i])
+	}
+	if !asks {
+		return nil
+	}
+	for _, list := range []struct {
+		kind string
+		cs   []corev1.Container
+	}{{"initContainers", p.Spec.InitContainers}, {"containers", p.Spec.Containers}} {
+		for i := range list.cs {
+			c := &list.cs[i]
+			if asksPluginGPU(c) || toldNoDevice(c) {
+				continue
+			}
+			return fmt.Errorf("%s[%s]: asks for no %s or %s* but was not told %s=%s by Allot's mutating webhook (it was skipped or failed); its image's device list would stand: create the pod again once the webhook answers",
+				list.kind, c.Name, v1alpha1.GPUResource, v1alpha1.MIGResourcePrefix, noDevice.Name, noDevice.Value)
+		}
+	}
+	return nil
+}
+
+// toldNoDevice tells whether a container's last NVIDIA_VISIBLE_DEVICES entry (the one that
+// counts) is the literal void.
+func toldNoDevice(c *corev1.Container) bool {
+	void := false
+	for _, e := range c.Env {
+		if e.Name == noDevice.Name {
+			void = e.Value == noDevice.Value && e.ValueFrom == nil
+		}
+	}
+	return void
+}
+
 func asksPluginGPU(c *corev1.Container) bool {
 	for _, list := range []corev1.ResourceList{c.Resources.Limits, c.Resources.Requests} {
 		for name, q := range list {
@@ -425,6 +470,9 @@ func ValidatePod(p *corev1.Pod, view View, kinds *convert.Accelerators) error {
 			return err
 		}
 	} else if err := checkWholeGPUEnv(p); err != nil {
+		return err
+	}
+	if err := checkPluginOthersVoid(p); err != nil {
 		return err
 	}
 	if c, ok := p.Labels[v1alpha1.LabelClass]; ok && c != v1alpha1.ClassTrain && c != v1alpha1.ClassInteractive && c != v1alpha1.ClassInference {

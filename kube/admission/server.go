@@ -100,8 +100,8 @@ func SelfSigned(dir string) (caBundle []byte, err error) {
 // workload (queue, class and gang come from the owner), pods without a queue label (the
 // namespace's default), pods sharing a GPU, and pods with a container that asks for no GPU
 // (an init container, a sidecar, every container of a GPU-less pod: each is told it has
-// none, whatever its image says). A bare pod that names its queue and whose every
-// container asks for whole GPUs skips the call, which halves the admission cost of the
+// none, whatever its image says; a limit of 0 asks for none). A bare pod that names its
+// queue and whose every container asks for whole GPUs skips the call, which halves the admission cost of the
 // commonest submission.
 // Pods with another scheduler's names (peers.go) are sent too: a scheduler name Allot takes
 // over (the pod is rewritten to Allot's, whatever else it asks), their queue label, a
@@ -117,7 +117,7 @@ object.metadata.labels.exists(k, k in ['kai.scheduler/queue', 'runai/queue']) ||
 object.spec.containers.exists(c, has(c.resources) && ((has(c.resources.limits) && c.resources.limits.exists(k, k.contains('/') && k != 'nvidia.com/gpu')) ||
 (has(c.resources.requests) && c.resources.requests.exists(k, k.contains('/') && k != 'nvidia.com/gpu')))) ||
 (has(object.spec.initContainers) && size(object.spec.initContainers) > 0) ||
-object.spec.containers.exists(c, !(has(c.resources) && has(c.resources.limits) && 'nvidia.com/gpu' in c.resources.limits))`
+object.spec.containers.exists(c, !(has(c.resources) && has(c.resources.limits) && 'nvidia.com/gpu' in c.resources.limits && string(c.resources.limits['nvidia.com/gpu']) != '0'))`
 
 // SchedulerCondition is the match condition of the pod webhooks: pods of Allot's, and
 // those of the schedulers an admin had it take over (Peers.AdoptSchedulers).

@@ -59,3 +59,32 @@ func TestTenantPluginPodsSidecarsGetNoDevice(t *testing.T) {
 		}
 	}
 }
+
+// The mutating webhook's condition, as the real API server evaluates it: a bare pod that
+// names its queue with a sidecar and no init container, or with a sidecar whose
+// nvidia.com/gpu limit is 0 (which asks for nothing), is sent to the webhook and its
+// sidecar told void; a pod whose every container asks a GPU skips the call and is admitted.
+func TestTenantBarePodsSidecarsAreSentToTheWebhook(t *testing.T) {
+	e := start(t, 1, 4)
+	e.Queue(t, "team-a", 4, nil)
+	alice := tenant(t, e)
+	one := corev1.ResourceList{v1alpha1.GPUResource: resource.MustParse("1")}
+	for _, c := range []struct {
+		name    string
+		sidecar corev1.ResourceList
+	}{{"no-limits", nil}, {"zero", corev1.ResourceList{v1alpha1.GPUResource: resource.MustParse("0")}}, {"both-ask", one}} {
+		p := kubetest.PodSpec{Name: c.name, Queue: "team-a"}.Pod()
+		p.Namespace = "ml"
+		p.Spec.Containers[0].Resources.Limits = one
+		p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Name: "sidecar", Image: "nvcr.io/nvidia/cuda:12.4.0-base-ubuntu22.04",
+			Resources: corev1.ResourceRequirements{Limits: c.sidecar}})
+		got, err := alice.CoreV1().Pods("ml").Create(e.Ctx, p, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		v, set := e.ContainerEnv(t, got, "sidecar")["NVIDIA_VISIBLE_DEVICES"]
+		if asks := c.name == "both-ask"; asks && set || !asks && v != "void" {
+			t.Errorf("%s: the sidecar has NVIDIA_VISIBLE_DEVICES=%q (set %v)", c.name, v, set)
+		}
+	}
+}
