@@ -20,9 +20,11 @@ import (
 // every read, through the snapshot, the node room and kube-scheduler's plugins.
 //
 // Allot's own pods, and every pod of the system namespace (reservations), stay whole: the
-// scheduler writes their status and reads them as a whole. The pod informer is this
-// scheduler's alone (its factory is made in start), so no other reader sees the trimmed
-// pods.
+// scheduler writes their status and reads them as a whole. The pod informer's factory is
+// made in start and shared only with kube-scheduler's plugins that the scheduler runs
+// (podfit, DRA), which read other pods for what is kept here; VolumeBinding's one read of
+// pods (at PreBind, off) would be of Allot's own, untrimmed pod. No other part of the
+// process (idle controller, metrics API, dashboard) sees the trimmed pods.
 
 // trimObject is the informers' transform: managed fields dropped from every object, and
 // other schedulers' pods trimmed to what the scheduler reads of them.
@@ -53,6 +55,9 @@ func trimPod(p *corev1.Pod) *corev1.Pod {
 		},
 		Status: corev1.PodStatus{
 			Phase: p.Status.Phase, StartTime: p.Status.StartTime, Resize: p.Status.Resize,
+			// Pod-level resources as resized (read by kube-scheduler's resource helpers
+			// under InPlacePodLevelResourcesVerticalScaling): nil on nearly every pod.
+			Resources: p.Status.Resources, AllocatedResources: p.Status.AllocatedResources,
 			ContainerStatuses:     trimStatuses(p.Status.ContainerStatuses),
 			InitContainerStatuses: trimStatuses(p.Status.InitContainerStatuses),
 			ResourceClaimStatuses: p.Status.ResourceClaimStatuses,
