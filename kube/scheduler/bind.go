@@ -163,8 +163,13 @@ func (s *Scheduler) bind(ctx context.Context, j *bindJob) error {
 		}
 		return s.bindMIG(ctx, j)
 	}
-	if b.Share > 0 && !claimed && s.opts.RequireGPUEnv && !v1alpha1.HasGPUEnv(p) && p.Annotations[v1alpha1.AnnotationConfigMap] == "" {
-		return fmt.Errorf("the pod shares a GPU but was admitted without Allot's webhook (its containers have no entries to read their device from): delete it and create it again while the webhook answers")
+	// The ConfigMap layout (allot.dev/gpu-configmap) is an earlier webhook's, honoured only on
+	// a pod the API server created before the one-container layout: on a newer pod it was
+	// written by its owner with the webhooks skipped, to a ConfigMap the owner may rewrite.
+	oldConfigMap := p.Annotations[v1alpha1.AnnotationConfigMap] != "" && !p.CreationTimestamp.IsZero() &&
+		p.CreationTimestamp.Time.Before(v1alpha1.OneContainerSliceSince)
+	if b.Share > 0 && !claimed && s.opts.RequireGPUEnv && !v1alpha1.HasGPUEnv(p) && !oldConfigMap {
+		return fmt.Errorf("the pod shares a GPU but was admitted without Allot's webhook, or by one older than this scheduler (its containers have no entries, or not the current ones, to read their device from): delete it and create it again while the webhook answers")
 	}
 	if b.Share > 0 && !claimed {
 		if uuids, ok := s.agentUUIDs(b.Node); ok {

@@ -102,4 +102,22 @@ func TestSharingPodAdmittedWithoutTheWebhookIsNotBound(t *testing.T) {
 	if p := e.Pods(t, "default")["nb"]; kubetest.Bound(p) {
 		t.Errorf("nb bound to %s with no way to reach its device", p.Spec.NodeName)
 	}
+
+	// With the validator skipped too, a new pod naming an earlier webhook's ConfigMap (one
+	// its owner may rewrite) is not bound either: that layout is honoured only on pods
+	// created before the one-container layout.
+	if err := e.Client.AdmissionregistrationV1().ValidatingWebhookConfigurations().Delete(e.Ctx, "allot", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second)
+	cm := fraction("cm", "0.5")
+	cm.Annotations[v1alpha1.AnnotationConfigMap] = "mine"
+	e.MustPod(t, cm)
+	e.WaitFor(t, "cm told why it is not bound", func() (bool, string) {
+		ev := strings.Join(e.Events(t, "default", "cm"), "\n")
+		return strings.Contains(ev, "admitted without Allot's webhook"), ev
+	})
+	if p := e.Pods(t, "default")["cm"]; kubetest.Bound(p) {
+		t.Errorf("cm bound to %s by a ConfigMap its owner writes", p.Spec.NodeName)
+	}
 }
