@@ -65,16 +65,24 @@ func (s *Scheduler) bindMIGOnce(ctx context.Context, j *bindJob) error {
 		}
 	}
 	if uuid == "" {
-		if err := s.wishMIG(ctx, kn, v1alpha1.MIGWish{GPU: node.GPUs[g].UUID, Profile: b.MIG, Start: start,
-			Pod: p.Namespace + "/" + p.Name, Since: s.opts.Now()}); err != nil {
-			return err
-		}
+		// Held before the wish is written: a pod of the same name found gone meanwhile
+		// (a StatefulSet's pod made again) must see this one waiting, or its unwishMIG
+		// would take this pod's wish off the node.
 		s.amu.Lock()
 		_, held := s.migAwaiting[p.UID]
 		if !held {
 			s.migAwaiting[p.UID] = migAwait{job: *j, since: s.opts.Now()}
 		}
 		s.amu.Unlock()
+		if err := s.wishMIG(ctx, kn, v1alpha1.MIGWish{GPU: node.GPUs[g].UUID, Profile: b.MIG, Start: start,
+			Pod: p.Namespace + "/" + p.Name, Since: s.opts.Now()}); err != nil {
+			if !held {
+				s.amu.Lock()
+				delete(s.migAwaiting, p.UID)
+				s.amu.Unlock()
+			}
+			return err
+		}
 		if !held {
 			// Said once, on the pod: why it is not bound though placed.
 			s.statuses.put(statusWrite{p: p, msg: fmt.Sprintf("placed on %s GPU %d, waiting for its agent to make the MIG %s instance at memory slice %d (asked %s)",
@@ -157,6 +165,12 @@ func (s *Scheduler) unwishMIG(ctx context.Context, node string, p *corev1.Pod) {
 	s.migWished[node] = keep
 	s.amu.Unlock()
 	if err := s.writeWishes(ctx, node, keep); err != nil {
+		// The record goes back to what the node still says, so that it is not taken for
+		// written; the wish then stays until a newer one for the node drops it (wishMIG,
+		// after twice the device report timeout).
+		s.amu.Lock()
+		s.migWished[node] = old
+		s.amu.Unlock()
 		slog.Warn("allot scheduler: dropping a MIG wish", "node", node, "pod", pod, "err", err)
 	}
 }
