@@ -171,3 +171,23 @@ func TestCDIAnnotationsOnlyFromTheBind(t *testing.T) {
 		t.Errorf("a label of its own on nb: %v", err)
 	}
 }
+
+// The scheduler's container is told its memory limit (ALLOT_MEMORY_LIMIT, from
+// resources.limits.memory), which it keeps the Go runtime to (internal/cli/memlimit.go), and
+// the chart sets one.
+func TestHelmSchedulerKnowsItsMemoryLimit(t *testing.T) {
+	d := as[appsv1.Deployment](t, deploy.Render(t)["Deployment/allot"])
+	c := d.Spec.Template.Spec.Containers[0]
+	if c.Resources.Limits.Memory().IsZero() {
+		t.Fatalf("the scheduler has no memory limit: %+v", c.Resources)
+	}
+	for _, e := range c.Env {
+		if e.Name == "ALLOT_MEMORY_LIMIT" {
+			if e.ValueFrom == nil || e.ValueFrom.ResourceFieldRef == nil || e.ValueFrom.ResourceFieldRef.Resource != "limits.memory" {
+				t.Errorf("ALLOT_MEMORY_LIMIT is %+v, want limits.memory", e)
+			}
+			return
+		}
+	}
+	t.Errorf("the scheduler's container has no ALLOT_MEMORY_LIMIT: %+v", c.Env)
+}

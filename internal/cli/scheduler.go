@@ -79,6 +79,9 @@ admission webhooks (the Helm chart registers them).`,
 			if err != nil {
 				return fmt.Errorf("no cluster: %w (set --kubeconfig)", err)
 			}
+			if _, err := applyMemoryLimit(); err != nil {
+				return err
+			}
 			if schedulerClientHook != nil {
 				schedulerClientHook(rc)
 			}
