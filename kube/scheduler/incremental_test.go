@@ -297,8 +297,9 @@ func TestIncrementalSnapshotEqualsRebuild(t *testing.T) {
 		}
 		jobs += len(w.viewOf(now, nil).Snap.Jobs)
 	})
-	// Not vacuous: the sequences leave jobs in the snapshots.
-	if jobs < 50 {
+	// Not vacuous: the sequences leave jobs in the snapshots (44 to 78 over 100 sequences in
+	// 40 runs; 50 here failed one run in twenty).
+	if jobs < 20 {
 		t.Fatalf("the generator leaves too few jobs in the snapshots: %d", jobs)
 	}
 }
