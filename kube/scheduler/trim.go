@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"strings"
+	"unique"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -40,15 +41,16 @@ func trimPod(p *corev1.Pod) *corev1.Pod {
 	out := &corev1.Pod{
 		TypeMeta: p.TypeMeta,
 		ObjectMeta: metav1.ObjectMeta{
-			Name: p.Name, Namespace: p.Namespace, UID: p.UID, ResourceVersion: p.ResourceVersion, Generation: p.Generation,
+			Name: p.Name, Namespace: unique.Make(p.Namespace).Value(), UID: p.UID, ResourceVersion: p.ResourceVersion, Generation: p.Generation,
 			CreationTimestamp: p.CreationTimestamp, DeletionTimestamp: p.DeletionTimestamp,
 			DeletionGracePeriodSeconds: p.DeletionGracePeriodSeconds,
-			Labels:                     p.Labels, OwnerReferences: p.OwnerReferences,
+			Labels:                     shared.labels(p.Labels), OwnerReferences: shared.owners(p.OwnerReferences),
 			Annotations: readAnnotations(p.Annotations),
 		},
 		Spec: corev1.PodSpec{
-			NodeName: p.Spec.NodeName, SchedulerName: p.Spec.SchedulerName, NodeSelector: p.Spec.NodeSelector,
-			Affinity: p.Spec.Affinity, Priority: p.Spec.Priority, Overhead: p.Spec.Overhead, Resources: p.Spec.Resources,
+			NodeName: unique.Make(p.Spec.NodeName).Value(), SchedulerName: unique.Make(p.Spec.SchedulerName).Value(),
+			NodeSelector: shared.labels(p.Spec.NodeSelector),
+			Affinity:     p.Spec.Affinity, Priority: p.Spec.Priority, Overhead: p.Spec.Overhead, Resources: p.Spec.Resources,
 			ResourceClaims: p.Spec.ResourceClaims, HostNetwork: p.Spec.HostNetwork,
 			Containers: trimContainers(p.Spec.Containers), InitContainers: trimContainers(p.Spec.InitContainers),
 			Volumes: trimVolumes(p.Spec.Volumes),
@@ -98,7 +100,9 @@ func trimContainers(in []corev1.Container) []corev1.Container {
 	}
 	out := make([]corev1.Container, len(in))
 	for i, c := range in {
-		out[i] = corev1.Container{Name: c.Name, Resources: c.Resources, RestartPolicy: c.RestartPolicy}
+		out[i] = corev1.Container{Name: unique.Make(c.Name).Value(), RestartPolicy: c.RestartPolicy,
+			Resources: corev1.ResourceRequirements{Requests: shared.resources(c.Resources.Requests),
+				Limits: shared.resources(c.Resources.Limits), Claims: c.Resources.Claims}}
 		for _, port := range c.Ports {
 			if port.HostPort != 0 {
 				out[i].Ports = append(out[i].Ports, port)

@@ -1,0 +1,77 @@
+package scheduler
+
+import (
+	"fmt"
+	"reflect"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// replica is a pod of another scheduler's ReplicaSet as each arrives from the API server:
+// decoded on its own, with maps of its own.
+func replica(name string, cpu string) *corev1.Pod {
+	yes := true
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "web",
+			Labels:          map[string]string{"app": "web", "pod-template-hash": "5d4f"},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "web-5d4f", UID: "rs-1", Controller: &yes}}},
+		Spec: corev1.PodSpec{SchedulerName: "default-scheduler", NodeName: "node-1", Containers: []corev1.Container{{Name: "app", Image: "web:1",
+			Resources: corev1.ResourceRequirements{
+				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse("128Mi")},
+				Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("128Mi")}}}}},
+	}
+}
+
+func sameMap[M any](a, b M) bool {
+	return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
+}
+
+// TestReplicasShareTheirSets: the trimmed replicas of one ReplicaSet hold one copy of their
+// labels, owner and requests; a replica asking something else keeps its own requests; and
+// the replica's decoded object, written afterwards, changes no other pod.
+func TestReplicasShareTheirSets(t *testing.T) {
+	a, b := replica("web-a", "100m"), replica("web-b", "0.1")
+	other := replica("web-c", "200m")
+	ta, tb, tc := trimPod(a), trimPod(b), trimPod(other)
+
+	if !sameMap(ta.Labels, tb.Labels) || !sameMap(ta.Labels, tc.Labels) {
+		t.Error("replicas with one label set hold copies of their own")
+	}
+	if &ta.OwnerReferences[0] != &tb.OwnerReferences[0] {
+		t.Error("replicas of one owner hold copies of their own owner list")
+	}
+	ra, rb, rc := ta.Spec.Containers[0].Resources, tb.Spec.Containers[0].Resources, tc.Spec.Containers[0].Resources
+	if !sameMap(ra.Requests, rb.Requests) || !sameMap(ra.Limits, rc.Limits) {
+		t.Error("equal requests (100m and 0.1 CPU are one value) or limits are held twice")
+	}
+	if sameMap(ra.Requests, rc.Requests) {
+		t.Error("a replica asking 200m shares the requests of one asking 100m")
+	}
+	if got := rc.Requests[corev1.ResourceCPU]; got.MilliValue() != 200 {
+		t.Errorf("the 200m replica's request reads %s", got.String())
+	}
+
+	a.Labels["app"] = "changed"
+	a.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU] = resource.MustParse("8")
+	if tb.Labels["app"] != "web" || tb.Spec.Containers[0].Resources.Requests.Cpu().MilliValue() != 100 {
+		t.Errorf("writing one decoded pod changed another's trimmed copy: labels %v, requests %v", tb.Labels, tb.Spec.Containers[0].Resources.Requests)
+	}
+}
+
+// TestInternTableIsBounded: pods whose label sets are all different (a StatefulSet's) fill
+// the table to its limit at most, and each keeps its own set.
+func TestInternTableIsBounded(t *testing.T) {
+	in := &interner{}
+	for i := range internLimit + 10 {
+		m := map[string]string{"statefulset.kubernetes.io/pod-name": fmt.Sprintf("db-%d", i)}
+		if got := in.labels(m); got["statefulset.kubernetes.io/pod-name"] != m["statefulset.kubernetes.io/pod-name"] {
+			t.Fatalf("pod %d was given another's labels: %v", i, got)
+		}
+	}
+	if n := len(in.labelSets); n > internLimit {
+		t.Errorf("the table holds %d sets, past its limit of %d", n, internLimit)
+	}
+}
