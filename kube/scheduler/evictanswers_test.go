@@ -2,18 +2,24 @@ package scheduler
 
 import (
 	"context"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/record"
+
+	"github.com/allot-dev/allot/engine"
 )
 
 // What the API server answers an eviction decides whether the pod is taken for leaving
@@ -56,4 +62,108 @@ func TestEvictionAnswersDecideWhatIsAssumed(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A cycle's evictions go a job at a time: every Event of a job's pods is written before any
+// of them is evicted (a gang's eviction cut short is then readable on its running pods),
+// and a job whose Events are written is evicted without waiting for the other jobs'
+// Events. Here the last job's Events are answered only once some pod has been evicted:
+// writing every Event of the cycle first never gets there.
+//
+//	victims: gang g (g-0, g-1, g-2), solo a-0, solo b-0 (its Event held back)
+func TestEvictionsGoAJobAtATime(t *testing.T) {
+	var planned []eviction
+	var objs []runtime.Object
+	for _, v := range []struct{ pod, job string }{{"g-0", "g"}, {"g-1", "g"}, {"g-2", "g"}, {"a-0", "a"}, {"b-0", "b"}} {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: v.pod, Namespace: "default", UID: types.UID("uid-" + v.pod)}}
+		objs = append(objs, p.DeepCopy())
+		planned = append(planned, eviction{p: p, why: "reclaimed by queue q", job: engine.JobID("default/" + v.job)})
+	}
+	client := fake.NewClientset(objs...)
+	var mu sync.Mutex
+	var order []string // "event g-0", "evict a-0", …
+	firstEviction := make(chan struct{})
+	var once sync.Once
+	client.PrependReactor("create", "events", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		ev := a.(k8stesting.CreateAction).GetObject().(*corev1.Event)
+		mu.Lock()
+		order = append(order, "event "+ev.InvolvedObject.Name)
+		mu.Unlock()
+		return true, ev, nil
+	})
+	client.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.GetSubresource() != "eviction" {
+			return false, nil, nil
+		}
+		mu.Lock()
+		order = append(order, "evict "+a.(k8stesting.CreateAction).GetObject().(*policyv1.Eviction).Name)
+		mu.Unlock()
+		once.Do(func() { close(firstEviction) })
+		return true, nil, nil
+	})
+	// b-0's Event is held back before it reaches the fake (which answers one request at a
+	// time), until a pod has been evicted or 5 s have passed.
+	held := func(ev *corev1.Event) error {
+		if ev.InvolvedObject.Name != "b-0" {
+			return nil
+		}
+		select {
+		case <-firstEviction:
+			return nil
+		case <-time.After(5 * time.Second):
+			return fmt.Errorf("no pod was evicted while b-0's Event waited")
+		}
+	}
+	s := &Scheduler{client: heldEvents{client, held}, recorder: record.NewFakeRecorder(10), opts: Options{Now: time.Now},
+		evicted: map[types.UID]time.Time{}, evicting: map[types.UID]time.Time{}}
+	s.carryOut(context.Background(), planned)
+
+	at := map[string]int{}
+	for i, o := range order {
+		at[o] = i
+	}
+	for _, p := range []string{"g-0", "g-1", "g-2", "a-0", "b-0"} {
+		if _, ok := at["evict "+p]; !ok {
+			t.Fatalf("%s was not evicted; requests in order: %v", p, order)
+		}
+	}
+	for _, member := range []string{"g-0", "g-1", "g-2"} {
+		for _, other := range []string{"g-0", "g-1", "g-2"} {
+			if at["evict "+member] < at["event "+other] {
+				t.Errorf("%s was evicted before %s's Event was written: %v", member, other, order)
+			}
+		}
+	}
+}
+
+// heldEvents is a client whose Event writes first pass hold, which may keep them waiting
+// or refuse them.
+type heldEvents struct {
+	*fake.Clientset
+	hold func(*corev1.Event) error
+}
+
+func (c heldEvents) CoreV1() typedcorev1.CoreV1Interface {
+	return heldCore{c.Clientset.CoreV1(), c.hold}
+}
+
+type heldCore struct {
+	typedcorev1.CoreV1Interface
+	hold func(*corev1.Event) error
+}
+
+func (c heldCore) Events(ns string) typedcorev1.EventInterface {
+	return heldEventWrites{c.CoreV1Interface.Events(ns), c.hold}
+}
+
+type heldEventWrites struct {
+	typedcorev1.EventInterface
+	hold func(*corev1.Event) error
+}
+
+func (e heldEventWrites) Create(ctx context.Context, ev *corev1.Event, opts metav1.CreateOptions) (*corev1.Event, error) {
+	if err := e.hold(ev); err != nil {
+		return nil, err
+	}
+	return e.EventInterface.Create(ctx, ev, opts)
 }

@@ -41,7 +41,7 @@ func (s *Scheduler) evict(ctx context.Context, plan *engine.Plan, idx *index) (e
 		if at, ok := s.evicting[p.UID]; ok && time.Since(at) < evictionResend {
 			continue
 		}
-		planned = append(planned, eviction{p, e.Reason.Message})
+		planned = append(planned, eviction{p, e.Reason.Message, e.Job})
 	}
 	s.amu.Unlock()
 	if len(planned) == 0 {
@@ -61,10 +61,11 @@ func (s *Scheduler) evict(ctx context.Context, plan *engine.Plan, idx *index) (e
 	return evictedOn, evicted, s.fence.ok()
 }
 
-// eviction is one pod to evict, and why.
+// eviction is one pod to evict, why, and the job it takes the pod from.
 type eviction struct {
 	p   *corev1.Pod
 	why string
+	job engine.JobID
 }
 
 // forget drops an eviction not carried out: the pod runs on, and the next cycle that still
@@ -93,67 +94,116 @@ func (s *Scheduler) stillEvicting(p *corev1.Pod) {
 	}
 }
 
-// carryOut writes one cycle's evictions: every Event, then every request.
+// carryOut writes one cycle's evictions, a job at a time: every Event of the job's pods,
+// then their eviction requests. The jobs go through two stages at once, evictWorkers
+// requests in flight in each: a job whose Events are all written has its pods evicted while
+// later jobs' Events are still being written, so the victims start leaving (and the
+// kubelet's writes start) at the cycle's first job, not after its last Event.
 func (s *Scheduler) carryOut(ctx context.Context, planned []eviction) {
-	// The Events are written before any request: a scheduler that dies part-way leaves a
-	// record of why each pod went, never an unexplained loss, and the next leader reads on
-	// a gang's running pods that their eviction was cut short.
+	// Within a job the Events come before any request: a scheduler that dies part-way leaves
+	// a record of why each pod went, never an unexplained loss, and the next leader reads on
+	// a gang's running pods that its eviction was cut short.
 	// Many requests at once, as binds go: each is a write the API server makes durable
 	// before it answers, and one after another a reclaim of 400 one-GPU pods took 43 s
 	// (allot bench --scenario reclaim-all --nodes 50).
 	written := make([]bool, len(planned))
+	jobs, jobOf := byJob(planned)
+	left := make([]int, len(jobs)) // Events of each job not yet answered
+	for j, members := range jobs {
+		left[j] = len(members)
+	}
+	var mu sync.Mutex
+	ready := make(chan int, len(planned)) // pods whose job's Events are all answered
+	var evicting sync.WaitGroup
+	evicting.Add(1)
+	go func() {
+		defer evicting.Done()
+		inParallelFrom(ready, func(i int) { s.request(ctx, planned[i], written[i]) })
+	}()
 	inParallel(len(planned), func(i int) {
-		if !s.fence.ok() {
-			return
+		if s.fence.ok() {
+			if err := s.eventNow(ctx, planned[i].p, corev1.EventTypeNormal, "Evicted", planned[i].why); err != nil {
+				slog.Warn("allot scheduler: evict: event not written, pod not evicted", "pod", planned[i].p.Namespace+"/"+planned[i].p.Name, "err", err)
+			} else {
+				written[i] = true
+				s.stillEvicting(planned[i].p) // a large batch waits its turn: count from the request
+			}
 		}
-		if err := s.eventNow(ctx, planned[i].p, corev1.EventTypeNormal, "Evicted", planned[i].why); err != nil {
-			slog.Warn("allot scheduler: evict: event not written, pod not evicted", "pod", planned[i].p.Namespace+"/"+planned[i].p.Name, "err", err)
-			return
-		}
-		written[i] = true
-		s.stillEvicting(planned[i].p) // a large batch waits its turn: count from the request
-	})
-	inParallel(len(planned), func(i int) {
-		p, why := planned[i].p, planned[i].why
-		if !written[i] || !s.fence.ok() {
-			// Not sure to hold the Lease, or no record of why: not evicted.
-			s.forget(p, 0)
-			return
-		}
-		ev := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, Annotations: s.leaderMark(nil)},
-			DeleteOptions: &metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &p.UID}}}
-		err := s.client.PolicyV1().Evictions(p.Namespace).Evict(ctx, ev)
-		if apierrors.IsConflict(err) && s.stillThere(ctx, p) {
-			// The API server answers Conflict for a pod of the name that is another pod,
-			// but also where it did not evict (a PodDisruptionBudget's status contended
-			// past its retries, a finished pod's precondition): a pod still there, not
-			// leaving, is running, and taken for leaving it would free its queue's share
-			// and devices in the engine's books for evictionAssumeFor.
-			s.forget(p, evictionRetry)
-			slog.Info("allot scheduler: evict: conflict, the pod is still running; asked again later", "pod", p.Namespace+"/"+p.Name, "err", err)
-			return
-		}
-		switch {
-		case err == nil || apierrors.IsNotFound(err) || apierrors.IsConflict(err):
-			// Evicted, or already gone (a pod of the same name is another pod): assumed
-			// until the informer shows it terminating or gone. A cycle in between that
-			// counted it as running would see its queue still holding it and, placing a
-			// gang anew on that partial picture, pick further victims (2,304 evicted for
-			// a gang of 2,000 GPUs: allot bench --scenario reclaim-big).
-			s.stillEvicting(p)
-		case apierrors.IsTooManyRequests(err):
-			// Asked again only after evictionResend, so that a budget that holds for long
-			// does not add an Evicted and an EvictionBlocked Event every cycle.
-			s.amu.Lock()
-			delete(s.evicted, p.UID)
-			s.amu.Unlock()
-			s.recorder.Eventf(p, corev1.EventTypeWarning, "EvictionBlocked", "not evicted after all: a PodDisruptionBudget does not allow it (%s)", why)
-		default:
-			s.forget(p, evictionRetry)
-			s.recorder.Eventf(p, corev1.EventTypeWarning, "EvictionFailed", "not evicted after all: %v", err)
-			slog.Warn("allot scheduler: evict", "pod", p.Name, "err", err)
+		mu.Lock()
+		j := jobOf[i]
+		left[j]--
+		done := left[j] == 0
+		mu.Unlock()
+		if done {
+			for _, i := range jobs[j] {
+				ready <- i
+			}
 		}
 	})
+	close(ready)
+	evicting.Wait()
+}
+
+// byJob groups the planned evictions by the job they take pods from, in the plan's order:
+// each job's indices into planned, and each eviction's job.
+func byJob(planned []eviction) (jobs [][]int, jobOf []int) {
+	at := map[engine.JobID]int{}
+	jobOf = make([]int, len(planned))
+	for i, e := range planned {
+		j, ok := at[e.job]
+		if !ok {
+			j = len(jobs)
+			at[e.job] = j
+			jobs = append(jobs, nil)
+		}
+		jobs[j] = append(jobs[j], i)
+		jobOf[i] = j
+	}
+	return jobs, jobOf
+}
+
+// request asks the API server to evict e's pod, once its Event is written, and keeps what
+// the answer says: the pod leaving, or running on and asked again later.
+func (s *Scheduler) request(ctx context.Context, e eviction, written bool) {
+	p, why := e.p, e.why
+	if !written || !s.fence.ok() {
+		// Not sure to hold the Lease, or no record of why: not evicted.
+		s.forget(p, 0)
+		return
+	}
+	ev := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, Annotations: s.leaderMark(nil)},
+		DeleteOptions: &metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &p.UID}}}
+	err := s.client.PolicyV1().Evictions(p.Namespace).Evict(ctx, ev)
+	if apierrors.IsConflict(err) && s.stillThere(ctx, p) {
+		// The API server answers Conflict for a pod of the name that is another pod,
+		// but also where it did not evict (a PodDisruptionBudget's status contended
+		// past its retries, a finished pod's precondition): a pod still there, not
+		// leaving, is running, and taken for leaving it would free its queue's share
+		// and devices in the engine's books for evictionAssumeFor.
+		s.forget(p, evictionRetry)
+		slog.Info("allot scheduler: evict: conflict, the pod is still running; asked again later", "pod", p.Namespace+"/"+p.Name, "err", err)
+		return
+	}
+	switch {
+	case err == nil || apierrors.IsNotFound(err) || apierrors.IsConflict(err):
+		// Evicted, or already gone (a pod of the same name is another pod): assumed
+		// until the informer shows it terminating or gone. A cycle in between that
+		// counted it as running would see its queue still holding it and, placing a
+		// gang anew on that partial picture, pick further victims (2,304 evicted for
+		// a gang of 2,000 GPUs: allot bench --scenario reclaim-big).
+		s.stillEvicting(p)
+	case apierrors.IsTooManyRequests(err):
+		// Asked again only after evictionResend, so that a budget that holds for long
+		// does not add an Evicted and an EvictionBlocked Event every cycle.
+		s.amu.Lock()
+		delete(s.evicted, p.UID)
+		s.amu.Unlock()
+		s.recorder.Eventf(p, corev1.EventTypeWarning, "EvictionBlocked", "not evicted after all: a PodDisruptionBudget does not allow it (%s)", why)
+	default:
+		s.forget(p, evictionRetry)
+		s.recorder.Eventf(p, corev1.EventTypeWarning, "EvictionFailed", "not evicted after all: %v", err)
+		slog.Warn("allot scheduler: evict", "pod", p.Name, "err", err)
+	}
 }
 
 // stillThere tells whether pod p itself (by UID) is still in the API server and not
@@ -170,8 +220,20 @@ const evictWorkers = 32
 // inParallel calls f for 0..n-1, evictWorkers at a time, and returns when all are done.
 func inParallel(n int, f func(i int)) {
 	next := make(chan int)
+	go func() {
+		for i := 0; i < n; i++ {
+			next <- i
+		}
+		close(next)
+	}()
+	inParallelFrom(next, f)
+}
+
+// inParallelFrom calls f for each value from next, evictWorkers at a time, and returns
+// once next is closed and every call has returned.
+func inParallelFrom(next <-chan int, f func(i int)) {
 	var wg sync.WaitGroup
-	for w := 0; w < min(evictWorkers, n); w++ {
+	for w := 0; w < evictWorkers; w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -180,10 +242,6 @@ func inParallel(n int, f func(i int)) {
 			}
 		}()
 	}
-	for i := 0; i < n; i++ {
-		next <- i
-	}
-	close(next)
 	wg.Wait()
 }
 
