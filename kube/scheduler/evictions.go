@@ -3,6 +3,7 @@ package scheduler
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -120,7 +121,10 @@ func (s *Scheduler) carryOut(ctx context.Context, planned []eviction) {
 		defer evicting.Done()
 		inParallelFrom(ready, func(i int) { s.request(ctx, planned[i], written[i]) })
 	}()
-	inParallel(len(planned), func(i int) {
+	// The Events go job after job, so that each job's are answered as soon as can be.
+	order := slices.Concat(jobs...)
+	inParallel(len(order), func(k int) {
+		i := order[k]
 		if s.fence.ok() {
 			if err := s.eventNow(ctx, planned[i].p, corev1.EventTypeNormal, "Evicted", planned[i].why); err != nil {
 				slog.Warn("allot scheduler: evict: event not written, pod not evicted", "pod", planned[i].p.Namespace+"/"+planned[i].p.Name, "err", err)
