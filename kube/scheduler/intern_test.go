@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
 )
 
 // replica is a pod of another scheduler's ReplicaSet as each arrives from the API server:
@@ -73,5 +74,32 @@ func TestInternTableIsBounded(t *testing.T) {
 	}
 	if n := len(in.labelSets); n > internLimit {
 		t.Errorf("the table holds %d sets, past its limit of %d", n, internLimit)
+	}
+}
+
+// TestStreamedListTrimsEachPodOnce: on client-go's own path for a streamed initial list (the
+// pods trimmed into the list's store as they arrive, then the whole list handed to the
+// informer's queue, which applies the transform again), the queue gets the very pod the list
+// trimmed, not a second copy.
+func TestStreamedListTrimsEachPodOnce(t *testing.T) {
+	listed := cache.NewStore(cache.DeletionHandlingMetaNamespaceKeyFunc, cache.WithTransformer(trimObject))
+	if err := listed.Add(replica("web-a", "100m")); err != nil {
+		t.Fatal(err)
+	}
+	trimmed := listed.List()[0].(*corev1.Pod)
+	if trimmed.Spec.Containers[0].Image != "" {
+		t.Fatal("the list's store holds the pod whole")
+	}
+	fifo := cache.NewRealFIFO(cache.MetaNamespaceKeyFunc, cache.NewStore(cache.MetaNamespaceKeyFunc), trimObject)
+	if err := fifo.Replace(listed.List(), "1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fifo.Pop(func(obj any, _ bool) error {
+		if got := obj.(cache.Deltas)[0].Object.(*corev1.Pod); got != trimmed {
+			t.Errorf("the informer's queue holds another copy of the trimmed pod")
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
 	}
 }
