@@ -9,8 +9,6 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"os"
-	"runtime/debug"
 	"sync"
 	"time"
 
@@ -115,7 +113,6 @@ func (s *Scheduler) start(parent context.Context) error {
 	fit.CountedByEngine(s.opts.Accelerators.Resources())
 	s.fit = fit
 	synced = append(synced, s.startDRA(ctx, factory)...)
-	defer collectHarderWhileListing()()
 	factory.Start(ctx.Done())
 	afactory.Start(ctx.Done())
 	s.startAgentLeases(ctx)
@@ -137,26 +134,6 @@ func (s *Scheduler) start(parent context.Context) error {
 		}
 	}
 	return nil
-}
-
-// listingGCPercent is the collector's target (GOGC) while the informers make their first
-// lists. Those lists are the process's peak: the cache grows from nothing to what it will
-// hold while every object arrives whole and is trimmed, and at the default of 100 the heap
-// may reach twice what is live before a collection. A restart on 140,000 pods peaked at
-// 1,139 MiB of RSS for about 400 MiB kept (allot bench --scenario restart, commit f77e90e):
-// past a limit sized for the scheduler's steady state, it would be killed as it starts on
-// the clusters it is most needed on. Collecting twice as often for those seconds costs CPU
-// once, at the start.
-const listingGCPercent = 50
-
-// collectHarderWhileListing sets listingGCPercent, unless GOGC says otherwise, and gives
-// what puts the target back.
-func collectHarderWhileListing() (restore func()) {
-	if os.Getenv("GOGC") != "" {
-		return func() {}
-	}
-	prev := debug.SetGCPercent(listingGCPercent)
-	return func() { debug.SetGCPercent(prev) }
 }
 
 // dropManagedFields leaves out what the API server records of who set which field (as
