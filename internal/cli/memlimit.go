@@ -18,9 +18,10 @@ const envMemoryLimit = "ALLOT_MEMORY_LIMIT"
 const memoryLimitShare = 0.9
 
 // applyMemoryLimit tells the Go runtime the container's memory limit, unless GOMEMLIMIT
-// already does. Without it the collector lets the heap grow to twice what is live: at a
-// restart on 140,000 pods that is a peak of 1.3 GiB for 0.4 GiB kept (docs/performance.md),
-// over the chart's 1 GiB limit, and the scheduler would be killed as it starts on the
+// already does. Without it the collector lets the heap grow to twice what is live, and a
+// restart is when the most arrives at once (805 MiB of RSS at 140,000 pods,
+// docs/performance.md; 1.3 GiB before other schedulers' pods were shared and trimmed once):
+// a limit sized for the steady state would see the scheduler killed as it starts on the
 // clusters it is most needed on. With it the collector works harder near the limit instead.
 // It returns the limit set (0: none) and an error naming the variable when it is not bytes.
 func applyMemoryLimit() (int64, error) {

@@ -70,7 +70,8 @@ func TestEvictionAnswersDecideWhatIsAssumed(t *testing.T) {
 // Events. Here the last job's Events are answered only once some pod has been evicted:
 // writing every Event of the cycle first never gets there.
 //
-//	victims: gang g (g-0, g-1, g-2), solo a-0, solo b-0 (its Event held back)
+//	victims: gang g (g-0, g-1, g-2; g-2's Event held until a-0 is evicted),
+//	         solo a-0, solo b-0 (its Event held until a pod is evicted)
 func TestEvictionsGoAJobAtATime(t *testing.T) {
 	var planned []eviction
 	var objs []runtime.Object
@@ -82,8 +83,8 @@ func TestEvictionsGoAJobAtATime(t *testing.T) {
 	client := fake.NewClientset(objs...)
 	var mu sync.Mutex
 	var order []string // "event g-0", "evict a-0", …
-	firstEviction := make(chan struct{})
-	var once sync.Once
+	firstEviction, soloEvicted := make(chan struct{}), make(chan struct{})
+	var once, soloOnce sync.Once
 	client.PrependReactor("create", "events", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		ev := a.(k8stesting.CreateAction).GetObject().(*corev1.Event)
 		mu.Lock()
@@ -95,23 +96,30 @@ func TestEvictionsGoAJobAtATime(t *testing.T) {
 		if a.GetSubresource() != "eviction" {
 			return false, nil, nil
 		}
+		name := a.(k8stesting.CreateAction).GetObject().(*policyv1.Eviction).Name
 		mu.Lock()
-		order = append(order, "evict "+a.(k8stesting.CreateAction).GetObject().(*policyv1.Eviction).Name)
+		order = append(order, "evict "+name)
 		mu.Unlock()
 		once.Do(func() { close(firstEviction) })
+		if name == "a-0" {
+			soloOnce.Do(func() { close(soloEvicted) })
+		}
 		return true, nil, nil
 	})
 	// b-0's Event is held back before it reaches the fake (which answers one request at a
-	// time), until a pod has been evicted or 5 s have passed.
+	// time) until a pod has been evicted, and g-2's until a-0 has: a scheduler evicting each
+	// pod as soon as its own Event is written evicts g-0 and g-1 before g-2's Event. Each
+	// waits 5 s at most.
 	held := func(ev *corev1.Event) error {
-		if ev.InvolvedObject.Name != "b-0" {
+		wait := map[string]chan struct{}{"b-0": firstEviction, "g-2": soloEvicted}[ev.InvolvedObject.Name]
+		if wait == nil {
 			return nil
 		}
 		select {
-		case <-firstEviction:
+		case <-wait:
 			return nil
 		case <-time.After(5 * time.Second):
-			return fmt.Errorf("no pod was evicted while b-0's Event waited")
+			return fmt.Errorf("%s's Event waited in vain", ev.InvolvedObject.Name)
 		}
 	}
 	s := &Scheduler{client: heldEvents{client, held}, recorder: record.NewFakeRecorder(10), opts: Options{Now: time.Now},

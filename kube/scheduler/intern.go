@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"encoding/binary"
 	"maps"
 	"slices"
 	"sync"
@@ -44,13 +45,15 @@ func (in *interner) labels(m map[string]string) map[string]string {
 	defer in.mu.Unlock()
 	in.key = in.key[:0]
 	for _, k := range sortedKeys(m) {
-		in.key = append(append(append(append(in.key, k...), 0), m[k]...), 0)
+		in.key = appendField(appendField(in.key, k), m[k])
 	}
 	return intern(&in.labelSets, in.key, m, maps.Clone)
 }
 
 // resources gives the table's copy of a resource list equal to rl: the same names and
-// quantities of the same value and format (their canonical strings).
+// quantities of the same canonical string (so of the same value; of two formats of one
+// value, such as 512 and 512 bytes in binary, the first kept is given: every reader
+// compares values).
 func (in *interner) resources(rl corev1.ResourceList) corev1.ResourceList {
 	if len(rl) == 0 {
 		return rl
@@ -60,7 +63,7 @@ func (in *interner) resources(rl corev1.ResourceList) corev1.ResourceList {
 	in.key = in.key[:0]
 	for _, name := range sortedKeys(rl) {
 		q := rl[name]
-		in.key = append(append(append(append(in.key, name...), 0), q.String()...), 0)
+		in.key = appendField(appendField(in.key, string(name)), q.String())
 	}
 	return intern(&in.resourceSets, in.key, rl, corev1.ResourceList.DeepCopy)
 }
@@ -72,7 +75,7 @@ func (in *interner) owners(refs []metav1.OwnerReference) []metav1.OwnerReference
 	}
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	in.key = in.key[:0]
+	in.key = binary.AppendUvarint(in.key[:0], uint64(len(refs)))
 	flag := func(b *bool) byte {
 		switch {
 		case b == nil:
@@ -84,7 +87,7 @@ func (in *interner) owners(refs []metav1.OwnerReference) []metav1.OwnerReference
 	}
 	for _, r := range refs {
 		for _, s := range []string{r.APIVersion, r.Kind, r.Name, string(r.UID)} {
-			in.key = append(append(in.key, s...), 0)
+			in.key = appendField(in.key, s)
 		}
 		in.key = append(in.key, flag(r.Controller), flag(r.BlockOwnerDeletion))
 	}
@@ -110,6 +113,12 @@ func intern[V any](table *map[string]V, key []byte, v V, clone func(V) V) V {
 	v = clone(v)
 	(*table)[string(key)] = v
 	return v
+}
+
+// appendField appends s to a key, after its length: no two different sequences of fields
+// make one key, whatever bytes the fields hold (an owner's name or UID may hold any).
+func appendField(key []byte, s string) []byte {
+	return append(binary.AppendUvarint(key, uint64(len(s))), s...)
 }
 
 func sortedKeys[K ~string, V any](m map[K]V) []K {

@@ -34,6 +34,9 @@ func sameMap[M any](a, b M) bool {
 // labels, owner and requests; a replica asking something else keeps its own requests; and
 // the replica's decoded object, written afterwards, changes no other pod.
 func TestReplicasShareTheirSets(t *testing.T) {
+	kept := shared
+	shared = &interner{} // not one that other tests may have filled to its limit
+	t.Cleanup(func() { shared = kept })
 	a, b := replica("web-a", "100m"), replica("web-b", "0.1")
 	other := replica("web-c", "200m")
 	ta, tb, tc := trimPod(a), trimPod(b), trimPod(other)
@@ -101,5 +104,17 @@ func TestStreamedListTrimsEachPodOnce(t *testing.T) {
 		return nil
 	}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestOwnerKeysDoNotCollide: an owner's fields may hold any bytes, yet one owner list made to
+// read like two (a UID holding the second owner's fields) is not given the other's list.
+func TestOwnerKeysDoNotCollide(t *testing.T) {
+	in := &interner{}
+	two := []metav1.OwnerReference{{APIVersion: "v1", Kind: "A", Name: "a", UID: "1"}, {APIVersion: "v1", Kind: "B", Name: "b", UID: "2"}}
+	one := []metav1.OwnerReference{{APIVersion: "v1", Kind: "A", Name: "a", UID: "1\x00--v1\x00B\x00b\x002"}}
+	in.owners(two)
+	if got := in.owners(one); len(got) != 1 || got[0].UID != one[0].UID {
+		t.Errorf("a one-owner list was given %v", got)
 	}
 }

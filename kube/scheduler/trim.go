@@ -46,8 +46,9 @@ func trimObject(obj any) (any, error) {
 }
 
 // trimmedMark marks the pods trimPod made, in the one field of a pod that nothing reads and
-// the API server no longer fills: selfLink (gone since Kubernetes 1.20). A pod written with
-// it by its owner is only left whole.
+// the API server no longer fills: selfLink (gone since Kubernetes 1.20; the server clears
+// whatever a client writes there before storing the object), so no pod from the API server
+// carries it.
 const trimmedMark = "allot.dev/trimmed"
 
 // trimPod is another scheduler's pod with only the fields the scheduler reads.
