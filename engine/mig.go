@@ -184,15 +184,10 @@ func (s *session) pendingMIG(r PodRequest) MilliGPU {
 	if r.MIG == "" {
 		return max(r.MIGShare, ceilShare(r.MIGMemory, max(s.maxGPUMemory, 1)))
 	}
-	if share, ok := s.migShares[trimMediaName(r.MIG)]; ok {
+	if share, ok := s.migShares[mig.TrimMedia(r.MIG)]; ok {
 		return share
 	}
 	return OneGPU // no device has the profile: it waits, and wants a GPU meanwhile
-}
-
-// trimMediaName is a profile's name without its media extension, as mig.Model names it.
-func trimMediaName(name string) string {
-	return strings.TrimSuffix(strings.TrimSuffix(name, "+me"), ".me")
 }
 
 // noteMIGShares records, for pendingMIG, the least share each profile counts on a device.

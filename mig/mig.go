@@ -54,7 +54,7 @@ type Model struct {
 // Profile finds a profile by name; a media-extension profile ("1g.10gb+me", or ".me" as
 // the device plugin spells it in resource names) is looked up by its base geometry.
 func (m *Model) Profile(name string) (*Profile, bool) {
-	name = trimMedia(name)
+	name = TrimMedia(name)
 	for i := range m.Profiles {
 		if m.Profiles[i].Name == name {
 			return &m.Profiles[i], true
@@ -208,7 +208,7 @@ func abs(x int) int {
 // ParseName reads a profile name ("3g.40gb", "1g.10gb+me", "1g.10gb.me") into its compute
 // slices and the memory in its name, in GB; an error names what is wrong.
 func ParseName(name string) (compute, gb int, err error) {
-	base := trimMedia(name)
+	base := TrimMedia(name)
 	c, m, ok := strings.Cut(base, "g.")
 	if ok && strings.HasSuffix(m, "gb") {
 		compute, err1 := strconv.Atoi(c)
@@ -220,7 +220,9 @@ func ParseName(name string) (compute, gb int, err error) {
 	return 0, 0, fmt.Errorf("MIG profile %q: want <compute>g.<memory>gb, as 1g.10gb or 3g.40gb", name)
 }
 
-func trimMedia(name string) string {
+// TrimMedia is a profile's base geometry: a media-extension instance ("1g.10gb+me", or
+// ".me" as resource names spell it) is its base profile's, as Model names it.
+func TrimMedia(name string) string {
 	name = strings.TrimSuffix(name, "+me")
 	return strings.TrimSuffix(name, ".me")
 }

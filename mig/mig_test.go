@@ -121,7 +121,7 @@ func TestSingleStrategyProductsFindModelAndProfile(t *testing.T) {
 			continue
 		}
 		m, p, ok := ForProfile(gpu, profile)
-		if !ok || m.Name != c.model || p.Name != trimMedia(c.profile) || m.Memory() != c.memGB<<30 {
+		if !ok || m.Name != c.model || p.Name != TrimMedia(c.profile) || m.Memory() != c.memGB<<30 {
 			t.Errorf("%s: got %v %v %v", c.product, m, p, ok)
 		}
 	}

@@ -103,6 +103,12 @@ func GPUEnvFieldPath(name string) string {
 // are skipped and then bound.
 var OneContainerSliceSince = time.Date(2026, time.November, 26, 3, 2, 31, 0, time.UTC)
 
+// CreatedBeforeOneContainerSlice tells whether the API server created p before
+// OneContainerSliceSince: a pod that may hold the older layouts.
+func CreatedBeforeOneContainerSlice(p *corev1.Pod) bool {
+	return !p.CreationTimestamp.IsZero() && p.CreationTimestamp.Time.Before(OneContainerSliceSince)
+}
+
 // HasGPUEnv tells whether the container of a sharing pod given its slice reads its device
 // from the scheduler's annotations, and every other container and init container is
 // given none (the entries the mutating webhook appends): a pod admitted while the webhook
@@ -120,7 +126,7 @@ func HasGPUEnv(p *corev1.Pod) bool {
 		return last.ValueFrom != nil && last.ValueFrom.FieldRef != nil && last.ValueFrom.FieldRef.FieldPath == want,
 			last.ValueFrom == nil && last.Value == "void"
 	}
-	old := !p.CreationTimestamp.IsZero() && p.CreationTimestamp.Time.Before(OneContainerSliceSince)
+	old := CreatedBeforeOneContainerSlice(p)
 	given := SliceContainer(p)
 	for _, c := range p.Spec.Containers {
 		// The container given the slice reads its device from the pod; the others are

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"math"
 	"runtime/debug"
 	"strings"
 	"testing"
@@ -16,8 +17,9 @@ func TestMemoryLimitFromTheContainer(t *testing.T) {
 		t.Errorf("1 GiB: set %d (%v), runtime %d; want 90%% of it", got, err, debug.SetMemoryLimit(-1))
 	}
 	t.Setenv("GOMEMLIMIT", "2GiB")
-	if got, err := applyMemoryLimit(); err != nil || got != 0 {
-		t.Errorf("with GOMEMLIMIT: set %d (%v), want none", got, err)
+	debug.SetMemoryLimit(math.MaxInt64)
+	if got, err := applyMemoryLimit(); err != nil || got != 0 || debug.SetMemoryLimit(-1) != math.MaxInt64 {
+		t.Errorf("with GOMEMLIMIT: set %d (%v), runtime %d; want none", got, err, debug.SetMemoryLimit(-1))
 	}
 	t.Setenv("GOMEMLIMIT", "")
 	t.Setenv(envMemoryLimit, "1Gi")

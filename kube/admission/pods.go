@@ -291,8 +291,6 @@ func denyImageDevices(p *corev1.Pod, sharing bool) {
 	}
 }
 
-// asksPluginGPU tells whether a container asks the NVIDIA device plugin for a device: a
-// whole GPU or a MIG instance of a fixed layout, in its limits or its requests.
 // checkPluginOthersVoid refuses a pod given devices by the device plugin (whole GPUs,
 // static MIG instances) in which a container that asks for none was not told
 // NVIDIA_VISIBLE_DEVICES=void: the mutating webhook writes it, so such a pod skipped the
@@ -338,6 +336,8 @@ func toldNoDevice(c *corev1.Container) bool {
 	return void
 }
 
+// asksPluginGPU tells whether a container asks the NVIDIA device plugin for a device: a
+// whole GPU or a MIG instance of a fixed layout, in its limits or its requests.
 func asksPluginGPU(c *corev1.Container) bool {
 	for _, list := range []corev1.ResourceList{c.Resources.Limits, c.Resources.Requests} {
 		for name, q := range list {

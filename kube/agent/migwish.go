@@ -97,7 +97,7 @@ func (a *Agent) syncMIG(ctx context.Context, lib nvml.Interface, wanted string) 
 			slog.Info("allot agent: MIG wish left out, a newer one overlaps it", "node", a.opts.Node, "gpu", i, "pod", stale.Pod, "err", err)
 		})
 		sort.Slice(want, func(x, y int) bool { return want[x].Start < want[y].Start })
-		got, err := ReconcileMIG(dev, model, uniquePlacements(want))
+		got, err := ReconcileMIG(dev, model, want)
 		if err != nil {
 			a.migProblem(fmt.Sprintf("GPU %d: %v", i, err))
 			done = false
@@ -145,16 +145,6 @@ func newestFirst(model *mig.Model, wishes []v1alpha1.MIGWish, left func(v1alpha1
 			layout = append(layout, mig.Placed{Profile: p, Start: w.Start})
 		}
 		out = append(out, place)
-	}
-	return out
-}
-
-func uniquePlacements(ps []MIGPlacement) []MIGPlacement {
-	var out []MIGPlacement
-	for i, p := range ps {
-		if i == 0 || p != ps[i-1] {
-			out = append(out, p)
-		}
 	}
 	return out
 }

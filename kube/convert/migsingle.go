@@ -33,11 +33,10 @@ const MIGStrategySingle = "single"
 // singleNode is what a single-strategy node's labels say of its GPUs.
 type singleNode struct {
 	ok      bool
-	product string       // the label: "NVIDIA-A100-SXM4-40GB-MIG-1g.5gb"
-	gpu     string       // the GPUs' model: "NVIDIA-A100-SXM4-40GB"
-	profile string       // "1g.5gb", as the device plugin names it
-	model   *mig.Model   // nil where Allot does not know the model's geometry
-	prof    *mig.Profile // the profile in model
+	product string     // the label: "NVIDIA-A100-SXM4-40GB-MIG-1g.5gb"
+	gpu     string     // the GPUs' model: "NVIDIA-A100-SXM4-40GB"
+	profile string     // "1g.5gb", as the device plugin names it
+	model   *mig.Model // nil where Allot does not know the model's geometry
 }
 
 // singleMIG reads whether a node's device plugin gives its GPUs' MIG instances as
@@ -52,7 +51,7 @@ func singleMIG(n *corev1.Node) singleNode {
 		return singleNode{}
 	}
 	out := singleNode{ok: true, product: product, gpu: gpu, profile: profile}
-	out.model, out.prof, _ = mig.ForProfile(gpu, profile)
+	out.model, _, _ = mig.ForProfile(gpu, profile)
 	return out
 }
 

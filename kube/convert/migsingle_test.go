@@ -156,16 +156,19 @@ func TestSingleStrategyPodRequests(t *testing.T) {
 	sliced.Annotations = map[string]string{v1alpha1.AnnotationGPUFraction: "0.5"}
 	both := pinnedPod("1", map[string]string{v1alpha1.LabelGPUProduct: product})
 	both.Spec.Containers[0].Resources.Limits["nvidia.com/mig-1g.5gb"] = resource.MustParse("1")
-	for name, p := range map[string]*corev1.Pod{
-		"MIG and whole products":  pinnedPod("1", nil, []string{product, "NVIDIA-A100-SXM4-40GB"}),
-		"a term left unpinned":    pinnedPod("1", nil, []string{product}, nil),
-		"two profiles":            pinnedPod("1", nil, []string{product, "NVIDIA-A100-SXM4-40GB-MIG-2g.10gb"}),
-		"a slice of an instance":  sliced,
-		"both ways of asking MIG": both,
+	for name, c := range map[string]struct {
+		p    *corev1.Pod
+		want string // the phrase that says what is wrong with it
+	}{
+		"MIG and whole products":  {pinnedPod("1", nil, []string{product, "NVIDIA-A100-SXM4-40GB"}), "and other nodes"},
+		"a term left unpinned":    {pinnedPod("1", nil, []string{product}, nil), "and other nodes"},
+		"two profiles":            {pinnedPod("1", nil, []string{product, "NVIDIA-A100-SXM4-40GB-MIG-2g.10gb"}), "two profiles"},
+		"a slice of an instance":  {sliced, "not shared in slices"},
+		"both ways of asking MIG": {both, "asked one way"},
 	} {
-		err := MIGProblem(p)
-		if err == nil || !strings.Contains(err.Error(), "nvidia.com/gpu") {
-			t.Errorf("%s: %v, want an error naming nvidia.com/gpu", name, err)
+		err := MIGProblem(c.p)
+		if err == nil || !strings.Contains(err.Error(), "nvidia.com/gpu") || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want an error naming nvidia.com/gpu and saying %q", name, err, c.want)
 		}
 	}
 }

@@ -380,8 +380,7 @@ func migProfileFor(d migGPU, r submit.Request) (*mig.Profile, bool) {
 // sameProfile compares profile names as the engine does: a media-extension instance
 // ("1g.10gb+me", or ".me" in resource names) is its base geometry's.
 func sameProfile(a, b string) bool {
-	trim := func(s string) string { return strings.TrimSuffix(strings.TrimSuffix(s, "+me"), ".me") }
-	return trim(a) == trim(b)
+	return mig.TrimMedia(a) == mig.TrimMedia(b)
 }
 
 // migOffers says, for a MIG request no node can give, what the nodes give instead: the

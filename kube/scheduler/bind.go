@@ -166,8 +166,7 @@ func (s *Scheduler) bind(ctx context.Context, j *bindJob) error {
 	// The ConfigMap layout (allot.dev/gpu-configmap) is an earlier webhook's, honoured only on
 	// a pod the API server created before the one-container layout: on a newer pod it was
 	// written by its owner with the webhooks skipped, to a ConfigMap the owner may rewrite.
-	oldConfigMap := p.Annotations[v1alpha1.AnnotationConfigMap] != "" && !p.CreationTimestamp.IsZero() &&
-		p.CreationTimestamp.Time.Before(v1alpha1.OneContainerSliceSince)
+	oldConfigMap := p.Annotations[v1alpha1.AnnotationConfigMap] != "" && v1alpha1.CreatedBeforeOneContainerSlice(p)
 	if b.Share > 0 && !claimed && s.opts.RequireGPUEnv && !v1alpha1.HasGPUEnv(p) && !oldConfigMap {
 		return fmt.Errorf("the pod shares a GPU but was admitted without Allot's webhook, or by one older than this scheduler (its containers have no entries, or not the current ones, to read their device from): delete it and create it again while the webhook answers")
 	}

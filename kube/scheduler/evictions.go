@@ -119,7 +119,7 @@ func (s *Scheduler) carryOut(ctx context.Context, planned []eviction) {
 	evicting.Add(1)
 	go func() {
 		defer evicting.Done()
-		inParallelFrom(ready, func(i int) { s.request(ctx, planned[i], written[i]) })
+		inParallelFrom(ready, min(evictWorkers, len(planned)), func(i int) { s.request(ctx, planned[i], written[i]) })
 	}()
 	// The Events go job after job, so that each job's are answered as soon as can be.
 	order := slices.Concat(jobs...)
@@ -230,14 +230,14 @@ func inParallel(n int, f func(i int)) {
 		}
 		close(next)
 	}()
-	inParallelFrom(next, f)
+	inParallelFrom(next, min(evictWorkers, n), f)
 }
 
-// inParallelFrom calls f for each value from next, evictWorkers at a time, and returns
-// once next is closed and every call has returned.
-func inParallelFrom(next <-chan int, f func(i int)) {
+// inParallelFrom calls f for each value from next, workers at a time, and returns once
+// next is closed and every call has returned.
+func inParallelFrom(next <-chan int, workers int, f func(i int)) {
 	var wg sync.WaitGroup
-	for w := 0; w < evictWorkers; w++ {
+	for w := 0; w < workers; w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

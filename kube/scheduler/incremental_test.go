@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -107,22 +108,14 @@ func sameAsRebuilt(events []informerEvent, now time.Time) error {
 			return err
 		}
 		inc, full := w.viewOf(now, kept), w.viewOf(now, &convCache{})
-		sortIDs(inc.Pods)
-		sortIDs(full.Pods)
+		slices.Sort(inc.Pods)
+		slices.Sort(full.Pods)
 		if !reflect.DeepEqual(inc, full) {
 			return fmt.Errorf("after event %d (%s %s): the snapshot kept between cycles differs from a full rebuild:\nkept  %+v\nfull  %+v",
 				i, e.op, objName(e.obj), inc.Snap, full.Snap)
 		}
 	}
 	return nil
-}
-
-func sortIDs(ids []engine.PodID) {
-	for i := 1; i < len(ids); i++ {
-		for j := i; j > 0 && ids[j] < ids[j-1]; j-- {
-			ids[j], ids[j-1] = ids[j-1], ids[j]
-		}
-	}
 }
 
 func objName(o any) string {

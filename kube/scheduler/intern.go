@@ -44,7 +44,7 @@ func (in *interner) labels(m map[string]string) map[string]string {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	in.key = in.key[:0]
-	for _, k := range sortedKeys(m) {
+	for _, k := range slices.Sorted(maps.Keys(m)) {
 		in.key = appendField(appendField(in.key, k), m[k])
 	}
 	return intern(&in.labelSets, in.key, m, maps.Clone)
@@ -61,7 +61,7 @@ func (in *interner) resources(rl corev1.ResourceList) corev1.ResourceList {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	in.key = in.key[:0]
-	for _, name := range sortedKeys(rl) {
+	for _, name := range slices.Sorted(maps.Keys(rl)) {
 		q := rl[name]
 		in.key = appendField(appendField(in.key, string(name)), q.String())
 	}
@@ -119,13 +119,4 @@ func intern[V any](table *map[string]V, key []byte, v V, clone func(V) V) V {
 // make one key, whatever bytes the fields hold (an owner's name or UID may hold any).
 func appendField(key []byte, s string) []byte {
 	return append(binary.AppendUvarint(key, uint64(len(s))), s...)
-}
-
-func sortedKeys[K ~string, V any](m map[K]V) []K {
-	keys := make([]K, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }

@@ -76,12 +76,7 @@ func (s *Scheduler) bindMIGOnce(ctx context.Context, j *bindJob) error {
 		s.amu.Unlock()
 		if err := s.wishMIG(ctx, kn, v1alpha1.MIGWish{GPU: node.GPUs[g].UUID, Profile: b.MIG, Start: start,
 			Pod: p.Namespace + "/" + p.Name, Since: s.opts.Now()}); err != nil {
-			if !held {
-				s.amu.Lock()
-				delete(s.migAwaiting, p.UID)
-				s.amu.Unlock()
-			}
-			return err
+			return err // bindLoop lets the pod go (migAwaiting) on any error but waiting
 		}
 		if !held {
 			// Said once, on the pod: why it is not bound though placed.

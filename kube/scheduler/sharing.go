@@ -148,10 +148,12 @@ func deliveryAnnotations(p *corev1.Pod, n *corev1.Node, env map[string]string, c
 
 // writeConfigMap fills the ConfigMap an earlier version's admission webhook pointed the
 // pod's containers at (pods admitted before an upgrade), owned by the pod so that it goes
-// when the pod goes. Pods admitted since read annotations instead, and have none to fill.
+// when the pod goes. Pods admitted since read annotations instead, and have none to fill:
+// on a pod created since, the annotation was written by its owner (the webhooks skipped),
+// naming a ConfigMap the scheduler would otherwise create or overwrite.
 func (s *Scheduler) writeConfigMap(ctx context.Context, p *corev1.Pod, data map[string]string) error {
 	name := p.Annotations[v1alpha1.AnnotationConfigMap]
-	if name == "" {
+	if name == "" || !v1alpha1.CreatedBeforeOneContainerSlice(p) {
 		return nil
 	}
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: p.Namespace,

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -56,7 +55,7 @@ func (s Spec) checkMIGProducts() error {
 		return fmt.Errorf("--mig-strategy single: no %s to pin: the nodes' <model>-MIG-%s (read from the cluster's nodes; with --dry-run give the model with --gpu-type)", v1alpha1.LabelGPUProduct, s.MIG)
 	}
 	for _, p := range s.MIGProducts {
-		if _, prof, ok := mig.SingleProduct(p); !ok || trimMedia(prof) != trimMedia(s.MIG) {
+		if _, prof, ok := mig.SingleProduct(p); !ok || mig.TrimMedia(prof) != mig.TrimMedia(s.MIG) {
 			return fmt.Errorf("--mig %s --mig-strategy single: product %q is not a <model>-MIG-%s of GPU Feature Discovery's single strategy", s.MIG, p, s.MIG)
 		}
 	}
@@ -84,12 +83,6 @@ func (s Spec) askSingleMIG(c *corev1.Container, spec *corev1.PodSpec) {
 	spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
 		RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
 			MatchExpressions: []corev1.NodeSelectorRequirement{{Key: v1alpha1.LabelGPUProduct, Operator: corev1.NodeSelectorOpIn, Values: products}}}}}}}
-}
-
-// trimMedia is a profile's base geometry: a media-extension instance ("1g.10gb+me", or
-// ".me" as resource names spell it) is asked by its base profile's name.
-func trimMedia(p string) string {
-	return strings.TrimSuffix(strings.TrimSuffix(p, "+me"), ".me")
 }
 
 // checkMIG refuses what a MIG request cannot be given with, naming the flags: MIG is
