@@ -1,0 +1,165 @@
+package realnode
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// podSubnet is the pods' addresses: a range of the benchmarking block (RFC 2544), which no
+// network routes.
+const podSubnet = "198.18.0.0/24"
+
+// snapshotter is the CRI's and the image import's: overlayfs, as on a real node.
+const snapshotter = "overlayfs"
+
+// Runtime handlers the node's containerd knows: runc, as every node has, and, where a node
+// runs NVIDIA's runtime in legacy mode, "nvidia" (the GPU Operator's RuntimeClass names).
+const (
+	HandlerRunc   = "runc"
+	HandlerNVIDIA = "nvidia"
+)
+
+// containerdConfig is the node's containerd configuration (version 3, containerd 2.x):
+// the CRI with CDI on (the default since 2.0) reading the node's CDI directories, NRI on
+// at the rig's socket, the sandbox image pinned to the locally made one, and the choices
+// this kind of machine needs, each said where it is made.
+func containerdConfig(n *Node) string {
+	q := strconv.Quote
+	var b strings.Builder
+	fmt.Fprintf(&b, "version = 3\nroot = %s\nstate = %s\n", q(n.path("containerd", "root")), q(n.path("containerd", "state")))
+	fmt.Fprintf(&b, "[grpc]\n  address = %s\n", q(n.ContainerdSocket()))
+	fmt.Fprintf(&b, "[ttrpc]\n  address = %s\n", q(n.ContainerdSocket()+".ttrpc"))
+	// No metrics or debug listener: nothing of the node listens beyond its sockets.
+	fmt.Fprintf(&b, "[plugins.'io.containerd.cri.v1.images']\n  snapshotter = %s\n", q(snapshotter))
+	// The CRI would pull registry.k8s.io/pause, which cannot be reached.
+	fmt.Fprintf(&b, "  [plugins.'io.containerd.cri.v1.images'.pinned_images]\n    sandbox = %s\n", q(PauseImage))
+	fmt.Fprintf(&b, "[plugins.'io.containerd.cri.v1.runtime']\n")
+	// Where NVIDIA's device plugin and nvidia-ctk write their specs.
+	fmt.Fprintf(&b, "  cdi_spec_dirs = [%s, %s]\n", q(CDIStaticDir), q(CDIDynamicDir))
+	// This machine refuses negative OOM scores (no CAP_SYS_RESOURCE); the CRI would set
+	// the sandbox's to -998. restrict_oom_score_adj keeps each at no less than containerd's own.
+	fmt.Fprintf(&b, "  restrict_oom_score_adj = %t\n", n.restrictOOM)
+	fmt.Fprintf(&b, "  [plugins.'io.containerd.cri.v1.runtime'.containerd]\n    default_runtime_name = %s\n", q(HandlerRunc))
+	runtime := func(name, binary string) {
+		fmt.Fprintf(&b, "    [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.%s]\n      runtime_type = %s\n", name, q("io.containerd.runc.v2"))
+		fmt.Fprintf(&b, "      [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.%s.options]\n        BinaryName = %s\n        SystemdCgroup = false\n", name, q(binary))
+	}
+	runtime(HandlerRunc, n.tools.Runc)
+	for name, bin := range n.opts.ExtraRuntimes {
+		runtime(name, bin)
+	}
+	fmt.Fprintf(&b, "  [plugins.'io.containerd.cri.v1.runtime'.cni]\n    bin_dirs = [%s]\n    conf_dir = %s\n", q(n.tools.CNIDir), q(n.path("cni", "net.d")))
+	fmt.Fprintf(&b, "[plugins.'io.containerd.nri.v1.nri']\n  disable = false\n  socket_path = %s\n  plugin_path = %s\n  plugin_config_path = %s\n  plugin_registration_timeout = '5s'\n  plugin_request_timeout = '5s'\n",
+		q(n.NRISocket()), q(n.path("nri", "plugins")), q(n.path("nri", "conf.d")))
+	return b.String()
+}
+
+// cniConfig gives each pod a network namespace of its own on a bridge that carries no
+// address of the host's and routes nowhere (no gateway, no masquerade): pods reach one
+// another, and nothing beyond the node's pods reaches them or is reached by them. Pods
+// that talk to the API server (Allot's own) use the host's network and its loopback.
+func cniConfig(bridge, subnet string) string {
+	return `{"cniVersion": "1.0.0", "name": "allot-rig", "plugins": [
+  {"type": "bridge", "bridge": "` + bridge + `", "isGateway": false, "ipMasq": false, "hairpinMode": true,
+   "ipam": {"type": "host-local", "ranges": [[{"subnet": "` + subnet + `"}]], "dataDir": "` + "DATADIR" + `"}},
+  {"type": "loopback"}]}`
+}
+
+func (n *Node) startContainerd(ctx context.Context) error {
+	for _, d := range []string{n.path("containerd", "root"), n.path("containerd", "state"), n.path("cni", "net.d"), n.path("nri", "plugins"), n.path("nri", "conf.d")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return err
+		}
+	}
+	conf := strings.Replace(cniConfig(n.bridge, podSubnet), "DATADIR", n.path("cni", "ipam"), 1)
+	if err := os.WriteFile(n.path("cni", "net.d", "10-allot-rig.conflist"), []byte(conf), 0o644); err != nil {
+		return err
+	}
+	cfg := n.path("containerd", "config.toml")
+	if err := os.WriteFile(cfg, []byte(containerdConfig(n)), 0o644); err != nil {
+		return err
+	}
+	cmd := exec.CommandContext(ctx, n.tools.Containerd, "--config", cfg, "--log-level", "info")
+	// The shim (containerd-shim-runc-v2) is found on containerd's PATH.
+	cmd.Env = append(os.Environ(), "PATH="+n.tools.Dir+":"+os.Getenv("PATH"))
+	if err := n.startProcess("containerd", cmd); err != nil {
+		return err
+	}
+	return waitSocket(ctx, n.ContainerdSocket(), 60*time.Second, n.logPath("containerd"))
+}
+
+// waitSocket waits for a unix socket to accept a connection.
+func waitSocket(ctx context.Context, socket string, limit time.Duration, log string) error {
+	deadline := time.Now().Add(limit)
+	for {
+		if c, err := net.DialTimeout("unix", socket, time.Second); err == nil {
+			c.Close()
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s did not come up in %s (log: %s)\n%s", socket, limit, log, logTail(log))
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func logTail(path string) string {
+	b, _ := os.ReadFile(path)
+	return tail(string(b), 3000)
+}
+
+// ctr runs the containerd client on the node's containerd, in the CRI's namespace.
+func (n *Node) ctr(args ...string) (string, error) {
+	full := append([]string{"--address", n.ContainerdSocket(), "--namespace", "k8s.io"}, args...)
+	out, err := exec.Command(n.tools.Ctr, full...).CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("ctr %s: %w\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out), nil
+}
+
+// importImages makes and imports the node's images.
+func (n *Node) importImages() error {
+	bb, err := BusyboxFiles()
+	if err != nil {
+		return err
+	}
+	dir := n.path("images")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	images := []Image{
+		{Name: BusyboxImage, Files: bb, Cmd: []string{"sh"}},
+		{Name: PauseImage, Files: []File{{Path: "/bin", Dir: true, Mode: 0o755}, {Path: "/bin/busybox", From: bbPath(bb), Mode: 0o755}},
+			Entrypoint: []string{"/bin/busybox", "sleep", "2147483647"}},
+	}
+	images = append(images, n.opts.Images...)
+	for _, img := range images {
+		if err := importImage(n.tools.Ctr, n.ContainerdSocket(), dir, img, hostArch()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func bbPath(files []File) string {
+	for _, f := range files {
+		if f.Path == "/bin/busybox" {
+			return f.From
+		}
+	}
+	return ""
+}
+
+func hostArch() string { return runtime.GOARCH }

@@ -1,0 +1,249 @@
+package realnode_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/allot-dev/allot/kube/localcluster"
+	"github.com/allot-dev/allot/kube/realnode"
+)
+
+// One control plane and one real node serve every test of the package: the node is the
+// machine's (one kubelet per machine), and starting it takes a while.
+var (
+	rig     *realnode.Node
+	client  kubernetes.Interface
+	cluster *localcluster.Cluster
+	rigErr  error
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	if err := realnode.CheckMachine(); err != nil {
+		// Said on every run, not only with -v: the tests below skip with the same words.
+		fmt.Fprintf(os.Stderr, "REAL-NODE TESTS DO NOT RUN HERE: %v\n", err)
+		rigErr = err
+		return m.Run()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	dir, err := os.MkdirTemp("", "allot-realnode-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	wd, _ := os.Getwd()
+	tools, err := realnode.BuildTools(ctx, realnode.DefaultToolsDir(), wd, os.Stderr)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	cluster, err = localcluster.Start(ctx, filepath.Join(dir, "cluster"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer cluster.Stop()
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	if err := cluster.WriteKubeconfig(kubeconfig); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	client = kubernetes.NewForConfigOrDie(cluster.Config)
+	start := time.Now()
+	rig, err = realnode.Start(ctx, realnode.Options{Name: "real-1", Dir: filepath.Join(dir, "node"), Kubeconfig: kubeconfig,
+		Config: cluster.Config, Tools: tools, GPUs: 4})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "starting the real node:", err)
+		return 1
+	}
+	defer rig.Stop()
+	fmt.Fprintf(os.Stderr, "realnode: node real-1 Ready with 4 GPUs in %s\n", time.Since(start).Round(100*time.Millisecond))
+	return m.Run()
+}
+
+// need skips a test where the machine cannot run the node, naming why (TestMain printed
+// it too, whatever the flags).
+func need(t *testing.T) {
+	t.Helper()
+	if rigErr != nil {
+		if errors.Is(rigErr, realnode.ErrUnsupported) {
+			t.Skipf("REAL-NODE TEST NOT RUN: %v", rigErr)
+		}
+		t.Fatal(rigErr)
+	}
+}
+
+// shellPod is a pod of busybox containers on the real node, each running script and then
+// sleeping, so that what it printed is in its log while it runs.
+func shellPod(ns, name string, containers ...corev1.Container) *corev1.Pod {
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: corev1.PodSpec{NodeName: "real-1", RestartPolicy: corev1.RestartPolicyNever,
+			TerminationGracePeriodSeconds: new(int64)}}
+	for _, c := range containers {
+		if c.Image == "" {
+			c.Image = realnode.BusyboxImage
+		}
+		c.ImagePullPolicy = corev1.PullNever
+		p.Spec.Containers = append(p.Spec.Containers, c)
+	}
+	return p
+}
+
+// script is a container that prints what it got (its devices, its environment, its
+// mounts), marks the end, and stays.
+func script(name string) corev1.Container {
+	return corev1.Container{Name: name, Command: []string{"sh", "-c",
+		`echo "DEV $(ls /dev | tr '\n' ' ')"; env | sed 's/^/ENV /'; sed 's/^/MNT /' /proc/self/mounts; echo END; exec sleep 3600`}}
+}
+
+// Seen is what one container printed.
+type Seen struct {
+	Dev    []string
+	Env    map[string]string
+	Mounts []string
+}
+
+func (s Seen) NVIDIA() []string {
+	var out []string
+	for _, d := range s.Dev {
+		if strings.HasPrefix(d, "nvidia") {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// runAndRead creates p, waits until each container of names has printed END, and reads
+// what each printed.
+func runAndRead(t *testing.T, p *corev1.Pod, names ...string) map[string]Seen {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := client.CoreV1().Namespaces().Get(ctx, p.Namespace, metav1.GetOptions{}); err != nil {
+		if _, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: p.Namespace}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := client.CoreV1().Pods(p.Namespace).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = client.CoreV1().Pods(p.Namespace).Delete(context.Background(), p.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)})
+	})
+	out := map[string]Seen{}
+	var last string
+	err := wait.PollUntilContextTimeout(ctx, 300*time.Millisecond, 90*time.Second, true, func(ctx context.Context) (bool, error) {
+		cur, err := client.CoreV1().Pods(p.Namespace).Get(ctx, p.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		last = podState(cur)
+		for _, name := range names {
+			if _, ok := out[name]; ok {
+				continue
+			}
+			// The kubelet's own log files of the container: the API server cannot reach
+			// the kubelet's API (the kubelet takes no loopback node address, and the rig
+			// gives it no other).
+			b, err := containerLog(cur, name)
+			if err != nil || !strings.Contains(string(b), "\nEND\n") {
+				return false, nil
+			}
+			out[name] = parseSeen(string(b))
+		}
+		return true, nil
+	})
+	if err != nil {
+		t.Fatalf("pod %s/%s: %v; last state: %s\n%s", p.Namespace, p.Name, err, last, nodeLogs(p.Name))
+	}
+	return out
+}
+
+func parseSeen(log string) Seen {
+	s := Seen{Env: map[string]string{}}
+	for _, line := range strings.Split(log, "\n") {
+		switch {
+		case strings.HasPrefix(line, "DEV "):
+			s.Dev = strings.Fields(strings.TrimPrefix(line, "DEV "))
+		case strings.HasPrefix(line, "ENV "):
+			k, v, _ := strings.Cut(strings.TrimPrefix(line, "ENV "), "=")
+			s.Env[k] = v
+		case strings.HasPrefix(line, "MNT "):
+			s.Mounts = append(s.Mounts, strings.TrimPrefix(line, "MNT "))
+		}
+	}
+	return s
+}
+
+// podState says in a line where a pod is: its phase and each container's state.
+func podState(p *corev1.Pod) string {
+	parts := []string{string(p.Status.Phase)}
+	for _, cs := range append(append([]corev1.ContainerStatus{}, p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...) {
+		switch {
+		case cs.State.Waiting != nil:
+			parts = append(parts, fmt.Sprintf("%s waiting %s: %s", cs.Name, cs.State.Waiting.Reason, cs.State.Waiting.Message))
+		case cs.State.Running != nil:
+			parts = append(parts, cs.Name+" running")
+		case cs.State.Terminated != nil:
+			parts = append(parts, fmt.Sprintf("%s terminated %s (%d): %s", cs.Name, cs.State.Terminated.Reason, cs.State.Terminated.ExitCode, cs.State.Terminated.Message))
+		}
+	}
+	return strings.Join(parts, "; ")
+}
+
+// nodeLogs are the kubelet's and containerd's last lines that name a pod, or that are
+// errors: what a test that waited in vain prints.
+func nodeLogs(pod string) string {
+	var b strings.Builder
+	for _, name := range []string{"kubelet", "containerd"} {
+		data, _ := os.ReadFile(rig.Log(name))
+		var lines []string
+		for _, l := range strings.Split(string(data), "\n") {
+			if strings.Contains(l, pod) || strings.HasPrefix(l, "E") || strings.Contains(l, "level=error") {
+				lines = append(lines, l)
+			}
+		}
+		lines = lines[max(0, len(lines)-15):]
+		fmt.Fprintf(&b, "--- %s (%s), last lines naming %s or errors:\n%s\n", name, rig.Log(name), pod, strings.Join(lines, "\n"))
+	}
+	return b.String()
+}
+
+// containerLog is what a container of p wrote, read from the file the kubelet keeps
+// (/var/log/pods/<namespace>_<name>_<uid>/<container>/<restarts>.log, CRI format).
+func containerLog(p *corev1.Pod, container string) ([]byte, error) {
+	files, _ := filepath.Glob(filepath.Join("/var/log/pods", p.Namespace+"_"+p.Name+"_"+string(p.UID), container, "*.log"))
+	if len(files) == 0 {
+		return nil, os.ErrNotExist
+	}
+	data, err := os.ReadFile(files[len(files)-1])
+	if err != nil {
+		return nil, err
+	}
+	var out strings.Builder
+	for _, line := range strings.Split(string(data), "\n") {
+		// <time> <stream> <P|F> <text>
+		if f := strings.SplitN(line, " ", 4); len(f) == 4 {
+			out.WriteString(f[3])
+			if f[2] == "F" {
+				out.WriteString("\n")
+			}
+		}
+	}
+	return []byte(out.String()), nil
+}
