@@ -26,6 +26,7 @@ sim-demo: build
 test: test-deps
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	$(GO) vet ./...
+	@[ "$$(id -u)" = 0 ] || echo "REAL-NODE TESTS (kube/realnode: the kubelet, containerd, runc) DO NOT RUN HERE: they need root; run make test as root to include them" >&2
 	# kube/stack alone runs about 10 minutes on 2 cores (go test's default limit)
 	$(GO) test -timeout 30m ./...
 	./hack/fuzz.sh 3s light

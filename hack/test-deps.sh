@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# What the tests need beyond Go: Debian's Chromium for the dashboard's browser tests, and
-# Node.js with npm to check that web/dist is what the front end's sources build to.
+# What the tests need beyond Go: Debian's Chromium for the dashboard's browser tests,
+# Node.js with npm to check that web/dist is what the front end's sources build to, and for
+# the real node (kube/realnode, as root) busybox-static (its shell image) and
+# libseccomp-dev (runc is built with seccomp).
 # Installs what is missing when this machine can (root with apt-get); otherwise says how.
 set -euo pipefail
 need=()
@@ -11,6 +13,12 @@ done
 [ -n "$have_chromium" ] || need+=(chromium)
 command -v node >/dev/null || need+=(nodejs)
 command -v npm >/dev/null || need+=(npm)
+if [ "$(id -u)" = 0 ]; then
+  # The real node's tests run only as root (kube/realnode says so loudly elsewhere).
+  [ -x /bin/busybox ] && file -L /bin/busybox 2>/dev/null | grep -q 'statically linked' || need+=(busybox-static)
+  [ -f /usr/include/seccomp.h ] || need+=(libseccomp-dev pkg-config)
+  command -v file >/dev/null || need+=(file)
+fi
 [ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   echo "installing Debian's ${need[*]} for the dashboard's tests …" >&2

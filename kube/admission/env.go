@@ -135,6 +135,11 @@ func checkEnv(p *corev1.Pod) error {
 			if n.kind == "containers" && n.c.Name == given && isGPUEnv(e) {
 				continue
 			}
+			// Every container of a sharing pod reads which /dev/shm it mounts: a directory
+			// name, no device and no limit.
+			if n.kind == "containers" && given != "" && e.Name == shmDirEnv && isGPUEnv(e) {
+				continue
+			}
 			if e.Name == noDevice.Name && e.Value == noDevice.Value && e.ValueFrom == nil {
 				continue // no device: narrows, never widens
 			}

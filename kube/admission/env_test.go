@@ -114,9 +114,10 @@ func TestGPUEnvEntriesComeLast(t *testing.T) {
 	p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Name: "sidecar", Env: []corev1.EnvVar{{Name: "NVIDIA_VISIBLE_DEVICES", Value: "all"}}})
 	giveGPUEnv(p, 1, "main")
 	giveGPUEnv(p, 1, "main")
-	// The slice goes to one container; the sidecar is given no GPU, once, last.
-	if side := p.Spec.Containers[1].Env; len(side) != 2 || side[1] != noDevice {
-		t.Errorf("sidecar env %+v, want its own then NVIDIA_VISIBLE_DEVICES=void", side)
+	// The slice goes to one container; the sidecar is given no GPU, once, last, and the
+	// name of the pod's /dev/shm, which its mount reads.
+	if side := p.Spec.Containers[1].Env; len(side) != 3 || side[1] != noDevice || !isGPUEnv(side[2]) || side[2].Name != "ALLOT_SHM_DIR" {
+		t.Errorf("sidecar env %+v, want its own, then NVIDIA_VISIBLE_DEVICES=void and ALLOT_SHM_DIR from the pod", side)
 	}
 	env := p.Spec.Containers[0].Env
 	if len(env) != 1+len(v1alpha1.GPUEnvNames) || env[0].Name != "HF_HOME" {

@@ -217,7 +217,10 @@ func giveGPUEnv(p *corev1.Pod, devices int, given string) {
 		c.Env = slices.DeleteFunc(c.Env, isGPUEnv)
 		c.Env = slices.DeleteFunc(c.Env, func(e corev1.EnvVar) bool { return e == noDevice })
 		if c.Name != given {
-			c.Env = append(c.Env, noDevice)
+			// No device, but the pod's /dev/shm: mountSharing gives every container the
+			// mount whose subPathExpr reads ALLOT_SHM_DIR, and the kubelet refuses to make a
+			// container whose expression names a variable it lacks.
+			c.Env = append(c.Env, noDevice, gpuEnvVar(shmDirEnv))
 			continue
 		}
 		for _, name := range v1alpha1.GPUEnvNamesFor(devices) {
@@ -353,6 +356,10 @@ func gpuEnvVar(name string) corev1.EnvVar {
 	return corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{
 		APIVersion: "v1", FieldPath: v1alpha1.GPUEnvFieldPath(name)}}}
 }
+
+// shmDirEnv names the directory under the sharing root that is a sharing pod's /dev/shm,
+// which every container of the pod mounts.
+const shmDirEnv = "ALLOT_SHM_DIR"
 
 // isGPUEnv tells an entry giveGPUEnv makes: the name read from the annotation of that name.
 func isGPUEnv(e corev1.EnvVar) bool {

@@ -16,6 +16,9 @@ import (
 // network routes.
 const podSubnet = "198.18.0.0/24"
 
+// ReservationImage is the image of Allot's reservation pods, made as the pause image is.
+const ReservationImage = "registry.k8s.io/pause:3.10"
+
 // snapshotter is the CRI's and the image import's: overlayfs, as on a real node.
 const snapshotter = "overlayfs"
 
@@ -144,6 +147,8 @@ func (n *Node) importImages() error {
 		{Name: PauseImage, Files: []File{{Path: "/bin", Dir: true, Mode: 0o755}, {Path: "/bin/busybox", From: bbPath(bb), Mode: 0o755}},
 			Entrypoint: []string{"/bin/busybox", "sleep", "2147483647"}},
 	}
+	// The image Allot's reservation pods name (they hold a GPU and run nothing).
+	images = append(images, Image{Name: ReservationImage, Files: images[1].Files, Entrypoint: images[1].Entrypoint})
 	images = append(images, n.opts.Images...)
 	for _, img := range images {
 		if err := importImage(n.tools.Ctr, n.ContainerdSocket(), dir, img, hostArch()); err != nil {

@@ -72,7 +72,6 @@ func (n *Node) startKubelet(ctx context.Context) error {
 		"--kubeconfig", n.opts.Kubeconfig,
 		"--hostname-override", n.opts.Name,
 		"--root-dir", KubeletRootDir,
-		"--node-ip", "127.0.0.1",
 		// This machine refuses negative OOM scores (no CAP_SYS_RESOURCE): the kubelet's
 		// default of -999 for itself would stop it at start.
 		"--oom-score-adj", strconv.Itoa(n.oomScoreAdj),

@@ -15,8 +15,13 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/allot-dev/allot/api/v1alpha1"
+	"github.com/allot-dev/allot/kube/agent"
 	"github.com/allot-dev/allot/kube/localcluster"
 	"github.com/allot-dev/allot/kube/realnode"
+	"github.com/allot-dev/allot/kube/scheduler"
+	"github.com/allot-dev/allot/kube/simgpu"
+	"github.com/allot-dev/allot/kube/stack"
 )
 
 // One control plane and one real node serve every test of the package: the node is the
@@ -26,7 +31,57 @@ var (
 	client  kubernetes.Interface
 	cluster *localcluster.Cluster
 	rigErr  error
+	machine *simgpu.Machine
 )
+
+// sharingRoot is the directory the agent shares with sharing pods on the real node.
+const sharingRoot = "/var/lib/allot-realnode-test/sharing"
+
+// startAllot runs Allot's webhooks and scheduler in this process against the cluster, and
+// the agent of real-1 with its GPUs on go-nvml's mock, reading the real kubelet's
+// PodResources socket; the node declares hami-core sharing and cdi delivery.
+func startAllot(ctx context.Context, dir string) error {
+	if err := os.RemoveAll(sharingRoot); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	// No driver, no HAMi-core: an empty library stands for libvgpu.so (busybox is static,
+	// the dynamic loader never reads the list).
+	lib := filepath.Join(dir, "libvgpu.so")
+	if err := os.WriteFile(lib, nil, 0o644); err != nil {
+		return err
+	}
+	if _, err := stack.Local(ctx, cluster.Config, dir, scheduler.Options{Interval: 200 * time.Millisecond, SharingRoot: sharingRoot}); err != nil {
+		return err
+	}
+	socket := filepath.Join(realnode.KubeletRootDir, "pod-resources", "kubelet.sock")
+	pr, closeConn, err := agent.DialPodResources(socket)
+	if err != nil {
+		return err
+	}
+	a, err := agent.New(client, agent.Options{Node: "real-1", NVML: machine, PodResources: pr, PodResourcesSocket: socket,
+		Sharing: v1alpha1.SharingHAMiCore, Delivery: v1alpha1.DeliveryCDI, Interval: time.Second, Version: "realnode-test",
+		SharingRoot: sharingRoot, HAMiCoreLibrary: lib})
+	if err != nil {
+		closeConn()
+		return err
+	}
+	if _, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.SystemNamespace}}, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	go func() {
+		defer closeConn()
+		if err := a.Run(ctx); err != nil && ctx.Err() == nil {
+			fmt.Fprintln(os.Stderr, "realnode: agent stopped:", err)
+		}
+	}()
+	return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		n, err := client.CoreV1().Nodes().Get(ctx, "real-1", metav1.GetOptions{})
+		return err == nil && n.Labels[v1alpha1.LabelGPUSharing] == v1alpha1.SharingHAMiCore && n.Labels[v1alpha1.LabelGPUDelivery] == v1alpha1.DeliveryCDI, nil
+	})
+}
 
 func TestMain(m *testing.M) {
 	os.Exit(run(m))
@@ -59,21 +114,36 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer cluster.Stop()
+	defer cancel() // Allot's clients stop before the API server
 	kubeconfig := filepath.Join(dir, "kubeconfig")
 	if err := cluster.WriteKubeconfig(kubeconfig); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	client = kubernetes.NewForConfigOrDie(cluster.Config)
+	// The GPUs NVML reports to the agent (go-nvml's mock: no driver here) are the devices
+	// the node makes, by UUID.
+	machine = simgpu.New(simgpu.Spec{Model: "NVIDIA A100-SXM4-80GB", MemoryMiB: 81920, Count: 4})
+	var uuids []string
+	for i := range 4 {
+		uuids = append(uuids, machine.UUID(i))
+	}
 	start := time.Now()
 	rig, err = realnode.Start(ctx, realnode.Options{Name: "real-1", Dir: filepath.Join(dir, "node"), Kubeconfig: kubeconfig,
-		Config: cluster.Config, Tools: tools, GPUs: 4})
+		Config: cluster.Config, Tools: tools, UUIDs: uuids})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "starting the real node:", err)
 		return 1
 	}
 	defer rig.Stop()
 	fmt.Fprintf(os.Stderr, "realnode: node real-1 Ready with 4 GPUs in %s\n", time.Since(start).Round(100*time.Millisecond))
+	if n, err := client.CoreV1().Nodes().Get(ctx, "real-1", metav1.GetOptions{}); err == nil {
+		fmt.Fprintf(os.Stderr, "realnode: taints %v addresses %v\n", n.Spec.Taints, n.Status.Addresses)
+	}
+	if err := startAllot(ctx, filepath.Join(dir, "allot")); err != nil {
+		fmt.Fprintln(os.Stderr, "starting Allot on the real node:", err)
+		return 1
+	}
 	return m.Run()
 }
 
@@ -169,7 +239,7 @@ func runAndRead(t *testing.T, p *corev1.Pod, names ...string) map[string]Seen {
 		return true, nil
 	})
 	if err != nil {
-		t.Fatalf("pod %s/%s: %v; last state: %s\n%s", p.Namespace, p.Name, err, last, nodeLogs(p.Name))
+		t.Fatalf("pod %s/%s: %v; last state: %s\nits Events: %s\n%s", p.Namespace, p.Name, err, last, events(p.Namespace, p.Name), nodeLogs(p.Name))
 	}
 	return out
 }
@@ -188,6 +258,19 @@ func parseSeen(log string) Seen {
 		}
 	}
 	return s
+}
+
+// events are the Events of a pod, a line each.
+func events(ns, name string) string {
+	list, err := client.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{FieldSelector: "involvedObject.name=" + name})
+	if err != nil {
+		return err.Error()
+	}
+	var out []string
+	for _, e := range list.Items {
+		out = append(out, e.Reason+": "+e.Message)
+	}
+	return strings.Join(out, "\n")
 }
 
 // podState says in a line where a pod is: its phase and each container's state.

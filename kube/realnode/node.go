@@ -41,7 +41,7 @@ type Options struct {
 	Kubeconfig string // the kubelet's, for the API server it registers with
 	Config     *rest.Config
 	Tools      Tools
-	GPUs       int               // how many GPUs the node has (0: none)
+	UUIDs      []string          // the node's GPUs, by UUID, in index order (none: no GPU)
 	Labels     map[string]string // the node's, registered by the kubelet
 	// IDStrategy is the device plugin's DEVICE_ID_STRATEGY: StrategyUUID (default) or
 	// StrategyIndex; ListStrategy its DEVICE_LIST_STRATEGY: ListCDICRI (default) or
@@ -132,8 +132,8 @@ func Start(ctx context.Context, o Options) (_ *Node, err error) {
 			n.Stop()
 		}
 	}()
-	for i := range o.GPUs {
-		n.GPUs = append(n.GPUs, GPU{Index: i, UUID: fmt.Sprintf("GPU-%08x-0000-4000-8000-%012x", 0xa110700+i, i+1)})
+	for i, u := range o.UUIDs {
+		n.GPUs = append(n.GPUs, GPU{Index: i, UUID: u})
 	}
 	for _, d := range []string{n.path("logs"), n.path("run")} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
@@ -160,7 +160,7 @@ func Start(ctx context.Context, o Options) (_ *Node, err error) {
 	if err := n.startKubelet(ctx); err != nil {
 		return nil, err
 	}
-	if o.GPUs > 0 {
+	if len(o.UUIDs) > 0 {
 		if err := n.startDevicePlugin(ctx); err != nil {
 			return nil, err
 		}
@@ -241,12 +241,30 @@ func (n *Node) waitReady(ctx context.Context) error {
 			last = fmt.Sprintf("allocatable nvidia.com/gpu %s, want %d", gpus.String(), len(n.GPUs))
 			return false, nil
 		}
-		return ready, nil
+		if ready {
+			return true, n.untaintNotReady(ctx, client, node)
+		}
+		return false, nil
 	})
 	if err != nil {
 		return fmt.Errorf("node %s not ready (%s): %w\nkubelet log: %s\n%s", n.opts.Name, last, err, n.logPath("kubelet"), logTail(n.logPath("kubelet")))
 	}
 	return nil
+}
+
+// untaintNotReady removes the node.kubernetes.io/not-ready taint the API server put on
+// the node as it registered, once the kubelet reports it Ready: what the node lifecycle
+// controller does in a cluster. The embedded cluster does not run that controller (its
+// simulated nodes send no heartbeats, and it would evict their pods).
+func (n *Node) untaintNotReady(ctx context.Context, client kubernetes.Interface, node *corev1.Node) error {
+	kept := slices.DeleteFunc(slices.Clone(node.Spec.Taints), func(t corev1.Taint) bool { return t.Key == corev1.TaintNodeNotReady })
+	if len(kept) == len(node.Spec.Taints) {
+		return nil
+	}
+	node = node.DeepCopy()
+	node.Spec.Taints = kept
+	_, err := client.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{})
+	return err
 }
 
 // Stop removes every container the node ran, stops its processes and undoes its mounts,
