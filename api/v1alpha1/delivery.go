@@ -35,6 +35,13 @@ const (
 	AnnotationNRIContainerPrefix = "nvidia.cdi.k8s.io/container."
 	AnnotationNRIPod             = "nvidia.cdi.k8s.io/pod"
 
+	// AnnotationCDIPrefix + a container's name is the annotation Allot's own NRI plugin
+	// (kube/nriplugin, run by the agent's pod on cdi pools) reads that container's CDI
+	// devices from. The scheduler writes it in the bind for the container given a slice;
+	// the chart writes it on the agent's pod for its management devices. A container's
+	// name (a DNS label, at most 63 characters) always fits an annotation key's name part.
+	AnnotationCDIPrefix = "cdi.allot.dev/"
+
 	// DefaultCDIKind is the CDI kind of the devices the NVIDIA device plugin writes a spec
 	// for when CDI is on (device-list-strategy cdi-cri or cdi-annotations), naming each GPU
 	// by UUID; "nvidia.com/gpu" where an admin generated the spec with nvidia-ctk.
@@ -172,29 +179,25 @@ func ParseDelivery(v string) (string, error) {
 // (which containerd passes on where its pod_annotations setting lets it). Only the
 // scheduler writes them, in the bind; the webhook refuses them on pods it admits and the
 // API server refuses any later change (FieldsPolicyName).
-var CDIOwnedPrefixes = []string{"nvidia.cdi.k8s.io", "cdi.k8s.io/"}
+var CDIOwnedPrefixes = []string{"nvidia.cdi.k8s.io", "cdi.k8s.io/", AnnotationCDIPrefix}
 
-// CDIAnnotations are the annotations that give a sharing pod's containers the devices
-// uuids (comma-separated, one or several) of kind (DefaultCDIKind when empty): one per
-// container, or one for the whole pod when a container's name is too long for an
-// annotation key (its name part holds 63 characters). Several devices are listed
-// comma-separated, each a fully qualified CDI name.
-func CDIAnnotations(containers []string, kind, uuids string) map[string]string {
+// CDIAnnotations are the annotations that give the containers of a sharing pod the
+// devices ids (comma-separated, one or several) of kind (DefaultCDIKind when empty),
+// for Allot's NRI plugin: one per container (AnnotationCDIPrefix+name), each device a fully
+// qualified CDI name. There is no pod-wide form: it would give the device to every
+// container of the pod, init containers included.
+func CDIAnnotations(containers []string, kind, ids string) map[string]string {
 	if kind == "" {
 		kind = DefaultCDIKind
 	}
 	var devs []string
-	for _, u := range strings.Split(uuids, ",") {
+	for _, u := range strings.Split(ids, ",") {
 		devs = append(devs, kind+"="+u)
 	}
 	dev := strings.Join(devs, ",")
 	out := map[string]string{}
 	for _, c := range containers {
-		key := AnnotationNRIContainerPrefix + c
-		if len(key)-len("nvidia.cdi.k8s.io/") > 63 {
-			return map[string]string{AnnotationNRIPod: dev}
-		}
-		out[key] = dev
+		out[AnnotationCDIPrefix+c] = dev
 	}
 	return out
 }

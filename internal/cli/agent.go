@@ -26,7 +26,7 @@ import (
 
 func newAgentCmd() *cobra.Command {
 	var mpsHost bool
-	var kubeconfig, node, sharing, delivery, onFailure, socket, library, sharingRoot, hamiLibrary, mpsControl, procRoot string
+	var kubeconfig, node, sharing, delivery, onFailure, socket, library, sharingRoot, hamiLibrary, mpsControl, procRoot, nriReady, runtimeClass string
 	var interval time.Duration
 	var ignoredXIDs []uint
 	var metricsPort int
@@ -90,7 +90,8 @@ enforced on the node (the allot.dev/gpu-sharing label).`,
 				ignored[i] = uint64(x)
 			}
 			a, err := agent.New(client, agent.Options{IgnoredXIDs: ignored, Node: node, NVML: nvml.New(opts...), PodResources: pr, PodResourcesSocket: socket, Sharing: sharing, Delivery: delivery, OnGPUFailure: onFailure, MPSHost: mpsHost,
-				Interval: interval, Version: Version, Metrics: metrics, SharingRoot: sharingRoot, HAMiCoreLibrary: hamiLibrary, MPSControl: mpsControl, ProcRoot: procRoot})
+				Interval: interval, Version: Version, Metrics: metrics, SharingRoot: sharingRoot, HAMiCoreLibrary: hamiLibrary, MPSControl: mpsControl, ProcRoot: procRoot,
+				NRIReadyFile: nriReady, SharingRuntimeClass: runtimeClass})
 			if err != nil {
 				return err
 			}
@@ -119,7 +120,9 @@ enforced on the node (the allot.dev/gpu-sharing label).`,
 	f.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig of the cluster (default: the in-cluster configuration)")
 	f.StringVar(&node, "node-name", os.Getenv("NODE_NAME"), "this node's name (default: $NODE_NAME)")
 	f.StringVar(&sharing, "sharing", "", "how GPU sharing is enforced on this node: mps, hami-core or none (empty: keep the node's allot.dev/gpu-sharing label)")
-	f.StringVar(&delivery, "delivery", "", "how this node's container runtime gives a pod sharing a GPU its device: cdi (NVIDIA's NRI plugin reads the pod's annotations), env (the NVIDIA runtime in legacy mode reads NVIDIA_VISIBLE_DEVICES), auto (read from the GPU Operator's ClusterPolicy); empty keeps the node's allot.dev/gpu-delivery label")
+	f.StringVar(&delivery, "delivery", "", "how this node's container runtime gives a pod sharing a GPU its device: cdi (Allot's NRI plugin injects the CDI device the scheduler names in the pod's annotations), env (the NVIDIA runtime in legacy mode reads NVIDIA_VISIBLE_DEVICES), auto (read from the GPU Operator's ClusterPolicy); empty keeps the node's allot.dev/gpu-delivery label")
+	f.StringVar(&nriReady, "nri-ready-file", "", "the file allot nri-plugin writes once registered with the container runtime: cdi is declared only while it is there (empty: not checked)")
+	f.StringVar(&runtimeClass, "sharing-runtime-class", "", "the runtime class sharing pods are given (the chart's sharing.runtimeClassName): with --delivery auto on a GPU Operator with CDI on, env is declared only with one")
 	f.BoolVar(&mpsHost, "mps-host", false, "mps: the MPS daemons are started by allot mps-host (a container of their own, so that they outlive the agent's) rather than by the agent")
 	f.StringVar(&onFailure, "on-gpu-failure", agent.FailureEvent, "what happens to a pod on a GPU that fails: event (an Event; its owner decides) or evict (the pod is deleted, so that its Job, Deployment or gang starts it again on a healthy GPU)")
 	f.StringVar(&socket, "pod-resources-socket", agent.DefaultPodResourcesSocket, "the kubelet's PodResources API socket")

@@ -48,7 +48,7 @@ func NewRoot() *cobra.Command {
 		&cobra.Group{ID: "run", Title: "Run Allot:"}, &cobra.Group{ID: "study", Title: "Study and simulate:"})
 	root.AddCommand(newSubmitCmd(), newListCmd(), newDescribeCmd(), newLogsCmd(), newExecCmd(), newOpenCmd(), newPortForwardCmd(), newSuspendCmd(false), newSuspendCmd(true),
 		newDeleteCmd(), newConfigCmd(), newQueuesCmd(), newQueueCmd(), newImportCmd(), newTopCmd(), newDashboardCmd(),
-		newUpCmd(), newSchedulerCmd(), newAgentCmd(), newMPSHostCmd(), newBenchCmd(), newSimCmd())
+		newUpCmd(), newSchedulerCmd(), newAgentCmd(), newMPSHostCmd(), newNRIPluginCmd(), newBenchCmd(), newSimCmd())
 	return root
 }
 

@@ -46,6 +46,16 @@ type Options struct {
 	// cdi or env), DeliveryAuto to read it from the GPU Operator, or empty to leave the
 	// node's label as an admin set it.
 	Delivery string
+	// NRIReadyFile is the file Allot's NRI plugin (allot nri-plugin, a container of the
+	// agent's pod) writes once it is registered with the container runtime: cdi delivery
+	// is declared only while it is there, since no other plugin gives a pod outside the
+	// GPU Operator's namespace its device on every toolkit release. Empty: not checked
+	// (the plugin runs elsewhere).
+	NRIReadyFile string
+	// SharingRuntimeClass is the runtime class the webhook gives sharing pods (the chart's
+	// sharing.runtimeClassName): where the GPU Operator runs with CDI on, env delivery is
+	// read only under such a class (its nvidia-legacy), and is not declared without one.
+	SharingRuntimeClass string
 	// IgnoredXIDs are XIDs that do not fail a device here (an admin's list, beside those
 	// NVIDIA's catalogue puts down to the application).
 	IgnoredXIDs []uint64
@@ -279,6 +289,8 @@ func (a *Agent) publishInventory(ctx context.Context) error {
 	delivery, problem := a.delivery(ctx)
 	if delivery != "" {
 		labels[v1alpha1.LabelGPUDelivery] = delivery
+	} else if a.opts.Delivery != "" {
+		labels[v1alpha1.LabelGPUDelivery] = nil // an earlier start's, no longer true
 	}
 	if problem != "" {
 		slog.Warn("allot agent: "+problem, "node", a.opts.Node)

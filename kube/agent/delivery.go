@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
@@ -37,8 +38,10 @@ func (a *Agent) delivery(ctx context.Context) (delivery, problem string) {
 	switch a.opts.Delivery {
 	case "":
 		return "", ""
-	case v1alpha1.DeliveryCDI, v1alpha1.DeliveryEnv:
-		return a.opts.Delivery, ""
+	case v1alpha1.DeliveryCDI:
+		return a.cdiDelivery()
+	case v1alpha1.DeliveryEnv:
+		return v1alpha1.DeliveryEnv, ""
 	case DeliveryAuto:
 	default:
 		return "", fmt.Sprintf("--delivery %q is not one of cdi, env, auto", a.opts.Delivery)
@@ -55,11 +58,36 @@ func (a *Agent) delivery(ctx context.Context) (delivery, problem string) {
 		return "", fmt.Sprintf("--delivery auto: no GPU Operator ClusterPolicy to read (%v); set the pool's delivery in the chart's agent.pools[].delivery", err)
 	}
 	c := cp.Items[0].Spec.CDI
-	if c.NRIPluginEnabled != nil && *c.NRIPluginEnabled {
+	cdiOn := c.Enabled == nil || *c.Enabled // on by default since operator 25.10
+	if !cdiOn {
+		// The operator makes NVIDIA's runtime (legacy mode) containerd's default: it
+		// reads NVIDIA_VISIBLE_DEVICES under any pod.
+		return v1alpha1.DeliveryEnv, ""
+	}
+	// CDI on: the device plugin and the toolkit write CDI specs, which Allot's NRI plugin
+	// names (whether or not the operator's own NRI plugin is on: containerd 2 serves NRI
+	// by default).
+	if d, problem := a.cdiDelivery(); d != "" {
+		return d, ""
+	} else if a.opts.SharingRuntimeClass != "" {
+		// Without NRI, the environment is read only under the operator's nvidia-legacy
+		// class, which the webhook gives sharing pods.
+		return v1alpha1.DeliveryEnv, ""
+	} else {
+		return "", "--delivery auto: the GPU Operator runs with CDI on, where NVIDIA's runtime reads no device variable of a pod under the default runtime, and " +
+			problem + "; either let Allot's NRI plugin register (containerd 1.7.30+ with NRI enabled, or 2.x), or set the chart's sharing.runtimeClassName to nvidia-legacy for env delivery"
+	}
+}
+
+// cdiDelivery is cdi while Allot's NRI plugin is registered with the runtime (or where the
+// agent is not told to check), else the problem.
+func (a *Agent) cdiDelivery() (string, string) {
+	if a.opts.NRIReadyFile == "" {
 		return v1alpha1.DeliveryCDI, ""
 	}
-	// CDI without the NRI plugin reads no pod annotation: the device goes by environment,
-	// under the operator's nvidia-legacy runtime class where CDI is on (the chart's
-	// sharing.runtimeClassName), or its nvidia class where it is off.
-	return v1alpha1.DeliveryEnv, ""
+	if _, err := os.Stat(a.opts.NRIReadyFile); err != nil {
+		return "", "Allot's NRI plugin (the agent pod's nri container) is not registered with the container runtime (" + a.opts.NRIReadyFile +
+			" missing): containerd must serve NRI (1.7.30+ with [plugins.\"io.containerd.nri.v1.nri\"] disable = false, or 2.x) at the chart's agent.nriSocket"
+	}
+	return v1alpha1.DeliveryCDI, ""
 }

@@ -135,13 +135,14 @@ func mpsLimitsOf(pods []any, inv []v1alpha1.GPUInfo) map[string]mpsLimits {
 }
 
 // sharedDevice is the GPU a sharing pod was given: its device variable, or on a node whose
-// delivery is CDI (where that is empty) the device its NRI annotations name.
+// delivery is CDI (where that is empty) the device its CDI annotations name.
 func sharedDevice(p *corev1.Pod) string {
 	if u := p.Annotations[v1alpha1.AnnotationGPUEnvPrefix+"NVIDIA_VISIBLE_DEVICES"]; u != "" {
 		return u
 	}
 	for k, v := range p.Annotations {
-		if strings.HasPrefix(k, v1alpha1.AnnotationNRIContainerPrefix) || k == v1alpha1.AnnotationNRIPod {
+		// Allot's NRI plugin's, or NVIDIA's where an earlier scheduler bound the pod.
+		if strings.HasPrefix(k, v1alpha1.AnnotationCDIPrefix) || strings.HasPrefix(k, v1alpha1.AnnotationNRIContainerPrefix) || k == v1alpha1.AnnotationNRIPod {
 			if _, dev, ok := strings.Cut(v, "="); ok {
 				return dev
 			}

@@ -18,6 +18,7 @@ import (
 	"github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/kube/agent"
 	"github.com/allot-dev/allot/kube/localcluster"
+	"github.com/allot-dev/allot/kube/nriplugin"
 	"github.com/allot-dev/allot/kube/realnode"
 	"github.com/allot-dev/allot/kube/scheduler"
 	"github.com/allot-dev/allot/kube/simgpu"
@@ -32,6 +33,7 @@ var (
 	cluster *localcluster.Cluster
 	rigErr  error
 	machine *simgpu.Machine
+	tools   realnode.Tools
 )
 
 // sharingRoot is the directory the agent shares with sharing pods on the real node.
@@ -53,6 +55,19 @@ func startAllot(ctx context.Context, dir string) error {
 	if err := os.WriteFile(lib, nil, 0o644); err != nil {
 		return err
 	}
+	// Allot's NRI plugin on the node's containerd, as the agent's pod runs it on cdi pools.
+	ready := filepath.Join(dir, "nri-ready")
+	go func() {
+		if err := nriplugin.Run(ctx, nriplugin.Options{Socket: rig.NRISocket(), Namespace: v1alpha1.SystemNamespace, ReadyFile: ready}); err != nil {
+			fmt.Fprintln(os.Stderr, "realnode: Allot's NRI plugin stopped:", err)
+		}
+	}()
+	if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		_, err := os.Stat(ready)
+		return err == nil, nil
+	}); err != nil {
+		return fmt.Errorf("Allot's NRI plugin did not register with containerd: %w", err)
+	}
 	if _, err := stack.Local(ctx, cluster.Config, dir, scheduler.Options{Interval: 200 * time.Millisecond, SharingRoot: sharingRoot}); err != nil {
 		return err
 	}
@@ -63,7 +78,7 @@ func startAllot(ctx context.Context, dir string) error {
 	}
 	a, err := agent.New(client, agent.Options{Node: "real-1", NVML: machine, PodResources: pr, PodResourcesSocket: socket,
 		Sharing: v1alpha1.SharingHAMiCore, Delivery: v1alpha1.DeliveryCDI, Interval: time.Second, Version: "realnode-test",
-		SharingRoot: sharingRoot, HAMiCoreLibrary: lib})
+		SharingRoot: sharingRoot, HAMiCoreLibrary: lib, NRIReadyFile: ready})
 	if err != nil {
 		closeConn()
 		return err
@@ -101,9 +116,13 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	defer os.RemoveAll(dir)
+	if os.Getenv("ALLOT_REALNODE_KEEP") == "" {
+		defer os.RemoveAll(dir)
+	} else {
+		fmt.Fprintln(os.Stderr, "realnode: keeping", dir)
+	}
 	wd, _ := os.Getwd()
-	tools, err := realnode.BuildTools(ctx, realnode.DefaultToolsDir(), wd, os.Stderr)
+	tools, err = realnode.BuildTools(ctx, realnode.DefaultToolsDir(), wd, os.Stderr)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -329,4 +348,17 @@ func containerLog(p *corev1.Pod, container string) ([]byte, error) {
 		}
 	}
 	return []byte(out.String()), nil
+}
+
+// withNVIDIANRI runs NVIDIA's NRI plugin of toolkit version for the rest of the test.
+func withNVIDIANRI(t *testing.T, version string, managementNamespaces ...string) {
+	t.Helper()
+	if err := realnode.BuildToolkit(context.Background(), tools, version, os.Stderr); err != nil {
+		t.Fatal(err)
+	}
+	p, err := rig.StartNVIDIANRI(context.Background(), version, managementNamespaces)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Stop)
 }

@@ -1,0 +1,125 @@
+package realnode_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/allot-dev/allot/api/v1alpha1"
+	"github.com/allot-dev/allot/kube/realnode"
+)
+
+// A fraction on a cdi node gets its one GPU (and the control devices) whichever toolkit
+// the GPU Operator runs, NVIDIA's NRI plugin beside Allot's; its sidecar gets none.
+//
+//	real-1 (hami-core, cdi; NVIDIA NRI plugin 1.19 | 1.20): nb 0.5 [main: one GPU] [side: none]
+func TestFractionGetsItsDeviceUnderEachToolkit(t *testing.T) {
+	need(t)
+	queue(t, "team-cdi", "cdi", 4)
+	for _, version := range realnode.Toolkits {
+		t.Run(version, func(t *testing.T) {
+			withNVIDIANRI(t, version)
+			name := "nb-" + version[1:5]
+			seen := runAndRead(t, sharingPod("cdi", sanitize(name), "team-cdi", script("main"), script("side")), "main", "side")
+			t.Logf("toolkit %s: main sees %v, side sees %v", version, seen["main"].NVIDIA(), seen["side"].NVIDIA())
+			if gpus := gpuDevices(seen["main"]); len(gpus) != 1 {
+				t.Errorf("toolkit %s: the fraction's container sees GPU devices %v, want exactly one", version, gpus)
+			}
+			if got := seen["side"].NVIDIA(); len(got) != 0 {
+				t.Errorf("toolkit %s: the sidecar sees %v, want no NVIDIA device", version, got)
+			}
+		})
+	}
+}
+
+// gpuDevices are the /dev/nvidiaN a container sees (not the control devices).
+func gpuDevices(s Seen) []string {
+	var out []string
+	for _, d := range s.NVIDIA() {
+		if d != "nvidiactl" && d != "nvidia-uvm" && d != "nvidia-uvm-tools" && d != "nvidia-caps" {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+func sanitize(s string) string {
+	out := []byte(s)
+	for i, c := range out {
+		if c == '.' {
+			out[i] = '-'
+		}
+	}
+	return string(out)
+}
+
+// The agent's pod (Allot's namespace) is given every GPU of the node and the driver's
+// control devices by Allot's NRI plugin, from the annotation the chart writes, whichever
+// toolkit runs; NVIDIA's annotation, which the chart wrote before, reaches nothing from
+// allot-system on either (1.19: no pod outside the operator's namespace; 1.20: no
+// management device outside the namespaces an admin lists).
+//
+//	real-1: allot-system/agent [agent: cdi.allot.dev -> all] [legacy: nvidia.cdi.k8s.io -> nothing]
+func TestAgentGetsManagementDevicesUnderEachToolkit(t *testing.T) {
+	need(t)
+	for _, version := range realnode.Toolkits {
+		t.Run(version, func(t *testing.T) {
+			withNVIDIANRI(t, version)
+			p := shellPod(v1alpha1.SystemNamespace, "agent-"+sanitize(version[1:5]), script("agent"), script("legacy"))
+			p.Annotations = map[string]string{
+				v1alpha1.AnnotationCDIPrefix + "agent":           "management.nvidia.com/gpu=all",
+				v1alpha1.AnnotationNRIContainerPrefix + "legacy": "management.nvidia.com/gpu=all",
+			}
+			seen := runAndRead(t, p, "agent", "legacy")
+			t.Logf("toolkit %s: agent sees %v; by NVIDIA's annotation: %v", version, seen["agent"].NVIDIA(), seen["legacy"].NVIDIA())
+			if got := gpuDevices(seen["agent"]); len(got) != 4 || !slices.Contains(seen["agent"].Dev, "nvidiactl") || !slices.Contains(seen["agent"].Dev, "nvidia-caps") {
+				t.Errorf("toolkit %s: the agent's container sees %v, want all 4 GPUs, nvidiactl and nvidia-caps", version, seen["agent"].NVIDIA())
+			}
+			if got := seen["legacy"].NVIDIA(); len(got) != 0 {
+				t.Errorf("toolkit %s: NVIDIA's annotation from %s gave %v: the chart would not need Allot's plugin", version, v1alpha1.SystemNamespace, got)
+			}
+		})
+	}
+}
+
+// A tenant's pod naming management devices for Allot's plugin (past the chart's CDI guard,
+// which refuses the annotation outside Allot's namespace) is not created: the plugin
+// refuses the container rather than start it with every GPU of the node.
+func TestTenantCannotTakeManagementDevices(t *testing.T) {
+	need(t)
+	p := shellPod("tenant-mgmt", "grab", script("main"))
+	p.Annotations = map[string]string{v1alpha1.AnnotationCDIPrefix + "main": "management.nvidia.com/gpu=all"}
+	ctx := context.Background()
+	_, _ = client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: p.Namespace}}, metav1.CreateOptions{})
+	if _, err := client.CoreV1().Pods(p.Namespace).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var last string
+	err := wait.PollUntilContextTimeout(ctx, 300*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		cur, err := client.CoreV1().Pods(p.Namespace).Get(ctx, p.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		last = podState(cur)
+		for _, cs := range cur.Status.ContainerStatuses {
+			if cs.State.Running != nil || cs.State.Terminated != nil {
+				return false, fmt.Errorf("the tenant's container started: %s", last)
+			}
+			if w := cs.State.Waiting; w != nil && w.Reason == "CreateContainerError" && strings.Contains(w.Message, "management.nvidia.com/gpu") {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("%v; last state: %s", err, last)
+	}
+	t.Logf("refused: %s", last)
+}
