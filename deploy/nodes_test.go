@@ -67,8 +67,19 @@ func TestHelmGPUNodeSetups(t *testing.T) {
 			if got := ptr.Deref(pod.Spec.RuntimeClassName, ""); got != c.runtimeClass {
 				t.Errorf("agent runtime class %q, want %q", got, c.runtimeClass)
 			}
-			if got := pod.Annotations["nvidia.cdi.k8s.io/container.agent"]; (got != "") != c.nri || (c.nri && got != "management.nvidia.com/gpu=all") {
-				t.Errorf("agent NRI device annotation %q (want one: %v)", got, c.nri)
+			if got := pod.Annotations["cdi.allot.dev/agent"]; (got != "") != c.nri || (c.nri && got != "management.nvidia.com/gpu=all") {
+				t.Errorf("agent CDI device annotation %q (want one: %v)", got, c.nri)
+			}
+			if _, ok := pod.Annotations["nvidia.cdi.k8s.io/container.agent"]; ok {
+				t.Error("the agent's pod names its devices for NVIDIA's NRI plugin, which gives none outside the GPU Operator's namespace (toolkit 1.19) or none of management's (1.20)")
+			}
+			// Allot's NRI plugin wherever a pool's sharing pods may get their device by CDI,
+			// started before the agent (a sidecar with a startup probe), which is told to
+			// declare cdi only once it is registered.
+			hasNRI := len(pod.Spec.InitContainers) == 1 && pod.Spec.InitContainers[0].Name == "nri" &&
+				ptr.Deref(pod.Spec.InitContainers[0].RestartPolicy, "") == corev1.ContainerRestartPolicyAlways && pod.Spec.InitContainers[0].StartupProbe != nil
+			if hasNRI != (c.delivery != "env") || slices.Contains(agent.Args, "--nri-ready-file=/run/allot-nri/ready") != hasNRI {
+				t.Errorf("nri sidecar %v (want it: %v), agent args %v", pod.Spec.InitContainers, c.delivery != "env", agent.Args)
 			}
 			if !slices.Contains(agent.Args, "--delivery="+c.delivery) {
 				t.Errorf("agent args %v lack --delivery=%s", agent.Args, c.delivery)
@@ -130,7 +141,7 @@ func TestHelmMPSDaemonsHaveAContainerOfTheirOwn(t *testing.T) {
 }
 
 // The chart's allot-cdi-annotations policy on a real API server: a pod of any scheduler
-// that names a CDI device in NVIDIA's NRI annotations is refused, adding one later too,
+// that names a CDI device in NVIDIA's NRI annotations or Allot's is refused, adding one later too,
 // while Allot's bind writes them for a fraction on a cdi node and the fraction's other
 // fields stay editable.
 func TestCDIAnnotationsOnlyFromTheBind(t *testing.T) {
@@ -152,6 +163,12 @@ func TestCDIAnnotationsOnlyFromTheBind(t *testing.T) {
 		_, err := e.Client.CoreV1().Pods("default").Create(e.Ctx, bare, metav1.CreateOptions{})
 		return err != nil && strings.Contains(err.Error(), "CDI device annotations"), fmt.Sprint(err)
 	})
+	// Allot's own NRI plugin's key, which would give a pod of any scheduler the device.
+	ours := bare.DeepCopy()
+	ours.Name, ours.Annotations = "sneaky-allot", map[string]string{"cdi.allot.dev/main": "k8s.device-plugin.nvidia.com/gpu=all"}
+	if _, err := e.Client.CoreV1().Pods("default").Create(e.Ctx, ours, metav1.CreateOptions{}); err == nil || !strings.Contains(err.Error(), "CDI device annotations") {
+		t.Errorf("a pod naming its own device for Allot's NRI plugin: %v", err)
+	}
 	plain := bare.DeepCopy()
 	plain.Name, plain.Annotations = "plain", nil
 	if _, err := e.Client.CoreV1().Pods("default").Create(e.Ctx, plain, metav1.CreateOptions{}); err != nil {
@@ -163,9 +180,9 @@ func TestCDIAnnotationsOnlyFromTheBind(t *testing.T) {
 		t.Errorf("a CDI annotation added to a running pod: %v", err)
 	}
 	e.MustPod(t, kubetest.PodSpec{Name: "nb", Queue: "team-a", Annotations: map[string]string{v1alpha1.AnnotationGPUFraction: "0.5"}})
-	e.WaitFor(t, "nb running with its NRI annotation", func() (bool, string) {
+	e.WaitFor(t, "nb running with its CDI annotation", func() (bool, string) {
 		p := e.Pods(t, "default")["nb"]
-		return kubetest.Running(p) && p.Annotations["nvidia.cdi.k8s.io/container.main"] != "", fmt.Sprint(p.Status.Phase, p.Annotations)
+		return kubetest.Running(p) && p.Annotations["cdi.allot.dev/main"] != "", fmt.Sprint(p.Status.Phase, p.Annotations)
 	})
 	if _, err := e.Client.CoreV1().Pods("default").Patch(e.Ctx, "nb", "application/merge-patch+json", []byte(`{"metadata":{"labels":{"experiment":"7"}}}`), metav1.PatchOptions{}); err != nil {
 		t.Errorf("a label of its own on nb: %v", err)

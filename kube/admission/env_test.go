@@ -88,6 +88,8 @@ func TestSharingPodsMayNotSetDeviceVariables(t *testing.T) {
 		}), ""},
 		{"a CDI device asked by its owner", sharing(func(p *corev1.Pod) { p.Annotations["nvidia.cdi.k8s.io/container.main"] = "nvidia.com/gpu=all" }),
 			"nvidia.cdi.k8s.io/container.main is written by Allot"},
+		{"a CDI device for Allot's NRI plugin asked by its owner", sharing(func(p *corev1.Pod) { p.Annotations["cdi.allot.dev/main"] = "management.nvidia.com/gpu=all" }),
+			"cdi.allot.dev/main is written by Allot"},
 		{"its own device environment", sharing(func(p *corev1.Pod) { p.Annotations[v1alpha1.AnnotationGPUEnvPrefix+"NVIDIA_VISIBLE_DEVICES"] = "all" }),
 			"allot.dev/gpu-env.NVIDIA_VISIBLE_DEVICES is written by Allot"},
 		{"a whole-GPU pod sets its own", func() *corev1.Pod {

@@ -22,8 +22,8 @@ func labelNode(t *testing.T, e *kubetest.Env, node, key string, value any) {
 	}
 }
 
-// One node whose runtime injects CDI devices named in NVIDIA's NRI annotations (the GPU
-// Operator with its NRI plugin): a pair of halves, one of two containers; the container
+// One node whose runtime injects CDI devices named in Allot's NRI plugin's annotations (the
+// agent's pod runs the plugin on cdi pools): a pair of halves, one of two containers; the container
 // given the slice (the first) named with the device, and no device in the environment; the
 // other given none (a pod holds its slice once).
 //
@@ -52,12 +52,12 @@ func TestFractionsOnACDINodeGetTheirDeviceByAnnotation(t *testing.T) {
 		for _, c := range p.Spec.Containers {
 			if c.Name == "sidecar" {
 				env := e.ContainerEnv(t, p, c.Name)
-				if got := p.Annotations["nvidia.cdi.k8s.io/container."+c.Name]; got != "" || env["NVIDIA_VISIBLE_DEVICES"] != "void" || env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] != "" {
+				if got := p.Annotations[v1alpha1.AnnotationCDIPrefix+c.Name]; got != "" || env["NVIDIA_VISIBLE_DEVICES"] != "void" || env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] != "" {
 					t.Errorf("%s container %s, not given the slice: CDI annotation %q, env %v", name, c.Name, got, env)
 				}
 				continue
 			}
-			if got := p.Annotations["nvidia.cdi.k8s.io/container."+c.Name]; got != want {
+			if got := p.Annotations[v1alpha1.AnnotationCDIPrefix+c.Name]; got != want {
 				t.Errorf("%s container %s: CDI annotation %q, want %q", name, c.Name, got, want)
 			}
 			env := e.ContainerEnv(t, p, c.Name)

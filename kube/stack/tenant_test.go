@@ -129,6 +129,7 @@ func TestTenantCannotWidenItsShare(t *testing.T) {
 		{"its device", `{"metadata":{"annotations":{"allot.dev/gpu-env.NVIDIA_VISIBLE_DEVICES":"all"}}}`, "allot.dev/gpu-env.NVIDIA_VISIBLE_DEVICES"},
 		{"its limits", `{"metadata":{"annotations":{"allot.dev/gpu-env.CUDA_MPS_ACTIVE_THREAD_PERCENTAGE":null}}}`, "allot.dev/gpu-env.CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"},
 		{"a CDI device", `{"metadata":{"annotations":{"nvidia.cdi.k8s.io/container.main":"k8s.device-plugin.nvidia.com/gpu=all"}}}`, "nvidia.cdi.k8s.io/container.main"},
+		{"a CDI device for Allot's NRI plugin", `{"metadata":{"annotations":{"cdi.allot.dev/main":"k8s.device-plugin.nvidia.com/gpu=all"}}}`, "cdi.allot.dev/main"},
 		{"its share", `{"metadata":{"annotations":{"allot.dev/gpu-fraction":"0.1"}}}`, "allot.dev/gpu-fraction"},
 		{"its booked share", `{"metadata":{"annotations":{"allot.dev/gpu-share":"100"}}}`, "allot.dev/gpu-share"},
 		{"its queue", `{"metadata":{"labels":{"allot.dev/queue":"team-b"}}}`, "allot.dev/queue"},
