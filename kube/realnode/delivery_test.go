@@ -35,7 +35,37 @@ func TestFractionGetsItsDeviceUnderEachToolkit(t *testing.T) {
 			if got := seen["side"].NVIDIA(); len(got) != 0 {
 				t.Errorf("toolkit %s: the sidecar sees %v, want no NVIDIA device", version, got)
 			}
+			reservationHolds(t, gpuDevices(seen["main"]))
 		})
+	}
+}
+
+// reservationHolds checks that the device a fraction's container sees (/dev/nvidiaN, the
+// GPU of index N) is the one a running reservation pod was given by the real kubelet, as
+// the agent read it from the kubelet's PodResources API: the fraction runs on a GPU the
+// kubelet will not hand to another pod.
+func reservationHolds(t *testing.T, devs []string) {
+	t.Helper()
+	if len(devs) != 1 {
+		return
+	}
+	var index int
+	fmt.Sscanf(devs[0], "nvidia%d", &index)
+	uuid := machine.UUID(index)
+	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
+		pods, err := client.CoreV1().Pods(v1alpha1.SystemNamespace).List(ctx, metav1.ListOptions{LabelSelector: v1alpha1.LabelReservation + "=true"})
+		if err != nil {
+			return false, err
+		}
+		for _, p := range pods.Items {
+			if p.Status.Phase == corev1.PodRunning && strings.Contains(p.Annotations[v1alpha1.AnnotationGPUDevices], uuid) {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Errorf("no running reservation pod was given %s (/dev/%s) by the kubelet: %v", uuid, devs[0], err)
 	}
 }
 
