@@ -42,7 +42,7 @@ import (
 )
 
 func newUpCmd() *cobra.Command {
-	var nodes, gpus, migGPUs int
+	var nodes, gpus, migGPUs, realNodes int
 	var gpuType, gpuMemory, dataDir, kubeconfig string
 	var demo, draNodes bool
 	var cpuProfile, dashboardAddr, metricsAddr string
@@ -72,6 +72,12 @@ A kubeconfig is written so that kubectl works against it. Ctrl-C stops everythin
 			}
 			if demo {
 				nodes, gpus = 2, 8
+			}
+			if realNodes < 0 || realNodes > 1 {
+				return fmt.Errorf("--real-nodes %d is not allowed: 0 or 1 (one kubelet per machine: its device-plugin socket and root directory are fixed paths)", realNodes)
+			}
+			if realNodes > 0 && (draNodes || gpus == 0) {
+				return fmt.Errorf("--real-nodes with --dra or --gpus-per-node 0 is not offered: the real node's GPUs are offered by a device plugin")
 			}
 			if _, err := v1alpha1.ParseSharing(sharing); err != nil {
 				return fmt.Errorf("--sharing: %w", err)
@@ -227,6 +233,16 @@ A kubeconfig is written so that kubectl works against it. Ctrl-C stops everythin
 				}
 				schedOpts.Collectors = agentMetrics.Collectors()
 			}
+			if realNodes > 0 {
+				// Sharing pods there get the sharing root mounted (the webhook's), and
+				// their device by Allot's NRI plugin.
+				schedOpts.SharingRoot = realSharingRoot
+				stopReal, err := startRealNode(ctx, out, c.Config, kubeconfig, dataDir, gpus, sharing)
+				if err != nil {
+					return err
+				}
+				defer stopReal()
+			}
 			// The pods of allot up stop with it: the time it was down is no use of GPUs.
 			schedOpts.UsageIdleWhileAway = true
 			running, err := stack.LocalAs(ctx, c.Config, c.Config, dataDir, metricsAddr, schedOpts)
@@ -292,6 +308,7 @@ A kubeconfig is written so that kubectl works against it. Ctrl-C stops everythin
 	}
 	f := cmd.Flags()
 	f.IntVar(&nodes, "nodes", 2, "simulated GPU nodes")
+	f.IntVar(&realNodes, "real-nodes", 0, "also run a real node (real-1) on this machine, as root: the kubelet, containerd and runc built from their Go modules, with --gpus-per-node GPU devices made for it (no driver) and Allot's NRI plugin; 0 or 1 (the kubelet's device-plugin socket is the machine's)")
 	f.IntVar(&gpus, "gpus-per-node", 8, "GPUs per simulated node")
 	f.StringVar(&gpuType, "gpu-type", "A100-SXM4-80GB", "GPU model (the nvidia.com/gpu.product label)")
 	f.StringVar(&gpuMemory, "gpu-memory", "80Gi", "memory per GPU")

@@ -102,6 +102,14 @@ func BuildTools(ctx context.Context, dir, moduleDir string, progress io.Writer) 
 			"github.com/containernetworking/plugins/plugins/main/bridge@" + CNIPluginsVersion,
 			"github.com/containernetworking/plugins/plugins/ipam/host-local@" + CNIPluginsVersion}, []string{"GOBIN=" + t.CNIDir}},
 	}
+	// The kubelet reports the release it was built from (the API server shows it as the
+	// node's version), as the release's own build stamps it.
+	list := exec.CommandContext(ctx, "go", "list", "-m", "-f", "{{.Version}}", "k8s.io/kubernetes")
+	list.Dir = moduleDir
+	if out, err := list.Output(); err == nil {
+		v := strings.TrimSpace(string(out))
+		steps[0].args = []string{"build", "-ldflags", "-X k8s.io/component-base/version.gitVersion=" + v + " -X k8s.io/component-base/version.gitMajor=1", "-o", t.Kubelet, "k8s.io/kubernetes/cmd/kubelet"}
+	}
 	for _, s := range steps {
 		if _, err := os.Stat(s.out); err == nil {
 			continue
