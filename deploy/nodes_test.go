@@ -78,7 +78,8 @@ func TestHelmGPUNodeSetups(t *testing.T) {
 			// declare cdi only once it is registered.
 			hasNRI := len(pod.Spec.InitContainers) == 1 && pod.Spec.InitContainers[0].Name == "nri" &&
 				ptr.Deref(pod.Spec.InitContainers[0].RestartPolicy, "") == corev1.ContainerRestartPolicyAlways && pod.Spec.InitContainers[0].StartupProbe != nil
-			if hasNRI != (c.delivery != "env") || slices.Contains(agent.Args, "--nri-ready-file=/run/allot-nri/ready") != hasNRI {
+			if hasNRI != (c.delivery != "env") || slices.Contains(agent.Args, "--nri-ready-file=/run/allot-nri/ready") != hasNRI ||
+				slices.Contains(agent.Args, "--cdi-device-ids=uuid") != hasNRI {
 				t.Errorf("nri sidecar %v (want it: %v), agent args %v", pod.Spec.InitContainers, c.delivery != "env", agent.Args)
 			}
 			if !slices.Contains(agent.Args, "--delivery="+c.delivery) {
@@ -105,6 +106,17 @@ func TestHelmFieldsPolicyIsTheSchedulers(t *testing.T) {
 	}
 	if objs["ValidatingAdmissionPolicyBinding/allot-pod-fields"] == nil {
 		t.Error("no binding for allot-pod-fields")
+	}
+}
+
+// A pool whose device plugin names GPUs by index (DEVICE_ID_STRATEGY=index) says so
+// through its agent, so that the bind names a fraction's CDI device the same way.
+func TestHelmPoolDeviceIDStrategy(t *testing.T) {
+	objs := deploy.Render(t, "--set", "agent.pools[0].name=gpu", "--set-string", "agent.pools[0].nodeSelector.nvidia\\.com/gpu\\.present=true",
+		"--set", "agent.pools[0].sharing=none", "--set", "agent.pools[0].delivery=cdi", "--set", "agent.pools[0].deviceIDStrategy=index")
+	agent := as[appsv1.DaemonSet](t, objs["DaemonSet/allot-agent-gpu"]).Spec.Template.Spec.Containers[0]
+	if !slices.Contains(agent.Args, "--cdi-device-ids=index") {
+		t.Errorf("agent args %v lack --cdi-device-ids=index", agent.Args)
 	}
 }
 

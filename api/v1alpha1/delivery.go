@@ -35,6 +35,14 @@ const (
 	AnnotationNRIContainerPrefix = "nvidia.cdi.k8s.io/container."
 	AnnotationNRIPod             = "nvidia.cdi.k8s.io/pod"
 
+	// LabelCDIDeviceIDs on a node says how the NVIDIA device plugin's CDI spec names each
+	// GPU there, as its DEVICE_ID_STRATEGY does: CDIIDsUUID (its default; also when the
+	// label is absent) or CDIIDsIndex. The agent writes it from its pool's setting; the
+	// bind names a slice's devices that way.
+	LabelCDIDeviceIDs = "allot.dev/cdi-device-ids"
+	CDIIDsUUID        = "uuid"
+	CDIIDsIndex       = "index"
+
 	// AnnotationCDIPrefix + a container's name is the annotation Allot's own NRI plugin
 	// (kube/nriplugin, run by the agent's pod on cdi pools) reads that container's CDI
 	// devices from. The scheduler writes it in the bind for the container given a slice;
@@ -156,6 +164,41 @@ func HasGPUEnv(p *corev1.Pod) bool {
 		}
 	}
 	return given != ""
+}
+
+// ParseCDIDeviceIDs reads a node's LabelCDIDeviceIDs: CDIIDsUUID when absent.
+func ParseCDIDeviceIDs(v string) (string, error) {
+	switch v {
+	case "", CDIIDsUUID:
+		return CDIIDsUUID, nil
+	case CDIIDsIndex:
+		return CDIIDsIndex, nil
+	}
+	return "", fmt.Errorf("label %s: %q is not one of %s, %s (the device plugin's DEVICE_ID_STRATEGY)", LabelCDIDeviceIDs, v, CDIIDsUUID, CDIIDsIndex)
+}
+
+// CDIDeviceIDs are the names the device plugin's CDI spec gives GPUs uuids (comma-separated)
+// on a node naming them by ids (ParseCDIDeviceIDs), whose GPUs by index are nodeUUIDs (its
+// AnnotationGPUUUIDs).
+func CDIDeviceIDs(uuids, ids, nodeUUIDs string) (string, error) {
+	if ids != CDIIDsIndex {
+		return uuids, nil
+	}
+	byUUID := map[string]int{}
+	for i, u := range strings.Split(nodeUUIDs, ",") {
+		if u != "" {
+			byUUID[u] = i
+		}
+	}
+	var out []string
+	for _, u := range strings.Split(uuids, ",") {
+		i, ok := byUUID[u]
+		if !ok {
+			return "", fmt.Errorf("the node names its CDI devices by index (%s=%s) but does not list GPU %s among its GPUs (%s): is its agent running?", LabelCDIDeviceIDs, CDIIDsIndex, u, AnnotationGPUUUIDs)
+		}
+		out = append(out, strconv.Itoa(i))
+	}
+	return strings.Join(out, ","), nil
 }
 
 // Deliveries are LabelGPUDelivery's allowed values.

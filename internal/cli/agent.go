@@ -26,7 +26,7 @@ import (
 
 func newAgentCmd() *cobra.Command {
 	var mpsHost bool
-	var kubeconfig, node, sharing, delivery, onFailure, socket, library, sharingRoot, hamiLibrary, mpsControl, procRoot, nriReady, runtimeClass string
+	var kubeconfig, node, sharing, delivery, onFailure, socket, library, sharingRoot, hamiLibrary, mpsControl, procRoot, nriReady, runtimeClass, cdiIDs string
 	var interval time.Duration
 	var ignoredXIDs []uint
 	var metricsPort int
@@ -91,7 +91,7 @@ enforced on the node (the allot.dev/gpu-sharing label).`,
 			}
 			a, err := agent.New(client, agent.Options{IgnoredXIDs: ignored, Node: node, NVML: nvml.New(opts...), PodResources: pr, PodResourcesSocket: socket, Sharing: sharing, Delivery: delivery, OnGPUFailure: onFailure, MPSHost: mpsHost,
 				Interval: interval, Version: Version, Metrics: metrics, SharingRoot: sharingRoot, HAMiCoreLibrary: hamiLibrary, MPSControl: mpsControl, ProcRoot: procRoot,
-				NRIReadyFile: nriReady, SharingRuntimeClass: runtimeClass})
+				NRIReadyFile: nriReady, SharingRuntimeClass: runtimeClass, CDIDeviceIDs: cdiIDs})
 			if err != nil {
 				return err
 			}
@@ -122,6 +122,7 @@ enforced on the node (the allot.dev/gpu-sharing label).`,
 	f.StringVar(&sharing, "sharing", "", "how GPU sharing is enforced on this node: mps, hami-core or none (empty: keep the node's allot.dev/gpu-sharing label)")
 	f.StringVar(&delivery, "delivery", "", "how this node's container runtime gives a pod sharing a GPU its device: cdi (Allot's NRI plugin injects the CDI device the scheduler names in the pod's annotations), env (the NVIDIA runtime in legacy mode reads NVIDIA_VISIBLE_DEVICES), auto (read from the GPU Operator's ClusterPolicy); empty keeps the node's allot.dev/gpu-delivery label")
 	f.StringVar(&nriReady, "nri-ready-file", "", "the file allot nri-plugin writes once registered with the container runtime: cdi is declared only while it is there (empty: not checked)")
+	f.StringVar(&cdiIDs, "cdi-device-ids", "", "how NVIDIA's device plugin names this node's GPUs in its CDI spec, as its DEVICE_ID_STRATEGY: uuid (its default) or index (empty: keep the node's allot.dev/cdi-device-ids label)")
 	f.StringVar(&runtimeClass, "sharing-runtime-class", "", "the runtime class sharing pods are given (the chart's sharing.runtimeClassName): with --delivery auto on a GPU Operator with CDI on, env is declared only with one")
 	f.BoolVar(&mpsHost, "mps-host", false, "mps: the MPS daemons are started by allot mps-host (a container of their own, so that they outlive the agent's) rather than by the agent")
 	f.StringVar(&onFailure, "on-gpu-failure", agent.FailureEvent, "what happens to a pod on a GPU that fails: event (an Event; its owner decides) or evict (the pod is deleted, so that its Job, Deployment or gang starts it again on a healthy GPU)")

@@ -52,6 +52,10 @@ type Options struct {
 	// GPU Operator's namespace its device on every toolkit release. Empty: not checked
 	// (the plugin runs elsewhere).
 	NRIReadyFile string
+	// CDIDeviceIDs is how the device plugin's CDI spec names the node's GPUs (its
+	// DEVICE_ID_STRATEGY: v1alpha1.CDIIDsUUID or CDIIDsIndex), written as the node's
+	// LabelCDIDeviceIDs; empty leaves the label as an admin set it.
+	CDIDeviceIDs string
 	// SharingRuntimeClass is the runtime class the webhook gives sharing pods (the chart's
 	// sharing.runtimeClassName): where the GPU Operator runs with CDI on, env delivery is
 	// read only under such a class (its nvidia-legacy), and is not declared without one.
@@ -124,6 +128,11 @@ type Agent struct {
 func New(client kubernetes.Interface, opts Options) (*Agent, error) {
 	if opts.Node == "" {
 		return nil, errors.New("agent: the node's name is required (--node-name, or NODE_NAME from the downward API)")
+	}
+	if opts.CDIDeviceIDs != "" {
+		if _, err := v1alpha1.ParseCDIDeviceIDs(opts.CDIDeviceIDs); err != nil {
+			return nil, fmt.Errorf("--cdi-device-ids: %w", err)
+		}
 	}
 	if _, err := v1alpha1.ParseSharing(opts.Sharing); err != nil {
 		return nil, fmt.Errorf("--sharing: %w", err)
@@ -287,6 +296,9 @@ func (a *Agent) publishInventory(ctx context.Context) error {
 		labels[v1alpha1.LabelGPUSharing] = a.declared
 	}
 	delivery, problem := a.delivery(ctx)
+	if a.opts.CDIDeviceIDs != "" {
+		labels[v1alpha1.LabelCDIDeviceIDs] = a.opts.CDIDeviceIDs
+	}
 	if delivery != "" {
 		labels[v1alpha1.LabelGPUDelivery] = delivery
 	} else if a.opts.Delivery != "" {

@@ -121,6 +121,9 @@ func mpsLimitsOf(pods []any, inv []v1alpha1.GPUInfo) map[string]mpsLimits {
 			continue
 		}
 		uuid := sharedDevice(p)
+		if i, err := strconv.Atoi(uuid); err == nil && i >= 0 && i < len(inv) {
+			uuid = inv[i].UUID // a CDI name by index (the device plugin's index strategy)
+		}
 		if uuid == "" {
 			continue
 		}

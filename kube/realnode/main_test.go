@@ -34,7 +34,23 @@ var (
 	rigErr  error
 	machine *simgpu.Machine
 	tools   realnode.Tools
+	rigOpts realnode.Options
 )
+
+// restartRig starts the machine's real node again with the device plugin's ID strategy
+// (one node per machine), as a node's kubelet and device plugin restart: the Node object
+// and what the agent wrote on it stay.
+func restartRig(t *testing.T, strategy string) {
+	t.Helper()
+	rig.Stop()
+	ctx := context.Background()
+	o := rigOpts
+	o.IDStrategy = strategy
+	var err error
+	if rig, err = realnode.Start(ctx, o); err != nil {
+		t.Fatalf("starting the real node again (%s IDs): %v", strategy, err)
+	}
+}
 
 // sharingRoot is the directory the agent shares with sharing pods on the real node.
 const sharingRoot = "/var/lib/allot-realnode-test/sharing"
@@ -148,13 +164,14 @@ func run(m *testing.M) int {
 		uuids = append(uuids, machine.UUID(i))
 	}
 	start := time.Now()
-	rig, err = realnode.Start(ctx, realnode.Options{Name: "real-1", Dir: filepath.Join(dir, "node"), Kubeconfig: kubeconfig,
-		Config: cluster.Config, Tools: tools, UUIDs: uuids})
+	rigOpts = realnode.Options{Name: "real-1", Dir: filepath.Join(dir, "node"), Kubeconfig: kubeconfig,
+		Config: cluster.Config, Tools: tools, UUIDs: uuids}
+	rig, err = realnode.Start(ctx, rigOpts)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "starting the real node:", err)
 		return 1
 	}
-	defer rig.Stop()
+	defer func() { rig.Stop() }() // the one running then (restartRig)
 	fmt.Fprintf(os.Stderr, "realnode: node real-1 Ready with 4 GPUs in %s\n", time.Since(start).Round(100*time.Millisecond))
 	if n, err := client.CoreV1().Nodes().Get(ctx, "real-1", metav1.GetOptions{}); err == nil {
 		fmt.Fprintf(os.Stderr, "realnode: taints %v addresses %v\n", n.Spec.Taints, n.Status.Addresses)

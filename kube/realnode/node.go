@@ -28,6 +28,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+
+	"github.com/allot-dev/allot/internal/kubeletlock"
 )
 
 // ErrUnsupported is wrapped by Start's error when this machine cannot run a real node
@@ -124,7 +126,15 @@ func Start(ctx context.Context, o Options) (_ *Node, err error) {
 		o.Name = "real-1"
 	}
 	n := &Node{opts: o, tools: o.Tools, bridge: "allot-rig0"}
+	// The kubelet's device-plugin socket is the machine's: a test process running the
+	// kubelet's device manager (kube/simnode/kubeletdm) waits for this node, or this for it.
+	release, err := kubeletlock.Acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	n.onStop(release)
 	if err := n.claimMachine(); err != nil {
+		release()
 		return nil, err
 	}
 	defer func() {
@@ -218,6 +228,9 @@ func (n *Node) startProcess(name string, cmd *exec.Cmd) error {
 }
 
 func (n *Node) waitReady(ctx context.Context) error {
+	// Ready as this kubelet reported it, not as an earlier one on the same Node object
+	// did (heartbeats are kept to the second).
+	since := time.Now().Truncate(time.Second)
 	client, err := kubernetes.NewForConfig(n.opts.Config)
 	if err != nil {
 		return err
@@ -232,7 +245,7 @@ func (n *Node) waitReady(ctx context.Context) error {
 		ready := false
 		for _, c := range node.Status.Conditions {
 			if c.Type == corev1.NodeReady {
-				ready = c.Status == corev1.ConditionTrue
+				ready = c.Status == corev1.ConditionTrue && !c.LastHeartbeatTime.Time.Before(since)
 				last = "Ready=" + string(c.Status) + ": " + c.Message
 			}
 		}

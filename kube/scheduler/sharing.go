@@ -139,7 +139,16 @@ func deliveryAnnotations(p *corev1.Pod, n *corev1.Node, env map[string]string, c
 		out[v1alpha1.AnnotationGPUEnvPrefix+"NVIDIA_VISIBLE_DEVICES"] = ""
 		// The container given the slice alone (v1alpha1.SliceContainer).
 		names := []string{v1alpha1.SliceContainer(p)}
-		for k, v := range v1alpha1.CDIAnnotations(names, cdiKind, env["NVIDIA_VISIBLE_DEVICES"]) {
+		// Named as the device plugin's spec names them there (its DEVICE_ID_STRATEGY).
+		ids, err := v1alpha1.ParseCDIDeviceIDs(n.Labels[v1alpha1.LabelCDIDeviceIDs])
+		if err != nil {
+			return nil, fmt.Errorf("node %s: %w", n.Name, err)
+		}
+		devs, err := v1alpha1.CDIDeviceIDs(env["NVIDIA_VISIBLE_DEVICES"], ids, n.Annotations[v1alpha1.AnnotationGPUUUIDs])
+		if err != nil {
+			return nil, fmt.Errorf("node %s: %w", n.Name, err)
+		}
+		for k, v := range v1alpha1.CDIAnnotations(names, cdiKind, devs) {
 			out[k] = v
 		}
 	}

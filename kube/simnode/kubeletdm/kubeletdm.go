@@ -35,6 +35,7 @@ import (
 	"k8s.io/kubernetes/pkg/kubelet/cm/topologymanager"
 
 	"github.com/allot-dev/allot/api/v1alpha1"
+	"github.com/allot-dev/allot/internal/kubeletlock"
 )
 
 // pluginSocket is the simulated device plugin's socket name in the device-plugin directory.
@@ -60,21 +61,30 @@ func Start(ctx context.Context, uuids []string, podResourcesSocket string) (*Nod
 	if os.Geteuid() != 0 {
 		return nil, errors.New("the kubelet's device manager serves only at " + pluginapi.KubeletSocket + ": run as root")
 	}
+	// A real node's kubelet (kube/realnode) serves there too: one at a time.
+	release, err := kubeletlock.Acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
 	if c, err := net.DialTimeout("unix", pluginapi.KubeletSocket, 200*time.Millisecond); err == nil {
 		c.Close()
+		release()
 		return nil, errors.New("a kubelet already serves " + pluginapi.KubeletSocket + " on this machine")
 	}
 	if err := os.MkdirAll(dir, 0o750); err != nil {
+		release()
 		return nil, err
 	}
-	n := &Node{socket: podResourcesSocket, admitted: map[types.UID]*corev1.Pod{}}
+	n := &Node{socket: podResourcesSocket, admitted: map[types.UID]*corev1.Pod{}, stop: []func(){release}}
 	m, err := devicemanager.NewManagerImpl(nil, topologymanager.NewFakeManager())
 	if err != nil {
+		n.Close()
 		return nil, fmt.Errorf("device manager: %w", err)
 	}
 	n.manager = m
 	logger := klog.FromContext(ctx)
 	if err := m.Start(logger, n.activePods, ready{}, containermap.NewContainerMap(), sets.New[string]()); err != nil {
+		n.Close()
 		return nil, fmt.Errorf("device manager: %w", err)
 	}
 	n.stop = append(n.stop, func() { _ = m.Stop(logger); _ = os.Remove(filepath.Join(dir, "kubelet_internal_checkpoint")) })
