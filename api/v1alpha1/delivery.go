@@ -72,9 +72,11 @@ var GPUEnvNames = []string{
 	"CUDA_MPS_PIPE_DIRECTORY", "CUDA_MPS_LOG_DIRECTORY",
 	"CUDA_DEVICE_MEMORY_LIMIT", "CUDA_DEVICE_SM_LIMIT",
 	"ALLOT_GPU_SHARE", "ALLOT_GPU_SHARING",
-	// Not for the process: the subdirectory of ShmDir mounted as the container's /dev/shm
-	// (its volume mount's subPathExpr reads it).
-	"ALLOT_SHM_DIR",
+	// Not for the process: the subdirectory of ShmDir mounted as the container's /dev/shm,
+	// and the directory under the sharing root mounted at MPSClientDir (its GPU's MPS
+	// directory on an mps node, the pod's own shared-memory directory elsewhere); the
+	// volume mounts' subPathExpr read them.
+	"ALLOT_SHM_DIR", "ALLOT_MPS_DIR",
 }
 
 // DeviceMemoryLimitEnv is HAMi-core's memory limit of the i-th device a container sees,

@@ -64,6 +64,15 @@ const SharingNotEnforced = "GPU sharing is not enforced here (allot.dev/gpu-shar
 // ("log"): the agent starts the daemon there, the scheduler points sharing pods at it.
 func MPSDir(root, uuid string) string { return root + "/mps/" + uuid }
 
+// MPSClientDir is where a sharing container sees its GPU's MPS directory (MPSDir on the
+// host: the daemon's pipes and logs). The webhook mounts there, read-only, the directory
+// the bind names in ALLOT_MPS_DIR, and nothing else of the sharing root's mps: a pod
+// reaches its own GPU's daemon, not another GPU's.
+func MPSClientDir(root string) string { return root + "/mps-client" }
+
+// MPSSubDir is MPSDir relative to the sharing root (ALLOT_MPS_DIR on an mps node).
+func MPSSubDir(uuid string) string { return "mps/" + uuid }
+
 // ShmDir is, under the sharing root, the directory whose subdirectories are sharing
 // containers' /dev/shm (the webhook mounts one, named by the ALLOT_SHM_DIR the scheduler
 // writes in the bind): on an MPS node the one the node's control daemons also have as

@@ -8,16 +8,11 @@ import (
 	"path/filepath"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/kube/agent"
-	"github.com/allot-dev/allot/kube/nriplugin"
 	"github.com/allot-dev/allot/kube/realnode"
 	"github.com/allot-dev/allot/kube/simgpu"
 )
@@ -51,48 +46,12 @@ func startRealNode(ctx context.Context, out io.Writer, rc *rest.Config, kubeconf
 	if err != nil {
 		return nil, fmt.Errorf("--real-nodes: %w", err)
 	}
-	ready := filepath.Join(dataDir, "real-1", "nri-ready")
-	go func() {
-		if err := nriplugin.Run(ctx, nriplugin.Options{Socket: node.NRISocket(), Namespace: v1alpha1.SystemNamespace, ReadyFile: ready}); err != nil {
-			fmt.Fprintln(out, "real-1: Allot's NRI plugin stopped:", err)
-		}
-	}()
 	client := kubernetes.NewForConfigOrDie(rc)
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.SystemNamespace}}
-	if _, err := client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+	if err := node.RunAllot(ctx, client, agent.Options{NVML: machine, Sharing: sharing, Delivery: v1alpha1.DeliveryCDI,
+		Interval: 10 * time.Second, Version: Version, SharingRoot: realSharingRoot}); err != nil {
 		node.Stop()
-		return nil, err
+		return nil, fmt.Errorf("--real-nodes: %w", err)
 	}
-	if err := os.MkdirAll(realSharingRoot, 0o755); err != nil {
-		node.Stop()
-		return nil, err
-	}
-	if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-		_, err := os.Stat(ready)
-		return err == nil, nil
-	}); err != nil {
-		node.Stop()
-		return nil, fmt.Errorf("--real-nodes: Allot's NRI plugin did not register with the node's containerd: %w", err)
-	}
-	socket := filepath.Join(realnode.KubeletRootDir, "pod-resources", "kubelet.sock")
-	pr, closeConn, err := agent.DialPodResources(socket)
-	if err != nil {
-		node.Stop()
-		return nil, err
-	}
-	a, err := agent.New(client, agent.Options{Node: "real-1", NVML: machine, PodResources: pr, PodResourcesSocket: socket, Sharing: sharing,
-		Delivery: v1alpha1.DeliveryCDI, NRIReadyFile: ready, Interval: 10 * time.Second, Version: Version, SharingRoot: realSharingRoot})
-	if err != nil {
-		closeConn()
-		node.Stop()
-		return nil, err
-	}
-	go func() {
-		defer closeConn()
-		if err := a.Run(ctx); err != nil && ctx.Err() == nil {
-			fmt.Fprintln(out, "real-1: agent stopped:", err)
-		}
-	}()
 	fmt.Fprintf(out, "and a real node, real-1: the kubelet, containerd %s and runc %s on this machine with %d GPUs made for it (logs: %s); its containers run %s:\n  kubectl --kubeconfig %s run sh --image %s --image-pull-policy Never --restart Never --overrides '{\"spec\":{\"nodeName\":\"real-1\"}}' -- sh -c 'ls /dev; sleep 3600'\n",
 		realnode.ContainerdVersion, realnode.RuncVersion, gpus, filepath.Dir(node.Log("kubelet")), realnode.BusyboxImage, kubeconfig, realnode.BusyboxImage)
 	return node.Stop, nil

@@ -30,6 +30,7 @@ var guardedExact = []string{
 	"CUDA_OVERSUBSCRIBE",          // HAMi-core: memory beyond the limit, spilled to the host
 	"CUDA_DISABLE_CONTROL",        // HAMi-core: turns its limits off
 	"ALLOT_SHM_DIR",               // which shared-memory directory is the container's /dev/shm
+	"ALLOT_MPS_DIR",               // which GPU's MPS daemon the container reaches
 }
 
 // guardedPrefixes are refused as families: MPS client settings (thread percentage, pinned
@@ -135,9 +136,9 @@ func checkEnv(p *corev1.Pod) error {
 			if n.kind == "containers" && n.c.Name == given && isGPUEnv(e) {
 				continue
 			}
-			// Every container of a sharing pod reads which /dev/shm it mounts: a directory
-			// name, no device and no limit.
-			if n.kind == "containers" && given != "" && e.Name == shmDirEnv && isGPUEnv(e) {
+			// Every container of a sharing pod reads which /dev/shm and which MPS
+			// directory it mounts: directory names, no device and no limit.
+			if n.kind == "containers" && given != "" && (e.Name == shmDirEnv || e.Name == mpsDirEnv) && isGPUEnv(e) {
 				continue
 			}
 			if e.Name == noDevice.Name && e.Value == noDevice.Value && e.ValueFrom == nil {

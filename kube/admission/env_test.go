@@ -118,8 +118,9 @@ func TestGPUEnvEntriesComeLast(t *testing.T) {
 	giveGPUEnv(p, 1, "main")
 	// The slice goes to one container; the sidecar is given no GPU, once, last, and the
 	// name of the pod's /dev/shm, which its mount reads.
-	if side := p.Spec.Containers[1].Env; len(side) != 3 || side[1] != noDevice || !isGPUEnv(side[2]) || side[2].Name != "ALLOT_SHM_DIR" {
-		t.Errorf("sidecar env %+v, want its own, then NVIDIA_VISIBLE_DEVICES=void and ALLOT_SHM_DIR from the pod", side)
+	if side := p.Spec.Containers[1].Env; len(side) != 4 || side[1] != noDevice || !isGPUEnv(side[2]) || side[2].Name != "ALLOT_SHM_DIR" ||
+		!isGPUEnv(side[3]) || side[3].Name != "ALLOT_MPS_DIR" {
+		t.Errorf("sidecar env %+v, want its own, then NVIDIA_VISIBLE_DEVICES=void, ALLOT_SHM_DIR and ALLOT_MPS_DIR from the pod", side)
 	}
 	env := p.Spec.Containers[0].Env
 	if len(env) != 1+len(v1alpha1.GPUEnvNames) || env[0].Name != "HF_HOME" {
@@ -227,6 +228,17 @@ func TestSharingMountsAreAllotsOwn(t *testing.T) {
 	}
 	if m := at["/etc/ld.so.preload"]; m.Name != sharingVolume || m.SubPath != v1alpha1.PreloadListPath || !m.ReadOnly {
 		t.Errorf("/etc/ld.so.preload is %+v, want the agent's list, read-only", m)
+	}
+	// Of the sharing root, only HAMi-core's directory and the MPS directory the bind names:
+	// not the root, where every GPU's daemon and every pod's directory are.
+	if m, ok := at["/run/allot/sharing"]; ok {
+		t.Errorf("the whole sharing root is mounted: %+v", m)
+	}
+	if m := at["/run/allot/sharing/hami-core"]; m.Name != sharingVolume || m.SubPath != "hami-core" || !m.ReadOnly {
+		t.Errorf("/run/allot/sharing/hami-core is %+v, want the root's hami-core, read-only", m)
+	}
+	if m := at[v1alpha1.MPSClientDir("/run/allot/sharing")]; m.Name != sharingVolume || m.SubPathExpr != "$(ALLOT_MPS_DIR)" || !m.ReadOnly {
+		t.Errorf("%s is %+v, want the directory the bind names, read-only", v1alpha1.MPSClientDir("/run/allot/sharing"), m)
 	}
 	if m := at["/data"]; m.Name != "data" {
 		t.Errorf("the pod's own /data mount is %+v", m)

@@ -217,10 +217,11 @@ func giveGPUEnv(p *corev1.Pod, devices int, given string) {
 		c.Env = slices.DeleteFunc(c.Env, isGPUEnv)
 		c.Env = slices.DeleteFunc(c.Env, func(e corev1.EnvVar) bool { return e == noDevice })
 		if c.Name != given {
-			// No device, but the pod's /dev/shm: mountSharing gives every container the
-			// mount whose subPathExpr reads ALLOT_SHM_DIR, and the kubelet refuses to make a
-			// container whose expression names a variable it lacks.
-			c.Env = append(c.Env, noDevice, gpuEnvVar(shmDirEnv))
+			// No device, but the pod's /dev/shm and MPS directory: mountSharing gives every
+			// container the mounts whose subPathExpr read ALLOT_SHM_DIR and ALLOT_MPS_DIR,
+			// and the kubelet refuses to make a container whose expression names a variable
+			// it lacks.
+			c.Env = append(c.Env, noDevice, gpuEnvVar(shmDirEnv), gpuEnvVar(mpsDirEnv))
 			continue
 		}
 		for _, name := range v1alpha1.GPUEnvNamesFor(devices) {
@@ -243,16 +244,21 @@ func mountSharing(p *corev1.Pod, root string) {
 			VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: root, Type: &dirOrCreate}}},
 		corev1.Volume{Name: shmVolume,
 			VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: v1alpha1.ShmDir(root), Type: &dirOrCreate}}})
-	taken := []string{path.Clean(root), "/etc/ld.so.preload", "/dev/shm"}
+	taken := []string{path.Clean(root), path.Clean(root) + "/hami-core", v1alpha1.MPSClientDir(path.Clean(root)), "/etc/ld.so.preload", "/dev/shm"}
 	for i := range p.Spec.Containers {
 		c := &p.Spec.Containers[i]
 		c.VolumeMounts = slices.DeleteFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool {
 			return ours(m.Name) || slices.Contains(taken, path.Clean(m.MountPath))
 		})
 		c.VolumeMounts = append(c.VolumeMounts,
-			// Read-only: the directory is shared by every pod on the node (the MPS pipes
-			// are FIFOs, which a read-only mount still lets a client open for writing).
-			corev1.VolumeMount{Name: sharingVolume, MountPath: root, ReadOnly: true},
+			// Of the sharing root, only what this pod uses, read-only: HAMi-core's library
+			// (where the preload list names it), and at MPSClientDir the directory the bind
+			// names (ALLOT_MPS_DIR): on an mps node its GPU's daemon's pipes and logs,
+			// elsewhere the pod's own shared-memory directory. Not the whole root: every
+			// GPU's daemon and every pod's directory are there. (The MPS pipes are FIFOs,
+			// which a read-only mount still lets a client open for writing.)
+			corev1.VolumeMount{Name: sharingVolume, MountPath: path.Clean(root) + "/hami-core", SubPath: "hami-core", ReadOnly: true},
+			corev1.VolumeMount{Name: sharingVolume, MountPath: v1alpha1.MPSClientDir(path.Clean(root)), SubPathExpr: "$(" + mpsDirEnv + ")", ReadOnly: true},
 			// HAMi-core is preloaded by the dynamic loader's own list, which a process
 			// cannot empty as it can LD_PRELOAD; the agent writes the file on every node
 			// (empty where HAMi-core does not enforce).
@@ -360,6 +366,9 @@ func gpuEnvVar(name string) corev1.EnvVar {
 // shmDirEnv names the directory under the sharing root that is a sharing pod's /dev/shm,
 // which every container of the pod mounts.
 const shmDirEnv = "ALLOT_SHM_DIR"
+
+// mpsDirEnv names the directory under the sharing root mounted at v1alpha1.MPSClientDir.
+const mpsDirEnv = "ALLOT_MPS_DIR"
 
 // isGPUEnv tells an entry giveGPUEnv makes: the name read from the annotation of that name.
 func isGPUEnv(e corev1.EnvVar) bool {

@@ -66,3 +66,30 @@ func TestDeliveryDeclaredOnlyWhereItReachesTheContainer(t *testing.T) {
 		})
 	}
 }
+
+// A file of the sharing root that the kubelet made a directory (a pod mounted its subPath
+// before the agent wrote it) is written over when the directory is empty; a directory
+// holding something is refused with its path, never removed.
+func TestSharingFileWrittenOverTheKubeletsEmptyDirectory(t *testing.T) {
+	dir := t.TempDir()
+	list := filepath.Join(dir, "hami-core", "ld.so.preload")
+	if err := os.MkdirAll(list, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeFile(list, []byte("/lib/libvgpu.so\n")); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(list); err != nil || string(b) != "/lib/libvgpu.so\n" {
+		t.Errorf("the list reads %q, %v", b, err)
+	}
+	full := filepath.Join(dir, "other")
+	if err := os.MkdirAll(filepath.Join(full, "kept"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeFile(full, []byte("x")); err == nil || !strings.Contains(err.Error(), full) {
+		t.Errorf("a directory holding something: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(full, "kept")); err != nil {
+		t.Errorf("what the directory held is gone: %v", err)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -112,5 +113,26 @@ func writeFrom(dst string, in io.Reader) error {
 	if err := out.Close(); err != nil {
 		return err
 	}
+	if err := removeKubeletDir(dst); err != nil {
+		return err
+	}
 	return os.Rename(tmp, dst)
+}
+
+// removeKubeletDir removes an empty directory where a file of the sharing root belongs.
+// The kubelet makes a missing subPath source a directory: a sharing pod restarted after a
+// reboot emptied the sharing root (it is under /run), before the agent wrote the preload
+// list, leaves one at hami-core/ld.so.preload, and the rename over it would fail for good.
+// That pod keeps the directory it mounted (it runs without HAMi-core until it restarts);
+// the pods after it get the file.
+func removeKubeletDir(dst string) error {
+	fi, err := os.Lstat(dst)
+	if err != nil || !fi.IsDir() {
+		return nil
+	}
+	if err := os.Remove(dst); err != nil {
+		return fmt.Errorf("%s is a directory (the kubelet made it for a pod that started before the agent wrote the file) and cannot be removed: %w", dst, err)
+	}
+	slog.Warn("allot agent: removed the directory the kubelet made where a sharing file belongs (a pod started before the agent wrote it, and runs without it until it restarts)", "path", dst)
+	return nil
 }

@@ -18,7 +18,6 @@ import (
 	"github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/kube/agent"
 	"github.com/allot-dev/allot/kube/localcluster"
-	"github.com/allot-dev/allot/kube/nriplugin"
 	"github.com/allot-dev/allot/kube/realnode"
 	"github.com/allot-dev/allot/kube/scheduler"
 	"github.com/allot-dev/allot/kube/simgpu"
@@ -55,9 +54,15 @@ func restartRig(t *testing.T, strategy string) {
 // sharingRoot is the directory the agent shares with sharing pods on the real node.
 const sharingRoot = "/var/lib/allot-realnode-test/sharing"
 
+// agentOpts are real-1's agent's.
+var agentOpts agent.Options
+
+// newAgent is another agent of real-1, as after the agent's restart.
+func newAgent() (*agent.Agent, func(), error) { return rig.NewAgent(client, agentOpts) }
+
 // startAllot runs Allot's webhooks and scheduler in this process against the cluster, and
-// the agent of real-1 with its GPUs on go-nvml's mock, reading the real kubelet's
-// PodResources socket; the node declares hami-core sharing and cdi delivery.
+// on real-1 what the chart's agent pod runs there (realnode.RunAllot): Allot's NRI plugin
+// and the agent, its GPUs on go-nvml's mock, declaring hami-core sharing and cdi delivery.
 func startAllot(ctx context.Context, dir string) error {
 	if err := os.RemoveAll(sharingRoot); err != nil {
 		return err
@@ -71,43 +76,14 @@ func startAllot(ctx context.Context, dir string) error {
 	if err := os.WriteFile(lib, nil, 0o644); err != nil {
 		return err
 	}
-	// Allot's NRI plugin on the node's containerd, as the agent's pod runs it on cdi pools.
-	ready := filepath.Join(dir, "nri-ready")
-	go func() {
-		if err := nriplugin.Run(ctx, nriplugin.Options{Socket: rig.NRISocket(), Namespace: v1alpha1.SystemNamespace, ReadyFile: ready}); err != nil {
-			fmt.Fprintln(os.Stderr, "realnode: Allot's NRI plugin stopped:", err)
-		}
-	}()
-	if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-		_, err := os.Stat(ready)
-		return err == nil, nil
-	}); err != nil {
-		return fmt.Errorf("Allot's NRI plugin did not register with containerd: %w", err)
-	}
 	if _, err := stack.Local(ctx, cluster.Config, dir, scheduler.Options{Interval: 200 * time.Millisecond, SharingRoot: sharingRoot}); err != nil {
 		return err
 	}
-	socket := filepath.Join(realnode.KubeletRootDir, "pod-resources", "kubelet.sock")
-	pr, closeConn, err := agent.DialPodResources(socket)
-	if err != nil {
+	agentOpts = agent.Options{NVML: machine, Sharing: v1alpha1.SharingHAMiCore, Delivery: v1alpha1.DeliveryCDI, Interval: time.Second,
+		Version: "realnode-test", SharingRoot: sharingRoot, HAMiCoreLibrary: lib}
+	if err := rig.RunAllot(ctx, client, agentOpts); err != nil {
 		return err
 	}
-	a, err := agent.New(client, agent.Options{Node: "real-1", NVML: machine, PodResources: pr, PodResourcesSocket: socket,
-		Sharing: v1alpha1.SharingHAMiCore, Delivery: v1alpha1.DeliveryCDI, Interval: time.Second, Version: "realnode-test",
-		SharingRoot: sharingRoot, HAMiCoreLibrary: lib, NRIReadyFile: ready})
-	if err != nil {
-		closeConn()
-		return err
-	}
-	if _, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.SystemNamespace}}, metav1.CreateOptions{}); err != nil {
-		return err
-	}
-	go func() {
-		defer closeConn()
-		if err := a.Run(ctx); err != nil && ctx.Err() == nil {
-			fmt.Fprintln(os.Stderr, "realnode: agent stopped:", err)
-		}
-	}()
 	return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		n, err := client.CoreV1().Nodes().Get(ctx, "real-1", metav1.GetOptions{})
 		return err == nil && n.Labels[v1alpha1.LabelGPUSharing] == v1alpha1.SharingHAMiCore && n.Labels[v1alpha1.LabelGPUDelivery] == v1alpha1.DeliveryCDI, nil
@@ -215,14 +191,16 @@ func shellPod(ns, name string, containers ...corev1.Container) *corev1.Pod {
 // mounts), marks the end, and stays.
 func script(name string) corev1.Container {
 	return corev1.Container{Name: name, Command: []string{"sh", "-c",
-		`echo "DEV $(ls /dev | tr '\n' ' ')"; env | sed 's/^/ENV /'; sed 's/^/MNT /' /proc/self/mounts; echo END; exec sleep 3600`}}
+		`echo "DEV $(ls /dev | tr '\n' ' ')"; echo "PRELOAD $(cat /etc/ld.so.preload 2>&1 | tr '\n' ' ')"; echo "SHARING $(cd ` + sharingRoot + ` 2>/dev/null && find . | sort | tr '\n' ' ')"; env | sed 's/^/ENV /'; sed 's/^/MNT /' /proc/self/mounts; echo END; exec sleep 3600`}}
 }
 
 // Seen is what one container printed.
 type Seen struct {
-	Dev    []string
-	Env    map[string]string
-	Mounts []string
+	Dev     []string
+	Preload string   // /etc/ld.so.preload as the container reads it
+	Sharing []string // what the container sees under the sharing root
+	Env     map[string]string
+	Mounts  []string
 }
 
 func (s Seen) NVIDIA() []string {
@@ -286,6 +264,10 @@ func parseSeen(log string) Seen {
 		switch {
 		case strings.HasPrefix(line, "DEV "):
 			s.Dev = strings.Fields(strings.TrimPrefix(line, "DEV "))
+		case strings.HasPrefix(line, "SHARING "):
+			s.Sharing = strings.Fields(strings.TrimPrefix(line, "SHARING "))
+		case strings.HasPrefix(line, "PRELOAD "):
+			s.Preload = strings.TrimSpace(strings.TrimPrefix(line, "PRELOAD "))
 		case strings.HasPrefix(line, "ENV "):
 			k, v, _ := strings.Cut(strings.TrimPrefix(line, "ENV "), "=")
 			s.Env[k] = v

@@ -2,11 +2,16 @@ package realnode_test
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/allot-dev/allot/api/v1alpha1"
@@ -69,4 +74,102 @@ func waitGone(t *testing.T, ns, name string) {
 		_, err := client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
 		return err != nil, nil
 	})
+}
+
+// After a reboot the sharing root (under /run) is empty; a sharing pod the kubelet starts
+// again before the agent writes the preload list gets its subPath made a directory by the
+// real kubelet. An agent starting then writes the list over that directory, and pods
+// started after it preload HAMi-core; before the mend its rename failed for good.
+//
+//	real-1 (hami-core): early 0.5 (before the list: a directory) · agent restarts · late 0.5 (the list)
+func TestPreloadListWrittenOverTheKubeletsDirectory(t *testing.T) {
+	need(t)
+	list := filepath.Join(sharingRoot, v1alpha1.PreloadListPath)
+	if err := os.Remove(list); err != nil {
+		t.Fatal(err)
+	}
+	queue(t, "team-reboot", "reboot", 4)
+	early := runAndRead(t, sharingPod("reboot", "early", "team-reboot", script("main")), "main")
+	if fi, err := os.Lstat(list); err != nil || !fi.IsDir() {
+		t.Fatalf("the kubelet made no directory at %s for the early pod (%v, %v): the race this test is about did not happen", list, fi, err)
+	}
+	t.Logf("early pod's /etc/ld.so.preload: %q", early["main"].Preload)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	a, closeConn, err := newAgent()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeConn()
+	go func() { _ = a.Run(ctx) }()
+	want := v1alpha1.HAMiCoreLibrary(sharingRoot)
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		b, err := os.ReadFile(list)
+		return err == nil && strings.TrimSpace(string(b)) == want, nil
+	}); err != nil {
+		fi, _ := os.Lstat(list)
+		t.Fatalf("the restarted agent did not write the preload list over the kubelet's directory (%v): %v", fi, err)
+	}
+	cancel()
+	late := runAndRead(t, sharingPod("reboot", "late", "team-reboot", script("main")), "main")
+	if late["main"].Preload != want {
+		t.Errorf("a pod started after the agent reads %q as its /etc/ld.so.preload, want %q", late["main"].Preload, want)
+	}
+}
+
+// On an mps node a sharing pod sees, of the sharing root, its own GPU's MPS directory (at
+// MPSClientDir, where its CUDA_MPS_PIPE_DIRECTORY points) and HAMi-core's: not the other
+// GPUs' daemons, nor other pods' directories. Before, the whole root was mounted into every
+// sharing pod, and a process could point CUDA_MPS_PIPE_DIRECTORY at any GPU's daemon.
+//
+//	real-1 (mps): GPU k's daemon dir holds marker-k; nb 0.5 [main] sees only its GPU's marker
+func TestMPSClientSeesOnlyItsGPUsDaemon(t *testing.T) {
+	need(t)
+	ctx := context.Background()
+	label := func(v string) {
+		patch := `{"metadata":{"labels":{"` + v1alpha1.LabelGPUSharing + `":"` + v + `"}}}`
+		if _, err := client.CoreV1().Nodes().Patch(ctx, "real-1", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// As the agent declares it once an MPS daemon answered (there is no driver here to run
+	// one: the daemons' directories are made as the agent makes them).
+	label(v1alpha1.SharingMPS)
+	t.Cleanup(func() { label(v1alpha1.SharingHAMiCore) })
+	for i := range 4 {
+		dir := filepath.Join(v1alpha1.MPSDir(sharingRoot, machine.UUID(i)), "pipe")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "marker-"+machine.UUID(i)), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	queue(t, "team-mps", "mps", 4)
+	seen := runAndRead(t, sharingPod("mps", "nb", "team-mps", script("main"), script("side")), "main", "side")
+	gpus := gpuDevices(seen["main"])
+	if len(gpus) != 1 {
+		t.Fatalf("the fraction sees GPUs %v", gpus)
+	}
+	var index int
+	fmt.Sscanf(gpus[0], "nvidia%d", &index)
+	own := "marker-" + machine.UUID(index)
+	t.Logf("main sees under the sharing root: %v", seen["main"].Sharing)
+	for _, c := range []string{"main", "side"} {
+		var markers []string
+		for _, f := range seen[c].Sharing {
+			if strings.Contains(f, "marker-") {
+				markers = append(markers, filepath.Base(f))
+			}
+			if strings.HasPrefix(f, "./mps/") || strings.HasPrefix(f, "./shm/") {
+				t.Errorf("%s sees %s: the sharing root's mps or shm directories are mounted whole", c, f)
+			}
+		}
+		if len(markers) != 1 || markers[0] != own {
+			t.Errorf("%s sees the daemons' pipes %v, want its own GPU's alone (%s)", c, markers, own)
+		}
+	}
+	if got, want := seen["main"].Env["CUDA_MPS_PIPE_DIRECTORY"], v1alpha1.MPSClientDir(sharingRoot)+"/pipe"; got != want {
+		t.Errorf("CUDA_MPS_PIPE_DIRECTORY is %q, want %q", got, want)
+	}
 }

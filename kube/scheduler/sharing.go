@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"path"
 	"slices"
 	"sort"
 	"strconv"
@@ -66,7 +67,7 @@ func percent(c engine.MilliGPU) int32 {
 // library to preload, under the host directory the webhook mounted (root); which
 // directory under it is its /dev/shm (the MPS daemons' on an MPS node, which an MPS server
 // and its clients need in common, else its own); and the mode.
-func enforcementEnv(env map[string]string, mode, root, uuid string, pod types.UID) {
+func enforcementEnv(env map[string]string, mode, root, uuid string, pod types.UID, perPodMPS bool) {
 	env["ALLOT_GPU_SHARING"] = mode
 	if mode == "" {
 		env["ALLOT_GPU_SHARING"] = "undeclared"
@@ -74,17 +75,42 @@ func enforcementEnv(env map[string]string, mode, root, uuid string, pod types.UI
 	// Named even with no root of the scheduler's own: were the webhook to mount one, an
 	// empty name would make the whole shm directory, every pod's, this pod's /dev/shm.
 	env["ALLOT_SHM_DIR"] = v1alpha1.ShmPodDir(string(pod))
+	// Never empty either (an empty expression mounts the whole root): elsewhere than on an
+	// mps node, the pod's own directory.
+	env["ALLOT_MPS_DIR"] = "shm/" + v1alpha1.ShmPodDir(string(pod))
 	if root == "" {
 		return
 	}
 	switch mode {
 	case v1alpha1.SharingMPS:
 		env["ALLOT_SHM_DIR"] = v1alpha1.ShmMPS
-		env["CUDA_MPS_PIPE_DIRECTORY"] = v1alpha1.MPSDir(root, uuid) + "/pipe"
-		env["CUDA_MPS_LOG_DIRECTORY"] = v1alpha1.MPSDir(root, uuid) + "/log"
+		env["ALLOT_MPS_DIR"] = v1alpha1.MPSSubDir(uuid)
+		// Its GPU's daemon as the container sees it (mounted at MPSClientDir); a pod
+		// admitted before that mount sees the whole root, the daemon at its host path.
+		dir := v1alpha1.MPSDir(root, uuid)
+		if perPodMPS {
+			dir = v1alpha1.MPSClientDir(root)
+		}
+		env["CUDA_MPS_PIPE_DIRECTORY"] = dir + "/pipe"
+		env["CUDA_MPS_LOG_DIRECTORY"] = dir + "/log"
 	}
 	// HAMi-core is preloaded through the loader's list the webhook mounts read-only (its
 	// /etc/ld.so.preload), not LD_PRELOAD, which a process can empty for its children.
+}
+
+// mountsMPSClientDir tells whether a sharing pod's containers see their GPU's MPS directory
+// at v1alpha1.MPSClientDir (the webhook's mount since per-pod MPS directories), rather
+// than the whole sharing root.
+func mountsMPSClientDir(p *corev1.Pod, root string) bool {
+	want := v1alpha1.MPSClientDir(path.Clean(root))
+	for _, c := range p.Spec.Containers {
+		for _, m := range c.VolumeMounts {
+			if path.Clean(m.MountPath) == want {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // shareEnv works out a shared pod's environment from where the engine put it and what it
@@ -109,7 +135,7 @@ func shareEnv(p *corev1.Pod, node *engine.Node, b engine.Binding, root string) m
 	}
 	// A dynamic fraction is held to its limit; it is booked by its request.
 	env := gpuEnv(uuids, max(b.Memory, b.MemoryLimit), percent(capped), b.Share)
-	enforcementEnv(env, node.Sharing, root, uuids[0], p.UID)
+	enforcementEnv(env, node.Sharing, root, uuids[0], p.UID, mountsMPSClientDir(p, root))
 	return env
 }
 

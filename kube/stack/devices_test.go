@@ -291,7 +291,7 @@ func enforcedCluster(t *testing.T, mode string, devices func(*simnode.Devices)) 
 }
 
 // sharingPodsRun starts two halves and returns their common environment, checking the
-// webhook mounted the sharing root into them.
+// webhook mounted what they use of the sharing root into them.
 func sharingPodsRun(t *testing.T, e *kubetest.Env, root string) map[string]string {
 	t.Helper()
 	e.MustPod(t, fraction("nb-1", "0.5"))
@@ -301,16 +301,23 @@ func sharingPodsRun(t *testing.T, e *kubetest.Env, root string) map[string]strin
 		return n == 2, fmt.Sprintf("%d running", n)
 	})
 	p := e.Pods(t, "default")["nb-1"]
-	mounted := false
+	// Of the sharing root, HAMi-core's directory and the MPS directory the bind names,
+	// never the root itself.
+	hamiCore, mpsDir, whole := false, false, false
 	for _, v := range p.Spec.Volumes {
 		if v.HostPath != nil && v.HostPath.Path == root {
 			for _, m := range p.Spec.Containers[0].VolumeMounts {
-				mounted = mounted || (m.Name == v.Name && m.MountPath == root)
+				if m.Name != v.Name {
+					continue
+				}
+				hamiCore = hamiCore || (m.MountPath == root+"/hami-core" && m.SubPath == "hami-core")
+				mpsDir = mpsDir || (m.MountPath == v1alpha1.MPSClientDir(root) && m.SubPathExpr == "$(ALLOT_MPS_DIR)")
+				whole = whole || (m.MountPath == root && m.SubPath == "" && m.SubPathExpr == "")
 			}
 		}
 	}
-	if !mounted {
-		t.Errorf("the sharing root %s is not mounted into nb-1: %+v", root, p.Spec.Volumes)
+	if !hamiCore || !mpsDir || whole {
+		t.Errorf("nb-1 mounts of the sharing root %s: hami-core %v, its MPS directory %v, the whole root %v; volumes %+v", root, hamiCore, mpsDir, whole, p.Spec.Volumes)
 	}
 	_, _, env := gpuOf(t, e, "nb-1")
 	return env
@@ -441,9 +448,12 @@ func TestMPSDaemonPerSharedGPU(t *testing.T) {
 	e, root := enforcedCluster(t, v1alpha1.SharingMPS, func(d *simnode.Devices) { d.MPSControl = bin + "/nvidia-cuda-mps-control" })
 	env := sharingPodsRun(t, e, root)
 	uuid := env["NVIDIA_VISIBLE_DEVICES"]
+	// The daemon's pipes on the host; the container sees its GPU's directory alone, at
+	// MPSClientDir.
 	pipe := root + "/mps/" + uuid + "/pipe"
-	if env["CUDA_MPS_PIPE_DIRECTORY"] != pipe || env["ALLOT_GPU_SHARING"] != "mps" || env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] != "50" {
-		t.Errorf("environment %v, want the pipes of %s's daemon", env, uuid)
+	if env["CUDA_MPS_PIPE_DIRECTORY"] != v1alpha1.MPSClientDir(root)+"/pipe" || env["ALLOT_MPS_DIR"] != "mps/"+uuid ||
+		env["ALLOT_GPU_SHARING"] != "mps" || env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] != "50" {
+		t.Errorf("environment %v, want the pipes of %s's daemon, mounted at %s", env, uuid, v1alpha1.MPSClientDir(root))
 	}
 	checkDevShm(t, e, root, true)
 	calls := func() string { b, _ := os.ReadFile(log); return string(b) }
