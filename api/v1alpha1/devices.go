@@ -59,6 +59,10 @@ const (
 // the node's listing, and in the Event of each pod that shares a GPU there.
 const SharingNotEnforced = "GPU sharing is not enforced here (allot.dev/gpu-sharing=none): pods sharing a GPU are not held to their memory or compute share"
 
+// SharingOnTrust is what a hami-core node tells people: HAMi-core holds a process that
+// cooperates, not one that means to get past it.
+const SharingOnTrust = "GPU sharing here holds cooperative processes only (allot.dev/gpu-sharing=hami-core): HAMi-core is preloaded by glibc's loader and reads its limits from the process's environment, which a statically linked or musl program, dlmopen, or an entrypoint that unsets the limits gets past"
+
 // MPSDir is where, under the sharing root (the host directory the agent shares with
 // sharing pods), the MPS control daemon of one GPU keeps its pipes ("pipe") and logs
 // ("log"): the agent starts the daemon there, the scheduler points sharing pods at it.

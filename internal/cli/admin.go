@@ -370,14 +370,20 @@ func printNodes(out io.Writer, ns []inspect.Node) error {
 			return err
 		}
 	}
-	var unenforced []string
+	// Each warning once, with the nodes it is about (not enforced; on trust).
+	byWarning := map[string][]string{}
+	var warnings []string
 	for _, n := range ns {
-		if n.SharingWarning != "" {
-			unenforced = append(unenforced, n.Name)
+		if n.SharingWarning == "" {
+			continue
 		}
+		if _, seen := byWarning[n.SharingWarning]; !seen {
+			warnings = append(warnings, n.SharingWarning)
+		}
+		byWarning[n.SharingWarning] = append(byWarning[n.SharingWarning], n.Name)
 	}
-	if len(unenforced) > 0 {
-		if _, err := fmt.Fprintf(out, "On %s: %s.\n", strings.Join(unenforced, ", "), inspect.SharingNotEnforced); err != nil {
+	for _, w := range warnings {
+		if _, err := fmt.Fprintf(out, "On %s: %s.\n", strings.Join(byWarning[w], ", "), w); err != nil {
 			return err
 		}
 	}

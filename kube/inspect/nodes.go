@@ -33,7 +33,8 @@ type Node struct {
 	// without one.
 	Topology []Place `json:"topology,omitempty"`
 	// Sharing is how GPU sharing is enforced there (allot.dev/gpu-sharing); empty when the
-	// node does not say. SharingWarning says what "none" means for pods sharing there.
+	// node does not say. SharingWarning says what "none" means for pods sharing there, or
+	// that hami-core holds cooperative processes only.
 	Sharing        string `json:"sharing,omitempty"`
 	SharingWarning string `json:"sharingWarning,omitempty"`
 	// Agent is the version of the node's allot agent; empty without one (devices then known
@@ -216,8 +217,11 @@ func BuildNodes(nodes []*corev1.Node, pods []*corev1.Pod) []Node {
 			// Another vendor's devices: their model and size are the kind's labels'.
 			node.Model, node.MemoryMi, node.Sharing = en.GPUs[0].Model, en.GPUs[0].Memory>>20, ""
 		}
-		if en.Sharing == v1alpha1.SharingNone {
+		switch en.Sharing {
+		case v1alpha1.SharingNone:
 			node.SharingWarning = SharingNotEnforced
+		case v1alpha1.SharingHAMiCore:
+			node.SharingWarning = v1alpha1.SharingOnTrust
 		}
 		util := utilization(n.Annotations[v1alpha1.AnnotationGPUUtilization], count)
 		layouts := migLayouts(n, &en, pods)

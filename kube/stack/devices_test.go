@@ -398,6 +398,10 @@ func TestHAMiCoreSharingIsPreloaded(t *testing.T) {
 		t.Errorf("environment %v, want HAMi-core's 40960m cap", env)
 	}
 	checkDevShm(t, e, root, false)
+	// Said where people look: HAMi-core holds cooperative processes only.
+	if nodes, err := inspect.Nodes(e.Ctx, e.Client); err != nil || len(nodes) != 1 || nodes[0].SharingWarning != v1alpha1.SharingOnTrust {
+		t.Errorf("node listing %+v (%v), want hami-core's on-trust warning", nodes, err)
+	}
 	if _, set := env["LD_PRELOAD"]; set {
 		t.Errorf("LD_PRELOAD is set (%q): a process could empty it for its children", env["LD_PRELOAD"])
 	}
