@@ -195,6 +195,9 @@ func CDIDeviceIDs(uuids, ids, nodeUUIDs string) (string, error) {
 	var out []string
 	for _, u := range strings.Split(uuids, ",") {
 		i, ok := byUUID[u]
+		if !ok && strings.HasPrefix(u, "MIG-") {
+			return "", fmt.Errorf("the node names its CDI devices by index (%s=%s), under which NVIDIA's device plugin gives a MIG instance made after it started no name: use deviceIDStrategy uuid on dynamic MIG pools", LabelCDIDeviceIDs, CDIIDsIndex)
+		}
 		if !ok {
 			return "", fmt.Errorf("the node names its CDI devices by index (%s=%s) but does not list GPU %s among its GPUs (%s): is its agent running?", LabelCDIDeviceIDs, CDIIDsIndex, u, AnnotationGPUUUIDs)
 		}

@@ -121,7 +121,7 @@ enforced on the node (the allot.dev/gpu-sharing label).`,
 	f.StringVar(&node, "node-name", os.Getenv("NODE_NAME"), "this node's name (default: $NODE_NAME)")
 	f.StringVar(&sharing, "sharing", "", "how GPU sharing is enforced on this node: mps, hami-core or none (empty: keep the node's allot.dev/gpu-sharing label)")
 	f.StringVar(&delivery, "delivery", "", "how this node's container runtime gives a pod sharing a GPU its device: cdi (Allot's NRI plugin injects the CDI device the scheduler names in the pod's annotations), env (the NVIDIA runtime in legacy mode reads NVIDIA_VISIBLE_DEVICES), auto (read from the GPU Operator's ClusterPolicy); empty keeps the node's allot.dev/gpu-delivery label")
-	f.StringVar(&nriReady, "nri-ready-file", "", "the file allot nri-plugin writes once registered with the container runtime: cdi is declared only while it is there (empty: not checked)")
+	f.StringVar(&nriReady, "nri-ready-file", "", "the file allot nri-plugin writes once registered with the container runtime: cdi is declared only if it is there when the agent starts (empty: not checked)")
 	f.StringVar(&cdiIDs, "cdi-device-ids", "", "how NVIDIA's device plugin names this node's GPUs in its CDI spec, as its DEVICE_ID_STRATEGY: uuid (its default) or index (empty: keep the node's allot.dev/cdi-device-ids label)")
 	f.StringVar(&runtimeClass, "sharing-runtime-class", "", "the runtime class sharing pods are given (the chart's sharing.runtimeClassName): with --delivery auto on a GPU Operator with CDI on, env is declared only with one")
 	f.BoolVar(&mpsHost, "mps-host", false, "mps: the MPS daemons are started by allot mps-host (a container of their own, so that they outlive the agent's) rather than by the agent")

@@ -391,3 +391,44 @@ func TestSliceEntriesInOneContainerOnly(t *testing.T) {
 		t.Errorf("a GPU-less pod reading a slice: %v, want a refusal", err)
 	}
 }
+
+// Allot's sharing volumes are mounted by the webhook alone: an init container's (a sidecar's)
+// own mount of the sharing volume is taken out at admission, and a pod reaching the
+// validator with one (the mutating webhook skipped), with a container mounting the root
+// whole, or an ephemeral container mounting it, is refused naming the container.
+func TestSharingVolumesMountedByTheWebhookAlone(t *testing.T) {
+	p := pod("team-a", 0, nil, map[string]string{v1alpha1.AnnotationGPUFraction: "0.5"})
+	p.Spec.InitContainers = []corev1.Container{{Name: "grab", RestartPolicy: ptrTo(corev1.ContainerRestartPolicyAlways),
+		VolumeMounts: []corev1.VolumeMount{{Name: sharingVolume, MountPath: "/root-rw"}}}}
+	mountSharing(p, "/run/allot/sharing")
+	if len(p.Spec.InitContainers[0].VolumeMounts) != 0 {
+		t.Errorf("the sidecar keeps its mounts %+v", p.Spec.InitContainers[0].VolumeMounts)
+	}
+	if err := checkSharingMounts(p, false); err != nil {
+		t.Errorf("the webhook's own mounts refused: %v", err)
+	}
+	for _, c := range []struct {
+		name string
+		edit func(*corev1.Pod)
+		want string
+	}{
+		{"a sidecar's", func(p *corev1.Pod) {
+			p.Spec.InitContainers[0].VolumeMounts = []corev1.VolumeMount{{Name: sharingVolume, MountPath: "/root-rw"}}
+		}, "initContainers[grab].volumeMounts: volume " + sharingVolume},
+		{"the whole root", func(p *corev1.Pod) {
+			p.Spec.Containers[0].VolumeMounts = append(p.Spec.Containers[0].VolumeMounts, corev1.VolumeMount{Name: sharingVolume, MountPath: "/all", ReadOnly: true})
+		}, "containers[main].volumeMounts"},
+		{"an ephemeral container's", func(p *corev1.Pod) {
+			p.Spec.EphemeralContainers = []corev1.EphemeralContainer{{EphemeralContainerCommon: corev1.EphemeralContainerCommon{Name: "dbg",
+				VolumeMounts: []corev1.VolumeMount{{Name: shmVolume, MountPath: "/shm"}}}}}
+		}, "ephemeralContainers[dbg].volumeMounts"},
+	} {
+		q := p.DeepCopy()
+		c.edit(q)
+		if err := checkSharingMounts(q, false); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want a refusal naming %q", c.name, err, c.want)
+		}
+	}
+}
+
+func ptrTo[T any](v T) *T { return &v }

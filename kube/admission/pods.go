@@ -245,6 +245,12 @@ func mountSharing(p *corev1.Pod, root string) {
 		corev1.Volume{Name: shmVolume,
 			VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: v1alpha1.ShmDir(root), Type: &dirOrCreate}}})
 	taken := []string{path.Clean(root), path.Clean(root) + "/hami-core", v1alpha1.MPSClientDir(path.Clean(root)), "/etc/ld.so.preload", "/dev/shm"}
+	// Init containers (sidecars included) get none of these volumes: a mount of its own of
+	// the sharing volume would be the whole root, read-write.
+	for i := range p.Spec.InitContainers {
+		c := &p.Spec.InitContainers[i]
+		c.VolumeMounts = slices.DeleteFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return ours(m.Name) })
+	}
 	for i := range p.Spec.Containers {
 		c := &p.Spec.Containers[i]
 		c.VolumeMounts = slices.DeleteFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool {
@@ -417,6 +423,9 @@ func ValidateEphemeral(p *corev1.Pod) error {
 	if !subject(p) {
 		return nil
 	}
+	if err := checkSharingMounts(p, true); err != nil {
+		return err
+	}
 	share, _ := v1alpha1.ParseGPUShare(p.Annotations)
 	only := p.DeepCopy()
 	only.Spec.InitContainers, only.Spec.Containers = nil, nil
@@ -429,6 +438,54 @@ func ValidateEphemeral(p *corev1.Pod) error {
 	return checkWholeGPUEnv(only)
 }
 
+// checkSharingMounts refuses a pod in which a container mounts Allot's sharing volumes
+// (the host's sharing root and its shm directory) other than as the mutating webhook
+// mounts them: an init or ephemeral container mounting them at all, or a container
+// mounting the root whole or writable, would reach every GPU's MPS daemon, every pod's
+// shared memory and the library every sharing pod preloads.
+func checkSharingMounts(p *corev1.Pod, ephemeralOnly bool) error {
+	webhook := func(m corev1.VolumeMount) bool {
+		switch m.Name {
+		case sharingVolume:
+			return m.ReadOnly && ((m.SubPath == "hami-core" || m.SubPath == v1alpha1.PreloadListPath) && m.SubPathExpr == "" ||
+				m.SubPath == "" && m.SubPathExpr == "$("+mpsDirEnv+")")
+		case shmVolume:
+			return m.SubPath == "" && m.SubPathExpr == "$("+shmDirEnv+")"
+		}
+		return true
+	}
+	check := func(kind, name string, mounts []corev1.VolumeMount, none bool) error {
+		for _, m := range mounts {
+			if m.Name != sharingVolume && m.Name != shmVolume {
+				continue
+			}
+			if none || !webhook(m) {
+				return fmt.Errorf("%s[%s].volumeMounts: volume %s is Allot's (the host's GPU sharing directory), mounted by its webhook alone: remove the mount", kind, name, m.Name)
+			}
+		}
+		return nil
+	}
+	for _, c := range p.Spec.EphemeralContainers {
+		if err := check("ephemeralContainers", c.Name, c.VolumeMounts, true); err != nil {
+			return err
+		}
+	}
+	if ephemeralOnly {
+		return nil // a running pod's own containers are as they were admitted
+	}
+	for _, c := range p.Spec.InitContainers {
+		if err := check("initContainers", c.Name, c.VolumeMounts, true); err != nil {
+			return err
+		}
+	}
+	for _, c := range p.Spec.Containers {
+		if err := check("containers", c.Name, c.VolumeMounts, false); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // ValidatePod checks a pod scheduled by Allot against the cluster: its sharing annotations,
 // the kind of device it asks for (kinds: the scheduler's table of other vendors' kinds),
 // its queue and its gang.
@@ -438,6 +495,9 @@ func ValidatePod(p *corev1.Pod, view View, kinds *convert.Accelerators) error {
 	}
 	if msg := v1alpha1.ResourceClaimsProblem(p); msg != "" {
 		return errors.New(msg)
+	}
+	if err := checkSharingMounts(p, false); err != nil {
+		return err
 	}
 	if notes, err := untranslated(p, kinds); err != nil {
 		return err

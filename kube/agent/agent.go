@@ -48,7 +48,8 @@ type Options struct {
 	Delivery string
 	// NRIReadyFile is the file Allot's NRI plugin (allot nri-plugin, a container of the
 	// agent's pod) writes once it is registered with the container runtime: cdi delivery
-	// is declared only while it is there, since no other plugin gives a pod outside the
+	// is declared only if it is there when the agent starts (the chart starts the plugin
+	// first: its startup probe waits for this file), since no other plugin gives a pod outside the
 	// GPU Operator's namespace its device on every toolkit release. Empty: not checked
 	// (the plugin runs elsewhere).
 	NRIReadyFile string
@@ -295,13 +296,13 @@ func (a *Agent) publishInventory(ctx context.Context) error {
 	if a.declared != "" {
 		labels[v1alpha1.LabelGPUSharing] = a.declared
 	}
-	delivery, problem := a.delivery(ctx)
+	delivery, problem, transient := a.delivery(ctx)
 	if a.opts.CDIDeviceIDs != "" {
 		labels[v1alpha1.LabelCDIDeviceIDs] = a.opts.CDIDeviceIDs
 	}
 	if delivery != "" {
 		labels[v1alpha1.LabelGPUDelivery] = delivery
-	} else if a.opts.Delivery != "" {
+	} else if a.opts.Delivery != "" && !transient {
 		labels[v1alpha1.LabelGPUDelivery] = nil // an earlier start's, no longer true
 	}
 	if problem != "" {

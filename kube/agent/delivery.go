@@ -34,48 +34,62 @@ type clusterPolicy struct {
 // delivery is the node's delivery: the one configured, or with DeliveryAuto the one the
 // GPU Operator's ClusterPolicy implies. problem says why none could be had; the node is
 // then not labelled, and fractions are not placed there (their reason names the setting).
-func (a *Agent) delivery(ctx context.Context) (delivery, problem string) {
+// transient: the problem may go by itself (the API server did not answer), so a label
+// already there is kept.
+func (a *Agent) delivery(ctx context.Context) (delivery, problem string, transient bool) {
 	switch a.opts.Delivery {
 	case "":
-		return "", ""
+		return "", "", false
 	case v1alpha1.DeliveryCDI:
-		return a.cdiDelivery()
+		d, problem := a.cdiDelivery()
+		return d, problem, false
 	case v1alpha1.DeliveryEnv:
-		return v1alpha1.DeliveryEnv, ""
+		return v1alpha1.DeliveryEnv, "", false
 	case DeliveryAuto:
 	default:
-		return "", fmt.Sprintf("--delivery %q is not one of cdi, env, auto", a.opts.Delivery)
+		return "", fmt.Sprintf("--delivery %q is not one of cdi, env, auto", a.opts.Delivery), false
 	}
 	raw, err := a.client.Discovery().RESTClient().Get().AbsPath(clusterPolicyPath).DoRaw(ctx)
 	if apierrors.IsNotFound(err) {
-		return "", "--delivery auto: no GPU Operator ClusterPolicy in the cluster; set the pool's delivery (cdi or env) in the chart's agent.pools[].delivery"
+		return "", "--delivery auto: no GPU Operator ClusterPolicy in the cluster; set the pool's delivery (cdi or env) in the chart's agent.pools[].delivery", false
 	}
 	if err != nil {
-		return "", fmt.Sprintf("--delivery auto: reading the GPU Operator's ClusterPolicy: %v", err)
+		return "", fmt.Sprintf("--delivery auto: reading the GPU Operator's ClusterPolicy: %v", err), true
 	}
 	var cp clusterPolicy
 	if err := json.Unmarshal(raw, &cp); err != nil || len(cp.Items) == 0 {
-		return "", fmt.Sprintf("--delivery auto: no GPU Operator ClusterPolicy to read (%v); set the pool's delivery in the chart's agent.pools[].delivery", err)
+		return "", fmt.Sprintf("--delivery auto: no GPU Operator ClusterPolicy to read (%v); set the pool's delivery in the chart's agent.pools[].delivery", err), false
 	}
 	c := cp.Items[0].Spec.CDI
-	cdiOn := c.Enabled == nil || *c.Enabled // on by default since operator 25.10
-	if !cdiOn {
+	nri := c.NRIPluginEnabled != nil && *c.NRIPluginEnabled
+	if a.opts.NRIReadyFile == "" {
+		// Not told where Allot's NRI plugin says it is registered (not the chart's agent):
+		// as before it, cdi where the operator runs an NRI plugin, else env.
+		if nri {
+			return v1alpha1.DeliveryCDI, "", false
+		}
+		return v1alpha1.DeliveryEnv, "", false
+	}
+	// An operator before 25.10 leaves cdi out of its ClusterPolicy: CDI off, as it was.
+	if cdiOn := (c.Enabled != nil && *c.Enabled) || nri; !cdiOn {
 		// The operator makes NVIDIA's runtime (legacy mode) containerd's default: it
 		// reads NVIDIA_VISIBLE_DEVICES under any pod.
-		return v1alpha1.DeliveryEnv, ""
+		return v1alpha1.DeliveryEnv, "", false
 	}
 	// CDI on: the device plugin and the toolkit write CDI specs, which Allot's NRI plugin
 	// names (whether or not the operator's own NRI plugin is on: containerd 2 serves NRI
 	// by default).
-	if d, problem := a.cdiDelivery(); d != "" {
-		return d, ""
-	} else if a.opts.SharingRuntimeClass != "" {
+	d, problem := a.cdiDelivery()
+	switch {
+	case d != "":
+		return d, "", false
+	case a.opts.SharingRuntimeClass != "":
 		// Without NRI, the environment is read only under the operator's nvidia-legacy
 		// class, which the webhook gives sharing pods.
-		return v1alpha1.DeliveryEnv, ""
-	} else {
+		return v1alpha1.DeliveryEnv, "", false
+	default:
 		return "", "--delivery auto: the GPU Operator runs with CDI on, where NVIDIA's runtime reads no device variable of a pod under the default runtime, and " +
-			problem + "; either let Allot's NRI plugin register (containerd 1.7.30+ with NRI enabled, or 2.x), or set the chart's sharing.runtimeClassName to nvidia-legacy for env delivery"
+			problem + "; either let Allot's NRI plugin register (containerd 1.7.30+ with NRI enabled, or 2.x), or set the chart's sharing.runtimeClassName to nvidia-legacy for env delivery", false
 	}
 }
 

@@ -43,6 +43,9 @@ func TestDeliveryDeclaredOnlyWhereItReachesTheContainer(t *testing.T) {
 		{"auto, CDI on, no NRI, a legacy runtime class", DeliveryAuto, policy("true", "false"), missing, "nvidia-legacy", v1alpha1.DeliveryEnv, ""},
 		{"auto, CDI on, no NRI, no runtime class: fractions would run under runc and see no GPU", DeliveryAuto, policy("true", "false"), missing, "", "", "sharing.runtimeClassName"},
 		{"auto, no ClusterPolicy", DeliveryAuto, "", ready, "", "", "no GPU Operator ClusterPolicy"},
+		{"auto, an operator before 25.10 (no cdi in its ClusterPolicy)", DeliveryAuto, `{"items":[{"spec":{}}]}`, ready, "", v1alpha1.DeliveryEnv, ""},
+		{"auto, not the chart's agent (no ready file), CDI on, no NRI: as before", DeliveryAuto, policy("true", "false"), "", "", v1alpha1.DeliveryEnv, ""},
+		{"auto, not the chart's agent, the operator's NRI plugin: as before", DeliveryAuto, policy("true", "true"), "", "", v1alpha1.DeliveryCDI, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -59,7 +62,7 @@ func TestDeliveryDeclaredOnlyWhereItReachesTheContainer(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, problem := a.delivery(context.Background())
+			got, problem, _ := a.delivery(context.Background())
 			if got != c.want || (c.problem == "") != (problem == "") || !strings.Contains(problem, c.problem) {
 				t.Errorf("declared %q (problem %q), want %q (problem with %q)", got, problem, c.want, c.problem)
 			}

@@ -72,6 +72,10 @@ func Devices(ns string, annotations map[string]string, ctr, ownNamespace string)
 		if !ok || dev == "" || !strings.Contains(kind, "/") {
 			return nil, fmt.Errorf("annotation %s%s: %q is not a qualified CDI device name (vendor/class=device)", v1alpha1.AnnotationCDIPrefix, ctr, name)
 		}
+		if dev == "all" && ns != ownNamespace {
+			return nil, fmt.Errorf("annotation %s%s: %s names every GPU of the node, given only to Allot's own pods (namespace %s), not to a pod of %s",
+				v1alpha1.AnnotationCDIPrefix, ctr, name, ownNamespace, ns)
+		}
 		for _, m := range ManagementKinds {
 			if kind == m && ns != ownNamespace {
 				return nil, fmt.Errorf("annotation %s%s: %s devices reach every GPU of the node and are given only to Allot's own pods (namespace %s), not to a pod of %s",
@@ -127,6 +131,9 @@ func Run(ctx context.Context, o Options) error {
 			_ = os.Remove(o.ReadyFile)
 		}
 	}
+	// One a killed plugin left (an emptyDir outlives its container's restarts) would
+	// pass the startup probe before this one is registered.
+	unready()
 	defer unready()
 	for {
 		if _, err := os.Stat(o.Socket); err != nil {

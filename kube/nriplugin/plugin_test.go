@@ -29,6 +29,8 @@ func TestDevicesByContainerAndNamespace(t *testing.T) {
 			[]string{"management.nvidia.com/gpu=all"}, ""},
 		{"management in a tenant's", "team-a", map[string]string{"cdi.allot.dev/main": gpu + ",management.nvidia.com/gpu=all"}, "main", nil,
 			"given only to Allot's own pods"},
+		{"every GPU of the plugin's kind in a tenant's", "team-a", map[string]string{"cdi.allot.dev/main": "k8s.device-plugin.nvidia.com/gpu=all"}, "main", nil,
+			"names every GPU of the node"},
 		{"not a CDI name", "team-a", map[string]string{"cdi.allot.dev/main": "GPU-a"}, "main", nil, "not a qualified CDI device name"},
 	} {
 		got, err := Devices(c.ns, c.ann, c.ctr, "allot-system")

@@ -23,8 +23,10 @@ func kubeletConfig(n *Node) string {
 	w := func(format string, a ...any) { fmt.Fprintf(&b, format+"\n", a...) }
 	w("apiVersion: kubelet.config.k8s.io/v1beta1")
 	w("kind: KubeletConfiguration")
-	// The kubelet's API on loopback only, at a port of its own: the API server reaches it
-	// there for logs and exec; nothing beyond this machine can.
+	// No API of the kubelet's: the API server could not reach it anyway (the kubelet takes
+	// no loopback node address), and on loopback any local user could exec into the node's
+	// containers. Tests read containers' output from the kubelet's log files.
+	w("enableServer: false")
 	w("address: 127.0.0.1")
 	w("port: %d", n.kubeletPort)
 	w("readOnlyPort: 0")
@@ -36,10 +38,8 @@ func kubeletConfig(n *Node) string {
 	w("failCgroupV1: false")
 	w("cgroupDriver: cgroupfs")
 	w("failSwapOn: false")
-	// Any API client of the node may read logs and exec: only the API server (and root on
-	// this machine) reaches the loopback port.
-	w("authentication:\n  anonymous:\n    enabled: true\n  webhook:\n    enabled: false")
-	w("authorization:\n  mode: AlwaysAllow")
+	w("authentication:\n  anonymous:\n    enabled: false\n  webhook:\n    enabled: false")
+	w("authorization:\n  mode: AlwaysAllow") // no server: nothing to authorize
 	// The disk of a shared machine is not the node's: no eviction for its use, and no image
 	// garbage collection, which would remove the imported images no registry can give back.
 	w("evictionHard: {}")

@@ -45,10 +45,13 @@ func restartRig(t *testing.T, strategy string) {
 	ctx := context.Background()
 	o := rigOpts
 	o.IDStrategy = strategy
-	var err error
-	if rig, err = realnode.Start(ctx, o); err != nil {
-		t.Fatalf("starting the real node again (%s IDs): %v", strategy, err)
+	next, err := realnode.Start(ctx, o)
+	if err != nil {
+		rigErr = fmt.Errorf("starting the real node again (%s IDs): %w", strategy, err)
+		rig = nil
+		t.Fatal(rigErr)
 	}
+	rig = next
 }
 
 // sharingRoot is the directory the agent shares with sharing pods on the real node.
@@ -147,7 +150,11 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "starting the real node:", err)
 		return 1
 	}
-	defer func() { rig.Stop() }() // the one running then (restartRig)
+	defer func() { // the one running then (restartRig), if any
+		if rig != nil {
+			rig.Stop()
+		}
+	}()
 	fmt.Fprintf(os.Stderr, "realnode: node real-1 Ready with 4 GPUs in %s\n", time.Since(start).Round(100*time.Millisecond))
 	if n, err := client.CoreV1().Nodes().Get(ctx, "real-1", metav1.GetOptions{}); err == nil {
 		fmt.Fprintf(os.Stderr, "realnode: taints %v addresses %v\n", n.Spec.Taints, n.Status.Addresses)

@@ -63,6 +63,7 @@ type Node struct {
 	GPUs        []GPU
 	kubeletPort int
 	bridge      string // the pods' bridge (cniConfig)
+	release     func() // the machine's kubelet paths (kubeletlock)
 	oomScoreAdj int
 	restrictOOM bool
 
@@ -132,7 +133,7 @@ func Start(ctx context.Context, o Options) (_ *Node, err error) {
 	if err != nil {
 		return nil, err
 	}
-	n.onStop(release)
+	n.release = release // last in Stop, after the mounts and the bridge are gone
 	if err := n.claimMachine(); err != nil {
 		release()
 		return nil, err
@@ -316,6 +317,10 @@ func (n *Node) Stop() {
 	_ = exec.Command("ip", "link", "delete", n.bridge).Run()
 	unmountUnder(n.opts.Dir)
 	unmountUnder(KubeletRootDir)
+	if n.release != nil {
+		n.release()
+		n.release = nil
+	}
 }
 
 func stopProcess(cmd *exec.Cmd) {

@@ -75,7 +75,7 @@ func enforcementEnv(env map[string]string, mode, root, uuid string, pod types.UI
 	// Named even with no root of the scheduler's own: were the webhook to mount one, an
 	// empty name would make the whole shm directory, every pod's, this pod's /dev/shm.
 	env["ALLOT_SHM_DIR"] = v1alpha1.ShmPodDir(string(pod))
-	// Never empty either (an empty expression mounts the whole root): elsewhere than on an
+	// Never empty either (the kubelet would refuse the container): elsewhere than on an
 	// mps node, the pod's own directory.
 	env["ALLOT_MPS_DIR"] = "shm/" + v1alpha1.ShmPodDir(string(pod))
 	if root == "" {
