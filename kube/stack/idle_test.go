@@ -203,7 +203,17 @@ func TestIdleFromTheAgentsReports(t *testing.T) {
 	submitBusy(t, e, nbIdle, 0)
 	submitBusy(t, e, nbBusy, 80)
 	e.WaitFor(t, "both running", func() (bool, string) { return e.Count(t, "default", kubetest.Running) == 2, "" })
-	running := time.Now()
+	// From when the idle notebook's pod started (the kubelet's time), not from when this
+	// test saw it running, which on a loaded machine can be seconds later.
+	var running time.Time
+	for name, p := range e.Pods(t, "default") {
+		if strings.HasPrefix(name, "nb-idle") && p.Status.StartTime != nil {
+			running = p.Status.StartTime.Time
+		}
+	}
+	if running.IsZero() {
+		t.Fatal("the idle notebook's pod has no start time")
+	}
 	e.WaitFor(t, "the idle notebook suspended", func() (bool, string) {
 		st, err := e.Client.AppsV1().StatefulSets("default").Get(e.Ctx, "nb-idle", metav1.GetOptions{})
 		if err != nil {
