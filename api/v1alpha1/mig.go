@@ -34,30 +34,32 @@ const (
 )
 
 // MIGResources reads the MIG instances a pod asks of the device plugin: the profile and
-// how many. A pod asking two profiles is refused: one pod's instances are of one profile.
+// how many (PodAmount: init containers and sidecars count as the kubelet allocates them).
+// A pod asking two profiles is refused: one pod's instances are of one profile.
 func MIGResources(p *corev1.Pod) (profile string, count int64, err error) {
-	for _, c := range p.Spec.Containers {
-		for _, list := range []corev1.ResourceList{c.Resources.Limits, c.Resources.Requests} {
-			for name, q := range list {
-				prof, ok := strings.CutPrefix(string(name), MIGResourcePrefix)
-				if !ok || q.Value() <= 0 {
-					continue
+	for _, cs := range [][]corev1.Container{p.Spec.InitContainers, p.Spec.Containers} {
+		for _, c := range cs {
+			for _, list := range []corev1.ResourceList{c.Resources.Limits, c.Resources.Requests} {
+				for name, q := range list {
+					prof, ok := strings.CutPrefix(string(name), MIGResourcePrefix)
+					if !ok || q.Value() <= 0 {
+						continue
+					}
+					if profile != "" && profile != prof {
+						return "", 0, fmt.Errorf("asks MIG instances of two profiles (%s%s and %s%s): a pod's instances are of one profile", MIGResourcePrefix, profile, MIGResourcePrefix, prof)
+					}
+					profile = prof
 				}
-				if profile != "" && profile != prof {
-					return "", 0, fmt.Errorf("asks MIG instances of two profiles (%s%s and %s%s): a pod's instances are of one profile", MIGResourcePrefix, profile, MIGResourcePrefix, prof)
-				}
-				profile = prof
 			}
 		}
-		// Limits are what the kubelet allocates by; requests equal them for extended
-		// resources, or are left out.
-		if q, ok := c.Resources.Limits[corev1.ResourceName(MIGResourcePrefix+profile)]; ok && profile != "" {
-			count += min(max(q.Value(), 0), 64)
-		} else if q, ok := c.Resources.Requests[corev1.ResourceName(MIGResourcePrefix+profile)]; ok && profile != "" {
-			count += min(max(q.Value(), 0), 64)
-		}
 	}
-	return profile, count, nil
+	if profile == "" {
+		return "", 0, nil
+	}
+	count = PodAmount(p, func(c *corev1.Container) int64 {
+		return ContainerAsks(c, corev1.ResourceName(MIGResourcePrefix+profile))
+	})
+	return profile, min(count, 64), nil
 }
 
 // MIGProfiles lists the MIG profiles a node's device plugin advertises, with how many

@@ -109,19 +109,50 @@ func IsReservation(p *corev1.Pod) bool {
 	return p.Namespace == SystemNamespace && p.Labels[LabelReservation] == "true"
 }
 
-// WholeGPUs is the whole GPUs a pod's containers ask for (limits, else requests).
+// WholeGPUs is the whole GPUs a pod holds at most (PodAmount of nvidia.com/gpu): its
+// containers', its sidecars' and its init containers', as the kubelet allocates them.
 func WholeGPUs(p *corev1.Pod) int64 {
-	var n int64
-	for _, c := range p.Spec.Containers {
-		// A negative amount (the API server refuses one; a fake or an old object may
-		// carry it) asks for nothing, and the sum is kept far from overflowing.
-		if q, ok := c.Resources.Limits[GPUResource]; ok {
-			n += min(max(q.Value(), 0), 1<<20)
-		} else if q, ok := c.Resources.Requests[GPUResource]; ok {
-			n += min(max(q.Value(), 0), 1<<20)
+	return PodAmount(p, func(c *corev1.Container) int64 { return ContainerAsks(c, GPUResource) })
+}
+
+// ContainerAsks is how many devices of an extended resource a container asks for: its
+// limit, else its request (the API server sets one from the other). A negative amount (the
+// API server refuses one; a fake or an old object may carry it) asks for nothing, and the
+// amount is kept far from overflowing a sum.
+func ContainerAsks(c *corev1.Container, name corev1.ResourceName) int64 {
+	if q, ok := c.Resources.Limits[name]; ok {
+		return min(max(q.Value(), 0), 1<<20)
+	}
+	if q, ok := c.Resources.Requests[name]; ok {
+		return min(max(q.Value(), 0), 1<<20)
+	}
+	return 0
+}
+
+// PodAmount is the most a pod holds at once of what each container asks (ask), by the rule
+// kube-scheduler and the kubelet's device manager follow for init containers and sidecars:
+// a sidecar (an init container with restartPolicy Always) runs from its start to the pod's
+// end, beside everything after it; a plain init container runs alone beside the sidecars
+// before it, and hands its devices on to the containers after it. So the pod holds the
+// larger of its containers plus all its sidecars, and each plain init container plus the
+// sidecars started before it. Reading spec.containers alone, a pod whose GPUs are asked by a
+// sidecar would be booked nothing while the kubelet gives it the devices.
+func PodAmount(p *corev1.Pod, ask func(*corev1.Container) int64) int64 {
+	var sidecars, initPeak, main int64
+	for i := range p.Spec.InitContainers {
+		c := &p.Spec.InitContainers[i]
+		n := ask(c)
+		if c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways {
+			sidecars += n
+			initPeak = max(initPeak, sidecars)
+		} else {
+			initPeak = max(initPeak, sidecars+n)
 		}
 	}
-	return n
+	for i := range p.Spec.Containers {
+		main += ask(&p.Spec.Containers[i])
+	}
+	return max(initPeak, main+sidecars)
 }
 
 // Classes of workload.

@@ -67,10 +67,16 @@ func guarded(name string) bool {
 // outside the guarded ones, whatever keys the source holds: the prefix must not start a
 // guarded name, nor be completed into one by a key.
 func prefixSafe(prefix string) bool {
+	return prefixAvoids(prefix, append(slices.Clone(guardedExact), append(guardedPrefixes, "NVIDIA_DRIVER_CAPABILITIES")...))
+}
+
+// prefixAvoids tells whether no name an envFrom source with this prefix can produce starts
+// with one of names (exact names, or families by their prefix).
+func prefixAvoids(prefix string, names []string) bool {
 	if prefix == "" {
 		return false
 	}
-	for _, g := range append(slices.Clone(guardedExact), append(guardedPrefixes, "NVIDIA_DRIVER_CAPABILITIES")...) {
+	for _, g := range names {
 		if strings.HasPrefix(g, prefix) || strings.HasPrefix(prefix, g) {
 			return false
 		}
@@ -78,9 +84,16 @@ func prefixSafe(prefix string) bool {
 	return true
 }
 
+// wholeGPUGuarded are the variables by which the NVIDIA runtime, where it reads the
+// environment, would give a container other devices than the device plugin's: the device
+// list, and MIG management rights.
+var wholeGPUGuarded = []string{"NVIDIA_VISIBLE_DEVICES", "NVIDIA_MIG_CONFIG_DEVICES", "NVIDIA_MIG_MONITOR_DEVICES"}
+
 // checkWholeGPUEnv refuses, in a pod given whole GPUs by the device plugin, the variables
-// by which the NVIDIA runtime would give a container other devices than those: the pod's
-// own value comes after the plugin's, and wins where the runtime reads the variable.
+// by which the NVIDIA runtime would give a container other devices than those, set by name
+// or through an envFrom source the tenant can rewrite (a ConfigMap or Secret of its own,
+// whose keys become variables): the pod's own value comes after the plugin's, and wins
+// where the runtime reads the variable.
 func checkWholeGPUEnv(p *corev1.Pod) error {
 	for _, list := range []struct {
 		kind string
@@ -93,9 +106,28 @@ func checkWholeGPUEnv(p *corev1.Pod) error {
 					return fmt.Errorf("%s[%s].env: %s may not be set: the device plugin gives the pod its GPUs (remove the variable)", list.kind, c.Name, e.Name)
 				}
 			}
+			for _, src := range c.EnvFrom {
+				if prefixAvoids(src.Prefix, wholeGPUGuarded) {
+					continue
+				}
+				kind, name := envFromSource(src)
+				return fmt.Errorf("%s[%s].envFrom %s %q: a pod given whole GPUs may not take its whole environment from a source it can rewrite (it could hold %s): set a prefix such as APP_, or name each key with env[].valueFrom",
+					list.kind, c.Name, kind, name, strings.Join(wholeGPUGuarded, ", "))
+			}
 		}
 	}
 	return nil
+}
+
+// envFromSource names an envFrom source: its kind and name.
+func envFromSource(src corev1.EnvFromSource) (kind, name string) {
+	if src.SecretRef != nil {
+		return "secretRef", src.SecretRef.Name
+	}
+	if src.ConfigMapRef != nil {
+		return "configMapRef", src.ConfigMapRef.Name
+	}
+	return "source", ""
 }
 
 // guardsEnv tells whether a pod's environment is checked: it shares a GPU, or asks for
@@ -157,12 +189,7 @@ func checkEnv(p *corev1.Pod) error {
 			if prefixSafe(src.Prefix) {
 				continue
 			}
-			kind, name := "configMapRef", ""
-			if src.ConfigMapRef != nil {
-				name = src.ConfigMapRef.Name
-			} else if src.SecretRef != nil {
-				kind, name = "secretRef", src.SecretRef.Name
-			}
+			kind, name := envFromSource(src)
 			return fmt.Errorf("%s.envFrom %s %q: a pod %s may not take its whole environment from a source it can rewrite after admission (it could hold %s): set a prefix such as APP_, or name each key with env[].valueFrom",
 				where, kind, name, guardedWhy(p), strings.Join(guardedExact[:3], ", "))
 		}

@@ -515,8 +515,8 @@ func ValidatePod(p *corev1.Pod, view View, kinds *convert.Accelerators) error {
 	}
 	whole := v1alpha1.WholeGPUs(p)
 	if share.Shared() && whole > 0 {
-		return fmt.Errorf("%s, %s or %s with nvidia.com/gpu: a pod takes a slice of GPUs or whole GPUs, not both (a slice of each of N GPUs: %s: N)",
-			v1alpha1.AnnotationGPUFraction, v1alpha1.AnnotationGPUMemory, v1alpha1.AnnotationGPUCompute, v1alpha1.AnnotationGPUCount)
+		return fmt.Errorf("%s.resources: nvidia.com/gpu with %s, %s or %s: a pod takes a slice of GPUs or whole GPUs, not both (a slice of each of N GPUs: %s: N)",
+			askerOf(p, v1alpha1.GPUResource), v1alpha1.AnnotationGPUFraction, v1alpha1.AnnotationGPUMemory, v1alpha1.AnnotationGPUCompute, v1alpha1.AnnotationGPUCount)
 	}
 	if _, err := v1alpha1.ParseGPUChoice(p.Annotations); err != nil {
 		return err
@@ -588,6 +588,22 @@ func ValidatePod(p *corev1.Pod, view View, kinds *convert.Accelerators) error {
 		}
 	}
 	return nil
+}
+
+// askerOf names the first container (init containers and sidecars first) that asks for a
+// resource, as a path in the pod's spec: "initContainers[name]".
+func askerOf(p *corev1.Pod, name corev1.ResourceName) string {
+	for _, list := range []struct {
+		kind string
+		cs   []corev1.Container
+	}{{"initContainers", p.Spec.InitContainers}, {"containers", p.Spec.Containers}} {
+		for i := range list.cs {
+			if v1alpha1.ContainerAsks(&list.cs[i], name) > 0 {
+				return fmt.Sprintf("%s[%s]", list.kind, list.cs[i].Name)
+			}
+		}
+	}
+	return "spec"
 }
 
 // subject tells whether the webhooks act on a pod: Allot schedules it, and it is not one of

@@ -501,31 +501,25 @@ type Ask struct {
 	Count    int64
 }
 
-// Asks lists the resources of known kinds (on or not) a pod's containers ask for, each
-// summed over them (limits, else requests, as WholeGPUs reads nvidia.com/gpu), in the
-// order first met.
+// Asks lists the resources of known kinds (on or not) a pod asks for, each as much as the
+// pod holds at once (v1alpha1.PodAmount over its containers, sidecars and init containers,
+// limits else requests, as WholeGPUs reads nvidia.com/gpu), in name order.
 func (a *Accelerators) Asks(p *corev1.Pod) []Ask {
 	if a == nil {
 		return nil
 	}
 	var out []Ask
-	for _, c := range p.Spec.Containers {
-		seen := map[corev1.ResourceName]bool{}
-		for _, list := range []corev1.ResourceList{c.Resources.Limits, c.Resources.Requests} {
-			for name, q := range list {
-				if seen[name] {
-					continue // the limit stands for the request
+	for _, cs := range [][]corev1.Container{p.Spec.InitContainers, p.Spec.Containers} {
+		for _, c := range cs {
+			for _, list := range []corev1.ResourceList{c.Resources.Limits, c.Resources.Requests} {
+				for name := range list {
+					if k, _ := a.kindOf(name); k == nil || slices.ContainsFunc(out, func(x Ask) bool { return x.Resource == name }) {
+						continue
+					}
+					out = append(out, Ask{Resource: name, Count: min(v1alpha1.PodAmount(p, func(c *corev1.Container) int64 {
+						return v1alpha1.ContainerAsks(c, name)
+					}), math.MaxInt32)})
 				}
-				seen[name] = true
-				if k, _ := a.kindOf(name); k == nil {
-					continue
-				}
-				i := slices.IndexFunc(out, func(x Ask) bool { return x.Resource == name })
-				if i < 0 {
-					out = append(out, Ask{Resource: name})
-					i = len(out) - 1
-				}
-				out[i].Count = min(out[i].Count+min(max(q.Value(), 0), 1<<20), math.MaxInt32)
 			}
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -264,19 +265,30 @@ func (d *Devices) Allocate(p *corev1.Pod) (bool, error) {
 		return true, nil
 	}
 	gp := &givenPod{namespace: p.Namespace, name: p.Name}
-	var taken []int
-	for _, c := range p.Spec.Containers {
-		q := c.Resources.Limits[GPUResource]
-		want := int(q.Value())
-		var devs []int
-		// Highest free index first, healthy devices only.
+	// As the kubelet's device manager: a plain init container's devices are handed on to
+	// the containers after it (it has ended by then); a sidecar's and a container's are
+	// their own for the pod's life. So the pod holds v1alpha1.PodAmount of them.
+	var taken, reusable []int
+	for _, c := range slices.Concat(p.Spec.InitContainers, p.Spec.Containers) {
+		want := int(v1alpha1.ContainerAsks(&c, GPUResource))
+		plainInit := slices.ContainsFunc(p.Spec.InitContainers, func(i corev1.Container) bool { return i.Name == c.Name }) &&
+			(c.RestartPolicy == nil || *c.RestartPolicy != corev1.ContainerRestartPolicyAlways)
+		n := min(want, len(reusable))
+		devs := slices.Clone(reusable[:n])
+		if !plainInit {
+			reusable = reusable[n:]
+		}
+		// Then the highest free index first, healthy devices only.
 		for g := len(nd.holder) - 1; g >= 0 && len(devs) < want; g-- {
 			if nd.holder[g] == "" && !nd.failed[g] && !nd.pluginDown[g] {
 				devs = append(devs, g)
 				nd.holder[g] = p.UID
+				taken = append(taken, g)
+				if plainInit {
+					reusable = append(reusable, g)
+				}
 			}
 		}
-		taken = append(taken, devs...)
 		if len(devs) < want {
 			for _, g := range taken {
 				nd.holder[g] = ""

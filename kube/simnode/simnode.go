@@ -761,22 +761,23 @@ func (k *Kubelet) releaseExtended(uid types.UID) {
 	}
 }
 
-// extendedAsked is what a pod's containers ask of extended resources other than NVIDIA's
-// GPUs (limits, else requests), summed.
+// extendedAsked is what a pod holds at once of extended resources other than NVIDIA's
+// GPUs (v1alpha1.PodAmount: containers, sidecars and init containers, limits else
+// requests), as the kubelet admits it.
 func extendedAsked(p *corev1.Pod) corev1.ResourceList {
 	out := corev1.ResourceList{}
-	for _, c := range p.Spec.Containers {
-		seen := map[corev1.ResourceName]bool{}
-		for _, l := range []corev1.ResourceList{c.Resources.Limits, c.Resources.Requests} {
-			for r, q := range l {
-				domain, _, qualified := strings.Cut(string(r), "/")
-				if seen[r] || !qualified || r == GPUResource || strings.HasSuffix(domain, "kubernetes.io") {
-					continue
+	for _, cs := range [][]corev1.Container{p.Spec.InitContainers, p.Spec.Containers} {
+		for _, c := range cs {
+			for _, l := range []corev1.ResourceList{c.Resources.Limits, c.Resources.Requests} {
+				for r := range l {
+					domain, _, qualified := strings.Cut(string(r), "/")
+					if _, seen := out[r]; seen || !qualified || r == GPUResource || strings.HasSuffix(domain, "kubernetes.io") {
+						continue
+					}
+					out[r] = *resource.NewQuantity(v1alpha1.PodAmount(p, func(c *corev1.Container) int64 {
+						return v1alpha1.ContainerAsks(c, r)
+					}), resource.DecimalSI)
 				}
-				seen[r] = true
-				sum := out[r]
-				sum.Add(q)
-				out[r] = sum
 			}
 		}
 	}

@@ -19,6 +19,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -137,8 +138,8 @@ func (n *Node) Close() {
 // Socket is where the node's PodResources API listens.
 func (n *Node) Socket() string { return n.socket }
 
-// Allocate admits a pod's devices as the kubelet does: each container in turn through the
-// device manager, which asks the device plugin.
+// Allocate admits a pod's devices as the kubelet does: each init container, sidecar and
+// container in turn through the device manager, which asks the device plugin.
 func (n *Node) Allocate(p *corev1.Pod) error {
 	n.mu.Lock()
 	if _, ok := n.admitted[p.UID]; ok {
@@ -147,8 +148,10 @@ func (n *Node) Allocate(p *corev1.Pod) error {
 	}
 	n.admitted[p.UID] = p
 	n.mu.Unlock()
-	for i := range p.Spec.Containers {
-		if err := n.manager.Allocate(p, &p.Spec.Containers[i]); err != nil {
+	// Init containers first, as the kubelet's admission does: the device manager hands a
+	// plain init container's devices on to the containers after it.
+	for _, c := range slices.Concat(p.Spec.InitContainers, p.Spec.Containers) {
+		if err := n.manager.Allocate(p, &c); err != nil {
 			n.Release(p.UID)
 			return err
 		}

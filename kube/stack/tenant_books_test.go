@@ -1,0 +1,105 @@
+package stack_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/allot-dev/allot/api/v1alpha1"
+	"github.com/allot-dev/allot/kube/kubetest"
+)
+
+// What a tenant with edit in namespace ml gets is what its queue books, however it asks:
+//
+//	dgx-1: 4 GPUs             team-a (ml)            team-b
+//	  ml/side: a sidecar      books the sidecar's 4  its 1-GPU pod waits: the node is full
+//	  asking 4, main none     (not 0)                (not bound and refused by the kubelet)
+//
+// A ConfigMap of hers read whole into a whole-GPU pod, which could say
+// NVIDIA_VISIBLE_DEVICES=all after the device plugin's list, is refused; so is a GPU asked
+// by an init container of a pod sharing one, naming the container.
+func TestTenantGetsWhatItsQueueBooks(t *testing.T) {
+	e := start(t, 1, 4)
+	e.Queue(t, "team-a", 4, map[string]any{"namespaces": []string{"ml"}})
+	e.Queue(t, "team-b", 0, nil)
+	alice := tenant(t, e)
+	create := func(p *corev1.Pod) error {
+		p.Namespace = "ml"
+		_, err := alice.CoreV1().Pods("ml").Create(e.Ctx, p, metav1.CreateOptions{})
+		return err
+	}
+	gpus := func(n int64) corev1.ResourceRequirements {
+		return corev1.ResourceRequirements{Limits: corev1.ResourceList{v1alpha1.GPUResource: *resource.NewQuantity(n, resource.DecimalSI)}}
+	}
+
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "devices", Namespace: "ml"},
+		Data: map[string]string{"NVIDIA_VISIBLE_DEVICES": "all", "NVIDIA_MIG_CONFIG_DEVICES": "all"}}
+	if _, err := alice.CoreV1().ConfigMaps("ml").Create(e.Ctx, cm, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	whole := func(name string) *corev1.Pod { return kubetest.PodSpec{Name: name, Queue: "team-a", GPUs: 1}.Pod() }
+	from := func(prefix string) []corev1.EnvFromSource {
+		return []corev1.EnvFromSource{{Prefix: prefix, ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "devices"}}}}
+	}
+	for _, c := range []struct {
+		name string
+		pod  *corev1.Pod
+		want string
+	}{
+		{"a whole-GPU container reads the ConfigMap whole", func() *corev1.Pod {
+			p := whole("every-gpu")
+			p.Spec.Containers[0].EnvFrom = from("")
+			return p
+		}(), `containers[main].envFrom configMapRef "devices"`},
+		{"its init container does, under a prefix that completes the name", func() *corev1.Pod {
+			p := whole("every-gpu-init")
+			p.Spec.InitContainers = []corev1.Container{{Name: "setup", Image: "busybox", EnvFrom: from("NVIDIA_")}}
+			return p
+		}(), `initContainers[setup].envFrom configMapRef "devices"`},
+		{"a sharing pod's init container asks a whole GPU", func() *corev1.Pod {
+			p := halfPod("half-and-whole", nil)
+			p.Spec.InitContainers = []corev1.Container{{Name: "warmup", Image: "busybox", Resources: gpus(1)}}
+			return p
+		}(), "initContainers[warmup].resources: nvidia.com/gpu with allot.dev/gpu-fraction"},
+	} {
+		if err := create(c.pod); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want a refusal naming %s", c.name, err, c.want)
+		}
+	}
+	// Under a prefix that makes no device variable, the ConfigMap is hers to read.
+	safe := whole("prefixed")
+	safe.Namespace = "ml"
+	safe.Spec.Containers[0].EnvFrom = from("APP_")
+	if _, err := alice.CoreV1().Pods("ml").Create(e.Ctx, safe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
+		t.Errorf("a whole-GPU pod reading the ConfigMap under APP_: %v", err)
+	}
+
+	always := corev1.ContainerRestartPolicyAlways
+	side := kubetest.PodSpec{Name: "side", Queue: "team-a"}.Pod()
+	side.Spec.InitContainers = []corev1.Container{{Name: "server", Image: "train", RestartPolicy: &always, Resources: gpus(4)}}
+	if err := create(side); err != nil {
+		t.Fatal(err)
+	}
+	e.WaitFor(t, "side running, its queue booked its sidecar's 4 GPUs", func() (bool, string) {
+		q, err := e.Allot.AllotV1alpha1().Queues().Get(e.Ctx, "team-a", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		got := q.Status.Allocated[v1alpha1.GPUResource]
+		p := e.Pods(t, "ml")["side"]
+		return kubetest.Running(p) && got.Value() == 4, fmt.Sprintf("%s, team-a allocated %s", p.Status.Phase, got.String())
+	})
+	e.MustPod(t, kubetest.PodSpec{Name: "b-one", Queue: "team-b", GPUs: 1})
+	e.WaitFor(t, "team-b's pod waits with a reason, or is bound", func() (bool, string) {
+		p := e.Pods(t, "default")["b-one"]
+		r := waitingReason(p)
+		return r != "" || p.Spec.NodeName != "", r
+	})
+	if p := e.Pods(t, "default")["b-one"]; p.Spec.NodeName != "" {
+		t.Errorf("team-b's pod was bound to %s, whose 4 GPUs team-a's sidecar holds: %s", p.Spec.NodeName, p.Status.Phase)
+	}
+}
