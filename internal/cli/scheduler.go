@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -33,7 +34,8 @@ func newSchedulerCmd() *cobra.Command {
 	var usageStrength float64
 	var webhookPort, metricsPort, customMetricsPort int
 	var certDir, sharingRoot, cdiKind, runtimeClass string
-	var deviceRecorders, adopt, accelerators []string
+	var deviceRecorders, adopt, accelerators, foreignExempt []string
+	var foreignGPUPods string
 	var defaultGPUMemory string
 	cmd := &cobra.Command{
 		Use:     "scheduler",
@@ -90,9 +92,13 @@ admission webhooks (the Helm chart registers them).`,
 			opts := stack.Options{Scheduler: scheduler.Options{Engine: engine.Options{Placement: pl, GPUPacking: gp, GangGrace: gangGrace, UsageStrength: usageStrength}, Accelerators: kinds,
 				UsageHalfLife: usageHalfLife, LeaderElection: leaderElect, Identity: identity, Lease: lease, SharingRoot: sharingRoot,
 				CDIKind: cdiKind, DeviceRecorders: deviceRecorders}, SharingRuntimeClass: runtimeClass}
+			if msg := admission.ForeignFlagProblem(foreignGPUPods); msg != "" {
+				return errors.New(msg)
+			}
 			if opts.Peers, err = peersFromFlags(adopt, defaultGPUMemory); err != nil {
 				return err
 			}
+			opts.Peers.ForeignGPUPods, opts.Peers.ForeignExempt = foreignGPUPods, foreignExempt
 			if sharingRoot != "" && !filepath.IsAbs(sharingRoot) {
 				return fmt.Errorf("--sharing-root %q is not allowed: an absolute path on the nodes, such as /run/allot/sharing", sharingRoot)
 			}
@@ -139,6 +145,8 @@ admission webhooks (the Helm chart registers them).`,
 	f.StringVar(&cdiKind, "cdi-kind", v1alpha1.DefaultCDIKind, "the CDI kind a sharing pod's GPU is named by on nodes whose delivery is cdi (the device plugin's spec names GPUs by UUID under this kind; nvidia.com/gpu for a spec made with nvidia-ctk)")
 	f.StringVar(&runtimeClass, "sharing-runtime-class", "", "runtime class the webhook gives pods sharing a GPU that name none: where their device goes by environment and the node's default runtime is not NVIDIA's (nvidia-legacy under the GPU Operator with CDI on, nvidia with it off)")
 	f.StringSliceVar(&adopt, "adopt-scheduler-names", nil, "other schedulers whose pods the webhook takes over, rewriting their schedulerName to allot (kai-scheduler, hami-scheduler); the chart registers the webhook for them (webhook.adoptSchedulerNames)")
+	f.StringVar(&foreignGPUPods, "foreign-gpu-pods", admission.ForeignAdopt, "what becomes of a pod of another scheduler (kube-scheduler's, with no schedulerName) asking for GPUs in a tenant's namespace (one a Queue names, or one labelled with a default queue): adopt (its schedulerName is rewritten to allot), refuse, or off; the chart registers the webhook for them (webhook.foreignGPUPods)")
+	f.StringSliceVar(&foreignExempt, "foreign-gpu-pods-exempt", nil, "namespaces --foreign-gpu-pods leaves alone besides kube-system, kube-public, kube-node-lease and allot-system, such as gpu-operator (webhook.foreignGPUPodsExempt)")
 	f.StringVar(&defaultGPUMemory, "default-gpu-memory", "", "HAMi's default device memory: a pod that came through HAMi's names (schedulerName hami-scheduler taken over, or HAMi's annotations) and asks for nvidia.com/gpu: N with no memory gets a slice of this much of each of N GPUs, such as 10Gi (empty: whole GPUs; pods written for Allot always get whole GPUs)")
 	f.StringSliceVar(&deviceRecorders, "device-recorders", nil, "users who may record on a pod the devices the kubelet gave it (the agents' service account), kept by the API server's allot-pod-fields policy when the scheduler installs it")
 	f.StringArrayVar(&accelerators, "accelerators", []string{strings.Join(convert.DefaultAcceleratorNames(), ",")},

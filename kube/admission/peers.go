@@ -87,6 +87,12 @@ type Peers struct {
 	// Accelerators are the kinds of other vendors' devices the scheduler schedules: their
 	// resources are let through, other vendors' others refused. Nil: NVIDIA's GPUs only.
 	Accelerators *convert.Accelerators
+	// ForeignGPUPods is what becomes of a pod of any other scheduler asking for GPUs in a
+	// tenant's namespace (foreign.go): adopt (the default when empty), refuse or off.
+	ForeignGPUPods string
+	// ForeignExempt are namespaces the rule leaves alone besides the system's and Allot's
+	// (the GPU Operator's, say).
+	ForeignExempt []string
 }
 
 // translation is one pod's rewriting: its notes, and which name wrote each of Allot's.

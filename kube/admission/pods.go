@@ -126,6 +126,9 @@ func (m *Mutator) Handle(ctx context.Context, req admission.Request) admission.R
 		if err := m.Peers.Translate(&p); err != nil {
 			return admission.Denied(err.Error())
 		}
+		if _, err := m.Peers.takeForeign(&p, m.View); err != nil {
+			return admission.Denied(err.Error())
+		}
 	}
 	if !subject(&p) {
 		return admission.Allowed("not a workload scheduled by allot")
@@ -391,6 +394,9 @@ type Validator struct {
 	// Accelerators are the kinds of other vendors' devices the scheduler schedules (nil:
 	// NVIDIA's GPUs only).
 	Accelerators *convert.Accelerators
+	// Peers says what becomes of other schedulers' GPU pods in tenants' namespaces (the
+	// mutating webhook's, checked again here).
+	Peers Peers
 }
 
 // Handle implements admission.Handler.
@@ -401,6 +407,11 @@ func (v *Validator) Handle(_ context.Context, req admission.Request) admission.R
 	}
 	if p.Namespace == "" {
 		p.Namespace = req.Namespace
+	}
+	if req.SubResource == "" {
+		if err := v.Peers.checkForeign(&p, v.View); err != nil {
+			return admission.Denied(err.Error())
+		}
 	}
 	if req.SubResource == "ephemeralcontainers" {
 		// kubectl debug adds a container to a running pod: its environment is held to

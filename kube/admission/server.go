@@ -133,19 +133,19 @@ func SchedulerCondition(adopt []string) string {
 // Allot to the webhooks at baseURL. Only pods with schedulerName allot are sent: a webhook
 // that is down never blocks anyone else's pods.
 func Register(ctx context.Context, client kubernetes.Interface, baseURL string, caBundle []byte) error {
-	return RegisterAdopting(ctx, client, baseURL, caBundle, nil)
+	return RegisterAdopting(ctx, client, baseURL, caBundle, Peers{})
 }
 
 // RegisterAdopting is Register where the mutating webhook also sees the pods of the
 // schedulers named in adopt, which it rewrites to Allot's (Peers.AdoptSchedulers).
-func RegisterAdopting(ctx context.Context, client kubernetes.Interface, baseURL string, caBundle []byte, adopt []string) error {
+func RegisterAdopting(ctx context.Context, client kubernetes.Interface, baseURL string, caBundle []byte, peers Peers) error {
 	fail := admissionregv1.Fail
 	none := admissionregv1.SideEffectClassNone
 	timeout := int32(10)
 	rules := []admissionregv1.RuleWithOperations{{Operations: []admissionregv1.OperationType{admissionregv1.Create},
 		Rule: admissionregv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"}}}}
 	ours := []admissionregv1.MatchCondition{{Name: "scheduled-by-allot", Expression: "object.spec.schedulerName == 'allot'"}}
-	mutate := []admissionregv1.MatchCondition{{Name: "scheduled-by-allot", Expression: SchedulerCondition(adopt)},
+	mutate := []admissionregv1.MatchCondition{{Name: "scheduled-by-allot", Expression: peers.MutateSchedulerCondition()},
 		{Name: "needs-defaults", Expression: MutateCondition}}
 	url := func(path string) admissionregv1.WebhookClientConfig {
 		u := baseURL + path
@@ -171,7 +171,7 @@ func RegisterAdopting(ctx context.Context, client kubernetes.Interface, baseURL 
 	validateRules := append(slices.Clone(rules), debug)
 	val := &admissionregv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "allot"},
 		Webhooks: []admissionregv1.ValidatingWebhook{{Name: "pods.validate.allot.dev", ClientConfig: url(PathValidatePods),
-			Rules: validateRules, MatchConditions: ours, FailurePolicy: &fail, SideEffects: &none, TimeoutSeconds: &timeout,
+			Rules: validateRules, MatchConditions: []admissionregv1.MatchCondition{{Name: "scheduled-by-allot", Expression: peers.ValidateCondition()}}, FailurePolicy: &fail, SideEffects: &none, TimeoutSeconds: &timeout,
 			AdmissionReviewVersions: []string{"v1"}},
 			{Name: "queues.validate.allot.dev", ClientConfig: url(PathValidateQueues),
 				Rules: []admissionregv1.RuleWithOperations{{Operations: []admissionregv1.OperationType{admissionregv1.Create, admissionregv1.Update, admissionregv1.Delete},

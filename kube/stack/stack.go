@@ -101,7 +101,7 @@ func Run(ctx context.Context, rc *rest.Config, opts Options) error {
 		m := &admission.Mutator{View: view, Owners: admission.DynamicOwners(dyn), SharingRoot: opts.Scheduler.SharingRoot,
 			RuntimeClass: opts.SharingRuntimeClass, Peers: opts.Peers}
 		go func() {
-			if err := admission.Serve(ctx, opts.Webhook, opts.Cert, m, &admission.Validator{View: view, Accelerators: kinds},
+			if err := admission.Serve(ctx, opts.Webhook, opts.Cert, m, &admission.Validator{View: view, Accelerators: kinds, Peers: opts.Peers},
 				&admission.QueueValidator{View: view, Client: client, Allot: allot, Accelerators: kinds}, hooks); err != nil {
 				// The API server then refuses Allot's pods with a webhook error: say why here.
 				slog.Error("allot: admission webhooks stopped", "err", err)
@@ -200,7 +200,7 @@ func LocalWith(ctx context.Context, admin, identity *rest.Config, dataDir, metri
 	if err != nil {
 		return nil, err
 	}
-	if err := admission.RegisterAdopting(ctx, client, "https://"+l.Addr().String(), ca, peers.AdoptSchedulers); err != nil {
+	if err := admission.RegisterAdopting(ctx, client, "https://"+l.Addr().String(), ca, peers); err != nil {
 		l.Close()
 		return nil, fmt.Errorf("registering webhooks: %w", err)
 	}

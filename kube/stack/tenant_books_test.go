@@ -21,7 +21,10 @@ import (
 //
 // A ConfigMap of hers read whole into a whole-GPU pod, which could say
 // NVIDIA_VISIBLE_DEVICES=all after the device plugin's list, is refused; so is a GPU asked
-// by an init container of a pod sharing one, naming the container.
+// by an init container of a pod sharing one, naming the container. A GPU pod of hers that
+// names no scheduler is Allot's all the same (booked to her queue, not bound by
+// kube-scheduler beside the books), and a pod of hers at a system priority class is
+// refused: kube-scheduler would preempt other teams' pods for it.
 func TestTenantGetsWhatItsQueueBooks(t *testing.T) {
 	e := start(t, 1, 4)
 	e.Queue(t, "team-a", 4, map[string]any{"namespaces": []string{"ml"}})
@@ -101,5 +104,43 @@ func TestTenantGetsWhatItsQueueBooks(t *testing.T) {
 	})
 	if p := e.Pods(t, "default")["b-one"]; p.Spec.NodeName != "" {
 		t.Errorf("team-b's pod was bound to %s, whose 4 GPUs team-a's sidecar holds: %s", p.Spec.NodeName, p.Status.Phase)
+	}
+
+	// kube-scheduler's pods: no schedulerName.
+	plain := func(name string, edit func(*corev1.Pod)) *corev1.Pod {
+		p := kubetest.PodSpec{Name: name, Queue: "team-a", GPUs: 1}.Pod()
+		p.Spec.SchedulerName = ""
+		if edit != nil {
+			edit(p)
+		}
+		return p
+	}
+	if err := create(plain("no-queue", func(p *corev1.Pod) { delete(p.Labels, v1alpha1.LabelQueue) })); err == nil ||
+		!strings.Contains(err.Error(), "allot.dev/queue: no queue") {
+		t.Errorf("a GPU pod naming no scheduler and no queue: %v, want it taken as Allot's and refused for its missing queue", err)
+	}
+	critical := plain("critical", func(p *corev1.Pod) {
+		p.Spec.Containers[0].Resources = corev1.ResourceRequirements{}
+		p.Spec.PriorityClassName = "system-cluster-critical"
+	})
+	if err := create(critical); err == nil || !strings.Contains(err.Error(), `spec.priorityClassName: "system-cluster-critical"`) {
+		t.Errorf("a pod at a system class in her namespace: %v, want a refusal naming the class", err)
+	}
+	if err := create(plain("plain", nil)); err != nil {
+		t.Fatal(err)
+	}
+	p := e.Pods(t, "ml")["plain"]
+	if p.Spec.SchedulerName != v1alpha1.SchedulerName || !strings.Contains(p.Annotations[v1alpha1.AnnotationTranslated], "spec.schedulerName=default-scheduler → allot") {
+		t.Errorf("her GPU pod naming no scheduler has schedulerName %q and %s %q, want it taken by Allot and saying so",
+			p.Spec.SchedulerName, v1alpha1.AnnotationTranslated, p.Annotations[v1alpha1.AnnotationTranslated])
+	}
+	// Allot's books say the node is full: it waits, rather than being bound by
+	// kube-scheduler to GPUs the kubelet would hand out twice.
+	e.WaitFor(t, "plain waits in Allot's books", func() (bool, string) {
+		p := e.Pods(t, "ml")["plain"]
+		return waitingReason(p) != "" || p.Spec.NodeName != "", waitingReason(p)
+	})
+	if p := e.Pods(t, "ml")["plain"]; p.Spec.NodeName != "" {
+		t.Errorf("plain was bound to %s while team-a's sidecar holds every GPU", p.Spec.NodeName)
 	}
 }

@@ -1,0 +1,177 @@
+package admission
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/allot-dev/allot/api/v1alpha1"
+)
+
+// A pod that leaves out schedulerName is kube-scheduler's, and kube-scheduler books it to
+// no queue: without this rule, a quota would bind only those who name Allot. So a pod that
+// asks for GPUs in a tenant's namespace is Allot's, whichever scheduler it names: its name
+// is rewritten to Allot's (adopt) or the pod refused (refuse), as the admin chooses. And a
+// pod there may not outrank Allot's reservation pods (a system class such as
+// system-cluster-critical, which no other rule keeps from tenants, would have kube-scheduler
+// preempt other teams' pods and the reservations under running fractions).
+//
+// A tenant's namespace is one a Queue names in spec.namespaces, or one an admin labelled
+// with a default queue: both written by admins only. Kubernetes' own namespaces, Allot's,
+// and those the admin names (the GPU Operator's, a monitoring stack's) are left alone.
+
+// Modes of the rule (Peers.ForeignGPUPods).
+const (
+	ForeignAdopt  = "adopt"
+	ForeignRefuse = "refuse"
+	ForeignOff    = "off"
+)
+
+// ForeignModes are the values --foreign-gpu-pods takes.
+var ForeignModes = []string{ForeignAdopt, ForeignRefuse, ForeignOff}
+
+// systemNamespaces are never a tenant's.
+var systemNamespaces = []string{"kube-system", "kube-public", "kube-node-lease", v1alpha1.SystemNamespace}
+
+// ReservationPriority is the priority of Allot's reservation pods (the chart's and the
+// scheduler's allot-reservation class): the highest a class outside the system's may have.
+const ReservationPriority = 1_000_000_000
+
+// asksGPUCEL is true of a container that names NVIDIA's GPUs or MIG instances in its
+// resources (a limit of 0 included: the webhook reads the amounts).
+const asksGPUCEL = `has(c.resources) && ((has(c.resources.limits) && c.resources.limits.exists(k, k == 'nvidia.com/gpu' || k.startsWith('nvidia.com/mig-'))) ||
+(has(c.resources.requests) && c.resources.requests.exists(k, k == 'nvidia.com/gpu' || k.startsWith('nvidia.com/mig-'))))`
+
+// ForeignCondition selects the pods of other schedulers that ask for GPUs: the pod webhooks
+// see them as well as Allot's own (the handlers judge the namespace).
+const ForeignCondition = `object.spec.schedulerName != 'allot' && (object.spec.containers.exists(c, ` + asksGPUCEL + `) ||
+(has(object.spec.initContainers) && object.spec.initContainers.exists(c, ` + asksGPUCEL + `)))`
+
+// PriorityCondition selects the pods that would outrank Allot's reservation pods: the
+// validating webhook sees them, whichever scheduler they name. (The API server's Priority
+// admission plugin has written spec.priority from the class before webhooks run.)
+const PriorityCondition = `has(object.spec.priority) && object.spec.priority >= 1000000000`
+
+// exemptCEL is true of a request outside the namespaces the rule leaves alone: judged in
+// the match condition itself, so that the system's pods (of the classes this rule refuses
+// tenants) never wait on Allot's webhook.
+func (o Peers) exemptCEL() string {
+	return "!(request.namespace in ['" + strings.Join(append(slices.Clone(systemNamespaces), o.ForeignExempt...), "', '") + "'])"
+}
+
+// MutateSchedulerCondition is the mutating pod webhook's scheduled-by-allot condition:
+// Allot's pods, those of the schedulers it takes over, and other schedulers' GPU pods
+// outside the exempt namespaces (unless the rule is off).
+func (o Peers) MutateSchedulerCondition() string {
+	c := SchedulerCondition(o.AdoptSchedulers)
+	if o.foreignMode() != ForeignOff {
+		c += " || ((" + ForeignCondition + ") && " + o.exemptCEL() + ")"
+	}
+	return c
+}
+
+// ValidateCondition is the validating pod webhook's: Allot's pods, and outside the exempt
+// namespaces pods that would outrank the reservations and (unless the rule is off) other
+// schedulers' GPU pods.
+func (o Peers) ValidateCondition() string {
+	c := "object.spec.schedulerName == 'allot' || ((" + PriorityCondition
+	if o.foreignMode() != ForeignOff {
+		c += " || " + ForeignCondition
+	}
+	return c + ") && " + o.exemptCEL() + ")"
+}
+
+// tenantNamespace tells whether ns is a tenant's: a Queue admits it by name, or it carries
+// a default queue, and neither the system's nor exempt.
+func (o Peers) tenantNamespace(ns string, view View) bool {
+	if slices.Contains(systemNamespaces, ns) || slices.Contains(o.ForeignExempt, ns) {
+		return false
+	}
+	if view.NamespaceLabels(ns)[v1alpha1.LabelQueue] != "" {
+		return true
+	}
+	for _, name := range view.QueueNames() {
+		if q, ok := view.Queue(name); ok && slices.Contains(q.Spec.Namespaces, ns) {
+			return true
+		}
+	}
+	return false
+}
+
+// foreignMode is the rule's mode: adopt when unset.
+func (o Peers) foreignMode() string {
+	if o.ForeignGPUPods == "" {
+		return ForeignAdopt
+	}
+	return o.ForeignGPUPods
+}
+
+// asksGPUs tells whether a pod asks the device plugin for NVIDIA GPUs or MIG instances, in
+// any container, init container or sidecar.
+func asksGPUs(p *corev1.Pod) bool {
+	for _, cs := range [][]corev1.Container{p.Spec.InitContainers, p.Spec.Containers} {
+		for i := range cs {
+			if asksPluginGPU(&cs[i]) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// takeForeign applies the rule to a pod of another scheduler at the mutating webhook: in a
+// tenant's namespace, a pod asking for GPUs becomes Allot's (its rewriting recorded in
+// allot.dev/translated), or is refused. It reports whether it rewrote the pod.
+func (o Peers) takeForeign(p *corev1.Pod, view View) (bool, error) {
+	if p.Spec.SchedulerName == v1alpha1.SchedulerName || o.foreignMode() == ForeignOff || !asksGPUs(p) || !o.tenantNamespace(p.Namespace, view) {
+		return false, nil
+	}
+	if o.foreignMode() == ForeignRefuse {
+		return false, o.foreignRefusal(p)
+	}
+	note := fmt.Sprintf("spec.schedulerName=%s → %s (a pod asking for GPUs in a tenant's namespace)", p.Spec.SchedulerName, v1alpha1.SchedulerName)
+	if p.Annotations == nil {
+		p.Annotations = map[string]string{}
+	}
+	if prev := p.Annotations[v1alpha1.AnnotationTranslated]; prev != "" {
+		note = prev + "; " + note
+	}
+	p.Annotations[v1alpha1.AnnotationTranslated] = note
+	p.Spec.SchedulerName = v1alpha1.SchedulerName
+	return true, nil
+}
+
+func (o Peers) foreignRefusal(p *corev1.Pod) error {
+	return fmt.Errorf("spec.schedulerName: %q is not allowed for a pod asking for GPUs in namespace %s, whose GPUs Allot books to queues: set schedulerName: %s (or ask an admin to exempt the namespace: the chart's webhook.foreignGPUPodsExempt)",
+		p.Spec.SchedulerName, p.Namespace, v1alpha1.SchedulerName)
+}
+
+// checkForeign is the validating webhook's side of the rule, whatever the mutating webhook
+// did (it may have been skipped): no other scheduler's GPU pod in a tenant's namespace,
+// and no pod there outranking the reservations.
+func (o Peers) checkForeign(p *corev1.Pod, view View) error {
+	if !o.tenantNamespace(p.Namespace, view) {
+		return nil
+	}
+	if p.Spec.Priority != nil && *p.Spec.Priority >= ReservationPriority {
+		return fmt.Errorf("spec.priorityClassName: %q (priority %d) is not allowed in namespace %s: a tenant's pod may not rank with or above Allot's reservation pods (%d), which hold GPUs other teams' fractions use; use a class below it",
+			p.Spec.PriorityClassName, *p.Spec.Priority, p.Namespace, ReservationPriority)
+	}
+	if p.Spec.SchedulerName != v1alpha1.SchedulerName && o.foreignMode() != ForeignOff && asksGPUs(p) {
+		if o.foreignMode() == ForeignAdopt {
+			return fmt.Errorf("%v; Allot's mutating webhook would have rewritten it, but was skipped", o.foreignRefusal(p))
+		}
+		return o.foreignRefusal(p)
+	}
+	return nil
+}
+
+// ForeignFlagProblem says what is wrong with --foreign-gpu-pods's value; "" when nothing.
+func ForeignFlagProblem(mode string) string {
+	if mode == "" || slices.Contains(ForeignModes, mode) {
+		return ""
+	}
+	return fmt.Sprintf("--foreign-gpu-pods %q is not allowed: %s", mode, strings.Join(ForeignModes, ", "))
+}

@@ -1,0 +1,72 @@
+package admission
+
+import (
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/utils/ptr"
+
+	"github.com/allot-dev/allot/api/v1alpha1"
+)
+
+// A GPU pod naming another scheduler in a tenant's namespace (ml: queue ml-only names it)
+// is Allot's under adopt, refused under refuse, left alone under off; elsewhere (default, an
+// exempt namespace, the system's) it is always left alone. A system-class pod is refused in
+// ml only.
+func TestForeignGPUPods(t *testing.T) {
+	gpuPod := func(ns, scheduler string) *corev1.Pod {
+		p := pod("ml-only", 1, nil, nil)
+		p.Namespace, p.Spec.SchedulerName = ns, scheduler
+		return p
+	}
+	for _, c := range []struct {
+		name    string
+		peers   Peers
+		pod     *corev1.Pod
+		adopted bool
+		refused string // "" = admitted
+	}{
+		{"adopt, kube-scheduler's GPU pod in ml", Peers{}, gpuPod("ml", "default-scheduler"), true, ""},
+		{"refuse, the same", Peers{ForeignGPUPods: ForeignRefuse}, gpuPod("ml", "default-scheduler"),
+			false, `spec.schedulerName: "default-scheduler" is not allowed for a pod asking for GPUs in namespace ml`},
+		{"off, the same", Peers{ForeignGPUPods: ForeignOff}, gpuPod("ml", "default-scheduler"), false, ""},
+		{"adopt, a namespace no queue names", Peers{}, gpuPod("default", "default-scheduler"), false, ""},
+		{"adopt, an exempt namespace", Peers{ForeignExempt: []string{"ml"}}, gpuPod("ml", "default-scheduler"), false, ""},
+		{"adopt, kube-system", Peers{}, gpuPod("kube-system", "default-scheduler"), false, ""},
+		{"adopt, a pod asking no GPU", Peers{}, func() *corev1.Pod { p := pod("ml-only", 0, nil, nil); p.Namespace = "ml"; p.Spec.SchedulerName = "x"; return p }(), false, ""},
+		{"a sidecar's MIG instance", Peers{}, func() *corev1.Pod {
+			p := pod("ml-only", 0, nil, nil)
+			p.Namespace, p.Spec.SchedulerName = "ml", "volcano"
+			p.Spec.InitContainers = []corev1.Container{{Name: "side", RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways),
+				Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{"nvidia.com/mig-1g.10gb": resourceOf(1)}}}}
+			return p
+		}(), true, ""},
+	} {
+		p := c.pod.DeepCopy()
+		adopted, err := c.peers.takeForeign(p, view{})
+		if adopted != c.adopted || (err == nil) != (c.refused == "") || err != nil && !strings.Contains(err.Error(), c.refused) {
+			t.Errorf("%s: adopted %v, %v; want adopted %v, refusal %q", c.name, adopted, err, c.adopted, c.refused)
+		}
+		if adopted && (p.Spec.SchedulerName != v1alpha1.SchedulerName || !strings.Contains(p.Annotations[v1alpha1.AnnotationTranslated], "spec.schedulerName=")) {
+			t.Errorf("%s: adopted as %q with %q", c.name, p.Spec.SchedulerName, p.Annotations[v1alpha1.AnnotationTranslated])
+		}
+		// The validating webhook says the same of the pod as it arrived, were the mutating
+		// webhook skipped.
+		if err := c.peers.checkForeign(c.pod, view{}); (err == nil) != (c.refused == "" && !c.adopted) {
+			t.Errorf("%s: validated unmutated: %v", c.name, err)
+		}
+	}
+	critical := pod("ml-only", 0, nil, nil)
+	critical.Namespace, critical.Spec.PriorityClassName, critical.Spec.Priority = "ml", "system-cluster-critical", ptr.To(int32(2_000_000_000))
+	if err := (Peers{}).checkForeign(critical, view{}); err == nil || !strings.Contains(err.Error(), `spec.priorityClassName: "system-cluster-critical"`) {
+		t.Errorf("a system-class pod in ml: %v", err)
+	}
+	critical.Namespace = "monitoring"
+	if err := (Peers{}).checkForeign(critical, view{}); err != nil {
+		t.Errorf("a system-class pod outside tenants' namespaces: %v", err)
+	}
+}
+
+func resourceOf(n int64) resource.Quantity { return *resource.NewQuantity(n, resource.DecimalSI) }
