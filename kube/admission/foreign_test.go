@@ -35,7 +35,12 @@ func TestForeignGPUPods(t *testing.T) {
 		{"adopt, a namespace no queue names", Peers{}, gpuPod("default", "default-scheduler"), false, ""},
 		{"adopt, an exempt namespace", Peers{ForeignExempt: []string{"ml"}}, gpuPod("ml", "default-scheduler"), false, ""},
 		{"adopt, kube-system", Peers{}, gpuPod("kube-system", "default-scheduler"), false, ""},
-		{"adopt, a pod asking no GPU", Peers{}, func() *corev1.Pod { p := pod("ml-only", 0, nil, nil); p.Namespace = "ml"; p.Spec.SchedulerName = "x"; return p }(), false, ""},
+		{"adopt, a pod asking no GPU", Peers{}, func() *corev1.Pod {
+			p := pod("ml-only", 0, nil, nil)
+			p.Namespace = "ml"
+			p.Spec.SchedulerName = "x"
+			return p
+		}(), false, ""},
 		{"a sidecar's MIG instance", Peers{}, func() *corev1.Pod {
 			p := pod("ml-only", 0, nil, nil)
 			p.Namespace, p.Spec.SchedulerName = "ml", "volcano"
