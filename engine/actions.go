@@ -410,8 +410,19 @@ func (s *session) consolidate(pool *candidatePool) {
 		}
 		// A pod bursting past its request is not moved to make room: moving it would
 		// stop it, which only the rules for bursts (reclaimBursts) may do.
+		// A move restarts the job, so it is held to the minimum runtime as an eviction
+		// is: a job of another queue to its reclaimMinRuntime, one of the mover's own
+		// queue to its preemptMinRuntime (else a tenant within its share could have other
+		// teams' jobs restarted again and again while free GPUs are scattered).
+		reclaimShield, preemptShield := s.keepUnshielded(j, protectReclaim), s.keepUnshielded(j, protectPreempt)
 		steady := func(u unit) bool {
-			return !slices.ContainsFunc(u.pods, func(p *podState) bool { return p.share.over > 0 })
+			if slices.ContainsFunc(u.pods, func(p *podState) bool { return p.share.over > 0 }) {
+				return false
+			}
+			if u.job.q == j.q {
+				return preemptShield(u)
+			}
+			return reclaimShield(u)
 		}
 		vs := &victimSearch{job: j, pods: pods, cands: pool.from(j.res, func(*queueState) bool { return true }, steady, nil), replace: true,
 			reason: func(Unit unit) Reason {

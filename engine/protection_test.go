@@ -66,3 +66,36 @@ func TestPreemptWaitsForMinRuntime(t *testing.T) {
 		t.Fatalf("evictions %v after the protection, want low's", plan.Evictions)
 	}
 }
+
+// Consolidation moves a job only under the protection reclaim and preemption give it: a
+// job of another queue younger than its reclaimMinRuntime stays where it is (a tenant
+// within its share could otherwise have other teams' jobs restarted again and again while
+// the free GPUs are scattered), and moves once the time has passed.
+//
+//	n1 (×2): keep ·      a (quota 4): keep (inference, not preemptible), pair of 2 GPUs waits
+//	n2 (×2): b-1  ·      b (quota 0, reclaimMinRuntime 10m): b-1, started at 9:00
+func TestConsolidationWaitsForMinRuntime(t *testing.T) {
+	start := time.Date(2026, 1, 1, 9, 0, 0, 0, time.UTC)
+	ten := 10 * time.Minute
+	b := quotaQueue("b", 0)
+	b.ReclaimMinRuntime = &ten
+	snap := func(now time.Time) *Snapshot {
+		keep := running("keep", "a", "n1", 0)
+		keep.Class = ClassInference
+		moved := running("b-1", "b", "n2", 0)
+		moved.Class, moved.StartTime = ClassTrain, start
+		return &Snapshot{Now: now, Nodes: []Node{gpuNode("n1", "", "A100", 2), gpuNode("n2", "", "A100", 2)}, Queues: []Queue{quotaQueue("a", 4), b},
+			Jobs: []Job{keep, moved, {ID: "pair", Queue: "a", MinMember: 1, SubmitTime: now, Pods: []Pod{{ID: "pair-0", Request: PodRequest{GPUs: 2}}}}}}
+	}
+	plan := New(Options{}).Schedule(snap(start.Add(4 * time.Minute)))
+	if len(plan.Evictions) != 0 || len(plan.Binds) != 0 {
+		t.Fatalf("four minutes into a ten-minute protection: evicted %v, bound %v", plan.Evictions, plan.Binds)
+	}
+	if r := plan.Pending["pair"]; !strings.Contains(r.Message, "b-1 protected") {
+		t.Errorf("pair waits with %q, want it to name b-1's protection", r.Message)
+	}
+	plan = New(Options{}).Schedule(snap(start.Add(10 * time.Minute)))
+	if len(plan.Evictions) != 1 || plan.Evictions[0].Job != "b-1" {
+		t.Fatalf("evictions %v once the protection ended, want b-1 moved", plan.Evictions)
+	}
+}
