@@ -182,3 +182,34 @@ func BenchmarkCycleTopology(b *testing.B) {
 	b.ReportMetric(float64(gangs), "rack-gangs")
 	scheduleMeasured(b, s)
 }
+
+// BenchmarkCycleChoiceLists is BenchmarkCycleLoaded with 200 more pending pods, each naming
+// up to the most devices a pod may name (v1alpha1.MaxChoiceEntries, 256) in its pick list
+// and as many in its exclude list: the cycle's cost of the longest lists a tenant may
+// write, beside the same pods naming none (entries=0).
+func BenchmarkCycleChoiceLists(b *testing.B) {
+	for _, entries := range []int{0, 16, 256} { // 256: v1alpha1.MaxChoiceEntries (the engine imports nothing of the API)
+		b.Run(fmt.Sprintf("entries=%d", entries), func(b *testing.B) {
+			s := benchCluster(5000, 20)
+			for i := range s.Nodes {
+				for g := range s.Nodes[i].GPUs {
+					s.Nodes[i].GPUs[g].UUID = fmt.Sprintf("GPU-%05d-%d", i, g)
+				}
+			}
+			r := rand.New(rand.NewPCG(3, 4))
+			addRunning(s, r)
+			for i := 0; i < 1000; i++ {
+				s.Jobs = append(s.Jobs, mixJob(r, i, 20, s.Now))
+			}
+			for i := 0; i < 200; i++ {
+				j := mixJob(r, 1000+i, 20, s.Now)
+				for k := 0; k < entries; k++ {
+					j.GPUUUIDs = append(j.GPUUUIDs, fmt.Sprintf("GPU-%05d-%d", r.IntN(5000), r.IntN(8)))
+					j.ExcludeGPUUUIDs = append(j.ExcludeGPUUUIDs, fmt.Sprintf("GPU-%05d-%d", r.IntN(5000), r.IntN(8)))
+				}
+				s.Jobs = append(s.Jobs, j)
+			}
+			scheduleMeasured(b, s)
+		})
+	}
+}

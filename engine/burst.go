@@ -59,7 +59,7 @@ func (s *session) takeBackFor(j *jobState, p *podState) {
 		}
 		for g := range n.n.GPUs {
 			dev := &n.n.GPUs[g]
-			if dev.MIG != nil || !deviceOK(j.j, dev) {
+			if dev.MIG != nil || !j.deviceOK(dev) {
 				continue
 			}
 			pt, ok := partOn(r, dev)

@@ -216,7 +216,7 @@ func (s *session) largestBlock(j *jobState, r PodRequest, nodes []*nodeState) st
 			var perIsland [64]int
 			free := 0
 			for g := range n.n.GPUs {
-				if n.gpuUsed[g] == 0 && deviceOK(j.j, &n.n.GPUs[g]) {
+				if n.gpuUsed[g] == 0 && j.deviceOK(&n.n.GPUs[g]) {
 					isl := 0
 					if j.j.SameIsland {
 						isl = islandOf(n, g)
@@ -505,7 +505,7 @@ func (s *session) sliceShortage(j *jobState, r PodRequest, nodes []*nodeState) s
 		fit := 0
 		for g := range n.n.GPUs {
 			dev, b := &n.n.GPUs[g], n.books[g]
-			if !deviceOK(j.j, dev) || dev.OutOfService() != "" || dev.MIG != nil {
+			if !j.deviceOK(dev) || dev.OutOfService() != "" || dev.MIG != nil {
 				continue
 			}
 			if free := dev.Memory - b.mem - b.burst; free > mostMem {

@@ -46,7 +46,7 @@ type migChoice struct {
 // of booked slices.
 func migChoices(j *jobState, r PodRequest, n *nodeState, g int, booked mig.Mask, buf []migChoice) []migChoice {
 	dev := &n.n.GPUs[g]
-	if dev.MIG == nil || dev.MIG.Model == nil || dev.OutOfService() != "" || !deviceOK(j.j, dev) ||
+	if dev.MIG == nil || dev.MIG.Model == nil || dev.OutOfService() != "" || !j.deviceOK(dev) ||
 		(r.MIGFrom == MIGFixed && dev.MIG.Dynamic) || (r.MIGFrom == MIGDynamic && !dev.MIG.Dynamic) ||
 		(dev.MIG.Dynamic && n.n.NoFractions != "") {
 		// An instance Allot makes reaches its pod as a slice's device does: not where the
@@ -235,7 +235,7 @@ func (s *session) migShortage(j *jobState, r PodRequest, nodes []*nodeState) str
 	for _, n := range nodes {
 		for g := range n.n.GPUs {
 			dev := &n.n.GPUs[g]
-			if dev.MIG == nil || dev.MIG.Model == nil || dev.OutOfService() != "" || !deviceOK(j.j, dev) ||
+			if dev.MIG == nil || dev.MIG.Model == nil || dev.OutOfService() != "" || !j.deviceOK(dev) ||
 				(r.MIGFrom == MIGFixed && dev.MIG.Dynamic) || (r.MIGFrom == MIGDynamic && !dev.MIG.Dynamic) {
 				continue
 			}

@@ -21,15 +21,10 @@ func (s *session) eligible(j *jobState, n *nodeState) bool {
 	if j.shares && n.n.NoFractions != "" {
 		return false
 	}
-	if !choosesDevices(j.j) {
+	if j.choice == nil {
 		return true
 	}
-	for i := range n.n.GPUs {
-		if deviceOK(j.j, &n.n.GPUs[i]) {
-			return true
-		}
-	}
-	return false
+	return j.choice.onNode(n)
 }
 
 // asksMemoryCap tells whether a pod of the job asks for a hard GPU memory cap.
@@ -51,16 +46,61 @@ func choosesDevices(j *Job) bool {
 	return len(j.GPUTypes) > 0 || len(j.ExcludeGPUTypes) > 0 || len(j.GPUUUIDs) > 0 || len(j.ExcludeGPUUUIDs) > 0
 }
 
+// deviceChoice is a job's device-choice lists as sets: each is asked per device of every
+// node scanned, and a tenant's list may be hundreds long (v1alpha1.MaxChoiceEntries). A nil
+// set allows any.
+type deviceChoice struct {
+	types, exclTypes, uuids, exclUUIDs map[string]bool
+	// nodes remembers, by node index, whether a node has a device the job may be given
+	// (0: not yet asked, 1: it has, 2: it has none): a victim search asks it per
+	// candidate, and a node's devices do not change within a cycle.
+	nodes []int8
+}
+
+// onNode tells whether a node has a device the job may be given.
+func (c *deviceChoice) onNode(n *nodeState) bool {
+	if n.idx >= len(c.nodes) {
+		c.nodes = append(c.nodes, make([]int8, n.idx+1-len(c.nodes))...)
+	}
+	if c.nodes[n.idx] == 0 {
+		c.nodes[n.idx] = 2
+		for i := range n.n.GPUs {
+			if c.allows(&n.n.GPUs[i]) {
+				c.nodes[n.idx] = 1
+				break
+			}
+		}
+	}
+	return c.nodes[n.idx] == 1
+}
+
+// allows tells whether the job may be given the device.
+func (c *deviceChoice) allows(g *GPU) bool {
+	return (c.types == nil || c.types[g.Model]) && !c.exclTypes[g.Model] &&
+		(c.uuids == nil || c.uuids[g.UUID]) && !c.exclUUIDs[g.UUID]
+}
+
+func newDeviceChoice(j *Job) *deviceChoice {
+	if !choosesDevices(j) {
+		return nil // the common case
+	}
+	set := func(l []string) map[string]bool {
+		if len(l) == 0 {
+			return nil
+		}
+		m := make(map[string]bool, len(l))
+		for _, v := range l {
+			m[v] = true
+		}
+		return m
+	}
+	return &deviceChoice{types: set(j.GPUTypes), exclTypes: set(j.ExcludeGPUTypes), uuids: set(j.GPUUUIDs), exclUUIDs: set(j.ExcludeGPUUUIDs)}
+}
+
 // deviceOK tells whether the job's pods may be given the device: its model is accepted
 // and not excluded, and its UUID is among those picked (if any) and not excluded.
-func deviceOK(j *Job, g *GPU) bool {
-	if !choosesDevices(j) {
-		return true // the common case, asked per device of every node scanned
-	}
-	return (len(j.GPUTypes) == 0 || slices.Contains(j.GPUTypes, g.Model)) &&
-		!slices.Contains(j.ExcludeGPUTypes, g.Model) &&
-		(len(j.GPUUUIDs) == 0 || slices.Contains(j.GPUUUIDs, g.UUID)) &&
-		!slices.Contains(j.ExcludeGPUUUIDs, g.UUID)
+func (j *jobState) deviceOK(g *GPU) bool {
+	return j.choice == nil || j.choice.allows(g)
 }
 
 // gpuSpread tells whether the job's GPUs are chosen emptiest first: its own GPU policy,
@@ -113,7 +153,7 @@ func (s *session) pickSlices(j *jobState, r PodRequest, n *nodeState, used []Mil
 	cands := buf[:0]
 	for g := range n.n.GPUs {
 		dev := &n.n.GPUs[g]
-		if dev.MIG != nil || !deviceOK(j.j, dev) {
+		if dev.MIG != nil || !j.deviceOK(dev) {
 			continue
 		}
 		p, ok := partOn(r, dev)
@@ -187,7 +227,7 @@ func (s *session) pickWhole(j *jobState, k int, n *nodeState, used []MilliGPU) (
 	var counts [64]int
 	total := 0
 	for g := range n.n.GPUs {
-		if used[g] == 0 && deviceOK(j.j, &n.n.GPUs[g]) {
+		if used[g] == 0 && j.deviceOK(&n.n.GPUs[g]) {
 			counts[islandOf(n, g)]++
 			total++
 		}
@@ -208,7 +248,7 @@ func (s *session) pickWhole(j *jobState, k int, n *nodeState, used []MilliGPU) (
 			if len(out) == k {
 				return
 			}
-			if used[g] == 0 && islandOf(n, g) == isl && deviceOK(j.j, &n.n.GPUs[g]) {
+			if used[g] == 0 && islandOf(n, g) == isl && j.deviceOK(&n.n.GPUs[g]) {
 				out = append(out, g)
 			}
 		}

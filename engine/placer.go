@@ -23,7 +23,7 @@ func NewPlacer(nodes []Node, opts Options) *Placer {
 // Place puts one pod on the cluster if it fits, reporting where.
 func (p *Placer) Place(r PodRequest, gpuTypes []string) (Binding, bool) {
 	job := &Job{ID: "pod", MinMember: 1, GPUTypes: gpuTypes, Pods: []Pod{{Request: r}}}
-	js := &jobState{j: job, q: &p.queue, preemptible: true}
+	js := &jobState{j: job, q: &p.queue, preemptible: true, choice: newDeviceChoice(job)}
 	ps := &podState{p: &job.Pods[0], job: js}
 	js.pods = []*podState{ps}
 	if !p.s.placeOne(ps, nil) {

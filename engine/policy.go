@@ -54,7 +54,7 @@ func (s *session) options(j *jobState, r PodRequest, n *nodeState, buf []option)
 	case r.Shared():
 		for g := range n.n.GPUs {
 			dev := &n.n.GPUs[g]
-			if dev.MIG != nil || !deviceOK(j.j, dev) {
+			if dev.MIG != nil || !j.deviceOK(dev) {
 				continue
 			}
 			share, ok := partOn(r, dev)

@@ -130,7 +130,7 @@ func loads(t *rapid.T, snap *Snapshot) map[devKey]*devLoad {
 			for _, g := range b.GPUs {
 				dev := n.GPUs[g]
 				islands[dev.Island] = true
-				if !deviceOK(&j, &dev) {
+				if !allowedDevice(&j, &dev) {
 					t.Fatalf("pod %s on %s GPU %d (%s %s), which it rules out", p.ID, b.Node, g, dev.UUID, dev.Model)
 				}
 				k := devKey{b.Node, g}
@@ -185,7 +185,7 @@ func wouldFit(j *Job, r PodRequest, n Node, load map[devKey]*devLoad) bool {
 		if l == nil {
 			l = &devLoad{}
 		}
-		if dev.Cordoned != "" || !deviceOK(j, &dev) {
+		if dev.Cordoned != "" || !allowedDevice(j, &dev) {
 			continue
 		}
 		island := -1
@@ -269,4 +269,12 @@ func nodeOf(snap *Snapshot, id NodeID) Node {
 type devKey struct {
 	node NodeID
 	gpu  int
+}
+
+// allowedDevice is the definition the engine's device choice is checked against: a job may
+// be given a device whose model it accepts and does not exclude, and whose UUID it picks
+// (where it picks any) and does not exclude.
+func allowedDevice(j *Job, g *GPU) bool {
+	return (len(j.GPUTypes) == 0 || slices.Contains(j.GPUTypes, g.Model)) && !slices.Contains(j.ExcludeGPUTypes, g.Model) &&
+		(len(j.GPUUUIDs) == 0 || slices.Contains(j.GPUUUIDs, g.UUID)) && !slices.Contains(j.ExcludeGPUUUIDs, g.UUID)
 }

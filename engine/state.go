@@ -144,6 +144,8 @@ type jobState struct {
 	memCap bool
 	// shares: a pod asks for part of a GPU, which only a node that can hand one over takes.
 	shares bool
+	// choice is the job's device-choice lists as sets (nil: any device).
+	choice *deviceChoice
 	// shielded are victims a reclaim or preemption for this job passed over because they
 	// had not yet run their queue's minimum runtime; the wait's reason names them.
 	shielded []shield
@@ -495,7 +497,7 @@ func newSession(snap *Snapshot, opts Options) *session {
 			q = nil
 		}
 		js := &jobState{j: j, q: q, preemptible: j.IsPreemptible(), filter: s.filterOf(j.Nodes), memCap: asksMemoryCap(j), shares: asksShare(j),
-			res: res, asksGPU: asksDevices(j)}
+			res: res, asksGPU: asksDevices(j), choice: newDeviceChoice(j)}
 		if !known {
 			js.res = ResourceGPU // held as GPUs by no queue: it is an orphan
 		}

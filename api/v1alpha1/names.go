@@ -294,8 +294,8 @@ type GPUChoice struct {
 var Policies = []string{"binpack", "spread"}
 
 // ParseGPUChoice reads a pod's device-choice annotations (gpu-uuid, gpu-uuid-exclude,
-// gpu-type-exclude, gpu-island, node-policy, gpu-policy). Its errors name the annotation
-// and the allowed values.
+// gpu-type-exclude, gpu-island, node-policy, gpu-policy; gpu-type only for its length).
+// Its errors name the annotation and the allowed values or the limit.
 func ParseGPUChoice(annotations map[string]string) (GPUChoice, error) {
 	var c GPUChoice
 	list := func(key string, into *[]string) error {
@@ -303,8 +303,15 @@ func ParseGPUChoice(annotations map[string]string) (GPUChoice, error) {
 		if !ok {
 			return nil
 		}
+		// Counted before it is split: a list of a million commas is refused unread.
+		if n := strings.Count(v, ",") + 1; n > MaxChoiceEntries {
+			return fmt.Errorf("%s: %d entries is too many: at most %d (name a pool, a product or a node label instead)", key, n, MaxChoiceEntries)
+		}
 		for _, f := range strings.Split(v, ",") {
 			if f = strings.TrimSpace(f); f != "" {
+				if len(f) > MaxChoiceEntryLength {
+					return fmt.Errorf("%s: an entry of %d characters is too long: at most %d (a GPU UUID or product name)", key, len(f), MaxChoiceEntryLength)
+				}
 				*into = append(*into, f)
 			}
 		}
@@ -312,6 +319,12 @@ func ParseGPUChoice(annotations map[string]string) (GPUChoice, error) {
 			return fmt.Errorf("%s: %q names nothing: a comma-separated list (remove the annotation to allow any)", key, v)
 		}
 		return nil
+	}
+	var types []string // read where the snapshot reads it; checked here for its length
+	if _, ok := annotations[AnnotationGPUTypes]; ok && strings.TrimSpace(annotations[AnnotationGPUTypes]) != "" {
+		if err := list(AnnotationGPUTypes, &types); err != nil {
+			return c, err
+		}
 	}
 	for _, l := range []struct {
 		key  string
@@ -341,6 +354,16 @@ func ParseGPUChoice(annotations map[string]string) (GPUChoice, error) {
 	}
 	return c, nil
 }
+
+// MaxChoiceEntries and MaxChoiceEntryLength bound the device-choice lists a pod's owner
+// writes (allot.dev/gpu-type, gpu-type-exclude, gpu-uuid, gpu-uuid-exclude): each is read
+// for every device, job and pass of a cycle, and only the API server's 256 KiB limit on
+// annotations would bound it otherwise. 256 is a pool of 32 eight-GPU nodes named device by
+// device; more than that is a pool, a product or a node label.
+const (
+	MaxChoiceEntries     = 256
+	MaxChoiceEntryLength = 128
+)
 
 // ParseBookedSlice reads the slice of each shared GPU the scheduler booked for a bound pod
 // (allot.dev/gpu-share-memory, bytes; allot.dev/gpu-share-compute, thousandths); 0 where

@@ -1,6 +1,8 @@
 package v1alpha1_test
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -58,5 +60,30 @@ func TestMIGResourcesCountsSidecars(t *testing.T) {
 	prof, n, err := v1alpha1.MIGResources(p)
 	if err != nil || prof != "1g.10gb" || n != 3 {
 		t.Errorf("MIGResources = %q %d %v, want 1g.10gb 3", prof, n, err)
+	}
+}
+
+// A device-choice list longer than the limit is refused naming the annotation and the limit,
+// before it is split; one at the limit is read.
+func TestGPUChoiceListsAreBounded(t *testing.T) {
+	list := func(n int) string {
+		s := make([]string, n)
+		for i := range s {
+			s[i] = fmt.Sprintf("GPU-%036d", i)
+		}
+		return strings.Join(s, ",")
+	}
+	for _, key := range []string{v1alpha1.AnnotationGPUUUIDPick, v1alpha1.AnnotationGPUUUIDExclude, v1alpha1.AnnotationGPUTypeExclude, v1alpha1.AnnotationGPUTypes} {
+		if _, err := v1alpha1.ParseGPUChoice(map[string]string{key: list(v1alpha1.MaxChoiceEntries)}); err != nil {
+			t.Errorf("%s of %d entries: %v", key, v1alpha1.MaxChoiceEntries, err)
+		}
+		_, err := v1alpha1.ParseGPUChoice(map[string]string{key: list(v1alpha1.MaxChoiceEntries + 1)})
+		if want := fmt.Sprintf("%s: %d entries is too many: at most %d", key, v1alpha1.MaxChoiceEntries+1, v1alpha1.MaxChoiceEntries); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s of %d entries: %v, want %q", key, v1alpha1.MaxChoiceEntries+1, err, want)
+		}
+		_, err = v1alpha1.ParseGPUChoice(map[string]string{key: strings.Repeat("x", v1alpha1.MaxChoiceEntryLength+1)})
+		if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("%s: an entry of %d characters is too long: at most %d", key, v1alpha1.MaxChoiceEntryLength+1, v1alpha1.MaxChoiceEntryLength)) {
+			t.Errorf("%s with a long entry: %v", key, err)
+		}
 	}
 }

@@ -68,6 +68,11 @@ func TestTenantGetsWhatItsQueueBooks(t *testing.T) {
 			p.Spec.InitContainers = []corev1.Container{{Name: "warmup", Image: "busybox", Resources: gpus(1)}}
 			return p
 		}(), "initContainers[warmup].resources: nvidia.com/gpu with allot.dev/gpu-fraction"},
+		{"a pick list longer than the scheduler reads", func() *corev1.Pod {
+			p := whole("many-uuids")
+			p.Annotations = map[string]string{v1alpha1.AnnotationGPUUUIDExclude: strings.Repeat("GPU-0,", v1alpha1.MaxChoiceEntries) + "GPU-0"}
+			return p
+		}(), fmt.Sprintf("allot.dev/gpu-uuid-exclude: %d entries is too many: at most %d", v1alpha1.MaxChoiceEntries+1, v1alpha1.MaxChoiceEntries)},
 	} {
 		if err := create(c.pod); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v, want a refusal naming %s", c.name, err, c.want)
