@@ -38,7 +38,7 @@ const (
 // applied per person on the way out, and never changes st (its slices are shared).
 //
 //   - Workloads (with their pods, commands and reasons) only of namespaces v may read.
-//   - Queues v may get, and those of the workloads v sees. A hidden queue under a visible
+//   - Queues v may get, and those of the pods of the workloads v sees. A hidden queue under a visible
 //     one is left out, its figures still in its parent's; hidden top-level queues become
 //     one row, OtherQueues, whose figures are their sums; a visible queue below hidden
 //     ones hangs from its nearest visible ancestor, or from OtherQueues.
@@ -55,7 +55,12 @@ func Filter(st State, v Viewer) State {
 	for _, w := range st.Workloads {
 		if v.CanReadNamespace(w.Namespace) {
 			out.Workloads = append(out.Workloads, w)
-			ofWorkloads[w.Queue] = true
+			// A queue is shown for the pods the webhook admitted to it from this
+			// namespace, never for an owner's label (a Deployment of one's own labelled
+			// with another team's queue).
+			if len(w.Pods) > 0 {
+				ofWorkloads[w.Queue] = true
+			}
 		}
 	}
 	sees := func(q string) bool { return ofWorkloads[q] || v.CanSeeQueue(q) }

@@ -118,6 +118,19 @@ func TestFilterTenant(t *testing.T) {
 	}
 }
 
+// A workload of one's own namespace shows the queue of its pods, which the webhook admitted
+// there: a Deployment with no pods labelled with another team's queue shows nothing of it.
+func TestFilterQueueOnlyFromPods(t *testing.T) {
+	st := cluster(t)
+	st.Workloads = append(st.Workloads, inspect.Workload{Name: "peek", Namespace: "team-a", Queue: "ops", Status: "Waiting"})
+	got := Filter(st, viewer{namespaces: []string{"team-a"}})
+	for _, q := range got.Queues {
+		if q.Name == "ops" {
+			t.Errorf("queues %s: team-a's podless Deployment labelled ops made ops visible", names(got.Queues))
+		}
+	}
+}
+
 // Someone with no rights sees the nodes, their GPUs in use by other namespaces, the
 // totals, and one row of queues.
 func TestFilterNoRights(t *testing.T) {

@@ -155,11 +155,14 @@ func Workloads(ctx context.Context, client kubernetes.Interface, namespace, queu
 	return out, nil
 }
 
-// Refusals picks the latest FailedCreate message of each object from events.
+// Refusals picks the latest FailedCreate message of each object from events. Only an
+// Event in the object's own namespace counts: one who may write Events in a namespace may
+// name any object in involvedObject, and another team's Job would show a reason its
+// controller never gave.
 func Refusals(events []*corev1.Event) map[types.UID]Refusal {
 	out := map[types.UID]Refusal{}
 	for _, e := range events {
-		if e.Reason != "FailedCreate" || e.InvolvedObject.UID == "" {
+		if e.Reason != "FailedCreate" || e.InvolvedObject.UID == "" || e.Namespace != e.InvolvedObject.Namespace {
 			continue
 		}
 		if t := EventTime(*e); !t.Before(out[e.InvolvedObject.UID].Time) {
@@ -361,8 +364,10 @@ func BuildWorkloads(o Objects) []Workload {
 			top = owner{ref: Ref{Kind: "Pod", Name: p.Name, UID: p.UID}, apiVersion: "v1", meta: &p.ObjectMeta}
 		}
 		w := get(p.Namespace, top)
-		if w.Queue == "" {
-			w.Queue = p.Labels[v1alpha1.LabelQueue]
+		// The pods' queue over the owner's: the webhook admitted it for the namespace,
+		// where an owner's label is whatever its namespace's tenant wrote.
+		if q := p.Labels[v1alpha1.LabelQueue]; q != "" {
+			w.Queue = q
 		}
 		if w.Created.IsZero() || p.CreationTimestamp.Time.Before(w.Created) {
 			w.Created = p.CreationTimestamp.Time
