@@ -29,12 +29,21 @@ func dashboardArgs(t *testing.T, objs map[string]rendered) []string {
 // only the proxy sends (mounted from a Secret, never in the args); a mode the dashboard
 // does not know is refused.
 func TestHelmDashboardAuth(t *testing.T) {
-	objs := render(t)
+	objs := render(t, "--set", "dashboard.auth.mode=none")
 	if args := dashboardArgs(t, objs); fmt.Sprint(args) != "[dashboard --address=:8090]" {
 		t.Errorf("mode none: args %v", args)
 	}
-	if objs["ClusterRoleBinding/allot-dashboard-auth-delegator"] != nil || objs["NetworkPolicy/allot-dashboard"] != nil {
-		t.Error("mode none binds review rights or fences the dashboard")
+	if objs["ClusterRoleBinding/allot-dashboard-auth-delegator"] != nil {
+		t.Error("mode none binds review rights")
+	}
+	// No pod reaches a dashboard that shows everything to whoever reaches it: only
+	// kubectl port-forward, or the peers the admin names.
+	if np := objs["NetworkPolicy/allot-dashboard"]; np == nil || fmt.Sprint(np["spec"].(map[string]any)["ingress"]) != "[]" {
+		t.Errorf("mode none: NetworkPolicy %v, want one letting no pod in", np)
+	}
+	objs = render(t, "--set", "dashboard.auth.mode=none", "--set", "dashboard.auth.allowFrom[0].podSelector.matchLabels.app=ingress-nginx")
+	if np := objs["NetworkPolicy/allot-dashboard"]; np == nil || !strings.Contains(fmt.Sprint(np["spec"]), "app:ingress-nginx") {
+		t.Errorf("mode none with allowFrom: NetworkPolicy %v, want the ingress controller let in", np)
 	}
 
 	objs = render(t, "--set", "dashboard.auth.mode=token")

@@ -181,7 +181,7 @@ func TestHelmDashboard(t *testing.T) {
 		t.Errorf("the dashboard runs as %v", pod["serviceAccountName"])
 	}
 	args := fmt.Sprint(pod["containers"].([]any)[0].(map[string]any)["args"])
-	if args != "[dashboard --address=:9000]" {
+	if args != "[dashboard --address=:9000 --auth=token]" {
 		t.Errorf("dashboard args %s", args)
 	}
 	for _, r := range objs["ClusterRole/allot-dashboard"]["rules"].([]any) {

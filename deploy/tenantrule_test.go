@@ -7,6 +7,7 @@ import (
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 
 	"github.com/allot-dev/allot/deploy"
 	"github.com/allot-dev/allot/kube/admission"
@@ -56,5 +57,40 @@ func TestHelmForeignGPUPodRule(t *testing.T) {
 				t.Errorf("%s: the scheduler's args %v lack %s", c.name, d.Spec.Template.Spec.Containers[0].Args, want)
 			}
 		}
+	}
+}
+
+// The chart's defaults are safe for a cluster of several teams: the dashboard asks each
+// person to sign in and shows what their own identity may read, the metrics (every queue's
+// figures) reach no pod the admin did not name, and other schedulers' GPU pods in tenants'
+// namespaces are Allot's.
+func TestHelmDefaultsAreSafe(t *testing.T) {
+	objs := deploy.Render(t)
+	dash := as[appsv1.Deployment](t, objs["Deployment/allot-dashboard"])
+	if args := dash.Spec.Template.Spec.Containers[0].Args; !slices.Contains(args, "--auth=token") {
+		t.Errorf("the dashboard's args %v: want token sign-in by default", args)
+	}
+	if objs["ClusterRoleBinding/allot-dashboard-auth-delegator"] == nil {
+		t.Error("token sign-in without the rights to review tokens")
+	}
+	np := as[networkingv1.NetworkPolicy](t, objs["NetworkPolicy/allot"])
+	for _, rule := range np.Spec.Ingress {
+		for _, p := range rule.Ports {
+			if p.Port != nil && p.Port.String() == "metrics" {
+				t.Errorf("the metrics port is open by default to %v", rule.From)
+			}
+		}
+	}
+	if len(np.Spec.Ingress) != 1 || len(np.Spec.Ingress[0].Ports) != 1 || np.Spec.Ingress[0].Ports[0].Port.String() != "webhook" {
+		t.Errorf("the scheduler's NetworkPolicy lets in %+v, want only the webhook port (for the API server)", np.Spec.Ingress)
+	}
+	d := as[appsv1.Deployment](t, objs["Deployment/allot"])
+	if !slices.Contains(d.Spec.Template.Spec.Containers[0].Args, "--foreign-gpu-pods=adopt") {
+		t.Errorf("the scheduler's args %v: want the scheduler-name rule on", d.Spec.Template.Spec.Containers[0].Args)
+	}
+	objs = deploy.Render(t, "--set", "metrics.allowFrom[0].namespaceSelector.matchLabels.team=monitoring")
+	np = as[networkingv1.NetworkPolicy](t, objs["NetworkPolicy/allot"])
+	if len(np.Spec.Ingress) != 2 || np.Spec.Ingress[1].Ports[0].Port.String() != "metrics" || np.Spec.Ingress[1].From[0].NamespaceSelector.MatchLabels["team"] != "monitoring" {
+		t.Errorf("metrics.allowFrom: ingress %+v, want the monitoring namespace let in on the metrics port", np.Spec.Ingress)
 	}
 }
