@@ -63,7 +63,8 @@ func TestHelmForeignGPUPodRule(t *testing.T) {
 // The chart's defaults are safe for a cluster of several teams: the dashboard asks each
 // person to sign in and shows what their own identity may read, the metrics (every queue's
 // figures) reach no pod the admin did not name, and other schedulers' GPU pods in tenants'
-// namespaces are Allot's.
+// namespaces are Allot's, and the default pool, which holds no slice to its share, takes
+// none unless the admin says slices there are on trust.
 func TestHelmDefaultsAreSafe(t *testing.T) {
 	objs := deploy.Render(t)
 	dash := as[appsv1.Deployment](t, objs["Deployment/allot-dashboard"])
@@ -87,6 +88,18 @@ func TestHelmDefaultsAreSafe(t *testing.T) {
 	d := as[appsv1.Deployment](t, objs["Deployment/allot"])
 	if !slices.Contains(d.Spec.Template.Spec.Containers[0].Args, "--foreign-gpu-pods=adopt") {
 		t.Errorf("the scheduler's args %v: want the scheduler-name rule on", d.Spec.Template.Spec.Containers[0].Args)
+	}
+	// The default pool enforces no sharing: it takes no slice unless its admin says so.
+	agentArgs := func(objs map[string]deploy.Rendered) []string {
+		return as[appsv1.DaemonSet](t, objs["DaemonSet/allot-agent-gpu"]).Spec.Template.Spec.Containers[0].Args
+	}
+	if args := agentArgs(objs); !slices.Contains(args, "--sharing=none") || slices.Contains(args, "--fractions-on-trust") {
+		t.Errorf("the default pool's agent args %v: want sharing none and no slices on trust", args)
+	}
+	trusted := deploy.Render(t, "--set", "agent.pools[0].name=gpu", "--set", "agent.pools[0].sharing=none",
+		"--set", "agent.pools[0].nodeSelector.a=b", "--set", "agent.pools[0].fractionsOnTrust=true")
+	if args := agentArgs(trusted); !slices.Contains(args, "--fractions-on-trust") {
+		t.Errorf("fractionsOnTrust: the agent's args %v lack --fractions-on-trust", args)
 	}
 	objs = deploy.Render(t, "--set", "metrics.allowFrom[0].namespaceSelector.matchLabels.team=monitoring")
 	np = as[networkingv1.NetworkPolicy](t, objs["NetworkPolicy/allot"])

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strconv"
@@ -359,9 +360,9 @@ func (s *session) explainConstraint(j *jobState) Reason {
 			unenforced++
 			continue
 		}
-		if j.shares && n.n.NoFractions != "" {
+		if j.shares && (n.n.NoFractions != "" || n.n.Unenforced != "") {
 			noFractions++
-			fractionsWhy = n.n.NoFractions
+			fractionsWhy = cmp.Or(n.n.NoFractions, n.n.Unenforced)
 			continue
 		}
 		inPool++

@@ -18,7 +18,7 @@ func (s *session) eligible(j *jobState, n *nodeState) bool {
 	if j.memCap && n.n.Sharing == SharingNone {
 		return false
 	}
-	if j.shares && n.n.NoFractions != "" {
+	if j.shares && (n.n.NoFractions != "" || n.n.Unenforced != "") {
 		return false
 	}
 	if j.choice == nil {

@@ -81,6 +81,11 @@ type Node struct {
 	// node declares no way to hand a fraction its device); they are placed elsewhere, or
 	// wait with this reason.
 	NoFractions string
+	// Unenforced, when set, says why a slice of a GPU would not be held to its share here
+	// (the node enforces no sharing, and its admin has not said fractions there are on
+	// trust): pods taking a slice are placed elsewhere, or wait with this reason. A MIG
+	// instance, which the GPU itself holds to its size, is not concerned.
+	Unenforced string
 	// MaxSharers caps how many pods may share one of the node's GPUs (HAMi's split count);
 	// zero means no cap.
 	MaxSharers int

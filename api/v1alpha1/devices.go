@@ -38,7 +38,28 @@ const (
 	// LabelGPUSharing on a node says how GPU sharing is enforced there: SharingMPS,
 	// SharingHAMiCore or SharingNone.
 	LabelGPUSharing = "allot.dev/gpu-sharing"
+	// LabelFractionsOnTrust ("true") on a node that enforces no sharing (LabelGPUSharing
+	// none, or none declared) says its admin lets pods take slices of its GPUs on trust:
+	// nothing holds a container there to its slice. Without it such a node takes no slice.
+	// The node's agent writes it from its pool's setting (--fractions-on-trust).
+	LabelFractionsOnTrust = "allot.dev/gpu-fractions-on-trust"
 )
+
+// Unenforced says why a node's GPUs take no slice: it enforces no sharing and its admin
+// has not said fractions there are on trust. Empty where slices are held to their share
+// (mps, hami-core) or taken on trust.
+func Unenforced(labels map[string]string) string {
+	sharing, _ := ParseSharing(labels[LabelGPUSharing])
+	if sharing == SharingMPS || sharing == SharingHAMiCore || labels[LabelFractionsOnTrust] == "true" {
+		return ""
+	}
+	declared := "declares no GPU sharing (no label " + LabelGPUSharing + ")"
+	if sharing == SharingNone {
+		declared = "enforces no GPU sharing (" + LabelGPUSharing + "=none)"
+	}
+	return "the node " + declared + ", so nothing would hold a slice to its share, and its admin has not said slices there are on trust (label " +
+		LabelFractionsOnTrust + "=true, the chart's agent.pools[].fractionsOnTrust; or a pool sharing with mps or hami-core)"
+}
 
 // AgentLeaseName is the Lease in SystemNamespace a node's agent renews while it runs
 // (labelled LabelAgentLease with the node's name): the scheduler trusts the agent's
@@ -57,7 +78,7 @@ const (
 
 // SharingNotEnforced is what people are told of a node whose sharing is SharingNone: on
 // the node's listing, and in the Event of each pod that shares a GPU there.
-const SharingNotEnforced = "GPU sharing is not enforced here (allot.dev/gpu-sharing=none): pods sharing a GPU are not held to their memory or compute share"
+const SharingNotEnforced = "GPU sharing is not enforced here (allot.dev/gpu-sharing=none): pods sharing a GPU are not held to their memory or compute share, on trust (allot.dev/gpu-fractions-on-trust)"
 
 // SharingOnTrust is what a hami-core node tells people: HAMi-core holds a process that
 // cooperates, not one that means to get past it.

@@ -47,7 +47,7 @@ func startRealNode(ctx context.Context, out io.Writer, rc *rest.Config, kubeconf
 		return nil, fmt.Errorf("--real-nodes: %w", err)
 	}
 	client := kubernetes.NewForConfigOrDie(rc)
-	if err := node.RunAllot(ctx, client, agent.Options{NVML: machine, Sharing: sharing, Delivery: v1alpha1.DeliveryCDI,
+	if err := node.RunAllot(ctx, client, agent.Options{NVML: machine, Sharing: sharing, FractionsOnTrust: true, Delivery: v1alpha1.DeliveryCDI,
 		Interval: 10 * time.Second, Version: Version, SharingRoot: realSharingRoot}); err != nil {
 		node.Stop()
 		return nil, fmt.Errorf("--real-nodes: %w", err)

@@ -42,6 +42,9 @@ type Options struct {
 	// Sharing is the enforcement the node declares (v1alpha1.SharingModes); empty leaves
 	// the node's allot.dev/gpu-sharing label as an admin set it.
 	Sharing string
+	// FractionsOnTrust says the node's admin lets pods take slices of its GPUs where
+	// Sharing enforces none (LabelFractionsOnTrust): nothing holds them to their share.
+	FractionsOnTrust bool
 	// Delivery is how the node's runtime gives a sharing pod its device (LabelGPUDelivery:
 	// cdi or env), DeliveryAuto to read it from the GPU Operator, or empty to leave the
 	// node's label as an admin set it.
@@ -295,6 +298,12 @@ func (a *Agent) publishInventory(ctx context.Context) error {
 	labels := map[string]any{}
 	if a.declared != "" {
 		labels[v1alpha1.LabelGPUSharing] = a.declared
+	}
+	// Written or taken off at every start, so that a pool whose admin stops trusting
+	// fractions stops taking them once its agents restart.
+	labels[v1alpha1.LabelFractionsOnTrust] = nil
+	if a.opts.FractionsOnTrust && a.declared != v1alpha1.SharingMPS && a.declared != v1alpha1.SharingHAMiCore {
+		labels[v1alpha1.LabelFractionsOnTrust] = "true"
 	}
 	delivery, problem, transient := a.delivery(ctx)
 	if a.opts.CDIDeviceIDs != "" {

@@ -34,6 +34,7 @@ func Node(n *corev1.Node) engine.Node {
 	// A label outside the allowed values declares nothing (NodeProblems says so).
 	out.Sharing, _ = v1alpha1.ParseSharing(n.Labels[v1alpha1.LabelGPUSharing])
 	out.NoFractions = NoFractions(n)
+	out.Unenforced = v1alpha1.Unenforced(n.Labels)
 	out.MaxSharers, _ = maxSharers(n)
 	// A node is trusted no further than its capacity: a negative quantity an admin wrote
 	// counts as none, and a GPU memory label past 2^40 MiB (or not a number) as unknown.

@@ -52,6 +52,10 @@ type Node struct {
 // SharingNotEnforced is what a node sharing GPUs without enforcement tells people.
 const SharingNotEnforced = v1alpha1.SharingNotEnforced
 
+// NoSlices is what a node that enforces no sharing, and whose admin has not said slices
+// there are on trust, tells people: it takes whole GPUs and MIG instances only.
+const NoSlices = "takes no slice of a GPU: nothing here holds one to its share (allot.dev/gpu-sharing none or undeclared) and slices are not taken on trust (allot.dev/gpu-fractions-on-trust; the chart's agent.pools[].fractionsOnTrust)"
+
 // GPU is one device and who holds it.
 type GPU struct {
 	Index   int      `json:"index"`
@@ -217,10 +221,12 @@ func BuildNodes(nodes []*corev1.Node, pods []*corev1.Pod) []Node {
 			// Another vendor's devices: their model and size are the kind's labels'.
 			node.Model, node.MemoryMi, node.Sharing = en.GPUs[0].Model, en.GPUs[0].Memory>>20, ""
 		}
-		switch en.Sharing {
-		case v1alpha1.SharingNone:
+		switch {
+		case en.Unenforced != "" && en.Accelerator == "":
+			node.SharingWarning = NoSlices
+		case en.Sharing == v1alpha1.SharingNone:
 			node.SharingWarning = SharingNotEnforced
-		case v1alpha1.SharingHAMiCore:
+		case en.Sharing == v1alpha1.SharingHAMiCore:
 			node.SharingWarning = v1alpha1.SharingOnTrust
 		}
 		util := utilization(n.Annotations[v1alpha1.AnnotationGPUUtilization], count)

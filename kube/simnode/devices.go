@@ -215,7 +215,10 @@ func (d *Devices) RunAgents(ctx context.Context, client kubernetes.Interface, me
 		if err != nil {
 			return err
 		}
+		// The simulated pool's admin takes slices on trust where it enforces nothing: the
+		// simulated kubelet runs no container for a limit to hold.
 		a, err := agent.New(client, agent.Options{Node: nd.name, NVML: nd.machine, PodResources: pr, PodResourcesSocket: nd.socket, Sharing: nd.sharing,
+			FractionsOnTrust: true,
 			Interval: interval, Metrics: metrics, Version: "simulated",
 			SharingRoot: d.SharingRoot, HAMiCoreLibrary: d.HAMiCoreLibrary, MPSControl: d.MPSControl, IgnoredXIDs: d.IgnoredXIDs, OnGPUFailure: d.OnGPUFailure})
 		if err != nil {

@@ -151,6 +151,12 @@ func Create(ctx context.Context, client kubernetes.Interface, spec Spec) error {
 			// The simulated kubelet reads a sharing pod's device from its environment, as
 			// the NVIDIA runtime in legacy mode does.
 			v1alpha1.LabelGPUDelivery: v1alpha1.DeliveryEnv}
+		// The simulated kubelet runs no container for a limit to hold: where the nodes
+		// declare no enforcement, their admin takes slices on trust (as their agents say
+		// once they start, where they have agents).
+		if spec.Sharing != v1alpha1.SharingMPS && spec.Sharing != v1alpha1.SharingHAMiCore {
+			labels[v1alpha1.LabelFractionsOnTrust] = "true"
+		}
 		for k, v := range spec.Labels {
 			labels[k] = v
 		}

@@ -19,7 +19,8 @@ import (
 //	  ml/side: a sidecar      books the sidecar's 4  its 1-GPU pod waits: the node is full
 //	  asking 4, main none     (not 0)                (not bound and refused by the kubelet)
 //
-// A ConfigMap of hers read whole into a whole-GPU pod, which could say
+// A thousandth of each of four GPUs waits on a node that holds no slice to its share until
+// its admin says slices there are on trust. A ConfigMap of hers read whole into a whole-GPU pod, which could say
 // NVIDIA_VISIBLE_DEVICES=all after the device plugin's list, is refused; so is a GPU asked
 // by an init container of a pod sharing one, naming the container. A GPU pod of hers that
 // names no scheduler is Allot's all the same (booked to her queue, not bound by
@@ -85,6 +86,30 @@ func TestTenantGetsWhatItsQueueBooks(t *testing.T) {
 	if _, err := alice.CoreV1().Pods("ml").Create(e.Ctx, safe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
 		t.Errorf("a whole-GPU pod reading the ConfigMap under APP_: %v", err)
 	}
+
+	// A thousandth of each of four GPUs on a node that holds no slice to its share would
+	// be four whole GPUs booked as 0.004: such a node takes no slice unless its admin says
+	// slices there are on trust.
+	labelNode(t, e, "dgx-1", v1alpha1.LabelGPUSharing, v1alpha1.SharingNone)
+	labelNode(t, e, "dgx-1", v1alpha1.LabelFractionsOnTrust, nil)
+	tiny := halfPod("tiny", func(p *corev1.Pod) {
+		p.Annotations[v1alpha1.AnnotationGPUFraction] = "0.001"
+		p.Annotations[v1alpha1.AnnotationGPUCount] = "4"
+	})
+	if err := create(tiny); err != nil {
+		t.Fatal(err)
+	}
+	e.WaitFor(t, "tiny waits: the node takes no slice", func() (bool, string) {
+		p := e.Pods(t, "ml")["tiny"]
+		return strings.Contains(waitingReason(p), "slices there are on trust") || p.Spec.NodeName != "", waitingReason(p)
+	})
+	if p := e.Pods(t, "ml")["tiny"]; p.Spec.NodeName != "" {
+		t.Errorf("tiny was bound to %s, which holds no slice to its share and takes none on trust", p.Spec.NodeName)
+	}
+	if err := alice.CoreV1().Pods("ml").Delete(e.Ctx, "tiny", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	labelNode(t, e, "dgx-1", v1alpha1.LabelFractionsOnTrust, "true")
 
 	always := corev1.ContainerRestartPolicyAlways
 	side := kubetest.PodSpec{Name: "side", Queue: "team-a"}.Pod()
