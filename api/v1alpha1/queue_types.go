@@ -64,6 +64,14 @@ type QueueSpec struct {
 	// NodePools the queue's workloads may use; empty means any.
 	// +optional
 	NodePools []string `json:"nodePools,omitempty"`
+	// Class, when set, is the class of every workload of this queue (train, interactive or
+	// inference): the webhook gives it to pods that name none and refuses pods that name
+	// another, so that the queue's interactive time limit and idle timeout reach every
+	// workload it runs, whatever its owner labels it (a notebook run as a Deployment
+	// labelled train included).
+	// +kubebuilder:validation:Enum=train;interactive;inference
+	// +optional
+	Class string `json:"class,omitempty"`
 	// InteractiveTimeLimit stops interactive workloads that ran this long: a Go duration
 	// such as 30m or 4h (checked here, so that a Queue the scheduler cannot read is
 	// refused by the API server rather than ignored).

@@ -203,6 +203,7 @@ func newQueueCmd() *cobra.Command {
 		namespaces, pools        []string
 		idleTimeout              []string
 		idleThreshold            int
+		class                    string
 	}
 	bind := func(cmd *cobra.Command, f *queueFlags) {
 		fl := cmd.Flags()
@@ -216,6 +217,7 @@ func newQueueCmd() *cobra.Command {
 		fl.StringVar(&f.preemptMin, "preempt-min-runtime", "", "a job of the queue is not preempted by a higher priority one of the queue before it has run this long (default: the parent's)")
 		fl.StringSliceVar(&f.idleTimeout, "idle-timeout", nil, "stop workloads whose GPUs stay idle this long, per class: interactive=2h,inference=30m (interactive ones suspended, inference ones scaled to zero; CLASS=none removes one)")
 		fl.IntVar(&f.idleThreshold, "idle-threshold", 0, "GPU utilisation in percent, 1 to 100, under which a GPU counts as idle for --idle-timeout (default 5; 0 on edit goes back to it)")
+		fl.StringVar(&f.class, "class", "", "the class of every workload of the queue: train, interactive or inference (pods naming another are refused; none on edit lets each workload name its own)")
 		fl.StringSliceVar(&f.namespaces, "namespaces", nil, "namespaces that may use the queue (default: any)")
 		fl.StringSliceVar(&f.pools, "node-pools", nil, "node pools the queue may use (default: any)")
 	}
@@ -317,6 +319,16 @@ func newQueueCmd() *cobra.Command {
 			default:
 				n := int32(f.idleThreshold)
 				s.IdleThreshold = &n
+			}
+		}
+		if set("class") {
+			switch f.class {
+			case "none":
+				s.Class = ""
+			case v1alpha1.ClassTrain, v1alpha1.ClassInteractive, v1alpha1.ClassInference:
+				s.Class = f.class
+			default:
+				return fmt.Errorf("--class %q is not allowed: train, interactive or inference (none on edit removes it)", f.class)
 			}
 		}
 		if set("namespaces") {

@@ -252,11 +252,17 @@ func TestSharingMountsAreAllotsOwn(t *testing.T) {
 // patch, and returns the pod it stores.
 func admit(t *testing.T, p *corev1.Pod) *corev1.Pod {
 	t.Helper()
+	return admitWith(t, view{}, Workload{Labels: map[string]string{}}, p)
+}
+
+// admitWith is admit on a cluster v, the pod's owners being w.
+func admitWith(t *testing.T, v View, w Workload, p *corev1.Pod) *corev1.Pod {
+	t.Helper()
 	raw, err := json.Marshal(p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := &Mutator{View: view{}, Owners: func(context.Context, *corev1.Pod) Workload { return Workload{Labels: map[string]string{}} }}
+	m := &Mutator{View: v, Owners: func(context.Context, *corev1.Pod) Workload { return w }}
 	r := m.Handle(context.Background(), admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
 		UID: "t", Namespace: p.Namespace, Operation: admissionv1.Create, Object: runtime.RawExtension{Raw: raw}}})
 	if !r.Allowed {

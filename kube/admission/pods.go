@@ -163,6 +163,11 @@ func (m *Mutator) Handle(ctx context.Context, req admission.Request) admission.R
 	}
 	setDefault(v1alpha1.LabelQueue, w.Labels[v1alpha1.LabelQueue])
 	setDefault(v1alpha1.LabelQueue, m.View.NamespaceLabels(p.Namespace)[v1alpha1.LabelQueue])
+	// A queue that fixes its class gives it first: an owner's label does not step around
+	// the queue's time limit or idle timeout (a pod's own label other than it is refused).
+	if q, ok := m.View.Queue(out.Labels[v1alpha1.LabelQueue]); ok && q.Spec.Class != "" {
+		setDefault(v1alpha1.LabelClass, q.Spec.Class)
+	}
 	setDefault(v1alpha1.LabelClass, w.Labels[v1alpha1.LabelClass])
 	setDefault(v1alpha1.LabelPreemptible, w.Labels[v1alpha1.LabelPreemptible])
 	g := gangOf(&p, w)
@@ -591,6 +596,10 @@ func ValidatePod(p *corev1.Pod, view View, kinds *convert.Accelerators) error {
 	if len(q.Spec.Namespaces) > 0 && !slices.Contains(q.Spec.Namespaces, p.Namespace) {
 		return fmt.Errorf("%s: namespace %q may not use queue %q; it admits namespaces %s", v1alpha1.LabelQueue, p.Namespace, qname,
 			strings.Join(q.Spec.Namespaces, ", "))
+	}
+	if c := p.Labels[v1alpha1.LabelClass]; q.Spec.Class != "" && c != q.Spec.Class {
+		return fmt.Errorf("%s: %q is not allowed in queue %s, which runs %s workloads only (its time limit and idle timeout are theirs): remove the label, or use another queue",
+			v1alpha1.LabelClass, c, qname, q.Spec.Class)
 	}
 	if g := p.Labels[v1alpha1.LabelPodGroup]; g != "" && whole > 0 && total > 0 {
 		if pg, ok := view.PodGroup(p.Namespace, g); ok && int64(pg.Spec.MinMember)*whole > total {
