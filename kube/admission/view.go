@@ -1,7 +1,9 @@
 // Package admission holds Allot's admission webhooks: the mutating one that fills in a
 // pod's queue, class and gang from its workload and points a GPU-sharing pod's containers
 // at the ConfigMap the scheduler fills, and the validating one that refuses what could
-// never run, with a message naming the annotation or label and the allowed values.
+// never run, with a message naming the annotation or label and the allowed values
+// (validate.go); and the rule that a pod of any other scheduler asking for GPUs in a
+// tenant's namespace is Allot's (foreign.go).
 package admission
 
 import (
