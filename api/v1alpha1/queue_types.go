@@ -57,8 +57,9 @@ type QueueSpec struct {
 	// Priority orders queues when dividing what is left over quota: higher first.
 	// +optional
 	Priority int32 `json:"priority,omitempty"`
-	// Namespaces whose workloads may submit to this queue; empty means any. The admission
-	// webhook refuses a pod from any other namespace.
+	// Namespaces whose workloads may submit to this queue; empty means any namespace no
+	// queue claims (none names it, and it has no default queue). The admission webhook
+	// refuses a pod from any other namespace.
 	// +optional
 	Namespaces []string `json:"namespaces,omitempty"`
 	// NodePools the queue's workloads may use; empty means any.

@@ -218,7 +218,7 @@ func newQueueCmd() *cobra.Command {
 		fl.StringSliceVar(&f.idleTimeout, "idle-timeout", nil, "stop workloads whose GPUs stay idle this long, per class: interactive=2h,inference=30m (interactive ones suspended, inference ones scaled to zero; CLASS=none removes one)")
 		fl.IntVar(&f.idleThreshold, "idle-threshold", 0, "GPU utilisation in percent, 1 to 100, under which a GPU counts as idle for --idle-timeout (default 5; 0 on edit goes back to it)")
 		fl.StringVar(&f.class, "class", "", "the class of every workload of the queue: train, interactive or inference (pods naming another are refused; none on edit lets each workload name its own)")
-		fl.StringSliceVar(&f.namespaces, "namespaces", nil, "namespaces that may use the queue (default: any)")
+		fl.StringSliceVar(&f.namespaces, "namespaces", nil, "namespaces that may use the queue (default: any that no queue claims)")
 		fl.StringSliceVar(&f.pools, "node-pools", nil, "node pools the queue may use (default: any)")
 	}
 	// spec writes the flags the user set into a Queue's spec.

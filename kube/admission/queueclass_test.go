@@ -41,3 +41,21 @@ func TestQueueFixesTheClass(t *testing.T) {
 		t.Errorf("in a queue that fixes no class the pod got %q, want its owner's train", c)
 	}
 }
+
+// A queue naming no namespace admits those no queue claims: from ml (which queue ml-only
+// names) a pod may not use the open queue team-a; from default it may.
+func TestOpenQueueAdmitsUnclaimedNamespacesOnly(t *testing.T) {
+	p := pod("team-a", 1, nil, nil)
+	p.Namespace = "ml"
+	err := ValidatePod(p, view{}, nil)
+	if want := `allot.dev/queue: namespace "ml" may not use queue "team-a", which admits only namespaces no queue claims: "ml" is ml-only's`; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("ml using the open queue: %v, want %q", err, want)
+	}
+	if err := ValidatePod(pod("team-a", 1, nil, nil), view{}, nil); err != nil {
+		t.Errorf("default using the open queue: %v", err)
+	}
+	p.Labels[v1alpha1.LabelQueue] = "ml-only"
+	if err := ValidatePod(p, view{}, nil); err != nil {
+		t.Errorf("ml using its own queue: %v", err)
+	}
+}

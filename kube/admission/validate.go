@@ -221,6 +221,15 @@ func ValidatePod(p *corev1.Pod, view View, kinds *convert.Accelerators) error {
 		return fmt.Errorf("%s: namespace %q may not use queue %q; it admits namespaces %s", v1alpha1.LabelQueue, p.Namespace, qname,
 			strings.Join(q.Spec.Namespaces, ", "))
 	}
+	if len(q.Spec.Namespaces) == 0 {
+		// A queue that names no namespace admits those no queue claims: a namespace an
+		// admin gave to a team (a Queue naming it, or its default queue) uses that
+		// team's queues, not every open one.
+		if own := claimingQueues(view, p.Namespace); len(own) > 0 && !slices.Contains(own, qname) {
+			return fmt.Errorf("%s: namespace %q may not use queue %q, which admits only namespaces no queue claims: %q is %s's (use %s)",
+				v1alpha1.LabelQueue, p.Namespace, qname, p.Namespace, strings.Join(own, ", "), strings.Join(own, " or "))
+		}
+	}
 	if c := p.Labels[v1alpha1.LabelClass]; q.Spec.Class != "" && c != q.Spec.Class {
 		return fmt.Errorf("%s: %q is not allowed in queue %s, which runs %s workloads only (its time limit and idle timeout are theirs): remove the label, or use another queue",
 			v1alpha1.LabelClass, c, qname, q.Spec.Class)
@@ -248,6 +257,22 @@ func askerOf(p *corev1.Pod, name corev1.ResourceName) string {
 		}
 	}
 	return "spec"
+}
+
+// claimingQueues are the queues a namespace was given to by an admin: those naming it in
+// spec.namespaces, and its default queue (its allot.dev/queue label), sorted.
+func claimingQueues(view View, ns string) []string {
+	var out []string
+	if d := view.NamespaceLabels(ns)[v1alpha1.LabelQueue]; d != "" {
+		out = append(out, d)
+	}
+	for _, name := range view.QueueNames() {
+		if q, ok := view.Queue(name); ok && slices.Contains(q.Spec.Namespaces, ns) && !slices.Contains(out, name) {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // subject tells whether the webhooks act on a pod: Allot schedules it, and it is not one of

@@ -69,6 +69,8 @@ func TestTenantGetsWhatItsQueueBooks(t *testing.T) {
 			p.Spec.InitContainers = []corev1.Container{{Name: "warmup", Image: "busybox", Resources: gpus(1)}}
 			return p
 		}(), "initContainers[warmup].resources: nvidia.com/gpu with allot.dev/gpu-fraction"},
+		{"another team's open queue", kubetest.PodSpec{Name: "borrow", Queue: "team-b", GPUs: 1}.Pod(),
+			`namespace "ml" may not use queue "team-b", which admits only namespaces no queue claims`},
 		{"a pick list longer than the scheduler reads", func() *corev1.Pod {
 			p := whole("many-uuids")
 			p.Annotations = map[string]string{v1alpha1.AnnotationGPUUUIDExclude: strings.Repeat("GPU-0,", v1alpha1.MaxChoiceEntries) + "GPU-0"}
