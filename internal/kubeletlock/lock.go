@@ -7,11 +7,9 @@ package kubeletlock
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"os"
-	"syscall"
-	"time"
+
+	"github.com/allot-dev/allot/internal/flock"
 )
 
 // Path is the lock file: under /run, which a machine's restart empties.
@@ -20,26 +18,9 @@ const Path = "/run/allot-kubelet-paths.lock"
 // Acquire waits until this process holds the machine's kubelet paths, or ctx ends. The
 // lock goes with the process, however it ends.
 func Acquire(ctx context.Context) (release func(), err error) {
-	f, err := os.OpenFile(Path, os.O_RDWR|os.O_CREATE, 0o600)
+	l, err := flock.Wait(ctx, Path)
 	if err != nil {
-		return nil, fmt.Errorf("locking the kubelet's paths (%s): %w", Path, err)
+		return nil, fmt.Errorf("waiting for the kubelet's paths (%s, held by another test process or allot up --real-nodes): %w", Path, err)
 	}
-	for {
-		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
-		if err == nil {
-			_ = f.Truncate(0)
-			_, _ = f.WriteAt([]byte(fmt.Sprint(os.Getpid())), 0)
-			return func() { _ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN); f.Close() }, nil
-		}
-		if !errors.Is(err, syscall.EWOULDBLOCK) {
-			f.Close()
-			return nil, fmt.Errorf("locking the kubelet's paths (%s): %w", Path, err)
-		}
-		select {
-		case <-ctx.Done():
-			f.Close()
-			return nil, fmt.Errorf("waiting for the kubelet's paths (%s, held by another test process or allot up --real-nodes): %w", Path, ctx.Err())
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
+	return l.Release, nil
 }

@@ -20,13 +20,15 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/allot-dev/allot/internal/flock"
 )
 
 // Cluster is a running control plane.
 type Cluster struct {
 	Config *rest.Config
 	etcd   *embed.Etcd
-	lock   *os.File // the data directory's (lockDir)
+	lock   *flock.Lock // the data directory's (lockDir)
 	cancel context.CancelFunc
 	done   []<-chan error
 }
@@ -57,14 +59,14 @@ func start(ctx context.Context, dir string, defaultScheduler bool) (*Cluster, er
 	e, etcdURL, err := startEtcd(ctx, dir)
 	if err != nil {
 		cancel()
-		lock.Close()
+		lock.Release()
 		return nil, err
 	}
 	rc, done, err := startAPIServer(ctx, dir, etcdURL)
 	if err != nil {
 		cancel()
 		e.Close()
-		lock.Close()
+		lock.Release()
 		return nil, err
 	}
 	c := &Cluster{Config: rc, etcd: e, lock: lock, cancel: cancel, done: []<-chan error{done}}
@@ -131,7 +133,7 @@ func (c *Cluster) Stop() {
 		}
 	}
 	c.etcd.Close()
-	c.lock.Close()
+	c.lock.Release()
 }
 
 // WriteKubeconfig writes a kubeconfig for kubectl and the allot CLI.

@@ -3,7 +3,6 @@ package realnode
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"strconv"
@@ -28,7 +27,6 @@ func kubeletConfig(n *Node) string {
 	// containers. Tests read containers' output from the kubelet's log files.
 	w("enableServer: false")
 	w("address: 127.0.0.1")
-	w("port: %d", n.kubeletPort)
 	w("readOnlyPort: 0")
 	w("healthzBindAddress: 127.0.0.1")
 	w("healthzPort: 0")
@@ -82,14 +80,4 @@ func (n *Node) startKubelet(ctx context.Context) error {
 	}
 	cmd := exec.CommandContext(ctx, n.tools.Kubelet, args...)
 	return n.startProcess("kubelet", cmd)
-}
-
-// freePort is a free TCP port on loopback.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }

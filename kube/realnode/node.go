@@ -61,7 +61,6 @@ type Node struct {
 	opts        Options
 	tools       Tools
 	GPUs        []GPU
-	kubeletPort int
 	bridge      string // the pods' bridge (cniConfig)
 	release     func() // the machine's kubelet paths (kubeletlock)
 	oomScoreAdj int
@@ -150,9 +149,6 @@ func Start(ctx context.Context, o Options) (_ *Node, err error) {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return nil, err
 		}
-	}
-	if n.kubeletPort, err = freePort(); err != nil {
-		return nil, err
 	}
 	n.chooseOOM()
 	if err := n.makeDevices(); err != nil {

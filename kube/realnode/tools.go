@@ -9,8 +9,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
+
+	"github.com/allot-dev/allot/internal/flock"
 )
 
 // The node's components, each pinned. The kubelet is built from the k8s.io/kubernetes
@@ -73,11 +74,11 @@ func BuildTools(ctx context.Context, dir, moduleDir string, progress io.Writer) 
 	if err := os.MkdirAll(t.CNIDir, 0o755); err != nil {
 		return t, err
 	}
-	unlock, err := lockFile(filepath.Join(dir, ".build.lock"))
+	lock, err := flock.Wait(ctx, filepath.Join(dir, ".build.lock"))
 	if err != nil {
 		return t, err
 	}
-	defer unlock()
+	defer lock.Release()
 	if _, err := exec.LookPath("go"); err != nil {
 		return t, fmt.Errorf("building the real node's kubelet, containerd and runc needs the go command on PATH: %w", err)
 	}
@@ -147,11 +148,11 @@ func BuildToolkit(ctx context.Context, t Tools, version string, progress io.Writ
 	if _, err := os.Stat(out); err == nil {
 		return nil
 	}
-	unlock, err := lockFile(filepath.Join(t.Dir, ".build.lock"))
+	lock, err := flock.Wait(ctx, filepath.Join(t.Dir, ".build.lock"))
 	if err != nil {
 		return err
 	}
-	defer unlock()
+	defer lock.Release()
 	if _, err := os.Stat(out); err == nil {
 		return nil
 	}
@@ -184,18 +185,6 @@ func needSeccompHeaders() error {
 		}
 	}
 	return fmt.Errorf("runc is built with seccomp (the CRI asks for its default profile) and needs libseccomp's headers: install libseccomp-dev (Debian) or libseccomp-devel")
-}
-
-func lockFile(path string) (func(), error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		return nil, err
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
-		f.Close()
-		return nil, err
-	}
-	return func() { _ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN); f.Close() }, nil
 }
 
 func tail(s string, n int) string {
