@@ -9,6 +9,7 @@ package idle
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -166,16 +167,15 @@ func (c *Controller) Step(ctx context.Context) error {
 	}
 	live := map[string]bool{}
 	for _, w := range inspect.BuildWorkloads(o) {
-		class, queue, ok := podLabels(&w, pods)
-		if !ok || (class != v1alpha1.ClassInteractive && class != v1alpha1.ClassInference) {
+		// The policy of each class and queue its pods carry: a workload whose pods
+		// disagree (a StatefulSet whose template was relabelled under OnDelete) is held to
+		// the strictest of them, never let off.
+		class, pol, ok := strictest(podLabels(&w, pods), pols)
+		if !ok {
 			continue
 		}
 		key := w.Namespace + "/" + w.Kind + "/" + w.Name
 		live[key] = true
-		pol, ok := pols[queue]
-		if !ok {
-			pol = policy{queue: queue, threshold: v1alpha1.DefaultIdleThreshold}
-		}
 		var devs []Device
 		known := true
 		for _, wp := range w.Pods {
@@ -209,29 +209,56 @@ func (c *Controller) Step(ctx context.Context) error {
 	return nil
 }
 
-// podLabels are the class and queue a workload is judged by: its pods' allot.dev/class and
-// allot.dev/queue, which the pod-fields policy fixes at admission. The workload's own
-// object's labels (w.Type, w.Queue come from them first) stay the tenant's to write at any
-// time: relabelling a notebook's StatefulSet as a training job, or moving it to a queue
-// without a timeout, must not take it out of its queue's policy. A workload whose pods
-// disagree among themselves, or that has no pod, gives ok false: it is not judged. A
+// podLabels are the classes and queues a workload is judged by: its pods' allot.dev/class
+// and allot.dev/queue, which the pod-fields policy fixes at admission, each pair once. The
+// workload's own object's labels (w.Type, w.Queue come from them first) stay the tenant's
+// to write at any time: relabelling a notebook's StatefulSet as a training job, or moving
+// it to a queue without a timeout, must not take it out of its queue's policy. A
 // Deployment's pod without a class is inference, as its kind (not a label) says.
-func podLabels(w *inspect.Workload, pods map[string]*corev1.Pod) (class, queue string, ok bool) {
+func podLabels(w *inspect.Workload, pods map[string]*corev1.Pod) []classQueue {
+	var out []classQueue
 	for _, wp := range w.Pods {
 		p := pods[string(wp.UID)]
 		if p == nil {
 			continue
 		}
-		c, q := p.Labels[v1alpha1.LabelClass], p.Labels[v1alpha1.LabelQueue]
-		if c == "" && w.Kind == "Deployment" {
-			c = v1alpha1.ClassInference
+		c := classQueue{p.Labels[v1alpha1.LabelClass], p.Labels[v1alpha1.LabelQueue]}
+		if c.class == "" && w.Kind == "Deployment" {
+			c.class = v1alpha1.ClassInference
 		}
-		if ok && (c != class || q != queue) {
-			return "", "", false
+		if !slices.Contains(out, c) {
+			out = append(out, c)
 		}
-		class, queue, ok = c, q, true
 	}
-	return class, queue, ok
+	return out
+}
+
+// classQueue is the class and queue a pod carries.
+type classQueue struct{ class, queue string }
+
+// strictest is, of the classes and queues a workload's pods carry, the one whose idle
+// timeout is shortest (interactive and inference ones only: training is never stopped),
+// with its queue's policy; ok is false when none of them has one and none is interactive
+// or inference (nothing to judge).
+func strictest(cqs []classQueue, pols map[string]policy) (class string, pol policy, ok bool) {
+	best := time.Duration(-1)
+	for _, cq := range cqs {
+		if cq.class != v1alpha1.ClassInteractive && cq.class != v1alpha1.ClassInference {
+			continue
+		}
+		p, found := pols[cq.queue]
+		if !found {
+			p = policy{queue: cq.queue, threshold: v1alpha1.DefaultIdleThreshold}
+		}
+		t, has := p.timeout[cq.class]
+		if !ok || (has && (best < 0 || t < best)) {
+			class, pol, ok = cq.class, p, true
+			if has {
+				best = t
+			}
+		}
+	}
+	return class, pol, ok
 }
 
 // readings are the GPUs' utilisation where a live reporter speaks for them: a node's agent

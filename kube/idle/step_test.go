@@ -177,7 +177,8 @@ func events(rec *record.FakeRecorder) []string {
 // TestStepJudgesByThePodsLabels: a tenant who relabels a notebook's StatefulSet as a
 // training job of another queue (allot.dev/type, allot.dev/queue on the owner, theirs to
 // write) still has it suspended by team-a's policy, which its pods' admitted labels name;
-// a StatefulSet whose pods disagree on their class is not judged at all.
+// a StatefulSet whose pods disagree on their class (its template relabelled under
+// OnDelete) is held to the strictest of its pods' policies, not let off: suspended too.
 func TestStepJudgesByThePodsLabels(t *testing.T) {
 	st, p := notebook("nb", "0")
 	st.Labels = map[string]string{v1alpha1.LabelQueue: "team-b", "allot.dev/type": "train"}
@@ -189,13 +190,15 @@ func TestStepJudgesByThePodsLabels(t *testing.T) {
 	if n := replicas(t, dyn, "nb"); n != 0 {
 		t.Fatalf("the relabelled notebook has %d replicas after 2h idle, want suspended", n)
 	}
-	if n := replicas(t, dyn, "odd"); n != 1 {
-		t.Fatalf("the StatefulSet whose pods disagree has %d replicas, want untouched", n)
+	if n := replicas(t, dyn, "odd"); n != 0 {
+		t.Fatalf("the StatefulSet whose pods disagree has %d replicas after 2h idle, want suspended by its interactive pod's policy", n)
 	}
+	told := false
 	for _, e := range events(rec) {
-		if strings.Contains(e, "odd") {
-			t.Fatalf("event about the disagreeing StatefulSet: %q", e)
-		}
+		told = told || strings.Contains(e, "suspended after 2h")
+	}
+	if !told {
+		t.Fatal("no Event says why the notebooks were suspended")
 	}
 }
 
