@@ -1,13 +1,18 @@
 package admission
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/allot-dev/allot/api/v1alpha1"
+	"github.com/allot-dev/allot/kube/dra"
 )
 
 // A pod that leaves out schedulerName is kube-scheduler's, and kube-scheduler books it to
@@ -46,8 +51,11 @@ const asksGPUCEL = `has(c.resources) && ((has(c.resources.limits) && c.resources
 
 // ForeignCondition selects the pods of other schedulers that ask for GPUs: the pod webhooks
 // see them as well as Allot's own (the handlers judge the namespace).
+// A pod with ResourceClaims is sent too: whether a claim is of a GPU class is read from the
+// claim or its template, which a condition cannot see.
 const ForeignCondition = `object.spec.schedulerName != 'allot' && (object.spec.containers.exists(c, ` + asksGPUCEL + `) ||
-(has(object.spec.initContainers) && object.spec.initContainers.exists(c, ` + asksGPUCEL + `)))`
+(has(object.spec.initContainers) && object.spec.initContainers.exists(c, ` + asksGPUCEL + `)) ||
+(has(object.spec.resourceClaims) && size(object.spec.resourceClaims) > 0))`
 
 // PriorityCondition selects the pods that would outrank Allot's reservation pods: the
 // validating webhook sees them, whichever scheduler they name. (The API server's Priority
@@ -109,8 +117,8 @@ func (o Peers) foreignMode() string {
 }
 
 // asksGPUs tells whether a pod asks the device plugin for NVIDIA GPUs or MIG instances, in
-// any container, init container or sidecar.
-func asksGPUs(p *corev1.Pod) bool {
+// any container, init container or sidecar, or a ResourceClaim for a device of a GPU class.
+func (o Peers) asksGPUs(ctx context.Context, p *corev1.Pod, read ClaimClasses) bool {
 	for _, cs := range [][]corev1.Container{p.Spec.InitContainers, p.Spec.Containers} {
 		for i := range cs {
 			if asksPluginGPU(&cs[i]) {
@@ -118,14 +126,75 @@ func asksGPUs(p *corev1.Pod) bool {
 			}
 		}
 	}
+	if read == nil {
+		return false
+	}
+	gpu := o.GPUClasses
+	if len(gpu) == 0 {
+		gpu = append(slices.Clone(dra.DefaultGPUClasses), dra.DefaultMIGClasses...)
+	}
+	for _, c := range p.Spec.ResourceClaims {
+		name, template := "", false
+		switch {
+		case c.ResourceClaimName != nil:
+			name = *c.ResourceClaimName
+		case c.ResourceClaimTemplateName != nil:
+			name, template = *c.ResourceClaimTemplateName, true
+		default:
+			continue
+		}
+		// A claim or template not there yet asks nothing known: the pod stays its
+		// scheduler's (it cannot run before the claim exists).
+		classes, err := read(ctx, p.Namespace, name, template)
+		if err == nil && slices.ContainsFunc(classes, func(c string) bool { return slices.Contains(gpu, c) }) {
+			return true
+		}
+	}
 	return false
+}
+
+// ClaimClasses reads the DeviceClasses a ResourceClaim (or, with template, a
+// ResourceClaimTemplate) of a namespace asks devices of.
+type ClaimClasses func(ctx context.Context, namespace, name string, template bool) ([]string, error)
+
+// TypedClaimClasses reads them with a client: the class of each request, and of each
+// alternative of a request that lists several.
+func TypedClaimClasses(client kubernetes.Interface) ClaimClasses {
+	return func(ctx context.Context, ns, name string, template bool) ([]string, error) {
+		ctx, cancel := context.WithTimeout(ctx, liveReadTimeout)
+		defer cancel()
+		var spec resourcev1.DeviceClaim
+		if template {
+			t, err := client.ResourceV1().ResourceClaimTemplates(ns).Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return nil, err
+			}
+			spec = t.Spec.Spec.Devices
+		} else {
+			c, err := client.ResourceV1().ResourceClaims(ns).Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return nil, err
+			}
+			spec = c.Spec.Devices
+		}
+		var out []string
+		for _, r := range spec.Requests {
+			if r.Exactly != nil {
+				out = append(out, r.Exactly.DeviceClassName)
+			}
+			for _, sub := range r.FirstAvailable {
+				out = append(out, sub.DeviceClassName)
+			}
+		}
+		return out, nil
+	}
 }
 
 // takeForeign applies the rule to a pod of another scheduler at the mutating webhook: in a
 // tenant's namespace, a pod asking for GPUs becomes Allot's (its rewriting recorded in
 // allot.dev/translated), or is refused. It reports whether it rewrote the pod.
-func (o Peers) takeForeign(p *corev1.Pod, view View) (bool, error) {
-	if p.Spec.SchedulerName == v1alpha1.SchedulerName || o.foreignMode() == ForeignOff || !asksGPUs(p) || !o.tenantNamespace(p.Namespace, view) {
+func (o Peers) takeForeign(ctx context.Context, p *corev1.Pod, view View, read ClaimClasses) (bool, error) {
+	if p.Spec.SchedulerName == v1alpha1.SchedulerName || o.foreignMode() == ForeignOff || !o.tenantNamespace(p.Namespace, view) || !o.asksGPUs(ctx, p, read) {
 		return false, nil
 	}
 	if o.foreignMode() == ForeignRefuse {
@@ -151,7 +220,7 @@ func (o Peers) foreignRefusal(p *corev1.Pod) error {
 // checkForeign is the validating webhook's side of the rule, whatever the mutating webhook
 // did (it may have been skipped): no other scheduler's GPU pod in a tenant's namespace,
 // and no pod there outranking the reservations.
-func (o Peers) checkForeign(p *corev1.Pod, view View) error {
+func (o Peers) checkForeign(ctx context.Context, p *corev1.Pod, view View, read ClaimClasses) error {
 	if !o.tenantNamespace(p.Namespace, view) {
 		return nil
 	}
@@ -159,7 +228,7 @@ func (o Peers) checkForeign(p *corev1.Pod, view View) error {
 		return fmt.Errorf("spec.priorityClassName: %q (priority %d) is not allowed in namespace %s: a tenant's pod may not rank with or above Allot's reservation pods (%d), which hold GPUs other teams' fractions use; use a class below it",
 			p.Spec.PriorityClassName, *p.Spec.Priority, p.Namespace, ReservationPriority)
 	}
-	if p.Spec.SchedulerName != v1alpha1.SchedulerName && o.foreignMode() != ForeignOff && asksGPUs(p) {
+	if p.Spec.SchedulerName != v1alpha1.SchedulerName && o.foreignMode() != ForeignOff && o.asksGPUs(ctx, p, read) {
 		if o.foreignMode() == ForeignAdopt {
 			return fmt.Errorf("%v; Allot's mutating webhook would have rewritten it, but was skipped", o.foreignRefusal(p))
 		}

@@ -1,6 +1,8 @@
 package admission
 
 import (
+	"context"
+	"errors"
 	"strings"
 	"testing"
 
@@ -19,6 +21,22 @@ func TestForeignGPUPods(t *testing.T) {
 	gpuPod := func(ns, scheduler string) *corev1.Pod {
 		p := pod("ml-only", 1, nil, nil)
 		p.Namespace, p.Spec.SchedulerName = ns, scheduler
+		return p
+	}
+	// Templates of ml: one-gpu asks NVIDIA's GPU class, nic a network card's.
+	claims := func(_ context.Context, ns, name string, template bool) ([]string, error) {
+		switch {
+		case ns == "ml" && template && name == "one-gpu":
+			return []string{"gpu.nvidia.com"}, nil
+		case ns == "ml" && template && name == "nic":
+			return []string{"rdma.example.com"}, nil
+		}
+		return nil, errors.New("not found")
+	}
+	claiming := func(template string) *corev1.Pod {
+		p := pod("ml-only", 0, nil, nil)
+		p.Namespace, p.Spec.SchedulerName = "ml", "default-scheduler"
+		p.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "dev", ResourceClaimTemplateName: ptr.To(template)}}
 		return p
 	}
 	for _, c := range []struct {
@@ -48,9 +66,12 @@ func TestForeignGPUPods(t *testing.T) {
 				Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{"nvidia.com/mig-1g.10gb": resourceOf(1)}}}}
 			return p
 		}(), true, ""},
+		{"a claim of a GPU class", Peers{}, claiming("one-gpu"), true, ""},
+		{"a claim of another class", Peers{}, claiming("nic"), false, ""},
+		{"a claim whose template is not there yet", Peers{}, claiming("later"), false, ""},
 	} {
 		p := c.pod.DeepCopy()
-		adopted, err := c.peers.takeForeign(p, view{})
+		adopted, err := c.peers.takeForeign(context.Background(), p, view{}, claims)
 		if adopted != c.adopted || (err == nil) != (c.refused == "") || err != nil && !strings.Contains(err.Error(), c.refused) {
 			t.Errorf("%s: adopted %v, %v; want adopted %v, refusal %q", c.name, adopted, err, c.adopted, c.refused)
 		}
@@ -59,17 +80,17 @@ func TestForeignGPUPods(t *testing.T) {
 		}
 		// The validating webhook says the same of the pod as it arrived, were the mutating
 		// webhook skipped.
-		if err := c.peers.checkForeign(c.pod, view{}); (err == nil) != (c.refused == "" && !c.adopted) {
+		if err := c.peers.checkForeign(context.Background(), c.pod, view{}, claims); (err == nil) != (c.refused == "" && !c.adopted) {
 			t.Errorf("%s: validated unmutated: %v", c.name, err)
 		}
 	}
 	critical := pod("ml-only", 0, nil, nil)
 	critical.Namespace, critical.Spec.PriorityClassName, critical.Spec.Priority = "ml", "system-cluster-critical", ptr.To(int32(2_000_000_000))
-	if err := (Peers{}).checkForeign(critical, view{}); err == nil || !strings.Contains(err.Error(), `spec.priorityClassName: "system-cluster-critical"`) {
+	if err := (Peers{}).checkForeign(context.Background(), critical, view{}, claims); err == nil || !strings.Contains(err.Error(), `spec.priorityClassName: "system-cluster-critical"`) {
 		t.Errorf("a system-class pod in ml: %v", err)
 	}
 	critical.Namespace = "monitoring"
-	if err := (Peers{}).checkForeign(critical, view{}); err != nil {
+	if err := (Peers{}).checkForeign(context.Background(), critical, view{}, claims); err != nil {
 		t.Errorf("a system-class pod outside tenants' namespaces: %v", err)
 	}
 }

@@ -25,11 +25,12 @@ type Validator struct {
 	Accelerators *convert.Accelerators
 	// Peers says what becomes of other schedulers' GPU pods in tenants' namespaces (the
 	// mutating webhook's, checked again here).
-	Peers Peers
+	Peers Peers	// Claims reads the device classes of a pod's ResourceClaims (nil: none read).
+	Claims ClaimClasses
 }
 
 // Handle implements admission.Handler.
-func (v *Validator) Handle(_ context.Context, req admission.Request) admission.Response {
+func (v *Validator) Handle(ctx context.Context, req admission.Request) admission.Response {
 	var p corev1.Pod
 	if err := json.Unmarshal(req.Object.Raw, &p); err != nil {
 		return admission.Errored(http.StatusBadRequest, err)
@@ -38,7 +39,7 @@ func (v *Validator) Handle(_ context.Context, req admission.Request) admission.R
 		p.Namespace = req.Namespace
 	}
 	if req.SubResource == "" {
-		if err := v.Peers.checkForeign(&p, v.View); err != nil {
+		if err := v.Peers.checkForeign(ctx, &p, v.View, v.Claims); err != nil {
 			return admission.Denied(err.Error())
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -25,7 +26,8 @@ import (
 // by an init container of a pod sharing one, naming the container. A GPU pod of hers that
 // names no scheduler is Allot's all the same (booked to her queue, not bound by
 // kube-scheduler beside the books), and a pod of hers at a system priority class is
-// refused: kube-scheduler would preempt other teams' pods for it.
+// refused: kube-scheduler would preempt other teams' pods for it. A pod claiming a GPU
+// through a ResourceClaimTemplate of hers is Allot's too.
 func TestTenantGetsWhatItsQueueBooks(t *testing.T) {
 	e := start(t, 1, 4)
 	e.Queue(t, "team-a", 4, map[string]any{"namespaces": []string{"ml"}})
@@ -174,5 +176,19 @@ func TestTenantGetsWhatItsQueueBooks(t *testing.T) {
 	})
 	if p := e.Pods(t, "ml")["plain"]; p.Spec.NodeName != "" {
 		t.Errorf("plain was bound to %s while team-a's sidecar holds every GPU", p.Spec.NodeName)
+	}
+	// Through a ResourceClaim of NVIDIA's GPU class, from a template of her own, the same.
+	tpl := &resourcev1.ResourceClaimTemplate{ObjectMeta: metav1.ObjectMeta{Name: "one-gpu", Namespace: "ml"},
+		Spec: resourcev1.ResourceClaimTemplateSpec{Spec: kubetest.DeviceClaim("gpu.nvidia.com", 1)}}
+	if _, err := alice.ResourceV1().ResourceClaimTemplates("ml").Create(e.Ctx, tpl, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	claimer := kubetest.PodSpec{Name: "claimer", Queue: "team-a", Claims: kubetest.FromTemplate("one-gpu")}.Pod()
+	claimer.Spec.SchedulerName = ""
+	if err := create(claimer); err != nil {
+		t.Fatal(err)
+	}
+	if p := e.Pods(t, "ml")["claimer"]; p.Spec.SchedulerName != v1alpha1.SchedulerName {
+		t.Errorf("her pod claiming a GPU through a template has schedulerName %q, want it taken by Allot", p.Spec.SchedulerName)
 	}
 }

@@ -25,7 +25,7 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 !(request.namespace in ['kube-system', 'kube-public', 'kube-node-lease', '{{ .Release.Namespace }}'{{ range .Values.webhook.foreignGPUPodsExempt }}, '{{ . }}'{{ end }}])
 {{- end -}}
 
-{{/* Another scheduler's pod asking for NVIDIA GPUs or MIG instances (admission.ForeignCondition). */}}
+{{/* Another scheduler's pod asking for NVIDIA GPUs or MIG instances, or with ResourceClaims (admission.ForeignCondition). */}}
 {{- define "allot.foreignGPUPodCEL" -}}
-object.spec.schedulerName != 'allot' && (object.spec.containers.exists(c, has(c.resources) && ((has(c.resources.limits) && c.resources.limits.exists(k, k == 'nvidia.com/gpu' || k.startsWith('nvidia.com/mig-'))) || (has(c.resources.requests) && c.resources.requests.exists(k, k == 'nvidia.com/gpu' || k.startsWith('nvidia.com/mig-'))))) || (has(object.spec.initContainers) && object.spec.initContainers.exists(c, has(c.resources) && ((has(c.resources.limits) && c.resources.limits.exists(k, k == 'nvidia.com/gpu' || k.startsWith('nvidia.com/mig-'))) || (has(c.resources.requests) && c.resources.requests.exists(k, k == 'nvidia.com/gpu' || k.startsWith('nvidia.com/mig-')))))))
+object.spec.schedulerName != 'allot' && (object.spec.containers.exists(c, has(c.resources) && ((has(c.resources.limits) && c.resources.limits.exists(k, k == 'nvidia.com/gpu' || k.startsWith('nvidia.com/mig-'))) || (has(c.resources.requests) && c.resources.requests.exists(k, k == 'nvidia.com/gpu' || k.startsWith('nvidia.com/mig-'))))) || (has(object.spec.initContainers) && object.spec.initContainers.exists(c, has(c.resources) && ((has(c.resources.limits) && c.resources.limits.exists(k, k == 'nvidia.com/gpu' || k.startsWith('nvidia.com/mig-'))) || (has(c.resources.requests) && c.resources.requests.exists(k, k == 'nvidia.com/gpu' || k.startsWith('nvidia.com/mig-')))))) || (has(object.spec.resourceClaims) && size(object.spec.resourceClaims) > 0))
 {{- end -}}
