@@ -25,7 +25,8 @@ type Validator struct {
 	Accelerators *convert.Accelerators
 	// Peers says what becomes of other schedulers' GPU pods in tenants' namespaces (the
 	// mutating webhook's, checked again here).
-	Peers  Peers // Claims reads the device classes of a pod's ResourceClaims (nil: none read).
+	Peers Peers
+	// Claims reads the device classes of a pod's ResourceClaims (nil: none read).
 	Claims ClaimClasses
 }
 
