@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -24,7 +25,47 @@ const (
 	// ReasonIdleNotStoppable: a workload idle past its timeout of a kind the controller
 	// does not stop (stoppable): only said, once per idle spell.
 	ReasonIdleNotStoppable = "IdleTimeoutNotStoppable"
+	// ReasonIdleNotMeasured: a workload of a class its queue has an idle timeout for
+	// holds GPUs whose utilisation no agent reads (MIG instances, DRA claims): it is never
+	// judged idle. Said once, on the workload and on its Queue.
+	ReasonIdleNotMeasured = "IdleNotMeasured"
 )
+
+// Unmeasured says what of a pod's GPUs no agent reads the utilisation of: "MIG instances"
+// (NVML reads a MIG instance's engines, which the agent does not yet), "DRA claims" (the
+// agent learns a claim's devices from no kubelet record), or "" when its GPUs are read.
+func Unmeasured(p *corev1.Pod) string {
+	switch {
+	case p.Spec.NodeName == "" || p.Status.Phase != corev1.PodRunning:
+		return ""
+	case p.Annotations[v1alpha1.AnnotationMIGInstances] != "":
+		return "MIG instances"
+	case len(p.Spec.ResourceClaims) > 0:
+		return "DRA claims"
+	}
+	for _, c := range p.Spec.Containers {
+		for name := range c.Resources.Limits {
+			if strings.HasPrefix(string(name), v1alpha1.MIGResourcePrefix) {
+				return "MIG instances"
+			}
+		}
+	}
+	return ""
+}
+
+// tellUnmeasured tells a workload, and its Queue, once, that the queue's idle timeout
+// never applies to it: its GPUs are not measured.
+func (c *Controller) tellUnmeasured(w *inspect.Workload, key, class string, pol policy, what string) {
+	if c.toldUnmeasured[key] {
+		return
+	}
+	c.toldUnmeasured[key] = true
+	msg := fmt.Sprintf("queue %s's idleTimeout.%s does not apply to %s %s: its GPUs are %s, whose utilisation no agent reads, so it is never stopped for being idle",
+		pol.queue, class, w.Kind, w.Namespace+"/"+w.Name, what)
+	c.recorder.Event(ref(w), corev1.EventTypeWarning, ReasonIdleNotMeasured, msg)
+	c.recorder.Event(&corev1.ObjectReference{APIVersion: v1alpha1.GroupVersion.String(), Kind: "Queue", Name: pol.queue},
+		corev1.EventTypeWarning, ReasonIdleNotMeasured, msg)
+}
 
 // publish writes on the workload's object since when its GPUs have been idle (allot list's
 // IDLE, the dashboard), only when that changes, and removes the mark of an idle

@@ -64,6 +64,9 @@ type Controller struct {
 	// told holds the workloads already reported idle past their timeout in this spell
 	// that the controller does not stop (stoppable): they are told once.
 	told map[string]bool
+	// toldUnmeasured holds the workloads whose queue was told their GPUs are not measured
+	// (MIG instances, DRA claims): once per workload while it lives.
+	toldUnmeasured map[string]bool
 }
 
 // New makes a controller acting through these clients.
@@ -82,7 +85,7 @@ func New(client kubernetes.Interface, dyn dynamic.Interface, allot versioned.Int
 	}
 	c := &Controller{opts: opts, client: client, dyn: dyn, recorder: opts.Recorder,
 		ctl:   control.Clients{Client: client, Allot: allot, Dyn: dyn, Mapper: opts.Mapper},
-		track: NewTracker(), told: map[string]bool{}}
+		track: NewTracker(), told: map[string]bool{}, toldUnmeasured: map[string]bool{}}
 	if c.recorder == nil {
 		c.events = record.NewBroadcaster()
 		c.events.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
@@ -177,7 +180,7 @@ func (c *Controller) Step(ctx context.Context) error {
 		key := w.Namespace + "/" + w.Kind + "/" + w.Name
 		live[key] = true
 		var devs []Device
-		known := true
+		known, unmeasured := true, ""
 		for _, wp := range w.Pods {
 			p := pods[string(wp.UID)]
 			if p == nil {
@@ -186,6 +189,12 @@ func (c *Controller) Step(ctx context.Context) error {
 			d, ok := PodDevices(p, uuids[p.Spec.NodeName])
 			known = known && ok
 			devs = append(devs, d...)
+			if u := Unmeasured(p); u != "" {
+				unmeasured = u
+			}
+		}
+		if _, has := pol.timeout[class]; has && unmeasured != "" {
+			c.tellUnmeasured(&w, key, class, pol, unmeasured)
 		}
 		state := Judge(readings, devs, known, pol.threshold)
 		idleFor := c.track.Observe(key, state, now)
@@ -204,6 +213,11 @@ func (c *Controller) Step(ctx context.Context) error {
 	for k := range c.told {
 		if !live[k] {
 			delete(c.told, k)
+		}
+	}
+	for k := range c.toldUnmeasured {
+		if !live[k] {
+			delete(c.toldUnmeasured, k)
 		}
 	}
 	return nil

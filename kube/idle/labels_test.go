@@ -1,6 +1,7 @@
 package idle
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -36,5 +37,27 @@ func TestMixedPodsAreJudgedByTheStrictest(t *testing.T) {
 	w.Pods = []inspect.Pod{{UID: "b"}}
 	if _, _, ok := strictest(podLabels(w, pods), pols); ok {
 		t.Error("a training pod alone was judged")
+	}
+}
+
+// A notebook on a MIG instance is never judged idle (no agent reads an instance's
+// utilisation): its queue and the notebook are told so, once, rather than left to believe
+// the queue's idle timeout holds it.
+func TestUnmeasuredGPUsAreSaid(t *testing.T) {
+	st, p := notebook("nb-mig", "0")
+	p.Annotations[v1alpha1.AnnotationMIGInstances] = "GPU-x@0"
+	c, clk, rec, dyn := fixture(t, "0", st, p)
+	steps(t, c, clk)
+	if n := replicas(t, dyn, "nb-mig"); n != 1 {
+		t.Fatalf("the MIG notebook has %d replicas, want untouched (its GPU is not measured)", n)
+	}
+	var told []string
+	for _, e := range events(rec) {
+		if strings.Contains(e, ReasonIdleNotMeasured) {
+			told = append(told, e)
+		}
+	}
+	if len(told) != 2 || !strings.Contains(told[0], "queue team-a's idleTimeout.interactive does not apply to StatefulSet ml/nb-mig: its GPUs are MIG instances") {
+		t.Errorf("events %q, want one on the notebook and one on its queue, once", told)
 	}
 }
