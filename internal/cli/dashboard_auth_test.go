@@ -15,10 +15,13 @@ import (
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
+	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/allot-dev/allot/internal/browsertest"
 	"github.com/allot-dev/allot/kube/dashboard"
@@ -265,6 +268,43 @@ func TestDashboardAuthToken(t *testing.T) {
 	if code, _ := get("api/workloads/team-a/alpha-train", c.token(t, "bob")); code != http.StatusNotFound {
 		t.Errorf("bob asking for team-a's alpha-train: %d, want 404", code)
 	}
+	// A Deployment of bob's own with no pods, labelled with team-a's queue, shows him
+	// nothing of queue-a: a queue is seen for the pods admitted to it, not an owner's label.
+	rc := rest.CopyConfig(c.Cluster.Config)
+	rc.Impersonate = rest.ImpersonationConfig{UserName: "bob", Groups: []string{"system:authenticated"}}
+	zero := int32(0)
+	peek := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "peek", Namespace: "team-b", Labels: map[string]string{"allot.dev/queue": "queue-a"}},
+		Spec: appsv1.DeploymentSpec{Replicas: &zero, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "peek"}},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "peek"}},
+				Spec: corev1.PodSpec{SchedulerName: "allot", Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}}}}
+	if _, err := kubernetes.NewForConfigOrDie(rc).AppsV1().Deployments("team-b").Create(c.Ctx, peek, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c.WaitFor(t, "bob's podless Deployment listed, queue-a not", func() (bool, string) {
+		_, body := get("api/state", c.token(t, "bob"))
+		var st dashboard.State
+		if err := json.Unmarshal([]byte(body), &st); err != nil {
+			return false, err.Error()
+		}
+		listed := false
+		for _, w := range st.Workloads {
+			listed = listed || w.Name == "peek"
+		}
+		for _, q := range st.Queues {
+			if q.Name == "queue-a" {
+				t.Fatalf("bob's state shows queue-a, named only by his podless Deployment's label")
+			}
+		}
+		return listed, body
+	})
+	// (Gone again: the pages below show bob's own workloads only.)
+	if err := kubernetes.NewForConfigOrDie(rc).AppsV1().Deployments("team-b").Delete(c.Ctx, "peek", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c.WaitFor(t, "peek gone from bob's state", func() (bool, string) {
+		_, body := get("api/state", c.token(t, "bob"))
+		return !strings.Contains(body, `"peek"`), body
+	})
 
 	signIn := func(who string) {
 		t.Helper()
