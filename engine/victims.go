@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"iter"
 	"slices"
 	"sort"
@@ -312,7 +313,27 @@ func sameUnit(a, b unit) bool {
 
 // tryNode evicts candidates from one node until the pods fit there, places them, returns
 // unneeded victims, checks the rules, and undoes it all, reporting what it would cost.
+//
+// Candidates go in victim order first. Where the rules refuse where that ends (its first
+// victim would take its queue below its share), the smallest candidates are tried first
+// too: a smaller set the rules allow is not passed over because a larger one was listed
+// first. (Trying them also where the first set stops more GPUs than the pods need, and
+// keeping the fewer GPUs, frees less but made the week-long study with past usage less
+// fair at its worst team, 0.079 from its share against 0.054: not done.)
 func (vs *victimSearch) tryNode(s *session, n *nodeState, cands []unit) (trial, bool) {
+	if t, ok := vs.tryOrder(s, n, cands); ok {
+		return t, true
+	}
+	small := slices.Clone(cands)
+	slices.SortStableFunc(small, func(a, b unit) int { return cmp.Compare(a.gpu, b.gpu) })
+	if slices.EqualFunc(small, cands, sameUnit) {
+		return trial{}, false
+	}
+	return vs.tryOrder(s, n, small)
+}
+
+// tryOrder is one trial of tryNode, evicting in the order given.
+func (vs *victimSearch) tryOrder(s *session, n *nodeState, cands []unit) (trial, bool) {
 	cp := s.checkpoint()
 	defer s.rollback(cp)
 	only := []*nodeState{n}
