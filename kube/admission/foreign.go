@@ -108,6 +108,13 @@ func (o Peers) tenantNamespace(ns string, view View) bool {
 	return false
 }
 
+// sharesGPU tells whether a pod asks Allot for a slice of a GPU or a MIG instance it lays out.
+func sharesGPU(p *corev1.Pod) bool {
+	share, _ := v1alpha1.ParseGPUShare(p.Annotations)
+	_, mig := p.Annotations[v1alpha1.AnnotationMIG]
+	return share.Shared() || mig
+}
+
 // foreignMode is the rule's mode: adopt when unset.
 func (o Peers) foreignMode() string {
 	if o.ForeignGPUPods == "" {
@@ -227,6 +234,13 @@ func (o Peers) checkForeign(ctx context.Context, p *corev1.Pod, view View, read 
 	if p.Spec.Priority != nil && *p.Spec.Priority >= ReservationPriority {
 		return fmt.Errorf("spec.priorityClassName: %q (priority %d) is not allowed in namespace %s: a tenant's pod may not rank with or above Allot's reservation pods (%d), which hold GPUs other teams' fractions use; use a class below it",
 			p.Spec.PriorityClassName, *p.Spec.Priority, p.Namespace, ReservationPriority)
+	}
+	// A pod made with its node already set is placed by no scheduler: the kubelet admits it
+	// if the devices are free, and no queue booked them. (A static pod's mirror is the
+	// kubelet's own.)
+	if _, mirror := p.Annotations[corev1.MirrorPodAnnotationKey]; p.Spec.NodeName != "" && !mirror && (o.asksGPUs(ctx, p, read) || sharesGPU(p)) {
+		return fmt.Errorf("spec.nodeName: %q is not allowed for a pod asking for GPUs in namespace %s: Allot places it and books it to its queue (remove nodeName; a nodeSelector on %s=%s keeps it on that node)",
+			p.Spec.NodeName, p.Namespace, corev1.LabelHostname, p.Spec.NodeName)
 	}
 	if p.Spec.SchedulerName != v1alpha1.SchedulerName && o.foreignMode() != ForeignOff && o.asksGPUs(ctx, p, read) {
 		if o.foreignMode() == ForeignAdopt {

@@ -96,3 +96,21 @@ func TestForeignGPUPods(t *testing.T) {
 }
 
 func resourceOf(n int64) resource.Quantity { return *resource.NewQuantity(n, resource.DecimalSI) }
+
+// A GPU pod made with its node set in a tenant's namespace is refused, whichever scheduler
+// it names: no scheduler would place it, and no queue would book it.
+func TestNodeNameSetGPUPodsAreRefused(t *testing.T) {
+	for _, sched := range []string{v1alpha1.SchedulerName, "default-scheduler"} {
+		p := pod("ml-only", 1, nil, nil)
+		p.Namespace, p.Spec.SchedulerName, p.Spec.NodeName = "ml", sched, "dgx-1"
+		err := (Peers{}).checkForeign(context.Background(), p, view{}, nil)
+		if want := `spec.nodeName: "dgx-1" is not allowed for a pod asking for GPUs in namespace ml`; err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want %q", sched, err, want)
+		}
+	}
+	cpu := pod("ml-only", 0, nil, nil)
+	cpu.Namespace, cpu.Spec.NodeName = "ml", "dgx-1"
+	if err := (Peers{}).checkForeign(context.Background(), cpu, view{}, nil); err != nil {
+		t.Errorf("a CPU pod with its node set: %v", err)
+	}
+}

@@ -71,6 +71,11 @@ func TestTenantGetsWhatItsQueueBooks(t *testing.T) {
 			p.Spec.InitContainers = []corev1.Container{{Name: "warmup", Image: "busybox", Resources: gpus(1)}}
 			return p
 		}(), "initContainers[warmup].resources: nvidia.com/gpu with allot.dev/gpu-fraction"},
+		{"a GPU pod placed by hand", func() *corev1.Pod {
+			p := whole("by-hand")
+			p.Spec.NodeName = "dgx-1"
+			return p
+		}(), `spec.nodeName: "dgx-1" is not allowed for a pod asking for GPUs in namespace ml`},
 		{"another team's open queue", kubetest.PodSpec{Name: "borrow", Queue: "team-b", GPUs: 1}.Pod(),
 			`namespace "ml" may not use queue "team-b", which admits only namespaces no queue claims`},
 		{"a pick list longer than the scheduler reads", func() *corev1.Pod {
