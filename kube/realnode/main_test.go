@@ -230,7 +230,15 @@ func runAndRead(t *testing.T, p *corev1.Pod, names ...string) map[string]Seen {
 			t.Fatal(err)
 		}
 	}
-	if _, err := client.CoreV1().Pods(p.Namespace).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+	return runAndReadAs(t, client, p, names...)
+}
+
+// runAndReadAs is runAndRead with the pod created by as (a tenant), in a namespace that is
+// there.
+func runAndReadAs(t *testing.T, as kubernetes.Interface, p *corev1.Pod, names ...string) map[string]Seen {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := as.CoreV1().Pods(p.Namespace).Create(ctx, p, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
