@@ -7,46 +7,15 @@ import (
 	"testing"
 	"time"
 
-	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 
 	"github.com/allot-dev/allot/api/v1alpha1"
 	allotclient "github.com/allot-dev/allot/kube/client/clientset/versioned"
+	"github.com/allot-dev/allot/kube/kubetest"
 )
-
-// tenant is alice, who holds Kubernetes' edit role in namespace ns and nothing else.
-func tenant(t *testing.T, ns string) kubernetes.Interface {
-	t.Helper()
-	ctx := context.Background()
-	if _, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	rb := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "alice-edit", Namespace: ns},
-		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "edit"},
-		Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "alice"}}}
-	if _, err := client.RbacV1().RoleBindings(ns).Create(ctx, rb, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	rc := rest.CopyConfig(cluster.Config)
-	rc.Impersonate = rest.ImpersonationConfig{UserName: "alice", Groups: []string{"system:authenticated"}}
-	alice := kubernetes.NewForConfigOrDie(rc)
-	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		r, err := alice.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
-			Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
-				Namespace: ns, Verb: "create", Resource: "pods"}}}, metav1.CreateOptions{})
-		return err == nil && r.Status.Allowed, nil
-	})
-	if err != nil {
-		t.Fatalf("alice's edit role never in force: %v", err)
-	}
-	return alice
-}
 
 // What a tenant with edit in its namespace gets on the real node is what its queue books:
 //
@@ -60,7 +29,7 @@ func TestTenantGetsOnlyWhatItsQueueBooks(t *testing.T) {
 	need(t)
 	ctx := context.Background()
 	const ns = "alice"
-	alice := tenant(t, ns)
+	alice := kubetest.Tenant(t, ctx, cluster.Config, ns, "alice")
 	queue(t, "alice-q", ns, 2)
 	gpu := corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")}
 

@@ -6,13 +6,10 @@ import (
 	"strings"
 	"testing"
 
-	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 
 	"github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/kube/kubetest"
@@ -22,29 +19,7 @@ import (
 // a team member gets on a shared cluster.
 func tenant(t *testing.T, e *kubetest.Env) kubernetes.Interface {
 	t.Helper()
-	if _, err := e.Client.CoreV1().Namespaces().Create(e.Ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ml"}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	rb := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "alice-edit", Namespace: "ml"},
-		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "edit"},
-		Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "alice"}}}
-	if _, err := e.Client.RbacV1().RoleBindings("ml").Create(e.Ctx, rb, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	rc := rest.CopyConfig(e.Cluster.Config)
-	rc.Impersonate = rest.ImpersonationConfig{UserName: "alice", Groups: []string{"system:authenticated"}}
-	c, err := kubernetes.NewForConfig(rc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The API server's RBAC cache takes the binding in a moment later.
-	e.WaitFor(t, "alice's edit role in force", func() (bool, string) {
-		r, err := c.AuthorizationV1().SelfSubjectAccessReviews().Create(e.Ctx, &authorizationv1.SelfSubjectAccessReview{
-			Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
-				Namespace: "ml", Verb: "create", Resource: "configmaps"}}}, metav1.CreateOptions{})
-		return err == nil && r.Status.Allowed, fmt.Sprint(err)
-	})
-	return c
+	return kubetest.Tenant(t, e.Ctx, e.Cluster.Config, "ml", "alice")
 }
 
 // fieldsPolicyInForce waits until the API server enforces the scheduler's pod-fields
