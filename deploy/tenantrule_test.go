@@ -35,21 +35,23 @@ func TestHelmForeignGPUPodRule(t *testing.T) {
 	} {
 		objs := deploy.Render(t, c.set...)
 		norm := func(s string) string { return strings.Join(strings.Fields(s), " ") }
-		condition := func(webhooks []admissionregistrationv1.MatchCondition) string {
-			for _, m := range webhooks {
-				if m.Name == "scheduled-by-allot" {
-					return norm(m.Expression)
-				}
-			}
-			return ""
-		}
 		mut := as[admissionregistrationv1.MutatingWebhookConfiguration](t, objs["MutatingWebhookConfiguration/allot"])
 		val := as[admissionregistrationv1.ValidatingWebhookConfiguration](t, objs["ValidatingWebhookConfiguration/allot"])
-		if got, want := condition(mut.Webhooks[0].MatchConditions), norm(c.peers.MutateSchedulerCondition()); got != want {
-			t.Errorf("%s: the chart's mutating condition differs from the scheduler's:\nchart: %s\ngo:    %s", c.name, got, want)
+		// The tenants' webhooks ignore their own failure (a pod of another scheduler must
+		// not wait on Allot), the mutating one comes last (each pod mutated once).
+		last := mut.Webhooks[len(mut.Webhooks)-1]
+		if last.Name != "tenants.mutate.allot.dev" || *last.FailurePolicy != admissionregistrationv1.Ignore || len(last.MatchConditions) != 1 {
+			t.Fatalf("%s: the last mutating webhook is %s (failure policy %v), want tenants.mutate.allot.dev ignoring failures", c.name, last.Name, *last.FailurePolicy)
 		}
-		if got, want := condition(val.Webhooks[0].MatchConditions), norm(c.peers.ValidateCondition()); got != want {
-			t.Errorf("%s: the chart's validating condition differs from the scheduler's:\nchart: %s\ngo:    %s", c.name, got, want)
+		if got, want := norm(last.MatchConditions[0].Expression), norm(c.peers.TenantMutateCondition()); got != want {
+			t.Errorf("%s: the chart's tenants' mutating condition differs from the scheduler's:\nchart: %s\ngo:    %s", c.name, got, want)
+		}
+		i := slices.IndexFunc(val.Webhooks, func(w admissionregistrationv1.ValidatingWebhook) bool { return w.Name == "tenants.validate.allot.dev" })
+		if i < 0 || *val.Webhooks[i].FailurePolicy != admissionregistrationv1.Ignore {
+			t.Fatalf("%s: no tenants.validate.allot.dev ignoring failures", c.name)
+		}
+		if got, want := norm(val.Webhooks[i].MatchConditions[0].Expression), norm(c.peers.TenantValidateCondition()); got != want {
+			t.Errorf("%s: the chart's tenants' validating condition differs from the scheduler's:\nchart: %s\ngo:    %s", c.name, got, want)
 		}
 		d := as[appsv1.Deployment](t, objs["Deployment/allot"])
 		for _, want := range c.args {

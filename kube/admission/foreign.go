@@ -69,26 +69,31 @@ func (o Peers) exemptCEL() string {
 	return "!(request.namespace in ['" + strings.Join(append(slices.Clone(systemNamespaces), o.ForeignExempt...), "', '") + "'])"
 }
 
-// MutateSchedulerCondition is the mutating pod webhook's scheduled-by-allot condition:
-// Allot's pods, those of the schedulers it takes over, and other schedulers' GPU pods
-// outside the exempt namespaces (unless the rule is off).
-func (o Peers) MutateSchedulerCondition() string {
-	c := SchedulerCondition(o.AdoptSchedulers)
-	if o.foreignMode() != ForeignOff {
-		c += " || ((" + ForeignCondition + ") && " + o.exemptCEL() + ")"
+// TenantMutateCondition is the condition of the mutating webhook that takes other
+// schedulers' GPU pods (tenants.mutate.allot.dev): outside the exempt namespaces, unless
+// the rule is off ("false" then). Its webhook ignores its own failure: while no replica
+// answers, those pods are their schedulers' as before, rather than every GPU pod of the
+// cluster waiting on Allot.
+func (o Peers) TenantMutateCondition() string {
+	if o.foreignMode() == ForeignOff {
+		return "false"
 	}
-	return c
+	return "(" + ForeignCondition + ") && " + o.exemptCEL()
 }
 
-// ValidateCondition is the validating pod webhook's: Allot's pods, and outside the exempt
-// namespaces pods that would outrank the reservations and (unless the rule is off) other
-// schedulers' GPU pods.
-func (o Peers) ValidateCondition() string {
-	c := "object.spec.schedulerName == 'allot' || ((" + PriorityCondition
+// TenantValidateCondition is the condition of the validating webhook for pods of any
+// scheduler in tenants' namespaces (tenants.validate.allot.dev): outside the exempt
+// namespaces, pods ranking with or above the reservations, and (unless the rule is off)
+// other schedulers' GPU pods. It ignores its own failure too: a system component's pod at a
+// system class in a namespace left out of the exemptions (a CNI's, a log shipper's) must
+// not wait on Allot. Allot's own pods get the same checks from pods.validate.allot.dev,
+// which fails closed.
+func (o Peers) TenantValidateCondition() string {
+	c := "(" + PriorityCondition
 	if o.foreignMode() != ForeignOff {
 		c += " || " + ForeignCondition
 	}
-	return c + ") && " + o.exemptCEL() + ")"
+	return c + ") && " + o.exemptCEL()
 }
 
 // tenantNamespace tells whether ns is a tenant's: a Queue admits it by name, or it carries

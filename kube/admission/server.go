@@ -145,7 +145,7 @@ func RegisterAdopting(ctx context.Context, client kubernetes.Interface, baseURL 
 	rules := []admissionregv1.RuleWithOperations{{Operations: []admissionregv1.OperationType{admissionregv1.Create},
 		Rule: admissionregv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"}}}}
 	ours := []admissionregv1.MatchCondition{{Name: "scheduled-by-allot", Expression: "object.spec.schedulerName == 'allot'"}}
-	mutate := []admissionregv1.MatchCondition{{Name: "scheduled-by-allot", Expression: peers.MutateSchedulerCondition()},
+	mutate := []admissionregv1.MatchCondition{{Name: "scheduled-by-allot", Expression: SchedulerCondition(peers.AdoptSchedulers)},
 		{Name: "needs-defaults", Expression: MutateCondition}}
 	url := func(path string) admissionregv1.WebhookClientConfig {
 		u := baseURL + path
@@ -153,6 +153,7 @@ func RegisterAdopting(ctx context.Context, client kubernetes.Interface, baseURL 
 	}
 	debug := admissionregv1.RuleWithOperations{Operations: []admissionregv1.OperationType{admissionregv1.Update},
 		Rule: admissionregv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods/ephemeralcontainers"}}}
+	ignore := admissionregv1.Ignore
 	mut := &admissionregv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "allot"},
 		Webhooks: []admissionregv1.MutatingWebhook{{Name: "pods.mutate.allot.dev", ClientConfig: url(PathMutatePods),
 			Rules: rules, MatchConditions: mutate, FailurePolicy: &fail, SideEffects: &none, TimeoutSeconds: &timeout,
@@ -166,13 +167,22 @@ func RegisterAdopting(ctx context.Context, client kubernetes.Interface, baseURL 
 				Rules: []admissionregv1.RuleWithOperations{{Operations: []admissionregv1.OperationType{admissionregv1.Create},
 					Rule: admissionregv1.Rule{APIGroups: []string{"batch"}, APIVersions: []string{"v1"}, Resources: []string{"jobs"}}}},
 				MatchConditions: []admissionregv1.MatchCondition{{Name: "scheduled-by-allot", Expression: "object.spec.template.spec.schedulerName == 'allot'"}},
-				FailurePolicy:   &fail, SideEffects: &none, TimeoutSeconds: &timeout, AdmissionReviewVersions: []string{"v1"}}}}
+				FailurePolicy:   &fail, SideEffects: &none, TimeoutSeconds: &timeout, AdmissionReviewVersions: []string{"v1"}},
+			// Other schedulers' GPU pods in tenants' namespaces become Allot's, and get all
+			// the webhook above gives Allot's pods (foreign.go): last, so that each pod is
+			// mutated once (the one above sees them under their own scheduler's name).
+			{Name: "tenants.mutate.allot.dev", ClientConfig: url(PathMutatePods), Rules: rules,
+				MatchConditions: []admissionregv1.MatchCondition{{Name: "gpu-pod-of-another-scheduler", Expression: peers.TenantMutateCondition()}},
+				FailurePolicy:   &ignore, SideEffects: &none, TimeoutSeconds: &timeout, AdmissionReviewVersions: []string{"v1"}}}}
 	// kubectl debug's ephemeral containers arrive as an update of pods/ephemeralcontainers.
 	validateRules := append(slices.Clone(rules), debug)
 	val := &admissionregv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "allot"},
 		Webhooks: []admissionregv1.ValidatingWebhook{{Name: "pods.validate.allot.dev", ClientConfig: url(PathValidatePods),
-			Rules: validateRules, MatchConditions: []admissionregv1.MatchCondition{{Name: "scheduled-by-allot", Expression: peers.ValidateCondition()}}, FailurePolicy: &fail, SideEffects: &none, TimeoutSeconds: &timeout,
+			Rules: validateRules, MatchConditions: ours, FailurePolicy: &fail, SideEffects: &none, TimeoutSeconds: &timeout,
 			AdmissionReviewVersions: []string{"v1"}},
+			{Name: "tenants.validate.allot.dev", ClientConfig: url(PathValidatePods), Rules: rules,
+				MatchConditions: []admissionregv1.MatchCondition{{Name: "pod-of-a-tenant", Expression: peers.TenantValidateCondition()}},
+				FailurePolicy:   &ignore, SideEffects: &none, TimeoutSeconds: &timeout, AdmissionReviewVersions: []string{"v1"}},
 			{Name: "queues.validate.allot.dev", ClientConfig: url(PathValidateQueues),
 				Rules: []admissionregv1.RuleWithOperations{{Operations: []admissionregv1.OperationType{admissionregv1.Create, admissionregv1.Update, admissionregv1.Delete},
 					Rule: admissionregv1.Rule{APIGroups: []string{v1alpha1.GroupVersion.Group}, APIVersions: []string{v1alpha1.GroupVersion.Version}, Resources: []string{"queues"}}}},
