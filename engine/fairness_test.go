@@ -62,9 +62,9 @@ func TestReclaimMovesVictimsThatFitElsewhere(t *testing.T) {
 	moved, stopped := 0, 0
 	for _, e := range plan.Evictions {
 		if strings.HasPrefix(e.Reason.Message, "moved to make room for job r-1") {
-			// What the pod's owner reads: no promise that this pod runs on, only where its
-			// queue has room and when a replacement takes it.
-			if want := "a1 has room for this pod; a replacement from its controller is placed once this pod has gone"; !strings.HasSuffix(e.Reason.Message, want) {
+			// What the pod's owner reads: no promise that this pod, or any one
+			// replacement, runs on; only that its queue keeps its room.
+			if want := "(a1 has room for a pod of it now); what its controller makes again is placed as any pod that waits"; !strings.HasSuffix(e.Reason.Message, want) {
 				t.Errorf("move reason %q, want it to end %q", e.Reason.Message, want)
 			}
 			moved++

@@ -398,12 +398,12 @@ func (vs *victimSearch) settle(s *session, out []evicted) (victims, stopped []un
 					stopped = append(stopped, u)
 					continue
 				}
-				// An evicted pod is gone for good: what moves is the room its queue is owed,
-				// which a replacement (from the pod's controller) takes once this pod has gone.
-				// The message says that much and promises no more: a bare pod has no
-				// replacement, and until the pod has gone its queue counts it still.
+				// An evicted pod is gone for good: what moves is the room its queue is owed.
+				// The message says that much and promises nothing of any one pod: a bare
+				// pod has no replacement, and a Job's replacements are interchangeable (the
+				// one made for another evicted pod may take this room first).
 				for _, p := range u.pods {
-					p.evictReason = reasonf(ReasonConsolidated, "moved to make room for job %s of queue %s: queue %s keeps what it holds, and %s has room for this pod; a replacement from its controller is placed once this pod has gone",
+					p.evictReason = reasonf(ReasonConsolidated, "moved to make room for job %s of queue %s: queue %s keeps what it holds (%s has room for a pod of it now); what its controller makes again is placed as any pod that waits",
 						vs.job.j.ID, vs.job.q.q.ID, u.job.q.q.ID, p.node.n.ID)
 				}
 				continue
