@@ -253,4 +253,12 @@ func TestMPSLimitsOfPodsGivenTheirGPUByCDI(t *testing.T) {
 	if l := got["GPU-a"]; l.threadPercent != 25 || l.pinnedMiB != 20480 {
 		t.Errorf("limits %+v, want GPU-a held to 25%% and 20480M", got)
 	}
+	// Allot's own plugin's key, naming the device by index (the device plugin's index
+	// strategy): the daemon of the GPU at that index in the inventory.
+	delete(p.Annotations, v1alpha1.AnnotationNRIContainerPrefix+"main")
+	p.Annotations[v1alpha1.AnnotationCDIPrefix+"main"] = "k8s.device-plugin.nvidia.com/gpu=1"
+	got = mpsLimitsOf([]any{p}, []v1alpha1.GPUInfo{{Index: 0, UUID: "GPU-a"}, {Index: 1, UUID: "GPU-b"}})
+	if l := got["GPU-b"]; len(got) != 1 || l.threadPercent != 25 || l.pinnedMiB != 20480 {
+		t.Errorf("limits %+v, want GPU-b (index 1) held to 25%% and 20480M", got)
+	}
 }
