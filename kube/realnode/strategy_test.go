@@ -2,12 +2,14 @@ package realnode_test
 
 import (
 	"context"
+	"os"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/kube/realnode"
@@ -24,15 +26,37 @@ func TestFractionNamedByIndexUnderTheIndexStrategy(t *testing.T) {
 	restartRig(t, realnode.StrategyIndex)
 	t.Cleanup(func() { restartRig(t, realnode.StrategyUUID) })
 	ctx := context.Background()
-	// What the agent writes from --cdi-device-ids index (the pool's deviceIDStrategy).
-	label := func(v string) {
-		patch := `{"metadata":{"labels":{"` + v1alpha1.LabelCDIDeviceIDs + `":` + v + `}}}`
-		if _, err := client.CoreV1().Nodes().Patch(ctx, "real-1", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+	// The agent restarted with --cdi-device-ids index (the pool's deviceIDStrategy) says so
+	// on its node; at the end, one with uuid says the plugin's default again. Each runs
+	// until the test ends, as the node's agent would.
+	strategyAgent := func(ids string) {
+		// As the chart starts it: after Allot's NRI plugin is registered with the node's
+		// containerd (its startup probe), which the agent reads the node's delivery by.
+		if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+			_, err := os.Stat(rig.NRIReadyFile())
+			return err == nil, nil
+		}); err != nil {
+			t.Fatalf("Allot's NRI plugin not registered with the restarted containerd: %v", err)
+		}
+		o := agentOpts
+		o.CDIDeviceIDs = ids
+		a, closeConn, err := rig.NewAgent(client, o)
+		if err != nil {
 			t.Fatal(err)
 		}
+		actx, cancel := context.WithCancel(ctx)
+		t.Cleanup(func() { cancel(); closeConn() })
+		go func() { _ = a.Run(actx) }()
+		if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+			n, err := client.CoreV1().Nodes().Get(ctx, "real-1", metav1.GetOptions{})
+			return err == nil && n.Labels[v1alpha1.LabelCDIDeviceIDs] == ids, nil
+		}); err != nil {
+			t.Fatalf("the agent with --cdi-device-ids %s did not say so on its node: %v", ids, err)
+		}
 	}
-	label(`"index"`)
-	t.Cleanup(func() { label("null") })
+	strategyAgent(realnode.StrategyIndex)
+	t.Cleanup(func() { strategyAgent(realnode.StrategyUUID) })
+
 	queue(t, "team-index", "index", 4)
 	p := sharingPod("index", "nb", "team-index", script("main"))
 	seen := runAndRead(t, p, "main")
