@@ -33,6 +33,9 @@ func TestSchedulerRoleReadsEcosystemKinds(t *testing.T) {
 		}
 		return r.Status.Allowed
 	}
+	// The API server's RBAC cache takes the binding a moment after it is made (longer on a
+	// loaded machine): wait for one right the role grants before judging them all.
+	e.WaitFor(t, "the scheduler's role in force", func() (bool, string) { return may("get", "ray.io", "rayclusters"), "not yet" })
 	for _, a := range []struct{ verbs, group, resource string }{
 		{"get list watch", "leaderworkerset.x-k8s.io", "leaderworkersets"},
 		{"get list watch", "ray.io", "rayclusters"},

@@ -155,8 +155,7 @@ func checkEnv(p *corev1.Pod) error {
 		all = append(all, named{"ephemeralContainers", &c})
 	}
 	given := "" // a pod given no slice reads none
-	share, _ := v1alpha1.ParseGPUShare(p.Annotations)
-	if _, dynMIG := p.Annotations[v1alpha1.AnnotationMIG]; share.Shared() || dynMIG {
+	if sharesGPU(p) {
 		given = v1alpha1.SliceContainer(p)
 	}
 	for _, n := range all {

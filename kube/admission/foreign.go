@@ -102,15 +102,7 @@ func (o Peers) tenantNamespace(ns string, view View) bool {
 	if slices.Contains(systemNamespaces, ns) || slices.Contains(o.ForeignExempt, ns) {
 		return false
 	}
-	if view.NamespaceLabels(ns)[v1alpha1.LabelQueue] != "" {
-		return true
-	}
-	for _, name := range view.QueueNames() {
-		if q, ok := view.Queue(name); ok && slices.Contains(q.Spec.Namespaces, ns) {
-			return true
-		}
-	}
-	return false
+	return len(claimingQueues(view, ns)) > 0
 }
 
 // sharesGPU tells whether a pod asks Allot for a slice of a GPU or a MIG instance it lays out.

@@ -114,12 +114,9 @@ const shmVolume = "allot-gpu-shm"
 
 // Handle implements admission.Handler.
 func (m *Mutator) Handle(ctx context.Context, req admission.Request) admission.Response {
-	var p corev1.Pod
-	if err := json.Unmarshal(req.Object.Raw, &p); err != nil {
+	p, err := decodePod(req)
+	if err != nil {
 		return admission.Errored(http.StatusBadRequest, err)
-	}
-	if p.Namespace == "" {
-		p.Namespace = req.Namespace
 	}
 	if req.SubResource == "" {
 		// HAMi's and KAI-Scheduler's names become Allot's, once, before anything reads them.

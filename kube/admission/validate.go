@@ -17,6 +17,19 @@ import (
 	"github.com/allot-dev/allot/kube/convert"
 )
 
+// decodePod is the pod of an admission request, in the request's namespace where the pod
+// names none (a pod made by a controller, before the API server fills it in).
+func decodePod(req admission.Request) (corev1.Pod, error) {
+	var p corev1.Pod
+	if err := json.Unmarshal(req.Object.Raw, &p); err != nil {
+		return p, err
+	}
+	if p.Namespace == "" {
+		p.Namespace = req.Namespace
+	}
+	return p, nil
+}
+
 // Validator refuses pods that could never run as asked.
 type Validator struct {
 	View View
@@ -32,12 +45,9 @@ type Validator struct {
 
 // Handle implements admission.Handler.
 func (v *Validator) Handle(ctx context.Context, req admission.Request) admission.Response {
-	var p corev1.Pod
-	if err := json.Unmarshal(req.Object.Raw, &p); err != nil {
+	p, err := decodePod(req)
+	if err != nil {
 		return admission.Errored(http.StatusBadRequest, err)
-	}
-	if p.Namespace == "" {
-		p.Namespace = req.Namespace
 	}
 	if req.SubResource == "" {
 		if err := v.Peers.checkForeign(ctx, &p, v.View, v.Claims); err != nil {

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -43,12 +42,8 @@ func Unmeasured(p *corev1.Pod) string {
 	case len(p.Spec.ResourceClaims) > 0:
 		return "DRA claims"
 	}
-	for _, c := range p.Spec.Containers {
-		for name := range c.Resources.Limits {
-			if strings.HasPrefix(string(name), v1alpha1.MIGResourcePrefix) {
-				return "MIG instances"
-			}
-		}
+	if _, n, _ := v1alpha1.MIGResources(p); n > 0 {
+		return "MIG instances" // of the device plugin's fixed layout
 	}
 	return ""
 }
