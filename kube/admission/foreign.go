@@ -1,18 +1,13 @@
 package admission
 
 import (
-	"context"
 	"fmt"
 	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	resourcev1 "k8s.io/api/resource/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/allot-dev/allot/api/v1alpha1"
-	"github.com/allot-dev/allot/kube/dra"
 )
 
 // A pod that leaves out schedulerName is kube-scheduler's, and kube-scheduler books it to
@@ -51,8 +46,7 @@ const asksGPUCEL = `has(c.resources) && ((has(c.resources.limits) && c.resources
 
 // ForeignCondition selects the pods of other schedulers that ask for GPUs: the pod webhooks
 // see them as well as Allot's own (the handlers judge the namespace).
-// A pod with ResourceClaims is sent too: whether a claim is of a GPU class is read from the
-// claim or its template, which a condition cannot see.
+// A pod with ResourceClaims is sent too, whatever their classes (asksGPUs says why).
 const ForeignCondition = `object.spec.schedulerName != 'allot' && (object.spec.containers.exists(c, ` + asksGPUCEL + `) ||
 (has(object.spec.initContainers) && object.spec.initContainers.exists(c, ` + asksGPUCEL + `)) ||
 (has(object.spec.resourceClaims) && size(object.spec.resourceClaims) > 0))`
@@ -121,8 +115,12 @@ func (o Peers) foreignMode() string {
 }
 
 // asksGPUs tells whether a pod asks the device plugin for NVIDIA GPUs or MIG instances, in
-// any container, init container or sidecar, or a ResourceClaim for a device of a GPU class.
-func (o Peers) asksGPUs(ctx context.Context, p *corev1.Pod, read ClaimClasses) bool {
+// any container, init container or sidecar, or names a ResourceClaim. Every claim counts,
+// whatever its class today: a claim or template the pod names may be made only after the
+// pod, or deleted and made again of a GPU class while the pod waits, so what it asks at
+// admission is not what another scheduler would allocate. (Allot allocates claims of any
+// class, so a pod asking a network card through DRA runs under it as it would elsewhere.)
+func asksGPUs(p *corev1.Pod) bool {
 	for _, cs := range [][]corev1.Container{p.Spec.InitContainers, p.Spec.Containers} {
 		for i := range cs {
 			if asksPluginGPU(&cs[i]) {
@@ -130,81 +128,32 @@ func (o Peers) asksGPUs(ctx context.Context, p *corev1.Pod, read ClaimClasses) b
 			}
 		}
 	}
-	if read == nil {
-		return false
-	}
-	gpu := o.GPUClasses
-	if len(gpu) == 0 {
-		gpu = append(slices.Clone(dra.DefaultGPUClasses), dra.DefaultMIGClasses...)
-	}
-	for _, c := range p.Spec.ResourceClaims {
-		name, template := "", false
-		switch {
-		case c.ResourceClaimName != nil:
-			name = *c.ResourceClaimName
-		case c.ResourceClaimTemplateName != nil:
-			name, template = *c.ResourceClaimTemplateName, true
-		default:
-			continue
-		}
-		// A claim or template not there yet asks nothing known: the pod stays its
-		// scheduler's (it cannot run before the claim exists).
-		classes, err := read(ctx, p.Namespace, name, template)
-		if err == nil && slices.ContainsFunc(classes, func(c string) bool { return slices.Contains(gpu, c) }) {
-			return true
-		}
-	}
-	return false
+	return len(p.Spec.ResourceClaims) > 0
 }
 
-// ClaimClasses reads the DeviceClasses a ResourceClaim (or, with template, a
-// ResourceClaimTemplate) of a namespace asks devices of.
-type ClaimClasses func(ctx context.Context, namespace, name string, template bool) ([]string, error)
-
-// TypedClaimClasses reads them with a client: the class of each request, and of each
-// alternative of a request that lists several.
-func TypedClaimClasses(client kubernetes.Interface) ClaimClasses {
-	return func(ctx context.Context, ns, name string, template bool) ([]string, error) {
-		ctx, cancel := context.WithTimeout(ctx, liveReadTimeout)
-		defer cancel()
-		var spec resourcev1.DeviceClaim
-		if template {
-			t, err := client.ResourceV1().ResourceClaimTemplates(ns).Get(ctx, name, metav1.GetOptions{})
-			if err != nil {
-				return nil, err
-			}
-			spec = t.Spec.Spec.Devices
-		} else {
-			c, err := client.ResourceV1().ResourceClaims(ns).Get(ctx, name, metav1.GetOptions{})
-			if err != nil {
-				return nil, err
-			}
-			spec = c.Spec.Devices
-		}
-		var out []string
-		for _, r := range spec.Requests {
-			if r.Exactly != nil {
-				out = append(out, r.Exactly.DeviceClassName)
-			}
-			for _, sub := range r.FirstAvailable {
-				out = append(out, sub.DeviceClassName)
+// asking names what the rule takes a pod for, in its messages.
+func asking(p *corev1.Pod) string {
+	for _, cs := range [][]corev1.Container{p.Spec.InitContainers, p.Spec.Containers} {
+		for i := range cs {
+			if asksPluginGPU(&cs[i]) {
+				return "a pod asking for GPUs"
 			}
 		}
-		return out, nil
 	}
+	return "a pod with ResourceClaims (any of which may be made or made again for GPUs before it is placed)"
 }
 
 // takeForeign applies the rule to a pod of another scheduler at the mutating webhook: in a
 // tenant's namespace, a pod asking for GPUs becomes Allot's (its rewriting recorded in
 // allot.dev/translated), or is refused. It reports whether it rewrote the pod.
-func (o Peers) takeForeign(ctx context.Context, p *corev1.Pod, view View, read ClaimClasses) (bool, error) {
-	if p.Spec.SchedulerName == v1alpha1.SchedulerName || o.foreignMode() == ForeignOff || !o.tenantNamespace(p.Namespace, view) || !o.asksGPUs(ctx, p, read) {
+func (o Peers) takeForeign(p *corev1.Pod, view View) (bool, error) {
+	if p.Spec.SchedulerName == v1alpha1.SchedulerName || o.foreignMode() == ForeignOff || !o.tenantNamespace(p.Namespace, view) || !asksGPUs(p) {
 		return false, nil
 	}
 	if o.foreignMode() == ForeignRefuse {
 		return false, o.foreignRefusal(p)
 	}
-	note := fmt.Sprintf("spec.schedulerName=%s → %s (a pod asking for GPUs in a tenant's namespace)", p.Spec.SchedulerName, v1alpha1.SchedulerName)
+	note := fmt.Sprintf("spec.schedulerName=%s → %s (%s in a tenant's namespace)", p.Spec.SchedulerName, v1alpha1.SchedulerName, asking(p))
 	if p.Annotations == nil {
 		p.Annotations = map[string]string{}
 	}
@@ -217,14 +166,14 @@ func (o Peers) takeForeign(ctx context.Context, p *corev1.Pod, view View, read C
 }
 
 func (o Peers) foreignRefusal(p *corev1.Pod) error {
-	return fmt.Errorf("spec.schedulerName: %q is not allowed for a pod asking for GPUs in namespace %s, whose GPUs Allot books to queues: set schedulerName: %s (or ask an admin to exempt the namespace: the chart's webhook.foreignGPUPodsExempt)",
-		p.Spec.SchedulerName, p.Namespace, v1alpha1.SchedulerName)
+	return fmt.Errorf("spec.schedulerName: %q is not allowed for %s in namespace %s, whose GPUs Allot books to queues: set schedulerName: %s (or ask an admin to exempt the namespace: the chart's webhook.foreignGPUPodsExempt)",
+		p.Spec.SchedulerName, asking(p), p.Namespace, v1alpha1.SchedulerName)
 }
 
 // checkForeign is the validating webhook's side of the rule, whatever the mutating webhook
 // did (it may have been skipped): no other scheduler's GPU pod in a tenant's namespace,
 // and no pod there outranking the reservations.
-func (o Peers) checkForeign(ctx context.Context, p *corev1.Pod, view View, read ClaimClasses) error {
+func (o Peers) checkForeign(p *corev1.Pod, view View) error {
 	if !o.tenantNamespace(p.Namespace, view) {
 		return nil
 	}
@@ -235,11 +184,11 @@ func (o Peers) checkForeign(ctx context.Context, p *corev1.Pod, view View, read 
 	// A pod made with its node already set is placed by no scheduler: the kubelet admits it
 	// if the devices are free, and no queue booked them. (A static pod's mirror is the
 	// kubelet's own.)
-	if _, mirror := p.Annotations[corev1.MirrorPodAnnotationKey]; p.Spec.NodeName != "" && !mirror && (o.asksGPUs(ctx, p, read) || sharesGPU(p)) {
-		return fmt.Errorf("spec.nodeName: %q is not allowed for a pod asking for GPUs in namespace %s: Allot places it and books it to its queue (remove nodeName; a nodeSelector on %s=%s keeps it on that node)",
-			p.Spec.NodeName, p.Namespace, corev1.LabelHostname, p.Spec.NodeName)
+	if _, mirror := p.Annotations[corev1.MirrorPodAnnotationKey]; p.Spec.NodeName != "" && !mirror && (asksGPUs(p) || sharesGPU(p)) {
+		return fmt.Errorf("spec.nodeName: %q is not allowed for %s in namespace %s: Allot places it and books it to its queue (remove nodeName; a nodeSelector on %s=%s keeps it on that node)",
+			p.Spec.NodeName, asking(p), p.Namespace, corev1.LabelHostname, p.Spec.NodeName)
 	}
-	if p.Spec.SchedulerName != v1alpha1.SchedulerName && o.foreignMode() != ForeignOff && o.asksGPUs(ctx, p, read) {
+	if p.Spec.SchedulerName != v1alpha1.SchedulerName && o.foreignMode() != ForeignOff && asksGPUs(p) {
 		if o.foreignMode() == ForeignAdopt {
 			return fmt.Errorf("%v; Allot's mutating webhook would have rewritten it, but was skipped", o.foreignRefusal(p))
 		}

@@ -1,8 +1,6 @@
 package admission
 
 import (
-	"context"
-	"errors"
 	"strings"
 	"testing"
 
@@ -22,16 +20,6 @@ func TestForeignGPUPods(t *testing.T) {
 		p := pod("ml-only", 1, nil, nil)
 		p.Namespace, p.Spec.SchedulerName = ns, scheduler
 		return p
-	}
-	// Templates of ml: one-gpu asks NVIDIA's GPU class, nic a network card's.
-	claims := func(_ context.Context, ns, name string, template bool) ([]string, error) {
-		switch {
-		case ns == "ml" && template && name == "one-gpu":
-			return []string{"gpu.nvidia.com"}, nil
-		case ns == "ml" && template && name == "nic":
-			return []string{"rdma.example.com"}, nil
-		}
-		return nil, errors.New("not found")
 	}
 	claiming := func(template string) *corev1.Pod {
 		p := pod("ml-only", 0, nil, nil)
@@ -66,12 +54,18 @@ func TestForeignGPUPods(t *testing.T) {
 				Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{"nvidia.com/mig-1g.10gb": resourceOf(1)}}}}
 			return p
 		}(), true, ""},
-		{"a claim of a GPU class", Peers{}, claiming("one-gpu"), true, ""},
-		{"a claim of another class", Peers{}, claiming("nic"), false, ""},
-		{"a claim whose template is not there yet", Peers{}, claiming("later"), false, ""},
+		// Any claim: it may be made, or made again, of a GPU class after the pod.
+		{"a claim", Peers{}, claiming("one-gpu"), true, ""},
+		{"refuse, a claim", Peers{ForeignGPUPods: ForeignRefuse}, claiming("nic"),
+			false, `spec.schedulerName: "default-scheduler" is not allowed for a pod with ResourceClaims (any of which may be made or made again for GPUs before it is placed) in namespace ml`},
+		{"a claim by name", Peers{}, func() *corev1.Pod {
+			p := claiming("")
+			p.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "dev", ResourceClaimName: ptr.To("later")}}
+			return p
+		}(), true, ""},
 	} {
 		p := c.pod.DeepCopy()
-		adopted, err := c.peers.takeForeign(context.Background(), p, view{}, claims)
+		adopted, err := c.peers.takeForeign(p, view{})
 		if adopted != c.adopted || (err == nil) != (c.refused == "") || err != nil && !strings.Contains(err.Error(), c.refused) {
 			t.Errorf("%s: adopted %v, %v; want adopted %v, refusal %q", c.name, adopted, err, c.adopted, c.refused)
 		}
@@ -80,17 +74,17 @@ func TestForeignGPUPods(t *testing.T) {
 		}
 		// The validating webhook says the same of the pod as it arrived, were the mutating
 		// webhook skipped.
-		if err := c.peers.checkForeign(context.Background(), c.pod, view{}, claims); (err == nil) != (c.refused == "" && !c.adopted) {
+		if err := c.peers.checkForeign(c.pod, view{}); (err == nil) != (c.refused == "" && !c.adopted) {
 			t.Errorf("%s: validated unmutated: %v", c.name, err)
 		}
 	}
 	critical := pod("ml-only", 0, nil, nil)
 	critical.Namespace, critical.Spec.PriorityClassName, critical.Spec.Priority = "ml", "system-cluster-critical", ptr.To(int32(2_000_000_000))
-	if err := (Peers{}).checkForeign(context.Background(), critical, view{}, claims); err == nil || !strings.Contains(err.Error(), `spec.priorityClassName: "system-cluster-critical"`) {
+	if err := (Peers{}).checkForeign(critical, view{}); err == nil || !strings.Contains(err.Error(), `spec.priorityClassName: "system-cluster-critical"`) {
 		t.Errorf("a system-class pod in ml: %v", err)
 	}
 	critical.Namespace = "monitoring"
-	if err := (Peers{}).checkForeign(context.Background(), critical, view{}, claims); err != nil {
+	if err := (Peers{}).checkForeign(critical, view{}); err != nil {
 		t.Errorf("a system-class pod outside tenants' namespaces: %v", err)
 	}
 }
@@ -103,14 +97,14 @@ func TestNodeNameSetGPUPodsAreRefused(t *testing.T) {
 	for _, sched := range []string{v1alpha1.SchedulerName, "default-scheduler"} {
 		p := pod("ml-only", 1, nil, nil)
 		p.Namespace, p.Spec.SchedulerName, p.Spec.NodeName = "ml", sched, "dgx-1"
-		err := (Peers{}).checkForeign(context.Background(), p, view{}, nil)
+		err := (Peers{}).checkForeign(p, view{})
 		if want := `spec.nodeName: "dgx-1" is not allowed for a pod asking for GPUs in namespace ml`; err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: %v, want %q", sched, err, want)
 		}
 	}
 	cpu := pod("ml-only", 0, nil, nil)
 	cpu.Namespace, cpu.Spec.NodeName = "ml", "dgx-1"
-	if err := (Peers{}).checkForeign(context.Background(), cpu, view{}, nil); err != nil {
+	if err := (Peers{}).checkForeign(cpu, view{}); err != nil {
 		t.Errorf("a CPU pod with its node set: %v", err)
 	}
 }

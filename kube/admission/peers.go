@@ -93,9 +93,6 @@ type Peers struct {
 	// ForeignExempt are namespaces the rule leaves alone besides the system's and Allot's
 	// (the GPU Operator's, say).
 	ForeignExempt []string
-	// GPUClasses are the DRA DeviceClasses whose claims the rule takes for GPUs (empty:
-	// dra.DefaultGPUClasses and DefaultMIGClasses).
-	GPUClasses []string
 }
 
 // translation is one pod's rewriting: its notes, and which name wrote each of Allot's.

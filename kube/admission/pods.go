@@ -101,9 +101,6 @@ type Mutator struct {
 	// Peers says which other schedulers' pods it takes over, and HAMi's default device
 	// memory (peers.go).
 	Peers Peers
-	// Claims reads the device classes of a pod's ResourceClaims, for the rule on other
-	// schedulers' GPU pods (foreign.go); nil reads none.
-	Claims ClaimClasses
 }
 
 // sharingVolume is the name of the mounted SharingRoot in a sharing pod.
@@ -123,7 +120,7 @@ func (m *Mutator) Handle(ctx context.Context, req admission.Request) admission.R
 		if err := m.Peers.Translate(&p); err != nil {
 			return admission.Denied(err.Error())
 		}
-		if _, err := m.Peers.takeForeign(ctx, &p, m.View, m.Claims); err != nil {
+		if _, err := m.Peers.takeForeign(&p, m.View); err != nil {
 			return admission.Denied(err.Error())
 		}
 	}

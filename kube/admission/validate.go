@@ -39,8 +39,6 @@ type Validator struct {
 	// Peers says what becomes of other schedulers' GPU pods in tenants' namespaces (the
 	// mutating webhook's, checked again here).
 	Peers Peers
-	// Claims reads the device classes of a pod's ResourceClaims (nil: none read).
-	Claims ClaimClasses
 }
 
 // Handle implements admission.Handler.
@@ -50,7 +48,7 @@ func (v *Validator) Handle(ctx context.Context, req admission.Request) admission
 		return admission.Errored(http.StatusBadRequest, err)
 	}
 	if req.SubResource == "" {
-		if err := v.Peers.checkForeign(ctx, &p, v.View, v.Claims); err != nil {
+		if err := v.Peers.checkForeign(&p, v.View); err != nil {
 			return admission.Denied(err.Error())
 		}
 	}

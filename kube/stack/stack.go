@@ -14,7 +14,6 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
-	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -26,7 +25,6 @@ import (
 
 	"github.com/allot-dev/allot/kube/admission"
 	allotclient "github.com/allot-dev/allot/kube/client"
-	"github.com/allot-dev/allot/kube/dra"
 	"github.com/allot-dev/allot/kube/idle"
 	"github.com/allot-dev/allot/kube/metricsapi"
 	"github.com/allot-dev/allot/kube/scheduler"
@@ -100,22 +98,10 @@ func Run(ctx context.Context, rc *rest.Config, opts Options) error {
 		// schedules and refuse the rest at admission.
 		kinds := opts.Scheduler.Accelerators
 		opts.Peers.Accelerators = kinds
-		if opts.Peers.GPUClasses == nil {
-			// The classes the scheduler counts as GPUs: a claim of one is a GPU pod.
-			gpu, mig := opts.Scheduler.GPUDeviceClasses, opts.Scheduler.MIGDeviceClasses
-			if len(gpu) == 0 {
-				gpu = dra.DefaultGPUClasses
-			}
-			if len(mig) == 0 {
-				mig = dra.DefaultMIGClasses
-			}
-			opts.Peers.GPUClasses = append(slices.Clone(gpu), mig...)
-		}
-		claims := admission.TypedClaimClasses(client)
 		m := &admission.Mutator{View: view, Owners: admission.DynamicOwners(dyn), SharingRoot: opts.Scheduler.SharingRoot,
-			RuntimeClass: opts.SharingRuntimeClass, Peers: opts.Peers, Claims: claims}
+			RuntimeClass: opts.SharingRuntimeClass, Peers: opts.Peers}
 		go func() {
-			if err := admission.Serve(ctx, opts.Webhook, opts.Cert, m, &admission.Validator{View: view, Accelerators: kinds, Peers: opts.Peers, Claims: claims},
+			if err := admission.Serve(ctx, opts.Webhook, opts.Cert, m, &admission.Validator{View: view, Accelerators: kinds, Peers: opts.Peers},
 				&admission.QueueValidator{View: view, Client: client, Allot: allot, Accelerators: kinds}, hooks); err != nil {
 				// The API server then refuses Allot's pods with a webhook error: say why here.
 				slog.Error("allot: admission webhooks stopped", "err", err)

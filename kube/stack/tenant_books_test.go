@@ -9,6 +9,7 @@ import (
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/kube/kubetest"
@@ -195,5 +196,20 @@ func TestTenantGetsWhatItsQueueBooks(t *testing.T) {
 	}
 	if p := e.Pods(t, "ml")["claimer"]; p.Spec.SchedulerName != v1alpha1.SchedulerName {
 		t.Errorf("her pod claiming a GPU through a template has schedulerName %q, want it taken by Allot", p.Spec.SchedulerName)
+	}
+	// A claim she makes only after the pod (or deletes and makes again while the pod waits)
+	// is not there to read at admission: the pod is Allot's all the same, and so is the
+	// claim of NVIDIA's class she then makes.
+	later := kubetest.PodSpec{Name: "later", Queue: "team-a", Claims: []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimName: ptr.To("made-later")}}}.Pod()
+	later.Spec.SchedulerName = ""
+	if err := create(later); err != nil {
+		t.Fatal(err)
+	}
+	made := &resourcev1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: "made-later", Namespace: "ml"}, Spec: kubetest.DeviceClaim("gpu.nvidia.com", 1)}
+	if _, err := alice.ResourceV1().ResourceClaims("ml").Create(e.Ctx, made, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if p := e.Pods(t, "ml")["later"]; p.Spec.SchedulerName != v1alpha1.SchedulerName {
+		t.Errorf("her pod naming a claim made after it has schedulerName %q, want it taken by Allot", p.Spec.SchedulerName)
 	}
 }
