@@ -109,6 +109,20 @@ func TestHelmFieldsPolicyIsTheSchedulers(t *testing.T) {
 	}
 }
 
+// The chart's allot-gpu-configmaps policy is the one the scheduler installs where the
+// chart is not used, with the scheduler's account as the writer.
+func TestHelmGPUConfigMapsPolicyIsTheSchedulers(t *testing.T) {
+	objs := deploy.Render(t)
+	chart := as[admissionregistrationv1.ValidatingAdmissionPolicy](t, objs["ValidatingAdmissionPolicy/"+scheduler.ConfigMapsPolicyName])
+	want, _ := scheduler.ConfigMapsPolicy([]string{"system:serviceaccount:allot-system:allot"})
+	if a, b := string(deploy.MustJSON(t, chart.Spec)), string(deploy.MustJSON(t, want.Spec)); a != b {
+		t.Errorf("the chart's policy differs from the scheduler's:\nchart:     %s\nscheduler: %s", a, b)
+	}
+	if objs["ValidatingAdmissionPolicyBinding/"+scheduler.ConfigMapsPolicyName] == nil {
+		t.Error("no binding for " + scheduler.ConfigMapsPolicyName)
+	}
+}
+
 // A pool whose device plugin names GPUs by index (DEVICE_ID_STRATEGY=index) says so
 // through its agent, so that the bind names a fraction's CDI device the same way.
 func TestHelmPoolDeviceIDStrategy(t *testing.T) {

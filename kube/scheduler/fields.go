@@ -111,15 +111,23 @@ func celList(ss []string) string {
 	return "[" + strings.Join(q, ", ") + "]"
 }
 
-// ensureFieldsPolicy installs the policy if it is missing, with the scheduler's own user
-// among the device recorders (agents run in process on allot up, with its client) beside
-// those configured. Without the right to (the Helm chart installs it itself), it says so.
+// ensureFieldsPolicy installs the policies if they are missing: the pod-fields one with
+// the scheduler's own user among the device recorders (agents run in process on allot up,
+// with its client) beside those configured, and the GPU ConfigMaps one with it as their
+// writer. Without the right to (the Helm chart installs them itself), it says so.
 func (s *Scheduler) ensureFieldsPolicy(ctx context.Context) {
 	recorders := append([]string(nil), s.opts.DeviceRecorders...)
+	var me []string
 	if r, err := s.client.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{}); err == nil {
-		recorders = append(recorders, r.Status.UserInfo.Username)
+		me = []string{r.Status.UserInfo.Username}
 	}
-	p, b := FieldsPolicy(recorders)
+	p, b := FieldsPolicy(append(recorders, me...))
+	s.ensurePolicy(ctx, p, b, "pods' queue, share and device fields from their owners")
+	p, b = ConfigMapsPolicy(me)
+	s.ensurePolicy(ctx, p, b, "the GPU ConfigMaps of pods admitted before the one-container layout from their owners")
+}
+
+func (s *Scheduler) ensurePolicy(ctx context.Context, p *admissionregistrationv1.ValidatingAdmissionPolicy, b *admissionregistrationv1.ValidatingAdmissionPolicyBinding, keeps string) {
 	api := s.client.AdmissionregistrationV1()
 	_, err := api.ValidatingAdmissionPolicies().Create(ctx, p, metav1.CreateOptions{})
 	if err == nil || apierrors.IsAlreadyExists(err) {
@@ -129,9 +137,9 @@ func (s *Scheduler) ensureFieldsPolicy(ctx context.Context) {
 	case err == nil || apierrors.IsAlreadyExists(err):
 	case apierrors.IsForbidden(err):
 		// The Helm chart installs the policy itself and gives the scheduler no right to.
-		slog.Info("allot scheduler: not allowed to install the pod-fields policy; the Helm chart installs it", "policy", p.Name)
+		slog.Info("allot scheduler: not allowed to install a policy; the Helm chart installs it", "policy", p.Name)
 	default:
-		slog.Warn("allot scheduler: the API server will not keep pods' queue, share and device fields from their owners (install the chart's policy)",
+		slog.Warn("allot scheduler: the API server will not keep "+keeps+" (install the chart's policy)",
 			"policy", p.Name, "err", err)
 	}
 }

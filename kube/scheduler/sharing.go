@@ -185,14 +185,15 @@ func deliveryAnnotations(p *corev1.Pod, n *corev1.Node, env map[string]string, c
 // pod's containers at (pods admitted before an upgrade), owned by the pod so that it goes
 // when the pod goes. Pods admitted since read annotations instead, and have none to fill:
 // on a pod created since, the annotation was written by its owner (the webhooks skipped),
-// naming a ConfigMap the scheduler would otherwise create or overwrite.
+// naming a ConfigMap the scheduler would otherwise create or overwrite. Only the scheduler
+// may write it (ConfigMapsPolicy).
 func (s *Scheduler) writeConfigMap(ctx context.Context, p *corev1.Pod, data map[string]string) error {
 	name := p.Annotations[v1alpha1.AnnotationConfigMap]
 	if name == "" || !v1alpha1.CreatedBeforeOneContainerSlice(p) {
 		return nil
 	}
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: p.Namespace,
-		Labels:          map[string]string{"app.kubernetes.io/managed-by": SchedulerName},
+		Labels:          map[string]string{managedByLabel: SchedulerName},
 		OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: p.Name, UID: p.UID}}},
 		Data: data}
 	_, err := s.client.CoreV1().ConfigMaps(p.Namespace).Create(ctx, cm, metav1.CreateOptions{})

@@ -169,3 +169,84 @@ func TestDebugContainerCannotWidenAShare(t *testing.T) {
 		t.Errorf("debug containers %+v, want look told NVIDIA_VISIBLE_DEVICES=void", p.Spec.EphemeralContainers)
 	}
 }
+
+// A sharing pod admitted before the one-container layout reads its GPU from a ConfigMap
+// the scheduler wrote in its namespace (Allot's label, the pod its owner), again at every
+// start of its container. Alice, with edit in ml, may not rewrite it, take its label off,
+// delete it to make her own of its name, or make one of its kind; her own ConfigMaps are
+// hers as before, and the scheduler's account (here the cluster admin's) still writes it.
+func TestTenantCannotRewriteALegacyGPUConfigMap(t *testing.T) {
+	e := start(t, 1, 4)
+	e.Queue(t, "team-a", 4, nil)
+	alice := tenant(t, e)
+	if _, err := alice.CoreV1().Pods("ml").Create(e.Ctx, halfPod("old", nil), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pod := e.Pods(t, "ml")["old"]
+	owned := func(name string, data map[string]string) *corev1.ConfigMap {
+		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ml",
+			Labels:          map[string]string{"app.kubernetes.io/managed-by": v1alpha1.SchedulerName},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: pod.Name, UID: pod.UID}}},
+			Data: data}
+	}
+	gpu := owned("old-gpu", map[string]string{"NVIDIA_VISIBLE_DEVICES": "GPU-0"})
+	if _, err := e.Client.CoreV1().ConfigMaps("ml").Create(e.Ctx, gpu, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	const refusal = "holds the GPU a pod admitted before 2026-11-26 reads at each start of its container"
+	every := owned("old-gpu", map[string]string{"NVIDIA_VISIBLE_DEVICES": "all"})
+	e.WaitFor(t, "the GPU ConfigMaps policy in force", func() (bool, string) {
+		_, err := alice.CoreV1().ConfigMaps("ml").Update(e.Ctx, every, metav1.UpdateOptions{DryRun: []string{metav1.DryRunAll}})
+		return err != nil && strings.Contains(err.Error(), refusal), fmt.Sprint(err)
+	})
+	unlabelled := every.DeepCopy()
+	unlabelled.Labels = nil
+	for _, c := range []struct {
+		name string
+		try  func() error
+	}{
+		{"rewrite it", func() error {
+			_, err := alice.CoreV1().ConfigMaps("ml").Update(e.Ctx, every, metav1.UpdateOptions{})
+			return err
+		}},
+		{"take its label off with the rewrite", func() error {
+			_, err := alice.CoreV1().ConfigMaps("ml").Update(e.Ctx, unlabelled, metav1.UpdateOptions{})
+			return err
+		}},
+		{"patch it", func() error {
+			_, err := alice.CoreV1().ConfigMaps("ml").Patch(e.Ctx, "old-gpu", types.MergePatchType, []byte(`{"data":{"NVIDIA_VISIBLE_DEVICES":"all"}}`), metav1.PatchOptions{})
+			return err
+		}},
+		{"delete it", func() error { return alice.CoreV1().ConfigMaps("ml").Delete(e.Ctx, "old-gpu", metav1.DeleteOptions{}) }},
+		{"make one of its kind", func() error {
+			_, err := alice.CoreV1().ConfigMaps("ml").Create(e.Ctx, owned("another-gpu", map[string]string{"NVIDIA_VISIBLE_DEVICES": "all"}), metav1.CreateOptions{})
+			return err
+		}},
+	} {
+		if err := c.try(); err == nil || !strings.Contains(err.Error(), refusal) {
+			t.Errorf("alice tried to %s: %v, want a refusal saying %q", c.name, err, refusal)
+		}
+	}
+	cm, err := e.Client.CoreV1().ConfigMaps("ml").Get(e.Ctx, "old-gpu", metav1.GetOptions{})
+	if err != nil || cm.Data["NVIDIA_VISIBLE_DEVICES"] != "GPU-0" {
+		t.Fatalf("the pod's ConfigMap is now %v (%v), want NVIDIA_VISIBLE_DEVICES=GPU-0", cm.Data, err)
+	}
+	// The scheduler's account writes it as before (a pod placed again after eviction).
+	cm.Data["NVIDIA_VISIBLE_DEVICES"] = "GPU-1"
+	if _, err := e.Client.CoreV1().ConfigMaps("ml").Update(e.Ctx, cm, metav1.UpdateOptions{}); err != nil {
+		t.Errorf("the scheduler's account rewriting it: %v", err)
+	}
+	// Her own ConfigMaps, Allot's label or not, are hers.
+	mine := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "mine", Namespace: "ml", Labels: map[string]string{"app.kubernetes.io/managed-by": v1alpha1.SchedulerName}},
+		Data: map[string]string{"a": "1"}}
+	if _, err := alice.CoreV1().ConfigMaps("ml").Create(e.Ctx, mine, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("alice making her own ConfigMap: %v", err)
+	}
+	mine.Data["a"] = "2"
+	if _, err := alice.CoreV1().ConfigMaps("ml").Update(e.Ctx, mine, metav1.UpdateOptions{}); err != nil {
+		t.Errorf("alice rewriting her own ConfigMap: %v", err)
+	}
+	if err := alice.CoreV1().ConfigMaps("ml").Delete(e.Ctx, "mine", metav1.DeleteOptions{}); err != nil {
+		t.Errorf("alice deleting her own ConfigMap: %v", err)
+	}
+}
