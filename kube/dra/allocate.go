@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
@@ -76,6 +77,17 @@ func (s State) allocator() structured.AllocatedState {
 // satisfy the claims (now, or ever).
 var ErrNoFit = errors.New("the node's devices do not satisfy the claims")
 
+// ErrGaveUp is an allocation the allocator did not finish within AllocateTimeout: the
+// claims ask more combinations of devices than it can try (several requests, each of a
+// few devices, that together cannot be met make it try them all). A tenant can write such
+// a claim in its own namespace; unbounded, one would hold every team's cycle.
+var ErrGaveUp = errors.New("the DRA allocator gave up: the claims' requests ask more combinations of devices than it can try in time (fewer requests, or one request of several devices, are found at once)")
+
+// AllocateTimeout bounds one run of the allocator on one node (kube-scheduler bounds its
+// DRA filter the same way, at 10 s for a pod on a node). An allocation that fits is found
+// in milliseconds.
+var AllocateTimeout = time.Second
+
 // Allocate allocates claims, none of them allocated yet, on node with kube-scheduler's
 // structured allocator, as one: all or none. prefer are the GPUs the engine chose there
 // (for a reclaim, the victim's): the allocator is first offered only those of the node's
@@ -110,12 +122,16 @@ func (inv *Inventory) Allocate(ctx context.Context, features structured.Features
 
 func (inv *Inventory) allocate(ctx context.Context, features structured.Features, classes Classes, held State, node *corev1.Node,
 	claims []*resourceapi.ResourceClaim) ([]resourceapi.AllocationResult, error) {
+	ctx, cancel := context.WithTimeoutCause(ctx, AllocateTimeout, ErrGaveUp)
+	defer cancel()
 	a, err := structured.NewAllocator(ctx, features, held.allocator(), classes, inv.slicesFor(node.Name), inv.cel)
 	if err != nil {
 		return nil, err
 	}
 	out, err := a.Allocate(ctx, node, claims)
 	switch {
+	case errors.Is(context.Cause(ctx), ErrGaveUp):
+		return nil, fmt.Errorf("node %s: %w", node.Name, ErrGaveUp)
 	case errors.Is(err, structured.ErrFailedAllocationOnNode):
 		return nil, fmt.Errorf("%w: %v", ErrNoFit, err)
 	case err != nil:

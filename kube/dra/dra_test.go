@@ -2,9 +2,12 @@ package dra
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
@@ -226,5 +229,31 @@ func TestMIGModeGPUKeepsItsPlace(t *testing.T) {
 	gpus := inv.NodeGPUs("n1")
 	if len(gpus) != 3 || gpus[1].UUID != "GPU-1" || !inv.PartsOnly("n1", 1) || inv.PartsOnly("n1", 2) || len(inv.Parts("n1")) != 7 || inv.Parts("n1")[0].Index != 1 {
 		t.Fatalf("GPUs %+v, parts %+v", gpus, inv.Parts("n1"))
+	}
+}
+
+// Claims whose requests together cannot be met but each can (nine requests of two GPUs on
+// sixteen) make the allocator try every combination: it gives up at its deadline, saying
+// so, rather than holding the caller for hours.
+func TestAllocatorGivesUpAtItsDeadline(t *testing.T) {
+	defer func(d time.Duration) { AllocateTimeout = d }(AllocateTimeout)
+	AllocateTimeout = 50 * time.Millisecond
+	inv := inventory(slice("n1", 1, 16, 80))
+	c := claim("c", 2)
+	r := c.Spec.Devices.Requests[0]
+	c.Spec.Devices.Requests = nil
+	for i := range 9 {
+		r.Name = "r" + strconv.Itoa(i)
+		c.Spec.Devices.Requests = append(c.Spec.Devices.Requests, *r.DeepCopy())
+	}
+	ok, err := inv.Fits(context.Background(), DefaultFeatures, Classes{"gpu.nvidia.com": gpuClass()}, node("n1"), []*resourceapi.ResourceClaim{c})
+	if ok || !errors.Is(err, ErrGaveUp) || !strings.Contains(err.Error(), "node n1") {
+		t.Fatalf("fits %v, %v; want the allocator to give up on n1", ok, err)
+	}
+	// A caller's own cancellation is the caller's, not the allocator giving up.
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := inv.Fits(ctx, DefaultFeatures, Classes{"gpu.nvidia.com": gpuClass()}, node("n1"), []*resourceapi.ResourceClaim{c}); errors.Is(err, ErrGaveUp) {
+		t.Fatalf("a cancelled caller: %v", err)
 	}
 }

@@ -11,7 +11,9 @@ package scheduler
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"sort"
 	"strings"
@@ -437,6 +439,9 @@ func (d *draCycle) fitsFor(ctx context.Context, p *corev1.Pod) func(node string)
 	}
 	known := d.fits.of(specKey(claims))
 	return func(node string) bool {
+		if _, gaveUp := known[gaveUpKey]; gaveUp {
+			return false
+		}
 		if ok, cached := known[node]; cached {
 			return ok
 		}
@@ -445,10 +450,20 @@ func (d *draCycle) fitsFor(ctx context.Context, p *corev1.Pod) func(node string)
 			return false
 		}
 		ok, err := d.inv.Fits(ctx, d.features, d.classes, n, claims)
+		if errors.Is(err, dra.ErrGaveUp) {
+			// Claims that take the allocator past its deadline on one node would on the
+			// others too: tried once, not once per node (a second each, every cycle).
+			known[gaveUpKey] = false
+			slog.Warn("allot scheduler: a pod's ResourceClaims ask more than the DRA allocator can try", "pod", p.Namespace+"/"+p.Name, "err", err)
+		}
 		known[node] = ok && err == nil
 		return known[node]
 	}
 }
+
+// gaveUpKey marks, among a spec's answers by node, claims the allocator gave up on (no
+// node is named "").
+const gaveUpKey = ""
 
 // whyNot says, for a person, what a pod's claims ask that no node has: per GPU request,
 // its count, class and selectors, and the most matching devices one node has.
@@ -456,6 +471,9 @@ func (d *draCycle) whyNot(p *corev1.Pod) string {
 	claims, problem := dra.PodClaims(p, d.lookup)
 	if problem != "" {
 		return problem
+	}
+	if _, gaveUp := d.fits.of(specKey(claims))[gaveUpKey]; gaveUp {
+		return dra.ErrGaveUp.Error()
 	}
 	var out []string
 	for _, c := range claims {
@@ -500,19 +518,31 @@ func (d *draCycle) whyNot(p *corev1.Pod) string {
 }
 
 // fitCache remembers dra.Fits answers by claims' spec and node; reset whenever the slices
-// or classes change.
+// or classes change. It keeps the specs asked in this cycle and the one before, no more:
+// its size follows the claims that wait, and a tenant who makes many claims of distinct
+// specs costs their own allocator runs once, never the others' answers (a cache dropped
+// whole at a size would be dropped each cycle, and every pod's fits run again).
 type fitCache struct {
 	version uint64
-	m       map[string]map[string]bool
+	m       map[string]map[string]bool // this cycle's specs
+	last    map[string]map[string]bool // the cycle before's, kept where asked again
+}
+
+// newCycle starts a cycle: the specs not asked in the last one go.
+func (c *fitCache) newCycle() {
+	c.last, c.m = c.m, map[string]map[string]bool{}
 }
 
 // of is the answers, by node, for claims of one spec.
 func (c *fitCache) of(spec string) map[string]bool {
+	if c.m == nil {
+		c.m = map[string]map[string]bool{}
+	}
 	if c.m[spec] == nil {
-		if len(c.m) > 10000 {
-			clear(c.m) // specs of claims long gone
+		c.m[spec] = c.last[spec]
+		if c.m[spec] == nil {
+			c.m[spec] = map[string]bool{}
 		}
-		c.m[spec] = map[string]bool{}
 	}
 	return c.m[spec]
 }

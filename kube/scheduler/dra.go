@@ -101,6 +101,7 @@ func (s *Scheduler) draForCycle(nodes []*corev1.Node) *draCycle {
 	if v != s.draFits.version || s.draFits.m == nil {
 		s.draFits = fitCache{version: v, m: map[string]map[string]bool{}}
 	}
+	s.draFits.newCycle()
 	classes := dra.Classes{}
 	var classList []*resourceapi.DeviceClass
 	for _, o := range s.draClasses.GetStore().List() {
