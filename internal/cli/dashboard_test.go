@@ -76,8 +76,8 @@ func TestDashboard(t *testing.T) {
 		}
 		return n
 	}
-	// The demo: team-a runs 6 one-GPU jobs on a quota of 4 (2 borrowed), team-b 2.
-	waitList("the demo's 8 jobs run", func(ws map[string]inspect.Workload) bool { return running(ws) == 8 })
+	// The demo: team-a runs 10 one-GPU jobs on a quota of 4 (6 borrowed), team-b 2.
+	waitList("the demo's 12 jobs run", func(ws map[string]inspect.Workload) bool { return running(ws) == 12 })
 
 	// Two half-GPU notebooks for team-c, and a job of 8 GPUs for team-b that cannot start:
 	// no node has 8 free GPUs (and team-b is at its quota, so it may not reclaim).
@@ -98,16 +98,16 @@ func TestDashboard(t *testing.T) {
 	stat := func(id string) string { return fmt.Sprintf("[data-stat=%s] .stat-value", id) }
 	b.WaitText(t, stat("gpus"), "16 GPUs in all", browsertest.Contains("16"))
 	b.WaitText(t, stat("shared"), "one shared GPU", browsertest.Contains("1"))
-	b.WaitText(t, stat("allocated"), "9 GPUs allocated (8 jobs and two halves)", browsertest.Contains("9"))
-	b.WaitText(t, stat("idle"), "7 idle", browsertest.Contains("7"))
-	b.WaitText(t, stat("running"), "10 running workloads", browsertest.Contains("10"))
+	b.WaitText(t, stat("allocated"), "13 GPUs allocated (12 jobs and two halves)", browsertest.Contains("13"))
+	b.WaitText(t, stat("idle"), "3 idle", browsertest.Contains("3"))
+	b.WaitText(t, stat("running"), "14 running workloads", browsertest.Contains("14"))
 	b.WaitText(t, stat("pending"), "1 pending workload", browsertest.Contains("1"))
 	// The simulated agent reports the notebooks' GPU idle and the training GPUs 95% busy:
 	// one GPU allocated and idle (the two halves).
 	b.WaitText(t, stat("idle-allocated"), "the notebooks' GPU allocated but idle", func(s string) bool { return strings.TrimSpace(s) == "1" })
 	row := func(q string) string { return fmt.Sprintf("table.queues-overview tr[data-queue=%s]", q) }
-	// Allocated, quota, fair share, running, pending: team-a holds 6 on a quota of 4.
-	b.WaitText(t, row("team-a"), "team-a borrows 2", browsertest.Contains("6 (2 borrowed)\t4\t"))
+	// Allocated, quota, fair share, running, pending: team-a holds 10 on a quota of 4.
+	b.WaitText(t, row("team-a"), "team-a borrows 6", browsertest.Contains("10 (6 borrowed)\t4\t"))
 	b.WaitText(t, row("team-c"), "team-c's two notebooks", browsertest.Contains("team-c", "\t1\t2\t"))
 	b.WaitText(t, row("team-b"), "team-b's waiting job", func(s string) bool { return strings.HasSuffix(strings.TrimSpace(s), "\t2\t1") })
 	if n := browsertest.Eval[int](t, b, `document.querySelectorAll("figure.chart canvas").length`); n != 1 {
@@ -126,10 +126,10 @@ func TestDashboard(t *testing.T) {
 		strings.Split(parts[0], "@")[1] != strings.Split(parts[1], "@")[1] {
 		t.Errorf("the shared GPU's parts should be two equal halves, nb-1 and nb-2: %v", parts)
 	}
-	b.WaitText(t, "article.node", "the nodes' free GPUs", browsertest.Contains("dgx-1", "dgx-2", "A100-SXM4-80GB", "7 free"))
+	b.WaitText(t, "article.node", "the nodes' free GPUs", browsertest.Contains("dgx-1", "dgx-2", "A100-SXM4-80GB", "3 free"))
 	b.WaitText(t, ".gpu.gpu-shared .gpu-index", "the notebooks' GPU marked idle", browsertest.Contains("idle 0%"))
-	if n := browsertest.Eval[int](t, b, `document.querySelectorAll(".gpu-util[data-util='95']").length`); n != 8 {
-		t.Errorf("%d GPUs shown 95%% busy, want the 8 the demo's training jobs hold", n)
+	if n := browsertest.Eval[int](t, b, `document.querySelectorAll(".gpu-util[data-util='95']").length`); n != 12 {
+		t.Errorf("%d GPUs shown 95%% busy, want the 12 the demo's training jobs hold", n)
 	}
 	if n := browsertest.Eval[int](t, b, `document.querySelectorAll(".gpu").length`); n != 16 {
 		t.Errorf("%d GPU cells, want 16", n)
@@ -142,7 +142,7 @@ func TestDashboard(t *testing.T) {
 	if bad := browsertest.Eval[[]string](t, b, `Array.from(document.querySelectorAll(".gpu-part[data-pod]")).filter(p => !p.textContent.includes(p.dataset.queue) || !p.dataset.queue).map(p => p.dataset.pod)`); len(bad) != 0 {
 		t.Errorf("GPU cells that do not name their queue: %v", bad)
 	}
-	// team-a's six jobs: one hue in six shades, none of them another queue's hue.
+	// team-a's ten jobs: one hue in shades, none of them another queue's hue.
 	shades := browsertest.Eval[[]string](t, b, `[...new Set(Array.from(document.querySelectorAll(".gpu-part[data-queue=team-a]")).map(p => getComputedStyle(p).backgroundColor))]`)
 	if len(shades) < 2 {
 		t.Errorf("team-a's jobs in %d shade(s), want one per job: %v", len(shades), shades)

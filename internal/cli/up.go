@@ -368,7 +368,9 @@ func parseAcceleratorNodes(values []string) ([]simnode.Spec, error) {
 }
 
 // startDemo creates the reference queues and some work: team-a borrows idle GPUs beyond
-// its quota, team-b stays within its own.
+// its quota (10 on a quota of 4), team-b stays within its own (2), and 4 GPUs stay free:
+// fewer than team-d's quota, so that a gang of team-d's as the demo suggests (2 × 4)
+// reclaims what team-a borrowed.
 // With a deviceClass, the work claims its GPUs through DRA.
 func startDemo(ctx context.Context, client kubernetes.Interface, allot versioned.Interface, deviceClass string) error {
 	queues := allot.AllotV1alpha1().Queues()
@@ -386,7 +388,7 @@ func startDemo(ctx context.Context, client kubernetes.Interface, allot versioned
 	work := []struct {
 		queue string
 		n     int
-	}{{"team-a", 6}, {"team-b", 2}}
+	}{{"team-a", 10}, {"team-b", 2}}
 	for _, w := range work {
 		for i := 0; i < w.n; i++ {
 			spec := submit.Spec{Name: w.queue + "-train-" + strconv.Itoa(i), Namespace: "default", Queue: w.queue,

@@ -168,10 +168,58 @@ func TestUpDemo(t *testing.T) {
 				running++
 			}
 		}
-		return running == 8, nil
+		return running == 12, nil
 	})
 	if err != nil {
-		t.Fatal("the demo's 8 pods (6 of team-a, beyond its quota of 4, and 2 of team-b) did not all run")
+		t.Fatal("the demo's 12 pods (10 of team-a, beyond its quota of 4, and 2 of team-b) did not all run")
+	}
+	// The next steps, run exactly as printed, show what they say.
+	say := map[string]string{}
+	for _, line := range strings.Split(next, "\n") {
+		if f := strings.Fields(line); len(f) > 1 && f[0] == "allot" {
+			root := NewRoot()
+			var b bytes.Buffer
+			root.SetOut(&b)
+			root.SetErr(&b)
+			root.SetArgs(f[1:])
+			if err := root.ExecuteContext(ctx); err != nil {
+				t.Fatalf("%s: %v\n%s", line, err, b.String())
+			}
+			say[f[1]] = b.String()
+			if f[1] != "submit" {
+				continue
+			}
+			// The gang runs whole: 4 GPUs free, 4 taken back from team-a.
+			err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+				pods, err := client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{})
+				if err != nil {
+					return false, nil
+				}
+				llama, teamA := 0, 0
+				for _, p := range pods.Items {
+					if p.Status.Phase != corev1.PodRunning || p.DeletionTimestamp != nil {
+						continue
+					}
+					switch p.Labels["allot.dev/queue"] {
+					case "team-d":
+						llama++
+					case "team-a":
+						teamA++
+					}
+				}
+				return llama == 2 && teamA <= 6, nil
+			})
+			if err != nil {
+				t.Fatalf("%s: the gang of 2 × 4 did not run beside team-a's pods taken back", line)
+			}
+		}
+	}
+	if q := say["queues"]; !regexp.MustCompile(`team-a\s.*\b10\b`).MatchString(q) {
+		t.Errorf("allot queues does not show team-a holding 10:\n%s", q)
+	}
+	t.Logf("allot describe llama:\n%s", say["describe"])
+	if d := say["describe"]; !strings.Contains(d, "Made room") || !strings.Contains(d, "reclaimed by queue team-d for job default/llama") {
+		t.Errorf("allot describe llama does not say what was reclaimed from team-a:\n%s", d)
 	}
 }
 
@@ -302,12 +350,12 @@ func TestUpDRA(t *testing.T) {
 			}
 		}
 		top, _ = run("top", "nodes")
-		return running == 8 && strings.Count(top, "team-a-train-") >= 6, nil
+		return running == 12 && strings.Count(top, "team-a-train-") >= 10, nil
 	})
 	if err != nil {
-		t.Fatalf("the demo's 8 pods did not all run on claims, or top nodes does not show them:\n%s", top)
+		t.Fatalf("the demo's 12 pods did not all run on claims, or top nodes does not show them:\n%s", top)
 	}
-	if !strings.Contains(top, "[DRA]") || !strings.Contains(top, "gpu-1") || !strings.Contains(top, "MIG") || !strings.Contains(top, "Allocated/Total GPUs: 8/16") {
+	if !strings.Contains(top, "[DRA]") || !strings.Contains(top, "gpu-1") || !strings.Contains(top, "MIG") || !strings.Contains(top, "Allocated/Total GPUs: 12/16") {
 		t.Fatalf("allot top nodes on DRA nodes:\n%s", top)
 	}
 	// The dashboard shows the same: DRA nodes, their devices, the pods holding them.
@@ -346,10 +394,10 @@ func TestUpDRA(t *testing.T) {
 				}
 			}
 		}
-		return len(state.Nodes) == 2 && held == 8, nil
+		return len(state.Nodes) == 2 && held == 12, nil
 	})
 	if err != nil {
-		t.Fatalf("the dashboard at %s does not show the 8 claimed GPUs of 2 DRA nodes: %+v", dash, state)
+		t.Fatalf("the dashboard at %s does not show the 12 claimed GPUs of 2 DRA nodes: %+v", dash, state)
 	}
 	if out, err := run("describe", "team-a-train-0"); err != nil || !strings.Contains(out, "GPUs:       1 allocated") {
 		t.Fatalf("allot describe of a pod on a claim: %v\n%s", err, out)
@@ -376,6 +424,10 @@ func TestUpDRA(t *testing.T) {
 	if err != nil {
 		t.Fatal("the submitted workload's claim of 2 GPUs was never allocated")
 	}
+	// The demo's work and extra hold every whole GPU: extra goes, and frees its two.
+	if out, err := run("delete", "extra"); err != nil || !strings.Contains(out, "ResourceClaimTemplate extra") {
+		t.Fatalf("allot delete of a DRA workload: %v\n%s", err, out)
+	}
 	// Half a GPU is claimed as half its memory, of a GPU claims may share.
 	if out, err := run("submit", "half", "-p", "team-c", "-i", "pytorch/pytorch", "-g", "0.5"); err != nil {
 		t.Fatalf("allot submit -g 0.5 on DRA nodes: %v\n%s", err, out)
@@ -395,9 +447,6 @@ func TestUpDRA(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal("the half GPU's claim was never allocated as a 40Gi share of a GPU")
-	}
-	if out, err := run("delete", "extra"); err != nil || !strings.Contains(out, "ResourceClaimTemplate extra") {
-		t.Fatalf("allot delete of a DRA workload: %v\n%s", err, out)
 	}
 }
 

@@ -118,8 +118,8 @@ func startControllers(ctx context.Context, out io.Writer, cfg *rest.Config, name
 func demoNext(kubeconfig string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "\nTry next (in another terminal):\n")
-	fmt.Fprintf(&b, "  allot queues --kubeconfig %s\n      team-a borrows beyond its quota while team-d's 8 GPUs sit idle\n", kubeconfig)
-	fmt.Fprintf(&b, "  allot submit llama -p team-d -i busybox -g 4 --workers 2 --kubeconfig %s\n      team-d takes its quota back: a gang of 2 × 4 GPUs, reclaimed from team-a\n", kubeconfig)
+	fmt.Fprintf(&b, "  allot queues --kubeconfig %s\n      team-a borrows 6 GPUs beyond its quota of 4 while team-d's quota of 8 is unused\n", kubeconfig)
+	fmt.Fprintf(&b, "  allot submit llama -p team-d -i busybox -g 4 --workers 2 --kubeconfig %s\n      team-d takes its quota back: a gang of 2 × 4 GPUs, 4 of them free and 4 reclaimed from team-a\n", kubeconfig)
 	fmt.Fprintf(&b, "  allot describe llama --kubeconfig %s\n      where it runs, and which pods of team-a moved or stopped for it, and why\n", kubeconfig)
 	fmt.Fprintf(&b, "and watch it on the dashboard (its address is above).\n")
 	return b.String()

@@ -420,17 +420,25 @@ func newDescribeCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			room, allRoom, err := inspect.MadeRoom(cmd.Context(), c.client, w)
+			if err != nil {
+				return err
+			}
 			out := cmd.OutOrStdout()
 			if output != "table" {
 				type ev struct{ Type, Reason, Object, Message string }
-				var evs []ev
+				var evs, made []ev
 				for _, e := range events {
 					evs = append(evs, ev{e.Type, e.Reason, e.InvolvedObject.Name, e.Message})
 				}
+				for _, e := range room {
+					made = append(made, ev{e.Type, e.Reason, e.InvolvedObject.Namespace + "/" + e.InvolvedObject.Name, e.Message})
+				}
 				return printData(out, output, struct {
 					*inspect.Workload
-					Events []ev `json:"events"`
-				}{w, evs})
+					Events   []ev `json:"events"`
+					MadeRoom []ev `json:"madeRoom,omitempty"`
+				}{w, evs, made})
 			}
 			fmt.Fprintf(out, "Name:       %s\nNamespace:  %s\nKind:       %s\nQueue:      %s\nType:       %s\nStatus:     %s\nGPUs:       %s allocated of %s requested\nPods:       %d running, %d pending\nCreated:    %s (%s ago)\n",
 				w.Name, w.Namespace, w.Kind, w.Queue, w.Type, w.Status, gpuAmount(w.GPUs), gpuAmount(w.Requested), w.Running, w.Pending,
@@ -469,7 +477,27 @@ func newDescribeCmd() *cobra.Command {
 			for _, e := range events {
 				fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", e.Type, e.Reason, e.InvolvedObject.Name, e.Message)
 			}
-			return tw.Flush()
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			if len(room) > 0 || !allRoom {
+				// The pods stopped or moved for it, wherever they ran (the reader's view).
+				fmt.Fprintln(out, "\nMade room (pods stopped or moved for it):")
+				if len(room) == 0 {
+					fmt.Fprintln(out, "  none in", w.Namespace)
+				}
+				tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+				for _, e := range room {
+					fmt.Fprintf(tw, "  %s\t%s/%s\t%s\n", e.Reason, e.InvolvedObject.Namespace, e.InvolvedObject.Name, e.Message)
+				}
+				if err := tw.Flush(); err != nil {
+					return err
+				}
+				if !allRoom {
+					fmt.Fprintln(out, "  (only namespace "+w.Namespace+" shown: you may not list Events in others)")
+				}
+			}
+			return nil
 		},
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "table", "table, json or yaml")

@@ -23,6 +23,9 @@ type Pod struct {
 	Asks   float64   `json:"gpusRequested"`
 	Phase  string    `json:"phase"`
 	Reason string    `json:"reason,omitempty"`
+	// Group is the gang it belongs to (allot.dev/pod-group): the scheduler names the job
+	// by it in what it tells the pods it moves or stops.
+	Group string `json:"podGroup,omitempty"`
 	// Translated is what the webhook read from another scheduler's names (HAMi's,
 	// KAI-Scheduler's) and wrote as Allot's (allot.dev/translated).
 	Translated string `json:"translated,omitempty"`

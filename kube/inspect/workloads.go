@@ -379,7 +379,7 @@ func BuildWorkloads(o Objects) []Workload {
 			w.Type = podType(top.ref.Kind, p)
 		}
 		pod := Pod{Name: p.Name, UID: p.UID, Node: p.Spec.NodeName, Asks: PodGPUs(p), Phase: string(p.Status.Phase),
-			Translated: p.Annotations[v1alpha1.AnnotationTranslated], GPUMemory: podGPUMemory(p)}
+			Group: p.Labels[v1alpha1.LabelPodGroup], Translated: p.Annotations[v1alpha1.AnnotationTranslated], GPUMemory: podGPUMemory(p)}
 		if booked := p.Annotations[v1alpha1.AnnotationMIGInstances]; booked != "" && p.Spec.NodeName != "" {
 			pod.GPUs = "MIG " + migInstances(booked)
 		}
