@@ -78,8 +78,8 @@ func runFaults(t *testing.T, claims bool, length time.Duration) {
 	} else {
 		e = kubetest.Start(t, nodes, gpusPerNode)
 	}
-	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))
-	seed := rng.Uint64()
+	seed := faultsSeed(t)
+	rng := rand.New(rand.NewPCG(seed, 7))
 	proxy, err := NewProxy(e.Cluster.Config, seed)
 	if err != nil {
 		t.Fatal(err)
@@ -102,7 +102,7 @@ func runFaults(t *testing.T, claims bool, length time.Duration) {
 
 	ctx, cancel := context.WithTimeout(e.Ctx, length)
 	defer cancel()
-	t.Logf("seed %d, %s", seed, length)
+	t.Logf("seed %d (FAULTS_SEED replays it), %s", seed, length)
 	ch := &churn{e: e, rng: rand.New(rand.NewPCG(seed, 1)), quotas: quotas, check: check, claims: claims}
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -794,4 +794,18 @@ func TestCheckerSeesViolations(t *testing.T) {
 	if v := check.finish(nil); len(v) < 2 || !strings.Contains(v[len(v)-1], "1 pods lost") || !strings.Contains(v[len(v)-1], "[c]") {
 		t.Fatalf("violations at the end: %q", v)
 	}
+}
+
+// faultsSeed is the seed of a run's randomness: FAULTS_SEED where set, to replay a failed
+// run's faults (the test logs its seed), else the clock.
+func faultsSeed(t *testing.T) uint64 {
+	t.Helper()
+	if v := os.Getenv("FAULTS_SEED"); v != "" {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			t.Fatalf("FAULTS_SEED=%q: a number, as a failed run logs it", v)
+		}
+		return n
+	}
+	return uint64(time.Now().UnixNano())
 }
