@@ -77,6 +77,10 @@ type Node struct {
 	// limits); empty when the node does not say. A pod asking for a hard GPU memory cap
 	// is never placed where sharing is SharingNone.
 	Sharing string
+	// Compute is the loosest compute mode the node allows its sharing pods (capped, fair
+	// or shared; empty: capped). The engine books compute the same in each: the bind
+	// tells each pod how its share holds.
+	Compute string
 	// NoFractions, when set, says why pods sharing a GPU cannot be given one here (the
 	// node declares no way to hand a fraction its device); they are placed elsewhere, or
 	// wait with this reason.

@@ -70,8 +70,8 @@ var GPUEnvNames = []string{
 	"NVIDIA_VISIBLE_DEVICES",
 	"CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE",
 	"CUDA_MPS_PIPE_DIRECTORY", "CUDA_MPS_LOG_DIRECTORY",
-	"CUDA_DEVICE_MEMORY_LIMIT", "CUDA_DEVICE_SM_LIMIT",
-	"ALLOT_GPU_SHARE", "ALLOT_GPU_SHARING",
+	"CUDA_DEVICE_MEMORY_LIMIT", "CUDA_DEVICE_SM_LIMIT", "GPU_CORE_UTILIZATION_POLICY",
+	"ALLOT_GPU_SHARE", "ALLOT_GPU_SHARING", "ALLOT_GPU_COMPUTE",
 	// Not for the process: the subdirectory of ShmDir mounted as the container's /dev/shm,
 	// and the directory under the sharing root mounted at MPSClientDir (its GPU's MPS
 	// directory on an mps node, the pod's own shared-memory directory elsewhere); the

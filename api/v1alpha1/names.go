@@ -238,6 +238,16 @@ func ParseGPUShare(annotations map[string]string) (GPUShare, error) {
 		}
 		s.Count = v
 	}
+	if m, ok := annotations[AnnotationComputeMode]; ok {
+		if m == "" || !slices.Contains(ComputeModes, m) {
+			return s, fmt.Errorf("%s: %q is not allowed: one of %s (how a slice's compute share holds while its GPU's other sharers are idle)",
+				AnnotationComputeMode, m, strings.Join(ComputeModes, ", "))
+		}
+		if !s.Shared() {
+			return s, fmt.Errorf("%s is set without %s, %s or %s: it says how a slice's compute share holds (a whole GPU's compute is its own)",
+				AnnotationComputeMode, AnnotationGPUFraction, AnnotationGPUMemory, AnnotationGPUCompute)
+		}
+	}
 	if err := parseLimits(annotations, &s); err != nil {
 		return GPUShare{}, err
 	}

@@ -309,7 +309,11 @@ func printNodes(out io.Writer, ns []inspect.Node) error {
 		case v1alpha1.SharingNone:
 			model += " [sharing not enforced]"
 		default:
-			model += " [sharing: " + n.Sharing + "]"
+			model += " [sharing: " + n.Sharing
+			if n.Compute != "" && n.Compute != v1alpha1.ComputeCapped {
+				model += ", compute " + n.Compute // capped, the default, goes unsaid
+			}
+			model += "]"
 		}
 		if n.DRA {
 			model += " [DRA]" // its GPUs are claimed through ResourceClaims

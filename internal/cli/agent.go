@@ -26,7 +26,7 @@ import (
 
 func newAgentCmd() *cobra.Command {
 	var mpsHost bool
-	var kubeconfig, node, sharing, delivery, onFailure, socket, library, sharingRoot, hamiLibrary, mpsControl, procRoot, nriReady, runtimeClass, cdiIDs string
+	var kubeconfig, node, sharing, compute, delivery, onFailure, socket, library, sharingRoot, hamiLibrary, mpsControl, procRoot, nriReady, runtimeClass, cdiIDs string
 	var onTrust bool
 	var interval time.Duration
 	var ignoredXIDs []uint
@@ -48,6 +48,9 @@ enforced on the node (the allot.dev/gpu-sharing label).`,
 			}
 			if _, err := v1alpha1.ParseSharing(sharing); err != nil {
 				return fmt.Errorf("--sharing: %w", err)
+			}
+			if _, err := v1alpha1.ParseComputeMode("--compute", compute); err != nil {
+				return err
 			}
 			if delivery != "" && delivery != agent.DeliveryAuto {
 				if _, err := v1alpha1.ParseDelivery(delivery); err != nil || delivery == "" {
@@ -90,7 +93,7 @@ enforced on the node (the allot.dev/gpu-sharing label).`,
 			for i, x := range ignoredXIDs {
 				ignored[i] = uint64(x)
 			}
-			a, err := agent.New(client, agent.Options{IgnoredXIDs: ignored, Node: node, NVML: nvml.New(opts...), PodResources: pr, PodResourcesSocket: socket, Sharing: sharing, FractionsOnTrust: onTrust, Delivery: delivery, OnGPUFailure: onFailure, MPSHost: mpsHost,
+			a, err := agent.New(client, agent.Options{IgnoredXIDs: ignored, Node: node, NVML: nvml.New(opts...), PodResources: pr, PodResourcesSocket: socket, Sharing: sharing, Compute: compute, FractionsOnTrust: onTrust, Delivery: delivery, OnGPUFailure: onFailure, MPSHost: mpsHost,
 				Interval: interval, Version: Version, Metrics: metrics, SharingRoot: sharingRoot, HAMiCoreLibrary: hamiLibrary, MPSControl: mpsControl, ProcRoot: procRoot,
 				NRIReadyFile: nriReady, SharingRuntimeClass: runtimeClass, CDIDeviceIDs: cdiIDs})
 			if err != nil {
@@ -121,6 +124,7 @@ enforced on the node (the allot.dev/gpu-sharing label).`,
 	f.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig of the cluster (default: the in-cluster configuration)")
 	f.StringVar(&node, "node-name", os.Getenv("NODE_NAME"), "this node's name (default: $NODE_NAME)")
 	f.BoolVar(&onTrust, "fractions-on-trust", false, "where --sharing is none (or none is declared), let pods take slices of this node's GPUs on trust: nothing holds them to their share (label allot.dev/gpu-fractions-on-trust); without it such a node takes no slice (the chart's agent.pools[].fractionsOnTrust)")
+	f.StringVar(&compute, "compute", "", "the loosest compute mode this node's sharing pods may run in: capped (each held to its compute share at all times), fair (held to it only while others use the GPU) or shared (no compute cap; memory still held); a pod may ask a stricter one (allot.dev/gpu-compute-mode). Empty: capped (label allot.dev/gpu-compute-mode; the chart's agent.pools[].compute)")
 	f.StringVar(&sharing, "sharing", "", "how GPU sharing is enforced on this node: mps, hami-core or none (empty: keep the node's allot.dev/gpu-sharing label)")
 	f.StringVar(&delivery, "delivery", "", "how this node's container runtime gives a pod sharing a GPU its device: cdi (Allot's NRI plugin injects the CDI device the scheduler names in the pod's annotations), env (the NVIDIA runtime in legacy mode reads NVIDIA_VISIBLE_DEVICES), auto (read from the GPU Operator's ClusterPolicy); empty keeps the node's allot.dev/gpu-delivery label")
 	f.StringVar(&nriReady, "nri-ready-file", "", "the file allot nri-plugin writes once registered with the container runtime: cdi is declared only if it is there when the agent starts (empty: not checked)")

@@ -166,6 +166,7 @@ Job of N workers with a headless Service (worker i is NAME-i.NAME) started as on
 	f.StringVar(&accelerator, "accelerator", "", "ask -g whole devices of another vendor's kind instead of NVIDIA GPUs: amd, intel, ascend, cambricon, hygon, neuron, neuroncore, or KIND=RESOURCE for a kind defined with allot scheduler --accelerators")
 	f.StringVar(&s.GPUMemory, "gpu-memory", "", "GPU memory of one shared GPU instead of -g, such as 8Gi")
 	f.IntVar(&s.GPUCompute, "gpu-compute", 0, "percent of a shared GPU's compute, booked for the pod (with -g below 1 or --gpu-memory, or alone)")
+	f.StringVar(&s.ComputeMode, "compute", "", "how a shared GPU's compute share holds while its other sharers are idle: capped (at all times), fair (only while others use the GPU) or shared (no cap; memory still held), within what the node's pool allows (empty: the pool's)")
 	f.IntVar(&s.GPUCount, "gpu-count", 0, "take the slice (-g below 1, --gpu-memory, --gpu-compute) of each of this many GPUs of one node; with --mig, this many instances")
 	f.StringVar(&s.GPUMemoryLimit, "gpu-memory-limit", "", "a slice's GPU memory limit past its request (--gpu-memory or -g below 1), used while the GPU has it free, such as 40Gi")
 	f.StringVar(&s.GPUFractionLimit, "gpu-fraction-limit", "", "as --gpu-memory-limit, as a fraction of the GPU, such as 0.75")

@@ -45,6 +45,9 @@ type Options struct {
 	// FractionsOnTrust says the node's admin lets pods take slices of its GPUs where
 	// Sharing enforces none (LabelFractionsOnTrust): nothing holds them to their share.
 	FractionsOnTrust bool
+	// Compute is the loosest compute mode the node's sharing pods may run in
+	// (v1alpha1.ComputeModes; empty: capped), written as LabelComputeMode.
+	Compute string
 	// Delivery is how the node's runtime gives a sharing pod its device (LabelGPUDelivery:
 	// cdi or env), DeliveryAuto to read it from the GPU Operator, or empty to leave the
 	// node's label as an admin set it.
@@ -304,6 +307,11 @@ func (a *Agent) publishInventory(ctx context.Context) error {
 	labels[v1alpha1.LabelFractionsOnTrust] = nil
 	if a.opts.FractionsOnTrust && a.declared != v1alpha1.SharingMPS && a.declared != v1alpha1.SharingHAMiCore {
 		labels[v1alpha1.LabelFractionsOnTrust] = "true"
+	}
+	// Written or taken off at every start, as the trust above.
+	labels[v1alpha1.LabelComputeMode] = nil
+	if a.opts.Compute != "" && a.opts.Compute != v1alpha1.ComputeCapped {
+		labels[v1alpha1.LabelComputeMode] = a.opts.Compute
 	}
 	delivery, problem, transient := a.delivery(ctx)
 	if a.opts.CDIDeviceIDs != "" {

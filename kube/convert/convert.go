@@ -33,6 +33,7 @@ func Node(n *corev1.Node) engine.Node {
 		Unschedulable: n.Spec.Unschedulable || !ready(n)}
 	// A label outside the allowed values declares nothing (NodeProblems says so).
 	out.Sharing, _ = v1alpha1.ParseSharing(n.Labels[v1alpha1.LabelGPUSharing])
+	out.Compute, _ = v1alpha1.ParseComputeMode("label "+v1alpha1.LabelComputeMode, n.Labels[v1alpha1.LabelComputeMode])
 	out.NoFractions = NoFractions(n)
 	out.Unenforced = v1alpha1.Unenforced(n.Labels)
 	out.MaxSharers, _ = maxSharers(n)

@@ -37,6 +37,9 @@ type Node struct {
 	// that hami-core holds cooperative processes only.
 	Sharing        string `json:"sharing,omitempty"`
 	SharingWarning string `json:"sharingWarning,omitempty"`
+	// Compute is the loosest compute mode its sharing pods may run in (capped, fair or
+	// shared; allot.dev/gpu-compute-mode), where the node shares GPUs.
+	Compute string `json:"compute,omitempty"`
 	// Agent is the version of the node's allot agent; empty without one (devices then known
 	// by index only, as the scheduler chose them).
 	Agent string `json:"agent,omitempty"`
@@ -217,6 +220,9 @@ func BuildNodes(nodes []*corev1.Node, pods []*corev1.Pod) []Node {
 		count, memMi := len(en.GPUs), convert.GPUMemoryMiB(n)
 		node := Node{Name: n.Name, Pool: n.Labels[v1alpha1.LabelNodePool], Model: n.Labels[v1alpha1.LabelGPUProduct], MemoryMi: memMi,
 			Sharing: en.Sharing, Agent: n.Annotations[v1alpha1.AnnotationAgent], Accelerator: en.Accelerator}
+		if en.Sharing == v1alpha1.SharingMPS || en.Sharing == v1alpha1.SharingHAMiCore {
+			node.Compute = v1alpha1.EffectiveCompute(en.Compute, "")
+		}
 		if en.Accelerator != "" {
 			// Another vendor's devices: their model and size are the kind's labels'.
 			node.Model, node.MemoryMi, node.Sharing = en.GPUs[0].Model, en.GPUs[0].Memory>>20, ""

@@ -97,6 +97,7 @@ func (s *Scheduler) scheduled(j *bindJob) {
 	switch {
 	case j.b.Share > 0:
 		msg += fmt.Sprintf(", %.3g of GPU %s", float64(j.b.Share)/1000, formatIndices(j.b.GPUs))
+		msg += computeNote(j.env["ALLOT_GPU_COMPUTE"], j.p.Annotations[v1alpha1.AnnotationComputeMode])
 		if s.sharingUnenforced(j.b.Node) {
 			msg += "; " + v1alpha1.SharingNotEnforced
 		}
@@ -139,4 +140,24 @@ func (s *Scheduler) afterWaitingBinds(ctx context.Context) bool {
 		}
 	}
 	return true
+}
+
+// computeNote says how a slice's compute share holds (v1alpha1.ComputeModes), and where the
+// pod asked a looser mode than its node allows, that it was held to the node's.
+func computeNote(mode, asked string) string {
+	var out string
+	switch mode {
+	case v1alpha1.ComputeCapped:
+		out = ", compute capped at its share"
+	case v1alpha1.ComputeFair:
+		out = ", compute held to its share only while others use the GPU (fair)"
+	case v1alpha1.ComputeShared:
+		out = ", compute not capped (shared; memory held)"
+	default:
+		return ""
+	}
+	if asked != "" && asked != mode {
+		out += fmt.Sprintf(" (%s asked %s: the node allows %s at most)", v1alpha1.AnnotationComputeMode, asked, mode)
+	}
+	return out
 }

@@ -41,6 +41,8 @@ var (
 		v1alpha1.AnnotationMIG, v1alpha1.AnnotationMIGInstances,
 		// A dynamic fraction's limit (the owner's): what the bind holds the pod to.
 		v1alpha1.AnnotationGPUMemoryLimit, v1alpha1.AnnotationGPUFractionLimit,
+		// How its compute share holds (the owner's, within its node's).
+		v1alpha1.AnnotationComputeMode,
 	}
 	// agentRecords are what the node's agent records on a pod, which only the agents may
 	// change: the devices the kubelet gave it, and the GPU memory its processes hold (a

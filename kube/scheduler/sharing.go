@@ -30,7 +30,12 @@ import (
 // names them all and holds each to the same cap: MPS by device ordinal as the container
 // sees them (0, 1, …), HAMi-core by CUDA_DEVICE_MEMORY_LIMIT (every device) and
 // CUDA_DEVICE_MEMORY_LIMIT_<i> (the i-th), as HAMi's own device plugin writes them.
-func gpuEnv(uuids []string, memoryBytes int64, computePercent int32, share engine.MilliGPU) map[string]string {
+//
+// The compute share holds by mode (v1alpha1.ComputeModes): capped, at all times (MPS's
+// thread percentage, HAMi-core's SM limit with its policy forced: its own default limits
+// only while other processes use the GPU); fair, under contention only (HAMi-core's
+// default policy; MPS, with no such cap, gets no thread limit); shared, never.
+func gpuEnv(uuids []string, memoryBytes int64, computePercent int32, share engine.MilliGPU, compute string) map[string]string {
 	// HAMi-core reads a limit of 0 as none: a slice of less than 1 MiB (which admission
 	// refuses) is held to 1 MiB, never to nothing.
 	mi := max(memoryBytes>>20, 1)
@@ -38,14 +43,23 @@ func gpuEnv(uuids []string, memoryBytes int64, computePercent int32, share engin
 	for i := range uuids {
 		pinned[i] = fmt.Sprintf("%d=%dM", i, mi)
 	}
+	mpsPercent, smPercent, policy := computePercent, computePercent, "force"
+	switch compute {
+	case v1alpha1.ComputeFair:
+		mpsPercent, policy = 100, "default"
+	case v1alpha1.ComputeShared:
+		mpsPercent, smPercent, policy = 100, 100, "disable"
+	}
 	env := map[string]string{
 		"NVIDIA_VISIBLE_DEVICES":            strings.Join(uuids, ","),
 		"CUDA_MPS_PINNED_DEVICE_MEM_LIMIT":  strings.Join(pinned, ","),
-		"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": strconv.Itoa(int(computePercent)),
+		"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": strconv.Itoa(int(mpsPercent)),
 		// HAMi-core reads sizes with a unit suffix and the SM share as a percentage.
-		"CUDA_DEVICE_MEMORY_LIMIT": fmt.Sprintf("%dm", mi),
-		"CUDA_DEVICE_SM_LIMIT":     strconv.Itoa(int(computePercent)),
-		"ALLOT_GPU_SHARE":          strconv.FormatFloat(float64(share)/float64(engine.OneGPU), 'f', -1, 64),
+		"CUDA_DEVICE_MEMORY_LIMIT":    fmt.Sprintf("%dm", mi),
+		"CUDA_DEVICE_SM_LIMIT":        strconv.Itoa(int(smPercent)),
+		"GPU_CORE_UTILIZATION_POLICY": policy,
+		"ALLOT_GPU_SHARE":             strconv.FormatFloat(float64(share)/float64(engine.OneGPU), 'f', -1, 64),
+		"ALLOT_GPU_COMPUTE":           compute,
 	}
 	if len(uuids) > 1 {
 		for i := range uuids {
@@ -134,7 +148,8 @@ func shareEnv(p *corev1.Pod, node *engine.Node, b engine.Binding, root string) m
 		capped = min(b.Share, engine.OneGPU)
 	}
 	// A dynamic fraction is held to its limit; it is booked by its request.
-	env := gpuEnv(uuids, max(b.Memory, b.MemoryLimit), percent(capped), b.Share)
+	compute := v1alpha1.EffectiveCompute(node.Compute, p.Annotations[v1alpha1.AnnotationComputeMode])
+	env := gpuEnv(uuids, max(b.Memory, b.MemoryLimit), percent(capped), b.Share, compute)
 	enforcementEnv(env, node.Sharing, root, uuids[0], p.UID, mountsMPSClientDir(p, root))
 	return env
 }

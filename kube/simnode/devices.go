@@ -59,6 +59,7 @@ type nodeDevices struct {
 	name    string
 	machine *simgpu.Machine
 	sharing string
+	compute string
 	holder  []types.UID // by index; "" when free
 	given   map[types.UID]*givenPod
 	socket  string
@@ -136,7 +137,7 @@ func (d *Devices) AddNodes(ctx context.Context, spec Spec) error {
 		for g := range uuids {
 			uuids[g] = simulatedUUID(name, g)
 		}
-		nd := &nodeDevices{name: name, sharing: spec.Sharing, holder: make([]types.UID, spec.GPUs), given: map[types.UID]*givenPod{},
+		nd := &nodeDevices{name: name, sharing: spec.Sharing, compute: spec.Compute, holder: make([]types.UID, spec.GPUs), given: map[types.UID]*givenPod{},
 			socket: filepath.Join(d.dir, name+".sock"), failed: map[int]bool{},
 			machine: simgpu.New(simgpu.Spec{Model: "NVIDIA " + spec.GPUType, MemoryMiB: spec.GPUMemoryMi, Count: spec.GPUs,
 				Links: simgpu.NVSwitch, Sockets: 2, UUIDs: uuids})}
@@ -218,7 +219,7 @@ func (d *Devices) RunAgents(ctx context.Context, client kubernetes.Interface, me
 		// The simulated pool's admin takes slices on trust where it enforces nothing: the
 		// simulated kubelet runs no container for a limit to hold.
 		a, err := agent.New(client, agent.Options{Node: nd.name, NVML: nd.machine, PodResources: pr, PodResourcesSocket: nd.socket, Sharing: nd.sharing,
-			FractionsOnTrust: true,
+			Compute: nd.compute, FractionsOnTrust: true,
 			Interval:         interval, Metrics: metrics, Version: "simulated",
 			SharingRoot: d.SharingRoot, HAMiCoreLibrary: d.HAMiCoreLibrary, MPSControl: d.MPSControl, IgnoredXIDs: d.IgnoredXIDs, OnGPUFailure: d.OnGPUFailure})
 		if err != nil {

@@ -63,6 +63,9 @@ type Spec struct {
 	// Sharing is the GPU sharing enforcement the node's agent declares
 	// (allot.dev/gpu-sharing); empty declares none. Only nodes with Devices have agents.
 	Sharing string
+	// Compute is the loosest compute mode the node's agent allows its sharing pods
+	// (allot.dev/gpu-compute-mode); empty: capped.
+	Compute string
 	// DRA publishes the GPUs as NVIDIA's DRA driver does, in ResourceSlices (dra.go),
 	// instead of as the device plugin's nvidia.com/gpu.
 	DRA bool

@@ -53,6 +53,9 @@ type Spec struct {
 	GPUs                          string // "1", "2", "0.5"
 	GPUMemory                     string // "8Gi"
 	GPUCompute                    int    // percent, 0 = by share
+	// ComputeMode is how the slice's compute share holds (v1alpha1.ComputeModes), within
+	// what its node allows; empty leaves it to the node.
+	ComputeMode string
 	// GPUCount is how many GPUs a slice (-g below 1, --gpu-memory, --gpu-compute) is taken
 	// of, the same slice of each; 0 means one.
 	GPUCount int
@@ -338,6 +341,15 @@ func (s Spec) podSpec() (corev1.PodSpec, map[string]string, error) {
 			return corev1.PodSpec{}, nil, fmt.Errorf("--gpu-compute %d is not allowed: a percentage from 1 to 100", s.GPUCompute)
 		}
 		ann[v1alpha1.AnnotationGPUCompute] = strconv.Itoa(s.GPUCompute)
+	}
+	if s.ComputeMode != "" {
+		if _, err := v1alpha1.ParseComputeMode("--compute", s.ComputeMode); err != nil {
+			return corev1.PodSpec{}, nil, err
+		}
+		if len(ann) == 0 || s.MIG != "" || s.MIGDynamic != "" {
+			return corev1.PodSpec{}, nil, fmt.Errorf("--compute %s needs a shared GPU: -g between 0 and 1, --gpu-memory or --gpu-compute (a whole GPU's or a MIG instance's compute is its own)", s.ComputeMode)
+		}
+		ann[v1alpha1.AnnotationComputeMode] = s.ComputeMode
 	}
 	if s.MIGDynamic == v1alpha1.MIGSmallest {
 		ann[v1alpha1.AnnotationMIG] = v1alpha1.MIGSmallest // sized by the fraction or memory above

@@ -73,6 +73,8 @@ func TestRefusals(t *testing.T) {
 		{func(s *Spec) { s.GPUs, s.GPUMemory = "1", "8Gi" }, "are both set"},
 		{func(s *Spec) { s.GPUs, s.GPUCompute = "2", 30 }, "--gpu-compute needs a shared GPU"},
 		{func(s *Spec) { s.GPUs, s.GPUCount = "2", 2 }, "--gpu-count 2 is not allowed"},
+		{func(s *Spec) { s.GPUs, s.ComputeMode = "1", "shared" }, "--compute shared needs a shared GPU"},
+		{func(s *Spec) { s.GPUs, s.ComputeMode = "0.5", "turbo" }, `--compute: "turbo" is not one of capped, fair, shared`},
 		{func(s *Spec) { s.GPUs, s.GPUIsland = "2", "maybe" }, `--gpu-island: allot.dev/gpu-island: "maybe" is not allowed`},
 		{func(s *Spec) { s.GPUs, s.GPUPolicy = "0.5", "pack" }, "--gpu-policy: allot.dev/gpu-policy"},
 		{func(s *Spec) { s.Workers, s.MinWorkers = 2, 3 }, "--min-workers needs --workers and is at most it"},
@@ -157,14 +159,14 @@ func capacity(o any) *resource.Quantity {
 func TestSlicesAndDeviceChoice(t *testing.T) {
 	s := base()
 	s.GPUs = ""
-	s.GPUCompute, s.GPUCount = 30, 2
+	s.GPUCompute, s.GPUCount, s.ComputeMode = 30, 2, "fair"
 	s.GPUUUIDs, s.ExcludeGPUTypes, s.GPUIsland, s.NodePolicy, s.GPUPolicy = "GPU-a,GPU-b", "T4", "required", "spread", "binpack"
 	objs, err := s.Objects()
 	if err != nil {
 		t.Fatal(err)
 	}
 	y := fmt.Sprint(objs)
-	for _, want := range []string{"allot.dev/gpu-compute:30", "allot.dev/gpu-count:2", "allot.dev/gpu-uuid:GPU-a,GPU-b",
+	for _, want := range []string{"allot.dev/gpu-compute:30", "allot.dev/gpu-count:2", "allot.dev/gpu-compute-mode:fair", "allot.dev/gpu-uuid:GPU-a,GPU-b",
 		"allot.dev/gpu-type-exclude:T4", "allot.dev/gpu-island:required", "allot.dev/node-policy:spread", "allot.dev/gpu-policy:binpack"} {
 		if !strings.Contains(y, want) {
 			t.Errorf("the pod lacks %s: %s", want, y)
