@@ -220,7 +220,7 @@ func (d *Devices) RunAgents(ctx context.Context, client kubernetes.Interface, me
 		// simulated kubelet runs no container for a limit to hold.
 		a, err := agent.New(client, agent.Options{Node: nd.name, NVML: nd.machine, PodResources: pr, PodResourcesSocket: nd.socket, Sharing: nd.sharing,
 			Compute: nd.compute, FractionsOnTrust: true,
-			Interval:         interval, Metrics: metrics, Version: "simulated",
+			Interval: interval, Metrics: metrics, Version: "simulated",
 			SharingRoot: d.SharingRoot, HAMiCoreLibrary: d.HAMiCoreLibrary, MPSControl: d.MPSControl, IgnoredXIDs: d.IgnoredXIDs, OnGPUFailure: d.OnGPUFailure})
 		if err != nil {
 			closeConn()
