@@ -122,6 +122,19 @@ func HAMiCoreLibrary(root string) string { return root + "/hami-core/libvgpu.so"
 // library where the node enforces with it, nothing elsewhere. The agent writes it.
 const PreloadListPath = "hami-core/ld.so.preload"
 
+// HAMiLockDir is HAMi-core's node-wide lock directory, on the host and in each sharing
+// container alike (HAMi's own layout): processes of different containers take its lock in
+// turn while each finds its host PID among the driver's processes, by which HAMi-core
+// counts what they hold. A private one per container lets two containers starting at once
+// take each other's PID.
+const HAMiLockDir = "/tmp/vgpulock"
+
+// HAMiCacheFile is where a sharing container on a hami-core node keeps HAMi-core's cache
+// of its processes and their use (CUDA_DEVICE_MEMORY_SHARED_CACHE): under the pod's own
+// /dev/shm, which is writable where the image's root filesystem is read-only (HAMi-core's
+// default, /tmp, is not there).
+const HAMiCacheFile = "/dev/shm/allot-vgpu.cache"
+
 // SharingModes are LabelGPUSharing's allowed values.
 var SharingModes = []string{SharingMPS, SharingHAMiCore, SharingNone}
 

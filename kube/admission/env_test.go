@@ -213,8 +213,8 @@ func TestSharingMountsAreAllotsOwn(t *testing.T) {
 			t.Errorf("volume %s is the pod's own %+v", v.Name, v.VolumeSource)
 		}
 	}
-	if hostPaths[sharingVolume] != "/run/allot/sharing" || hostPaths[shmVolume] != "/run/allot/sharing/shm" {
-		t.Errorf("host directories %v, want the sharing root and its shm", hostPaths)
+	if hostPaths[sharingVolume] != "/run/allot/sharing" || hostPaths[shmVolume] != "/run/allot/sharing/shm" || hostPaths[lockVolume] != "/tmp/vgpulock" {
+		t.Errorf("host directories %v, want the sharing root, its shm and HAMi-core's node-wide lock directory", hostPaths)
 	}
 	at := map[string]corev1.VolumeMount{}
 	for _, m := range p.Spec.Containers[0].VolumeMounts {
@@ -239,6 +239,11 @@ func TestSharingMountsAreAllotsOwn(t *testing.T) {
 	}
 	if m := at[v1alpha1.MPSClientDir("/run/allot/sharing")]; m.Name != sharingVolume || m.SubPathExpr != "$(ALLOT_MPS_DIR)" || !m.ReadOnly {
 		t.Errorf("%s is %+v, want the directory the bind names, read-only", v1alpha1.MPSClientDir("/run/allot/sharing"), m)
+	}
+	// HAMi-core's lock directory is the node's, as HAMi mounts it: its processes in every
+	// container find their host PIDs in turn.
+	if m := at["/tmp/vgpulock"]; m.Name != lockVolume || m.SubPath != "" || m.SubPathExpr != "" {
+		t.Errorf("/tmp/vgpulock is %+v, want the node's lock directory", m)
 	}
 	if m := at["/data"]; m.Name != "data" {
 		t.Errorf("the pod's own /data mount is %+v", m)

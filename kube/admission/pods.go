@@ -109,6 +109,9 @@ const sharingVolume = "allot-gpu-sharing"
 // shmVolume is the name of the directory under it whose subdirectories are /dev/shm.
 const shmVolume = "allot-gpu-shm"
 
+// lockVolume is the name of HAMi-core's node-wide lock directory (v1alpha1.HAMiLockDir).
+const lockVolume = "allot-hami-lock"
+
 // Handle implements admission.Handler.
 func (m *Mutator) Handle(ctx context.Context, req admission.Request) admission.Response {
 	p, err := decodePod(req)
@@ -238,15 +241,17 @@ func giveGPUEnv(p *corev1.Pod, devices int, given string) {
 // sharing volume's name (an emptyDir) would otherwise stand for the host directory and
 // leave HAMi-core unloaded. Run again on its own output it changes nothing.
 func mountSharing(p *corev1.Pod, root string) {
-	ours := func(name string) bool { return name == sharingVolume || name == shmVolume }
+	ours := func(name string) bool { return name == sharingVolume || name == shmVolume || name == lockVolume }
 	p.Spec.Volumes = slices.DeleteFunc(p.Spec.Volumes, func(v corev1.Volume) bool { return ours(v.Name) })
 	dirOrCreate := corev1.HostPathDirectoryOrCreate
 	p.Spec.Volumes = append(p.Spec.Volumes,
 		corev1.Volume{Name: sharingVolume,
 			VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: root, Type: &dirOrCreate}}},
 		corev1.Volume{Name: shmVolume,
-			VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: v1alpha1.ShmDir(root), Type: &dirOrCreate}}})
-	taken := []string{path.Clean(root), path.Clean(root) + "/hami-core", v1alpha1.MPSClientDir(path.Clean(root)), "/etc/ld.so.preload", "/dev/shm"}
+			VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: v1alpha1.ShmDir(root), Type: &dirOrCreate}}},
+		corev1.Volume{Name: lockVolume,
+			VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: v1alpha1.HAMiLockDir, Type: &dirOrCreate}}})
+	taken := []string{path.Clean(root), path.Clean(root) + "/hami-core", v1alpha1.MPSClientDir(path.Clean(root)), "/etc/ld.so.preload", "/dev/shm", v1alpha1.HAMiLockDir}
 	// Init containers (sidecars included) get none of these volumes: a mount of its own of
 	// the sharing volume would be the whole root, read-write.
 	for i := range p.Spec.InitContainers {
@@ -276,7 +281,10 @@ func mountSharing(p *corev1.Pod, root string) {
 			// their clients; elsewhere the pod's own. It replaces a /dev/shm of the pod's
 			// (often a memory emptyDir to be larger than the runtime's 64M; this one has
 			// no size of its own, its pages count against the container's memory).
-			corev1.VolumeMount{Name: shmVolume, MountPath: "/dev/shm", SubPathExpr: "$(ALLOT_SHM_DIR)"})
+			corev1.VolumeMount{Name: shmVolume, MountPath: "/dev/shm", SubPathExpr: "$(ALLOT_SHM_DIR)"},
+			// HAMi-core's node-wide lock directory, as HAMi mounts it: its processes in
+			// every container find their host PIDs one at a time (v1alpha1.HAMiLockDir).
+			corev1.VolumeMount{Name: lockVolume, MountPath: v1alpha1.HAMiLockDir})
 	}
 }
 

@@ -173,3 +173,35 @@ func TestMPSClientSeesOnlyItsGPUsDaemon(t *testing.T) {
 		t.Errorf("CUDA_MPS_PIPE_DIRECTORY is %q, want %q", got, want)
 	}
 }
+
+// HAMi-core laid out as HAMi lays it out: its lock directory is the node's, one for every
+// sharing container (a file one pod's container leaves there, another pod's sees), so that
+// processes of two containers starting at once find their host PIDs in turn; and a
+// container whose image's root filesystem is read-only still gets a writable cache
+// (CUDA_DEVICE_MEMORY_SHARED_CACHE, under its pod's own /dev/shm), where HAMi-core's
+// default, /tmp, is not writable. Before the mend each container had a /tmp of its own
+// and no cache named.
+//
+//	real-1 (hami-core): lock-a 0.5 [leaves a mark in /tmp/vgpulock] · lock-b 0.5 [read-only root: sees the mark, writes its cache]
+func TestHAMiCoreLockAndCacheAsHAMiLaysThemOut(t *testing.T) {
+	need(t)
+	queue(t, "team-lock", "lock", 4)
+	mark := fmt.Sprintf("allot-test-%d", time.Now().UnixNano())
+	t.Cleanup(func() { _ = os.Remove(filepath.Join(v1alpha1.HAMiLockDir, mark)) })
+	a := script("main")
+	a.Command[2] = `touch ` + v1alpha1.HAMiLockDir + `/` + mark + `; ` + a.Command[2]
+	runAndRead(t, sharingPod("lock", "lock-a", "team-lock", a), "main")
+	b := script("main")
+	b.Command[2] = `echo "ENV SEES_MARK=$(ls ` + v1alpha1.HAMiLockDir + ` | grep -c ` + mark + `)"; ` +
+		`if : > "$CUDA_DEVICE_MEMORY_SHARED_CACHE"; then echo "ENV CACHE_WRITABLE=yes"; fi; ` + b.Command[2]
+	b.SecurityContext = &corev1.SecurityContext{ReadOnlyRootFilesystem: new(bool)}
+	*b.SecurityContext.ReadOnlyRootFilesystem = true
+	seen := runAndRead(t, sharingPod("lock", "lock-b", "team-lock", b), "main")["main"]
+	if seen.Env["SEES_MARK"] != "1" {
+		t.Errorf("lock-b does not see the mark lock-a left in %s (count %q): not one directory for the node", v1alpha1.HAMiLockDir, seen.Env["SEES_MARK"])
+	}
+	if seen.Env["CUDA_DEVICE_MEMORY_SHARED_CACHE"] != v1alpha1.HAMiCacheFile || seen.Env["CACHE_WRITABLE"] != "yes" {
+		t.Errorf("lock-b's cache is %q (writable: %q), want %s, writable under a read-only root", seen.Env["CUDA_DEVICE_MEMORY_SHARED_CACHE"],
+			seen.Env["CACHE_WRITABLE"], v1alpha1.HAMiCacheFile)
+	}
+}

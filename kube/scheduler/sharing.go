@@ -110,6 +110,9 @@ func enforcementEnv(env map[string]string, mode, root, uuid string, pod types.UI
 	}
 	// HAMi-core is preloaded through the loader's list the webhook mounts read-only (its
 	// /etc/ld.so.preload), not LD_PRELOAD, which a process can empty for its children.
+	if mode == v1alpha1.SharingHAMiCore {
+		env["CUDA_DEVICE_MEMORY_SHARED_CACHE"] = v1alpha1.HAMiCacheFile
+	}
 }
 
 // mountsMPSClientDir tells whether a sharing pod's containers see their GPU's MPS directory
