@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"log/slog"
 	"strconv"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -70,14 +69,14 @@ func (s *Scheduler) suspendOverdue(ctx context.Context, p *corev1.Pod, c *metav1
 		if !apierrors.IsNotFound(err) && ctx.Err() == nil {
 			// Once per StatefulSet: the limit is looked at every cycle, and a lasting
 			// failure (a role without get on statefulsets) must not fill the log.
-			if _, told := overdueUnread.LoadOrStore(c.UID, true); !told {
+			if _, told := s.overdueUnread.LoadOrStore(c.UID, true); !told {
 				slog.Warn("allot scheduler: interactive time limit: reading the pod's StatefulSet; the pod is left running",
 					"pod", p.Namespace+"/"+p.Name, "statefulset", c.Name, "err", err)
 			}
 		}
 		return true
 	}
-	overdueUnread.Delete(c.UID)
+	s.overdueUnread.Delete(c.UID)
 	replicas := int32(1)
 	if st.Spec.Replicas != nil {
 		replicas = *st.Spec.Replicas
@@ -103,7 +102,3 @@ func (s *Scheduler) suspendOverdue(ctx context.Context, p *corev1.Pod, c *metav1
 		ran.Round(time.Second), p.Labels[LabelQueue], limit, st.Name, st.Name)
 	return true
 }
-
-// overdueUnread holds the StatefulSets (by UID) whose read for the time limit failed and
-// was logged, until one is read again.
-var overdueUnread sync.Map

@@ -94,6 +94,9 @@ type Scheduler struct {
 	// bindsWaiting counts the binds handed to the bind workers and not yet taken by one;
 	// Events and pods' reasons are written only while it is zero.
 	bindsWaiting atomic.Int64
+	// overdueUnread holds the StatefulSets (by UID) whose read for the interactive time
+	// limit failed and was logged, until one is read again (lifecycle.go).
+	overdueUnread sync.Map
 
 	mu sync.Mutex // one cycle at a time
 	// assumed holds binds made but not yet seen by the informer, so that the next cycle
