@@ -174,22 +174,7 @@ func (s *session) reclaimFor(j *jobState, pool *candidatePool, fails map[string]
 	victimsShort := false // a trial was refused by quota only for where its victims ended
 	before := s.queueAllocs(j.res)
 	vs := &victimSearch{job: j, pods: pods, cands: cands,
-		reason: func(u unit) Reason {
-			// Name the rule that allowed it: the reclaimer's quota or its fair share.
-			mine, what := MilliGPU(j.q.fair[j.res]), "fair share"
-			if before[j.q]+need[j.res] > j.q.fair[j.res] {
-				mine, what = MilliGPU(j.q.deserved[j.res]), "quota"
-			}
-			v := u.job.q
-			theirs, whatV := MilliGPU(v.fair[j.res]), "fair share"
-			if before[v] <= v.fair[j.res] {
-				theirs, whatV = MilliGPU(v.deserved[j.res]), "quota"
-			}
-			unit := s.unitName(j.res)
-			return reasonf(ReasonReclaimed, "reclaimed by queue %s for job %s: %s is below its %s (%s/%s %s), %s is above its %s (%s/%s %s)",
-				j.q.q.ID, j.j.ID, j.q.q.ID, what, MilliGPU(before[j.q]), mine, unit,
-				v.q.ID, whatV, MilliGPU(before[v]), theirs, unit)
-		},
+		reason: s.reclaimReason(j, need[j.res], before),
 		accept: func() bool {
 			ok, short := s.reclaimRules(j.q, j.res, before)
 			victimsShort = victimsShort || short
@@ -229,6 +214,34 @@ func (s *session) reclaimFor(j *jobState, pool *candidatePool, fails map[string]
 	}
 	s.commits++
 	return true
+}
+
+// reclaimReason names, for a unit reclaimed for job j (needing need of its resource), the
+// rule that allowed it: the reclaimer's quota or its fair share, and the victim's.
+func (s *session) reclaimReason(j *jobState, need int64, before map[*queueState]int64) func(unit) Reason {
+	return func(u unit) Reason {
+		mine, what := MilliGPU(j.q.fair[j.res]), "fair share"
+		if before[j.q]+need > j.q.fair[j.res] {
+			mine, what = MilliGPU(j.q.deserved[j.res]), "quota"
+		}
+		v := u.job.q
+		theirs, whatV := MilliGPU(v.fair[j.res]), "fair share"
+		if before[v] <= v.fair[j.res] {
+			theirs, whatV = MilliGPU(v.deserved[j.res]), "quota"
+		}
+		unit := s.unitName(j.res)
+		return reasonf(ReasonReclaimed, "reclaimed by queue %s for job %s: %s is below its %s (%s/%s %s), %s is above its %s (%s/%s %s)",
+			j.q.q.ID, j.j.ID, j.q.q.ID, what, MilliGPU(before[j.q]), mine, unit,
+			v.q.ID, whatV, MilliGPU(before[v]), theirs, unit)
+	}
+}
+
+// preemptReason names, for a unit of its own queue preempted for job j, the priorities.
+func preemptReason(j *jobState) func(unit) Reason {
+	return func(u unit) Reason {
+		return reasonf(ReasonPreempted, "preempted by higher-priority job %s (priority %d > %d) in queue %s",
+			j.j.ID, j.j.Priority, u.job.j.Priority, j.q.q.ID)
+	}
 }
 
 // within reports whether queue q is in the subtree of dept.
@@ -363,10 +376,7 @@ func (s *session) preempt(pool *candidatePool) {
 			func(u unit) bool { return u.job.j.Priority < j.j.Priority && shielded(u) }, nil)
 		before := s.queueAllocs(j.res)
 		vs := &victimSearch{job: j, pods: pods, cands: cands,
-			reason: func(u unit) Reason {
-				return reasonf(ReasonPreempted, "preempted by higher-priority job %s (priority %d > %d) in queue %s",
-					j.j.ID, j.j.Priority, u.job.j.Priority, j.q.q.ID)
-			},
+			reason: preemptReason(j),
 			accept: func() bool {
 				for q := j.q; q != nil; q = q.parent {
 					if a := q.alloc[j.res]; a > before[q] && a > q.fair[j.res] {

@@ -71,6 +71,7 @@ func (e *Engine) Schedule(snap *Snapshot) *Plan {
 	s.consolidate(pool)
 	s.reclaim(pool)
 	s.preempt(pool)
+	s.reclaimAndPreempt(pool)
 	s.allocate(passIdleGangs)
 	s.allocate(passIdleGrow)
 	// Last: a request that only bursts keep out takes their memory back once nothing

@@ -144,6 +144,9 @@ type victimSearch struct {
 	// move: an evicted unit that fits elsewhere now is moved there rather than stopped
 	// (reclaim), so that its queue keeps what it holds while any GPU is idle.
 	move bool
+	// exact: where the walks in order find no set the rules allow on a node, every set
+	// of its few candidates is weighed (tryExact).
+	exact bool
 }
 
 // outcome of one trial, kept to replay the best.
@@ -326,10 +329,15 @@ func (vs *victimSearch) tryNode(s *session, n *nodeState, cands []unit) (trial, 
 	}
 	small := slices.Clone(cands)
 	slices.SortStableFunc(small, func(a, b unit) int { return cmp.Compare(a.gpu, b.gpu) })
-	if slices.EqualFunc(small, cands, sameUnit) {
-		return trial{}, false
+	if !slices.EqualFunc(small, cands, sameUnit) {
+		if t, ok := vs.tryOrder(s, n, small); ok {
+			return t, true
+		}
 	}
-	return vs.tryOrder(s, n, small)
+	if vs.exact {
+		return vs.tryExact(s, n, cands)
+	}
+	return trial{}, false
 }
 
 // tryOrder is one trial of tryNode, evicting in the order given.

@@ -27,3 +27,29 @@ func TestReclaimGoesOnPastARefusedVictim(t *testing.T) {
 		t.Errorf("evictions %v (rj: %q), want small's alone, which leaves v at its share", plan.Evictions, plan.Pending["rj"].Message)
 	}
 }
+
+// A job whose room needs both a lower-priority job of its own queue and a GPU held by a
+// queue above its quota gets both in one search: preemption alone frees too little,
+// reclaim alone would take a past its quota. Together a ends at its quota and b at its.
+//
+//	n1 (×4): a-low b-one b-two b-two     a (quota 2): a-low (priority 0, 1 GPU); a-high (priority 100, 2 GPUs) waits
+//	                                      b (quota 2): b-one (1 GPU), b-two (2 GPUs): 1 over its quota
+func TestPreemptionAndReclaimTogether(t *testing.T) {
+	now := time.Date(2026, 1, 1, 9, 0, 0, 0, time.UTC)
+	low := running("a-low", "a", "n1", 0)
+	bOne, bTwo := running("b-one", "b", "n1", 1), running("b-two", "b", "n1", 2, 3)
+	for _, j := range []*Job{&low, &bOne, &bTwo} {
+		j.Class, j.StartTime = ClassTrain, now.Add(-time.Hour)
+	}
+	high := Job{ID: "a-high", Queue: "a", Class: ClassTrain, Priority: 100, MinMember: 1, SubmitTime: now, Pods: []Pod{{ID: "a-high-0", Request: PodRequest{GPUs: 2}}}}
+	snap := &Snapshot{Now: now, Nodes: []Node{gpuNode("n1", "", "A100", 4)}, Queues: []Queue{quotaQueue("a", 2), quotaQueue("b", 2)},
+		Jobs: []Job{low, bOne, bTwo, high}}
+	plan := New(Options{}).Schedule(snap)
+	evicted := map[JobID]Reason{}
+	for _, e := range plan.Evictions {
+		evicted[e.Job] = e.Reason
+	}
+	if len(evicted) != 2 || evicted["a-low"].Code != ReasonPreempted || evicted["b-one"].Code != ReasonReclaimed {
+		t.Fatalf("evictions %v (a-high: %q), want a-low preempted and b-one reclaimed", plan.Evictions, plan.Pending["a-high"].Message)
+	}
+}
