@@ -181,6 +181,9 @@ func (s *session) reclaimFor(j *jobState, pool *candidatePool, fails map[string]
 			return ok
 		},
 		move: true,
+		// Where the walks in victim order find no set the rules allow on a node, its few
+		// candidates are weighed set by set (tryExact).
+		exact: true,
 	}
 	ok := vs.run(s)
 	if !ok && inQuota && victimsShort {
