@@ -96,17 +96,24 @@ func copyFile(src, dst string) error {
 
 func writeFile(dst string, b []byte) error { return writeFrom(dst, bytes.NewReader(b)) }
 
-// writeFrom writes a file whole: pods starting meanwhile never see half of it.
+// writeFrom writes a file whole: pods starting meanwhile never see half of it. The file
+// is written under a name of its own first, so that two writers at once (a DaemonSet's
+// agent starting while the one it replaces still runs) never rename each other's halves.
 func writeFrom(dst string, in io.Reader) error {
 	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
 		return err
 	}
-	tmp := dst + ".tmp"
-	out, err := os.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+	out, err := os.CreateTemp(filepath.Dir(dst), filepath.Base(dst)+".tmp-*")
 	if err != nil {
 		return err
 	}
+	tmp := out.Name()
+	defer os.Remove(tmp) // gone once renamed; left by a failure, not kept
 	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	if err := out.Chmod(0o644); err != nil {
 		out.Close()
 		return err
 	}

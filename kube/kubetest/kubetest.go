@@ -172,6 +172,15 @@ func StartNodesWithAgents(t *testing.T, specs ...simnode.Spec) (*Env, *simnode.D
 			}
 		}
 	}
+	// A sharing root of the test's own, and a stand-in for HAMi-core's libvgpu.so (the
+	// simulated kubelet runs no process to preload it), so that a group declaring mps or
+	// hami-core declares it as a real agent would (a hami-core agent copies the library
+	// there; without them it declares none).
+	devices.SharingRoot = filepath.Join(dir, "sharing")
+	devices.HAMiCoreLibrary = filepath.Join(dir, "libvgpu.so")
+	if err := os.WriteFile(devices.HAMiCoreLibrary, []byte("a stand-in: nothing preloads it here\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	go simnode.NewKubelet(client).WithDevices(devices).Run(ctx)
 	if err := devices.RunAgents(ctx, client, nil, time.Second); err != nil {
 		t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/allot-dev/allot/api/v1alpha1"
+	"github.com/allot-dev/allot/kube/inspect"
 	"github.com/allot-dev/allot/kube/kubetest"
 	"github.com/allot-dev/allot/kube/scheduler"
 	"github.com/allot-dev/allot/kube/simnode"
@@ -60,6 +61,16 @@ func TestComputeModesHoldAsThePoolAllows(t *testing.T) {
 		}
 		return n == 4, fmt.Sprintf("%d running: %s", n, why)
 	})
+	// allot top nodes and the dashboard read the pool's mode from the node.
+	nodes, err := inspect.Nodes(e.Ctx, e.Client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range nodes {
+		if want := map[string]string{"nb-1": "shared", "serve-1": "capped"}[n.Name]; n.Compute != want {
+			t.Errorf("node %s (sharing %q) shows compute %q, want %q", n.Name, n.Sharing, n.Compute, want)
+		}
+	}
 	pods := e.Pods(t, "ml")
 	for _, c := range []struct{ pod, mode, sm, policy, mps string }{
 		{"free", "shared", "100", "disable", "100"},

@@ -16,6 +16,8 @@ export interface Place { level: string; domain: string }
 export interface Node {
   name: string; pool?: string; model: string; gpus: GPU[]; allocated: number; gpuMemoryMi: number; topology?: Place[];
   sharing?: string; sharingWarning?: string; agent?: string;
+  // The loosest compute mode the node's sharing pods run in (capped, fair, shared).
+  compute?: string;
   // accelerator is the kind of another vendor's devices the node has ("ascend"); absent
   // for NVIDIA's GPUs.
   accelerator?: string;

@@ -136,7 +136,8 @@ function NodeCard({ n, c }: { n: Node; c: Colours }) {
       <header>
         <h2>{n.name}</h2>
         <span class="node-meta">{n.model}{n.accelerator ? ` [${n.accelerator}]` : ""}{n.pool ? ` · pool ${n.pool}` : ""} · {Math.round(n.gpuMemoryMi / 1024)} GiB per GPU
-          {n.sharing ? ` · sharing: ${n.sharing}` : ""}</span>
+          {n.sharing ? ` · sharing: ${n.sharing}` : ""}
+          {n.compute && n.compute !== "capped" ? <span data-compute={n.compute}>{` · compute ${n.compute}`}</span> : ""}</span>
         <span class={`node-free ${free > 0 ? "has-free" : ""}`}>{fmt(n.allocated)}/{n.gpus.length} allocated · {fmt(free)} free</span>
       </header>
       {n.sharingWarning && <p class="node-warning" role="note" data-sharing-warning>{n.sharingWarning}</p>}
