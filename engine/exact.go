@@ -6,8 +6,12 @@ import (
 	"slices"
 )
 
-// exactMax bounds the candidates on one node an exact search weighs: 2^10 sets at most.
-const exactMax = 10
+// exactMax bounds the candidates on one node an exact search weighs (2^10 sets), and
+// exactTrials the sets it tries there, the cheapest first.
+const (
+	exactMax    = 10
+	exactTrials = 128
+)
 
 // tryExact weighs every set of the node's candidates that would free enough for the pods,
 // the fewest GPUs first (then the fewest victims), and keeps the first the rules allow.
@@ -46,7 +50,10 @@ func (vs *victimSearch) tryExact(s *session, n *nodeState, cands []unit) (trial,
 	slices.SortStableFunc(sets, func(a, b set) int {
 		return cmp.Or(cmp.Compare(a.gpu, b.gpu), cmp.Compare(bits.OnesCount(a.mask), bits.OnesCount(b.mask)))
 	})
-	for _, st := range sets {
+	for k, st := range sets {
+		if k == exactTrials {
+			break
+		}
 		var order []unit
 		for i, u := range units {
 			if st.mask&(1<<i) != 0 {

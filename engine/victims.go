@@ -147,6 +147,9 @@ type victimSearch struct {
 	// exact: where the walks in order find no set the rules allow on a node, every set
 	// of its few candidates is weighed (tryExact).
 	exact bool
+	// oneNode: the pods are tried on single nodes only, not evicted for across the
+	// cluster (a search's last and dearest step).
+	oneNode bool
 }
 
 // outcome of one trial, kept to replay the best.
@@ -236,7 +239,7 @@ func (vs *victimSearch) run(s *session) bool {
 	if best != nil {
 		return vs.apply(s, best)
 	}
-	if !found || vs.replace || len(vs.pods) == 1 {
+	if !found || vs.replace || vs.oneNode || len(vs.pods) == 1 {
 		return false // a single pod that fits no node with its victims gone fits nowhere
 	}
 	if t := vs.job.j.Topology; t != nil && t.Required >= 0 {
