@@ -130,7 +130,8 @@ func (inv *Inventory) allocate(ctx context.Context, features structured.Features
 	}
 	out, err := a.Allocate(ctx, node, claims)
 	switch {
-	case errors.Is(context.Cause(ctx), ErrGaveUp):
+	case err != nil && errors.Is(context.Cause(ctx), ErrGaveUp):
+		// (An answer that came just before the deadline stands.)
 		return nil, fmt.Errorf("node %s: %w", node.Name, ErrGaveUp)
 	case errors.Is(err, structured.ErrFailedAllocationOnNode):
 		return nil, fmt.Errorf("%w: %v", ErrNoFit, err)
