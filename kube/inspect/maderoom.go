@@ -21,7 +21,7 @@ const roomReason = "Evicted"
 // workload, oldest first: other teams' pods reclaimed for it, its own queue's preempted,
 // pods moved to free contiguous GPUs. They are written in the victims' namespaces; those
 // the reader may not list are left out (a researcher with edit in one namespace sees the
-// victims there only), and said so by ok.
+// victims there only), which all false says.
 func MadeRoom(ctx context.Context, client kubernetes.Interface, w *Workload) (out []corev1.Event, all bool, err error) {
 	var jobs []string
 	for _, p := range w.Pods {
