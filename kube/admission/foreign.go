@@ -121,24 +121,13 @@ func (o Peers) foreignMode() string {
 // admission is not what another scheduler would allocate. (Allot allocates claims of any
 // class, so a pod asking a network card through DRA runs under it as it would elsewhere.)
 func asksGPUs(p *corev1.Pod) bool {
-	for _, cs := range [][]corev1.Container{p.Spec.InitContainers, p.Spec.Containers} {
-		for i := range cs {
-			if asksPluginGPU(&cs[i]) {
-				return true
-			}
-		}
-	}
-	return len(p.Spec.ResourceClaims) > 0
+	return podAsksPluginGPU(p) || len(p.Spec.ResourceClaims) > 0
 }
 
 // asking names what the rule takes a pod for, in its messages.
 func asking(p *corev1.Pod) string {
-	for _, cs := range [][]corev1.Container{p.Spec.InitContainers, p.Spec.Containers} {
-		for i := range cs {
-			if asksPluginGPU(&cs[i]) {
-				return "a pod asking for GPUs"
-			}
-		}
+	if podAsksPluginGPU(p) {
+		return "a pod asking for GPUs"
 	}
 	return "a pod with ResourceClaims (any of which may be made or made again for GPUs before it is placed)"
 }

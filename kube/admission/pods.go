@@ -323,14 +323,7 @@ func denyImageDevices(p *corev1.Pod, sharing bool) {
 // legacy runtime that container would keep its image's device list, often every GPU of the
 // node. This check runs whether or not the mutating webhook did.
 func checkPluginOthersVoid(p *corev1.Pod) error {
-	asks := false
-	for i := range p.Spec.Containers {
-		asks = asks || asksPluginGPU(&p.Spec.Containers[i])
-	}
-	for i := range p.Spec.InitContainers {
-		asks = asks || asksPluginGPU(&p.Spec.InitContainers[i])
-	}
-	if !asks {
+	if !podAsksPluginGPU(p) {
 		return nil
 	}
 	for _, list := range []struct {
@@ -393,4 +386,11 @@ func isGPUEnv(e corev1.EnvVar) bool {
 	}
 	want := gpuEnvVar(e.Name)
 	return e.Value == "" && e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && *e.ValueFrom.FieldRef == *want.ValueFrom.FieldRef
+}
+
+// podAsksPluginGPU tells whether any container of the pod, init containers and sidecars
+// included, asks the NVIDIA device plugin for a device.
+func podAsksPluginGPU(p *corev1.Pod) bool {
+	return slices.ContainsFunc(p.Spec.InitContainers, func(c corev1.Container) bool { return asksPluginGPU(&c) }) ||
+		slices.ContainsFunc(p.Spec.Containers, func(c corev1.Container) bool { return asksPluginGPU(&c) })
 }
