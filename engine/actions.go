@@ -10,7 +10,11 @@ import (
 // candidatePool gathers the victim units once per cycle, after allocation, per queue and
 // in victim order. Units evicted since are skipped when read, so a thousand pending jobs
 // do not each walk and sort every running job. Jobs started later in the cycle are not
-// candidates: evicting what was just placed would only undo the cycle's own work.
+// candidates: evicting what was just placed would only undo the cycle's own work. Nor are
+// units taken once this cycle and placed again (moved, or started again by a preemption
+// that stopped other work for them): taking them twice let a reclaim undo the preemption
+// that made their room, leaving its victims stopped for nothing, and the queue, short by
+// them, took its GPUs back the next cycle, and so on.
 type candidatePool struct {
 	byQueue map[*queueState][]unit
 	queues  []*queueState
@@ -93,7 +97,7 @@ func (c *candidatePool) from(res Resource, include func(*queueState) bool, keep 
 			}
 			u := us[h.next]
 			h.next++
-			if u.job.res != res || !u.bound() || (keep != nil && !keep(u)) || (stay != nil && !stay(h.q, h.left-u.gpu)) {
+			if u.job.res != res || !u.bound() || u.takenThisCycle() || (keep != nil && !keep(u)) || (stay != nil && !stay(h.q, h.left-u.gpu)) {
 				continue
 			}
 			h.left -= u.gpu
@@ -294,7 +298,8 @@ func endsWithinQuota(q *queueState, res Resource, before map[*queueState]int64) 
 //     and its fair share, and every queue that lost was above both; a victim may then
 //     fall below them, trading a large job for a smaller one;
 //   - by fair share: the gainers end within their fair shares, and every queue that
-//     lost was above its own and ends no lower;
+//     lost was above its own and ends no lower, or lower only where it could not take
+//     the GPUs back and is left less short than the gainer was (mayEndBelowShare);
 //   - by quota: the gainers end within their quotas, and every queue that lost was above
 //     its quota and ends no lower, even where it was within its fair share.
 //
@@ -328,7 +333,7 @@ func (s *session) reclaimRules(reclaimer *queueState, res Resource, before map[*
 		}
 		fair, quota := q.fair[res], q.deserved[res]
 		owed = owed && b > fair && b > quota
-		byFair = byFair && b > fair && a >= fair
+		byFair = byFair && b > fair && (a >= fair || s.mayEndBelowShare(q, res, chain, before))
 		byQuota = byQuota && b > quota && a >= quota
 		if (byFair || byQuota) && !s.cannotTakeBack(q, res, chain, before) {
 			byFair, byQuota = false, false
@@ -355,6 +360,38 @@ func (s *session) cannotTakeBack(v *queueState, res Resource, chain map[*queueSt
 		}
 	}
 	return true
+}
+
+// mayEndBelowShare reports whether the losing queue v may end below its fair share in a
+// reclaim by fair share (rule 4 as written): where it could not take the GPUs back
+// without pushing its sibling on the reclaimer's side below that sibling's own share,
+// and the gap it is left with is narrower than the one the sibling started from. It
+// could take them back by fair share only from a sibling ending above its share, and by
+// quota only where it ends below its quota and the sibling above its own. The narrower
+// gap keeps a reclaim from trading one queue's shortfall for a larger one, or for one as
+// large (two queues would then trade a job back and forth): a queue 1 GPU short may not
+// take a 3-GPU job that leaves its owner 2 short, while a queue at 0 of its share of 7
+// may take a 2-GPU job that leaves its owner 1 short of 9.
+func (s *session) mayEndBelowShare(v *queueState, res Resource, chain map[*queueState]bool, before map[*queueState]int64) bool {
+	siblings := s.roots
+	if v.parent != nil {
+		siblings = v.parent.children
+	}
+	for _, r := range siblings {
+		a := r.alloc[res]
+		if !chain[r] || a <= before[r] {
+			continue
+		}
+		if a > r.fair[res] || (v.alloc[res] < v.deserved[res] && a > r.deserved[res]) {
+			return false // v could take it back
+		}
+		// Shares rounded to whole GPUs move with who holds what (the odd GPU goes where it
+		// lets a job start), each within one grain of the exact division, which does not:
+		// the gaps are compared with a grain's margin on each side, so that the exact gap
+		// narrows and the next cycle's shares cannot make the reverse a narrowing too.
+		return v.fair[res]-v.alloc[res]+v.grain[res]+r.grain[res] <= r.fair[res]-before[r]
+	}
+	return false
 }
 
 // preempt lets a pending job evict lower-priority preemptible work of its own queue

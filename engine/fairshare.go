@@ -147,7 +147,7 @@ func (dv *division) divide(amount int64, kids []*queueState) {
 		}
 	}
 	for i, q := range kids {
-		q.fair[r] = share[i]
+		q.fair[r], q.grain[r] = share[i], quantum
 		dv.divide(share[i], q.children)
 	}
 }

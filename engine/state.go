@@ -109,6 +109,10 @@ type queueState struct {
 	demand   Resources // capped by limits, used for fair share
 	request  Resources // uncapped, reported
 	fair     Resources
+	// grain is what the fair share was rounded to at its level: a whole GPU where every
+	// sibling's demand is whole GPUs, else 1 milli-GPU. A share is within one grain of
+	// the exact division, whichever way the remainder went.
+	grain    Resources
 	deserved Resources // min(quota, demand, limit)
 	jobs     []*jobState
 	// gangGrace is the queue's own GangGrace or the nearest ancestor's; nil: none set.
