@@ -296,7 +296,8 @@ func endsWithinQuota(q *queueState, res Resource, before map[*queueState]int64) 
 //   - owed: every queue on the reclaimer's side that gained ends within both its quota
 //     (min(quota, demand, limit); a project with none, its department's: endsWithinQuota)
 //     and its fair share, and every queue that lost was above both; a victim may then
-//     fall below them, trading a large job for a smaller one;
+//     fall below them, trading a large job for a smaller one (below its own quota only
+//     where its sibling that gained ends within its own: ownQuotaBinds);
 //   - by fair share: the gainers end within their fair shares, and every queue that
 //     lost was above its own and ends no lower, or lower only where it could not take
 //     the GPUs back and is left less short than the gainer was (mayEndBelowShare);
@@ -332,7 +333,7 @@ func (s *session) reclaimRules(reclaimer *queueState, res Resource, before map[*
 			continue
 		}
 		fair, quota := q.fair[res], q.deserved[res]
-		owed = owed && b > fair && b > quota
+		owed = owed && b > fair && b > quota && (a >= quota || s.ownQuotaBinds(q, res, chain, before))
 		byFair = byFair && b > fair && (a >= fair || s.mayEndBelowShare(q, res, chain, before))
 		byQuota = byQuota && b > quota && a >= quota
 		if (byFair || byQuota) && !s.cannotTakeBack(q, res, chain, before) {
@@ -357,6 +358,24 @@ func (s *session) cannotTakeBack(v *queueState, res Resource, chain map[*queueSt
 	for _, r := range siblings {
 		if a := r.alloc[res]; chain[r] && a > before[r] {
 			return a <= r.fair[res] || v.alloc[res] >= v.fair[res]
+		}
+	}
+	return true
+}
+
+// ownQuotaBinds reports whether the sibling on the reclaimer's side of the losing queue v
+// ends within its own quota. Where v, owed to the reclaimer, falls below its own quota, v
+// could otherwise take the GPUs back by quota from a sibling that took them under its
+// department's quota (a project of quota 0 in a department of quota 5, say, once idle GPUs
+// let the department gain): the two would trade a job back and forth.
+func (s *session) ownQuotaBinds(v *queueState, res Resource, chain map[*queueState]bool, before map[*queueState]int64) bool {
+	siblings := s.roots
+	if v.parent != nil {
+		siblings = v.parent.children
+	}
+	for _, r := range siblings {
+		if a := r.alloc[res]; chain[r] && a > before[r] {
+			return a <= r.deserved[res]
 		}
 	}
 	return true
