@@ -297,7 +297,7 @@ func endsWithinQuota(q *queueState, res Resource, before map[*queueState]int64) 
 //     (min(quota, demand, limit); a project with none, its department's: endsWithinQuota)
 //     and its fair share, and every queue that lost was above both; a victim may then
 //     fall below them, trading a large job for a smaller one (below its own quota only
-//     where its sibling that gained ends within its own: ownQuotaBinds);
+//     where it could not take the GPUs back by quota: ownQuotaBinds);
 //   - by fair share: the gainers end within their fair shares, and every queue that
 //     lost was above its own and ends no lower, or lower only where it could not take
 //     the GPUs back and is left less short than the gainer was (mayEndBelowShare);
@@ -363,11 +363,12 @@ func (s *session) cannotTakeBack(v *queueState, res Resource, chain map[*queueSt
 	return true
 }
 
-// ownQuotaBinds reports whether the sibling on the reclaimer's side of the losing queue v
-// ends within its own quota. Where v, owed to the reclaimer, falls below its own quota, v
-// could otherwise take the GPUs back by quota from a sibling that took them under its
-// department's quota (a project of quota 0 in a department of quota 5, say, once idle GPUs
-// let the department gain): the two would trade a job back and forth.
+// ownQuotaBinds reports whether the losing queue v, falling below its own quota as owed to
+// the reclaimer, could not take the GPUs back by quota: its sibling on the reclaimer's side
+// ends within its own quota, or no job of v that waits fits v's quota (a gang larger than
+// the quota went). Otherwise a project of quota 0 in a department of quota 5, taking a
+// sibling's job under the department's quota once idle GPUs let the department gain, would
+// lose it again to the sibling by quota, and the two traded the job every cycle.
 func (s *session) ownQuotaBinds(v *queueState, res Resource, chain map[*queueState]bool, before map[*queueState]int64) bool {
 	siblings := s.roots
 	if v.parent != nil {
@@ -375,10 +376,35 @@ func (s *session) ownQuotaBinds(v *queueState, res Resource, chain map[*queueSta
 	}
 	for _, r := range siblings {
 		if a := r.alloc[res]; chain[r] && a > before[r] {
-			return a <= r.deserved[res]
+			return a <= r.deserved[res] || !s.waitsWithin(v, res, v.deserved[res]-v.alloc[res])
 		}
 	}
 	return true
+}
+
+// waitsWithin reports whether a job in v's subtree has pods waiting whose next step (a
+// gang's minimum to start, one pod to grow) costs no more than room of res. It is asked
+// only where a reclaim would take a queue below its own quota, which is rare.
+func (s *session) waitsWithin(v *queueState, res Resource, room int64) bool {
+	for _, j := range s.jobs {
+		if j.res != res || j.bound >= len(j.pods) || !within(j.q, v) {
+			continue
+		}
+		n := 1
+		if !j.started() {
+			n = max(j.j.MinMember-j.bound, 1)
+		}
+		var next []*podState
+		for _, p := range j.pods {
+			if len(next) < n && p.node == nil {
+				next = append(next, p)
+			}
+		}
+		if s.need(next)[res] <= room {
+			return true
+		}
+	}
+	return false
 }
 
 // mayEndBelowShare reports whether the losing queue v may end below its fair share in a

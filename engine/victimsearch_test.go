@@ -53,3 +53,30 @@ func TestPreemptionAndReclaimTogether(t *testing.T) {
 		t.Fatalf("evictions %v (a-high: %q), want a-low preempted and b-one reclaimed", plan.Evictions, plan.Pending["a-high"].Message)
 	}
 }
+
+// Owed under its department's quota, a project takes a sibling's gang larger than the
+// sibling's own quota, which takes the sibling below that quota: the sibling could not take
+// the GPUs back by quota (its gang of 2 does not fit its quota of 1), so nothing loops,
+// and p0 does not wait beside idle GPUs at 0 of its share of 3.
+//
+//	n1 (×4): g g . .     dept (quota 5): p0 (quota 0, weight 10): p0-job of 3 GPUs waits
+//	                                     p2 (quota 1, weight 1): g, a gang of 2 × 1 GPU
+func TestOwedReclaimTakesAGangLargerThanItsOwnersQuota(t *testing.T) {
+	now := time.Date(2026, 1, 1, 9, 0, 0, 0, time.UTC)
+	ten, one := 10.0, 1.0
+	dept, p0, p2 := quotaQueue("dept", 5), quotaQueue("p0", 0), quotaQueue("p2", 1)
+	p0.Parent, p2.Parent = "dept", "dept"
+	p0.Resources[ResourceGPU].OverQuotaWeight, p2.Resources[ResourceGPU].OverQuotaWeight = &ten, &one
+	g := running("g", "p2", "n1", 0)
+	g.Pods = append(g.Pods, Pod{ID: "g-1", Request: PodRequest{GPUs: 1}, Binding: &Binding{Node: "n1", GPUs: []int{1}}})
+	g.MinMember, g.Class, g.StartTime = 2, ClassTrain, now.Add(-time.Hour)
+	wait := Job{ID: "p0-job", Queue: "p0", Class: ClassTrain, MinMember: 1, SubmitTime: now, Pods: []Pod{{ID: "p0-job-0", Request: PodRequest{GPUs: 3}}}}
+	snap := &Snapshot{Now: now, Nodes: []Node{gpuNode("n1", "", "A100", 4)}, Queues: []Queue{dept, p0, p2}, Jobs: []Job{g, wait}}
+	plan := New(Options{}).Schedule(snap)
+	if r, waits := plan.Pending["p0-job"]; waits {
+		t.Fatalf("p0-job waits (%s); fair shares %v", r.Message, plan.Queues)
+	}
+	if len(plan.Evictions) != 2 || plan.Evictions[0].Job != "g" {
+		t.Fatalf("evictions %v, want g's two pods", plan.Evictions)
+	}
+}
