@@ -142,7 +142,28 @@ func (s *session) takeBackFor(j *jobState, p *podState) {
 		return
 	}
 	s.bind(p, bestN, []int{bestG}, bestPart)
+	// Admission used the request's estimated cost; a memory request costs a larger share
+	// of a smaller device. With the real cost the queue must still be within its limits,
+	// its non-preemptible quota and its fair share, or nothing is stopped for it.
+	if !s.queueRulesHold(j) || !s.withinFairShare(j) {
+		s.rollback(cp)
+		for _, b := range best {
+			b.p.job.stopped = false
+		}
+		return
+	}
 	s.commits++
+}
+
+// withinFairShare reports whether the job's queue and its ancestors end within their fair
+// shares of the job's resource.
+func (s *session) withinFairShare(j *jobState) bool {
+	for q := j.q; q != nil; q = q.parent {
+		if s.fairShareGated(q, j.res) && q.alloc[j.res] > q.fair[j.res] {
+			return false
+		}
+	}
+	return true
 }
 
 // burstProtection is the minimum runtime that shields a burster from a request: reclaim's

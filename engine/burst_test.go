@@ -68,3 +68,32 @@ func TestBursterKeepsItsMinimumRuntime(t *testing.T) {
 		}
 	}
 }
+
+// Burst memory is taken back only for a request its queue may hold at the cost it really
+// has: an 11Gi request is an eighth of an 80Gi GPU but 11/16 of the 16Gi one whose memory
+// is lent. Queue a's interactive work, within quota only, holds half a GPU of its quota of
+// one: taking the loan back for it would put it at 1.19 in non-preemptible use.
+//
+//	n1: one 16Gi GPU. lend (queue b, 2Gi up to 16Gi) uses 14Gi.
+//	n2: one 80Gi GPU. nb-old (queue a, interactive, 40Gi) and b-half (queue b, 40Gi).
+//	a (quota 1): nb, interactive, asks 11Gi.
+func TestBurstTakenBackOnlyWithinTheRealCost(t *testing.T) {
+	now := time.Date(2026, 1, 1, 9, 0, 0, 0, time.UTC)
+	slice := func(id JobID, q QueueID, node NodeID, reqGi, limitGi, usedGi int64, share MilliGPU) Job {
+		return Job{ID: id, Queue: q, MinMember: 1, StartTime: now.Add(-time.Hour), Pods: []Pod{{ID: PodID(id + "-0"),
+			Request: PodRequest{GPUMemory: reqGi << 30, GPUMemoryLimit: limitGi << 30},
+			Binding: &Binding{Node: node, GPUs: []int{0}, Share: share, Memory: reqGi << 30, MemoryUsed: usedGi << 30}}}}
+	}
+	old := slice("nb-old", "a", "n2", 40, 0, 40, 500)
+	old.Class = ClassInteractive
+	snap := &Snapshot{Now: now,
+		Nodes: []Node{{ID: "n1", CPU: 64000, Memory: 256 << 30, GPUs: []GPU{{Model: "T4", Memory: 16 << 30}}},
+			{ID: "n2", CPU: 64000, Memory: 256 << 30, GPUs: []GPU{{Model: "A100", Memory: 80 << 30}}}},
+		Queues: []Queue{{ID: "a", Resources: [numResources]QueueResource{{Quota: 1000}}}, {ID: "b", Resources: [numResources]QueueResource{{Quota: 1000}}}},
+		Jobs: []Job{slice("lend", "b", "n1", 2, 16, 14, 125), old, slice("b-half", "b", "n2", 40, 0, 40, 500),
+			{ID: "nb", Queue: "a", Class: ClassInteractive, MinMember: 1, SubmitTime: now, Pods: []Pod{{ID: "nb-0", Request: PodRequest{GPUMemory: 11 << 30}}}}}}
+	p := New(Options{}).Schedule(snap)
+	if len(p.Evictions) != 0 || len(p.Binds) != 0 {
+		t.Fatalf("evictions %+v, binds %+v: want nothing stopped for nb (%s)", p.Evictions, p.Binds, p.Pending["nb"].Message)
+	}
+}
