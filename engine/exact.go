@@ -11,6 +11,7 @@ import (
 const (
 	exactMax    = 10
 	exactTrials = 128
+	exactNodes  = 4
 )
 
 // tryExact weighs every set of the node's candidates that would free enough for the pods,

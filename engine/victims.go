@@ -161,6 +161,8 @@ type victimSearch struct {
 	// oneNode: the pods are tried on single nodes only, not evicted for across the
 	// cluster (a search's last and dearest step).
 	oneNode bool
+	// exacts counts the nodes weighed set by set in this search (at most exactNodes).
+	exacts int
 }
 
 // outcome of one trial, kept to replay the best.
@@ -361,7 +363,8 @@ func (vs *victimSearch) tryNode(s *session, n *nodeState, cands []unit) (trial, 
 			return best, true
 		}
 	}
-	if vs.exact {
+	if vs.exact && vs.exacts < exactNodes {
+		vs.exacts++
 		keep(vs.tryExact(s, n, cands))
 	}
 	return best, ok

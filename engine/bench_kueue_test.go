@@ -1,0 +1,78 @@
+package engine
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+)
+
+// kueueShape builds a cluster shaped after Kueue's own large-scale performance test
+// (issue 59, point 3): 1,000 queues in 10 departments (Kueue's cohorts) of 100, and
+// 50,000 pending workloads of mixed sizes and priorities: 60% one GPU at low priority, 30%
+// four GPUs at medium, 10% gangs of two 8-GPU pods at high. The cluster has 1,000 nodes
+// of 8 GPUs; each queue's quota is 8 GPUs and each department's 800, so quotas add up to
+// the cluster and most of the work waits. Queue team-000 of department 0 is given depth
+// deep more one-GPU jobs, submitted first (the depth at which Kueue's issue 14477 saw a
+// 64-minute median wait, one admission per queue per cycle).
+func kueueShape(deep int) *Snapshot {
+	s := &Snapshot{Now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	for i := 0; i < 1000; i++ {
+		n := Node{ID: NodeID(fmt.Sprintf("node-%04d", i)), CPU: 128000, Memory: 1 << 40}
+		for g := 0; g < 8; g++ {
+			n.GPUs = append(n.GPUs, GPU{Model: "H100", Memory: 80 << 30, Island: g / 4})
+		}
+		s.Nodes = append(s.Nodes, n)
+	}
+	for d := 0; d < 10; d++ {
+		dept := QueueID(fmt.Sprintf("cohort-%d", d))
+		s.Queues = append(s.Queues, Queue{ID: dept, Resources: [numResources]QueueResource{{Quota: 800 * int64(OneGPU)}}})
+		for q := 0; q < 100; q++ {
+			s.Queues = append(s.Queues, Queue{ID: QueueID(fmt.Sprintf("team-%03d", d*100+q)), Parent: dept,
+				Resources: [numResources]QueueResource{{Quota: 8 * int64(OneGPU)}}})
+		}
+	}
+	job := func(id string, q QueueID, prio int32, gpus, pods int, at time.Time) Job {
+		j := Job{ID: JobID(id), Queue: q, Priority: prio, SubmitTime: at, MinMember: pods}
+		for p := 0; p < pods; p++ {
+			j.Pods = append(j.Pods, Pod{ID: PodID(fmt.Sprintf("%s-%d", id, p)), Request: PodRequest{GPUs: gpus, CPU: 4000, Memory: 32 << 30}})
+		}
+		return j
+	}
+	for i := 0; i < deep; i++ {
+		s.Jobs = append(s.Jobs, job(fmt.Sprintf("deep-%04d", i), "team-000", 0, 1, 1, s.Now.Add(-time.Hour)))
+	}
+	r := rand.New(rand.NewPCG(5, 6))
+	for i := 0; i < 50000; i++ {
+		q := QueueID(fmt.Sprintf("team-%03d", r.IntN(1000)))
+		at := s.Now.Add(time.Duration(i) * time.Millisecond)
+		switch k := r.IntN(10); {
+		case k < 6:
+			s.Jobs = append(s.Jobs, job(fmt.Sprintf("w-%05d", i), q, 0, 1, 1, at))
+		case k < 9:
+			s.Jobs = append(s.Jobs, job(fmt.Sprintf("w-%05d", i), q, 1, 4, 1, at))
+		default:
+			s.Jobs = append(s.Jobs, job(fmt.Sprintf("w-%05d", i), q, 2, 8, 2, at))
+		}
+	}
+	return s
+}
+
+// BenchmarkCycleKueueShape: one cycle of the shape above, from empty. Target (issue 59):
+// under 2 s on one core. It reports how many of team-000's deep one-GPU jobs the cycle
+// started: Kueue admits one workload per queue per cycle.
+//
+//	go test ./engine -run '^$' -bench CycleKueueShape -benchtime 3x -cpu 1
+func BenchmarkCycleKueueShape(b *testing.B) {
+	const deep = 536
+	s := kueueShape(deep)
+	scheduleMeasured(b, s)
+	p := New(Options{}).Schedule(s)
+	started := 0
+	for _, x := range p.Binds {
+		if len(x.Job) > 5 && x.Job[:5] == "deep-" {
+			started++
+		}
+	}
+	b.ReportMetric(float64(started), "deep-started")
+}
