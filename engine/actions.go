@@ -351,16 +351,23 @@ func (s *session) reclaimRules(reclaimer *queueState, res Resource, before map[*
 // fair share), and where quotas oversubscribe a level every fair share there is within
 // its quota, the gainer's too.
 func (s *session) cannotTakeBack(v *queueState, res Resource, chain map[*queueState]bool, before map[*queueState]int64) bool {
+	r := s.gainingSibling(v, res, chain, before)
+	return r == nil || r.alloc[res] <= r.fair[res] || v.alloc[res] >= v.fair[res]
+}
+
+// gainingSibling is the sibling of the losing queue v on the reclaimer's side that gained
+// (nil where v's level has none): where v ends is judged against it.
+func (s *session) gainingSibling(v *queueState, res Resource, chain map[*queueState]bool, before map[*queueState]int64) *queueState {
 	siblings := s.roots
 	if v.parent != nil {
 		siblings = v.parent.children
 	}
 	for _, r := range siblings {
-		if a := r.alloc[res]; chain[r] && a > before[r] {
-			return a <= r.fair[res] || v.alloc[res] >= v.fair[res]
+		if chain[r] && r.alloc[res] > before[r] {
+			return r
 		}
 	}
-	return true
+	return nil
 }
 
 // ownQuotaBinds reports whether the losing queue v, falling below its own quota as owed to
@@ -370,16 +377,8 @@ func (s *session) cannotTakeBack(v *queueState, res Resource, chain map[*queueSt
 // sibling's job under the department's quota once idle GPUs let the department gain, would
 // lose it again to the sibling by quota, and the two traded the job every cycle.
 func (s *session) ownQuotaBinds(v *queueState, res Resource, chain map[*queueState]bool, before map[*queueState]int64) bool {
-	siblings := s.roots
-	if v.parent != nil {
-		siblings = v.parent.children
-	}
-	for _, r := range siblings {
-		if a := r.alloc[res]; chain[r] && a > before[r] {
-			return a <= r.deserved[res] || !s.waitsWithin(v, res, v.deserved[res]-v.alloc[res])
-		}
-	}
-	return true
+	r := s.gainingSibling(v, res, chain, before)
+	return r == nil || r.alloc[res] <= r.deserved[res] || !s.waitsWithin(v, res, v.deserved[res]-v.alloc[res])
 }
 
 // waitsWithin reports whether a job in v's subtree has pods waiting whose next step (a
@@ -418,25 +417,18 @@ func (s *session) waitsWithin(v *queueState, res Resource, room int64) bool {
 // take a 3-GPU job that leaves its owner 2 short, while a queue at 0 of its share of 7
 // may take a 2-GPU job that leaves its owner 1 short of 9.
 func (s *session) mayEndBelowShare(v *queueState, res Resource, chain map[*queueState]bool, before map[*queueState]int64) bool {
-	siblings := s.roots
-	if v.parent != nil {
-		siblings = v.parent.children
+	r := s.gainingSibling(v, res, chain, before)
+	if r == nil {
+		return false
 	}
-	for _, r := range siblings {
-		a := r.alloc[res]
-		if !chain[r] || a <= before[r] {
-			continue
-		}
-		if a > r.fair[res] || (v.alloc[res] < v.deserved[res] && a > r.deserved[res]) {
-			return false // v could take it back
-		}
-		// Shares rounded to whole GPUs move with who holds what (the odd GPU goes where it
-		// lets a job start), each within one grain of the exact division, which does not:
-		// the gaps are compared with a grain's margin on each side, so that the exact gap
-		// narrows and the next cycle's shares cannot make the reverse a narrowing too.
-		return v.fair[res]-v.alloc[res]+v.grain[res]+r.grain[res] <= r.fair[res]-before[r]
+	if a := r.alloc[res]; a > r.fair[res] || (v.alloc[res] < v.deserved[res] && a > r.deserved[res]) {
+		return false // v could take it back
 	}
-	return false
+	// Shares rounded to whole GPUs move with who holds what (the odd GPU goes where it
+	// lets a job start), each within one grain of the exact division, which does not:
+	// the gaps are compared with a grain's margin on each side, so that the exact gap
+	// narrows and the next cycle's shares cannot make the reverse a narrowing too.
+	return v.fair[res]-v.alloc[res]+v.grain[res]+r.grain[res] <= r.fair[res]-before[r]
 }
 
 // preempt lets a pending job evict lower-priority preemptible work of its own queue
