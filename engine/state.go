@@ -102,6 +102,7 @@ type nodeState struct {
 
 type queueState struct {
 	q        *Queue
+	idx      int // its place in the session's queues
 	parent   *queueState
 	children []*queueState
 	alloc    Resources
@@ -597,6 +598,7 @@ func (s *session) buildQueues(qs []Queue) {
 			return // a cycle in parents; validation reports it
 		}
 		s.reached[q] = true
+		q.idx = len(s.queues)
 		s.queues = append(s.queues, q)
 		switch {
 		case q.q.GangGrace != nil:
