@@ -12,9 +12,8 @@ import (
 // do not each walk and sort every running job. Jobs started later in the cycle are not
 // candidates: evicting what was just placed would only undo the cycle's own work. Nor are
 // units taken once this cycle and placed again (moved, or started again by a preemption
-// that stopped other work for them): taking them twice let a reclaim undo the preemption
-// that made their room, leaving its victims stopped for nothing, and the queue, short by
-// them, took its GPUs back the next cycle, and so on.
+// that stopped other work for them): taking one twice would undo the move or the
+// preemption that made its room, and what was stopped for it would be stopped for nothing.
 type candidatePool struct {
 	byQueue map[*queueState][]unit
 	queues  []*queueState
