@@ -387,3 +387,50 @@ func TestHelmDynamicMIGPoolOnly(t *testing.T) {
 		t.Errorf("the dynamic MIG pool's agent, with SYS_ADMIN, mounts the host's /proc: %v %v", c["volumeMounts"], c["args"])
 	}
 }
+
+// TestHelmResearcherRole: the role every researcher is bound to reads and never writes, and
+// reads nothing of any namespace (pods, events, Secrets); it is bound to the groups named
+// in researchers.groups, and to none when the list is empty. TestResearcherCLISession runs
+// the CLI under it.
+func TestHelmResearcherRole(t *testing.T) {
+	objs := render(t, "--set", "researchers.groups={ml-researchers,interns}")
+	role := objs["ClusterRole/allot-researcher"]
+	if role == nil {
+		t.Fatal("no ClusterRole/allot-researcher")
+	}
+	b, _ := role["rules"].([]any)
+	for _, r := range b {
+		rule := r.(map[string]any)
+		for _, v := range rule["verbs"].([]any) {
+			if v != "get" && v != "list" && v != "watch" {
+				t.Errorf("the researcher role may %s %v", v, rule["resources"])
+			}
+		}
+		for _, res := range rule["resources"].([]any) {
+			if res == "pods" || res == "events" || res == "secrets" || res == "configmaps" || res == "*" {
+				t.Errorf("the researcher role reads %s at the cluster scope", res)
+			}
+		}
+	}
+	binding := objs["ClusterRoleBinding/allot-researcher"]
+	if binding == nil {
+		t.Fatal("no ClusterRoleBinding/allot-researcher")
+	}
+	var groups []string
+	for _, s := range binding["subjects"].([]any) {
+		groups = append(groups, s.(map[string]any)["name"].(string))
+	}
+	if fmt.Sprint(groups) != "[ml-researchers interns]" {
+		t.Errorf("bound to %v, want the groups of researchers.groups", groups)
+	}
+	if def := render(t)["ClusterRoleBinding/allot-researcher"]; def == nil || fmt.Sprint(def["subjects"]) != "[map[apiGroup:rbac.authorization.k8s.io kind:Group name:system:authenticated]]" {
+		t.Errorf("by default bound to %v, want every signed-in user", def)
+	}
+	none := render(t, "--set", "researchers.groups=null")
+	if _, ok := none["ClusterRoleBinding/allot-researcher"]; ok {
+		t.Error("researchers.groups empty still binds the researcher role")
+	}
+	if none["ClusterRole/allot-edit"] == nil || none["ClusterRole/allot-view"] == nil {
+		t.Error("Allot's kinds are not aggregated into edit and view")
+	}
+}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/kube/convert"
@@ -32,8 +33,13 @@ func newQueuesCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var cluster float64
 			return show(cmd, c, output, func(ctx context.Context) ([]v1alpha1.Queue, error) {
-				nodes, err := inspect.Nodes(ctx, c.client)
-				if err != nil {
+				// The cluster's GPUs, not who holds them: a researcher may read the nodes
+				// (the chart's researcher role) but not every namespace's pods.
+				nodes, err := inspect.EmptyNodes(ctx, c.client)
+				switch {
+				case apierrors.IsForbidden(err):
+					cluster = -1 // unread: the bars' scale is the queues' own largest figure
+				case err != nil:
 					return nil, err
 				}
 				for _, n := range nodes {
@@ -181,7 +187,15 @@ func printQueues(out io.Writer, qs []v1alpha1.Queue, clusterGPUs float64) error 
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "█ within quota  ▒ borrowed over quota  (bar width: the cluster's %s GPUs)\n", gpuAmount(scale))
+	if clusterGPUs > 0 {
+		fmt.Fprintf(out, "█ within quota  ▒ borrowed over quota  (bar width: the cluster's %s GPUs)\n", gpuAmount(scale))
+	} else {
+		why := "the cluster has no GPU node"
+		if clusterGPUs < 0 {
+			why = "you may not read the nodes"
+		}
+		fmt.Fprintf(out, "█ within quota  ▒ borrowed over quota  (bar width: %s GPUs, the largest figure above: %s)\n", gpuAmount(scale), why)
+	}
 	fmt.Fprintln(out, "PAST USE: GPU-hours above quota, each halved per half-life since (allot scheduler --usage-half-life)")
 	for _, w := range warnings {
 		fmt.Fprintln(out, w)

@@ -49,6 +49,7 @@ func NewRoot() *cobra.Command {
 	root.AddCommand(newSubmitCmd(), newListCmd(), newDescribeCmd(), newLogsCmd(), newExecCmd(), newOpenCmd(), newPortForwardCmd(), newSuspendCmd(false), newSuspendCmd(true),
 		newDeleteCmd(), newConfigCmd(), newQueuesCmd(), newQueueCmd(), newImportCmd(), newTopCmd(), newDashboardCmd(),
 		newUpCmd(), newSchedulerCmd(), newAgentCmd(), newMPSHostCmd(), newNRIPluginCmd(), newBenchCmd(), newSimCmd())
+	explainRefusals(root)
 	return root
 }
 
