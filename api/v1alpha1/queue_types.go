@@ -73,6 +73,12 @@ type QueueSpec struct {
 	// +kubebuilder:validation:Enum=train;interactive;inference
 	// +optional
 	Class string `json:"class,omitempty"`
+	// HostPaths, when set, is the queue's rule for its pods' hostPath volumes (allot submit
+	// -v): a path of the node may be mounted only under one of the allowed directories, and
+	// none when it lists none. The admission webhook refuses any other pod of the queue,
+	// naming the volume. Unset, the cluster's own policy (PodSecurity) decides.
+	// +optional
+	HostPaths *HostPathPolicy `json:"hostPaths,omitempty"`
 	// InteractiveTimeLimit stops interactive workloads that ran this long: a Go duration
 	// such as 30m or 4h (checked here, so that a Queue the scheduler cannot read is
 	// refused by the API server rather than ignored).
@@ -195,4 +201,13 @@ type QueueList struct {
 	metav1.TypeMeta `json:",inline"`
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []Queue `json:"items"`
+}
+
+// HostPathPolicy is a queue's rule for hostPath volumes.
+type HostPathPolicy struct {
+	// Allowed are the node's directories under which the queue's pods may mount paths
+	// (absolute; "/data" allows "/data" and "/data/imagenet", not "/database").
+	// +kubebuilder:validation:items:Pattern=`^/`
+	// +optional
+	Allowed []string `json:"allowed,omitempty"`
 }

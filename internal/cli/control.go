@@ -9,6 +9,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"path"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -126,34 +127,59 @@ func newExecCmd() *cobra.Command {
 			if cmd.ArgsLenAtDash() != 1 {
 				return fmt.Errorf("write allot exec NAME -- COMMAND")
 			}
-			name, err := c.podOf(cmd, args[0], pod)
-			if err != nil {
-				return err
-			}
-			if err := c.onRealNode(cmd.Context(), name, "exec"); err != nil {
-				return err
-			}
-			rc, err := c.flags.ToRESTConfig()
-			if err != nil {
-				return err
-			}
-			req := c.client.CoreV1().RESTClient().Post().Resource("pods").Name(name).Namespace(c.ns).SubResource("exec").
-				VersionedParams(&corev1.PodExecOptions{Container: "main", Command: args[1:], Stdin: true, Stdout: true, Stderr: !tty, TTY: tty}, scheme.ParameterCodec)
-			exec, err := remotecommand.NewSPDYExecutor(rc, "POST", req.URL())
-			if err != nil {
-				return err
-			}
-			err = exec.StreamWithContext(cmd.Context(), remotecommand.StreamOptions{Stdin: os.Stdin, Stdout: cmd.OutOrStdout(), Stderr: cmd.ErrOrStderr(), Tty: tty})
-			if err != nil {
-				return fmt.Errorf("exec in %s: %w", name, err)
-			}
-			return nil
+			return c.execIn(cmd, args[0], pod, args[1:], tty)
 		},
 	}
 	cmd.Flags().StringVar(&pod, "pod", "", "which pod: its name or index")
 	cmd.Flags().BoolVarP(&tty, "tty", "t", false, "allocate a terminal")
 	c = addConn(cmd)
 	return cmd
+}
+
+// newBashCmd is Run:ai's "bash": a shell in a workload's container, on a terminal.
+func newBashCmd() *cobra.Command {
+	var c *conn
+	var pod, shell string
+	cmd := &cobra.Command{
+		Use:     "bash NAME",
+		GroupID: "work",
+		Short:   "Open a shell in a workload's container (allot exec -t NAME -- bash)",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return c.execIn(cmd, args[0], pod, []string{shell}, true)
+		},
+	}
+	cmd.Flags().StringVar(&pod, "pod", "", "which pod: its name or index")
+	cmd.Flags().StringVar(&shell, "shell", "bash", "the shell to run (sh where the image has no bash)")
+	c = addConn(cmd)
+	return cmd
+}
+
+// execIn runs command in the main container of the workload's pod, streaming this
+// terminal's input and output.
+func (c *conn) execIn(cmd *cobra.Command, workload, pod string, command []string, tty bool) error {
+	name, err := c.podOf(cmd, workload, pod)
+	if err != nil {
+		return err
+	}
+	if err := c.onRealNode(cmd.Context(), name, "exec"); err != nil {
+		return err
+	}
+	rc, err := c.flags.ToRESTConfig()
+	if err != nil {
+		return err
+	}
+	req := c.client.CoreV1().RESTClient().Post().Resource("pods").Name(name).Namespace(c.ns).SubResource("exec").
+		VersionedParams(&corev1.PodExecOptions{Container: "main", Command: command, Stdin: true, Stdout: true, Stderr: !tty, TTY: tty}, scheme.ParameterCodec)
+	exec, err := remotecommand.NewSPDYExecutor(rc, "POST", req.URL())
+	if err != nil {
+		return err
+	}
+	err = exec.StreamWithContext(cmd.Context(), remotecommand.StreamOptions{Stdin: os.Stdin, Stdout: cmd.OutOrStdout(), Stderr: cmd.ErrOrStderr(), Tty: tty})
+	if err != nil {
+		return fmt.Errorf("exec in %s: %w", name, err)
+	}
+	return nil
 }
 
 // newSuspendCmd makes suspend and resume: a Job (or JobSet, PyTorchJob, MPIJob, TrainJob,
@@ -203,7 +229,7 @@ func newQueueCmd() *cobra.Command {
 		namespaces, pools        []string
 		idleTimeout              []string
 		idleThreshold            int
-		class                    string
+		class, hostPaths         string
 	}
 	bind := func(cmd *cobra.Command, f *queueFlags) {
 		fl := cmd.Flags()
@@ -220,6 +246,7 @@ func newQueueCmd() *cobra.Command {
 		fl.StringVar(&f.class, "class", "", "the class of every workload of the queue: train, interactive or inference (pods naming another are refused; none on edit lets each workload name its own)")
 		fl.StringSliceVar(&f.namespaces, "namespaces", nil, "namespaces that may use the queue (default: any that no queue claims)")
 		fl.StringSliceVar(&f.pools, "node-pools", nil, "node pools the queue may use (default: any)")
+		fl.StringVar(&f.hostPaths, "host-paths", "", "directories of the node under which the queue's pods may mount paths (allot submit -v), comma-separated: /data,/scratch; none for no path of the node; any on edit removes the rule (the cluster's PodSecurity decides)")
 	}
 	// spec writes the flags the user set into a Queue's spec.
 	spec := func(cmd *cobra.Command, f *queueFlags, s *v1alpha1.QueueSpec) error {
@@ -336,6 +363,23 @@ func newQueueCmd() *cobra.Command {
 		}
 		if set("node-pools") {
 			s.NodePools = f.pools
+		}
+		if set("host-paths") {
+			switch f.hostPaths {
+			case "any":
+				s.HostPaths = nil
+			case "none":
+				s.HostPaths = &v1alpha1.HostPathPolicy{}
+			default:
+				rule := &v1alpha1.HostPathPolicy{}
+				for _, d := range strings.Split(f.hostPaths, ",") {
+					if d = strings.TrimSpace(d); !path.IsAbs(d) {
+						return fmt.Errorf("--host-paths %q is not allowed: absolute directories of the node, comma-separated (/data,/scratch); none for no path; any on edit removes the rule", f.hostPaths)
+					}
+					rule.Allowed = append(rule.Allowed, path.Clean(d))
+				}
+				s.HostPaths = rule
+			}
 		}
 		return nil
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -15,6 +16,7 @@ import (
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -30,7 +32,7 @@ import (
 func newSubmitCmd() *cobra.Command {
 	var c *conn // set below, once the command exists to carry its flags
 	var s submit.Spec
-	var dryRun, preemptible, nonPreemptible bool
+	var dryRun, preemptible, nonPreemptible, runAsUser bool
 	var accelerator string
 	gpuAPI := "auto"
 	cmd := &cobra.Command{
@@ -77,6 +79,13 @@ Job of N workers with a headless Service (worker i is NAME-i.NAME) started as on
 			}
 			if s.Queue == "" {
 				s.Queue = loadConfig().Queue
+			}
+			if runAsUser {
+				uid, gid := os.Getuid(), os.Getgid()
+				if uid < 0 || gid < 0 {
+					return fmt.Errorf("--run-as-user: this system has no uid and gid to run as (Windows); leave the flag out")
+				}
+				s.RunAs = &submit.RunAs{UID: int64(uid), GID: int64(gid)}
 			}
 			knownKind := true
 			if accelerator != "" {
@@ -188,6 +197,12 @@ Job of N workers with a headless Service (worker i is NAME-i.NAME) started as on
 	f.StringArrayVarP(&s.Env, "env", "e", nil, "environment variable NAME=VALUE (repeatable)")
 	f.StringArrayVar(&s.PVCs, "pvc", nil, "mount a PersistentVolumeClaim: CLAIM:/path (repeatable)")
 	f.IntVar(&s.Port, "port", 0, "container port (inference: exposed by a Service)")
+	f.StringVar(&s.ServiceType, "service-type", "", "how --port is reached: clusterip (inside the cluster), nodeport, loadbalancer, or ingress (the cluster's ingress controller at /NAMESPACE/NAME); allot list -o wide shows the URL")
+	f.StringArrayVar(&s.NFS, "nfs", nil, "mount an NFS export: SERVER:/export:/mount/path, :ro at the end for read-only (repeatable)")
+	f.StringArrayVarP(&s.HostPaths, "volume", "v", nil, "mount a path of the node: /node/path:/mount/path, :ro at the end for read-only (repeatable; the queue's spec.hostPaths may refuse it)")
+	f.StringVar(&s.WorkingDir, "working-dir", "", "the directory the container starts in")
+	f.BoolVar(&runAsUser, "run-as-user", false, "run the container's processes as your uid and gid here, not the image's user")
+	f.BoolVar(&s.LargeSHM, "large-shm", false, "a memory-backed /dev/shm as large as the container's memory (the runtime gives 64M; PyTorch's data loaders want more); not with a slice of a GPU")
 	f.StringVar(&s.NodePool, "node-pool", "", "run in this node pool")
 	f.StringVar(&s.TopologyRequired, "topology-required", "", "run all pods within one domain of this level of the cluster's Topology (rack, block, …)")
 	f.StringVar(&s.TopologyPreferred, "topology-preferred", "", "pack the pods as tightly as the Topology's levels allow, down from this level")
@@ -231,6 +246,9 @@ func create(cmd *cobra.Command, c *conn, o runtime.Object, dryRun bool) error {
 	case *resourcev1.ResourceClaimTemplate:
 		kind, name = "ResourceClaimTemplate", x.Name
 		_, err = c.client.ResourceV1().ResourceClaimTemplates(c.ns).Create(ctx, x, opts)
+	case *networkingv1.Ingress:
+		kind, name = "Ingress", x.Name
+		_, err = c.client.NetworkingV1().Ingresses(c.ns).Create(ctx, x, opts)
 	case *autoscalingv2.HorizontalPodAutoscaler:
 		kind, name = "HorizontalPodAutoscaler", x.Name
 		_, err = c.client.AutoscalingV2().HorizontalPodAutoscalers(c.ns).Create(ctx, x, opts)
@@ -377,7 +395,7 @@ func printWorkloads(cmd *cobra.Command, ws []inspect.Workload, output string, na
 		head = "NAMESPACE\t" + head
 	}
 	if output == "wide" {
-		head += "\tREASON"
+		head += "\tURL\tREASON"
 	}
 	fmt.Fprintln(tw, head)
 	for _, w := range ws {
@@ -391,7 +409,11 @@ func printWorkloads(cmd *cobra.Command, ws []inspect.Workload, output string, na
 			row = w.Namespace + "\t" + row
 		}
 		if output == "wide" {
-			row += "\t" + w.Reason
+			url := w.URL
+			if url == "" {
+				url = "-"
+			}
+			row += "\t" + url + "\t" + w.Reason
 		}
 		fmt.Fprintln(tw, row)
 	}
@@ -444,6 +466,9 @@ func newDescribeCmd() *cobra.Command {
 			fmt.Fprintf(out, "Name:       %s\nNamespace:  %s\nKind:       %s\nQueue:      %s\nType:       %s\nStatus:     %s\nGPUs:       %s allocated of %s requested\nPods:       %d running, %d pending\nCreated:    %s (%s ago)\n",
 				w.Name, w.Namespace, w.Kind, w.Queue, w.Type, w.Status, gpuAmount(w.GPUs), gpuAmount(w.Requested), w.Running, w.Pending,
 				w.Created.Format(time.RFC3339), age(w.Created))
+			if w.URL != "" {
+				fmt.Fprintf(out, "URL:        %s\n", w.URL)
+			}
 			if w.Reason != "" {
 				fmt.Fprintf(out, "Waiting:    %s\n", w.Reason)
 			}

@@ -240,6 +240,9 @@ func ValidatePod(p *corev1.Pod, view View, kinds *convert.Accelerators) error {
 				v1alpha1.LabelQueue, p.Namespace, qname, p.Namespace, strings.Join(own, ", "), strings.Join(own, " or "))
 		}
 	}
+	if err := checkHostPaths(p, q); err != nil {
+		return err
+	}
 	if c := p.Labels[v1alpha1.LabelClass]; q.Spec.Class != "" && c != q.Spec.Class {
 		return fmt.Errorf("%s: %q is not allowed in queue %s, which runs %s workloads only (its time limit and idle timeout are theirs): remove the label, or use another queue",
 			v1alpha1.LabelClass, c, qname, q.Spec.Class)

@@ -19,7 +19,8 @@ type Pod struct {
 	Name   string    `json:"name"`
 	UID    types.UID `json:"uid,omitempty"`
 	Node   string    `json:"node,omitempty"`
-	GPUs   string    `json:"gpus,omitempty"` // device indices, with the share of a shared one
+	HostIP string    `json:"hostIP,omitempty"` // the node's address, where a NodePort is reached
+	GPUs   string    `json:"gpus,omitempty"`   // device indices, with the share of a shared one
 	Asks   float64   `json:"gpusRequested"`
 	Phase  string    `json:"phase"`
 	Reason string    `json:"reason,omitempty"`

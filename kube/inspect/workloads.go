@@ -52,6 +52,8 @@ type Workload struct {
 	// Idle is how long its GPUs have been idle, and whether Allot stopped it for that
 	// (idle.go).
 	Idle
+	// URL is where its --port is reached, where allot submit exposed it (urls.go).
+	URL string `json:"url,omitempty"`
 }
 
 // Ref names one object.
@@ -143,6 +145,7 @@ func Workloads(ctx context.Context, client kubernetes.Interface, namespace, queu
 		o.NodeUUIDs = NodeUUIDs(ptrs(nodes.Items))
 	}
 	all := BuildWorkloads(o)
+	withURLs(ctx, client, namespace, all)
 	if queue == "" {
 		return all, nil
 	}
@@ -378,7 +381,7 @@ func BuildWorkloads(o Objects) []Workload {
 		if w.Type == "" {
 			w.Type = podType(top.ref.Kind, p)
 		}
-		pod := Pod{Name: p.Name, UID: p.UID, Node: p.Spec.NodeName, Asks: PodGPUs(p), Phase: string(p.Status.Phase),
+		pod := Pod{Name: p.Name, UID: p.UID, Node: p.Spec.NodeName, HostIP: p.Status.HostIP, Asks: PodGPUs(p), Phase: string(p.Status.Phase),
 			Group: p.Labels[v1alpha1.LabelPodGroup], Translated: p.Annotations[v1alpha1.AnnotationTranslated], GPUMemory: podGPUMemory(p)}
 		if booked := p.Annotations[v1alpha1.AnnotationMIGInstances]; booked != "" && p.Spec.NodeName != "" {
 			pod.GPUs = "MIG " + migInstances(booked)

@@ -673,6 +673,13 @@ func (k *Kubelet) sync(ctx context.Context, p *corev1.Pod) {
 		now := metav1.NewTime(k.now())
 		p.Status.Phase = corev1.PodRunning
 		p.Status.StartTime = &now
+		// As a kubelet gives its node's address (where a NodePort Service of the pod is
+		// reached): the simulated nodes' is loopback, which advertise gives them.
+		k.mu.Lock()
+		if k.endpoint != 0 {
+			p.Status.HostIP, p.Status.HostIPs = "127.0.0.1", []corev1.HostIP{{IP: "127.0.0.1"}}
+		}
+		k.mu.Unlock()
 		for _, t := range []corev1.PodConditionType{corev1.PodInitialized, corev1.PodReady, corev1.ContainersReady, corev1.PodScheduled} {
 			podutil.SetCondition(p, corev1.PodCondition{Type: t, Status: corev1.ConditionTrue, LastTransitionTime: now})
 		}

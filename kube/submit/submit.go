@@ -20,7 +20,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/allot-dev/allot/api/v1alpha1"
 )
@@ -67,8 +66,19 @@ type Spec struct {
 	CPU, Memory                                string
 	Env                                        []string // K=V
 	PVCs                                       []string // CLAIM:/path
-	Port                                       int
-	NodePool, GPUType                          string
+	// NFS are NFS exports to mount (SERVER:/export:/mount[:ro]), HostPaths paths of the
+	// node (/node/path:/mount[:ro], which the queue's spec.hostPaths may refuse).
+	NFS, HostPaths []string
+	// WorkingDir is where the container starts; RunAs, when set, the uid and gid of its
+	// processes; LargeSHM mounts a memory-backed /dev/shm (the runtime gives 64M).
+	WorkingDir string
+	RunAs      *RunAs
+	LargeSHM   bool
+	Port       int
+	// ServiceType is how Port is reached (expose.go): clusterip, nodeport, loadbalancer or
+	// ingress; empty gives inference a ClusterIP Service and other types none.
+	ServiceType       string
+	NodePool, GPUType string
 	// TopologyRequired and TopologyPreferred name a level of the cluster's Topology: the
 	// pods run within one domain of it, or packed as tightly as the levels allow.
 	TopologyRequired, TopologyPreferred string
@@ -140,6 +150,9 @@ func (s Spec) Objects() ([]runtime.Object, error) {
 	if s.Interactive && s.Inference {
 		return nil, fmt.Errorf("--interactive and --inference are both set: choose one")
 	}
+	if err := s.checkExpose(); err != nil {
+		return nil, err
+	}
 	if s.Workers < 0 || s.MinWorkers < 0 || (s.MinWorkers > 0 && s.Workers == 0) || s.MinWorkers > s.Workers {
 		return nil, fmt.Errorf("--workers %d --min-workers %d is not allowed: --min-workers needs --workers and is at most it", s.Workers, s.MinWorkers)
 	}
@@ -175,11 +188,7 @@ func (s Spec) Objects() ([]runtime.Object, error) {
 		tmpl.Spec.RestartPolicy = corev1.RestartPolicyAlways
 		d := &appsv1.Deployment{TypeMeta: metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"}, ObjectMeta: meta,
 			Spec: appsv1.DeploymentSpec{Replicas: &replicas, Selector: &metav1.LabelSelector{MatchLabels: sel}, Template: tmpl}}
-		out := []runtime.Object{d}
-		if s.Port > 0 {
-			out = append(out, &corev1.Service{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Service"}, ObjectMeta: meta,
-				Spec: corev1.ServiceSpec{Selector: sel, Ports: []corev1.ServicePort{{Port: int32(s.Port), TargetPort: intstr.FromInt32(int32(s.Port))}}}})
-		}
+		out := append([]runtime.Object{d}, s.exposed()...)
 		if s.scaled() {
 			out = append(out, s.autoscaler(d))
 		}
@@ -192,7 +201,7 @@ func (s Spec) Objects() ([]runtime.Object, error) {
 		tmpl.Spec.RestartPolicy = corev1.RestartPolicyAlways
 		st := &appsv1.StatefulSet{TypeMeta: metav1.TypeMeta{APIVersion: "apps/v1", Kind: "StatefulSet"}, ObjectMeta: meta,
 			Spec: appsv1.StatefulSetSpec{Replicas: &one, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{LabelWorkload: s.Name}}, Template: tmpl}}
-		return append(claims, st), nil
+		return append(append(claims, st), s.exposed()...), nil
 	case TypeDistributed:
 		n := int32(s.Workers)
 		indexed := batchv1.IndexedCompletion
@@ -212,7 +221,7 @@ func (s Spec) Objects() ([]runtime.Object, error) {
 	tmpl.Spec.RestartPolicy = corev1.RestartPolicyNever
 	j := &batchv1.Job{TypeMeta: metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"}, ObjectMeta: meta,
 		Spec: batchv1.JobSpec{Parallelism: &one, Completions: &one, Template: tmpl}}
-	return append(claims, j), nil
+	return append(append(claims, j), s.exposed()...), nil
 }
 
 // claimTemplate moves the pod's GPUs to a claim made from a ResourceClaimTemplate of the
@@ -442,6 +451,9 @@ func (s Spec) podSpec() (corev1.PodSpec, map[string]string, error) {
 	}
 	if s.single() {
 		s.askSingleMIG(&spec.Containers[0], &spec)
+	}
+	if err := s.workspace(&spec, ann); err != nil {
+		return corev1.PodSpec{}, nil, err
 	}
 	return spec, ann, nil
 }
