@@ -59,3 +59,19 @@ func (s *Scheduler) noteAgentMissing(p *corev1.Pod, node engine.NodeID) {
 		"node %s's allot agent does not report (its Lease %s/%s is missing or ran out): the GPU is placed by index, not checked against the device the kubelet gave its reservation",
 		node, v1alpha1.SystemNamespace, v1alpha1.AgentLeaseName(string(node)))
 }
+
+// countAgentless reports the NVIDIA GPU nodes (the agent reads NVML; other vendors' nodes
+// have none) whose agent's Lease is missing or ran out: the chart's AllotAgentMissing
+// alert. Where the Leases are not watched, nothing is said.
+func (s *Scheduler) countAgentless(snap *engine.Snapshot) {
+	if s.opts.Metrics == nil || s.agentLeases == nil {
+		return
+	}
+	count := 0
+	for i := range snap.Nodes {
+		if n := &snap.Nodes[i]; len(n.GPUs) > 0 && n.Accelerator == "" && !s.agentAlive(n.ID) {
+			count++
+		}
+	}
+	s.opts.Metrics.agents(count)
+}

@@ -55,6 +55,7 @@ func (s *Scheduler) Cycle(ctx context.Context) error {
 	s.apply(ctx, plan, idx)
 	s.freeStale(ctx, d)
 	s.opts.Metrics.observe(time.Since(started).Seconds(), snap, plan, in.queues)
+	s.countAgentless(snap)
 	s.releaseReservations(ctx, snap, plan, idx)
 	// Occupancy is for people and dashboards: once a second is fresh enough, and spares
 	// the API server a node write per bind under a stream of submissions.

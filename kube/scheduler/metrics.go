@@ -1,6 +1,8 @@
 package scheduler
 
 import (
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
@@ -28,6 +30,14 @@ type Metrics struct {
 	usage     *prometheus.GaugeVec
 	adopted   *prometheus.CounterVec
 	timeouts  prometheus.Counter
+	// What the chart's alerts read (deploy/helm/allot/templates/alerts.yaml): how long a
+	// queue's oldest job has waited, how long its oldest reclaim has waited for its job to
+	// start, and the GPU nodes without a live agent.
+	oldest      *prometheus.GaugeVec
+	reclaimWait *prometheus.GaugeVec
+	noAgent     prometheus.Gauge
+	// reclaimedAt is when each job still waiting was first given room by a reclaim.
+	reclaimedAt map[engine.JobID]time.Time
 }
 
 // NewMetrics registers the series, with the Go runtime's and the process's, on a registry
@@ -65,8 +75,16 @@ func NewMetrics() *Metrics {
 			Help: "Pods whose devices the node's device plugin chose differently from the scheduler's preference (whole: the pod's own GPUs; shared: the reservation of the GPU it shares), as the node's agent reported them. The scheduler's books follow the device plugin."}, []string{"kind"}),
 		timeouts: prometheus.NewCounter(prometheus.CounterOpts{Name: "allot_device_report_timeouts_total",
 			Help: "Shared pods not bound because the node's agent did not report their GPU's reservation device in time."}),
+		oldest: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "allot_queue_oldest_pending_seconds",
+			Help: "How long the queue's longest-waiting job has waited since it was submitted, after the last cycle (no series while none waits)."}, queue),
+		reclaimWait: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "allot_queue_reclaim_waiting_seconds",
+			Help: "How long the queue's oldest reclaim has waited for the job it made room for to start: since the first pods were taken back for it (no series while none waits)."}, queue),
+		noAgent: prometheus.NewGauge(prometheus.GaugeOpts{Name: "allot_gpu_nodes_without_agent",
+			Help: "GPU nodes whose allot agent's Lease is missing or ran out, after the last cycle."}),
+		reclaimedAt: map[engine.JobID]time.Time{},
 	}
-	r.MustRegister(m.cycle, m.bound, m.bindFails, m.evicted, m.reclaims, m.consolid, m.waiting, m.waitPods, m.quota, m.fairShare, m.allocated, m.pending, m.usage, m.adopted, m.timeouts)
+	r.MustRegister(m.cycle, m.bound, m.bindFails, m.evicted, m.reclaims, m.consolid, m.waiting, m.waitPods, m.quota, m.fairShare, m.allocated, m.pending, m.usage, m.adopted, m.timeouts,
+		m.oldest, m.reclaimWait, m.noAgent)
 	return m
 }
 
@@ -91,9 +109,16 @@ func (m *Metrics) observe(seconds float64, snap *engine.Snapshot, plan *engine.P
 	m.consolid.Add(float64(len(moved)))
 	m.waiting.Reset()
 	m.waitPods.Reset()
+	m.oldest.Reset()
+	m.reclaimWait.Reset()
+	for j := range reclaimedFor {
+		if _, ok := m.reclaimedAt[j]; !ok {
+			m.reclaimedAt[j] = snap.Now
+		}
+	}
 	// Only a cycle with waiting jobs or a reclaim needs the jobs themselves (their pods,
 	// the reclaimer's queue): spare the walk over every job otherwise.
-	if len(plan.Pending) > 0 || len(reclaimedFor) > 0 {
+	if len(plan.Pending) > 0 || len(reclaimedFor) > 0 || len(m.reclaimedAt) > 0 {
 		m.observeJobs(snap, plan, reclaimedFor)
 	}
 	m.observeQueues(snap, plan, queues)
@@ -106,6 +131,8 @@ func (m *Metrics) observeJobs(snap *engine.Snapshot, plan *engine.Plan, reclaime
 	for _, b := range plan.Binds {
 		bound[b.Job]++
 	}
+	oldest, reclaimWait := map[engine.QueueID]time.Duration{}, map[engine.QueueID]time.Duration{}
+	waitingReclaims := map[engine.JobID]bool{}
 	for i := range snap.Jobs {
 		j := &snap.Jobs[i]
 		if reclaimedFor[j.ID] {
@@ -115,6 +142,13 @@ func (m *Metrics) observeJobs(snap *engine.Snapshot, plan *engine.Plan, reclaime
 		if !ok {
 			continue
 		}
+		if !j.SubmitTime.IsZero() {
+			oldest[j.Queue] = max(oldest[j.Queue], snap.Now.Sub(j.SubmitTime))
+		}
+		if at, ok := m.reclaimedAt[j.ID]; ok {
+			waitingReclaims[j.ID] = true
+			reclaimWait[j.Queue] = max(reclaimWait[j.Queue], snap.Now.Sub(at))
+		}
 		m.waiting.WithLabelValues(r.Code.String()).Inc()
 		waiting := -bound[j.ID]
 		for _, p := range j.Pods {
@@ -123,6 +157,18 @@ func (m *Metrics) observeJobs(snap *engine.Snapshot, plan *engine.Plan, reclaime
 			}
 		}
 		m.waitPods.WithLabelValues(r.Code.String()).Add(float64(max(0, waiting)))
+	}
+	// A reclaim ends when its job runs (or goes): only those still waiting are kept.
+	for id := range m.reclaimedAt {
+		if !waitingReclaims[id] {
+			delete(m.reclaimedAt, id)
+		}
+	}
+	for q, d := range oldest {
+		m.oldest.WithLabelValues(string(q)).Set(d.Seconds())
+	}
+	for q, d := range reclaimWait {
+		m.reclaimWait.WithLabelValues(string(q)).Set(d.Seconds())
 	}
 }
 
@@ -172,5 +218,12 @@ func (m *Metrics) adoptedDevices(kind string, n int) {
 func (m *Metrics) reportTimedOut() {
 	if m != nil {
 		m.timeouts.Inc()
+	}
+}
+
+// agents records how many GPU nodes have no live agent.
+func (m *Metrics) agents(withoutAgent int) {
+	if m != nil {
+		m.noAgent.Set(float64(withoutAgent))
 	}
 }

@@ -3,6 +3,7 @@ package scheduler
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
@@ -77,5 +78,36 @@ allot_queue_usage_gpu_seconds{queue="team-b"} 0
 	}
 	if v := testutil.ToFloat64(m.reclaims.WithLabelValues("team-b")); v != 1 {
 		t.Fatalf("reclaims %v after a quiet cycle, want 1", v)
+	}
+}
+
+// What the chart's alerts read: the age of each queue's oldest waiting job, and how long
+// its oldest reclaim has waited for the job it made room for, over three cycles:
+//
+//	t0        team-b/infer (submitted t0-5m) waits; two of team-a's pods are taken back for it
+//	t0+2m     it still waits for them to go
+//	t0+3m     it runs: no series left
+func TestMetricsAgeOfWaitsAndReclaims(t *testing.T) {
+	t0 := time.Date(2026, 12, 6, 10, 0, 0, 0, time.UTC)
+	infer := engine.Job{ID: "team-b/infer", Queue: "team-b", SubmitTime: t0.Add(-5 * time.Minute), Pods: []engine.Pod{{ID: "team-b/infer-a"}}}
+	waiting := &engine.Plan{Pending: map[engine.JobID]engine.Reason{infer.ID: {Code: engine.ReasonNotTried}}, Queues: map[engine.QueueID]engine.QueueStatus{}}
+	reclaim := *waiting
+	reclaim.Evictions = []engine.Eviction{{Job: "team-a/train", Pod: "team-a/train-a", Reason: engine.Reason{Code: engine.ReasonReclaimed}, For: infer.ID}}
+	m := NewMetrics()
+	// Each gauge holds team-b's series alone while it waits (ToFloat64 reads the one series).
+	read := func() (oldest, reclaimWait float64, series int) {
+		return testutil.ToFloat64(m.oldest), testutil.ToFloat64(m.reclaimWait), testutil.CollectAndCount(m.oldest) + testutil.CollectAndCount(m.reclaimWait)
+	}
+	m.observe(0.01, &engine.Snapshot{Now: t0, Jobs: []engine.Job{infer}}, &reclaim, nil)
+	if o, r, n := read(); o != 300 || r != 0 || n != 2 {
+		t.Fatalf("at t0: oldest %v s, reclaim waiting %v s; want 300 and 0", o, r)
+	}
+	m.observe(0.01, &engine.Snapshot{Now: t0.Add(2 * time.Minute), Jobs: []engine.Job{infer}}, waiting, nil)
+	if o, r, _ := read(); o != 420 || r != 120 {
+		t.Fatalf("at t0+2m: oldest %v s, reclaim waiting %v s; want 420 and 120", o, r)
+	}
+	m.observe(0.01, &engine.Snapshot{Now: t0.Add(3 * time.Minute), Jobs: []engine.Job{infer}}, &engine.Plan{Queues: map[engine.QueueID]engine.QueueStatus{}}, nil)
+	if n := testutil.CollectAndCount(m.oldest) + testutil.CollectAndCount(m.reclaimWait); n != 0 || len(m.reclaimedAt) != 0 {
+		t.Fatalf("after the job started: %d series, %d reclaims remembered", n, len(m.reclaimedAt))
 	}
 }
