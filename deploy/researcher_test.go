@@ -10,12 +10,18 @@ import (
 	"testing"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/deploy"
 	"github.com/allot-dev/allot/internal/cli"
 	"github.com/allot-dev/allot/kube/inspect"
@@ -46,6 +52,16 @@ func researcherKubeconfig(t *testing.T, e *kubetest.Env, user, ns string) string
 		t.Fatal(err)
 	}
 	return path
+}
+
+// clientConfig is the client configuration of a kubeconfig.
+func clientConfig(t *testing.T, kubeconfig string) *rest.Config {
+	t.Helper()
+	rc, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rc
 }
 
 // allotAs runs one allot command with kubeconfig, as its user types it.
@@ -150,8 +166,32 @@ func TestResearcherCLISession(t *testing.T) {
 		t.Errorf("allot list -o wide as dave: his job running on 8 GPUs, and no other team's:\n%s", out)
 	}
 	if out := as(dave, "describe", "llm-pretrain"); !strings.Contains(out, "GPUs:       8 allocated of 8 requested") ||
-		!strings.Contains(out, "only namespace team-d shown: you may not list Events in others") {
+		!strings.Contains(out, "only namespace team-d shown: you may not list Events in others") || !strings.Contains(out, "Created by: dave\n") {
 		t.Errorf("allot describe llm-pretrain as dave:\n%s", out)
+	}
+	if out := as(alice, "list", "-o", "wide"); !regexp.MustCompile(`nb-alice\s.*\salice\s+-\s`).MatchString(out) {
+		t.Errorf("allot list -o wide as alice does not say she made nb-alice:\n%s", out)
+	}
+	// Nobody writes another name: the webhook writes the requester's over it at creation
+	// (TestCreatorPolicyHoldsWithoutTheWebhook: the policy refuses it where the webhook did
+	// not answer), and the policy refuses any change after.
+	aliceClient := kubernetes.NewForConfigOrDie(clientConfig(t, alice))
+	forged := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "forged", Annotations: map[string]string{v1alpha1.AnnotationCreatedBy: "dave"}},
+		Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever,
+			Containers: []corev1.Container{{Name: "main", Image: "busybox"}}}}}}
+	if j, err := aliceClient.BatchV1().Jobs("team-c").Create(e.Ctx, forged, metav1.CreateOptions{}); err != nil || j.Annotations[v1alpha1.AnnotationCreatedBy] != "alice" {
+		t.Errorf("alice's Job claiming dave made it: %v, created by %q", err, j.Annotations[v1alpha1.AnnotationCreatedBy])
+	}
+	sts := aliceClient.AppsV1().StatefulSets("team-c")
+	patch := []byte(`{"metadata":{"annotations":{"allot.dev/created-by":"dave"}}}`)
+	if _, err := sts.Patch(e.Ctx, "nb-alice", types.MergePatchType, patch, metav1.PatchOptions{}); err == nil ||
+		!strings.Contains(err.Error(), "metadata.annotations[allot.dev/created-by]: fixed once the object exists") {
+		t.Errorf("alice rewriting who made nb-alice: %v", err)
+	}
+	// An update that drops it (a server-side apply of her manifest) keeps it.
+	if st, err := sts.Patch(e.Ctx, "nb-alice", types.MergePatchType, []byte(`{"metadata":{"annotations":{"allot.dev/created-by":null}}}`), metav1.PatchOptions{}); err != nil ||
+		st.Annotations[v1alpha1.AnnotationCreatedBy] != "alice" {
+		t.Errorf("an update dropping who made nb-alice: %v, %v", err, st.Annotations)
 	}
 	e.WaitFor(t, "allot top queues as alice", func() (bool, string) {
 		out := as(alice, "top", "queues")
@@ -170,11 +210,7 @@ func TestResearcherCLISession(t *testing.T) {
 	// Allot's PodGroups are in edit's rights, in the researcher's own namespace only.
 	pg := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "allot.dev/v1alpha1", "kind": "PodGroup",
 		"metadata": map[string]any{"name": "sweep"}, "spec": map[string]any{"minMember": int64(2), "queue": "team-c"}}}
-	rc, err := clientcmd.BuildConfigFromFlags("", alice)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pgs := dynamic.NewForConfigOrDie(rc).Resource(kubetest.PodGroups)
+	pgs := dynamic.NewForConfigOrDie(clientConfig(t, alice)).Resource(kubetest.PodGroups)
 	if _, err := pgs.Namespace("team-c").Create(e.Ctx, pg, metav1.CreateOptions{}); err != nil {
 		t.Errorf("alice's PodGroup in team-c: %v", err)
 	}

@@ -74,6 +74,13 @@ const (
 	// names (HAMi's, KAI-Scheduler's), what was read from which name and what Allot's name
 	// it became: "nvidia.com/gpumem=8000 → allot.dev/gpu-memory=8000Mi; …".
 	AnnotationTranslated = "allot.dev/translated"
+	// AnnotationCreatedBy names who created a workload (its top object: a Job, a
+	// Deployment, a bare pod…), as the API server authenticated the request: the webhook
+	// writes it at creation, and the allot-created-by policy refuses any other value then
+	// and any change after (CreatorPolicyName).
+	AnnotationCreatedBy = "allot.dev/created-by"
+	// CreatorPolicyName is the ValidatingAdmissionPolicy that keeps AnnotationCreatedBy.
+	CreatorPolicyName = "allot-created-by"
 	// AnnotationLeader on a bind or an eviction (and so on the bound pod) names the
 	// scheduler replica that made it, checked against the Lease by the API server.
 	AnnotationLeader    = "allot.dev/leader"

@@ -265,9 +265,9 @@ func TestDashboard(t *testing.T) {
 	})
 	b.Open(t, url+"#/workloads/default/"+reclaimed)
 	b.WaitText(t, ".timeline", "the reclaimed job's story", browsertest.Contains("Submitted", "Started", "Preempted", "team-d"))
-	// An interactive workload's page says how to open it from this machine.
+	// An interactive workload's page says who created it and how to open it from this machine.
 	b.Open(t, url+"#/workloads/default/nb-1")
-	b.WaitText(t, ".detail dl.facts", "nb-1's open command", browsertest.Contains("Open", "allot open nb-1"))
+	b.WaitText(t, ".detail dl.facts", "nb-1's creator and open command", browsertest.Contains("Created by", "Open", "allot open nb-1"))
 	b.Screenshot(t, "workload-preempted")
 
 	// Queues: the tree with quotas and fair shares, and a history chart per queue.

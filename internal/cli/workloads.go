@@ -395,7 +395,7 @@ func printWorkloads(cmd *cobra.Command, ws []inspect.Workload, output string, na
 		head = "NAMESPACE\t" + head
 	}
 	if output == "wide" {
-		head += "\tURL\tREASON"
+		head += "\tUSER\tURL\tREASON"
 	}
 	fmt.Fprintln(tw, head)
 	for _, w := range ws {
@@ -413,7 +413,11 @@ func printWorkloads(cmd *cobra.Command, ws []inspect.Workload, output string, na
 			if url == "" {
 				url = "-"
 			}
-			row += "\t" + url + "\t" + w.Reason
+			user := w.CreatedBy
+			if user == "" {
+				user = "-"
+			}
+			row += "\t" + user + "\t" + url + "\t" + w.Reason
 		}
 		fmt.Fprintln(tw, row)
 	}
@@ -466,6 +470,9 @@ func newDescribeCmd() *cobra.Command {
 			fmt.Fprintf(out, "Name:       %s\nNamespace:  %s\nKind:       %s\nQueue:      %s\nType:       %s\nStatus:     %s\nGPUs:       %s allocated of %s requested\nPods:       %d running, %d pending\nCreated:    %s (%s ago)\n",
 				w.Name, w.Namespace, w.Kind, w.Queue, w.Type, w.Status, gpuAmount(w.GPUs), gpuAmount(w.Requested), w.Running, w.Pending,
 				w.Created.Format(time.RFC3339), age(w.Created))
+			if w.CreatedBy != "" {
+				fmt.Fprintf(out, "Created by: %s\n", w.CreatedBy)
+			}
 			if w.URL != "" {
 				fmt.Fprintf(out, "URL:        %s\n", w.URL)
 			}

@@ -36,6 +36,7 @@ const (
 	PathMutatePods     = "/mutate-pods"
 	PathValidatePods   = "/validate-pods"
 	PathMutateJobs     = "/mutate-jobs"
+	PathMutateCreator  = "/mutate-creator"
 	PathValidateQueues = "/validate-queues"
 )
 
@@ -46,6 +47,7 @@ func Serve(ctx context.Context, l net.Listener, getCert func(*tls.ClientHelloInf
 	mux.Handle(PathMutatePods, &admission.Webhook{Handler: metrics.instrument("mutate-pods", m)})
 	mux.Handle(PathValidatePods, &admission.Webhook{Handler: metrics.instrument("validate-pods", v)})
 	mux.Handle(PathMutateJobs, &admission.Webhook{Handler: metrics.instrument("mutate-jobs", JobMutator{})})
+	mux.Handle(PathMutateCreator, &admission.Webhook{Handler: metrics.instrument("mutate-creator", Creator{})})
 	mux.Handle(PathValidateQueues, &admission.Webhook{Handler: metrics.instrument("validate-queues", q)})
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second,
@@ -168,6 +170,11 @@ func RegisterAdopting(ctx context.Context, client kubernetes.Interface, baseURL 
 					Rule: admissionregv1.Rule{APIGroups: []string{"batch"}, APIVersions: []string{"v1"}, Resources: []string{"jobs"}}}},
 				MatchConditions: []admissionregv1.MatchCondition{{Name: "scheduled-by-allot", Expression: "object.spec.template.spec.schedulerName == 'allot'"}},
 				FailurePolicy:   &fail, SideEffects: &none, TimeoutSeconds: &timeout, AdmissionReviewVersions: []string{"v1"}},
+			// Who created each workload; the allot-created-by policy keeps the value true
+			// where this one does not answer.
+			{Name: "creator.mutate.allot.dev", ClientConfig: url(PathMutateCreator), Rules: creatorRules(),
+				MatchConditions: []admissionregv1.MatchCondition{{Name: "a-workloads-creator", Expression: CreatorCondition}},
+				FailurePolicy:   &ignore, SideEffects: &none, TimeoutSeconds: &timeout, AdmissionReviewVersions: []string{"v1"}},
 			// Other schedulers' GPU pods in tenants' namespaces become Allot's, and get all
 			// the webhook above gives Allot's pods (foreign.go): last, so that each pod is
 			// mutated once (the one above sees them under their own scheduler's name).
@@ -211,4 +218,13 @@ func RegisterAdopting(ctx context.Context, client kubernetes.Interface, baseURL 
 	}
 	_, err := vc.Create(ctx, val, metav1.CreateOptions{})
 	return err
+}
+
+// creatorRules are CreatorRules on creation and update.
+func creatorRules() []admissionregv1.RuleWithOperations {
+	out := make([]admissionregv1.RuleWithOperations, len(CreatorRules))
+	for i, r := range CreatorRules {
+		out[i] = admissionregv1.RuleWithOperations{Operations: []admissionregv1.OperationType{admissionregv1.Create, admissionregv1.Update}, Rule: r}
+	}
+	return out
 }

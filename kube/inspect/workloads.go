@@ -54,6 +54,9 @@ type Workload struct {
 	Idle
 	// URL is where its --port is reached, where allot submit exposed it (urls.go).
 	URL string `json:"url,omitempty"`
+	// CreatedBy is who created it, as the API server authenticated them
+	// (allot.dev/created-by on its top object, which only Allot's webhook writes).
+	CreatedBy string `json:"createdBy,omitempty"`
 }
 
 // Ref names one object.
@@ -278,6 +281,9 @@ func BuildWorkloads(o Objects) []Workload {
 		}
 		if m := top.meta; m != nil {
 			w.Submitted = m.Labels[submit.LabelWorkload] == m.Name
+			if len(m.OwnerReferences) == 0 { // the top object's: an owned one's may be copied
+				w.CreatedBy = m.Annotations[v1alpha1.AnnotationCreatedBy]
+			}
 			if w.Queue == "" {
 				w.Queue = m.Labels[v1alpha1.LabelQueue]
 			}

@@ -127,6 +127,8 @@ func (s *Scheduler) ensureFieldsPolicy(ctx context.Context) {
 	s.ensurePolicy(ctx, p, b, "pods' queue, share and device fields from their owners")
 	p, b = ConfigMapsPolicy(me)
 	s.ensurePolicy(ctx, p, b, "the GPU ConfigMaps of pods admitted before the one-container layout from their owners")
+	p, b = CreatorPolicy()
+	s.ensurePolicy(ctx, p, b, "who created each workload")
 }
 
 func (s *Scheduler) ensurePolicy(ctx context.Context, p *admissionregistrationv1.ValidatingAdmissionPolicy, b *admissionregistrationv1.ValidatingAdmissionPolicyBinding, keeps string) {

@@ -31,6 +31,8 @@ export interface Workload {
   // idleSince: since when every GPU it holds has been idle (kube/idle); idleSuspended: why
   // its queue's idleTimeout stopped it.
   idleSince?: string; idleSuspended?: IdleSuspension;
+  // createdBy: who created it (allot.dev/created-by, written by Allot's webhook).
+  createdBy?: string;
 }
 
 export interface IdleSuspension { at: string; idleFor: string; threshold: number; queue: string; class: string }

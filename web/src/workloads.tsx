@@ -136,6 +136,7 @@ export function WorkloadDetail({ s, ns, name }: { s: State; ns: string; name: st
         <dt>Queue</dt><dd>{w.queue}</dd>
         <dt>Type</dt><dd>{w.type}</dd>
         <dt>Namespace</dt><dd>{w.namespace}</dd>
+        {w.createdBy && <><dt>Created by</dt><dd class="created-by">{w.createdBy}</dd></>}
         <dt>GPUs</dt><dd>{fmt(w.gpusAllocated)} of {fmt(w.gpusRequested)}</dd>
         <dt>Pods</dt><dd>{w.running} running, {w.pending} pending</dd>
         {w.reason && <><dt>Why it waits</dt><dd class="reason">{w.reason}</dd></>}
