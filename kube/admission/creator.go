@@ -14,7 +14,7 @@ import (
 
 // Creator records who created a workload: the request's user, as the API server
 // authenticated it, in allot.dev/created-by on the workload's top object (one with no
-// owner: a Job, a Deployment, a TrainJob, a bare pod). allot list -o wide, describe and the
+// owner: a Job, a Deployment, a TrainJob, a PodGroup). allot list -o wide, describe and the
 // dashboard show it. A tenant cannot choose the value: this webhook writes over it at
 // creation and puts it back where an update drops it, and the allot-created-by policy
 // (kube/scheduler/creator.go) refuses a value that is not the requester's at creation and
@@ -23,9 +23,10 @@ type Creator struct{}
 
 // CreatorRules are the kinds whose top objects are workloads (kube/inspect's): Kubernetes'
 // own and those of the projects Allot schedules for (docs/integrations.md). A kind whose
-// CRD is not installed costs nothing.
+// CRD is not installed costs nothing. Not pods: a policy on every pod's creation cost
+// kube-bench's 2,000 bare pods 15-20% of their throughput here (docs/performance.md), and
+// a bare pod is rarely how people run work; Allot shows no creator for one.
 var CreatorRules = []admissionregv1.Rule{
-	{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"}},
 	{APIGroups: []string{"batch"}, APIVersions: []string{"v1"}, Resources: []string{"jobs"}},
 	{APIGroups: []string{"apps"}, APIVersions: []string{"v1"}, Resources: []string{"deployments", "statefulsets"}},
 	{APIGroups: []string{"jobset.x-k8s.io"}, APIVersions: []string{"*"}, Resources: []string{"jobsets"}},
@@ -39,14 +40,13 @@ var CreatorRules = []admissionregv1.Rule{
 }
 
 // CreatorCondition sends the webhook, at creation, top objects only (what a controller
-// makes for a workload is not one) outside the system's namespaces, and of bare pods only
-// Allot's; and an update that drops the name. A server-side apply of a manifest without it
+// makes for a workload is not one) outside the system's namespaces; and an update that
+// drops the name. A server-side apply of a manifest without it
 // drops it (the field is the applier's, who created the object), and so does a replace:
 // the webhook puts it back rather than have the policy refuse the apply.
 const CreatorCondition = "request.operation == 'CREATE' ? " +
 	"((!has(object.metadata.ownerReferences) || size(object.metadata.ownerReferences) == 0) && " +
-	"!(request.namespace in ['kube-system', 'kube-public', 'kube-node-lease']) && " +
-	"(object.kind != 'Pod' || object.spec.schedulerName == 'allot')) : " +
+	"!(request.namespace in ['kube-system', 'kube-public', 'kube-node-lease'])) : " +
 	"('" + v1alpha1.AnnotationCreatedBy + "' in oldObject.metadata.?annotations.orValue({}) && " +
 	"!('" + v1alpha1.AnnotationCreatedBy + "' in object.metadata.?annotations.orValue({})))"
 

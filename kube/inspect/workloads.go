@@ -281,7 +281,9 @@ func BuildWorkloads(o Objects) []Workload {
 		}
 		if m := top.meta; m != nil {
 			w.Submitted = m.Labels[submit.LabelWorkload] == m.Name
-			if len(m.OwnerReferences) == 0 { // the top object's: an owned one's may be copied
+			// The top object's (an owned one's may be copied), of the kinds whose value the
+			// allot-created-by policy keeps (not a bare pod's).
+			if len(m.OwnerReferences) == 0 && top.ref.Kind != "Pod" {
 				w.CreatedBy = m.Annotations[v1alpha1.AnnotationCreatedBy]
 			}
 			if w.Queue == "" {
