@@ -166,7 +166,7 @@ func TestResearcherCLISession(t *testing.T) {
 		t.Errorf("allot list -o wide as dave: his job running on 8 GPUs, and no other team's:\n%s", out)
 	}
 	if out := as(dave, "describe", "llm-pretrain"); !strings.Contains(out, "GPUs:       8 allocated of 8 requested") ||
-		!strings.Contains(out, "only namespace team-d shown: you may not list Events in others") || !strings.Contains(out, "Created by: dave\n") {
+		!strings.Contains(out, "only namespace team-d shown: you may not list Events in others") || !strings.Contains(out, "Created by: dave\n") || !strings.Contains(out, "Running:    for ") {
 		t.Errorf("allot describe llm-pretrain as dave:\n%s", out)
 	}
 	if out := as(alice, "list", "-o", "wide"); !regexp.MustCompile(`nb-alice\s.*\salice\s+-\s`).MatchString(out) {

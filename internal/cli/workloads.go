@@ -473,6 +473,9 @@ func newDescribeCmd() *cobra.Command {
 			if w.CreatedBy != "" {
 				fmt.Fprintf(out, "Created by: %s\n", w.CreatedBy)
 			}
+			if !w.RunningSince.IsZero() {
+				fmt.Fprintf(out, "Running:    for %s (since %s)\n", age(w.RunningSince), w.RunningSince.Format(time.RFC3339))
+			}
 			if w.URL != "" {
 				fmt.Fprintf(out, "URL:        %s\n", w.URL)
 			}

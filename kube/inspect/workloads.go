@@ -57,6 +57,9 @@ type Workload struct {
 	// CreatedBy is who created it, as the API server authenticated them
 	// (allot.dev/created-by on its top object, which only Allot's webhook writes).
 	CreatedBy string `json:"createdBy,omitempty"`
+	// RunningSince is when the longest-running of its running pods started (zero while
+	// none runs): its runtime, as people ask it.
+	RunningSince time.Time `json:"runningSince,omitzero"`
 }
 
 // Ref names one object.
@@ -385,6 +388,10 @@ func BuildWorkloads(o Objects) []Workload {
 		}
 		if p.CreationTimestamp.Time.After(newest[w]) {
 			newest[w] = p.CreationTimestamp.Time
+		}
+		if s := p.Status.StartTime; s != nil && p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil &&
+			(w.RunningSince.IsZero() || s.Time.Before(w.RunningSince)) {
+			w.RunningSince = s.Time
 		}
 		if w.Type == "" {
 			w.Type = podType(top.ref.Kind, p)

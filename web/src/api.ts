@@ -31,8 +31,9 @@ export interface Workload {
   // idleSince: since when every GPU it holds has been idle (kube/idle); idleSuspended: why
   // its queue's idleTimeout stopped it.
   idleSince?: string; idleSuspended?: IdleSuspension;
-  // createdBy: who created it (allot.dev/created-by, written by Allot's webhook).
-  createdBy?: string;
+  // createdBy: who created it (allot.dev/created-by, written by Allot's webhook);
+  // runningSince: when the longest-running of its running pods started.
+  createdBy?: string; runningSince?: string;
 }
 
 export interface IdleSuspension { at: string; idleFor: string; threshold: number; queue: string; class: string }
