@@ -426,9 +426,17 @@ func TestHelmResearcherRole(t *testing.T) {
 	if def := render(t)["ClusterRoleBinding/allot-researcher"]; def == nil || fmt.Sprint(def["subjects"]) != "[map[apiGroup:rbac.authorization.k8s.io kind:Group name:system:authenticated]]" {
 		t.Errorf("by default bound to %v, want every signed-in user", def)
 	}
+	leases := objs["Role/allot-researcher"]
+	if leases == nil || fmt.Sprint(leases["rules"]) != "[map[apiGroups:[coordination.k8s.io] resources:[leases] verbs:[get list watch]]]" ||
+		leases.str("metadata", "namespace") != "allot-system" || objs["RoleBinding/allot-researcher"] == nil {
+		t.Errorf("the researcher's Role in the release's namespace: %v", leases)
+	}
 	none := render(t, "--set", "researchers.groups=null")
 	if _, ok := none["ClusterRoleBinding/allot-researcher"]; ok {
 		t.Error("researchers.groups empty still binds the researcher role")
+	}
+	if _, ok := none["RoleBinding/allot-researcher"]; ok {
+		t.Error("researchers.groups empty still binds the researcher's Role")
 	}
 	if none["ClusterRole/allot-edit"] == nil || none["ClusterRole/allot-view"] == nil {
 		t.Error("Allot's kinds are not aggregated into edit and view")

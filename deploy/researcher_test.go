@@ -135,7 +135,8 @@ func TestResearcherCLISession(t *testing.T) {
 	refused(alice, []string{`User "alice" cannot list resource "queues" in API group "allot.dev" at the cluster scope`,
 		"only a cluster admin grants", "researchers.groups"}, "queues")
 
-	install(t, e, objs, "ClusterRole/allot-researcher", "ClusterRoleBinding/allot-researcher", "ClusterRole/allot-edit", "ClusterRole/allot-view")
+	install(t, e, objs, "ClusterRole/allot-researcher", "ClusterRoleBinding/allot-researcher", "Role/allot-researcher", "RoleBinding/allot-researcher",
+		"ClusterRole/allot-edit", "ClusterRole/allot-view")
 	e.WaitFor(t, "allot queues as alice: team-a holding 10, the bars on the cluster's 16 GPUs", func() (bool, string) {
 		out, err := allotAs(t, e, alice, "queues")
 		return err == nil && strings.Contains(out, "(bar width: the cluster's 16 GPUs)") && regexp.MustCompile(`team-a\s+4\s.*\b10\b`).MatchString(out),
@@ -168,6 +169,15 @@ func TestResearcherCLISession(t *testing.T) {
 	if out := as(dave, "describe", "llm-pretrain"); !strings.Contains(out, "GPUs:       8 allocated of 8 requested") ||
 		!strings.Contains(out, "only namespace team-d shown: you may not list Events in others") || !strings.Contains(out, "Created by: dave\n") || !strings.Contains(out, "Running:    for ") {
 		t.Errorf("allot describe llm-pretrain as dave:\n%s", out)
+	}
+	// How busy its GPUs are, as the simulated nodes report it (95% for training), to the
+	// researcher who may read the nodes but no other team's pods.
+	e.WaitFor(t, "llm-pretrain's GPU use for dave", func() (bool, string) {
+		out := as(dave, "describe", "llm-pretrain")
+		return strings.Contains(out, "GPU use:    95% busy (mean of its 8 whole GPUs), GPU memory not reported"), out
+	})
+	if out := as(dave, "list", "-o", "wide"); !regexp.MustCompile(`llm-pretrain\s.*\s95%\s+dave\s`).MatchString(out) {
+		t.Errorf("allot list -o wide as dave has no UTIL of llm-pretrain:\n%s", out)
 	}
 	if out := as(alice, "list", "-o", "wide"); !regexp.MustCompile(`nb-alice\s.*\salice\s+-\s`).MatchString(out) {
 		t.Errorf("allot list -o wide as alice does not say she made nb-alice:\n%s", out)

@@ -395,7 +395,7 @@ func printWorkloads(cmd *cobra.Command, ws []inspect.Workload, output string, na
 		head = "NAMESPACE\t" + head
 	}
 	if output == "wide" {
-		head += "\tUSER\tURL\tREASON"
+		head += "\tUTIL\tUSER\tURL\tREASON"
 	}
 	fmt.Fprintln(tw, head)
 	for _, w := range ws {
@@ -417,7 +417,11 @@ func printWorkloads(cmd *cobra.Command, ws []inspect.Workload, output string, na
 			if user == "" {
 				user = "-"
 			}
-			row += "\t" + user + "\t" + url + "\t" + w.Reason
+			util := "-"
+			if w.Use != nil && w.Use.Utilization != nil {
+				util = strconv.Itoa(*w.Use.Utilization) + "%"
+			}
+			row += "\t" + util + "\t" + user + "\t" + url + "\t" + w.Reason
 		}
 		fmt.Fprintln(tw, row)
 	}
@@ -475,6 +479,9 @@ func newDescribeCmd() *cobra.Command {
 			}
 			if !w.RunningSince.IsZero() {
 				fmt.Fprintf(out, "Running:    for %s (since %s)\n", age(w.RunningSince), w.RunningSince.Format(time.RFC3339))
+			}
+			if u := w.Use; u != nil {
+				fmt.Fprintf(out, "GPU use:    %s (as its nodes' agents last measured)\n", useLine(u))
 			}
 			if w.URL != "" {
 				fmt.Fprintf(out, "URL:        %s\n", w.URL)
@@ -704,3 +711,17 @@ func (f replicasFlag) Set(v string) error {
 }
 
 func (replicasFlag) Type() string { return "N|MIN:MAX" }
+
+// useLine says how busy a workload's whole GPUs were and the GPU memory it holds, or why
+// either is not said.
+func useLine(u *inspect.GPUUse) string {
+	busy := "utilisation not its own (its GPUs are shared)"
+	if u.Utilization != nil {
+		busy = fmt.Sprintf("%d%% busy (mean of its %d whole GPUs)", *u.Utilization, u.GPUs)
+	}
+	mem := "GPU memory not reported"
+	if u.MemoryUsedMi != nil {
+		mem = fmt.Sprintf("%d MiB of GPU memory", *u.MemoryUsedMi)
+	}
+	return busy + ", " + mem
+}

@@ -33,6 +33,12 @@ type Pod struct {
 	// GPUMemory is a dynamic fraction's memory (a slice with a limit past its request):
 	// its request, its limit and what it was last measured to hold; nil for other pods.
 	GPUMemory *GPUMemory `json:"gpuMemory,omitempty"`
+	// devices are the indices of its GPUs on its node, shared whether it holds a slice of
+	// them, sliceUsedMi what its agent last measured it to hold of a shared one: what
+	// withUse reads.
+	devices     []int
+	shared      bool
+	sliceUsedMi *int64
 }
 
 // GPUMemory is a dynamic fraction's GPU memory. Each amount is in MiB, 0 where it is not
@@ -75,10 +81,17 @@ func podGPUMemory(p *corev1.Pod) *GPUMemory {
 		// A fraction's booking is that part of its GPU: the limit is the same part, larger.
 		m.LimitMi = int64(float64(booked>>20) / share.Fraction * share.FractionLimit)
 	}
-	if v, err := strconv.ParseInt(strings.TrimSpace(p.Annotations[v1alpha1.AnnotationPodGPUMemoryUsed]), 10, 64); err == nil && v >= 0 && v < 1<<30 {
-		m.UsedMi = &v
-	}
+	m.UsedMi = podMemoryUsed(p)
 	return m
+}
+
+// podMemoryUsed is the GPU memory a pod sharing a GPU held at its agent's last reading
+// (allot.dev/gpu-memory-used-mib); nil where none was read.
+func podMemoryUsed(p *corev1.Pod) *int64 {
+	if v, err := strconv.ParseInt(strings.TrimSpace(p.Annotations[v1alpha1.AnnotationPodGPUMemoryUsed]), 10, 64); err == nil && v >= 0 && v < 1<<30 {
+		return &v
+	}
+	return nil
 }
 
 // PodGPUs is what a pod asks: whole GPUs, or its fraction of one (a memory request counts

@@ -60,6 +60,8 @@ type Workload struct {
 	// RunningSince is when the longest-running of its running pods started (zero while
 	// none runs): its runtime, as people ask it.
 	RunningSince time.Time `json:"runningSince,omitzero"`
+	// Use is the GPU use its nodes' agents last measured (use.go); nil where none is read.
+	Use *GPUUse `json:"gpuUse,omitempty"`
 }
 
 // Ref names one object.
@@ -147,11 +149,14 @@ func Workloads(ctx context.Context, client kubernetes.Interface, namespace, queu
 	o.Others = ecosystemObjects(ctx, client, namespace)
 	// Which devices pods really hold needs the nodes' device lists: a user who may not
 	// read Nodes sees Allot's preference, said as such.
-	if nodes, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{}); err == nil {
-		o.NodeUUIDs = NodeUUIDs(ptrs(nodes.Items))
+	var nodes []*corev1.Node
+	if l, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{}); err == nil {
+		nodes = ptrs(l.Items)
+		o.NodeUUIDs = NodeUUIDs(nodes)
 	}
 	all := BuildWorkloads(o)
 	withURLs(ctx, client, namespace, all)
+	withUse(ctx, client, nodes, all)
 	if queue == "" {
 		return all, nil
 	}
@@ -428,6 +433,8 @@ func BuildWorkloads(o Objects) []Workload {
 			if share := p.Annotations[v1alpha1.AnnotationGPUShare]; share != "" {
 				pod.GPUs += fmt.Sprintf(" (%s)", strconv.FormatFloat(PodGPUs(p), 'f', -1, 64))
 			}
+			pod.devices, pod.shared = gpus, shared
+			pod.sliceUsedMi = podMemoryUsed(p)
 		}
 		if live(p) {
 			w.Requested += pod.Asks
