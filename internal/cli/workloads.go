@@ -720,8 +720,11 @@ func useLine(u *inspect.GPUUse) string {
 		busy = fmt.Sprintf("%d%% busy (mean of its %d whole GPUs)", *u.Utilization, u.GPUs)
 	}
 	mem := "GPU memory not reported"
-	if u.MemoryUsedMi != nil {
-		mem = fmt.Sprintf("%d MiB of GPU memory", *u.MemoryUsedMi)
+	switch m := u.MemoryUsedMi; {
+	case m != nil && *m >= 1024:
+		mem = fmt.Sprintf("%.1f GiB of GPU memory", float64(*m)/1024)
+	case m != nil:
+		mem = fmt.Sprintf("%d MiB of GPU memory", *m)
 	}
 	return busy + ", " + mem
 }
