@@ -12,18 +12,17 @@ import (
 
 // checkHostPaths holds a pod to its queue's rule for the node's paths (spec.hostPaths): a
 // hostPath volume only under an allowed directory. The sharing volumes the mutating webhook
-// adds are the admin's (agent.sharingRoot) and not the tenant's to choose; they pass where
-// they have the shapes that webhook gives them, and their mounts are checkSharingMounts'.
-func checkHostPaths(p *corev1.Pod, q *v1alpha1.Queue) error {
+// adds are the admin's (sharingRoot, the scheduler's --sharing-root) and pass at exactly
+// the paths that webhook gives them: a tenant's volume under one of their names elsewhere
+// (a whole-GPU pod, which the webhook does not mount, naming "/" so) is the tenant's.
+func checkHostPaths(p *corev1.Pod, q *v1alpha1.Queue, sharingRoot string) error {
 	rule := q.Spec.HostPaths
 	if rule == nil {
 		return nil
 	}
 	root := ""
-	for _, v := range p.Spec.Volumes {
-		if v.Name == sharingVolume && v.HostPath != nil {
-			root = path.Clean(v.HostPath.Path)
-		}
+	if sharingRoot != "" {
+		root = path.Clean(sharingRoot)
 	}
 	for i, v := range p.Spec.Volumes {
 		if v.HostPath == nil {
@@ -31,9 +30,8 @@ func checkHostPaths(p *corev1.Pod, q *v1alpha1.Queue) error {
 		}
 		hp := path.Clean(v.HostPath.Path)
 		switch {
-		case v.Name == sharingVolume,
-			v.Name == shmVolume && root != "" && hp == v1alpha1.ShmDir(root),
-			v.Name == lockVolume && hp == v1alpha1.HAMiLockDir:
+		case root != "" && (v.Name == sharingVolume && hp == root || v.Name == shmVolume && hp == v1alpha1.ShmDir(root) ||
+			v.Name == lockVolume && hp == v1alpha1.HAMiLockDir):
 			continue
 		case allowedPath(hp, rule.Allowed):
 			continue
@@ -46,6 +44,20 @@ func checkHostPaths(p *corev1.Pod, q *v1alpha1.Queue) error {
 			i, v.Name, v.HostPath.Path, q.Name, strings.Join(rule.Allowed, ", "))
 	}
 	return nil
+}
+
+// HostPathsAllowed checks a pod scheduled by Allot against its queue's rule for the node's
+// paths, sharingRoot being the mutating webhook's (empty where no pool enforces sharing).
+// ValidatePod has checked the queue exists.
+func HostPathsAllowed(p *corev1.Pod, view View, sharingRoot string) error {
+	if !subject(p) {
+		return nil
+	}
+	q, ok := view.Queue(p.Labels[v1alpha1.LabelQueue])
+	if !ok {
+		return nil
+	}
+	return checkHostPaths(p, q, sharingRoot)
 }
 
 // allowedPath tells whether p (clean, so without "..") is one of the directories or under

@@ -35,6 +35,7 @@ func TestQueueRulesHostPaths(t *testing.T) {
 		pod.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "host-0", MountPath: "/mnt"}}
 		return pod
 	}
+	const root = "/run/allot/sharing"
 	for _, c := range []struct {
 		queue, path, want string // want "" for admitted
 	}{
@@ -47,21 +48,37 @@ func TestQueueRulesHostPaths(t *testing.T) {
 		{"sealed", "/data", `spec.volumes[0] (host-0): hostPath "/data" is not allowed: queue sealed allows no path of the node (spec.hostPaths)`},
 		{"team-a", "/etc", ""},
 	} {
-		err := ValidatePod(withHostPath(c.queue, c.path), hostPathView{}, nil)
+		p := withHostPath(c.queue, c.path)
+		err := ValidatePod(p, hostPathView{}, nil)
+		if err == nil {
+			err = HostPathsAllowed(p, hostPathView{}, root)
+		}
 		if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
 			t.Errorf("queue %s, hostPath %s: %v, want %q", c.queue, c.path, err, c.want)
 		}
 	}
-	// A sharing pod in the sealed queue keeps the webhook's sharing volumes; one of the
-	// tenant's own beside them is still refused.
+	// A sharing pod in the sealed queue keeps the webhook's sharing volumes at the sharing
+	// root; a volume of the tenant's under one of their names elsewhere is the tenant's (a
+	// whole-GPU pod, which the webhook does not mount, naming the host's "/" so).
 	shared := pod("sealed", 0, nil, nil)
-	mountSharing(shared, "/run/allot/sharing")
-	q, _ := hostPathView{}.Queue("sealed")
-	if err := checkHostPaths(shared, q); err != nil {
+	mountSharing(shared, root)
+	if err := HostPathsAllowed(shared, hostPathView{}, root); err != nil {
 		t.Errorf("the webhook's sharing volumes in queue sealed: %v", err)
 	}
-	shared.Spec.Volumes = append(shared.Spec.Volumes, corev1.Volume{Name: shmVolume + "-2", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/run/allot/sharing/shm"}}})
-	if err := checkHostPaths(shared, q); err == nil {
-		t.Error("a volume of the tenant's at the sharing root's shm directory passed as the webhook's")
+	for _, v := range []corev1.Volume{
+		{Name: sharingVolume, VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/"}}},
+		{Name: shmVolume, VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/etc"}}},
+		{Name: lockVolume, VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: v1alpha1.HAMiLockDir}}},
+	} {
+		whole := pod("sealed", 1, nil, nil)
+		whole.Spec.Volumes = []corev1.Volume{v}
+		if err := HostPathsAllowed(whole, hostPathView{}, ""); err == nil {
+			t.Errorf("a whole-GPU pod's %s at %s passed as the webhook's where no pool shares", v.Name, v.HostPath.Path)
+		}
+		if v.Name != lockVolume {
+			if err := HostPathsAllowed(whole, hostPathView{}, root); err == nil {
+				t.Errorf("a whole-GPU pod's %s at %s passed as the webhook's", v.Name, v.HostPath.Path)
+			}
+		}
 	}
 }

@@ -39,6 +39,9 @@ type Validator struct {
 	// Peers says what becomes of other schedulers' GPU pods in tenants' namespaces (the
 	// mutating webhook's, checked again here).
 	Peers Peers
+	// SharingRoot is the Mutator's: the host directory its sharing volumes mount, which a
+	// queue's rule for node paths lets through (hostpaths.go).
+	SharingRoot string
 }
 
 // Handle implements admission.Handler.
@@ -61,6 +64,9 @@ func (v *Validator) Handle(ctx context.Context, req admission.Request) admission
 		return admission.Allowed("")
 	}
 	if err := ValidatePod(&p, v.View, v.Accelerators); err != nil {
+		return admission.Denied(err.Error())
+	}
+	if err := HostPathsAllowed(&p, v.View, v.SharingRoot); err != nil {
 		return admission.Denied(err.Error())
 	}
 	return admission.Allowed("")
@@ -239,9 +245,6 @@ func ValidatePod(p *corev1.Pod, view View, kinds *convert.Accelerators) error {
 			return fmt.Errorf("%s: namespace %q may not use queue %q, which admits only namespaces no queue claims: %q is %s's (use %s)",
 				v1alpha1.LabelQueue, p.Namespace, qname, p.Namespace, strings.Join(own, ", "), strings.Join(own, " or "))
 		}
-	}
-	if err := checkHostPaths(p, q); err != nil {
-		return err
 	}
 	if c := p.Labels[v1alpha1.LabelClass]; q.Spec.Class != "" && c != q.Spec.Class {
 		return fmt.Errorf("%s: %q is not allowed in queue %s, which runs %s workloads only (its time limit and idle timeout are theirs): remove the label, or use another queue",

@@ -101,7 +101,7 @@ func Run(ctx context.Context, rc *rest.Config, opts Options) error {
 		m := &admission.Mutator{View: view, Owners: admission.DynamicOwners(dyn), SharingRoot: opts.Scheduler.SharingRoot,
 			RuntimeClass: opts.SharingRuntimeClass, Peers: opts.Peers}
 		go func() {
-			if err := admission.Serve(ctx, opts.Webhook, opts.Cert, m, &admission.Validator{View: view, Accelerators: kinds, Peers: opts.Peers},
+			if err := admission.Serve(ctx, opts.Webhook, opts.Cert, m, &admission.Validator{View: view, Accelerators: kinds, Peers: opts.Peers, SharingRoot: opts.Scheduler.SharingRoot},
 				&admission.QueueValidator{View: view, Client: client, Allot: allot, Accelerators: kinds}, hooks); err != nil {
 				// The API server then refuses Allot's pods with a webhook error: say why here.
 				slog.Error("allot: admission webhooks stopped", "err", err)

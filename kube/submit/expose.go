@@ -18,9 +18,6 @@ const (
 	ServiceIngress      = "ingress"      // the cluster's ingress controller, at /NAMESPACE/NAME
 )
 
-// ServiceTypes are the values --service-type takes.
-var ServiceTypes = []string{ServiceClusterIP, ServiceNodePort, ServiceLoadBalancer, ServiceIngress}
-
 // IngressPath is where --service-type ingress serves a workload: the path its app must
 // take as its base (Jupyter's --ServerApp.base_url, TensorBoard's --path_prefix).
 func IngressPath(namespace, name string) string { return "/" + namespace + "/" + name }
