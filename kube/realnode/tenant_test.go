@@ -44,6 +44,17 @@ func TestTenantGetsOnlyWhatItsQueueBooks(t *testing.T) {
 	byHand := shellPod(ns, "by-hand", script("main"))
 	byHand.Labels = map[string]string{v1alpha1.LabelQueue: "alice-q"}
 	byHand.Spec.Containers[0].Resources.Limits = gpu
+	// The webhooks know alice's namespace for a tenant's once their informers have seen
+	// alice-q, which names it; until then a pod naming no scheduler is left to it. Asked
+	// with a server-side dry run (nothing is made) until the webhooks answer as the
+	// tenant's.
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		_, err := alice.CoreV1().Pods(ns).Create(ctx, envFrom.DeepCopy(), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		return err != nil, nil
+	})
+	if err != nil {
+		t.Fatalf("the webhooks never took namespace %s for alice-q's: %v", ns, err)
+	}
 	for _, c := range []struct {
 		pod  *corev1.Pod
 		want string
