@@ -11,7 +11,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/allot-dev/allot/api/v1alpha1"
-	"github.com/allot-dev/allot/kube/convert"
 )
 
 // GPUUse is what a workload's GPUs were last measured doing, by the agents of their nodes.
@@ -37,12 +36,15 @@ func withUse(ctx context.Context, client kubernetes.Interface, nodes []*corev1.N
 	if l, err := client.CoordinationV1().Leases(v1alpha1.SystemNamespace).List(ctx, metav1.ListOptions{LabelSelector: v1alpha1.LabelAgentLease}); err == nil {
 		leases = ptrs(l.Items)
 	}
-	type load struct{ util, memMi []string }
+	type load struct {
+		util  []*int // as allot top nodes reads it (nodes.go)
+		memMi []string
+	}
 	byNode := map[string]load{}
 	for _, n := range WithLoad(nodes, leases) {
 		u, m := n.Annotations[v1alpha1.AnnotationGPUUtilization], n.Annotations[v1alpha1.AnnotationGPUMemoryUsed]
 		if u != "" || m != "" {
-			byNode[n.Name] = load{split(u), split(m)}
+			byNode[n.Name] = load{utilization(u, len(split(u))), split(m)}
 		}
 	}
 	for i := range ws {
@@ -67,12 +69,12 @@ func withUse(ctx context.Context, client kubernetes.Interface, nodes []*corev1.N
 				continue
 			}
 			for _, g := range p.devices {
-				if v, ok := reading(l.util, g, 100); ok && v != convert.UtilizationUnread {
-					busy += v
+				if g >= 0 && g < len(l.util) && l.util[g] != nil {
+					busy += *l.util[g]
 					use.GPUs++
 					read = true
 				}
-				if v, ok := reading(l.memMi, g, 1<<30); ok && v >= 0 {
+				if v, ok := reading(l.memMi, g); ok {
 					addMemory(int64(v))
 				}
 			}
@@ -95,14 +97,14 @@ func split(s string) []string {
 	return strings.Split(s, ",")
 }
 
-// reading is device g's value of a report, within [UtilizationUnread, limit] (unread: the
-// agent could not read it).
-func reading(fields []string, g, limit int) (int, bool) {
+// reading is device g's used memory in MiB from the agent's report; false where it is not
+// a reading.
+func reading(fields []string, g int) (int, bool) {
 	if g < 0 || g >= len(fields) {
 		return 0, false
 	}
 	v, err := strconv.Atoi(strings.TrimSpace(fields[g]))
-	if err != nil || v < convert.UtilizationUnread || v > limit {
+	if err != nil || v < 0 || v > 1<<30 {
 		return 0, false
 	}
 	return v, true
