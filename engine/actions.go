@@ -141,7 +141,9 @@ func (s *session) reclaim(pool *candidatePool) {
 	for _, j := range s.waiting(true) {
 		// An elastic job reclaims its growth too, one pod at a time, so that its queue
 		// reaches its fair share whatever the size of its other jobs.
-		for s.reclaimFor(j, pool, fails) && j.started() {
+		ok := s.inPools(j, func() bool { return s.reclaimFor(j, pool, fails) })
+		for ok && j.started() {
+			ok = s.reclaimFor(j, pool, fails)
 		}
 	}
 }
@@ -435,39 +437,46 @@ func (s *session) mayEndBelowShare(v *queueState, res Resource, chain map[*queue
 func (s *session) preempt(pool *candidatePool) {
 	fails := map[string]bool{} // final within the action, as in reclaim
 	for _, j := range s.waiting(false) {
-		pods := s.item(j, passGangs)
-		if pods == nil {
-			continue
-		}
-		need := s.need(pods)
-		if _, ok := s.admit(j, need, gatePreempt); !ok {
-			continue
-		}
-		key := string(j.q.q.ID) + "#" + fmt.Sprint(j.j.Priority) + "#" + shapeKey(j, pods)
-		if fails[key] {
-			continue
-		}
-		shielded := s.keepUnshielded(j, protectPreempt)
-		cands := pool.from(j.res, func(q *queueState) bool { return q == j.q },
-			func(u unit) bool { return u.job.j.Priority < j.j.Priority && shielded(u) }, nil)
-		before := s.queueAllocs(j.res)
-		vs := &victimSearch{job: j, pods: pods, cands: cands,
-			reason: preemptReason(j),
-			accept: func() bool {
-				for q := j.q; q != nil; q = q.parent {
-					if a := q.alloc[j.res]; a > before[q] && a > q.fair[j.res] {
-						return false
-					}
-				}
-				return true
-			},
-		}
-		if vs.run(s) {
-			s.commits++
-		} else {
-			fails[key] = true
-		}
+		s.inPools(j, func() bool { return s.preemptFor(j, pool, fails) })
 	}
+}
+
+// preemptFor tries to start the job by stopping lower-priority work of its own queue; it
+// reports success.
+func (s *session) preemptFor(j *jobState, pool *candidatePool, fails map[string]bool) bool {
+	pods := s.item(j, passGangs)
+	if pods == nil {
+		return false
+	}
+	need := s.need(pods)
+	if _, ok := s.admit(j, need, gatePreempt); !ok {
+		return false
+	}
+	key := string(j.q.q.ID) + "#" + fmt.Sprint(j.j.Priority) + "#" + shapeKey(j, pods)
+	if fails[key] {
+		return false
+	}
+	shielded := s.keepUnshielded(j, protectPreempt)
+	cands := pool.from(j.res, func(q *queueState) bool { return q == j.q },
+		func(u unit) bool { return u.job.j.Priority < j.j.Priority && shielded(u) }, nil)
+	before := s.queueAllocs(j.res)
+	vs := &victimSearch{job: j, pods: pods, cands: cands,
+		reason: preemptReason(j),
+		accept: func() bool {
+			for q := j.q; q != nil; q = q.parent {
+				if a := q.alloc[j.res]; a > before[q] && a > q.fair[j.res] {
+					return false
+				}
+			}
+			return true
+		},
+	}
+	if vs.run(s) {
+		s.commits++
+		return true
+	}
+	fails[key] = true
+	return false
 }
 
 // consolidate starts a job that failed only because free GPUs are scattered, by moving

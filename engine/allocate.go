@@ -1,6 +1,10 @@
 package engine
 
-import "math"
+import (
+	"math"
+	"strconv"
+	"strings"
+)
 
 // pass is one sweep of the allocate action.
 type pass int
@@ -86,37 +90,72 @@ func (s *session) allocate(p pass) {
 		case p == passGangs:
 			mode = gateBelowFairShare
 		}
-		need := s.need(pods)
-		if r, ok := s.admit(j, need, mode); !ok {
-			j.setReason(r)
-			cursor[q]++
-			continue
-		}
-		key := shapeKey(j, pods)
-		if r, ok := fails.get(key, s.freed); ok {
-			j.setReason(r)
-			cursor[q]++
-			continue
-		}
-		cp := s.checkpoint()
-		if s.placeGang(j, pods, nil) {
-			if !s.queueRulesHold(j) {
-				// A memory request costs more on a smaller GPU than its estimate.
-				s.rollback(cp)
-				j.setReason(reasonf(ReasonQueueLimit, "on the GPUs free now the job would pass its queue's limit or quota"))
-				cursor[q]++
-				continue
+		var why []Reason
+		placed := s.inPools(j, func() bool {
+			r, ok := s.start(j, pods, mode, fails)
+			if !ok {
+				why = append(why, r)
 			}
+			return ok
+		})
+		if placed {
 			if s.item(j, p) == nil {
 				cursor[q]++
 			}
 			continue
 		}
-		r := s.explainNoFit(j, pods)
-		fails.put(key, s.freed, r)
-		j.setReason(r)
+		j.setReason(inEachPool(j, why))
 		cursor[q]++
 	}
+}
+
+// start places the pods on free capacity where the queue rules let the job's queue take
+// them, or says why not.
+func (s *session) start(j *jobState, pods []*podState, mode gateMode, fails failCache) (Reason, bool) {
+	need := s.need(pods)
+	if r, ok := s.admit(j, need, mode); !ok {
+		return r, false
+	}
+	key := shapeKey(j, pods)
+	if r, ok := fails.get(key, s.freed); ok {
+		return r, false
+	}
+	cp := s.checkpoint()
+	if s.placeGang(j, pods, nil) {
+		if !s.queueRulesHold(j) {
+			// A memory request costs more on a smaller GPU than its estimate.
+			s.rollback(cp)
+			return reasonf(ReasonQueueLimit, "on the GPUs free now the job would pass its queue's limit or quota"), false
+		}
+		return Reason{}, true
+	}
+	r := s.explainNoFit(j, pods)
+	fails.put(key, s.freed, r)
+	return r, false
+}
+
+// inEachPool joins the reasons a job of several pools gave in each, naming them; the
+// first pool's code stands for all.
+func inEachPool(j *jobState, why []Reason) Reason {
+	if len(why) <= 1 || len(why) != len(j.pools) {
+		if len(why) == 0 {
+			return Reason{}
+		}
+		return why[0]
+	}
+	parts := make([]string, len(why))
+	for i, r := range why {
+		parts[i] = "in node pool " + poolName(j.pools[i]) + ": " + r.Message
+	}
+	return Reason{Code: why[0].Code, Message: strings.Join(parts, "; ")}
+}
+
+// poolName is how a pool is named to people: the nodes that name none are the default.
+func poolName(p string) string {
+	if p == "" {
+		return "default"
+	}
+	return strconv.Quote(p)
 }
 
 // queueOrder chooses the queue allocation serves next: at each level of the tree, the

@@ -12,7 +12,7 @@ import (
 // shapeKey identifies jobs that fit or fail alike: same pods, same constraints.
 func shapeKey(j *jobState, pods []*podState) string {
 	var b strings.Builder
-	b.WriteString(j.j.NodePool)
+	b.WriteString(j.pool)
 	b.WriteByte('|')
 	if j.res != ResourceGPU {
 		b.WriteString(j.j.Accelerator) // another kind's nodes are another cluster
@@ -95,7 +95,7 @@ func (s *session) describe(j *jobState, r PodRequest) string {
 
 // deviceWord is what one of the job's devices is called: "GPU", or "ascend device".
 func (s *session) deviceWord(j *jobState) string {
-	if j.res == ResourceGPU {
+	if j.res.NVIDIA() {
 		return "GPU"
 	}
 	return s.resName(j.res) + " device"
@@ -346,7 +346,7 @@ func (s *session) explainConstraint(j *jobState) Reason {
 	fractionsWhy := ""
 	models := map[string]bool{}
 	for _, n := range s.nodes {
-		if n.n.Unschedulable || n.n.Pool != j.j.NodePool {
+		if n.n.Unschedulable || n.n.Pool != j.pool {
 			continue
 		}
 		if j.filter != nil && !j.filter.allowed[n.idx] {
@@ -370,13 +370,13 @@ func (s *session) explainConstraint(j *jobState) Reason {
 			models[g.Model] = true
 		}
 	}
-	pool := j.j.NodePool
+	pool := j.pool
 	if pool == "" {
 		pool = "default"
 	}
 	if inPool == 0 && otherKind > 0 && noFractions == 0 && unenforced == 0 {
 		kind := "NVIDIA GPUs"
-		if j.res != ResourceGPU {
+		if !j.res.NVIDIA() {
 			kind = s.deviceWord(j) + "s"
 		}
 		return reasonf(ReasonConstraint, "needs %s, and none of the %s it may use has them (their devices are of another kind)",
@@ -398,7 +398,7 @@ func (s *session) explainConstraint(j *jobState) Reason {
 			}
 			return reasonf(ReasonConstraint, "%s", msg)
 		}
-		if j.j.NodePool == "" {
+		if j.pool == "" {
 			return reasonf(ReasonConstraint, "%s", NoPoolRule(s.poolNames()))
 		}
 		return reasonf(ReasonConstraint, "no schedulable node in node pool %q", pool)

@@ -134,7 +134,7 @@ func (dv *division) divide(amount int64, kids []*queueState) {
 					wanting = append(wanting, i)
 				}
 			}
-			if r == ResourceGPU {
+			if r.NVIDIA() {
 				// Only those still wanting compare their past: a heavy user that wants
 				// nothing more now takes nothing from anyone.
 				tiltByUsage(weights, wanting, kids, dv.strength)

@@ -29,19 +29,31 @@ const (
 	ResourceCPU
 	ResourceMemory
 	resourceAccel0
-	numResources = resourceAccel0 + MaxAccelerators
+	resourcePool0 = resourceAccel0 + MaxAccelerators
+	numResources  = resourcePool0 + MaxPools
 )
 
 // MaxAccelerators is how many kinds of accelerator besides NVIDIA's GPUs one snapshot
 // may name.
 const MaxAccelerators = 6
 
+// MaxPools is how many node pools one snapshot may divide apart (Snapshot.Pools).
+const MaxPools = 8
+
 // AcceleratorResource is the resource of Snapshot.Accelerators[i].
 func AcceleratorResource(i int) Resource { return resourceAccel0 + Resource(i) }
 
+// PoolResource is the resource of the NVIDIA GPUs of node pool Snapshot.Pools[k].
+func PoolResource(k int) Resource { return resourcePool0 + Resource(k) }
+
 // Accelerator reports whether the resource is a kind of accelerator (NVIDIA GPUs
-// included): counted in thousandths of a device, divided in whole devices.
+// included, a pool's apart or not): counted in thousandths of a device, divided in whole
+// devices.
 func (r Resource) Accelerator() bool { return r == ResourceGPU || r >= resourceAccel0 }
+
+// NVIDIA reports whether the resource is NVIDIA's GPUs: those of the pools not divided
+// apart (ResourceGPU) or those of one pool that is.
+func (r Resource) NVIDIA() bool { return r == ResourceGPU || r >= resourcePool0 }
 
 func (r Resource) String() string {
 	switch r {
@@ -52,8 +64,11 @@ func (r Resource) String() string {
 	case ResourceMemory:
 		return "memory"
 	}
-	if r >= resourceAccel0 && r < numResources {
+	if r >= resourceAccel0 && r < resourcePool0 {
 		return fmt.Sprintf("accelerator %d", int(r-resourceAccel0))
+	}
+	if r >= resourcePool0 && r < numResources {
+		return fmt.Sprintf("pool %d GPU", int(r-resourcePool0))
 	}
 	return fmt.Sprintf("Resource(%d)", int(r))
 }

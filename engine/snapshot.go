@@ -23,6 +23,11 @@ type Snapshot struct {
 	// ("ascend", "amd"), at most MaxAccelerators: kind Accelerators[i] is counted as
 	// AcceleratorResource(i) in queues' quotas, fair shares and allocations.
 	Accelerators []string
+	// Pools names the node pools whose NVIDIA GPUs are divided apart, at most MaxPools:
+	// pool Pools[k]'s GPUs are counted as PoolResource(k) in queues' quotas, fair shares
+	// and allocations, so that a queue is guaranteed, borrows and is reclaimed from in each
+	// such pool on its own. The GPUs of every other pool count as ResourceGPU.
+	Pools []string
 }
 
 // PlacementRules is how the engine learns the placement rules it does not evaluate itself:
@@ -232,6 +237,10 @@ type Job struct {
 	// node-7"), for the reason given when the rest are stopped.
 	Lost     []string
 	NodePool string
+	// MorePools are the node pools the job may run in when it fits nowhere in NodePool,
+	// tried in this order (Run:ai's ordered node pools). Only a job with no pod running
+	// moves between them; one that runs stays in the pool its pods are in.
+	MorePools []string
 	// Topology, when set, keeps the job's pods within one domain of a level of node labels
 	// (required) or packs them into the narrowest one that holds them (preferred).
 	Topology *Topology

@@ -25,6 +25,8 @@ type session struct {
 	capacity Resources
 	// accel is each accelerator kind's resource, by name ("" for NVIDIA's GPUs).
 	accel map[string]Resource
+	// pools is the resource of each node pool divided apart (Snapshot.Pools), by name.
+	pools map[string]Resource
 	// domains caches each node's domain at each level of a topology, by its levels: jobs
 	// of one Topology share them, and building the keys per placement was most of the
 	// cost of a topology-aware cycle (BenchmarkCycleTopology).
@@ -133,9 +135,14 @@ type jobState struct {
 	j           *Job
 	q           *queueState
 	preemptible bool
-	// res is the resource the job's devices count as (its accelerator kind); asksGPU
-	// says whether its pods ask for devices at all (CPU-only jobs run on any node).
-	res     Resource
+	// res is the resource the job's devices count as (its accelerator kind, or its pool's
+	// where the pool is divided apart); asksGPU says whether its pods ask for devices at
+	// all (CPU-only jobs run on any node).
+	res Resource
+	// pool is the node pool the job is placed in now: the first of pools, or the one its
+	// running pods are in. pools are NodePool and MorePools, in order; nil with no more.
+	pool    string
+	pools   []string
 	asksGPU bool
 	// stopped: a pod of the job was stopped this cycle for its burst; nothing of it is
 	// placed again in the same cycle (its burst would be gone from the books, and it
@@ -416,15 +423,20 @@ func (s *session) maxFreeWhole() int {
 func newSession(snap *Snapshot, opts Options) *session {
 	s := &session{opts: opts, now: snap.Now, nodeByID: make(map[NodeID]*nodeState, len(snap.Nodes)),
 		queueBy: make(map[QueueID]*queueState, len(snap.Queues)), rng: newRand(opts.Seed),
-		accel: map[string]Resource{"": ResourceGPU}}
+		accel: map[string]Resource{"": ResourceGPU}, pools: map[string]Resource{}}
 	for i, k := range snap.Accelerators {
 		if i < MaxAccelerators && k != "" {
 			s.accel[k] = AcceleratorResource(i)
 		}
 	}
+	for k, p := range snap.Pools {
+		if k < MaxPools {
+			s.pools[p] = PoolResource(k)
+		}
+	}
 	for i := range snap.Nodes {
 		n := &snap.Nodes[i]
-		res, known := s.accel[n.Accelerator]
+		res, known := s.kindOf(n.Accelerator, n.Pool)
 		if !known {
 			res = -1
 		}
@@ -489,7 +501,17 @@ func newSession(snap *Snapshot, opts Options) *session {
 		case len(q.children) > 0:
 			why = reasonf(ReasonConstraint, "queue %s has child queues: submit to a leaf queue", j.Queue)
 		}
-		res, known := s.accel[j.Accelerator]
+		pool := j.NodePool
+		if len(j.MorePools) > 0 {
+			// A job that runs stays in the pool its pods are in.
+			for _, p := range j.Pods {
+				if n := s.nodeByID[bindingNode(p.Binding)]; n != nil && (n.n.Pool == pool || slices.Contains(j.MorePools, n.n.Pool)) {
+					pool = n.n.Pool
+					break
+				}
+			}
+		}
+		res, known := s.kindOf(j.Accelerator, pool)
 		if !known && why.Code == ReasonNone {
 			why = reasonf(ReasonInvalid, "accelerator kind %q is not one the scheduler knows: %s", j.Accelerator, s.kindsKnown())
 		}
@@ -502,7 +524,10 @@ func newSession(snap *Snapshot, opts Options) *session {
 			q = nil
 		}
 		js := &jobState{j: j, q: q, preemptible: j.IsPreemptible(), filter: s.filterOf(j.Nodes), memCap: asksMemoryCap(j), shares: asksShare(j),
-			res: res, asksGPU: asksDevices(j), choice: newDeviceChoice(j)}
+			res: res, asksGPU: asksDevices(j), choice: newDeviceChoice(j), pool: pool}
+		if len(j.MorePools) > 0 {
+			js.pools = append([]string{j.NodePool}, j.MorePools...)
+		}
 		if !known {
 			js.res = ResourceGPU // held as GPUs by no queue: it is an orphan
 		}
@@ -651,6 +676,50 @@ func (s *session) keepUnshielded(for_ *jobState, action int) func(unit) bool {
 }
 
 // kindsKnown lists the accelerator kinds of the snapshot, for a reason.
+// kindOf is the resource of a device of the given kind in the given pool: the pool's
+// own where its NVIDIA GPUs are divided apart, else the kind's.
+func (s *session) kindOf(accelerator, pool string) (Resource, bool) {
+	if accelerator == "" {
+		if r, ok := s.pools[pool]; ok {
+			return r, true
+		}
+	}
+	r, ok := s.accel[accelerator]
+	return r, ok
+}
+
+// setPool moves a job that runs nowhere to another of its pools: where it is placed and
+// which of its queue's quotas it counts against.
+func (s *session) setPool(j *jobState, pool string) {
+	j.pool = pool
+	if r, ok := s.kindOf(j.j.Accelerator, pool); ok {
+		j.res = r
+	}
+}
+
+// inPools tries to start the job in each of its pools in order (one try where it has one
+// pool, or runs), until a try succeeds; failing everywhere, it is back in its first.
+func (s *session) inPools(j *jobState, try func() bool) bool {
+	if len(j.pools) == 0 || j.bound > 0 {
+		return try()
+	}
+	for _, p := range j.pools {
+		s.setPool(j, p)
+		if try() {
+			return true
+		}
+	}
+	s.setPool(j, j.pools[0])
+	return false
+}
+
+func bindingNode(b *Binding) NodeID {
+	if b == nil {
+		return ""
+	}
+	return b.Node
+}
+
 func (s *session) kindsKnown() string {
 	var names []string
 	for k := range s.accel {
@@ -677,11 +746,28 @@ func (s *session) unitName(r Resource) string {
 	if r == ResourceGPU {
 		return "GPUs"
 	}
+	if r >= resourcePool0 {
+		return "GPUs of node pool " + s.poolOf(r)
+	}
 	return s.resName(r)
 }
 
-// resName names a resource for a person: an accelerator by its kind.
+// poolOf names the pool a pool's resource counts.
+func (s *session) poolOf(r Resource) string {
+	for k, v := range s.pools {
+		if v == r {
+			return k
+		}
+	}
+	return r.String()
+}
+
+// resName names a resource for a person: an accelerator by its kind, a pool's GPUs by
+// the pool.
 func (s *session) resName(r Resource) string {
+	if r >= resourcePool0 {
+		return "node pool " + s.poolOf(r) + " GPU"
+	}
 	if r >= resourceAccel0 {
 		for k, v := range s.accel {
 			if v == r {

@@ -61,8 +61,15 @@ func (u Usage) Decayed(t time.Time, halfLife time.Duration) float64 {
 // AboveQuota is how many GPUs a queue holds beyond its quota in a plan's accounting: the
 // rate at which its usage grows.
 func AboveQuota(q Queue, st QueueStatus) float64 {
-	over := st.Allocated[ResourceGPU] - q.Resources[ResourceGPU].Quota
-	return max(float64(over), 0) / float64(OneGPU)
+	var over int64
+	for r := Resource(0); r < numResources; r++ {
+		if r.NVIDIA() {
+			// Each pool divided apart has its own quota: what is above one is not
+			// offset by another's room.
+			over += max(st.Allocated[r]-q.Resources[r].Quota, 0)
+		}
+	}
+	return float64(over) / float64(OneGPU)
 }
 
 // tiltByUsage lowers the over-quota weight of siblings that used more than their weighted

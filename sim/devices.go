@@ -249,6 +249,55 @@ func Accelerators(nodes []engine.Node) []string {
 	return out
 }
 
+// DividedPools lists the node pools some queue gives a quota of its own, sorted: the
+// pools whose GPUs the engine divides apart (engine.Snapshot.Pools), in its order.
+func DividedPools(qs []QueueSpec) []string {
+	var out []string
+	for _, q := range qs {
+		for p := range q.Pools {
+			if !slices.Contains(out, p) {
+				out = append(out, p)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// compileQueuePools reads a queue's quotas per node pool.
+func (sc *Scenario) compileQueuePools(c *compiled, q *engine.Queue, qs QueueSpec, path string) error {
+	pools := DividedPools(sc.Queues)
+	if len(pools) > engine.MaxPools {
+		return sc.errorf(path+".pools", "%d node pools are given quotas of their own (%s): the engine divides at most %d apart", len(pools), strings.Join(pools, ", "), engine.MaxPools)
+	}
+	for _, name := range slices.Sorted(maps.Keys(qs.Pools)) {
+		p, at := qs.Pools[name], path+".pools."+name
+		has := false
+		for _, n := range c.nodes {
+			has = has || (n.Pool == name && n.Accelerator == "")
+		}
+		switch {
+		case name == "":
+			return sc.errorf(at, "the default pool's GPUs are the queue's quota itself: name a pool of nodes labelled %s", PoolLabel)
+		case !has:
+			return sc.errorf(at, "no node with NVIDIA GPUs is in pool %q", name)
+		case p.Quota < 0:
+			return sc.errorf(at+".quota", "%v is not allowed: quota is a number of GPUs, 0 or more", p.Quota)
+		case p.OverQuotaWeight != nil && *p.OverQuotaWeight < 0:
+			return sc.errorf(at+".overQuotaWeight", "%v is not allowed: the weight must be 0 or more", *p.OverQuotaWeight)
+		case p.Limit != nil && *p.Limit < p.Quota:
+			return sc.errorf(at+".limit", "%v is not allowed: the limit must be at least the quota (%v GPUs)", *p.Limit, p.Quota)
+		}
+		r := &q.Resources[engine.PoolResource(slices.Index(pools, name))]
+		r.Quota, r.OverQuotaWeight = milliGPU(p.Quota), p.OverQuotaWeight
+		if p.Limit != nil {
+			l := milliGPU(*p.Limit)
+			r.Limit = &l
+		}
+	}
+	return nil
+}
+
 // compileQueueKinds reads a queue's quotas of other vendors' devices.
 func (sc *Scenario) compileQueueKinds(c *compiled, q *engine.Queue, qs QueueSpec, path string) error {
 	kinds := Accelerators(c.nodes)

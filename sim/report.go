@@ -51,6 +51,8 @@ type QueueReport struct {
 	Usage float64 `json:"usageGPUHours,omitempty"`
 	// Accelerators is the same of each kind of other vendors' devices the cluster has.
 	Accelerators map[string]KindReport `json:"accelerators,omitempty"`
+	// Pools is the same of each node pool divided apart.
+	Pools map[string]KindReport `json:"pools,omitempty"`
 }
 
 // KindReport is a queue's quota, fair share and allocation of one kind of accelerator.
@@ -105,6 +107,16 @@ func (w *World) Report(name string) StepReport {
 				FairShare: engine.MilliGPU(st.FairShare[res]).GPUs(), Allocated: engine.MilliGPU(st.Allocated[res]).GPUs()}
 			r.Queues[string(q.ID)] = qr
 		}
+		for k, pool := range w.pools {
+			res := engine.PoolResource(k)
+			qr := r.Queues[string(q.ID)]
+			if qr.Pools == nil {
+				qr.Pools = map[string]KindReport{}
+			}
+			qr.Pools[pool] = KindReport{Quota: engine.MilliGPU(q.Resources[res].Quota).GPUs(),
+				FairShare: engine.MilliGPU(st.FairShare[res]).GPUs(), Allocated: engine.MilliGPU(st.Allocated[res]).GPUs()}
+			r.Queues[string(q.ID)] = qr
+		}
 	}
 	return r
 }
@@ -144,6 +156,11 @@ func WriteTable(out io.Writer, reports []StepReport) error {
 			for _, kind := range slices.Sorted(maps.Keys(q.Accelerators)) {
 				k := q.Accelerators[kind]
 				fmt.Fprintf(tw, "  %s\t\t%s\t%s\t%s\t\n", kind, num(k.Quota), num(k.FairShare), num(k.Allocated))
+			}
+			// And each pool divided apart.
+			for _, pool := range slices.Sorted(maps.Keys(q.Pools)) {
+				k := q.Pools[pool]
+				fmt.Fprintf(tw, "  pool %s\t\t%s\t%s\t%s\t\n", pool, num(k.Quota), num(k.FairShare), num(k.Allocated))
 			}
 		}
 		tw.Flush()

@@ -28,6 +28,7 @@ func RunWith(sc *Scenario, opts RunOptions) ([]StepReport, error) {
 	if m.halfLife > 0 {
 		w.KeepHistory(m.halfLife, m.usage)
 	}
+	w.DividePools(DividedPools(sc.Queues))
 	if m.anyAnti {
 		w.meta = m.meta
 	}
@@ -123,6 +124,15 @@ func checkExpect(e *Expect, r StepReport) []string {
 		}
 		if want.Pending != nil && *want.Pending != got.Pending {
 			out = append(out, fmt.Sprintf("queue %s: %d pending, want %d", name, got.Pending, *want.Pending))
+		}
+		for _, pool := range slices.Sorted(maps.Keys(want.Pools)) {
+			wk, gk := want.Pools[pool], got.Pools[pool]
+			if wk.FairShare != nil && !near(*wk.FairShare, gk.FairShare) {
+				out = append(out, fmt.Sprintf("queue %s: pool %s fair share %v, want %v", name, pool, gk.FairShare, *wk.FairShare))
+			}
+			if wk.Allocated != nil && !near(*wk.Allocated, gk.Allocated) {
+				out = append(out, fmt.Sprintf("queue %s: pool %s allocated %v, want %v", name, pool, gk.Allocated, *wk.Allocated))
+			}
 		}
 		for _, kind := range slices.Sorted(maps.Keys(want.Accelerators)) {
 			wk, gk := want.Accelerators[kind], got.Accelerators[kind]

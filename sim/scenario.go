@@ -114,6 +114,17 @@ type QueueSpec struct {
 	// BurstPolicy is what the queue's slices do when bursting pods hold the memory they
 	// ask: evict (the default) or wait.
 	BurstPolicy string `yaml:"burstPolicy"`
+	// Pools gives the queue a quota of its own in node pools whose GPUs are divided apart
+	// ({h100: {quota: 4}}): a pool any queue names here is divided on its own, and
+	// quota, overQuotaWeight and limit above count the GPUs of the other pools.
+	Pools map[string]PoolSpec `yaml:"pools"`
+}
+
+// PoolSpec is a queue's guarantee, over-quota weight and cap of one pool's GPUs.
+type PoolSpec struct {
+	Quota           float64  `yaml:"quota"`
+	OverQuotaWeight *float64 `yaml:"overQuotaWeight"`
+	Limit           *float64 `yaml:"limit"`
 }
 
 // ResSpec is a queue's CPU or memory quota, written as Kubernetes quantities.
@@ -150,8 +161,11 @@ type JobSpec struct {
 	Priority    int32    `yaml:"priority"`
 	Preemptible *bool    `yaml:"preemptible"`
 	NodePool    string   `yaml:"nodePool"`
-	GPUType     []string `yaml:"gpuType"`
-	Duration    string   `yaml:"duration"`
+	// NodePools are pools tried in order (the first, then the next) where nodePool names
+	// one; never both.
+	NodePools []string `yaml:"nodePools"`
+	GPUType   []string `yaml:"gpuType"`
+	Duration  string   `yaml:"duration"`
 	// NodeSelector, Tolerations and AntiAffinity are the pod spec's: the job's pods run
 	// only on nodes whose labels match, tolerate the taints of the nodes they use, and
 	// never share a node with a pod whose job labels match AntiAffinity (nor with a pod
@@ -217,6 +231,8 @@ type QueueExpect struct {
 	Pending   *int     `yaml:"pending"`
 	// Accelerators holds the same of each kind of other vendors' devices, by kind.
 	Accelerators map[string]KindExpect `yaml:"accelerators"`
+	// Pools holds the same of each node pool divided apart, by pool.
+	Pools map[string]KindExpect `yaml:"pools"`
 }
 
 // KindExpect is a queue's fair share and allocation of one kind of accelerator.

@@ -50,6 +50,8 @@ type World struct {
 	// accelerators are the kinds of other vendors' devices the nodes have, in the order
 	// the engine counts them (engine.Snapshot.Accelerators).
 	accelerators []string
+	// pools are the node pools whose GPUs are divided apart (engine.Snapshot.Pools).
+	pools []string
 }
 
 type simJob struct {
@@ -78,6 +80,10 @@ func NewWorld(eng *engine.Engine, nodes []engine.Node, queues []engine.Queue) *W
 	w.accelerators = Accelerators(nodes)
 	return w
 }
+
+// DividePools divides the GPUs of these node pools apart, each by the queues' quotas of it
+// (engine.Snapshot.Pools; a queue's quota of pool k at engine.PoolResource(k)).
+func (w *World) DividePools(pools []string) { w.pools = pools }
 
 // KeepHistory makes the world remember each queue's use above quota with the given
 // half-life, starting from the given GPU-seconds, and hand it to the engine in every
@@ -158,7 +164,7 @@ func (w *World) trackPartial() {
 
 // Snapshot is the engine's view: every job that has not ended.
 func (w *World) Snapshot() *engine.Snapshot {
-	s := &engine.Snapshot{Now: w.now, Nodes: w.nodes, Queues: w.queues, Accelerators: w.accelerators}
+	s := &engine.Snapshot{Now: w.now, Nodes: w.nodes, Queues: w.queues, Accelerators: w.accelerators, Pools: w.pools}
 	if w.usage != nil {
 		s.Queues = slices.Clone(w.queues)
 		for i := range s.Queues {

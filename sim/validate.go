@@ -407,6 +407,9 @@ func (sc *Scenario) compileQueue(c *compiled, i int, qs QueueSpec, byName map[st
 	if err := sc.compileQueueKinds(c, &q, qs, path); err != nil {
 		return err
 	}
+	if err := sc.compileQueuePools(c, &q, qs, path); err != nil {
+		return err
+	}
 	switch engine.BurstPolicy(qs.BurstPolicy) {
 	case engine.BurstEvict, engine.BurstWait:
 		q.BurstPolicy = engine.BurstPolicy(qs.BurstPolicy)
@@ -499,6 +502,12 @@ func (sc *Scenario) compileJob(c *compiled, js JobSpec, path string) (submission
 	}
 	j := engine.Job{ID: engine.JobID(js.Name), Queue: engine.QueueID(js.Queue), Priority: js.Priority, NodePool: js.NodePool, GPUTypes: js.GPUType,
 		Accelerator: js.Accelerator}
+	if len(js.NodePools) > 0 {
+		if js.NodePool != "" {
+			return sub, sc.errorf(path+".nodePools", "set nodePool or nodePools, not both")
+		}
+		j.NodePool, j.MorePools = js.NodePools[0], js.NodePools[1:]
+	}
 	if js.Class != "" {
 		cl, err := engine.ParseClass(js.Class)
 		if err != nil {
@@ -580,7 +589,7 @@ func (sc *Scenario) compileJob(c *compiled, js JobSpec, path string) (submission
 	if js.Claim != nil {
 		gpuField = ".claim"
 	}
-	if err := sc.checkFits(c, j, path, gpuField); err != nil {
+	if err := sc.checkFitsSomewhere(c, j, path, gpuField); err != nil {
 		return sub, err
 	}
 	if j.Topology, err = sc.jobTopology(c, js, path); err != nil {
@@ -609,6 +618,23 @@ func (sc *Scenario) compileJob(c *compiled, js JobSpec, path string) (submission
 	}
 	sub.job = j
 	return sub, nil
+}
+
+// checkFitsSomewhere refuses jobs that no pool of theirs could ever run; its error is the
+// first pool's.
+func (sc *Scenario) checkFitsSomewhere(c *compiled, j engine.Job, path, gpuField string) error {
+	first := sc.checkFits(c, j, path, gpuField)
+	for _, p := range j.MorePools {
+		if first == nil {
+			break
+		}
+		in := j
+		in.NodePool = p
+		if sc.checkFits(c, in, path, gpuField) == nil {
+			return nil
+		}
+	}
+	return first
 }
 
 // checkFits refuses jobs no node of the cluster could ever run: they would wait forever.
