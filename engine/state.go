@@ -502,13 +502,12 @@ func newSession(snap *Snapshot, opts Options) *session {
 			why = reasonf(ReasonConstraint, "queue %s has child queues: submit to a leaf queue", j.Queue)
 		}
 		pool := j.NodePool
-		if len(j.MorePools) > 0 {
-			// A job that runs stays in the pool its pods are in.
-			for _, p := range j.Pods {
-				if n := s.nodeByID[bindingNode(p.Binding)]; n != nil && (n.n.Pool == pool || slices.Contains(j.MorePools, n.n.Pool)) {
-					pool = n.n.Pool
-					break
-				}
+		// A job that runs stays in the pool its pods are in, and counts there (a node
+		// relabelled under it included).
+		for _, p := range j.Pods {
+			if n := s.nodeByID[bindingNode(p.Binding)]; n != nil {
+				pool = n.n.Pool
+				break
 			}
 		}
 		res, known := s.kindOf(j.Accelerator, pool)

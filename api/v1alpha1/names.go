@@ -21,6 +21,15 @@ const (
 	LabelClass       = "allot.dev/class"       // train | interactive | inference
 	LabelPreemptible = "allot.dev/preemptible" // "true" | "false"
 	LabelNodePool    = "allot.dev/node-pool"   // node label and pod node selector
+	// AnnotationNodePools lists the node pools a workload tries in order ("h100,a100"), on
+	// the pod or its owner, in place of its queue's; never beside a node selector on
+	// allot.dev/node-pool, which pins one.
+	AnnotationNodePools = "allot.dev/node-pools"
+	// DefaultPool names the nodes without a label allot.dev/node-pool where a list of
+	// pools names them.
+	DefaultPool = "default"
+	// PoolStatusPrefix keys a pool's GPUs in a Queue's status: pool.allot.dev/h100.
+	PoolStatusPrefix = "pool.allot.dev/"
 	LabelDomain      = "allot.dev/topology-domain"
 
 	AnnotationGPUFraction = "allot.dev/gpu-fraction" // "0.5"

@@ -40,6 +40,7 @@ type QueueSpec struct {
 	// amd, …): accelerators: {ascend: {quota: 16}}. NVIDIA's GPUs stay under gpu.
 	// +kubebuilder:validation:MaxProperties=16
 	// +kubebuilder:validation:XValidation:rule="self.all(k, k.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$') && size(k) <= 63)",message="accelerators: a kind's name is lower-case letters, digits and '-', as the scheduler's --accelerators names it (ascend, amd, …)"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, !has(self[k].pools))",message="accelerators: quotas per node pool are for NVIDIA GPUs only, under spec.gpu.pools"
 	// +optional
 	Accelerators map[string]GPUQuota `json:"accelerators,omitempty"`
 	// BurstPolicy is what the queue's GPU slices do when their request needs memory that
@@ -62,9 +63,20 @@ type QueueSpec struct {
 	// refuses a pod from any other namespace.
 	// +optional
 	Namespaces []string `json:"namespaces,omitempty"`
-	// NodePools the queue's workloads may use; empty means any.
+	// NodePools are the node pools the queue's workloads may use (by their label
+	// allot.dev/node-pool; "default" is the nodes without one), in the order a workload
+	// that names none tries them: the first, then the next (Run:ai's ordered node pools).
+	// Empty means any pool, and a workload that names none runs in the default pool. The
+	// admission webhook refuses a pod that names a pool not listed.
 	// +optional
-	NodePools []string `json:"nodePools,omitempty"`
+	NodePools PoolList `json:"nodePools,omitempty"`
+	// ClassNodePools, per class of work (train, interactive, inference), are the pools that
+	// class's workloads try in order when they name none, in place of nodePools: training
+	// on one pool, notebooks on another. Each must be one of nodePools where that is set.
+	// +kubebuilder:validation:MaxProperties=3
+	// +kubebuilder:validation:XValidation:rule="self.all(k, k in ['train', 'interactive', 'inference'])",message="classNodePools: a class is train, interactive or inference"
+	// +optional
+	ClassNodePools map[string]PoolList `json:"classNodePools,omitempty"`
 	// Class, when set, is the class of every workload of this queue (train, interactive or
 	// inference): the webhook gives it to pods that name none and refuses pods that name
 	// another, so that the queue's interactive time limit and idle timeout reach every
@@ -149,6 +161,40 @@ type GPUQuota struct {
 	// +kubebuilder:validation:Minimum=0
 	// +optional
 	Limit *int32 `json:"limit,omitempty"`
+	// Pools gives the queue a quota of its own in node pools whose GPUs are divided apart
+	// (Run:ai's quota per node pool): pools: {h100: {quota: 4}, a100: {quota: 8}}. A pool
+	// that any queue names here is divided on its own: each queue is guaranteed, borrows
+	// and is reclaimed from there by its quota of that pool (0 where it names none), and
+	// quota, overQuotaWeight and limit above count the GPUs of the other pools.
+	// +kubebuilder:validation:MaxProperties=8
+	// +kubebuilder:validation:XValidation:rule="self.all(k, k.matches('^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)$') && size(k) <= 63 && k != 'default')",message="pools: a pool's name is the value of its nodes' label allot.dev/node-pool (letters, digits, '-', '_' and '.', at most 63); the default pool's quota is gpu.quota itself"
+	// +optional
+	Pools map[string]PoolQuota `json:"pools,omitempty"`
+}
+
+// PoolList names node pools in order, by the value of their nodes' label
+// allot.dev/node-pool ("default": the nodes without one).
+// +kubebuilder:validation:MaxItems=16
+// +kubebuilder:validation:items:Pattern=`^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)$`
+// +kubebuilder:validation:items:MaxLength=63
+type PoolList []string
+
+// PoolQuota is a queue's guarantee, over-quota weight and cap of one node pool's GPUs.
+// +kubebuilder:validation:XValidation:rule="!has(self.limit) || self.limit >= (has(self.quota) ? self.quota : 0)",message="limit must be at least quota"
+type PoolQuota struct {
+	// Quota is the number of the pool's GPUs guaranteed.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	Quota int32 `json:"quota"`
+	// OverQuotaWeight divides the pool's idle GPUs among queues that want more; default:
+	// the quota.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	OverQuotaWeight *int32 `json:"overQuotaWeight,omitempty"`
+	// Limit caps the pool's GPUs the queue may hold; absent means no cap.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	Limit *int32 `json:"limit,omitempty"`
 }
 
 // ResourceQuota is a CPU or memory guarantee and cap.
@@ -163,8 +209,9 @@ type ResourceQuota struct {
 }
 
 // QueueStatus is the scheduler's accounting of the queue, keyed nvidia.com/gpu, cpu,
-// memory, and for another kind of accelerator the first resource of its kind
-// (huawei.com/Ascend910 for ascend).
+// memory, for another kind of accelerator the first resource of its kind
+// (huawei.com/Ascend910 for ascend), and for the GPUs of a node pool divided apart
+// pool.allot.dev/<pool> (nvidia.com/gpu then counts the other pools').
 type QueueStatus struct {
 	// +optional
 	FairShare corev1.ResourceList `json:"fairShare,omitempty"`

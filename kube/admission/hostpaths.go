@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/allot-dev/allot/api/v1alpha1"
+	"github.com/allot-dev/allot/kube/convert"
 )
 
 // checkHostPaths holds a pod to its queue's rule for the node's paths (spec.hostPaths): a
@@ -46,10 +47,10 @@ func checkHostPaths(p *corev1.Pod, q *v1alpha1.Queue, sharingRoot string) error 
 	return nil
 }
 
-// HostPathsAllowed checks a pod scheduled by Allot against its queue's rule for the node's
-// paths, sharingRoot being the mutating webhook's (empty where no pool enforces sharing).
-// ValidatePod has checked the queue exists.
-func HostPathsAllowed(p *corev1.Pod, view View, sharingRoot string) error {
+// QueueRulesAllowed checks a pod scheduled by Allot against its queue's rules for the
+// node's paths (sharingRoot being the mutating webhook's, empty where no pool enforces
+// sharing) and for node pools. ValidatePod has checked the queue exists.
+func QueueRulesAllowed(p *corev1.Pod, view View, sharingRoot string) error {
 	if !subject(p) {
 		return nil
 	}
@@ -57,7 +58,11 @@ func HostPathsAllowed(p *corev1.Pod, view View, sharingRoot string) error {
 	if !ok {
 		return nil
 	}
-	return checkHostPaths(p, q, sharingRoot)
+	if err := checkHostPaths(p, q, sharingRoot); err != nil {
+		return err
+	}
+	_, err := convert.Pools(p, q)
+	return err
 }
 
 // allowedPath tells whether p (clean, so without "..") is one of the directories or under

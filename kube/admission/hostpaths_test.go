@@ -51,7 +51,7 @@ func TestQueueRulesHostPaths(t *testing.T) {
 		p := withHostPath(c.queue, c.path)
 		err := ValidatePod(p, hostPathView{}, nil)
 		if err == nil {
-			err = HostPathsAllowed(p, hostPathView{}, root)
+			err = QueueRulesAllowed(p, hostPathView{}, root)
 		}
 		if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
 			t.Errorf("queue %s, hostPath %s: %v, want %q", c.queue, c.path, err, c.want)
@@ -62,7 +62,7 @@ func TestQueueRulesHostPaths(t *testing.T) {
 	// whole-GPU pod, which the webhook does not mount, naming the host's "/" so).
 	shared := pod("sealed", 0, nil, nil)
 	mountSharing(shared, root)
-	if err := HostPathsAllowed(shared, hostPathView{}, root); err != nil {
+	if err := QueueRulesAllowed(shared, hostPathView{}, root); err != nil {
 		t.Errorf("the webhook's sharing volumes in queue sealed: %v", err)
 	}
 	for _, v := range []corev1.Volume{
@@ -72,11 +72,11 @@ func TestQueueRulesHostPaths(t *testing.T) {
 	} {
 		whole := pod("sealed", 1, nil, nil)
 		whole.Spec.Volumes = []corev1.Volume{v}
-		if err := HostPathsAllowed(whole, hostPathView{}, ""); err == nil {
+		if err := QueueRulesAllowed(whole, hostPathView{}, ""); err == nil {
 			t.Errorf("a whole-GPU pod's %s at %s passed as the webhook's where no pool shares", v.Name, v.HostPath.Path)
 		}
 		if v.Name != lockVolume {
-			if err := HostPathsAllowed(whole, hostPathView{}, root); err == nil {
+			if err := QueueRulesAllowed(whole, hostPathView{}, root); err == nil {
 				t.Errorf("a whole-GPU pod's %s at %s passed as the webhook's", v.Name, v.HostPath.Path)
 			}
 		}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/allot-dev/allot/api/v1alpha1"
+	"github.com/allot-dev/allot/engine"
 	"github.com/allot-dev/allot/kube/client/clientset/versioned"
 	"github.com/allot-dev/allot/kube/convert"
 )
@@ -78,7 +80,9 @@ func (v *QueueValidator) Handle(ctx context.Context, req admission.Request) admi
 	if req.Operation == admissionv1.Delete {
 		err = v.checkDelete(ctx, &q)
 	} else if err = v.checkParent(ctx, &q); err == nil {
-		err = v.checkKinds(&q)
+		if err = v.checkKinds(&q); err == nil {
+			err = v.checkPools(&q)
+		}
 	}
 	if err != nil {
 		return admission.Denied(err.Error())
@@ -120,6 +124,35 @@ func (v *QueueValidator) checkParent(ctx context.Context, q *v1alpha1.Queue) err
 func (v *QueueValidator) checkKinds(q *v1alpha1.Queue) error {
 	if _, unknown := v.Accelerators.Queue(q); len(unknown) > 0 {
 		return errors.New(v.Accelerators.UnknownKinds(unknown))
+	}
+	return nil
+}
+
+// checkPools refuses a list of pools for a class that its queue does not allow, and a
+// quota of a pool that would make the cluster's queues divide more pools apart than the
+// scheduler can.
+func (v *QueueValidator) checkPools(q *v1alpha1.Queue) error {
+	if allowed := q.Spec.NodePools; len(allowed) > 0 {
+		for _, cl := range slices.Sorted(maps.Keys(q.Spec.ClassNodePools)) {
+			for _, p := range q.Spec.ClassNodePools[cl] {
+				if !slices.Contains(allowed, p) {
+					return fmt.Errorf("spec.classNodePools.%s: node pool %q is not one of spec.nodePools (%s)", cl, p, strings.Join(allowed, ", "))
+				}
+			}
+		}
+	}
+	if len(q.Spec.GPU.Pools) == 0 {
+		return nil
+	}
+	all := []*v1alpha1.Queue{q}
+	for _, name := range v.View.QueueNames() {
+		if o, ok := v.View.Queue(name); ok && name != q.Name {
+			all = append(all, o)
+		}
+	}
+	if divided := convert.DividedPools(all); len(divided) > engine.MaxPools {
+		return fmt.Errorf("spec.gpu.pools: with this queue the queues would give %d node pools quotas of their own (%s), and the scheduler divides at most %d apart: use pools other queues already name, or drop one",
+			len(divided), strings.Join(divided, ", "), engine.MaxPools)
 	}
 	return nil
 }

@@ -66,7 +66,7 @@ func (v *Validator) Handle(ctx context.Context, req admission.Request) admission
 	if err := ValidatePod(&p, v.View, v.Accelerators); err != nil {
 		return admission.Denied(err.Error())
 	}
-	if err := HostPathsAllowed(&p, v.View, v.SharingRoot); err != nil {
+	if err := QueueRulesAllowed(&p, v.View, v.SharingRoot); err != nil {
 		return admission.Denied(err.Error())
 	}
 	return admission.Allowed("")

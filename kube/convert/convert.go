@@ -28,7 +28,7 @@ import (
 const GPUResource = corev1.ResourceName(v1alpha1.GPUResource)
 
 func Node(n *corev1.Node) engine.Node {
-	out := engine.Node{ID: engine.NodeID(n.Name), Labels: n.Labels, Pool: n.Labels[v1alpha1.LabelNodePool], Domain: n.Labels[v1alpha1.LabelDomain],
+	out := engine.Node{ID: engine.NodeID(n.Name), Labels: n.Labels, Pool: nodePool(n), Domain: n.Labels[v1alpha1.LabelDomain],
 		CPU: n.Status.Allocatable.Cpu().MilliValue(), Memory: n.Status.Allocatable.Memory().Value(),
 		Unschedulable: n.Spec.Unschedulable || !ready(n)}
 	// A label outside the allowed values declares nothing (NodeProblems says so).

@@ -108,7 +108,7 @@ func TestQueueStatusOfOtherKinds(t *testing.T) {
 	if len(shown) != 1 || kinds[shown[0]].Name != "ascend" {
 		t.Fatalf("kinds shown %v", shown)
 	}
-	got := resources(st.Allocated, kinds, shown)
+	got := resources(st.Allocated, shownOf{kinds: kinds, accels: shown})
 	if got["huawei.com/Ascend910"] != "4" || got["nvidia.com/gpu"] != "0" || len(got) != 4 {
 		t.Errorf("allocated %v", got)
 	}
@@ -116,7 +116,7 @@ func TestQueueStatusOfOtherKinds(t *testing.T) {
 	if shown := kindsShown(q, engine.QueueStatus{}, kinds); len(shown) != 1 || kinds[shown[0]].Name != "amd" {
 		t.Errorf("a kind of the spec alone: %v", shown)
 	}
-	want := map[string]any{"allocated": resources(engine.Resources{}, kinds, nil), "fairShare": resources(engine.Resources{}, kinds, nil)}
+	want := map[string]any{"allocated": resources(engine.Resources{}, shownOf{kinds: kinds}), "fairShare": resources(engine.Resources{}, shownOf{kinds: kinds})}
 	have := v1alpha1.QueueStatus{Allocated: corev1.ResourceList{"huawei.com/Ascend910": resource.MustParse("4"), "nvidia.com/gpu": resource.MustParse("1")}}
 	patch := withDropped(want, have)
 	alloc := patch["allocated"].(map[string]any)

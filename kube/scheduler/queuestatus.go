@@ -30,15 +30,17 @@ import (
 // "2500m").
 func (s *Scheduler) writeQueueStatus(ctx context.Context, plan *engine.Plan, queues []*v1alpha1.Queue) {
 	kinds := s.opts.Accelerators.On()
+	divided := convert.DividedPools(queues)
+	divided = divided[:min(len(divided), engine.MaxPools)]
 	for _, q := range queues {
 		st, ok := plan.Queues[engine.QueueID(q.Name)]
 		if !ok {
 			continue
 		}
-		shown := kindsShown(q, st, kinds)
+		shown := shownOf{kinds: kinds, accels: kindsShown(q, st, kinds), pools: divided}
 		want := map[string]any{
-			"fairShare": resources(st.FairShare, kinds, shown), "allocated": resources(st.Allocated, kinds, shown),
-			"allocatedNonPreemptible": resources(st.AllocatedNonPreemptible, kinds, shown), "requested": resources(st.Requested, kinds, shown),
+			"fairShare": resources(st.FairShare, shown), "allocated": resources(st.Allocated, shown),
+			"allocatedNonPreemptible": resources(st.AllocatedNonPreemptible, shown), "requested": resources(st.Requested, shown),
 			"running": int64(st.Running), "pending": int64(st.Pending), "usage": nil}
 		usage, counted := s.usage[q.Name]
 		if counted {
@@ -98,18 +100,31 @@ func (s *Scheduler) writeGroupStatus(ctx context.Context, plan *engine.Plan, gro
 	}
 }
 
+// shownOf is what a queue's status shows besides GPUs, CPU and memory: the kinds of
+// accelerator in accels (indices of kinds), and the GPUs of every pool divided apart.
+type shownOf struct {
+	kinds  []convert.Accelerator
+	accels []int
+	pools  []string
+}
+
 // resources is a queue's accounting as its status shows it: GPUs as engine.Format writes
-// them, CPU in millicores, memory in bytes, and the devices of each kind of accelerator
-// shown (indices of kinds) as GPUs are, keyed by the kind's first resource.
-func resources(r engine.Resources, kinds []convert.Accelerator, shown []int) map[string]any {
+// them, CPU in millicores, memory in bytes, the devices of each kind of accelerator shown
+// as GPUs are, keyed by the kind's first resource, and each divided pool's GPUs keyed
+// pool.allot.dev/<pool>.
+func resources(r engine.Resources, shown shownOf) map[string]any {
 	out := map[string]any{
 		string(GPUResource): engine.Format(engine.ResourceGPU, r[engine.ResourceGPU]),
 		"cpu":               fmt.Sprintf("%dm", r[engine.ResourceCPU]),
 		"memory":            fmt.Sprintf("%d", r[engine.ResourceMemory]),
 	}
-	for _, i := range shown {
+	for _, i := range shown.accels {
 		res := engine.AcceleratorResource(i)
-		out[string(kinds[i].Resources[0])] = engine.Format(res, r[res])
+		out[string(shown.kinds[i].Resources[0])] = engine.Format(res, r[res])
+	}
+	for k, p := range shown.pools {
+		res := engine.PoolResource(k)
+		out[v1alpha1.PoolStatusPrefix+p] = engine.Format(res, r[res])
 	}
 	return out
 }

@@ -196,14 +196,25 @@ func buildSnapshot(now time.Time, nodes []*corev1.Node, pods []*corev1.Pod, queu
 	for i := range snap.Nodes {
 		idx.nodes[snap.Nodes[i].ID] = &snap.Nodes[i]
 	}
+	divided := convert.DividedPools(queues)
+	snap.Pools = divided[:min(len(divided), engine.MaxPools)]
+	queueByName := make(map[string]*v1alpha1.Queue, len(queues))
 	for _, q := range queues {
+		queueByName[q.Name] = q
 		eq, unknown := cache.kinds.Queue(q)
-		snap.Queues = append(snap.Queues, eq)
+		var problems []string
 		if len(unknown) > 0 {
+			problems = append(problems, cache.kinds.UnknownKinds(unknown)+"; its quota of them counts for nothing")
+		}
+		if p := convert.SetPoolQuotas(q, &eq, divided); p != "" {
+			problems = append(problems, p)
+		}
+		snap.Queues = append(snap.Queues, eq)
+		if len(problems) > 0 {
 			if idx.queueProblems == nil {
 				idx.queueProblems = map[string]string{}
 			}
-			idx.queueProblems[q.Name] = cache.kinds.UnknownKinds(unknown) + "; its quota of them counts for nothing"
+			idx.queueProblems[q.Name] = strings.Join(problems, "; ")
 		}
 	}
 	// Device indices of bound pods; pods without an annotation get free indices.
@@ -282,6 +293,11 @@ func buildSnapshot(now time.Time, nodes []*corev1.Node, pods []*corev1.Pod, queu
 				job.Queue = "" // no queue: holds its GPUs, never scheduled
 			} else if problem != "" {
 				job.Invalid = problem
+			} else if pools, err := convert.Pools(p, queueByName[p.Labels[LabelQueue]]); err != nil {
+				// The webhook refuses such a pod; one admitted without it waits, saying why.
+				job.Invalid = fmt.Sprintf("pod %s/%s: %v", p.Namespace, p.Name, err)
+			} else {
+				job.NodePool, job.MorePools = pools[0], pools[1:]
 			}
 			if g, ok := groups[string(jid)]; ok && p.Labels[LabelPodGroup] != "" {
 				job.GangGrace = g.GangGrace
