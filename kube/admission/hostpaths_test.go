@@ -82,3 +82,42 @@ func TestQueueRulesHostPaths(t *testing.T) {
 		}
 	}
 }
+
+// A queue's node pools hold its pods: a pod naming a pool the queue does not list is
+// refused at admission, with the field; one naming a listed pool, or none, is admitted.
+func TestQueueRulesNodePools(t *testing.T) {
+	v := poolView{}
+	for _, c := range []struct {
+		selector, list, want string
+	}{
+		{"", "", ""},
+		{"h100", "", ""},
+		{"", "a100,h100", ""},
+		{"l40s", "", `spec.nodeSelector[allot.dev/node-pool]: node pool "l40s" is not one queue gpu-pools may use: its nodePools are h100, a100`},
+		{"", "h100,l40s", `metadata.annotations[allot.dev/node-pools]: node pool "l40s" is not one queue gpu-pools may use`},
+	} {
+		p := pod("gpu-pools", 1, nil, nil)
+		if c.selector != "" {
+			p.Spec.NodeSelector = map[string]string{v1alpha1.LabelNodePool: c.selector}
+		}
+		if c.list != "" {
+			p.Annotations = map[string]string{v1alpha1.AnnotationNodePools: c.list}
+		}
+		err := QueueRulesAllowed(p, v, "")
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("selector %q, list %q: refused: %v", c.selector, c.list, err)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("selector %q, list %q: %v, want %q", c.selector, c.list, err, c.want)
+		}
+	}
+}
+
+type poolView struct{ view }
+
+func (v poolView) Queue(name string) (*v1alpha1.Queue, bool) {
+	if name == "gpu-pools" {
+		return &v1alpha1.Queue{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1alpha1.QueueSpec{NodePools: v1alpha1.PoolList{"h100", "a100"}}}, true
+	}
+	return v.view.Queue(name)
+}

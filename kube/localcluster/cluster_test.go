@@ -101,6 +101,11 @@ func TestAPIServerRefusesBadQueuesAndTopologies(t *testing.T) {
 	}{
 		"negative": {map[string]any{"quota": int64(-2)}, "spec.gpu.quota: Invalid value: -2: spec.gpu.quota in body should be greater than or equal to 0"},
 		"limit":    {map[string]any{"quota": int64(4), "limit": int64(2)}, "limit must be at least quota"},
+		"pool-limit": {map[string]any{"pools": map[string]any{"h100": map[string]any{"quota": int64(4), "limit": int64(2)}}},
+			"spec.gpu.pools[h100]: Invalid value: limit must be at least quota"},
+		"default-pool": {map[string]any{"pools": map[string]any{"default": map[string]any{"quota": int64(4)}}},
+			"the default pool's quota is gpu.quota itself"},
+		"pool-name": {map[string]any{"pools": map[string]any{"h 100": map[string]any{"quota": int64(4)}}}, "a pool's name is the value of its nodes' label"},
 	} {
 		_, err := queues.Create(ctx, queue("bad-"+name, c.gpu), metav1.CreateOptions{})
 		if err == nil || !strings.Contains(err.Error(), c.want) {
@@ -112,6 +117,22 @@ func TestAPIServerRefusesBadQueuesAndTopologies(t *testing.T) {
 	}
 	if _, err := queues.Create(ctx, queue("no-quota", map[string]any{"limit": int64(2)}), metav1.CreateOptions{}); err != nil {
 		t.Fatalf("a queue with only a limit was refused: %v", err)
+	}
+	pooled := queue("pooled", map[string]any{"quota": int64(1), "pools": map[string]any{"h100": map[string]any{"quota": int64(4), "limit": int64(6)}}})
+	pooled.Object["spec"].(map[string]any)["nodePools"] = []any{"h100", "default"}
+	pooled.Object["spec"].(map[string]any)["classNodePools"] = map[string]any{"interactive": []any{"h100"}}
+	if _, err := queues.Create(ctx, pooled, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("a queue with quotas per pool was refused: %v", err)
+	}
+	badClass := queue("bad-class-pools", map[string]any{"quota": int64(1)})
+	badClass.Object["spec"].(map[string]any)["classNodePools"] = map[string]any{"notebooks": []any{"h100"}}
+	if _, err := queues.Create(ctx, badClass, metav1.CreateOptions{}); err == nil || !strings.Contains(err.Error(), "classNodePools: a class is train, interactive or inference") {
+		t.Errorf("classNodePools of an unknown class: got %v", err)
+	}
+	kindPools := queue("bad-kind-pools", map[string]any{"quota": int64(1)})
+	kindPools.Object["spec"].(map[string]any)["accelerators"] = map[string]any{"ascend": map[string]any{"quota": int64(1), "pools": map[string]any{"x": map[string]any{"quota": int64(1)}}}}
+	if _, err := queues.Create(ctx, kindPools, metav1.CreateOptions{}); err == nil || !strings.Contains(err.Error(), "quotas per node pool are for NVIDIA GPUs only") {
+		t.Errorf("pools under accelerators: got %v", err)
 	}
 
 	// A Topology whose levels repeat a node label, or have none, is refused too.
