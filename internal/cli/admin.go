@@ -200,7 +200,37 @@ func printQueues(out io.Writer, qs []v1alpha1.Queue, clusterGPUs float64) error 
 	for _, w := range warnings {
 		fmt.Fprintln(out, w)
 	}
+	if err := printPools(out, qs, scale); err != nil {
+		return err
+	}
 	return printKinds(out, qs)
+}
+
+// printPools shows, where any queue has them, each queue's GPUs of each node pool divided
+// apart: its quota of the pool (spec.gpu.pools), fair share and allocation there, which
+// its status keys pool.allot.dev/<pool>, with a bar on the same scale as the queues'.
+func printPools(out io.Writer, qs []v1alpha1.Queue, scale float64) error {
+	var lines []string
+	for _, q := range qs {
+		for _, p := range inspect.QueuePools(q) {
+			limit := "-"
+			if p.Limit != nil {
+				limit = strconv.Itoa(int(*p.Limit))
+			}
+			lines = append(lines, fmt.Sprintf("%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s", q.Name, p.Name, p.Quota, limit,
+				gpuAmount(p.FairShare), gpuAmount(p.Allocated), gpuAmount(max(0, p.Allocated-float64(p.Quota))), bar(p.Allocated, float64(p.Quota), scale, 20)))
+		}
+	}
+	if len(lines) == 0 {
+		return nil
+	}
+	fmt.Fprintln(out, "\nNODE POOLS DIVIDED APART (each with its own quotas; a queue's line above counts the other pools' GPUs)")
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "QUEUE\tPOOL\tQUOTA\tLIMIT\tFAIR SHARE\tALLOCATED\tOVER QUOTA\t")
+	for _, l := range lines {
+		fmt.Fprintln(tw, l)
+	}
+	return tw.Flush()
 }
 
 // printKinds shows, where any queue has them, each queue's devices of other vendors'
@@ -220,7 +250,8 @@ func printKinds(out io.Writer, qs []v1alpha1.Queue) error {
 		}
 		for _, l := range []corev1.ResourceList{q.Status.FairShare, q.Status.Allocated, q.Status.Requested} {
 			for r := range l {
-				if r == corev1.ResourceName(v1alpha1.GPUResource) || r == corev1.ResourceCPU || r == corev1.ResourceMemory {
+				if r == corev1.ResourceName(v1alpha1.GPUResource) || r == corev1.ResourceCPU || r == corev1.ResourceMemory ||
+					strings.HasPrefix(string(r), v1alpha1.PoolStatusPrefix) {
 					continue
 				}
 				name := kindOf[r]

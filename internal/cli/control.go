@@ -230,6 +230,7 @@ func newQueueCmd() *cobra.Command {
 		idleTimeout              []string
 		idleThreshold            int
 		class, hostPaths         string
+		poolQuotaFlags
 	}
 	bind := func(cmd *cobra.Command, f *queueFlags) {
 		fl := cmd.Flags()
@@ -245,7 +246,11 @@ func newQueueCmd() *cobra.Command {
 		fl.IntVar(&f.idleThreshold, "idle-threshold", 0, "GPU utilisation in percent, 1 to 100, under which a GPU counts as idle for --idle-timeout (default 5; 0 on edit goes back to it)")
 		fl.StringVar(&f.class, "class", "", "the class of every workload of the queue: train, interactive or inference (pods naming another are refused; none on edit lets each workload name its own)")
 		fl.StringSliceVar(&f.namespaces, "namespaces", nil, "namespaces that may use the queue (default: any that no queue claims)")
-		fl.StringSliceVar(&f.pools, "node-pools", nil, "node pools the queue may use (default: any)")
+		fl.StringSliceVar(&f.pools, "node-pools", nil, "node pools the queue may use, in the order its workloads that name none try them (default: any, and such workloads run in the default pool)")
+		fl.StringSliceVar(&f.poolQuotaFlags.quota, "pool-quota", nil, "GPUs guaranteed in node pools divided apart, POOL=N: h100=4,a100=8 (POOL=none on edit takes the pool's quota away)")
+		fl.StringSliceVar(&f.poolQuotaFlags.limit, "pool-limit", nil, "most GPUs of a pool the queue may hold, POOL=N (POOL=none removes the cap)")
+		fl.StringSliceVar(&f.poolQuotaFlags.weight, "pool-weight", nil, "over-quota weight in a pool, POOL=N (POOL=none: the pool's quota)")
+		fl.StringArrayVar(&f.classPools, "class-node-pools", nil, "pools a class of work tries in order, CLASS=POOL,POOL: interactive=a100,h100 (repeat per class; CLASS=none removes it)")
 		fl.StringVar(&f.hostPaths, "host-paths", "", "directories of the node under which the queue's pods may mount paths (allot submit -v), comma-separated: /data,/scratch; none for no path of the node; any on edit removes the rule (the cluster's PodSecurity decides)")
 	}
 	// spec writes the flags the user set into a Queue's spec.
@@ -363,6 +368,9 @@ func newQueueCmd() *cobra.Command {
 		}
 		if set("node-pools") {
 			s.NodePools = f.pools
+		}
+		if err := f.setPools(set, s); err != nil {
+			return err
 		}
 		if set("host-paths") {
 			switch f.hostPaths {

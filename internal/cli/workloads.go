@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -23,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/yaml"
 
+	"github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/kube/convert"
 	"github.com/allot-dev/allot/kube/dra"
 	"github.com/allot-dev/allot/kube/inspect"
@@ -118,7 +120,12 @@ Job of N workers with a headless Service (worker i is NAME-i.NAME) started as on
 					}
 					break
 				}
-				only, memMi, err := gpusThroughDRA(cmd.Context(), c, s.NodePool)
+				// Of a list of pools, the first decides: the one the workload tries first.
+				first, _, _ := strings.Cut(s.NodePool, ",")
+				if first = strings.TrimSpace(first); first == v1alpha1.DefaultPool {
+					first = ""
+				}
+				only, memMi, err := gpusThroughDRA(cmd.Context(), c, first)
 				if err != nil {
 					return err
 				}
@@ -203,7 +210,7 @@ Job of N workers with a headless Service (worker i is NAME-i.NAME) started as on
 	f.StringVar(&s.WorkingDir, "working-dir", "", "the directory the container starts in")
 	f.BoolVar(&runAsUser, "run-as-user", false, "run the container's processes as your uid and gid here, not the image's user")
 	f.BoolVar(&s.LargeSHM, "large-shm", false, "a memory-backed /dev/shm as large as the container's memory (the runtime gives 64M; PyTorch's data loaders want more); not with a slice of a GPU")
-	f.StringVar(&s.NodePool, "node-pool", "", "run in this node pool")
+	f.StringVar(&s.NodePool, "node-pool", "", "run in this node pool; several, comma-separated, are tried in order (h100,a100; default: the nodes in no pool); unset, the queue's pools")
 	f.StringVar(&s.TopologyRequired, "topology-required", "", "run all pods within one domain of this level of the cluster's Topology (rack, block, …)")
 	f.StringVar(&s.TopologyPreferred, "topology-preferred", "", "pack the pods as tightly as the Topology's levels allow, down from this level")
 	f.StringVar(&s.GPUType, "gpu-type", "", "GPU models allowed, comma-separated")
@@ -321,7 +328,33 @@ func checkSubmit(cmd *cobra.Command, c *conn, s submit.Spec, objs []runtime.Obje
 	if err != nil {
 		return err
 	}
-	return inspect.Fits(nodes, s.Request())
+	pools, err := s.Pools(submitQueue(ctx, c, s.Queue))
+	if err != nil {
+		return err
+	}
+	// It could run where any of its pools could hold it; if none could, the first one's
+	// reason stands.
+	var first error
+	for _, p := range pools {
+		r := s.Request()
+		r.Pool = p
+		err := inspect.Fits(nodes, r)
+		if err == nil {
+			return nil
+		}
+		first = cmp.Or(first, err)
+	}
+	return first
+}
+
+// submitQueue is the queue a workload is submitted to, as the scheduler will read its
+// pools; nil where it cannot be read (the webhook then judges at creation).
+func submitQueue(ctx context.Context, c *conn, name string) *v1alpha1.Queue {
+	q, err := c.allot.AllotV1alpha1().Queues().Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil
+	}
+	return q
 }
 func newListCmd() *cobra.Command {
 	var c *conn // set below, once the command exists to carry its flags

@@ -246,6 +246,12 @@ func TestCLIErrorsSayWhatToDo(t *testing.T) {
 		{[]string{"queue", "create", "q", "--quota", "1", "--idle-timeout", "training=1h"}, `--idle-timeout "training=1h" is not allowed: CLASS=DURATION, CLASS interactive or inference`},
 		{[]string{"queue", "create", "q", "--quota", "1", "--idle-timeout", "interactive=100ms"}, `--idle-timeout interactive="100ms" is not allowed: a duration of at least 1s`},
 		{[]string{"queue", "create", "q", "--quota", "1", "--idle-threshold", "101"}, `--idle-threshold 101 is not allowed: a percentage of GPU utilisation from 1 to 100`},
+		{[]string{"queue", "create", "q", "--quota", "1", "--pool-quota", "h100"}, `--pool-quota "h100" is not allowed: POOL=N, POOL being the value of its nodes' label allot.dev/node-pool`},
+		{[]string{"queue", "create", "q", "--quota", "1", "--pool-quota", "default=2"}, `--pool-quota "default=2" is not allowed: POOL=N`},
+		{[]string{"queue", "create", "q", "--quota", "1", "--pool-limit", "h100=-1"}, `--pool-limit "h100=-1" is not allowed: a whole number of GPUs, 0 or more (none removes it)`},
+		{[]string{"queue", "create", "q", "--quota", "1", "--class-node-pools", "notebooks=a100"}, `--class-node-pools "notebooks=a100" is not allowed: CLASS=POOL,POOL with CLASS train, interactive or inference`},
+		{[]string{"queue", "create", "q", "--quota", "1", "--node-pools", "h100", "--class-node-pools", "interactive=a100"}, `spec.classNodePools.interactive: node pool "a100" is not one of spec.nodePools (h100)`},
+		{[]string{"submit", "x", "-p", "team-d", "-i", "a", "--node-pool", "h100,,a100"}, `--node-pool "h100,,a100": "" is not a node pool`},
 		// What could never run is refused before anything is made, with the reason.
 		{[]string{"submit", "x", "-p", "team-a", "-i", "a", "--gpu-memory", "1Ti"}, `refused: admission webhook "pods.validate.allot.dev" denied the request: allot.dev/gpu-memory: "1Ti" is more than any GPU in the cluster has: at most 80Gi`},
 		{[]string{"submit", "x", "-p", "team-d", "-i", "a", "-g", "8", "--workers", "100"}, "a gang of 100 pods of 8 GPUs each starts whole or not at all, and the cluster's nodes hold 2 such pods at most"},

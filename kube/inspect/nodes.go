@@ -3,6 +3,7 @@ package inspect
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"sort"
@@ -437,4 +438,38 @@ func orNone(l []string) string {
 		return "none"
 	}
 	return strings.Join(l, ", ")
+}
+
+// QueuePool is a queue's share of one node pool divided apart: its quota and limit there
+// (spec.gpu.pools) and what its status says of the pool's GPUs.
+type QueuePool struct {
+	Name                 string
+	Quota                int32
+	Limit                *int32
+	FairShare, Allocated float64
+	Requested            float64
+}
+
+// QueuePools lists the pools the queue gives a quota of its own or its status counts, by
+// name.
+func QueuePools(q v1alpha1.Queue) []QueuePool {
+	names := map[string]bool{}
+	for p := range q.Spec.GPU.Pools {
+		names[p] = true
+	}
+	for _, l := range []corev1.ResourceList{q.Status.FairShare, q.Status.Allocated, q.Status.Requested} {
+		for r := range l {
+			if p, ok := strings.CutPrefix(string(r), v1alpha1.PoolStatusPrefix); ok {
+				names[p] = true
+			}
+		}
+	}
+	out := make([]QueuePool, 0, len(names))
+	for _, name := range slices.Sorted(maps.Keys(names)) {
+		r := corev1.ResourceName(v1alpha1.PoolStatusPrefix + name)
+		spec := q.Spec.GPU.Pools[name]
+		out = append(out, QueuePool{Name: name, Quota: spec.Quota, Limit: spec.Limit,
+			FairShare: Devices(q.Status.FairShare, r), Allocated: Devices(q.Status.Allocated, r), Requested: Devices(q.Status.Requested, r)})
+	}
+	return out
 }

@@ -37,7 +37,7 @@ func (s *Scheduler) writeQueueStatus(ctx context.Context, plan *engine.Plan, que
 		if !ok {
 			continue
 		}
-		shown := shownOf{kinds: kinds, accels: kindsShown(q, st, kinds), pools: divided}
+		shown := shownOf{kinds: kinds, accels: kindsShown(q, st, kinds), pools: divided, poolsShown: poolsShown(q, st, divided)}
 		want := map[string]any{
 			"fairShare": resources(st.FairShare, shown), "allocated": resources(st.Allocated, shown),
 			"allocatedNonPreemptible": resources(st.AllocatedNonPreemptible, shown), "requested": resources(st.Requested, shown),
@@ -105,7 +105,10 @@ func (s *Scheduler) writeGroupStatus(ctx context.Context, plan *engine.Plan, gro
 type shownOf struct {
 	kinds  []convert.Accelerator
 	accels []int
-	pools  []string
+	// pools are the pools divided apart, in the engine's order; poolsShown the indices of
+	// those the queue's status shows.
+	pools      []string
+	poolsShown []int
 }
 
 // resources is a queue's accounting as its status shows it: GPUs as engine.Format writes
@@ -122,9 +125,9 @@ func resources(r engine.Resources, shown shownOf) map[string]any {
 		res := engine.AcceleratorResource(i)
 		out[string(shown.kinds[i].Resources[0])] = engine.Format(res, r[res])
 	}
-	for k, p := range shown.pools {
+	for _, k := range shown.poolsShown {
 		res := engine.PoolResource(k)
-		out[v1alpha1.PoolStatusPrefix+p] = engine.Format(res, r[res])
+		out[v1alpha1.PoolStatusPrefix+shown.pools[k]] = engine.Format(res, r[res])
 	}
 	return out
 }
@@ -170,6 +173,21 @@ func kindsShown(q *v1alpha1.Queue, st engine.QueueStatus, kinds []convert.Accele
 		_, named := q.Spec.Accelerators[k.Name]
 		if named || st.FairShare[res] != 0 || st.Allocated[res] != 0 || st.Requested[res] != 0 || st.AllocatedNonPreemptible[res] != 0 {
 			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// poolsShown are the pools divided apart that a queue's status shows, as indices of
+// divided: those its spec gives a quota of, and those it has a share of, holds or asks
+// for, as kindsShown has it of kinds.
+func poolsShown(q *v1alpha1.Queue, st engine.QueueStatus, divided []string) []int {
+	var out []int
+	for k, p := range divided {
+		res := engine.PoolResource(k)
+		_, named := q.Spec.GPU.Pools[p]
+		if named || st.FairShare[res] != 0 || st.Allocated[res] != 0 || st.Requested[res] != 0 || st.AllocatedNonPreemptible[res] != 0 {
+			out = append(out, k)
 		}
 	}
 	return out

@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/allot-dev/allot/api/v1alpha1"
+	"github.com/allot-dev/allot/kube/convert"
 )
 
 // Labels on everything submit creates.
@@ -447,7 +448,17 @@ func (s Spec) podSpec() (corev1.PodSpec, map[string]string, error) {
 	}
 	spec := corev1.PodSpec{SchedulerName: v1alpha1.SchedulerName, Containers: []corev1.Container{c}, Volumes: vols}
 	if s.NodePool != "" {
-		spec.NodeSelector = map[string]string{v1alpha1.LabelNodePool: s.NodePool}
+		pools, err := convert.ParsePools(s.NodePool)
+		if err != nil {
+			return corev1.PodSpec{}, nil, fmt.Errorf("--node-pool %q: %w", s.NodePool, err)
+		}
+		if len(pools) == 1 && pools[0] != v1alpha1.DefaultPool {
+			spec.NodeSelector = map[string]string{v1alpha1.LabelNodePool: s.NodePool}
+		} else {
+			// Several pools, tried in order, or the default pool (the nodes with no
+			// label, which no node selector can name): the scheduler reads the list.
+			ann[v1alpha1.AnnotationNodePools] = strings.Join(pools, ",")
+		}
 	}
 	if s.single() {
 		s.askSingleMIG(&spec.Containers[0], &spec)
@@ -544,6 +555,21 @@ type Request struct {
 	MIGSingle   bool
 	MIGProducts []string
 	Fraction    float64 // of one GPU, when the pod shares one by a fraction
+}
+
+// Pools are the node pools the spec's pods try, in order, as the scheduler reads them
+// for queue q (nil where it cannot be read): "" is the default pool. Its error is the
+// webhook's, for a pool the queue does not allow.
+func (s Spec) Pools(q *v1alpha1.Queue) ([]string, error) {
+	spec, ann, err := s.podSpec()
+	if err != nil {
+		return nil, err
+	}
+	m := s.podMeta()
+	for k, v := range ann {
+		m.Annotations[k] = v
+	}
+	return convert.Pools(&corev1.Pod{ObjectMeta: m, Spec: spec}, q)
 }
 
 // Request is what the spec's pods ask (after Objects has validated the spec).
