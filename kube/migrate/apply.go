@@ -3,6 +3,7 @@ package migrate
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -77,6 +78,8 @@ func own(dst, src *v1alpha1.QueueSpec, field string) error {
 		dst.Memory = src.Memory.DeepCopy()
 	case "priority":
 		dst.Priority = src.Priority
+	case "nodePools":
+		dst.NodePools = slices.Clone(src.NodePools)
 	case "reclaimMinRuntime":
 		dst.ReclaimMinRuntime = src.ReclaimMinRuntime.DeepCopy()
 	case "preemptMinRuntime":

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/allot-dev/allot/api/v1alpha1"
+	"github.com/allot-dev/allot/kube/convert"
 )
 
 // kaiDefaultPriority is the priority KAI-Scheduler gives a queue that sets none.
@@ -75,8 +76,39 @@ func convertKAI(c *converter, u *unstructured.Unstructured) *Imported {
 		return resource.NewQuantity(int64(math.Round(v*1e6)), resource.DecimalSI)
 	})
 	f.leftovers("KAI-Scheduler's Queue")
-	return &Imported{Queue: q, From: KAI,
+	im := &Imported{Queue: q, From: KAI,
 		Owns: []string{"parent", "gpu", "cpu", "memory", "priority", "reclaimMinRuntime", "preemptMinRuntime"}}
+	if pool := u.GetLabels()[kaiNodePoolLabel]; pool != "" {
+		if _, err := convert.ParsePools(pool); err != nil || pool == v1alpha1.DefaultPool {
+			c.errs = append(c.errs, fmt.Errorf("kai/%s: metadata.labels[%s]: %q is not allowed: a node pool's name, the value of its nodes' label %s (not %q)",
+				u.GetName(), kaiNodePoolLabel, pool, v1alpha1.LabelNodePool, v1alpha1.DefaultPool))
+			return nil
+		}
+		im.Pool = pool
+		im.Owns = append(im.Owns, "nodePools")
+		c.note(Note{Queue: f.queue, Field: "metadata.labels[" + kaiNodePoolLabel + "]", Value: pool,
+			Allot: fmt.Sprintf("spec.gpu.pools.%s, spec.nodePools: [%s]", pool, pool),
+			Why: fmt.Sprintf("a queue of KAI's shard for node pool %s: its GPU quota, limit and weight are the pool's (label the pool's nodes %s=%s)", pool, v1alpha1.LabelNodePool, pool)})
+	}
+	return im
+}
+
+// kaiNodePoolLabel is the label by which KAI-Scheduler's shards take their nodes and
+// queues (its default nodePoolLabelKey): a queue labelled so schedules in that pool alone.
+const kaiNodePoolLabel = "kai.scheduler/node-pool"
+
+// intoPools moves the GPU quotas of queues from a node pool's shard (Imported.Pool) under
+// spec.gpu.pools, once their weights are written, and holds them to that pool.
+func intoPools(qs []*Imported) {
+	for _, im := range qs {
+		if im.Pool == "" {
+			continue
+		}
+		g := im.Queue.Spec.GPU
+		im.Queue.Spec.GPU = v1alpha1.GPUQuota{Pools: map[string]v1alpha1.PoolQuota{
+			im.Pool: {Quota: g.Quota, Limit: g.Limit, OverQuotaWeight: g.OverQuotaWeight}}}
+		im.Queue.Spec.NodePools = v1alpha1.PoolList{im.Pool}
+	}
 }
 
 // kaiGPU reads spec.resources.gpu into spec.gpu.

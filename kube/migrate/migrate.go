@@ -81,6 +81,9 @@ type Imported struct {
 	// Owns lists the spec fields the source decides: Apply overwrites these on a queue
 	// that exists and leaves the rest (namespaces, node pools, …) as an admin set them.
 	Owns []string
+	// Pool is the node pool the source queue schedules in alone (KAI's shard of a pool):
+	// its GPU quota is that pool's.
+	Pool string
 }
 
 // Result is what a set of source queues becomes.
@@ -134,6 +137,7 @@ func Convert(objs []*unstructured.Unstructured, existing map[string]bool) (*Resu
 		return nil, errors.Join(c.errs...)
 	}
 	c.scaleWeights(out)
+	intoPools(out)
 	ordered, err := parentsFirst(out, existing)
 	if err != nil {
 		return nil, err

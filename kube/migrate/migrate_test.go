@@ -270,3 +270,37 @@ func TestOwnsKnownFields(t *testing.T) {
 		}
 	}
 }
+
+// A KAI queue of a node pool's shard (labelled kai.scheduler/node-pool) becomes a queue
+// whose GPU quota, weight and limit are that pool's, held to the pool; a shard label that
+// names no pool is refused, naming the field.
+func TestKAIShardQueueBecomesPoolQuota(t *testing.T) {
+	q := kai("vision", gpuSpec("quota", int64(4), "limit", int64(6), "overQuotaWeight", 0.5))
+	q.SetLabels(map[string]string{"kai.scheduler/node-pool": "h100"})
+	other := kai("nlp", gpuSpec("quota", int64(2), "limit", int64(-1), "overQuotaWeight", 1.5))
+	res, err := Convert([]*unstructured.Unstructured{q, other}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, im := range res.Queues {
+		s := im.Queue.Spec
+		switch im.Queue.Name {
+		case "vision":
+			p, ok := s.GPU.Pools["h100"]
+			if !ok || p.Quota != 4 || p.Limit == nil || *p.Limit != 6 || p.OverQuotaWeight == nil || *p.OverQuotaWeight != 5 ||
+				s.GPU.Quota != 0 || s.GPU.Limit != nil || len(s.NodePools) != 1 || s.NodePools[0] != "h100" {
+				t.Errorf("vision: gpu %+v, nodePools %v; want the pool h100's quota 4, limit 6, weight 5 (0.5 ×10 with its sibling's 1.5)", s.GPU, s.NodePools)
+			}
+		case "nlp":
+			if s.GPU.Quota != 2 || len(s.GPU.Pools) != 0 || len(s.NodePools) != 0 {
+				t.Errorf("nlp (no shard): gpu %+v, nodePools %v", s.GPU, s.NodePools)
+			}
+		}
+	}
+	bad := kai("x", gpuSpec("quota", int64(1)))
+	bad.SetLabels(map[string]string{"kai.scheduler/node-pool": "default"})
+	if _, err := Convert([]*unstructured.Unstructured{bad}, nil); err == nil ||
+		!strings.Contains(err.Error(), `kai/x: metadata.labels[kai.scheduler/node-pool]: "default" is not allowed`) {
+		t.Errorf("a shard label naming the default pool: %v", err)
+	}
+}
