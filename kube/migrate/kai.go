@@ -88,7 +88,7 @@ func convertKAI(c *converter, u *unstructured.Unstructured) *Imported {
 		im.Owns = append(im.Owns, "nodePools")
 		c.note(Note{Queue: f.queue, Field: "metadata.labels[" + kaiNodePoolLabel + "]", Value: pool,
 			Allot: fmt.Sprintf("spec.gpu.pools.%s, spec.nodePools: [%s]", pool, pool),
-			Why: fmt.Sprintf("a queue of KAI's shard for node pool %s: its GPU quota, limit and weight are the pool's (label the pool's nodes %s=%s)", pool, v1alpha1.LabelNodePool, pool)})
+			Why:   fmt.Sprintf("a queue of KAI's shard for node pool %s: its GPU quota, limit and weight are the pool's (label the pool's nodes %s=%s)", pool, v1alpha1.LabelNodePool, pool)})
 	}
 	return im
 }
