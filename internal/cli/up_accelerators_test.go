@@ -8,6 +8,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
@@ -20,7 +21,9 @@ import (
 // allot up --accelerator ascend:1x8 beside one NVIDIA node, used as a person would: a queue
 // with an Ascend quota, allot submit --accelerator ascend -g 2 running on the Ascend node,
 // allot top nodes naming each node's kind and totalling each, and allot queues showing the
-// queue's Ascend devices apart from its GPUs.
+// queue's Ascend devices apart from its GPUs. The NVIDIA node is then put in a node pool
+// the queue has a quota of its own in: the dashboard's queues page shows the pool's row
+// apart, as it does the Ascend devices.
 func TestUpAccelerators(t *testing.T) {
 	up := startUp(t, "--nodes", "1", "--accelerator", "ascend:1x8")
 	ctx, kc := up.ctx, up.kubeconfig
@@ -75,4 +78,18 @@ func TestUpAccelerators(t *testing.T) {
 	b.Open(t, strings.TrimSuffix(m[1], "/")+"/#/nodes")
 	b.WaitText(t, "article.node[data-node=ascend-1][data-kind=ascend] .node-meta", "ascend-1's kind on the nodes page",
 		browsertest.Contains("910B3 [ascend]"))
+
+	// A node pool divided apart: dgx-1 in pool h100, where vision has 2 GPUs of its own.
+	if _, err := client.CoreV1().Nodes().Patch(ctx, "dgx-1", types.MergePatchType, []byte(`{"metadata":{"labels":{"allot.dev/node-pool":"h100"}}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := runAllot(ctx, kc, "queue", "edit", "vision", "--pool-quota", "h100=2", "--pool-limit", "h100=3"); err != nil {
+		t.Fatalf("allot queue edit vision --pool-quota h100=2: %v\n%s", err, out)
+	}
+	if out, err := runAllot(ctx, kc, "submit", "on-h100", "-p", "vision", "-i", "pytorch", "-g", "1", "--node-pool", "h100"); err != nil {
+		t.Fatalf("allot submit --node-pool h100: %v\n%s", err, out)
+	}
+	b.Open(t, strings.TrimSuffix(m[1], "/")+"/#/queues")
+	b.WaitText(t, "table.queue-pools tr[data-queue=vision][data-pool=h100]", "vision's pool h100 on the queues page",
+		func(s string) bool { return strings.Join(strings.Fields(s), " ") == "vision h100 2 3 1 1 1" })
 }

@@ -2,12 +2,30 @@ package dashboard
 
 import (
 	"sort"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/kube/convert"
+	"github.com/allot-dev/allot/kube/inspect"
 )
+
+// poolRows are a queue's node pools divided apart: those its spec gives a quota of and
+// those its status counts (pool.allot.dev/<pool>), as allot queues shows them.
+func poolRows(q *v1alpha1.Queue) []KindRow {
+	var out []KindRow
+	for _, p := range inspect.QueuePools(*q) {
+		r := KindRow{Kind: p.Name, Resource: v1alpha1.PoolStatusPrefix + p.Name, Quota: float64(p.Quota),
+			FairShare: p.FairShare, Allocated: p.Allocated, Requested: p.Requested}
+		if p.Limit != nil {
+			l := float64(*p.Limit)
+			r.Limit = &l
+		}
+		out = append(out, r)
+	}
+	return out
+}
 
 // kindRows are a queue's other kinds of accelerator: those its spec gives a quota of and
 // those its status counts (keyed there by each kind's first resource), by the default table
@@ -54,7 +72,8 @@ func kindRows(q *v1alpha1.Queue) []KindRow {
 		{q.Status.Requested, func(r *KindRow, v float64) { r.Requested = v }},
 	} {
 		for res, v := range list.l {
-			if res == v1alpha1.GPUResource || res == corev1.ResourceCPU || res == corev1.ResourceMemory {
+			if res == v1alpha1.GPUResource || res == corev1.ResourceCPU || res == corev1.ResourceMemory ||
+				strings.HasPrefix(string(res), v1alpha1.PoolStatusPrefix) {
 				continue
 			}
 			list.set(row(kindOf(res), string(res)), v.AsApproximateFloat64())

@@ -81,6 +81,9 @@ type Queue struct {
 	// Accelerators are the queue's devices of each other vendor's kind it has a quota of
 	// or holds, apart from its NVIDIA GPUs above.
 	Accelerators []KindRow `json:"accelerators,omitempty"`
+	// Pools are the queue's GPUs of each node pool divided apart (its quota of the pool,
+	// spec.gpu.pools), apart from its GPUs above, which count the other pools'.
+	Pools []KindRow `json:"pools,omitempty"`
 }
 
 // KindRow is a queue's quota, fair share and allocation of one kind of accelerator.
@@ -202,6 +205,7 @@ func queueTree(qs []*v1alpha1.Queue, running, pending map[string]int) []Queue {
 		row.PendingGPUs = max(0, row.Requested-row.Allocated)
 		row.Running, row.Pending = running[name], pending[name]
 		row.Accelerators = kindRows(q)
+		row.Pools = poolRows(q)
 		i := len(out)
 		out = append(out, row)
 		kids := children[name]

@@ -52,6 +52,7 @@ export interface Queue {
   pastUseGPUHours?: number;
   requested: number; pendingGPUs: number; running: number; pending: number;
   accelerators?: KindRow[];
+  pools?: KindRow[];
 }
 
 // KindRow is a queue's devices of another vendor's kind (kube/dashboard.KindRow).

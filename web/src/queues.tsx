@@ -33,6 +33,7 @@ export function Queues({ s }: { s: State }) {
           ))}
         </tbody>
       </table>
+      <NodePools s={s} />
       <OtherKinds s={s} />
       <h2>Allocated and fair share over time</h2>
       <div class="charts">
@@ -44,6 +45,40 @@ export function Queues({ s }: { s: State }) {
         ))}
       </div>
     </section>
+  );
+}
+
+// NodePools shows each queue's GPUs of the node pools divided apart, each with its own
+// quota: only where some queue has any. A queue's row above counts the other pools' GPUs.
+function NodePools({ s }: { s: State }) {
+  const rows = s.queues.flatMap((q) => (q.pools ?? []).map((p) => ({ q, p })));
+  if (rows.length === 0) {
+    return null;
+  }
+  return (
+    <>
+      <h2>Node pools divided apart</h2>
+      <p>Each pool below has quotas of its own; a queue's row above counts the GPUs of the other pools.</p>
+      <table class="queue-pools">
+        <thead><tr>
+          <th scope="col">Queue</th><th scope="col">Pool</th><th scope="col">Quota</th><th scope="col">Limit</th>
+          <th scope="col">Fair share</th><th scope="col">Allocated</th><th scope="col">Requested</th>
+        </tr></thead>
+        <tbody>
+          {rows.map(({ q, p }) => (
+            <tr key={q.name + "/" + p.kind} data-queue={q.name} data-pool={p.kind}>
+              <th scope="row">{q.name}</th>
+              <td>{p.kind}</td>
+              <td class="num">{fmt(p.quota)}</td>
+              <td class="num">{p.limit === undefined ? "none" : fmt(p.limit)}</td>
+              <td class="num">{fmt(p.fairShare)}</td>
+              <td class="num">{fmt(p.allocated)}</td>
+              <td class="num">{fmt(p.requested)}</td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+    </>
   );
 }
 
