@@ -14,6 +14,10 @@ func shapeKey(j *jobState, pods []*podState) string {
 	var b strings.Builder
 	b.WriteString(j.pool)
 	b.WriteByte('|')
+	if j.capacity != capacityAny {
+		b.WriteByte(byte('0' + j.capacity))
+		b.WriteByte('|')
+	}
 	if j.res != ResourceGPU {
 		b.WriteString(j.j.Accelerator) // another kind's nodes are another cluster
 		b.WriteByte('|')
@@ -119,6 +123,9 @@ func (s *session) explainNoFit(j *jobState, pods []*podState) Reason {
 		return s.explainConstraint(j)
 	}
 	r0 := s.explainResources(j, pods, eligible)
+	if note := s.spotNote(j); note != "" {
+		r0.Message += " (" + note + ")"
+	}
 	if note := failedNote(eligible); note != "" {
 		r0.Message += "; " + note
 	}
@@ -342,7 +349,7 @@ func failedNote(nodes []*nodeState) string {
 // explainConstraint names the pool, node constraint or GPU model that no schedulable
 // node offers.
 func (s *session) explainConstraint(j *jobState) Reason {
-	inPool, unenforced, noFractions, otherKind := 0, 0, 0, 0
+	inPool, unenforced, noFractions, otherKind, spot := 0, 0, 0, 0, 0
 	fractionsWhy := ""
 	models := map[string]bool{}
 	for _, n := range s.nodes {
@@ -354,6 +361,10 @@ func (s *session) explainConstraint(j *jobState) Reason {
 		}
 		if j.asksGPU && n.res != j.res {
 			otherKind++ // its devices are of another kind: not a question of pool or model
+			continue
+		}
+		if j.spotBars(n) {
+			spot++
 			continue
 		}
 		if j.memCap && n.n.Sharing == SharingNone {
@@ -381,6 +392,9 @@ func (s *session) explainConstraint(j *jobState) Reason {
 		}
 		return reasonf(ReasonConstraint, "needs %s, and none of the %s it may use has them (their devices are of another kind)",
 			kind, plural(otherKind, "node"))
+	}
+	if inPool == 0 && spot > 0 {
+		return s.spotReason(j, spot)
 	}
 	if inPool == 0 && noFractions > 0 {
 		return reasonf(ReasonConstraint, "shares a GPU, and the %s it may use cannot hand a fraction its device: %s",

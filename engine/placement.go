@@ -9,7 +9,7 @@ import (
 // in the job's pool, passes the job's node filter, and (for GPU jobs) has a device of an
 // accepted model.
 func (s *session) eligible(j *jobState, n *nodeState) bool {
-	if n.n.Unschedulable || n.n.Pool != j.pool || (j.asksGPU && n.res != j.res) {
+	if n.n.Unschedulable || n.n.Pool != j.pool || (j.asksGPU && n.res != j.res) || j.spotBars(n) {
 		return false
 	}
 	if j.filter != nil && !j.filter.allowed[n.idx] {

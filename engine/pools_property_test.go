@@ -17,18 +17,23 @@ import (
 //   - no pool has a free GPU while a job that may use it waits;
 //   - a queue below its quota in a pool, with a job of that pool alone waiting, leaves no
 //     other queue above its own quota there (the quota is guaranteed pool by pool);
-//   - the fair shares of a pool add up to no more than its GPUs.
+//   - the fair shares of a pool add up to no more than its GPUs;
+//   - with some nodes spot and jobs of every spot policy, no job is placed on capacity its
+//     policy rules out (the two checks before are asked of jobs that may use any).
 func TestPoolsAreDividedApart(t *testing.T) {
 	pools := []string{"", "p1", "p2"}
 	resOf := map[string]Resource{"": ResourceGPU, "p1": PoolResource(0), "p2": PoolResource(1)}
 	rapid.Check(t, func(t *rapid.T) {
 		snap := &Snapshot{Now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), Pools: []string{"p1", "p2"}}
 		poolOf := map[NodeID]string{}
+		spotNode := map[NodeID]bool{}
 		capacity := map[string]int64{}
 		for _, p := range pools {
 			for i := rapid.IntRange(1, 2).Draw(t, "nodes"); i > 0; i-- {
 				id := NodeID(fmt.Sprintf("%s-n%d", p, i))
 				n := gpuNode(id, p, "A100", rapid.IntRange(1, 4).Draw(t, "gpus"))
+				n.Spot = rapid.IntRange(0, 2).Draw(t, "spot") == 0
+				spotNode[id] = n.Spot
 				snap.Nodes = append(snap.Nodes, n)
 				poolOf[id] = p
 				capacity[p] += int64(len(n.GPUs)) * int64(OneGPU)
@@ -61,6 +66,7 @@ func TestPoolsAreDividedApart(t *testing.T) {
 				jobPools[id] = in
 				snap.Jobs = append(snap.Jobs, Job{ID: id, Queue: rapid.SampledFrom(leaves).Draw(t, "queue"), MinMember: 1,
 					NodePool: in[0], MorePools: in[1:], SubmitTime: snap.Now.Add(time.Duration(round) * time.Minute),
+					Spot: SpotPolicy(rapid.IntRange(0, 2).Draw(t, "spotPolicy")),
 					Pods: []Pod{{ID: PodID(id + "-0"), Request: PodRequest{GPUs: 1}}}})
 			}
 			for cycle := 0; ; cycle++ {
@@ -72,6 +78,13 @@ func TestPoolsAreDividedApart(t *testing.T) {
 					break
 				}
 				checkVictimsInPool(t, snap, p, poolOf)
+				for _, b := range p.Binds {
+					for _, j := range snap.Jobs {
+						if j.Pods[0].ID == b.Pod && spotCapacity(&j, snap.Now) != capacityAny && (spotCapacity(&j, snap.Now) == capacitySpot) != spotNode[b.Binding.Node] {
+							t.Fatalf("job %s (spot policy %s) placed on %s (spot %v)", j.ID, j.Spot, b.Binding.Node, spotNode[b.Binding.Node])
+						}
+					}
+				}
 				applyPlan(t, snap, p)
 			}
 		}
@@ -114,12 +127,12 @@ func TestPoolsAreDividedApart(t *testing.T) {
 				continue
 			}
 			for _, pool := range jobPools[j.ID] {
-				if free[pool] > 0 {
+				if free[pool] > 0 && j.Spot == SpotAllowed {
 					t.Fatalf("job %s of pools %q waits (%s) beside %d free milli-GPUs in pool %q", j.ID, jobPools[j.ID], p.Pending[j.ID], free[pool], pool)
 				}
 			}
-			if len(jobPools[j.ID]) > 1 {
-				continue
+			if len(jobPools[j.ID]) > 1 || j.Spot != SpotAllowed {
+				continue // the guarantee is asked of jobs that may use the whole pool
 			}
 			pool, r := jobPools[j.ID][0], resOf[jobPools[j.ID][0]]
 			if alloc[pool][j.Queue]+int64(OneGPU) > quota[j.Queue].Resources[r].Quota {

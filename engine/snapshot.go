@@ -102,6 +102,9 @@ type Node struct {
 	// Snapshot.Accelerators. A node's devices are of one kind; a kind the snapshot does
 	// not name is no capacity for anyone.
 	Accelerator string
+	// Spot marks capacity its cloud may take back with notice (spot.go): jobs place there
+	// as their SpotPolicy allows, and victims there are taken first.
+	Spot bool
 }
 
 // SharingNone is a node that lets pods share a GPU without holding them to their share.
@@ -267,6 +270,14 @@ type Job struct {
 	// nobody validated, say): the job waits with it as its reason, and its running pods
 	// keep their GPUs.
 	Invalid string
+	// Spot is which capacity the job may use (spot.go); OnDemandAfter, with SpotFirst,
+	// how long after its submission it may use on-demand capacity too. Interruptions
+	// counts how often spot capacity was taken from under it; past InterruptionBudget (nil:
+	// no budget) it runs on on-demand capacity only.
+	Spot               SpotPolicy
+	OnDemandAfter      time.Duration
+	Interruptions      int
+	InterruptionBudget *int
 }
 
 // IsPreemptible resolves the class default and the override.

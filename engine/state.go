@@ -141,9 +141,11 @@ type jobState struct {
 	res Resource
 	// pool is the node pool the job is placed in now: the first of pools, or the one its
 	// running pods are in. pools are NodePool and MorePools, in order; nil with no more.
-	pool    string
-	pools   []string
-	asksGPU bool
+	pool  string
+	pools []string
+	// capacity is where the job may run by capacity type, at the snapshot's time.
+	capacity capacity
+	asksGPU  bool
 	// stopped: a pod of the job was stopped this cycle for its burst; nothing of it is
 	// placed again in the same cycle (its burst would be gone from the books, and it
 	// would land back where it was stopped).
@@ -523,7 +525,7 @@ func newSession(snap *Snapshot, opts Options) *session {
 			q = nil
 		}
 		js := &jobState{j: j, q: q, preemptible: j.IsPreemptible(), filter: s.filterOf(j.Nodes), memCap: asksMemoryCap(j), shares: asksShare(j),
-			res: res, asksGPU: asksDevices(j), choice: newDeviceChoice(j), pool: pool}
+			res: res, asksGPU: asksDevices(j), choice: newDeviceChoice(j), pool: pool, capacity: spotCapacity(j, snap.Now)}
 		if len(j.MorePools) > 0 {
 			js.pools = append([]string{j.NodePool}, j.MorePools...)
 		}

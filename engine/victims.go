@@ -560,6 +560,12 @@ func sortVictims(us []unit) {
 			return 1
 		case a.job.j.Priority != b.job.j.Priority:
 			return int(a.job.j.Priority) - int(b.job.j.Priority)
+		case a.onSpot() != b.onSpot():
+			// Spot capacity is given up first: its cloud may take it back anyway.
+			if a.onSpot() {
+				return -1
+			}
+			return 1
 		case !a.job.j.StartTime.Equal(b.job.j.StartTime):
 			return b.job.j.StartTime.Compare(a.job.j.StartTime) // newest first: least work lost
 		case !a.job.j.SubmitTime.Equal(b.job.j.SubmitTime):

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/allot-dev/allot/engine"
 	"github.com/allot-dev/allot/kube/convert"
@@ -328,6 +329,33 @@ func (sc *Scenario) compileKind(c *compiled, req engine.PodRequest, js JobSpec, 
 	}
 	if req.Shared() || req.WantsMIG() {
 		return sc.errorf(path+".accelerator", "fractions are NVIDIA GPUs only: with accelerator %s, gpu is a whole number of devices", js.Accelerator)
+	}
+	return nil
+}
+
+// compileSpot reads a job's spot policy: which capacity it may use, when on-demand
+// follows, and how many interruptions it takes before it is given on-demand only.
+func (sc *Scenario) compileSpot(j *engine.Job, js JobSpec, path string) error {
+	p, err := engine.ParseSpotPolicy(js.Spot)
+	if err != nil {
+		return sc.errorf(path+".spot", "%v", err)
+	}
+	j.Spot = p
+	if js.OnDemandAfter != "" {
+		d, err := time.ParseDuration(js.OnDemandAfter)
+		switch {
+		case err != nil || d <= 0:
+			return sc.errorf(path+".onDemandAfter", "%q is not allowed: a positive duration such as 10m", js.OnDemandAfter)
+		case p != engine.SpotFirst:
+			return sc.errorf(path+".onDemandAfter", "is read only with spot: first (spot first, on-demand after this long)")
+		}
+		j.OnDemandAfter = d
+	}
+	if b := js.InterruptionBudget; b != nil {
+		if *b < 0 {
+			return sc.errorf(path+".interruptionBudget", "%d is not allowed: the interruptions a job survives on spot capacity, 0 or more", *b)
+		}
+		j.InterruptionBudget = b
 	}
 	return nil
 }

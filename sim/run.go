@@ -41,6 +41,9 @@ func RunWith(sc *Scenario, opts RunOptions) ([]StepReport, error) {
 		for _, id := range st.deletes {
 			w.Delete(id)
 		}
+		for _, id := range st.interrupts {
+			w.Interrupt(id)
+		}
 		for _, id := range st.fails {
 			w.Fail(id)
 		}

@@ -67,6 +67,8 @@ type NodeSpec struct {
 	Labels        map[string]string `yaml:"labels"`
 	Taints        []TaintSpec       `yaml:"taints"`
 	Unschedulable bool              `yaml:"unschedulable"`
+	// Spot marks capacity its cloud may take back with notice (an interrupt step does).
+	Spot bool `yaml:"spot"`
 	// DRA publishes the node's GPUs through DRA as NVIDIA's driver does; MIGGPUs of them
 	// (the first) are in MIG mode, seven 1g.10gb devices each (sim/dra.go).
 	DRA     bool `yaml:"dra"`
@@ -141,6 +143,10 @@ type StepSpec struct {
 	// Fail names pods (job-index, such as ddp-1) that stop on their own: crashed, or on a
 	// node that failed. Their controller makes them again, pending.
 	Fail    []string `yaml:"fail"`
+	// Interrupt names spot nodes their cloud takes back: nothing new is placed there, a
+	// gang with pods there is stopped whole (to start again elsewhere), an elastic job
+	// that keeps its minimum loses only the pods there.
+	Interrupt []string `yaml:"interrupt"`
 	Advance string   `yaml:"advance"`
 	// Use sets the GPU memory running pods are measured to use (pod → quantity), as the
 	// node agent reads it: past a pod's request it is a burst.
@@ -164,6 +170,12 @@ type JobSpec struct {
 	// NodePools are pools tried in order (the first, then the next) where nodePool names
 	// one; never both.
 	NodePools []string `yaml:"nodePools"`
+	// Spot is which capacity the job may use: allowed (the default), never, or first
+	// (spot only until onDemandAfter has passed since submission; without it, spot only).
+	// Past interruptionBudget interruptions it runs on on-demand capacity only.
+	Spot               string `yaml:"spot"`
+	OnDemandAfter      string `yaml:"onDemandAfter"`
+	InterruptionBudget *int   `yaml:"interruptionBudget"`
 	GPUType   []string `yaml:"gpuType"`
 	Duration  string   `yaml:"duration"`
 	// NodeSelector, Tolerations and AntiAffinity are the pod spec's: the job's pods run

@@ -149,6 +149,48 @@ func (w *World) Fail(id engine.PodID) {
 	}
 }
 
+// Interrupt takes a spot node back, as its cloud does after a notice: nothing new is
+// placed there, and what ran there stops as Allot stops it on a notice. A job that keeps
+// its minimum without the node's pods (an elastic one) loses only those; any other job
+// with pods there is stopped whole, so that its gang starts again whole elsewhere. Each
+// counts one interruption against its budget.
+func (w *World) Interrupt(id engine.NodeID) {
+	for i := range w.nodes {
+		if w.nodes[i].ID == id {
+			w.nodes[i].Unschedulable = true
+		}
+	}
+	for _, j := range w.jobs {
+		on, left := 0, 0
+		for _, p := range j.job.Pods {
+			switch {
+			case p.Binding == nil:
+			case p.Binding.Node == id:
+				on++
+			default:
+				left++
+			}
+		}
+		if on == 0 {
+			continue
+		}
+		whole := left < j.job.MinMember
+		for i := range j.job.Pods {
+			if p := &j.job.Pods[i]; p.Binding != nil && (whole || p.Binding.Node == id) {
+				p.Binding = nil
+			}
+		}
+		j.job.Interruptions++
+		if whole {
+			w.events = append(w.events, fmt.Sprintf("%s stopped whole: spot node %s interrupted", j.job.ID, id))
+		} else {
+			w.events = append(w.events, fmt.Sprintf("%s shrank by %d: spot node %s interrupted", j.job.ID, on, id))
+		}
+		w.updateStatus(j)
+	}
+	w.trackPartial()
+}
+
 // trackPartial notes since when each gang has run fewer than MinMember pods.
 func (w *World) trackPartial() {
 	for _, j := range w.jobs {
@@ -342,6 +384,14 @@ func (w *World) nextEvent() (time.Time, bool) {
 	if w.usage != nil {
 		if t := w.now.Add(w.historyTick()); next.IsZero() || t.Before(next) {
 			next = t
+		}
+	}
+	// A job waiting for spot capacity first is looked at again when it may use on-demand.
+	for _, j := range w.jobs {
+		if j.job.Spot == engine.SpotFirst && j.job.OnDemandAfter > 0 && j.status != StatusRunning {
+			if t := j.job.SubmitTime.Add(j.job.OnDemandAfter); t.After(w.now) && (next.IsZero() || t.Before(next)) {
+				next = t
+			}
 		}
 	}
 	return next, !next.IsZero()

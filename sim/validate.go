@@ -61,6 +61,8 @@ type step struct {
 	name    string
 	deletes []engine.JobID
 	fails   []engine.PodID
+	// interrupts are spot nodes taken back, before the step's fails.
+	interrupts []engine.NodeID
 	submits []submission
 	advance time.Duration
 	expect  *Expect
@@ -115,8 +117,24 @@ func (sc *Scenario) compile() (*compiled, error) {
 		if s.name == "" {
 			s.name = strconv.Itoa(i + 1)
 		}
-		if len(st.Submit) == 0 && len(st.Delete) == 0 && len(st.Fail) == 0 && st.Advance == "" && len(st.Use) == 0 {
-			errs = append(errs, sc.errorf(path, "a step needs submit, delete, fail, use or advance"))
+		if len(st.Submit) == 0 && len(st.Delete) == 0 && len(st.Fail) == 0 && st.Advance == "" && len(st.Use) == 0 && len(st.Interrupt) == 0 {
+			errs = append(errs, sc.errorf(path, "a step needs submit, delete, fail, interrupt, use or advance"))
+		}
+		for k, name := range st.Interrupt {
+			found := false
+			for _, n := range c.nodes {
+				if string(n.ID) == name {
+					found = true
+					if !n.Spot {
+						errs = append(errs, sc.errorf(fmt.Sprintf("%s.interrupt[%d]", path, k), "node %q is not spot capacity (spot: true): only a cloud's spot nodes are interrupted", name))
+					}
+				}
+			}
+			if !found {
+				errs = append(errs, sc.errorf(fmt.Sprintf("%s.interrupt[%d]", path, k), "no node %q", name))
+				continue
+			}
+			s.interrupts = append(s.interrupts, engine.NodeID(name))
 		}
 		for _, pod := range slices.Sorted(maps.Keys(st.Use)) {
 			i := strings.LastIndex(pod, "-")
@@ -263,7 +281,7 @@ func (sc *Scenario) compileNode(c *compiled, i int, ns NodeSpec, seen map[string
 		maps.Copy(lbls, ns.Labels)
 		c.simNodes = append(c.simNodes, simNode{id: engine.NodeID(name), labels: lbls, taints: taints})
 		n := engine.Node{ID: engine.NodeID(name), Labels: lbls, Pool: ns.Labels[PoolLabel], Domain: ns.Labels[DomainLabel],
-			CPU: cpu, Memory: mem, Unschedulable: ns.Unschedulable, Accelerator: ns.Accelerator}
+			CPU: cpu, Memory: mem, Unschedulable: ns.Unschedulable, Accelerator: ns.Accelerator, Spot: ns.Spot}
 		for g := 0; g < ns.GPUs; g++ {
 			n.GPUs = append(n.GPUs, engine.GPU{Model: model, Memory: gpuMem,
 				UUID: fmt.Sprintf("GPU-sim-%s-%d", name, g), Island: g * islands / ns.GPUs})
@@ -502,6 +520,9 @@ func (sc *Scenario) compileJob(c *compiled, js JobSpec, path string) (submission
 	}
 	j := engine.Job{ID: engine.JobID(js.Name), Queue: engine.QueueID(js.Queue), Priority: js.Priority, NodePool: js.NodePool, GPUTypes: js.GPUType,
 		Accelerator: js.Accelerator}
+	if err := sc.compileSpot(&j, js, path); err != nil {
+		return sub, err
+	}
 	if len(js.NodePools) > 0 {
 		if js.NodePool != "" {
 			return sub, sc.errorf(path+".nodePools", "set nodePool or nodePools, not both")

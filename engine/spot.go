@@ -1,0 +1,131 @@
+package engine
+
+import (
+	"fmt"
+	"time"
+)
+
+// Spot capacity: nodes a cloud may take back with notice (spot, preemptible VMs), and
+// which jobs may use them. The caller reads a node's capacity type from its labels and a
+// job's policy from its pods and queue; the engine decides where each job may go from
+// them and the snapshot's time, so that "spot first, on-demand after 10 minutes" is the
+// same plan for the same snapshot. Notices of interruption reach the engine as nodes that
+// take no new pods (Node.Unschedulable); stopping what runs there is the caller's.
+
+// SpotPolicy is which capacity a job may use.
+type SpotPolicy int
+
+const (
+	// SpotAllowed: spot and on-demand nodes alike.
+	SpotAllowed SpotPolicy = iota
+	// SpotNever: on-demand nodes only.
+	SpotNever
+	// SpotFirst: spot nodes only, until Job.OnDemandAfter has passed since the job's
+	// submission (Alibaba's "spot first, on-demand after a maximum wait"); then any node.
+	// With OnDemandAfter zero, spot nodes only.
+	SpotFirst
+)
+
+var spotPolicyNames = [...]string{"allowed", "never", "first"}
+
+func (p SpotPolicy) String() string {
+	if int(p) < len(spotPolicyNames) {
+		return spotPolicyNames[p]
+	}
+	return fmt.Sprintf("SpotPolicy(%d)", int(p))
+}
+
+// ParseSpotPolicy reads "allowed", "never" or "first" (empty: allowed).
+func ParseSpotPolicy(s string) (SpotPolicy, error) {
+	if s == "" {
+		return SpotAllowed, nil
+	}
+	for i, n := range spotPolicyNames {
+		if n == s {
+			return SpotPolicy(i), nil
+		}
+	}
+	return 0, fmt.Errorf("%q is not a spot policy: allowed, never or first", s)
+}
+
+// capacity is where a job may run now, by capacity type.
+type capacity int
+
+const (
+	capacityAny capacity = iota
+	capacityOnDemand
+	capacitySpot
+)
+
+// spotCapacity resolves the job's policy at the snapshot's time: a job interrupted more
+// often than its budget runs on on-demand capacity only; one whose spot-first window has
+// not passed, on spot only.
+func spotCapacity(j *Job, now time.Time) capacity {
+	if j.InterruptionBudget != nil && j.Interruptions > *j.InterruptionBudget {
+		return capacityOnDemand
+	}
+	switch j.Spot {
+	case SpotNever:
+		return capacityOnDemand
+	case SpotFirst:
+		if j.OnDemandAfter == 0 || now.Before(j.SubmitTime.Add(j.OnDemandAfter)) {
+			return capacitySpot
+		}
+	}
+	return capacityAny
+}
+
+// spotBars tells whether the job's capacity rules the node out.
+func (j *jobState) spotBars(n *nodeState) bool {
+	switch j.capacity {
+	case capacityOnDemand:
+		return n.n.Spot
+	case capacitySpot:
+		return !n.n.Spot
+	}
+	return false
+}
+
+// spotReason says why the nodes the job could otherwise use are ruled out by its
+// capacity; barred is how many.
+func (s *session) spotReason(j *jobState, barred int) Reason {
+	nodes := plural(barred, "node")
+	switch {
+	case j.capacity == capacityOnDemand && j.j.InterruptionBudget != nil && j.j.Interruptions > *j.j.InterruptionBudget:
+		return reasonf(ReasonConstraint, "was interrupted on spot capacity %s, past its budget of %d: it runs on on-demand capacity only, and the %s it may use otherwise are spot",
+			plural(j.j.Interruptions, "time"), *j.j.InterruptionBudget, nodes)
+	case j.capacity == capacityOnDemand:
+		return reasonf(ReasonConstraint, "may not run on spot capacity (spot policy never), and the %s it may use otherwise are spot", nodes)
+	case j.j.OnDemandAfter > 0:
+		left := j.j.SubmitTime.Add(j.j.OnDemandAfter).Sub(s.now).Round(time.Second)
+		return reasonf(ReasonConstraint, "runs on spot capacity first, on-demand after %s of waiting (%s left), and the %s it may use otherwise are on-demand",
+			j.j.OnDemandAfter, left, nodes)
+	}
+	return reasonf(ReasonConstraint, "runs on spot capacity only, and the %s it may use otherwise are on-demand", nodes)
+}
+
+// onSpot tells whether the unit's pods run on spot capacity.
+func (u unit) onSpot() bool {
+	for _, p := range u.pods {
+		if p.node == nil || !p.node.n.Spot {
+			return false
+		}
+	}
+	return len(u.pods) > 0
+}
+
+// spotNote says, beside a reason the nodes the job may use give, that its capacity keeps
+// it from the others: "" where it may use any.
+func (s *session) spotNote(j *jobState) string {
+	switch {
+	case j.capacity == capacityOnDemand && j.j.InterruptionBudget != nil && j.j.Interruptions > *j.j.InterruptionBudget:
+		return fmt.Sprintf("on-demand capacity only: interrupted on spot %s, past its budget of %d", plural(j.j.Interruptions, "time"), *j.j.InterruptionBudget)
+	case j.capacity == capacityOnDemand:
+		return "on-demand capacity only: spot policy never"
+	case j.capacity == capacitySpot && j.j.OnDemandAfter > 0:
+		return fmt.Sprintf("spot capacity only for %s more", j.j.SubmitTime.Add(j.j.OnDemandAfter).Sub(s.now).Round(time.Second))
+	case j.capacity == capacitySpot:
+		return "spot capacity only"
+	}
+	return ""
+}
