@@ -142,12 +142,12 @@ type StepSpec struct {
 	Delete []string  `yaml:"delete"`
 	// Fail names pods (job-index, such as ddp-1) that stop on their own: crashed, or on a
 	// node that failed. Their controller makes them again, pending.
-	Fail    []string `yaml:"fail"`
+	Fail []string `yaml:"fail"`
 	// Interrupt names spot nodes their cloud takes back: nothing new is placed there, a
 	// gang with pods there is stopped whole (to start again elsewhere), an elastic job
 	// that keeps its minimum loses only the pods there.
 	Interrupt []string `yaml:"interrupt"`
-	Advance string   `yaml:"advance"`
+	Advance   string   `yaml:"advance"`
 	// Use sets the GPU memory running pods are measured to use (pod → quantity), as the
 	// node agent reads it: past a pod's request it is a burst.
 	Use    map[string]string `yaml:"use"`
@@ -173,11 +173,11 @@ type JobSpec struct {
 	// Spot is which capacity the job may use: allowed (the default), never, or first
 	// (spot only until onDemandAfter has passed since submission; without it, spot only).
 	// Past interruptionBudget interruptions it runs on on-demand capacity only.
-	Spot               string `yaml:"spot"`
-	OnDemandAfter      string `yaml:"onDemandAfter"`
-	InterruptionBudget *int   `yaml:"interruptionBudget"`
-	GPUType   []string `yaml:"gpuType"`
-	Duration  string   `yaml:"duration"`
+	Spot               string   `yaml:"spot"`
+	OnDemandAfter      string   `yaml:"onDemandAfter"`
+	InterruptionBudget *int     `yaml:"interruptionBudget"`
+	GPUType            []string `yaml:"gpuType"`
+	Duration           string   `yaml:"duration"`
 	// NodeSelector, Tolerations and AntiAffinity are the pod spec's: the job's pods run
 	// only on nodes whose labels match, tolerate the taints of the nodes they use, and
 	// never share a node with a pod whose job labels match AntiAffinity (nor with a pod

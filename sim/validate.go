@@ -63,10 +63,10 @@ type step struct {
 	fails   []engine.PodID
 	// interrupts are spot nodes taken back, before the step's fails.
 	interrupts []engine.NodeID
-	submits []submission
-	advance time.Duration
-	expect  *Expect
-	path    string
+	submits    []submission
+	advance    time.Duration
+	expect     *Expect
+	path       string
 	// uses are the GPU memory readings the step sets on running pods.
 	uses map[engine.PodID]int64
 }
