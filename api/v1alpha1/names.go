@@ -30,7 +30,21 @@ const (
 	DefaultPool = "default"
 	// PoolStatusPrefix keys a pool's GPUs in a Queue's status: pool.allot.dev/h100.
 	PoolStatusPrefix = "pool.allot.dev/"
-	LabelDomain      = "allot.dev/topology-domain"
+	// LabelCapacityType on a node says, over what its cloud's labels say, whether it is
+	// spot capacity (its cloud may take it back with notice): spot or on-demand.
+	LabelCapacityType = "allot.dev/capacity-type"
+	CapacitySpot      = "spot"
+	CapacityOnDemand  = "on-demand"
+	// A pod's spot policy, over its queue's spec.spot: which capacity it may use
+	// (allowed, never, first), after how long waiting it may use on-demand too (with
+	// first), and how many interruptions it survives before it is given on-demand only.
+	AnnotationSpot               = "allot.dev/spot"
+	AnnotationOnDemandAfter      = "allot.dev/on-demand-after"
+	AnnotationInterruptionBudget = "allot.dev/interruption-budget"
+	SpotAllowed                  = "allowed"
+	SpotNever                    = "never"
+	SpotFirst                    = "first"
+	LabelDomain                  = "allot.dev/topology-domain"
 
 	AnnotationGPUFraction = "allot.dev/gpu-fraction" // "0.5"
 	AnnotationGPUMemory   = "allot.dev/gpu-memory"   // "8Gi"

@@ -85,6 +85,11 @@ type QueueSpec struct {
 	// +kubebuilder:validation:Enum=train;interactive;inference
 	// +optional
 	Class string `json:"class,omitempty"`
+	// Spot is the queue's spot policy, the default of its workloads (a pod's annotations
+	// allot.dev/spot, on-demand-after and interruption-budget override it, except that a
+	// queue whose policy is never keeps its work off spot capacity).
+	// +optional
+	Spot *SpotSpec `json:"spot,omitempty"`
 	// HostPaths, when set, is the queue's rule for its pods' hostPath volumes (allot submit
 	// -v): a path of the node may be mounted only under one of the allowed directories, and
 	// none when it lists none. The admission webhook refuses any other pod of the queue,
@@ -170,6 +175,28 @@ type GPUQuota struct {
 	// +kubebuilder:validation:XValidation:rule="self.all(k, k.matches('^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)$') && size(k) <= 63 && k != 'default')",message="pools: a pool's name is the value of its nodes' label allot.dev/node-pool (letters, digits, '-', '_' and '.', at most 63); the default pool's quota is gpu.quota itself"
 	// +optional
 	Pools map[string]PoolQuota `json:"pools,omitempty"`
+}
+
+// SpotSpec is which capacity a queue's work may use: spot nodes (which their cloud may
+// take back with notice, labelled so by the cloud or allot.dev/capacity-type) and
+// on-demand ones.
+type SpotSpec struct {
+	// Policy: allowed (the default: either), never (on-demand only), or first (spot only,
+	// until onDemandAfter has passed since a workload's submission).
+	// +kubebuilder:validation:Enum=allowed;never;first
+	// +optional
+	Policy string `json:"policy,omitempty"`
+	// OnDemandAfter, with policy first, is how long a workload waits for spot capacity
+	// before it may use on-demand capacity too (a Go duration such as 10m); unset, it
+	// waits for spot capacity alone.
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|µs|ms|s|m|h))+$') && duration(self) > duration('0s')",message="spot.onDemandAfter must be a positive duration such as 10m"
+	// +optional
+	OnDemandAfter *metav1.Duration `json:"onDemandAfter,omitempty"`
+	// InterruptionBudget is how many interruptions of spot capacity a workload survives;
+	// past it, it runs on on-demand capacity only. Unset: no budget.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	InterruptionBudget *int32 `json:"interruptionBudget,omitempty"`
 }
 
 // PoolList names node pools in order, by the value of their nodes' label

@@ -61,7 +61,10 @@ func QueueRulesAllowed(p *corev1.Pod, view View, sharingRoot string) error {
 	if err := checkHostPaths(p, q, sharingRoot); err != nil {
 		return err
 	}
-	_, err := convert.Pools(p, q)
+	if _, err := convert.Pools(p, q); err != nil {
+		return err
+	}
+	_, _, _, err := convert.SpotPolicy(p, q)
 	return err
 }
 

@@ -124,6 +124,20 @@ func TestAPIServerRefusesBadQueuesAndTopologies(t *testing.T) {
 	if _, err := queues.Create(ctx, pooled, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("a queue with quotas per pool was refused: %v", err)
 	}
+	for name, c := range map[string]struct {
+		spot map[string]any
+		want string
+	}{
+		"policy": {map[string]any{"policy": "sometimes"}, `spec.spot.policy: Unsupported value: "sometimes": supported values: "allowed", "never", "first"`},
+		"wait":   {map[string]any{"policy": "first", "onDemandAfter": "soon"}, "spot.onDemandAfter must be a positive duration such as 10m"},
+		"budget": {map[string]any{"interruptionBudget": int64(-1)}, "spec.spot.interruptionBudget: Invalid value: -1"},
+	} {
+		q := queue("bad-spot-"+name, map[string]any{"quota": int64(1)})
+		q.Object["spec"].(map[string]any)["spot"] = c.spot
+		if _, err := queues.Create(ctx, q, metav1.CreateOptions{}); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("spot %s: got %v, want %q", name, err, c.want)
+		}
+	}
 	badClass := queue("bad-class-pools", map[string]any{"quota": int64(1)})
 	badClass.Object["spec"].(map[string]any)["classNodePools"] = map[string]any{"notebooks": []any{"h100"}}
 	if _, err := queues.Create(ctx, badClass, metav1.CreateOptions{}); err == nil || !strings.Contains(err.Error(), "classNodePools: a class is train, interactive or inference") {

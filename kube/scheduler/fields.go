@@ -43,8 +43,9 @@ var (
 		v1alpha1.AnnotationGPUMemoryLimit, v1alpha1.AnnotationGPUFractionLimit,
 		// How its compute share holds (the owner's, within its node's).
 		v1alpha1.AnnotationComputeMode,
-		// The node pools it tries, in order (the owner's, within its queue's).
-		v1alpha1.AnnotationNodePools,
+		// The node pools it tries, in order, and the capacity it may use (the owner's,
+		// within its queue's).
+		v1alpha1.AnnotationNodePools, v1alpha1.AnnotationSpot, v1alpha1.AnnotationOnDemandAfter, v1alpha1.AnnotationInterruptionBudget,
 	}
 	// agentRecords are what the node's agent records on a pod, which only the agents may
 	// change: the devices the kubelet gave it, and the GPU memory its processes hold (a

@@ -293,11 +293,9 @@ func buildSnapshot(now time.Time, nodes []*corev1.Node, pods []*corev1.Pod, queu
 				job.Queue = "" // no queue: holds its GPUs, never scheduled
 			} else if problem != "" {
 				job.Invalid = problem
-			} else if pools, err := convert.Pools(p, queueByName[p.Labels[LabelQueue]]); err != nil {
+			} else if err := jobPlaces(job, p, queueByName[p.Labels[LabelQueue]]); err != nil {
 				// The webhook refuses such a pod; one admitted without it waits, saying why.
 				job.Invalid = fmt.Sprintf("pod %s/%s: %v", p.Namespace, p.Name, err)
-			} else {
-				job.NodePool, job.MorePools = pools[0], pools[1:]
 			}
 			if g, ok := groups[string(jid)]; ok && p.Labels[LabelPodGroup] != "" {
 				job.GangGrace = g.GangGrace
@@ -577,4 +575,16 @@ func topologyAnnotations(p *corev1.Pod, groups map[string]convert.Group) (map[st
 		}
 	}
 	return ann, g
+}
+
+// jobPlaces reads where a job of pod p, of queue q (nil: unknown), may run: its node
+// pools in order and its spot policy.
+func jobPlaces(job *engine.Job, p *corev1.Pod, q *v1alpha1.Queue) error {
+	pools, err := convert.Pools(p, q)
+	if err != nil {
+		return err
+	}
+	job.NodePool, job.MorePools = pools[0], pools[1:]
+	job.Spot, job.OnDemandAfter, job.InterruptionBudget, err = convert.SpotPolicy(p, q)
+	return err
 }
