@@ -78,6 +78,7 @@ func (e *Engine) Schedule(snap *Snapshot) *Plan {
 	// else could place it, and the bursters stopped are not placed again this cycle.
 	s.reclaimBursts()
 	s.stopStaleGangs(snap.Now)
+	s.stopInterrupted(snap.Now)
 	return s.plan(snap)
 }
 

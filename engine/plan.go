@@ -62,12 +62,15 @@ const (
 	// ReasonBurst: evicted for using GPU memory past its request that another pod's
 	// request needed; or waiting for such memory to be given back.
 	ReasonBurst
+	// ReasonInterrupted: evicted because its node goes (a spot notice), once the
+	// checkpoint grace has passed; each such eviction counts against the job's budget.
+	ReasonInterrupted
 )
 
 var reasonCodeNames = [...]string{
 	"None", "FairShare", "QueueLimit", "NonPreemptibleQuota", "NoFit", "GangPartial",
 	"Constraint", "TooLarge", "Reclaimed", "Preempted", "Consolidated", "ElasticWaiting", "NotTried",
-	"GangIncomplete", "Invalid", "Burst",
+	"GangIncomplete", "Invalid", "Burst", "Interrupted",
 }
 
 func (c ReasonCode) String() string {

@@ -105,6 +105,13 @@ type Node struct {
 	// Spot marks capacity its cloud may take back with notice (spot.go): jobs place there
 	// as their SpotPolicy allows, and victims there are taken first.
 	Spot bool
+	// Interruption, when set, says why the node goes soon (a spot notice, its deletion):
+	// the caller marks it Unschedulable too. From InterruptAt on (the end of the grace the
+	// caller gives its pods to checkpoint), what runs there is stopped: a job that keeps
+	// its minimum without those pods shrinks, any other is stopped whole, to start again
+	// whole elsewhere (spot.go).
+	Interruption string
+	InterruptAt  time.Time
 }
 
 // SharingNone is a node that lets pods share a GPU without holding them to their share.

@@ -129,3 +129,45 @@ func (s *session) spotNote(j *jobState) string {
 	}
 	return ""
 }
+
+// stopInterrupted stops what runs on nodes whose interruption is due: the pods there, or
+// the whole job where it would keep fewer than its minimum without them. It runs last,
+// as stopStaleGangs does: what it stops is placed again in a later cycle, by its
+// controller's new pods.
+func (s *session) stopInterrupted(now time.Time) {
+	due := map[*nodeState]bool{}
+	for _, n := range s.nodes {
+		if n.n.Interruption != "" && !n.n.InterruptAt.IsZero() && !now.Before(n.n.InterruptAt) {
+			due[n] = true
+		}
+	}
+	if len(due) == 0 {
+		return
+	}
+	for _, j := range s.jobs {
+		on, where := 0, ""
+		for _, p := range j.pods {
+			if p.node != nil && due[p.node] {
+				on++
+				if where == "" {
+					where = fmt.Sprintf("node %s goes (%s)", p.node.n.ID, p.node.n.Interruption)
+				}
+			}
+		}
+		if on == 0 {
+			continue
+		}
+		whole := j.bound-on < j.j.MinMember
+		var r Reason
+		if whole {
+			r = reasonf(ReasonInterrupted, "%s: stopped after its checkpoint notice; %s starts again whole elsewhere", where, j.j.ID)
+		} else {
+			r = reasonf(ReasonInterrupted, "%s: stopped after its checkpoint notice; %s runs on with %d of its pods", where, j.j.ID, j.bound-on)
+		}
+		for _, p := range j.pods {
+			if p.node != nil && (whole || due[p.node]) {
+				s.unbind(p, r, "")
+			}
+		}
+	}
+}

@@ -149,46 +149,17 @@ func (w *World) Fail(id engine.PodID) {
 	}
 }
 
-// Interrupt takes a spot node back, as its cloud does after a notice: nothing new is
-// placed there, and what ran there stops as Allot stops it on a notice. A job that keeps
-// its minimum without the node's pods (an elastic one) loses only those; any other job
-// with pods there is stopped whole, so that its gang starts again whole elsewhere. Each
-// counts one interruption against its budget.
+// Interrupt gives a spot node its cloud's notice, with its checkpoint grace already over:
+// nothing new is placed there, and the engine stops what runs there in the next cycle
+// (engine.Node.InterruptAt), each job counting one interruption against its budget.
 func (w *World) Interrupt(id engine.NodeID) {
 	for i := range w.nodes {
 		if w.nodes[i].ID == id {
 			w.nodes[i].Unschedulable = true
+			w.nodes[i].Interruption = "spot capacity taken back"
+			w.nodes[i].InterruptAt = w.now
 		}
 	}
-	for _, j := range w.jobs {
-		on, left := 0, 0
-		for _, p := range j.job.Pods {
-			switch {
-			case p.Binding == nil:
-			case p.Binding.Node == id:
-				on++
-			default:
-				left++
-			}
-		}
-		if on == 0 {
-			continue
-		}
-		whole := left < j.job.MinMember
-		for i := range j.job.Pods {
-			if p := &j.job.Pods[i]; p.Binding != nil && (whole || p.Binding.Node == id) {
-				p.Binding = nil
-			}
-		}
-		j.job.Interruptions++
-		if whole {
-			w.events = append(w.events, fmt.Sprintf("%s stopped whole: spot node %s interrupted", j.job.ID, id))
-		} else {
-			w.events = append(w.events, fmt.Sprintf("%s shrank by %d: spot node %s interrupted", j.job.ID, on, id))
-		}
-		w.updateStatus(j)
-	}
-	w.trackPartial()
 }
 
 // trackPartial notes since when each gang has run fewer than MinMember pods.
@@ -258,10 +229,17 @@ func (w *World) checkQuiet(n int) error {
 }
 
 func (w *World) apply(p *engine.Plan) {
+	interrupted := map[engine.JobID]bool{}
 	for _, e := range p.Evictions {
 		if pod := w.pod(e.Job, e.Pod); pod != nil {
 			pod.Binding = nil
 			w.events = append(w.events, fmt.Sprintf("%s evicted: %s", e.Pod, e.Reason.Message))
+			if e.Reason.Code == engine.ReasonInterrupted && !interrupted[e.Job] {
+				// One interruption of the job, however many of its pods it stopped: what
+				// the scheduler counts on its PodGroup.
+				interrupted[e.Job] = true
+				w.byID[e.Job].job.Interruptions++
+			}
 		}
 	}
 	for _, b := range p.Binds {
