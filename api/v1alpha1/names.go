@@ -38,6 +38,10 @@ const (
 	// A pod's spot policy, over its queue's spec.spot: which capacity it may use
 	// (allowed, never, first), after how long waiting it may use on-demand too (with
 	// first), and how many interruptions it survives before it is given on-demand only.
+	// AnnotationInterruption, written by the scheduler on a pod whose node goes soon (a
+	// spot notice), is when the pod is stopped (RFC 3339): the signal to checkpoint, read
+	// through the downward API. Only the scheduler's memory decides the time.
+	AnnotationInterruption       = "allot.dev/interruption"
 	AnnotationSpot               = "allot.dev/spot"
 	AnnotationOnDemandAfter      = "allot.dev/on-demand-after"
 	AnnotationInterruptionBudget = "allot.dev/interruption-budget"

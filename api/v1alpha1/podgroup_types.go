@@ -50,6 +50,10 @@ type PodGroupStatus struct {
 	// Reason says why the group waits.
 	// +optional
 	Reason string `json:"reason,omitempty"`
+	// Interruptions counts how often the group was stopped because spot capacity it ran
+	// on was taken back: past its interruption budget it runs on on-demand capacity only.
+	// +optional
+	Interruptions int32 `json:"interruptions,omitempty"`
 }
 
 // PodGroupList is a list of pod groups.

@@ -30,7 +30,7 @@ func newSchedulerCmd() *cobra.Command {
 	var kubeconfig, identity, placement, gpuPolicy string
 	var leaderElect bool
 	var lease scheduler.Lease
-	var gangGrace, usageHalfLife time.Duration
+	var gangGrace, usageHalfLife, interruptionGrace time.Duration
 	var usageStrength float64
 	var webhookPort, metricsPort, customMetricsPort int
 	var certDir, sharingRoot, cdiKind, runtimeClass string
@@ -59,6 +59,9 @@ admission webhooks (the Helm chart registers them).`,
 			}
 			if usageHalfLife <= 0 {
 				return fmt.Errorf("--usage-half-life %s is not allowed: a positive duration such as 24h or 168h", usageHalfLife)
+			}
+			if interruptionGrace <= 0 {
+				return fmt.Errorf("--interruption-grace %s is not allowed: a positive duration such as 60s (clouds give about two minutes' notice of a spot interruption)", interruptionGrace)
 			}
 			pl, err := engine.ParsePlacement(placement)
 			if err != nil {
@@ -91,7 +94,7 @@ admission webhooks (the Helm chart registers them).`,
 			defer stop()
 			opts := stack.Options{Scheduler: scheduler.Options{Engine: engine.Options{Placement: pl, GPUPacking: gp, GangGrace: gangGrace, UsageStrength: usageStrength}, Accelerators: kinds,
 				UsageHalfLife: usageHalfLife, LeaderElection: leaderElect, Identity: identity, Lease: lease, SharingRoot: sharingRoot,
-				CDIKind: cdiKind, DeviceRecorders: deviceRecorders}, SharingRuntimeClass: runtimeClass}
+				CDIKind: cdiKind, DeviceRecorders: deviceRecorders, InterruptionGrace: interruptionGrace}, SharingRuntimeClass: runtimeClass}
 			if msg := admission.ForeignFlagProblem(foreignGPUPods); msg != "" {
 				return errors.New(msg)
 			}
@@ -153,6 +156,7 @@ admission webhooks (the Helm chart registers them).`,
 		"kinds of other vendors' accelerators to schedule besides NVIDIA's GPUs, at most "+strconv.Itoa(engine.MaxAccelerators)+" (repeatable): "+convert.AcceleratorsFlagForms)
 	f.Float64Var(&usageStrength, "usage-strength", 0, "how much a queue's past use above quota lowers its part of idle GPUs: 0 ignores it, 1 is strong (quotas are never touched)")
 	f.DurationVar(&usageHalfLife, "usage-half-life", engine.DefaultUsageHalfLife, "how fast past use is forgotten: it counts half after this long")
+	f.DurationVar(&interruptionGrace, "interruption-grace", scheduler.DefaultInterruptionGrace, "how long after a node's interruption notice (a spot node's cloud taking it back) its pods are stopped: the time they are told to checkpoint in (annotation allot.dev/interruption)")
 	return cmd
 }
 

@@ -23,6 +23,9 @@ type Group struct {
 	SharedLabel string
 	// GangGrace is its spec.staleGracePeriod; nil when unset (its queue's applies).
 	GangGrace *time.Duration
+	// Interruptions is how often spot capacity was taken from under it (its status,
+	// which the scheduler counts).
+	Interruptions int
 }
 
 // PodGroup reads a PodGroup as the typed clientset, its listers and informers hand it
@@ -30,7 +33,8 @@ type Group struct {
 // end; an old CRD may check less: a minMember of 0 is taken as unset (every pod carrying the
 // group's label is the gang), a negative staleGracePeriod is a problem.
 func PodGroup(pg *v1alpha1.PodGroup) Group {
-	g := Group{Created: pg.CreationTimestamp.Time, Topology: topologyAnnotations(pg.Annotations), SharedLabel: pg.Spec.Topology}
+	g := Group{Created: pg.CreationTimestamp.Time, Topology: topologyAnnotations(pg.Annotations), SharedLabel: pg.Spec.Topology,
+		Interruptions: int(max(pg.Status.Interruptions, 0))}
 	if v := pg.Spec.StaleGracePeriod; v != nil {
 		if v.Duration < 0 {
 			// The CRD's schema checks this; an old CRD does not. (A value that is no

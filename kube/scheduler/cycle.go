@@ -41,6 +41,7 @@ func (s *Scheduler) Cycle(ctx context.Context) error {
 	now := s.opts.Now()
 	s.stopOverdue(ctx, now, in.pods, in.queues)
 	snap, idx := buildSnapshot(now, in.nodes, in.pods, in.queues, in.groups, in.topologies, &s.conv)
+	s.noteInterruptions(ctx, now, snap, in.pods)
 	s.reportQueueProblems(idx.queueProblems, in.queues)
 	d := s.draForCycle(in.nodes)
 	d.addClaims(now, snap, idx, in.pods)

@@ -73,6 +73,16 @@ func (s *Scheduler) writeGroupStatus(ctx context.Context, plan *engine.Plan, gro
 	if len(groups) == 0 {
 		return // no PodGroup objects: skip the walk over every pod
 	}
+	// A group stopped by an interruption this cycle counts one more (interruptions.go),
+	// kept until its status is written: a write that conflicts is tried again next cycle.
+	counted := map[engine.JobID]bool{}
+	for _, e := range plan.Evictions {
+		if e.Reason.Code == engine.ReasonInterrupted && !counted[e.Job] {
+			counted[e.Job] = true
+			s.interruptedUnwritten[e.Job]++
+		}
+	}
+	known := map[engine.JobID]bool{}
 	running := map[engine.JobID]int32{}
 	for _, o := range s.pods.GetStore().List() {
 		p := o.(*corev1.Pod)
@@ -82,7 +92,8 @@ func (s *Scheduler) writeGroupStatus(ctx context.Context, plan *engine.Plan, gro
 	}
 	for _, pg := range groups {
 		jid := engine.JobID(pg.Namespace + "/" + pg.Name)
-		want := v1alpha1.PodGroupStatus{Phase: "Pending", Running: running[jid]}
+		known[jid] = true
+		want := v1alpha1.PodGroupStatus{Phase: "Pending", Running: running[jid], Interruptions: pg.Status.Interruptions + s.interruptedUnwritten[jid]}
 		if min := pg.Spec.MinMember; running[jid] >= min && min > 0 {
 			want.Phase = "Running"
 		}
@@ -94,8 +105,17 @@ func (s *Scheduler) writeGroupStatus(ctx context.Context, plan *engine.Plan, gro
 		}
 		cp := pg.DeepCopy()
 		cp.Status = want
-		if _, err := s.allot.AllotV1alpha1().PodGroups(pg.Namespace).UpdateStatus(ctx, cp, metav1.UpdateOptions{}); err != nil && !apierrors.IsConflict(err) {
+		_, err := s.allot.AllotV1alpha1().PodGroups(pg.Namespace).UpdateStatus(ctx, cp, metav1.UpdateOptions{})
+		switch {
+		case err == nil:
+			delete(s.interruptedUnwritten, jid)
+		case !apierrors.IsConflict(err):
 			slog.Warn("allot scheduler: pod group status", "group", jid, "err", err)
+		}
+	}
+	for jid := range s.interruptedUnwritten {
+		if !known[jid] {
+			delete(s.interruptedUnwritten, jid) // a job of no PodGroup: nowhere to count it
 		}
 	}
 }

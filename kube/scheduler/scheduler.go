@@ -71,6 +71,9 @@ type Options struct {
 	// DeviceReportTimeout is how long a shared pod on a node with an agent waits for its
 	// GPU's reservation to have its device reported; zero means DefaultDeviceReportTimeout.
 	DeviceReportTimeout time.Duration
+	// InterruptionGrace is how long after a node's interruption notice its pods are
+	// stopped, told the time first (interruptions.go); zero means DefaultInterruptionGrace.
+	InterruptionGrace time.Duration
 	// GPUDeviceClasses are the DRA DeviceClasses whose devices count as GPUs (the GPUs
 	// of a node and of a claim); empty means dra.DefaultGPUClasses.
 	GPUDeviceClasses []string
@@ -144,8 +147,12 @@ type Scheduler struct {
 	// engine's stale-gang rule); a restart forgets it and the grace period starts again.
 	partial map[engine.JobID]*partialGang
 	// gone notes the gang members that left their nodes, for the stale-gang reason.
-	gone       goneMembers
-	cycleStart time.Time // when the running cycle began (wall clock)
+	gone goneMembers
+	// interrupts holds when each node's interruption notice was first seen;
+	// interruptedUnwritten, the interruptions counted and not yet written on PodGroups.
+	interrupts           interruptions
+	interruptedUnwritten map[engine.JobID]int32
+	cycleStart           time.Time // when the running cycle began (wall clock)
 
 	// fit holds kube-scheduler's plugins for the Kubernetes scheduling contract.
 	fit *podfit.Checker
@@ -206,7 +213,8 @@ func New(rc *rest.Config, opts Options) (*Scheduler, error) {
 	s := &Scheduler{opts: opts, client: client, allot: allot, eng: engine.New(opts.Engine),
 		recorder: b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: SchedulerName}), events: newPodEvents(), statuses: newPodStatuses(),
 		assumed: map[types.UID]engine.Binding{}, awaiting: map[types.UID]awaitingBind{}, migAwaiting: map[types.UID]migAwait{}, migWished: map[string][]v1alpha1.MIGWish{}, adopted: map[types.UID]bool{}, backoff: map[types.UID]time.Time{}, unknownUntil: map[types.UID]time.Time{}, reasons: map[types.UID]string{}, evicting: map[types.UID]time.Time{}, evicted: map[types.UID]time.Time{}, partial: map[engine.JobID]*partialGang{}, wake: make(chan struct{}, 1),
-		occWritten: map[engine.NodeID]string{}, queueWritten: map[string]time.Time{}, queueProblems: map[string]string{}, usage: map[string]engine.Usage{}}
+		occWritten: map[engine.NodeID]string{}, queueWritten: map[string]time.Time{}, queueProblems: map[string]string{}, usage: map[string]engine.Usage{},
+		interrupts: interruptions{}, interruptedUnwritten: map[engine.JobID]int32{}}
 	s.claimsAssumed = map[types.UID]assumedClaim{}
 	if opts.LeaderElection {
 		// Made here, before Run, so that Leading reads it from any goroutine.

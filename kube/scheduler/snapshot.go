@@ -298,7 +298,7 @@ func buildSnapshot(now time.Time, nodes []*corev1.Node, pods []*corev1.Pod, queu
 				job.Invalid = fmt.Sprintf("pod %s/%s: %v", p.Namespace, p.Name, err)
 			}
 			if g, ok := groups[string(jid)]; ok && p.Labels[LabelPodGroup] != "" {
-				job.GangGrace = g.GangGrace
+				job.GangGrace, job.Interruptions = g.GangGrace, g.Interruptions
 			}
 			if p.Spec.Priority != nil {
 				job.Priority = *p.Spec.Priority
