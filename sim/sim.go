@@ -62,9 +62,11 @@ type simJob struct {
 	started time.Time // zero while not running
 	status  string
 	reason  string
-	// firstStart is when the job first ran; preemptions counts how often it stopped.
+	// firstStart is when the job first ran; preemptions counts how often it stopped;
+	// completed is when it finished.
 	firstStart  time.Time
 	preemptions int
+	completed   time.Time
 }
 
 // NewWorld builds an empty cluster.
@@ -145,6 +147,16 @@ func (w *World) Fail(id engine.PodID) {
 				w.updateStatus(j)
 				w.trackPartial()
 			}
+		}
+	}
+}
+
+// Restore brings an interrupted node back (its cloud's replacement joined): it takes pods
+// again.
+func (w *World) Restore(id engine.NodeID) {
+	for i := range w.nodes {
+		if w.nodes[i].ID == id {
+			w.nodes[i].Unschedulable, w.nodes[i].Interruption, w.nodes[i].InterruptAt = false, "", time.Time{}
 		}
 	}
 }
@@ -406,6 +418,7 @@ func (w *World) finishIfDue(j *simJob) {
 func (w *World) complete(j *simJob, why string) {
 	j.ran += w.now.Sub(j.started)
 	j.status, j.started, j.reason = StatusCompleted, time.Time{}, why
+	j.completed = w.now
 	for i := range j.job.Pods {
 		j.job.Pods[i].Binding = nil
 	}

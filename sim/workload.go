@@ -38,7 +38,10 @@ type WorkloadOptions struct {
 	// above 0 past use above quota tilts the division of idle GPUs (engine.Options).
 	UsageStrength float64
 	HalfLife      time.Duration
-	Progress      func(done, total int)
+	// Spot, when set, makes some nodes spot capacity, taken back now and then
+	// (workload_spot.go).
+	Spot     *SpotStudy
+	Progress func(done, total int)
 }
 
 // TeamReport is what one team received.
@@ -78,6 +81,10 @@ type WorkloadReport struct {
 	// UsageStrength and HalfLife echo the history settings of the run.
 	UsageStrength float64 `json:"usageStrength"`
 	HalfLife      string  `json:"halfLife,omitempty"`
+	// Completion is how long the jobs that finished took, from submission to the end;
+	// Cost is what the nodes cost while they were there (workload_spot.go).
+	Completion Completion   `json:"completion"`
+	Cost       *SpotOutcome `json:"spot,omitempty"`
 }
 
 // RunWorkload generates arrivals and plays them through the engine with the simulated clock.
@@ -107,6 +114,7 @@ func RunWorkload(ctx context.Context, o WorkloadOptions) (*WorkloadReport, error
 		w.KeepHistory(o.HalfLife, nil)
 	}
 	capacity := float64(o.Nodes * o.GPUsPerNode)
+	spot := newSpotRun(o, w, rng)
 
 	// Integrate allocation and fair share over time, piecewise constant between events.
 	alloc := map[engine.QueueID]float64{}
@@ -189,6 +197,9 @@ func RunWorkload(ctx context.Context, o WorkloadOptions) (*WorkloadReport, error
 		if at.After(end) {
 			break
 		}
+		if err := spot.until(at); err != nil {
+			return nil, err
+		}
 		if err := w.Advance(at.Sub(w.now)); err != nil {
 			return nil, err
 		}
@@ -206,6 +217,7 @@ func RunWorkload(ctx context.Context, o WorkloadOptions) (*WorkloadReport, error
 			pods = size / o.GPUsPerNode
 		}
 		job := engine.Job{ID: id, Queue: engine.QueueID(t.Name), MinMember: pods}
+		spot.policy(&job)
 		for p := 0; p < pods; p++ {
 			job.Pods = append(job.Pods, engine.Pod{ID: engine.PodID(fmt.Sprintf("%s-%d", id, p)), Request: req})
 		}
@@ -219,12 +231,15 @@ func RunWorkload(ctx context.Context, o WorkloadOptions) (*WorkloadReport, error
 			o.Progress(int(w.now.Sub(Epoch)/time.Minute), int(o.Duration/time.Minute))
 		}
 	}
+	if err := spot.until(end); err != nil {
+		return nil, err
+	}
 	if err := w.Advance(end.Sub(w.now)); err != nil {
 		return nil, err
 	}
 	integrate(end)
 
-	rep := &WorkloadReport{GPUs: int(capacity), Jobs: jobs, UsageStrength: o.UsageStrength}
+	rep := &WorkloadReport{GPUs: int(capacity), Jobs: jobs, UsageStrength: o.UsageStrength, Completion: completion(w), Cost: spot.outcome(end)}
 	if o.UsageStrength > 0 {
 		rep.HalfLife = o.HalfLife.String()
 	}
@@ -309,6 +324,11 @@ func (o *WorkloadOptions) validate() error {
 	}
 	if err := engine.CheckUsageStrength(o.UsageStrength); err != nil {
 		return fmt.Errorf("--usage-strength %w", err)
+	}
+	if o.Spot != nil {
+		if err := o.Spot.validate(o.Nodes); err != nil {
+			return err
+		}
 	}
 	if o.UsageStrength > 0 && o.HalfLife <= 0 {
 		return fmt.Errorf("--usage-half-life must be more than 0, such as 24h")

@@ -80,3 +80,42 @@ func TestHistoryBringsTeamsCloserToTheirShare(t *testing.T) {
 		t.Fatalf("history cost utilisation: %.3f without, %.3f with", base.Mean, hist.Mean)
 	}
 }
+
+// TestSpotStudy: with one of two nodes spot, taken back several times a day, the study
+// counts the interruptions, pays the spot node only while it is there, at the spot price,
+// and still completes the work; the run is the same for the same seed; with no spot node
+// it costs what on-demand nodes cost.
+func TestSpotStudy(t *testing.T) {
+	o := studyOptions()
+	o.Duration, o.Rate = 24*time.Hour, 2
+	s := SpotStudy{SpotNodes: 1, InterruptionsPerDay: 4, Downtime: 30 * time.Minute, OnDemandPrice: 3, SpotPrice: 1}
+	o.Spot = &s
+	rep, err := RunWorkload(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := rep.Cost
+	onDemandPart := 24.0 * 8 * 3 // one on-demand node all day
+	if c == nil || c.Interruptions == 0 || c.Cost <= onDemandPart || c.Cost > onDemandPart+24*8*1 {
+		t.Fatalf("spot outcome %+v: want interruptions, and a cost above the on-demand node's %g and at most %g", c, onDemandPart, onDemandPart+24*8)
+	}
+	if away := onDemandPart + 24*8 - c.Cost; away > float64(c.Interruptions)*0.5*8+1e-9 {
+		t.Errorf("the spot node went unpaid %.1f GPU-hours over %d interruptions of 30 minutes", away, c.Interruptions)
+	}
+	if rep.Completion.Done == 0 {
+		t.Error("no job completed")
+	}
+	again, _ := RunWorkload(context.Background(), o)
+	if !reflect.DeepEqual(rep, again) {
+		t.Error("same seed, different spot study")
+	}
+	none := SpotStudy{OnDemandPrice: 3, SpotPrice: 1}
+	o.Spot = &none
+	if rep, err := RunWorkload(context.Background(), o); err != nil || rep.Cost.Cost != 2*24*8*3 || rep.Cost.Interruptions != 0 {
+		t.Errorf("all on-demand: %+v, %v", rep.Cost, err)
+	}
+	o.Spot = &SpotStudy{SpotNodes: 3}
+	if _, err := RunWorkload(context.Background(), o); err == nil {
+		t.Error("3 spot nodes of 2 accepted")
+	}
+}

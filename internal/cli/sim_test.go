@@ -122,3 +122,32 @@ func TestSimWorkloadWithHistory(t *testing.T) {
 		t.Errorf("negative strength: %v", err)
 	}
 }
+
+// TestSimWorkloadWithSpot: --spot-nodes plays the same arrivals all on-demand and with
+// spot nodes, and a table compares completion times and cost; bad values are refused
+// naming the flag.
+func TestSimWorkloadWithSpot(t *testing.T) {
+	out, err := run("sim", "workload", "--days", "2", "--nodes", "4", "--rate", "4", "--spot-nodes", "2", "--interruptions-per-day", "2")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	for _, want := range []string{"spot: 2 nodes, 2 interruptions per node-day, back after 15m0s; prices 3 on-demand, 1 spot per GPU-hour; spot policy allowed",
+		"RUN", "COMPLETION P50", "COST", "SAVED", "on-demand only", "with spot"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--spot-nodes", "2", "--spot-policy", "sometimes"}, `--spot-policy: "sometimes" is not a spot policy: allowed, never or first`},
+		{[]string{"--spot-nodes", "9", "--nodes", "4"}, "--spot-nodes 9 is not allowed: 0 to the 4 nodes"},
+		{[]string{"--spot-nodes", "2", "--interruptions-per-day", "-1"}, "--interruptions-per-day -1 is not allowed"},
+		{[]string{"--spot-nodes", "2", "--usage-strength", "1"}, "--spot-nodes and --usage-strength each compare two runs: give one of them"},
+	} {
+		if _, err := run(append([]string{"sim", "workload", "--days", "1"}, c.args...)...); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: %v, want %q", c.args, err, c.want)
+		}
+	}
+}

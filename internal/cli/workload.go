@@ -24,6 +24,8 @@ func newWorkloadCmd() *cobra.Command {
 	var o sim.WorkloadOptions
 	var teams, sizes, runtimes, output string
 	var days, sampleHours float64
+	var study sim.SpotStudy
+	var spotPolicy string
 	cmd := &cobra.Command{
 		Use:   "workload",
 		Short: "Simulate days of multi-team arrivals and report what each team received",
@@ -63,6 +65,15 @@ GPU-hours end from its fair share (by quotas and weights) in each run.`,
 			}
 			o.Duration = time.Duration(days * 24 * float64(time.Hour))
 			o.Sample = time.Duration(sampleHours * float64(time.Hour))
+			if study.SpotNodes > 0 {
+				if o.UsageStrength > 0 {
+					return fmt.Errorf("--spot-nodes and --usage-strength each compare two runs: give one of them")
+				}
+				if study.Policy, err = engine.ParseSpotPolicy(spotPolicy); err != nil {
+					return fmt.Errorf("--spot-policy: %w", err)
+				}
+				return runSpotStudy(cmd, o, study, output)
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt)
 			defer stop()
 			run := func(o sim.WorkloadOptions, label string) (*sim.WorkloadReport, error) {
@@ -112,7 +123,55 @@ GPU-hours end from its fair share (by quotas and weights) in each run.`,
 	f.Float64Var(&o.UsageStrength, "usage-strength", 0, "how much past use above quota lowers a team's part of idle GPUs: 0 ignores history, 1 is strong; above 0 the run is compared with one without history")
 	f.DurationVar(&o.HalfLife, "usage-half-life", engine.DefaultUsageHalfLife, "how fast past use is forgotten: it counts half after this long")
 	f.StringVarP(&output, "output", "o", "table", "output format: table or json")
+	f.IntVar(&study.SpotNodes, "spot-nodes", 0, "make this many of the nodes spot capacity, and compare the run with one on on-demand nodes alone")
+	f.Float64Var(&study.InterruptionsPerDay, "interruptions-per-day", 1, "how often, per spot node and day, its cloud takes it back (with --spot-nodes)")
+	f.DurationVar(&study.Downtime, "spot-downtime", 15*time.Minute, "how long an interrupted spot node is gone before its replacement joins")
+	f.Float64Var(&study.OnDemandPrice, "price-on-demand", 3, "price of an on-demand GPU-hour")
+	f.Float64Var(&study.SpotPrice, "price-spot", 1, "price of a spot GPU-hour")
+	f.StringVar(&spotPolicy, "spot-policy", "allowed", "which capacity jobs may use with --spot-nodes: allowed, first (spot first, on-demand after --on-demand-after) or never")
+	f.DurationVar(&study.OnDemandAfter, "on-demand-after", 10*time.Minute, "with --spot-policy first: how long a job waits for spot capacity before it may use on-demand")
 	return cmd
+}
+
+// runSpotStudy plays the same arrivals on the cluster all on-demand and with some nodes
+// spot, and compares completion times and cost.
+func runSpotStudy(cmd *cobra.Command, o sim.WorkloadOptions, study sim.SpotStudy, output string) error {
+	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt)
+	defer stop()
+	onDemand := study
+	onDemand.SpotNodes, onDemand.Policy = 0, engine.SpotAllowed // no spot to wait for
+	var reps []*sim.WorkloadReport
+	for _, run := range []struct {
+		label string
+		s     sim.SpotStudy
+	}{{"on-demand only", onDemand}, {"with spot", study}} {
+		s := run.s
+		o.Spot = &s
+		o.Progress = progress(cmd.ErrOrStderr(), int(o.Duration/time.Minute), run.label)
+		rep, err := sim.RunWorkload(ctx, o)
+		if err != nil {
+			return err
+		}
+		reps = append(reps, rep)
+	}
+	if output == "json" {
+		return writeJSON(cmd.OutOrStdout(), map[string]*sim.WorkloadReport{"onDemand": reps[0], "spot": reps[1]})
+	}
+	out := cmd.OutOrStdout()
+	fmt.Fprintf(out, "%d jobs on %d nodes × %d GPUs over %s; spot: %d nodes, %g interruptions per node-day, back after %s; prices %g on-demand, %g spot per GPU-hour; spot policy %s\n\n",
+		reps[0].Jobs, o.Nodes, o.GPUsPerNode, o.Duration, study.SpotNodes, study.InterruptionsPerDay, study.Downtime, study.OnDemandPrice, study.SpotPrice, study.Policy)
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "RUN\tDONE\tCOMPLETION P50\tP95\tMEAN\tINTERRUPTIONS\tJOBS STOPPED\tUTILISATION\tCOST\tSAVED")
+	for i, r := range reps {
+		preempted := 0
+		for _, t := range r.Teams {
+			preempted += t.Preemptions
+		}
+		saved := 1 - r.Cost.Cost/reps[0].Cost.Cost
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%d\t%d\t%.1f%%\t%.0f\t%.1f%%\n", []string{"on-demand only", "with spot"}[i], r.Completion.Done,
+			r.Completion.P50, r.Completion.P95, r.Completion.Mean, r.Cost.Interruptions, preempted, 100*r.Mean, r.Cost.Cost, 100*saved)
+	}
+	return tw.Flush()
 }
 
 func writeJSON(out io.Writer, v any) error {
