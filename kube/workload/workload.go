@@ -53,7 +53,7 @@ var JobSets = schema.GroupVersionResource{Group: "jobset.x-k8s.io", Version: "v1
 
 var customKinds = []kind{
 	{JobSets, "JobSet", jobSetShape, (*Controller).syncJobSet},
-	{schema.GroupVersionResource{Group: "kubeflow.org", Version: "v1", Resource: "pytorchjobs"}, "PyTorchJob", replicaSpecsShape("pytorchReplicaSpecs"), nil},
+	{schema.GroupVersionResource{Group: "kubeflow.org", Version: "v1", Resource: "pytorchjobs"}, "PyTorchJob", pytorchShape, nil},
 	{schema.GroupVersionResource{Group: "kubeflow.org", Version: "v2beta1", Resource: "mpijobs"}, "MPIJob", replicaSpecsShape("mpiReplicaSpecs"), nil},
 	{LeaderWorkerSets, "LeaderWorkerSet", lwsShape, (*Controller).syncLWS},
 	{RayClusters, "RayCluster", rayClusterShape, (*Controller).syncRayCluster},
@@ -399,6 +399,22 @@ func replicaSpecsShape(field string) func(*unstructured.Unstructured) (bool, int
 		}
 		return ours, pods
 	}
+}
+
+// pytorchShape is a PyTorchJob's: its replicas, but with an elasticPolicy (torchrun's
+// elastic rendezvous) its workers beyond elasticPolicy.minReplicas are elastic members,
+// not part of the gang: the job starts with its other replicas and that many workers, and
+// grows as GPUs free (rule 8). A minimum outside 1 to the workers asked is held to it.
+func pytorchShape(u *unstructured.Unstructured) (bool, int64) {
+	ours, pods := replicaSpecsShape("pytorchReplicaSpecs")(u)
+	least, ok, _ := unstructured.NestedFieldNoCopy(u.Object, "spec", "elasticPolicy", "minReplicas")
+	worker, _, _ := unstructured.NestedMap(u.Object, "spec", "pytorchReplicaSpecs", "Worker")
+	if !ok || worker == nil {
+		return ours, pods
+	}
+	workers := intOr(worker, 1, "replicas")
+	m := intOr(map[string]any{"m": least}, workers, "m")
+	return ours, pods - workers + min(max(m, 1), workers)
 }
 
 // MaxGang bounds a gang's size: a spec that says more (a number the CRD's schema did not
