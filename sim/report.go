@@ -97,26 +97,10 @@ func (w *World) Report(name string) StepReport {
 			qr.Usage = w.usage[q.ID].Decayed(w.now, w.halfLife) / 3600
 			r.Queues[string(q.ID)] = qr
 		}
-		for i, kind := range w.accelerators {
-			res := engine.AcceleratorResource(i)
-			qr := r.Queues[string(q.ID)]
-			if qr.Accelerators == nil {
-				qr.Accelerators = map[string]KindReport{}
-			}
-			qr.Accelerators[kind] = KindReport{Quota: engine.MilliGPU(q.Resources[res].Quota).GPUs(),
-				FairShare: engine.MilliGPU(st.FairShare[res]).GPUs(), Allocated: engine.MilliGPU(st.Allocated[res]).GPUs()}
-			r.Queues[string(q.ID)] = qr
-		}
-		for k, pool := range w.pools {
-			res := engine.PoolResource(k)
-			qr := r.Queues[string(q.ID)]
-			if qr.Pools == nil {
-				qr.Pools = map[string]KindReport{}
-			}
-			qr.Pools[pool] = KindReport{Quota: engine.MilliGPU(q.Resources[res].Quota).GPUs(),
-				FairShare: engine.MilliGPU(st.FairShare[res]).GPUs(), Allocated: engine.MilliGPU(st.Allocated[res]).GPUs()}
-			r.Queues[string(q.ID)] = qr
-		}
+		qr := r.Queues[string(q.ID)]
+		qr.Accelerators = kindReports(w.accelerators, engine.AcceleratorResource, q, st)
+		qr.Pools = kindReports(w.pools, engine.PoolResource, q, st)
+		r.Queues[string(q.ID)] = qr
 	}
 	return r
 }
@@ -221,4 +205,20 @@ func num(v float64) string {
 		return fmt.Sprintf("%.0f", v)
 	}
 	return strings.TrimRight(fmt.Sprintf("%.3f", v), "0")
+}
+
+// kindReports are a queue's quota, fair share and allocation of each of the kinds named
+// (accelerator kinds, or pools divided apart), kind i counted as resource res(i); nil
+// where none is named.
+func kindReports(names []string, res func(int) engine.Resource, q engine.Queue, st engine.QueueStatus) map[string]KindReport {
+	if len(names) == 0 {
+		return nil
+	}
+	out := make(map[string]KindReport, len(names))
+	for i, name := range names {
+		r := res(i)
+		out[name] = KindReport{Quota: engine.MilliGPU(q.Resources[r].Quota).GPUs(),
+			FairShare: engine.MilliGPU(st.FairShare[r]).GPUs(), Allocated: engine.MilliGPU(st.Allocated[r]).GPUs()}
+	}
+	return out
 }

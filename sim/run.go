@@ -128,23 +128,23 @@ func checkExpect(e *Expect, r StepReport) []string {
 		if want.Pending != nil && *want.Pending != got.Pending {
 			out = append(out, fmt.Sprintf("queue %s: %d pending, want %d", name, got.Pending, *want.Pending))
 		}
-		for _, pool := range slices.Sorted(maps.Keys(want.Pools)) {
-			wk, gk := want.Pools[pool], got.Pools[pool]
-			if wk.FairShare != nil && !near(*wk.FairShare, gk.FairShare) {
-				out = append(out, fmt.Sprintf("queue %s: pool %s fair share %v, want %v", name, pool, gk.FairShare, *wk.FairShare))
-			}
-			if wk.Allocated != nil && !near(*wk.Allocated, gk.Allocated) {
-				out = append(out, fmt.Sprintf("queue %s: pool %s allocated %v, want %v", name, pool, gk.Allocated, *wk.Allocated))
-			}
+		out = append(out, kindMisses("queue "+name+": pool ", want.Pools, got.Pools)...)
+		out = append(out, kindMisses("queue "+name+": ", want.Accelerators, got.Accelerators)...)
+	}
+	return out
+}
+
+// kindMisses are the fair shares and allocations of each kind (a pool, an accelerator)
+// that differ from what is expected; each line starts with prefix and the kind.
+func kindMisses(prefix string, want map[string]KindExpect, got map[string]KindReport) []string {
+	var out []string
+	for _, kind := range slices.Sorted(maps.Keys(want)) {
+		wk, gk := want[kind], got[kind]
+		if wk.FairShare != nil && !near(*wk.FairShare, gk.FairShare) {
+			out = append(out, fmt.Sprintf("%s%s fair share %v, want %v", prefix, kind, gk.FairShare, *wk.FairShare))
 		}
-		for _, kind := range slices.Sorted(maps.Keys(want.Accelerators)) {
-			wk, gk := want.Accelerators[kind], got.Accelerators[kind]
-			if wk.FairShare != nil && !near(*wk.FairShare, gk.FairShare) {
-				out = append(out, fmt.Sprintf("queue %s: %s fair share %v, want %v", name, kind, gk.FairShare, *wk.FairShare))
-			}
-			if wk.Allocated != nil && !near(*wk.Allocated, gk.Allocated) {
-				out = append(out, fmt.Sprintf("queue %s: %s allocated %v, want %v", name, kind, gk.Allocated, *wk.Allocated))
-			}
+		if wk.Allocated != nil && !near(*wk.Allocated, gk.Allocated) {
+			out = append(out, fmt.Sprintf("%s%s allocated %v, want %v", prefix, kind, gk.Allocated, *wk.Allocated))
 		}
 	}
 	return out

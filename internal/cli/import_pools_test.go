@@ -2,10 +2,8 @@ package cli
 
 import (
 	"fmt"
-	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -13,8 +11,6 @@ import (
 	"github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/kube/kubetest"
 	"github.com/allot-dev/allot/kube/migrate"
-	"github.com/allot-dev/allot/kube/scheduler"
-	"github.com/allot-dev/allot/kube/stack"
 )
 
 // TestImportKAIShardsAsPoolQuotas: KAI-Scheduler queues of two node pools' shards
@@ -27,16 +23,7 @@ import (
 // nlp-h100 borrows all of h100, vision-h100 takes its 4 back there, and vision-a100's
 // work on a100 is untouched by that reclaim.
 func TestImportKAIShardsAsPoolQuotas(t *testing.T) {
-	env := kubetest.Start(t, 2, 8)
-	if _, err := stack.Local(env.Ctx, env.Cluster.Config, env.Dir, scheduler.Options{Interval: 200 * time.Millisecond}); err != nil {
-		t.Fatal(err)
-	}
-	kc := filepath.Join(env.Dir, "kubeconfig")
-	if err := env.Cluster.WriteKubeconfig(kc); err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv("ALLOT_CONFIG", filepath.Join(env.Dir, "allot.yaml"))
-	e := &cliEnv{Env: env, kubeconfig: kc}
+	e := startEmpty(t)
 	for node, pool := range map[string]string{"dgx-1": "h100", "dgx-2": "a100"} {
 		patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, v1alpha1.LabelNodePool, pool)
 		if _, err := e.Client.CoreV1().Nodes().Patch(e.Ctx, node, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {

@@ -148,6 +148,22 @@ func (e *cliEnv) create(t *testing.T, path string, gvr schema.GroupVersionResour
 	return objs
 }
 
+// startEmpty is startCLI without its queues: 2 nodes of 8 GPUs and Allot's stack, for
+// tests that make their own.
+func startEmpty(t *testing.T) *cliEnv {
+	t.Helper()
+	env := kubetest.Start(t, 2, 8)
+	if _, err := stack.Local(env.Ctx, env.Cluster.Config, env.Dir, scheduler.Options{Interval: 200 * time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	kc := filepath.Join(env.Dir, "kubeconfig")
+	if err := env.Cluster.WriteKubeconfig(kc); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("ALLOT_CONFIG", filepath.Join(env.Dir, "allot.yaml"))
+	return &cliEnv{Env: env, kubeconfig: kc}
+}
+
 var crds = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
 
 // allotQueues reads the Allot queues as allot queues -o json prints them.
@@ -171,16 +187,7 @@ func (e *cliEnv) allotQueues(t *testing.T) map[string]v1alpha1.Queue {
 // third updates what changed in KAI and keeps what an admin set in Allot; Volcano's queues
 // follow once its CRD is installed.
 func TestImportKAIQueuesKeepTheirFairShares(t *testing.T) {
-	env := kubetest.Start(t, 2, 8) // 16 GPUs
-	if _, err := stack.Local(env.Ctx, env.Cluster.Config, env.Dir, scheduler.Options{Interval: 200 * time.Millisecond}); err != nil {
-		t.Fatal(err)
-	}
-	kc := filepath.Join(env.Dir, "kubeconfig")
-	if err := env.Cluster.WriteKubeconfig(kc); err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv("ALLOT_CONFIG", filepath.Join(env.Dir, "allot.yaml"))
-	e := &cliEnv{Env: env, kubeconfig: kc}
+	e := startEmpty(t) // 16 GPUs
 
 	e.create(t, "testdata/import/kai-crd.yaml", crds)
 	e.create(t, "testdata/import/kai-tree.yaml", migrate.KAI.Resource)

@@ -86,7 +86,8 @@ type Queue struct {
 	Pools []KindRow `json:"pools,omitempty"`
 }
 
-// KindRow is a queue's quota, fair share and allocation of one kind of accelerator.
+// KindRow is a queue's quota, fair share and allocation of one kind of accelerator, or of
+// one node pool divided apart.
 type KindRow struct {
 	Kind      string   `json:"kind"`
 	Resource  string   `json:"resource"`

@@ -55,7 +55,8 @@ export interface Queue {
   pools?: KindRow[];
 }
 
-// KindRow is a queue's devices of another vendor's kind (kube/dashboard.KindRow).
+// KindRow is a queue's devices of another vendor's kind, or its GPUs of a node pool
+// divided apart (kube/dashboard.KindRow).
 export interface KindRow {
   kind: string; resource: string; quota: number; limit?: number; fairShare: number; allocated: number; requested: number;
 }

@@ -1,4 +1,4 @@
-import type { State } from "./api";
+import type { KindRow, State } from "./api";
 import { fmt } from "./api";
 import { TimeChart } from "./chart";
 
@@ -51,55 +51,40 @@ export function Queues({ s }: { s: State }) {
 // NodePools shows each queue's GPUs of the node pools divided apart, each with its own
 // quota: only where some queue has any. A queue's row above counts the other pools' GPUs.
 function NodePools({ s }: { s: State }) {
-  const rows = s.queues.flatMap((q) => (q.pools ?? []).map((p) => ({ q, p })));
-  if (rows.length === 0) {
-    return null;
-  }
   return (
-    <>
-      <h2>Node pools divided apart</h2>
-      <p>Each pool below has quotas of its own; a queue's row above counts the GPUs of the other pools.</p>
-      <table class="queue-pools">
-        <thead><tr>
-          <th scope="col">Queue</th><th scope="col">Pool</th><th scope="col">Quota</th><th scope="col">Limit</th>
-          <th scope="col">Fair share</th><th scope="col">Allocated</th><th scope="col">Requested</th>
-        </tr></thead>
-        <tbody>
-          {rows.map(({ q, p }) => (
-            <tr key={q.name + "/" + p.kind} data-queue={q.name} data-pool={p.kind}>
-              <th scope="row">{q.name}</th>
-              <td>{p.kind}</td>
-              <td class="num">{fmt(p.quota)}</td>
-              <td class="num">{p.limit === undefined ? "none" : fmt(p.limit)}</td>
-              <td class="num">{fmt(p.fairShare)}</td>
-              <td class="num">{fmt(p.allocated)}</td>
-              <td class="num">{fmt(p.requested)}</td>
-            </tr>
-          ))}
-        </tbody>
-      </table>
-    </>
+    <KindTable s={s} rowsOf={(q) => q.pools} cls="queue-pools" what="Pool" attr="data-pool"
+      title="Node pools divided apart" note="Each pool below has quotas of its own; a queue's row above counts the GPUs of the other pools." />
   );
 }
 
 // OtherKinds shows each queue's devices of other vendors' kinds (Ascend, AMD, …), counted
 // apart from its NVIDIA GPUs: only where some queue has any.
 function OtherKinds({ s }: { s: State }) {
-  const rows = s.queues.flatMap((q) => (q.accelerators ?? []).map((k) => ({ q, k })));
+  return <KindTable s={s} rowsOf={(q) => q.accelerators} cls="queue-kinds" what="Kind" attr="data-kind" title="Other accelerators" />;
+}
+
+// KindTable lists, per queue, its quota, limit, fair share, allocation and requests of
+// each kind its rows give (a pool, an accelerator kind); nothing where no queue has any.
+function KindTable({ s, rowsOf, cls, what, attr, title, note }: {
+  s: State; rowsOf: (q: State["queues"][number]) => KindRow[] | undefined;
+  cls: string; what: string; attr: string; title: string; note?: string;
+}) {
+  const rows = s.queues.flatMap((q) => (rowsOf(q) ?? []).map((k) => ({ q, k })));
   if (rows.length === 0) {
     return null;
   }
   return (
     <>
-      <h2>Other accelerators</h2>
-      <table class="queue-kinds">
+      <h2>{title}</h2>
+      {note && <p>{note}</p>}
+      <table class={cls}>
         <thead><tr>
-          <th scope="col">Queue</th><th scope="col">Kind</th><th scope="col">Quota</th><th scope="col">Limit</th>
+          <th scope="col">Queue</th><th scope="col">{what}</th><th scope="col">Quota</th><th scope="col">Limit</th>
           <th scope="col">Fair share</th><th scope="col">Allocated</th><th scope="col">Requested</th>
         </tr></thead>
         <tbody>
           {rows.map(({ q, k }) => (
-            <tr key={q.name + "/" + k.kind} data-queue={q.name} data-kind={k.kind}>
+            <tr key={q.name + "/" + k.kind} data-queue={q.name} {...{ [attr]: k.kind }}>
               <th scope="row">{q.name}</th>
               <td title={k.resource}>{k.kind}</td>
               <td class="num">{fmt(k.quota)}</td>
