@@ -676,7 +676,6 @@ func (s *session) keepUnshielded(for_ *jobState, action int) func(unit) bool {
 	}
 }
 
-// kindsKnown lists the accelerator kinds of the snapshot, for a reason.
 // kindOf is the resource of a device of the given kind in the given pool: the pool's
 // own where its NVIDIA GPUs are divided apart, else the kind's.
 func (s *session) kindOf(accelerator, pool string) (Resource, bool) {
@@ -721,6 +720,7 @@ func bindingNode(b *Binding) NodeID {
 	return b.Node
 }
 
+// kindsKnown lists the accelerator kinds of the snapshot, for a reason.
 func (s *session) kindsKnown() string {
 	var names []string
 	for k := range s.accel {
