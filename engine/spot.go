@@ -104,14 +104,14 @@ func (s *session) spotReason(j *jobState, barred int) Reason {
 	return reasonf(ReasonConstraint, "runs on spot capacity only, and the %s it may use otherwise are on-demand", nodes)
 }
 
-// onSpot tells whether the unit's pods run on spot capacity.
-func (u unit) onSpot() bool {
-	for _, p := range u.pods {
+// onSpot tells whether the pods all run on spot capacity.
+func onSpot(pods []*podState) bool {
+	for _, p := range pods {
 		if p.node == nil || !p.node.n.Spot {
 			return false
 		}
 	}
-	return len(u.pods) > 0
+	return len(pods) > 0
 }
 
 // spotNote says, beside a reason the nodes the job may use give, that its capacity keeps

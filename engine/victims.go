@@ -17,6 +17,8 @@ type unit struct {
 	// whole units take every pod the job still runs, elastic ones included, so that an
 	// eviction never leaves a gang below MinMember.
 	whole bool
+	// spot: its pods run on spot capacity, which victims give up first (spot.go).
+	spot bool
 }
 
 // place remembers where a pod ran so that an eviction found unnecessary can be undone.
@@ -38,7 +40,7 @@ func units(j *jobState) []unit {
 	var out []unit
 	for len(bound) > max(j.j.MinMember, 1) {
 		p := bound[len(bound)-1]
-		out = append(out, unit{job: j, pods: []*podState{p}, gpu: p.cost[j.res]})
+		out = append(out, unit{job: j, pods: []*podState{p}, gpu: p.cost[j.res], spot: p.node.n.Spot})
 		bound = bound[:len(bound)-1]
 	}
 	if len(bound) > 0 {
@@ -46,6 +48,7 @@ func units(j *jobState) []unit {
 		for _, p := range bound {
 			u.gpu += p.cost[j.res]
 		}
+		u.spot = onSpot(bound)
 		out = append(out, u)
 	}
 	return out
@@ -560,9 +563,9 @@ func sortVictims(us []unit) {
 			return 1
 		case a.job.j.Priority != b.job.j.Priority:
 			return int(a.job.j.Priority) - int(b.job.j.Priority)
-		case a.onSpot() != b.onSpot():
+		case a.spot != b.spot:
 			// Spot capacity is given up first: its cloud may take it back anyway.
-			if a.onSpot() {
+			if a.spot {
 				return -1
 			}
 			return 1
