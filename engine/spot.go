@@ -61,19 +61,28 @@ const (
 // often than its budget runs on on-demand capacity only; one whose spot-first window has
 // not passed, on spot only.
 func spotCapacity(j *Job, now time.Time) capacity {
-	if j.InterruptionBudget != nil && j.Interruptions > *j.InterruptionBudget {
+	if pastBudget(j) {
 		return capacityOnDemand
 	}
 	switch j.Spot {
 	case SpotNever:
 		return capacityOnDemand
 	case SpotFirst:
-		if j.OnDemandAfter == 0 || now.Before(j.SubmitTime.Add(j.OnDemandAfter)) {
+		if j.OnDemandAfter == 0 || now.Before(onDemandFrom(j)) {
 			return capacitySpot
 		}
 	}
 	return capacityAny
 }
+
+// pastBudget tells whether spot capacity was taken from under the job more often than its
+// budget allows.
+func pastBudget(j *Job) bool {
+	return j.InterruptionBudget != nil && j.Interruptions > *j.InterruptionBudget
+}
+
+// onDemandFrom is when a job of spot policy first may use on-demand capacity too.
+func onDemandFrom(j *Job) time.Time { return j.SubmitTime.Add(j.OnDemandAfter) }
 
 // spotBars tells whether the job's capacity rules the node out.
 func (j *jobState) spotBars(n *nodeState) bool {
@@ -91,13 +100,13 @@ func (j *jobState) spotBars(n *nodeState) bool {
 func (s *session) spotReason(j *jobState, barred int) Reason {
 	nodes := plural(barred, "node")
 	switch {
-	case j.capacity == capacityOnDemand && j.j.InterruptionBudget != nil && j.j.Interruptions > *j.j.InterruptionBudget:
+	case pastBudget(j.j):
 		return reasonf(ReasonConstraint, "was interrupted on spot capacity %s, past its budget of %d: it runs on on-demand capacity only, and the %s it may use otherwise are spot",
 			plural(j.j.Interruptions, "time"), *j.j.InterruptionBudget, nodes)
 	case j.capacity == capacityOnDemand:
 		return reasonf(ReasonConstraint, "may not run on spot capacity (spot policy never), and the %s it may use otherwise are spot", nodes)
 	case j.j.OnDemandAfter > 0:
-		left := j.j.SubmitTime.Add(j.j.OnDemandAfter).Sub(s.now).Round(time.Second)
+		left := onDemandFrom(j.j).Sub(s.now).Round(time.Second)
 		return reasonf(ReasonConstraint, "runs on spot capacity first, on-demand after %s of waiting (%s left), and the %s it may use otherwise are on-demand",
 			j.j.OnDemandAfter, left, nodes)
 	}
@@ -118,12 +127,12 @@ func onSpot(pods []*podState) bool {
 // it from the others: "" where it may use any.
 func (s *session) spotNote(j *jobState) string {
 	switch {
-	case j.capacity == capacityOnDemand && j.j.InterruptionBudget != nil && j.j.Interruptions > *j.j.InterruptionBudget:
+	case pastBudget(j.j):
 		return fmt.Sprintf("on-demand capacity only: interrupted on spot %s, past its budget of %d", plural(j.j.Interruptions, "time"), *j.j.InterruptionBudget)
 	case j.capacity == capacityOnDemand:
 		return "on-demand capacity only: spot policy never"
 	case j.capacity == capacitySpot && j.j.OnDemandAfter > 0:
-		return fmt.Sprintf("spot capacity only for %s more", j.j.SubmitTime.Add(j.j.OnDemandAfter).Sub(s.now).Round(time.Second))
+		return fmt.Sprintf("spot capacity only for %s more", onDemandFrom(j.j).Sub(s.now).Round(time.Second))
 	case j.capacity == capacitySpot:
 		return "spot capacity only"
 	}

@@ -28,9 +28,10 @@ import (
 const GPUResource = corev1.ResourceName(v1alpha1.GPUResource)
 
 func Node(n *corev1.Node) engine.Node {
+	goes := Interrupted(n)
 	out := engine.Node{ID: engine.NodeID(n.Name), Labels: n.Labels, Pool: nodePool(n), Domain: n.Labels[v1alpha1.LabelDomain],
 		CPU: n.Status.Allocatable.Cpu().MilliValue(), Memory: n.Status.Allocatable.Memory().Value(),
-		Unschedulable: n.Spec.Unschedulable || !ready(n) || Interrupted(n) != "", Spot: Spot(n), Interruption: Interrupted(n)}
+		Unschedulable: n.Spec.Unschedulable || !ready(n) || goes != "", Spot: Spot(n), Interruption: goes}
 	// A label outside the allowed values declares nothing (NodeProblems says so).
 	out.Sharing, _ = v1alpha1.ParseSharing(n.Labels[v1alpha1.LabelGPUSharing])
 	out.Compute, _ = v1alpha1.ParseComputeMode("label "+v1alpha1.LabelComputeMode, n.Labels[v1alpha1.LabelComputeMode])

@@ -37,13 +37,14 @@ func (s *Scheduler) noteInterruptions(ctx context.Context, now time.Time, snap *
 	if grace <= 0 {
 		grace = DefaultInterruptionGrace
 	}
-	noticed := map[engine.NodeID]bool{}
+	// The nodes noticed, each with its node for the pods' notices below.
+	noticed := map[engine.NodeID]*engine.Node{}
 	for i := range snap.Nodes {
 		n := &snap.Nodes[i]
 		if n.Interruption == "" {
 			continue
 		}
-		noticed[n.ID] = true
+		noticed[n.ID] = n
 		first, ok := s.interrupts[n.ID]
 		if !ok {
 			first = now
@@ -53,7 +54,7 @@ func (s *Scheduler) noteInterruptions(ctx context.Context, now time.Time, snap *
 		n.InterruptAt = first.Add(grace)
 	}
 	for id := range s.interrupts {
-		if !noticed[id] {
+		if noticed[id] == nil {
 			delete(s.interrupts, id)
 		}
 	}
@@ -61,11 +62,11 @@ func (s *Scheduler) noteInterruptions(ctx context.Context, now time.Time, snap *
 		return
 	}
 	for _, p := range pods {
-		at, ok := s.interrupts[engine.NodeID(p.Spec.NodeName)]
-		if !ok || p.Spec.SchedulerName != SchedulerName || p.DeletionTimestamp != nil || terminal(p) || v1alpha1.IsReservation(p) {
+		n := noticed[engine.NodeID(p.Spec.NodeName)]
+		if n == nil || p.Spec.SchedulerName != SchedulerName || p.DeletionTimestamp != nil || terminal(p) || v1alpha1.IsReservation(p) {
 			continue
 		}
-		when := at.Add(grace).UTC().Format(time.RFC3339)
+		when := n.InterruptAt.UTC().Format(time.RFC3339)
 		if p.Annotations[v1alpha1.AnnotationInterruption] == when {
 			continue
 		}
@@ -77,13 +78,7 @@ func (s *Scheduler) noteInterruptions(ctx context.Context, now time.Time, snap *
 			}
 			continue
 		}
-		var why string
-		for i := range snap.Nodes {
-			if snap.Nodes[i].ID == engine.NodeID(p.Spec.NodeName) {
-				why = snap.Nodes[i].Interruption
-			}
-		}
 		s.recorder.Eventf(p, corev1.EventTypeWarning, "InterruptionNotice",
-			"node %s goes soon (%s): save your work; the pod is stopped at %s (annotation %s)", p.Spec.NodeName, why, when, v1alpha1.AnnotationInterruption)
+			"node %s goes soon (%s): save your work; the pod is stopped at %s (annotation %s)", p.Spec.NodeName, n.Interruption, when, v1alpha1.AnnotationInterruption)
 	}
 }
