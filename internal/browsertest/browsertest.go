@@ -136,6 +136,18 @@ func Contains(parts ...string) func(string) bool {
 	}
 }
 
+// All holds when every one of checks holds.
+func All(checks ...func(string) bool) func(string) bool {
+	return func(s string) bool {
+		for _, c := range checks {
+			if !c(s) {
+				return false
+			}
+		}
+		return true
+	}
+}
+
 // Screenshot writes the whole page as NAME.png among the test's artifacts.
 func (b *Browser) Screenshot(t *testing.T, name string) string {
 	t.Helper()
