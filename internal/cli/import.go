@@ -24,14 +24,19 @@ func newImportCmd() *cobra.Command {
 	var file string
 	var from []string
 	cmd := &cobra.Command{
-		Use:     "import [--from kai,volcano] [-f FILE] [--apply]",
+		Use:     "import [--from kai,volcano,runai] [-f FILE] [--apply]",
 		GroupID: "admin",
 		Short:   "Turn KAI-Scheduler (Run:ai) and Volcano queues into Allot queues: printed, or written with --apply",
 		Long: `allot import reads the queues of KAI-Scheduler (scheduling.run.ai/v2, as Run:ai writes them) and
 Volcano (scheduling.volcano.sh/v1beta1) from the cluster, or from exported YAML with -f, and
 prints the Allot queues they become, as YAML, with a table of every field read: what it became
 in Allot, or why Allot cannot honour it. --apply writes them: a queue is created, or updated
-in the fields its source decides; none is deleted. HAMi has no queues (docs/migration.md).`,
+in the fields its source decides; none is deleted. HAMi has no queues (docs/migration.md).
+
+Run:ai keeps its projects and departments, with their quotas per node pool, in its control
+plane: save what its API returns (GET /api/v1/org-unit/departments and
+/api/v1/org-unit/projects, one response after the other in one file) and read it with
+--from runai -f FILE.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var kinds []*migrate.Kind
@@ -45,7 +50,12 @@ in the fields its source decides; none is deleted. HAMi has no queues (docs/migr
 				}
 			}
 			if len(kinds) == 0 {
-				return fmt.Errorf("--from names no kind: kai, volcano or both")
+				return fmt.Errorf("--from names no kind: kai, volcano, runai or several")
+			}
+			for _, k := range kinds {
+				if k.FileOnly() && file == "" {
+					return fmt.Errorf("--from %s: %s: not kept in a cluster, read from a file: give it with -f", k.Short, k)
+				}
 			}
 			out, errOut := cmd.OutOrStdout(), cmd.ErrOrStderr()
 			ctx := cmd.Context()
@@ -121,7 +131,7 @@ in the fields its source decides; none is deleted. HAMi has no queues (docs/migr
 	}
 	cmd.Flags().BoolVar(&apply, "apply", false, "write the queues (create, or update the fields their source decides; never delete)")
 	cmd.Flags().StringVarP(&file, "filename", "f", "", "read exported YAML or JSON (kubectl get queues.scheduling.run.ai -o yaml) instead of the cluster; - for standard input")
-	cmd.Flags().StringSliceVar(&from, "from", []string{"kai", "volcano"}, "which schedulers' queues to read: kai (KAI-Scheduler, Run:ai), volcano")
+	cmd.Flags().StringSliceVar(&from, "from", []string{"kai", "volcano"}, "which schedulers' queues to read: kai (KAI-Scheduler, Run:ai's queues in the cluster), volcano, runai (Run:ai's projects and departments from its API, with -f)")
 	c = addConn(cmd)
 	return cmd
 }

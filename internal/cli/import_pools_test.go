@@ -105,4 +105,17 @@ func TestImportKAIShardsAsPoolQuotas(t *testing.T) {
 			t.Errorf("vision-a100's %s on a100 was touched by the reclaim in h100", name)
 		}
 	}
+
+	// Run:ai's own quotas per pool live in its control plane: read from what its API returns.
+	if _, err := e.run(t, "import", "--from", "runai"); err == nil || !strings.Contains(err.Error(), "read from a file: give it with -f") {
+		t.Errorf("allot import --from runai without -f: %v", err)
+	}
+	out = e.must(t, "import", "--from", "runai", "-f", "../../kube/migrate/testdata/runai-orgunits.json", "--apply")
+	if !strings.Contains(out, "queue vision created (3/3)") {
+		t.Errorf("allot import --from runai --apply:\n%s", out)
+	}
+	qs = e.allotQueues(t)
+	if s := qs["vision"].Spec; s.Parent != "research" || s.GPU.Quota != 2 || s.GPU.Pools["h100"].Quota != 4 || strings.Join(s.NodePools, ",") != "h100,default" {
+		t.Errorf("Run:ai's project vision became %+v", s)
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -25,6 +26,11 @@ type Kind struct {
 	Short     string // "kai": --from and the table's QUEUE column
 	Resource  schema.GroupVersionResource
 	convert   func(*converter, *unstructured.Unstructured) *Imported
+	// api, for a kind that no cluster serves (Run:ai's projects live in its control plane),
+	// says where a file of them comes from; such a kind is read from files only.
+	api string
+	// kinds are the object kinds of the kind; nil: Queue.
+	kinds []string
 }
 
 // GroupVersionKind is the kind's apiVersion and kind as they appear in YAML.
@@ -32,8 +38,26 @@ func (k *Kind) GroupVersionKind() schema.GroupVersionKind {
 	return k.Resource.GroupVersion().WithKind("Queue")
 }
 
+// FileOnly tells whether the kind is read from files only (no cluster serves it).
+func (k *Kind) FileOnly() bool { return k.api != "" }
+
 func (k *Kind) String() string {
+	if k.api != "" {
+		return fmt.Sprintf("%s projects and departments (%s)", k.Scheduler, k.api)
+	}
 	return fmt.Sprintf("%s Queue (%s)", k.Scheduler, k.Resource.GroupVersion())
+}
+
+// holds tells whether u is an object of this kind.
+func (k *Kind) holds(u *unstructured.Unstructured) bool {
+	gvk := u.GroupVersionKind()
+	if gvk.GroupVersion() != k.Resource.GroupVersion() {
+		return false
+	}
+	if k.kinds == nil {
+		return gvk.Kind == "Queue"
+	}
+	return slices.Contains(k.kinds, gvk.Kind)
 }
 
 // The kinds allot import reads, in the order it reads them.
@@ -42,12 +66,20 @@ var (
 		Resource: schema.GroupVersionResource{Group: "scheduling.run.ai", Version: "v2", Resource: "queues"}}
 	Volcano = &Kind{Scheduler: "Volcano", Short: "volcano",
 		Resource: schema.GroupVersionResource{Group: "scheduling.volcano.sh", Version: "v1beta1", Resource: "queues"}}
-	Kinds = []*Kind{KAI, Volcano}
+	// RunAI is Run:ai's control plane: its projects and departments, with their quotas per
+	// node pool, as its REST API returns them. Its Resource is only a tag ReadFile gives
+	// them; no cluster serves it.
+	RunAI = &Kind{Scheduler: "Run:ai", Short: "runai",
+		Resource: schema.GroupVersionResource{Group: "org-unit.run.ai", Version: "v1", Resource: "projects"},
+		api:      "GET /api/v1/org-unit/departments and /api/v1/org-unit/projects, saved to a file",
+		kinds:    []string{runaiDepartment, runaiProject}}
+	Kinds = []*Kind{KAI, Volcano, RunAI}
 )
 
 func init() {
 	KAI.convert = convertKAI
 	Volcano.convert = convertVolcano
+	RunAI.convert = convertRunAI
 }
 
 // KindNamed finds a kind by its short name ("kai", "volcano").
@@ -110,7 +142,7 @@ func (r *Result) NotCarried() int {
 // returned at once, each naming the queue, the field and what is allowed; nothing is
 // converted then.
 func Convert(objs []*unstructured.Unstructured, existing map[string]bool) (*Result, error) {
-	c := &converter{weights: map[string]float64{}, weightNote: map[string]int{}}
+	c := &converter{weights: map[string]float64{}, weightNote: map[string]int{}, departments: runaiDepartments(objs)}
 	seen := map[string]string{}
 	var out []*Imported
 	for _, u := range objs {
@@ -165,7 +197,7 @@ func Convert(objs []*unstructured.Unstructured, existing map[string]bool) (*Resu
 
 func kindOf(u *unstructured.Unstructured) *Kind {
 	for _, k := range Kinds {
-		if u.GroupVersionKind() == k.GroupVersionKind() {
+		if k.holds(u) {
 			return k
 		}
 	}
@@ -175,10 +207,14 @@ func kindOf(u *unstructured.Unstructured) *Kind {
 func kindList() string {
 	var s []string
 	for _, k := range Kinds {
+		if k.FileOnly() {
+			s = append(s, k.Scheduler+"'s projects and departments as its API returns them")
+			continue
+		}
 		gvk := k.GroupVersionKind()
 		s = append(s, gvk.GroupVersion().String()+" "+gvk.Kind)
 	}
-	return "it reads " + strings.Join(s, " and ")
+	return "it reads " + strings.Join(s[:len(s)-1], ", ") + " and " + s[len(s)-1]
 }
 
 // parentsFirst orders the queues so that a parent is written before its children (Allot's
@@ -237,6 +273,8 @@ type converter struct {
 	// weights are whole numbers, so fractional ones are scaled with their siblings.
 	weights    map[string]float64
 	weightNote map[string]int
+	// departments names Run:ai's departments by id, for its projects' parentId.
+	departments map[string]string
 }
 
 func (c *converter) note(n Note) int {
@@ -301,14 +339,25 @@ type fields struct {
 	c     *converter
 	queue string // "kai/research"
 	spec  map[string]any
+	// top: the fields are the object's own (Run:ai's API), not under spec; base is where
+	// they sit in it ("resources[nodePool=h100].").
+	top  bool
+	base string
+}
+
+func (f *fields) path(p string) string {
+	if f.top {
+		return f.base + p
+	}
+	return "spec." + p
 }
 
 func (f *fields) errorf(path, format string, args ...any) {
-	f.c.errs = append(f.c.errs, fmt.Errorf("%s: spec.%s: %s", f.queue, path, fmt.Sprintf(format, args...)))
+	f.c.errs = append(f.c.errs, fmt.Errorf("%s: %s: %s", f.queue, f.path(path), fmt.Sprintf(format, args...)))
 }
 
 func (f *fields) note(path, value, allot, why string) {
-	f.c.note(Note{Queue: f.queue, Field: "spec." + path, Value: value, Allot: allot, Why: why})
+	f.c.note(Note{Queue: f.queue, Field: f.path(path), Value: value, Allot: allot, Why: why})
 }
 
 // take removes a value from the spec; path is dotted ("resources.gpu.quota").

@@ -1,7 +1,9 @@
 package migrate
 
 import (
+	"fmt"
 	"os"
+	"sort"
 	"strings"
 	"testing"
 
@@ -248,7 +250,7 @@ func TestBadInputNamesTheField(t *testing.T) {
 func TestReadFileRefusesOtherKinds(t *testing.T) {
 	in := "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\n---\napiVersion: scheduling.run.ai/v1\nkind: Queue\nmetadata: {name: old}\n"
 	_, _, err := ReadFile(strings.NewReader(in), "x.yaml", Kinds)
-	for _, w := range []string{`x.yaml: apps/v1 Deployment "web" is not a queue allot import reads`, `scheduling.run.ai/v1 Queue "old"`, "scheduling.run.ai/v2 Queue and scheduling.volcano.sh/v1beta1 Queue"} {
+	for _, w := range []string{`x.yaml: apps/v1 Deployment "web" is not a queue allot import reads`, `scheduling.run.ai/v1 Queue "old"`, "scheduling.run.ai/v2 Queue, scheduling.volcano.sh/v1beta1 Queue and Run:ai's projects and departments"} {
 		if err == nil || !strings.Contains(err.Error(), w) {
 			t.Errorf("error %v\nwant %q", err, w)
 		}
@@ -302,5 +304,77 @@ func TestKAIShardQueueBecomesPoolQuota(t *testing.T) {
 	if _, err := Convert([]*unstructured.Unstructured{bad}, nil); err == nil ||
 		!strings.Contains(err.Error(), `kai/x: metadata.labels[kai.scheduler/node-pool]: "default" is not allowed`) {
 		t.Errorf("a shard label naming the default pool: %v", err)
+	}
+}
+
+// Run:ai's projects and departments, as its REST API returns them: each pool's quota.
+func TestRunAIQuotasPerNodePool(t *testing.T) {
+	res := read(t, "testdata/runai-orgunits.json", RunAI)
+	var order []string
+	for _, im := range res.Queues {
+		order = append(order, im.Queue.Name)
+	}
+	if strings.Join(order, ",") != "research,nlp,vision" {
+		t.Fatalf("queues %v, want the department before its projects", order)
+	}
+	for name, want := range map[string]string{
+		"research": "parent= gpu=4 limit=- weight=2 pools=h100:8/16/3 nodePools=",
+		"vision":   "parent=research gpu=2 limit=6 weight=1 pools=h100:4/-/2 nodePools=h100,default",
+		"nlp":      "parent=research gpu=0 limit=- weight=- pools=h100:4/8/1 nodePools=",
+	} {
+		q := queue(t, res, name)
+		s := q.Spec
+		opt := func(p *int32) string {
+			if p == nil {
+				return "-"
+			}
+			return fmt.Sprint(*p)
+		}
+		got := fmt.Sprintf("parent=%s gpu=%d limit=%s weight=%s pools=", s.Parent, s.GPU.Quota, opt(s.GPU.Limit), opt(s.GPU.OverQuotaWeight))
+		var pools []string
+		for p, pq := range s.GPU.Pools {
+			pools = append(pools, fmt.Sprintf("%s:%d/%s/%s", p, pq.Quota, opt(pq.Limit), opt(pq.OverQuotaWeight)))
+		}
+		sort.Strings(pools)
+		got += strings.Join(pools, ",") + " nodePools=" + strings.Join(s.NodePools, ",")
+		if got != want {
+			t.Errorf("%s: %s\nwant %s", name, got, want)
+		}
+	}
+	for _, c := range []struct{ src, field, allot, why string }{
+		{"runai/vision", "resources[nodePool=default].gpu.deserved", "spec.gpu.quota: 2", "rounded down"},
+		{"runai/vision", "parentId", "spec.parent: research", ""},
+		{"runai/vision", "resources[nodePool=h100].nodePool.name", "spec.gpu.pools.h100", "label its nodes allot.dev/node-pool=h100"},
+		{"runai/vision", "resources[nodePool=h100].memory", "", "not a pool's"},
+		{"runai/research", "resources[nodePool=h100].rank", "", "spec.priority"},
+		{"runai/research", "resources[nodePool=h100].gpu.limit", "spec.gpu.pools.h100.limit: 16", ""},
+		{"runai/nlp", "schedulingRules", "", "idle rules"},
+		{"runai/research", "status, totalResources, createdAt", "", "not its configuration"},
+	} {
+		n := note(t, res, c.src, c.field)
+		if n.Allot != c.allot || !strings.Contains(n.Why, c.why) {
+			t.Errorf("%s %s: became %q (%s), want %q (…%s…)", c.src, c.field, n.Allot, n.Why, c.allot, c.why)
+		}
+	}
+}
+
+// Bad Run:ai input is refused as a whole, each problem named.
+func TestRunAIRefusals(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{`{"projects": [{"name": "p", "parentId": "9", "resources": []}]}`, `runai/p: parentId: "9" is not the id of a department read`},
+		{`{"projects": {"name": "p"}}`, `projects: map[name:p] is not allowed: a list of Run:ai's projects`},
+		{`{"departments": [{"name": "d", "resources": [{"gpu": {"deserved": 1}}]}]}`, `runai/d: resources[0].nodePool.name: missing`},
+		{`{"departments": [{"name": "d", "resources": [{"nodePool": {"name": "a b"}, "gpu": {"deserved": 1}}]}]}`, `"a b" is not a node pool`},
+		{`{"departments": [{"name": "d", "resources": [{"nodePool": {"name": "x"}, "gpu": {"deserved": -2}}]}]}`, `resources[nodePool=x].gpu.deserved: -2 is not allowed`},
+		{`{"departments": [{"name": "d", "resources": [{"nodePool": {"name": "x"}, "gpu": {"overQuotaWeight": 1.5}}]}]}`, `gpu.overQuotaWeight: 1.5 is not allowed: a whole number`},
+		{`{"departments": [{"name": "d", "defaultNodePools": "x"}]}`, `runai/d: defaultNodePools: "x" is not allowed: a list of node pools' names`},
+	} {
+		objs, _, err := ReadFile(strings.NewReader(c.in), "in", []*Kind{RunAI})
+		if err == nil {
+			_, err = Convert(objs, nil)
+		}
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want an error with %q", c.in, err, c.want)
+		}
 	}
 }

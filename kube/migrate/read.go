@@ -24,6 +24,8 @@ type Read struct {
 
 func (r Read) String() string {
 	switch {
+	case !r.Found && r.Kind.FileOnly():
+		return fmt.Sprintf("%s: not kept in a cluster: read them from a file with -f", r.Kind)
 	case !r.Found:
 		return fmt.Sprintf("%s: not found in this cluster (no CRD serves %s)", r.Kind, r.Kind.Resource.GroupResource())
 	case r.Count == 1:
@@ -38,6 +40,10 @@ func ReadCluster(ctx context.Context, dyn dynamic.Interface, kinds []*Kind) ([]*
 	var objs []*unstructured.Unstructured
 	var reads []Read
 	for _, k := range kinds {
+		if k.FileOnly() {
+			reads = append(reads, Read{Kind: k})
+			continue
+		}
 		var items []unstructured.Unstructured
 		opts := metav1.ListOptions{Limit: 500}
 		found := true
@@ -83,6 +89,13 @@ func ReadFile(r io.Reader, name string, kinds []*Kind) ([]*unstructured.Unstruct
 			return nil, nil, fmt.Errorf("%s: document %d: not YAML or JSON: %v", name, doc, err)
 		}
 		if len(o) == 0 {
+			continue
+		}
+		if objs, ok, err := runaiDocument(o); ok {
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s: document %d: %w", name, doc, err))
+			}
+			all = append(all, objs...)
 			continue
 		}
 		u := &unstructured.Unstructured{Object: o}
