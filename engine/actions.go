@@ -189,6 +189,9 @@ func (s *session) reclaimFor(j *jobState, pool *candidatePool, fails map[string]
 		// Where the walks in victim order find no set the rules allow on a node, its few
 		// candidates are weighed set by set (tryExact).
 		exact: true,
+		// Beyond its quota a queue reclaims GPUs, not the CPU of a node whose GPUs it
+		// could use as they are.
+		gpusOnly: !inQuota,
 	}
 	ok := vs.run(s)
 	if !ok && inQuota && victimsShort {
@@ -429,7 +432,10 @@ func (s *session) mayEndBelowShare(v *queueState, res Resource, chain map[*queue
 	// lets a job start), each within one grain of the exact division, which does not:
 	// the gaps are compared with a grain's margin on each side, so that the exact gap
 	// narrows and the next cycle's shares cannot make the reverse a narrowing too.
-	return v.fair[res]-v.alloc[res]+v.grain[res]+r.grain[res] <= r.fair[res]-before[r]
+	gap := v.fair[res] - v.alloc[res]
+	// Nor may v be left shorter than the sibling gains: a fifth of a GPU bought with a
+	// 4-GPU job would leave two queues short of their shares, the GPUs between idle.
+	return gap+v.grain[res]+r.grain[res] <= r.fair[res]-before[r] && gap <= r.alloc[res]-before[r]
 }
 
 // preempt lets a pending job evict lower-priority preemptible work of its own queue

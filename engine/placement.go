@@ -392,6 +392,18 @@ func (s *session) placeOne(p *podState, only []*nodeState) bool {
 
 // fitsAllOn reports whether every pod fits on node n together, without changing state.
 func (s *session) fitsAllOn(j *jobState, pods []*podState, n *nodeState) (gpuLeft, cpuLeft int64, ok bool) {
+	return s.fitsOn(j, pods, n, true)
+}
+
+// gpusFreeFor reports whether the node's free GPUs hold the pods as they stand, whatever
+// its free CPU, memory and pod slots: what the pods lack there is not a GPU.
+func (s *session) gpusFreeFor(j *jobState, pods []*podState, n *nodeState) bool {
+	_, _, ok := s.fitsOn(j, pods, n, false)
+	return ok
+}
+
+// fitsOn is fitsAllOn, counting the node's CPU, memory and pod slots only with host set.
+func (s *session) fitsOn(j *jobState, pods []*podState, n *nodeState, host bool) (gpuLeft, cpuLeft int64, ok bool) {
 	if !s.eligible(j, n) {
 		return 0, 0, false
 	}
@@ -402,7 +414,7 @@ func (s *session) fitsAllOn(j *jobState, pods []*podState, n *nodeState) (gpuLef
 		mem += p.p.Request.Memory
 		whole += p.p.Request.GPUs
 	}
-	if !fitsHost(n, cpu, mem, len(pods)) || whole > n.free {
+	if (host && !fitsHost(n, cpu, mem, len(pods))) || whole > n.free {
 		return 0, 0, false
 	}
 	if onlyWhole(pods) && !choosesDevices(j.j) && !j.j.SameIsland {

@@ -166,6 +166,13 @@ type victimSearch struct {
 	oneNode bool
 	// exacts counts the nodes weighed set by set in this search (at most exactNodes).
 	exacts int
+	// gpusOnly: a node whose free GPUs already hold the pods is not tried, since what they
+	// lack there is CPU, memory or pod room, not a GPU. A queue reclaiming beyond its quota
+	// is owed GPUs by its fair share, never another queue's CPU: taking it on a node would
+	// stop the victim's work for a sliver of a GPU, and the victim's own higher-priority
+	// work, placed again, would stop more of its queue for the CPU, leaving that queue
+	// below its share to take it all back (a loop the property tests found).
+	gpusOnly bool
 }
 
 // outcome of one trial, kept to replay the best.
@@ -348,6 +355,9 @@ func sameUnit(a, b unit) bool {
 // that weighs sets, every set of the node's few candidates: a smaller set the rules allow
 // is not passed over because a larger one was listed first, and the cheapest is kept.
 func (vs *victimSearch) tryNode(s *session, n *nodeState, cands []unit) (trial, bool) {
+	if vs.gpusOnly && s.gpusFreeFor(vs.job, vs.pods, n) {
+		return trial{}, false
+	}
 	short := s.need(vs.pods)[vs.job.res] - int64(freeMilli(n)) // what the pods lack here
 	best, ok := vs.tryOrder(s, n, cands)
 	if ok && best.gpu <= short {
