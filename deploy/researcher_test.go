@@ -142,6 +142,10 @@ func TestResearcherCLISession(t *testing.T) {
 		return err == nil && strings.Contains(out, "(bar width: the cluster's 16 GPUs)") && regexp.MustCompile(`team-a\s+4\s.*\b10\b`).MatchString(out),
 			fmt.Sprint(err, out)
 	})
+	if out := as(alice, "queue", "describe", "team-a"); !regexp.MustCompile(`(?m)^all pools\s+4\s+-\s+\(quota\)\s+\S+\s+10\s+10\s`).MatchString(out) ||
+		!strings.Contains(out, "Namespaces:            team-a") {
+		t.Errorf("allot queue describe team-a as alice: its quota of 4, 10 allocated of 10 requested, its namespace:\n%s", out)
+	}
 	as(alice, "submit", "nb-alice", "-p", "team-c", "-i", "jupyter/base", "-g", "0.5", "--interactive")
 	as(dave, "submit", "llm-pretrain", "-p", "team-d", "-i", "pytorch/pytorch", "-g", "4", "--workers", "2", "--", "torchrun", "train.py")
 	running := func(kc, name string, pods int) {

@@ -221,7 +221,7 @@ func newSuspendCmd(resume bool) *cobra.Command {
 
 // newQueueCmd: allot queue create|edit|delete, for admins.
 func newQueueCmd() *cobra.Command {
-	q := &cobra.Command{Use: "queue", GroupID: "admin", Short: "Create, edit and delete queues"}
+	q := &cobra.Command{Use: "queue", GroupID: "admin", Short: "Create, edit, describe and delete queues"}
 	type queueFlags struct {
 		quota, weight, priority  int
 		limit, parent, timeLimit string
@@ -491,7 +491,7 @@ func newQueueCmd() *cobra.Command {
 		}}
 	del.Flags().BoolVar(&force, "force", false, "delete even while the queue holds work: its running pods run on outside every queue's share, its pending ones wait for a queue")
 	dc = addConn(del)
-	q.AddCommand(create, edit, del)
+	q.AddCommand(create, edit, del, newQueueDescribeCmd())
 	return q
 }
 

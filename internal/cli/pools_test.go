@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -60,6 +61,17 @@ func TestQueuesPerNodePool(t *testing.T) {
 		return strings.Contains(out, "NODE POOLS DIVIDED APART") && rowOf(out, "gpu-team", "a100") == "gpu-team a100 2 4 1 1 0" &&
 			rowOf(out, "gpu-team", "h100") == "gpu-team h100 4 - 2 2 0", out
 	})
+
+	desc := e.must(t, "queue", "describe", "gpu-team")
+	for _, re := range []string{`(?m)^Node pools:\s+h100, a100 \(tried in this order`, `(?m)^  for interactive:\s+a100$`,
+		`(?m)^the others\s+0\s+-\s+\(quota\)\s+0\s+0\s+0\s`, `(?m)^a100\s+2\s+4\s+\(quota\)\s+\S+\s+1\s+1\s`, `(?m)^h100\s+4\s+-\s+\(quota\)\s+\S+\s+2\s+2\s`} {
+		if !regexp.MustCompile(re).MatchString(desc) {
+			t.Errorf("allot queue describe gpu-team lacks %s:\n%s", re, desc)
+		}
+	}
+	if _, err := e.run(t, "queue", "describe", "nobody"); err == nil || !strings.Contains(err.Error(), `queue "nobody" does not exist; queues: `) {
+		t.Errorf("allot queue describe of a queue that does not exist: %v", err)
+	}
 
 	if _, err := e.run(t, "submit", "elsewhere", "-p", "gpu-team", "-i", "pytorch", "-g", "1", "--node-pool", "l40s"); err == nil ||
 		!strings.Contains(err.Error(), `node pool "l40s" is not one queue gpu-team may use: its nodePools are h100, a100`) {
