@@ -476,6 +476,11 @@ func (s *session) preemptFor(j *jobState, pool *candidatePool, fails map[string]
 			}
 			return true
 		},
+		// Beyond its quota, as in reclaim, a queue's higher-priority work takes its
+		// lower-priority work's GPUs, not its CPU: a victim of a reclaim, started again by
+		// stopping more of its own queue for the CPU, left that queue below its share to
+		// take it all back the next cycle, every cycle.
+		gpusOnly: !quotaRoom(j.q, j.res, need[j.res]),
 	}
 	if vs.run(s) {
 		s.commits++

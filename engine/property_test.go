@@ -657,11 +657,15 @@ func TestDeclarationOrderDoesNotMatter(t *testing.T) {
 // settle schedules until the plan is empty and renders how many pods of every job run.
 // Which of two alike devices or nodes a pod got is not an outcome anyone waits for.
 func settle(t *rapid.T, eng *Engine, snap *Snapshot) string {
+	var last []string // the last plans, to show a loop when there is one
 	for cycle := 0; ; cycle++ {
 		if cycle == 50 {
-			t.Fatalf("no empty plan after 50 cycles")
+			t.Fatalf("no empty plan after 50 cycles: the engine flaps; the last plans:\n%s", strings.Join(last, "\n"))
 		}
 		p := eng.Schedule(snap)
+		if last = append(last, describePlan(p)); len(last) > 4 {
+			last = last[1:]
+		}
 		if p.Empty() {
 			break
 		}

@@ -166,8 +166,9 @@ type victimSearch struct {
 	oneNode bool
 	// exacts counts the nodes weighed set by set in this search (at most exactNodes).
 	exacts int
-	// gpusOnly: a node whose free GPUs already hold the pods is not tried, since what they
-	// lack there is CPU, memory or pod room, not a GPU. A queue reclaiming beyond its quota
+	// gpusOnly: a node whose free GPUs already hold the pods but whose CPU, memory or pod
+	// slots do not is not tried: what they lack there is not a GPU (where they fit whole,
+	// what stops them is a rule, such as a limit that a victim of their own queue frees). A queue reclaiming beyond its quota
 	// is owed GPUs by its fair share, never another queue's CPU: taking it on a node would
 	// stop the victim's work for a sliver of a GPU, and the victim's own higher-priority
 	// work, placed again, would stop more of its queue for the CPU, leaving that queue
@@ -356,7 +357,9 @@ func sameUnit(a, b unit) bool {
 // is not passed over because a larger one was listed first, and the cheapest is kept.
 func (vs *victimSearch) tryNode(s *session, n *nodeState, cands []unit) (trial, bool) {
 	if vs.gpusOnly && s.gpusFreeFor(vs.job, vs.pods, n) {
-		return trial{}, false
+		if _, _, fits := s.fitsAllOn(vs.job, vs.pods, n); !fits {
+			return trial{}, false // what the pods lack here is CPU, memory or pod room
+		}
 	}
 	short := s.need(vs.pods)[vs.job.res] - int64(freeMilli(n)) // what the pods lack here
 	best, ok := vs.tryOrder(s, n, cands)
