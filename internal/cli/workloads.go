@@ -35,6 +35,7 @@ func newSubmitCmd() *cobra.Command {
 	var c *conn // set below, once the command exists to carry its flags
 	var s submit.Spec
 	var dryRun, preemptible, nonPreemptible, runAsUser bool
+	var workers string
 	var accelerator string
 	gpuAPI := "auto"
 	cmd := &cobra.Command{
@@ -70,8 +71,18 @@ Job of N workers with a headless Service (worker i is NAME-i.NAME) started as on
 			} else if len(args) > 1 {
 				return fmt.Errorf("one NAME, got %v (put the command after --)", args)
 			}
-			if cmd.Flags().Changed("workers") && s.Workers < 1 {
-				return fmt.Errorf("--workers %d is not allowed: 1 or more workers (leave it out for a job of one pod)", s.Workers)
+			if cmd.Flags().Changed("workers") {
+				n, min, err := submit.ParseWorkers(workers)
+				if err != nil {
+					return err
+				}
+				if min > 0 && cmd.Flags().Changed("min-workers") {
+					return fmt.Errorf("--workers %s and --min-workers are both set: write the minimum once", workers)
+				}
+				s.Workers = n
+				if min > 0 {
+					s.MinWorkers = min
+				}
 			}
 			if preemptible && nonPreemptible {
 				return fmt.Errorf("--preemptible and --non-preemptible are both set: choose one")
@@ -214,8 +225,8 @@ Job of N workers with a headless Service (worker i is NAME-i.NAME) started as on
 	f.StringVar(&s.TopologyRequired, "topology-required", "", "run all pods within one domain of this level of the cluster's Topology (rack, block, …)")
 	f.StringVar(&s.TopologyPreferred, "topology-preferred", "", "pack the pods as tightly as the Topology's levels allow, down from this level")
 	f.StringVar(&s.GPUType, "gpu-type", "", "GPU models allowed, comma-separated")
-	f.IntVar(&s.Workers, "workers", 0, "distributed training with this many workers")
-	f.IntVar(&s.MinWorkers, "min-workers", 0, "start with at least this many workers and grow to --workers (elastic)")
+	f.StringVar(&workers, "workers", "", "distributed training with this many workers, or MIN:MAX (elastic: starts with MIN, grows to MAX); torchrun's rendezvous is set up for it")
+	f.IntVar(&s.MinWorkers, "min-workers", 0, "start with at least this many workers and grow to --workers (elastic; the same as --workers MIN:MAX)")
 	f.BoolVar(&preemptible, "preemptible", false, "may be evicted to give GPUs back (default for training)")
 	f.BoolVar(&nonPreemptible, "non-preemptible", false, "never evicted; runs within the queue's quota only")
 	f.DurationVar(&s.Duration, "duration", 0, "on simulated nodes (allot up): finish after this long")

@@ -257,7 +257,9 @@ func TestCLIErrorsSayWhatToDo(t *testing.T) {
 		{[]string{"submit", "x", "-p", "team-d", "-i", "a", "-g", "8", "--workers", "100"}, "a gang of 100 pods of 8 GPUs each starts whole or not at all, and the cluster's nodes hold 2 such pods at most"},
 		{[]string{"submit", "x", "-p", "team-d", "-i", "a", "-g", "16"}, "-g 16: no node can hold it: the most GPUs on one node of the cluster's nodes is 8"},
 		{[]string{"submit", "x", "-p", "team-d", "-i", "a", "--node-pool", "h100"}, "--node-pool h100: no node is in that pool; pools: none"},
-		{[]string{"submit", "x", "-p", "team-d", "-i", "a", "--workers", "0"}, "--workers 0 is not allowed: 1 or more workers"},
+		{[]string{"submit", "x", "-p", "team-d", "-i", "a", "--workers", "0"}, `--workers "0" is not allowed: a number of workers (2), or MIN:MAX`},
+		{[]string{"submit", "x", "-p", "team-d", "-i", "a", "--workers", "3:2"}, `--workers "3:2" is not allowed`},
+		{[]string{"submit", "x", "-p", "team-d", "-i", "a", "--workers", "1:2", "--min-workers", "1"}, "--workers 1:2 and --min-workers are both set"},
 		// Numeric flags say what they take.
 		{[]string{"queue", "create", "q", "--quota", "1.5"}, `--quota "1.5" is not allowed: a whole number (GPUs guaranteed)`},
 		{[]string{"queue", "create", "q"}, `required flag(s) "quota" not set`},

@@ -10,6 +10,7 @@ import (
 	"math"
 	"regexp"
 	"strconv"
+	"slices"
 	"strings"
 	"time"
 
@@ -213,6 +214,7 @@ func (s Spec) Objects() ([]runtime.Object, error) {
 		if s.MinWorkers > 0 && s.MinWorkers < s.Workers {
 			j.Annotations = map[string]string{AnnotationMinMember: strconv.Itoa(s.MinWorkers)}
 		}
+		s.rendezvous(&j.Spec.Template.Spec.Containers[0])
 		svc := &corev1.Service{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Service"}, ObjectMeta: meta,
 			Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, Selector: map[string]string{LabelWorkload: s.Name},
 				PublishNotReadyAddresses: true, Ports: []corev1.ServicePort{{Name: "rendezvous", Port: 29500}}}}
@@ -223,6 +225,53 @@ func (s Spec) Objects() ([]runtime.Object, error) {
 	j := &batchv1.Job{TypeMeta: metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"}, ObjectMeta: meta,
 		Spec: batchv1.JobSpec{Parallelism: &one, Completions: &one, Template: tmpl}}
 	return append(append(claims, j), s.exposed()...), nil
+}
+
+// rendezvous gives a distributed job's workers the environment torchrun reads for its
+// options (PET_<OPTION>), as Kubeflow's training operator gives a PyTorchJob's: the
+// number of nodes, MIN:MAX where the job is elastic, and a c10d rendezvous at the first
+// worker through the job's headless service, so that "torchrun train.py" forms its group,
+// and re-forms it as workers come and go, with no option written. A variable the user set
+// with -e is kept.
+func (s Spec) rendezvous(c *corev1.Container) {
+	nodes := strconv.Itoa(s.Workers)
+	if s.MinWorkers > 0 && s.MinWorkers < s.Workers {
+		nodes = fmt.Sprintf("%d:%d", s.MinWorkers, s.Workers)
+	}
+	env := []corev1.EnvVar{
+		{Name: "PET_NNODES", Value: nodes},
+		{Name: "PET_RDZV_BACKEND", Value: "c10d"},
+		{Name: "PET_RDZV_ENDPOINT", Value: fmt.Sprintf("%s-0.%s:29500", s.Name, s.Name)},
+		{Name: "PET_RDZV_ID", Value: s.Name},
+	}
+	if q, ok := c.Resources.Limits[v1alpha1.GPUResource]; ok && q.Value() > 1 {
+		env = append(env, corev1.EnvVar{Name: "PET_NPROC_PER_NODE", Value: strconv.FormatInt(q.Value(), 10)})
+	}
+	for _, e := range env {
+		if !slices.ContainsFunc(c.Env, func(x corev1.EnvVar) bool { return x.Name == e.Name }) {
+			c.Env = append(c.Env, e)
+		}
+	}
+}
+
+// ParseWorkers reads --workers: N workers, or MIN:MAX, an elastic job that starts with MIN
+// and grows to MAX.
+func ParseWorkers(v string) (workers, min int, err error) {
+	bad := fmt.Errorf("--workers %q is not allowed: a number of workers (2), or MIN:MAX for an elastic job (1:4, MIN at least 1 and at most MAX)", v)
+	lo, hi, elastic := strings.Cut(v, ":")
+	if !elastic {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return 0, 0, bad
+		}
+		return n, 0, nil
+	}
+	a, err1 := strconv.Atoi(lo)
+	b, err2 := strconv.Atoi(hi)
+	if err1 != nil || err2 != nil || a < 1 || a > b {
+		return 0, 0, bad
+	}
+	return b, a, nil
 }
 
 // claimTemplate moves the pod's GPUs to a claim made from a ResourceClaimTemplate of the

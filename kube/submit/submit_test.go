@@ -207,3 +207,36 @@ func TestSubmitAccelerator(t *testing.T) {
 		}
 	}
 }
+
+// An elastic job's workers get torchrun's options through its environment: the range of
+// nodes and a c10d rendezvous at the first worker, each kept where the user set it.
+func TestRendezvousForTorchrun(t *testing.T) {
+	s := base()
+	s.Workers, s.MinWorkers, s.GPUs = 4, 2, "8"
+	s.Env = []string{"PET_RDZV_ID=mine"}
+	objs, err := s.Objects()
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{}
+	for _, e := range objs[1].(*batchv1.Job).Spec.Template.Spec.Containers[0].Env {
+		env[e.Name] = e.Value
+	}
+	for k, want := range map[string]string{"PET_NNODES": "2:4", "PET_RDZV_BACKEND": "c10d", "PET_RDZV_ENDPOINT": "job-0.job:29500",
+		"PET_RDZV_ID": "mine", "PET_NPROC_PER_NODE": "8"} {
+		if env[k] != want {
+			t.Errorf("%s=%q, want %q (env %v)", k, env[k], want, env)
+		}
+	}
+	for in, want := range map[string][2]int{"3": {3, 0}, "1:4": {4, 1}, "2:2": {2, 2}} {
+		n, min, err := ParseWorkers(in)
+		if err != nil || n != want[0] || min != want[1] {
+			t.Errorf("--workers %s: %d, %d, %v; want %v", in, n, min, err, want)
+		}
+	}
+	for _, in := range []string{"0", "-1", "x", "3:2", "0:2", "1:", ":2", "1:2:3"} {
+		if _, _, err := ParseWorkers(in); err == nil || !strings.Contains(err.Error(), "MIN:MAX") {
+			t.Errorf("--workers %s: %v, want a refusal", in, err)
+		}
+	}
+}
