@@ -171,10 +171,16 @@ func (s *session) reclaimFor(j *jobState, pool *candidatePool, fails map[string]
 	// Within its quota (or its department's) a queue takes from any queue above its own
 	// quota or fair share; beyond it, only from queues above their fair share.
 	inQuota := quotaRoom(j.q, j.res, need[j.res])
+	// A project whose department has room, though not for the whole need, may take part of
+	// it from its siblings (which leaves the department where it was) and the rest from
+	// outside: queues above their quota are candidates for it too, and the rules judge
+	// where everyone ends. Otherwise neither the search from outside (by fair share alone)
+	// nor the one within the department found a set that takes from both.
+	byQuota := inQuota || (j.q.parent != nil && quotaRoom(j.q.parent, j.res, 0))
 	keep := s.keepUnshielded(j, protectReclaim)
 	cands := pool.from(j.res, func(q *queueState) bool {
 		a := q.alloc[j.res]
-		return q != j.q && (a > q.fair[j.res] || (inQuota && a > q.deserved[j.res]))
+		return q != j.q && (a > q.fair[j.res] || (byQuota && a > q.deserved[j.res]))
 	}, keep, nil)
 	victimsShort := false // a trial was refused by quota only for where its victims ended
 	before := s.queueAllocs(j.res)

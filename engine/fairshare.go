@@ -192,8 +192,8 @@ func (dv *division) ties(kids []*queueState) *tieBreak {
 // job fits its share only with it, or one whose only share it is and which uses it), so
 // that no queue is left at 0 beside idle GPUs it could use; then a queue that already
 // holds more than it has so far (it keeps the GPU it uses: taking it back would only
-// evict); then one whose waiting job the quantum lets start within its share; then the
-// one holding less; then the name.
+// evict), of two such the one holding more beyond it; then one whose waiting job the
+// quantum lets start within its share; then the one holding less; then the name.
 func (tb *tieBreak) first(x, y int, hasX, hasY, quantum int64) bool {
 	if tb.prio[x] != tb.prio[y] {
 		return tb.prio[x] > tb.prio[y]
@@ -203,6 +203,12 @@ func (tb *tieBreak) first(x, y int, hasX, hasY, quantum int64) bool {
 	}
 	if a, b := tb.alloc[x] > hasX, tb.alloc[y] > hasY; a != b {
 		return a
+	} else if a && tb.alloc[x]-hasX != tb.alloc[y]-hasY {
+		// Both hold more than they have so far: the one holding more beyond it keeps the
+		// quantum. Were it the one whose waiting job the quantum starts, two queues sharing
+		// one GPU in slices would trade its share, and the slices, every cycle, each
+		// reclaiming in turn for the job that waits (TestInvariantsOnRandomClusters).
+		return tb.alloc[x]-hasX > tb.alloc[y]-hasY
 	}
 	if a, b := tb.starts(x, hasX, quantum), tb.starts(y, hasY, quantum); a != b {
 		return a

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -595,6 +596,11 @@ func describePlan(p *Plan) string {
 	}
 	for _, x := range p.Binds {
 		fmt.Fprintf(&b, "  bind %s on %s %v@%d\n", x.Pod, x.Binding.Node, x.Binding.GPUs, x.Binding.Share)
+	}
+	// The queues' GPU shares as the cycle computed them: a loop often turns on them.
+	for _, id := range slices.Sorted(maps.Keys(p.Queues)) {
+		q := p.Queues[id]
+		fmt.Fprintf(&b, "  queue %s: fair %d, allocated %d, requested %d milli-GPUs\n", id, q.FairShare[ResourceGPU], q.Allocated[ResourceGPU], q.Requested[ResourceGPU])
 	}
 	return b.String()
 }
