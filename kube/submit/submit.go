@@ -9,8 +9,8 @@ import (
 	"fmt"
 	"math"
 	"regexp"
-	"strconv"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
