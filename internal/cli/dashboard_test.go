@@ -171,6 +171,17 @@ func TestDashboard(t *testing.T) {
 		return regexp.MustCompile(`^[0-9]+[smhd]$`).MatchString(strings.TrimSpace(s))
 	})
 	b.Screenshot(t, "workloads")
+	// The same looks count GPU-hours (kube/consumption): by the second, allot report gives
+	// team-a's training its GPU-hours at the 95% the simulated nodes report it busy.
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(time.Second) {
+		out := allot("report", "-o", "csv")
+		if regexp.MustCompile(`(?m)^team-a,[0-9.]+,[0-9.]+,[0-9.]+,95%$`).MatchString(out) && !strings.Contains(out, "team-a,0.00,") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("allot report never counted team-a's training at 95%% busy:\n%s", out)
+		}
+	}
 	browsertest.Eval[bool](t, b, `(s => { s.value = "Pending"; s.dispatchEvent(new Event("change", {bubbles: true})); return true })(document.querySelector("#filter-status"))`)
 	b.WaitText(t, "table.workloads tbody", "only pending workloads", func(s string) bool {
 		return strings.Contains(s, "big") && !strings.Contains(s, "nb-1") && strings.Count(s, "\n") == 0

@@ -28,6 +28,7 @@ import (
 
 	"github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/kube/client/clientset/versioned"
+	"github.com/allot-dev/allot/kube/consumption"
 	"github.com/allot-dev/allot/kube/control"
 	"github.com/allot-dev/allot/kube/inspect"
 	"github.com/allot-dev/allot/kube/simnode"
@@ -67,6 +68,10 @@ type Controller struct {
 	// toldUnmeasured holds the workloads whose queue was told their GPUs are not measured
 	// (MIG instances, DRA claims): once per workload while it lives.
 	toldUnmeasured map[string]bool
+	// nodes are the nodes of the last look, by name.
+	nodes map[string]*corev1.Node
+	// usage keeps the GPU-hours given and used (consumption.go).
+	usage *consumption.Recorder
 }
 
 // New makes a controller acting through these clients.
@@ -85,7 +90,8 @@ func New(client kubernetes.Interface, dyn dynamic.Interface, allot versioned.Int
 	}
 	c := &Controller{opts: opts, client: client, dyn: dyn, recorder: opts.Recorder,
 		ctl:   control.Clients{Client: client, Allot: allot, Dyn: dyn, Mapper: opts.Mapper},
-		track: NewTracker(), told: map[string]bool{}, toldUnmeasured: map[string]bool{}}
+		track: NewTracker(), told: map[string]bool{}, toldUnmeasured: map[string]bool{},
+		usage: &consumption.Recorder{Client: client}}
 	if c.recorder == nil {
 		c.events = record.NewBroadcaster()
 		c.events.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
@@ -168,8 +174,10 @@ func (c *Controller) Step(ctx context.Context) error {
 	for _, p := range o.Pods {
 		pods[string(p.UID)] = p
 	}
+	ws := inspect.BuildWorkloads(o)
+	c.count(ctx, now, ws, pods, readings, uuids)
 	live := map[string]bool{}
-	for _, w := range inspect.BuildWorkloads(o) {
+	for _, w := range ws {
 		// The policy of each class and queue its pods carry: a workload whose pods
 		// disagree (a StatefulSet whose template was relabelled under OnDelete) is held to
 		// the strictest of them, never let off.
@@ -283,6 +291,10 @@ func (c *Controller) readings(ctx context.Context, now time.Time) (Readings, map
 	nodes, err := c.client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, nil, err
+	}
+	c.nodes = map[string]*corev1.Node{}
+	for i := range nodes.Items {
+		c.nodes[nodes.Items[i].Name] = &nodes.Items[i]
 	}
 	leases, err := c.client.CoordinationV1().Leases(v1alpha1.SystemNamespace).List(ctx, metav1.ListOptions{LabelSelector: v1alpha1.LabelAgentLease})
 	if err != nil {

@@ -1,0 +1,188 @@
+package cli
+
+import (
+	"encoding/csv"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/allot-dev/allot/kube/consumption"
+)
+
+// newReportCmd: allot report, the GPU-hours given and used over a period, from the days the
+// scheduler keeps (kube/consumption).
+func newReportCmd() *cobra.Command {
+	var c *conn
+	var from, to, by, output string
+	var prices []string
+	cmd := &cobra.Command{
+		Use:     "report [--from DATE] [--to DATE] [--by queue,user,pool,model] [-o table|csv|json]",
+		GroupID: "admin",
+		Short:   "GPU-hours given and used per queue, user, node pool or GPU model, over a period; with prices, their cost",
+		Long: `allot report adds up the GPU-hours the scheduler counted, day by day (UTC), into the
+ConfigMaps allot-usage-DATE in allot-system: GPU-hours given to each running pod (a share of a
+GPU counts as that share), and of those, where the GPUs' agent reports their utilisation, the
+busy part (USED) and the share of busy time (UTIL). --price KEY=PRICE gives a price per
+GPU-hour for a node pool or a GPU model (a pool's price first), and adds a COST column.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			switch output {
+			case "table", "csv", "json":
+			default:
+				return fmt.Errorf("-o %q is not allowed: table, csv or json", output)
+			}
+			first, last, err := consumption.Dates(from, to, time.Now())
+			if err != nil {
+				return err
+			}
+			dims := strings.Split(by, ",")
+			price, err := parsePrices(prices)
+			if err != nil {
+				return err
+			}
+			if err := c.connect(cmd.Context()); err != nil {
+				return err
+			}
+			days, err := consumption.Read(cmd.Context(), c.client, first, last)
+			if err != nil {
+				return err
+			}
+			groups, err := consumption.Sum(days, dims)
+			if err != nil {
+				return err
+			}
+			var costs []float64
+			if len(price) > 0 {
+				// The cost needs the pool and model of every figure: summed again by both.
+				costs, err = costOf(days, dims, groups, price)
+				if err != nil {
+					return err
+				}
+			}
+			return printReport(cmd.OutOrStdout(), output, first, last, dims, groups, costs, len(days))
+		},
+	}
+	cmd.Flags().StringVar(&from, "from", "", "first day, such as 2026-12-01 (default: the first of --to's month)")
+	cmd.Flags().StringVar(&to, "to", "", "last day, included (default: today, UTC)")
+	cmd.Flags().StringVar(&by, "by", "queue", "group by one or more of queue, user, pool, model, comma-separated")
+	cmd.Flags().StringVarP(&output, "output", "o", "table", "table, csv or json")
+	cmd.Flags().StringSliceVar(&prices, "price", nil, "price per GPU-hour of a node pool or GPU model: h100=4.5,NVIDIA-A100-SXM4-80GB=2.1")
+	c = addConn(cmd)
+	return cmd
+}
+
+func parsePrices(values []string) (map[string]float64, error) {
+	out := map[string]float64{}
+	for _, v := range values {
+		k, p, ok := strings.Cut(v, "=")
+		f, err := strconv.ParseFloat(p, 64)
+		if !ok || k == "" || err != nil || f < 0 {
+			return nil, fmt.Errorf("--price %q is not allowed: POOL_OR_MODEL=PRICE per GPU-hour, such as h100=4.5", v)
+		}
+		out[k] = f
+	}
+	return out, nil
+}
+
+// costOf prices each group: each figure's GPU-hours at its pool's price, else its model's.
+func costOf(days []consumption.Day, dims []string, groups []consumption.Group, price map[string]float64) ([]float64, error) {
+	fine, err := consumption.Sum(days, append(append([]string(nil), dims...), "pool", "model"))
+	if err != nil {
+		return nil, err
+	}
+	at := map[string]int{}
+	for i, g := range groups {
+		at[fmt.Sprintf("%q", g.By)] = i
+	}
+	costs := make([]float64, len(groups))
+	var unpriced []string
+	for _, f := range fine {
+		n := len(dims)
+		pool, model := f.By[n], f.By[n+1]
+		p, ok := price[pool]
+		if !ok {
+			p, ok = price[model]
+		}
+		if !ok {
+			unpriced = append(unpriced, pool+"/"+model)
+			continue
+		}
+		costs[at[fmt.Sprintf("%q", f.By[:n])]] += p * f.Allocated / 3600
+	}
+	if len(unpriced) > 0 {
+		return nil, fmt.Errorf("--price: no price for pool/model %s: give one for the pool or the model", strings.Join(unpriced, ", "))
+	}
+	return costs, nil
+}
+
+func hours(secs float64) string { return strconv.FormatFloat(secs/3600, 'f', 2, 64) }
+
+func printReport(out io.Writer, format, first, last string, dims []string, groups []consumption.Group, costs []float64, days int) error {
+	header := append([]string(nil), dims...)
+	for i := range header {
+		header[i] = strings.ToUpper(header[i])
+	}
+	header = append(header, "GPU-HOURS", "MEASURED", "USED", "UTIL")
+	if costs != nil {
+		header = append(header, "COST")
+	}
+	var rows [][]string
+	for i, g := range groups {
+		util := "-"
+		if g.Measured > 0 {
+			util = fmt.Sprintf("%.0f%%", 100*g.Used/g.Measured)
+		}
+		row := append(append([]string(nil), g.By...), hours(g.Allocated), hours(g.Measured), hours(g.Used), util)
+		if costs != nil {
+			row = append(row, strconv.FormatFloat(costs[i], 'f', 2, 64))
+		}
+		rows = append(rows, row)
+	}
+	switch format {
+	case "json":
+		type line struct {
+			By        map[string]string `json:"by"`
+			GPUHours  float64           `json:"gpuHours"`
+			Measured  float64           `json:"measuredGPUHours"`
+			UsedHours float64           `json:"usedGPUHours"`
+			Cost      *float64          `json:"cost,omitempty"`
+		}
+		lines := []line{}
+		for i, g := range groups {
+			l := line{By: map[string]string{}, GPUHours: g.Allocated / 3600, Measured: g.Measured / 3600, UsedHours: g.Used / 3600}
+			for k, d := range dims {
+				l.By[d] = g.By[k]
+			}
+			if costs != nil {
+				l.Cost = &costs[i]
+			}
+			lines = append(lines, l)
+		}
+		return printData(out, "json", map[string]any{"from": first, "to": last, "lines": lines})
+	case "csv":
+		w := csv.NewWriter(out)
+		_ = w.Write(header)
+		_ = w.WriteAll(rows)
+		return w.Error()
+	}
+	fmt.Fprintf(out, "GPU consumption from %s to %s (UTC days; %d with figures)\n", first, last, days)
+	if len(rows) == 0 {
+		fmt.Fprintln(out, "nothing counted in these days")
+		return nil
+	}
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, strings.Join(header, "\t"))
+	for _, r := range rows {
+		fmt.Fprintln(tw, strings.Join(r, "\t"))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(out, "MEASURED: the GPU-hours whose utilisation the GPUs' agent reported; USED: their busy part; UTIL: USED / MEASURED")
+	return nil
+}

@@ -1,0 +1,56 @@
+package cli
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/allot-dev/allot/kube/consumption"
+)
+
+// allot report against a history the test writes itself, as the scheduler's recorder writes
+// it (two looks, the second across midnight): the sums by queue, by user and pool with
+// prices, a narrower range, and bad input refused with the flag named.
+func TestReport(t *testing.T) {
+	e := startEmpty(t)
+	r := &consumption.Recorder{Client: e.Client}
+	at := func(h, m int) time.Time { return time.Date(2026, 11, 2, h, m, 0, 0, time.UTC) }
+	uses := []consumption.Use{
+		{Key: consumption.Key{Queue: "team-a", User: "ann", Pool: "default", Model: "A100"}, GPUs: 2, Started: at(20, 0), Util: 80, Measured: true},
+		{Key: consumption.Key{Queue: "team-b", User: "bob", Pool: "h100", Model: "H100"}, GPUs: 1, Started: at(20, 0)},
+	}
+	for _, when := range []time.Time{at(23, 0), at(23, 30), at(24, 30)} {
+		if err := r.Observe(e.Ctx, when, uses); err != nil {
+			t.Fatal(err)
+		}
+	}
+	report := func(args ...string) string {
+		return e.must(t, append([]string{"report", "--from", "2026-11-01", "--to", "2026-11-30"}, args...)...)
+	}
+	if out, want := report("-o", "csv"), "QUEUE,GPU-HOURS,MEASURED,USED,UTIL\nteam-a,3.00,3.00,2.40,80%\nteam-b,1.50,0.00,0.00,-\n"; out != want {
+		t.Errorf("allot report -o csv:\n%s\nwant\n%s", out, want)
+	}
+	if out, want := report("--by", "user,pool", "--price", "h100=4,A100=2", "-o", "csv"), "USER,POOL,GPU-HOURS,MEASURED,USED,UTIL,COST\nann,default,3.00,3.00,2.40,80%,6.00\nbob,h100,1.50,0.00,0.00,-,6.00\n"; out != want {
+		t.Errorf("allot report --by user,pool with prices:\n%s\nwant\n%s", out, want)
+	}
+	if out := e.must(t, "report", "--from", "2026-11-01", "--to", "2026-11-02"); !strings.Contains(out, "(UTC days; 1 with figures)") ||
+		!regexpMatch(`(?m)^team-a\s+2\.00\s+2\.00\s+1\.60\s+80%$`, out) {
+		t.Errorf("allot report up to the day before midnight:\n%s", out)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--by", "team"}, `--by "team" is not allowed: one or more of queue, user, pool, model`},
+		{[]string{"--price", "h100"}, `--price "h100" is not allowed: POOL_OR_MODEL=PRICE`},
+		{[]string{"--price", "h100=4"}, "--price: no price for pool/model default/A100"},
+		{[]string{"-o", "yaml"}, `-o "yaml" is not allowed: table, csv or json`},
+	} {
+		if _, err := e.run(t, append([]string{"report", "--from", "2026-11-01", "--to", "2026-11-30"}, c.args...)...); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("allot report %v: %v, want %q", c.args, err, c.want)
+		}
+	}
+	if _, err := e.run(t, "report", "--from", "2026-11-05", "--to", "2026-11-01"); err == nil || !strings.Contains(err.Error(), "--from 2026-11-05 is after --to 2026-11-01") {
+		t.Errorf("a range backwards: %v", err)
+	}
+}

@@ -1,0 +1,85 @@
+package consumption
+
+import (
+	"context"
+	"math"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/kubernetes/fake"
+)
+
+// A day of looks, a restart and a gap, against the figures worked out by hand: nothing is
+// counted twice, nothing a running pod held is lost, and a look across midnight is split.
+func TestLooksAddUpAcrossARestartAndMidnight(t *testing.T) {
+	ctx := context.Background()
+	client := fake.NewClientset()
+	t0 := time.Date(2026, 12, 6, 23, 59, 0, 0, time.UTC)
+	a := Key{Queue: "team-a", User: "ann", Pool: "default", Model: "A100"}
+	b := Key{Queue: "team-b", User: "bob", Pool: "h100", Model: "H100"}
+	train := Use{Key: a, GPUs: 2, Started: t0.Add(-time.Hour), Util: 50, Measured: true}
+	notebook := Use{Key: b, GPUs: 0.5, Started: t0.Add(10 * time.Second)}
+
+	r := &Recorder{Client: client}
+	look := func(r *Recorder, at time.Time, uses ...Use) {
+		t.Helper()
+		if err := r.Observe(ctx, at, uses); err != nil {
+			t.Fatal(err)
+		}
+	}
+	look(r, t0, train)                                                       // the first look ever counts nothing
+	look(r, t0.Add(30*time.Second), train, notebook)                         // train 2×30, notebook 0.5×20
+	look(r, t0.Add(30*time.Second), train, notebook)                         // again at the same instant: nothing
+	look(&Recorder{Client: client}, t0.Add(90*time.Second), train, notebook) // a restart: 30 s before midnight, 30 after
+	// Away for two hours; the notebook ended meanwhile (lost), training ran on.
+	look(&Recorder{Client: client}, t0.Add(90*time.Second+2*time.Hour), train)
+
+	days, err := Read(ctx, client, "2026-12-06", "2026-12-07")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(days) != 2 {
+		t.Fatalf("%d days written, want 2: %+v", len(days), days)
+	}
+	want := map[string]map[Key]Figures{
+		"2026-12-06": {a: {Allocated: 2 * 60, Measured: 2 * 60, Used: 60}, b: {Allocated: 0.5 * 50}},
+		"2026-12-07": {a: {Allocated: 2 * (30 + 7200), Measured: 2 * (30 + 7200), Used: 30 + 7200}, b: {Allocated: 0.5 * 30}},
+	}
+	for _, d := range days {
+		if len(d.Rows) != len(want[d.Date]) {
+			t.Errorf("%s: rows %+v, want %v", d.Date, d.Rows, want[d.Date])
+		}
+		for _, row := range d.Rows {
+			w := want[d.Date][row.Key]
+			if math.Abs(row.Allocated-w.Allocated) > 1e-6 || math.Abs(row.Measured-w.Measured) > 1e-6 || math.Abs(row.Used-w.Used) > 1e-6 {
+				t.Errorf("%s %+v: %+v, want %+v", d.Date, row.Key, row.Figures, w)
+			}
+		}
+	}
+	if got, want := days[1].CountedUntil, t0.Add(90*time.Second+2*time.Hour); !got.Equal(want) {
+		t.Errorf("counted until %v, want %v", got, want)
+	}
+
+	sums, err := Sum(days, []string{"queue"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sums) != 2 || sums[0].By[0] != "team-a" || math.Abs(sums[0].Allocated-2*(90+7200)) > 1e-6 || math.Abs(sums[1].Allocated-0.5*80) > 1e-6 {
+		t.Errorf("by queue: %+v", sums)
+	}
+	if _, err := Sum(days, []string{"team"}); err == nil {
+		t.Error("--by team was not refused")
+	}
+}
+
+func TestDates(t *testing.T) {
+	now := time.Date(2026, 12, 6, 10, 0, 0, 0, time.UTC)
+	if f, l, err := Dates("", "", now); err != nil || f != "2026-12-01" || l != "2026-12-06" {
+		t.Errorf("defaults: %s %s %v", f, l, err)
+	}
+	for _, c := range [][2]string{{"yesterday", ""}, {"", "2026-13-01"}, {"2026-12-07", "2026-12-06"}} {
+		if _, _, err := Dates(c[0], c[1], now); err == nil {
+			t.Errorf("--from %q --to %q was not refused", c[0], c[1])
+		}
+	}
+}

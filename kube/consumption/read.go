@@ -1,0 +1,106 @@
+package consumption
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/allot-dev/allot/api/v1alpha1"
+)
+
+// Dimensions are what a report may group by.
+var Dimensions = []string{"queue", "user", "pool", "model"}
+
+// Read lists the days from first to last (dates, inclusive) that were written, oldest first.
+func Read(ctx context.Context, client kubernetes.Interface, first, last string) ([]Day, error) {
+	l, err := client.CoreV1().ConfigMaps(v1alpha1.SystemNamespace).List(ctx, metav1.ListOptions{LabelSelector: LabelDay})
+	if err != nil {
+		return nil, fmt.Errorf("reading GPU consumption (ConfigMaps labelled %s in %s): %w", LabelDay, v1alpha1.SystemNamespace, err)
+	}
+	var out []Day
+	for i := range l.Items {
+		cm := &l.Items[i]
+		date := cm.Labels[LabelDay]
+		if date < first || date > last || cm.Name != Name(date) {
+			continue
+		}
+		d, err := decode(cm)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, *d)
+	}
+	sort.Slice(out, func(a, b int) bool { return out[a].Date < out[b].Date })
+	return out, nil
+}
+
+// Group is a report's line: the values of the dimensions grouped by, and their figures.
+type Group struct {
+	By []string
+	Figures
+}
+
+// Sum adds the days' figures up by the dimensions given (of Dimensions), largest
+// allocation first.
+func Sum(days []Day, by []string) ([]Group, error) {
+	for _, d := range by {
+		if !slices.Contains(Dimensions, d) {
+			return nil, fmt.Errorf("--by %q is not allowed: one or more of queue, user, pool, model, comma-separated", d)
+		}
+	}
+	sums := map[string]*Group{}
+	for _, d := range days {
+		for _, row := range d.Rows {
+			var vals []string
+			for _, dim := range by {
+				vals = append(vals, map[string]string{"queue": row.Queue, "user": row.User, "pool": row.Pool, "model": row.Model}[dim])
+			}
+			k := fmt.Sprintf("%q", vals)
+			g := sums[k]
+			if g == nil {
+				g = &Group{By: vals}
+				sums[k] = g
+			}
+			g.add(row.Figures)
+		}
+	}
+	out := make([]Group, 0, len(sums))
+	for _, g := range sums {
+		out = append(out, *g)
+	}
+	sort.Slice(out, func(a, b int) bool {
+		if out[a].Allocated != out[b].Allocated {
+			return out[a].Allocated > out[b].Allocated
+		}
+		return fmt.Sprint(out[a].By) < fmt.Sprint(out[b].By)
+	})
+	return out, nil
+}
+
+// Dates reads a report's range: dates as 2026-12-01, both inclusive; last defaults to
+// today and first to the first of last's month.
+func Dates(first, last string, now time.Time) (string, string, error) {
+	if last == "" {
+		last = dateOf(now)
+	}
+	l, err := time.Parse(time.DateOnly, last)
+	if err != nil {
+		return "", "", fmt.Errorf("--to %q is not allowed: a date such as 2026-12-31", last)
+	}
+	if first == "" {
+		first = time.Date(l.Year(), l.Month(), 1, 0, 0, 0, 0, time.UTC).Format(time.DateOnly)
+	}
+	f, err := time.Parse(time.DateOnly, first)
+	if err != nil {
+		return "", "", fmt.Errorf("--from %q is not allowed: a date such as 2026-12-01", first)
+	}
+	if f.After(l) {
+		return "", "", fmt.Errorf("--from %s is after --to %s", first, last)
+	}
+	return first, last, nil
+}
