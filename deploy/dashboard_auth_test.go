@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -49,7 +50,7 @@ func TestDashboardAuthRolesAreEnough(t *testing.T) {
 		t.Fatal(err)
 	}
 	install(t, e, objs, "ServiceAccount/allot-dashboard", "ClusterRole/allot-dashboard", "ClusterRoleBinding/allot-dashboard",
-		"ClusterRoleBinding/allot-dashboard-auth-delegator")
+		"ClusterRoleBinding/allot-dashboard-auth-delegator", "Role/allot-dashboard-consumption", "RoleBinding/allot-dashboard-consumption")
 	rc := serviceAccount(e, "allot-dashboard")
 	base := serveDashboardAs(t, e, rc, dashboard.Options{Auth: dashboard.Auth{Mode: dashboard.AuthToken}})
 	get := func(path, token string) (int, string) { return httpGet(t, base+path, token) }
@@ -75,8 +76,14 @@ func TestDashboardAuthRolesAreEnough(t *testing.T) {
 	if code, body := get("/api/workloads/team-b/waiting-in-team-b", tr.Status.Token); code != http.StatusNotFound {
 		t.Errorf("alice asking for team-b's pod: %d %s", code, body)
 	}
+	// What teams consumed is an admin's: alice, who may not list allot-system's ConfigMaps,
+	// is told so; the dashboard itself may read them there, and nowhere else.
+	if code, body := get("/api/consumption", tr.Status.Token); code != http.StatusForbidden || !strings.Contains(body, "system:serviceaccount:team-a:alice may not") {
+		t.Errorf("alice asking for GPU consumption: %d %s", code, body)
+	}
 	refused(t, e, rc,
 		authorizationv1.ResourceAttributes{Verb: "list", Resource: "secrets"},
+		authorizationv1.ResourceAttributes{Verb: "list", Resource: "configmaps", Namespace: "team-a"},
 		authorizationv1.ResourceAttributes{Verb: "create", Resource: "pods", Namespace: "default"},
 		authorizationv1.ResourceAttributes{Verb: "create", Resource: "serviceaccounts", Subresource: "token", Namespace: "team-a"},
 		authorizationv1.ResourceAttributes{Verb: "impersonate", Resource: "users"},

@@ -223,6 +223,8 @@ func TestDashboardAuthProxy(t *testing.T) {
 	}
 	b.Open(t, url+"#/workloads/team-a/alpha-train")
 	b.WaitText(t, ".detail", "alpha-train's detail", browsertest.Contains("alpha-train", "Events"))
+	b.Open(t, url+"#/consumption")
+	b.WaitText(t, ".consumption .error", "GPU consumption refused to alice", browsertest.Contains("GPU consumption is for those who may list ConfigMaps in allot-system", "alice may not"))
 
 	headers(t, b, map[string]any{"X-Auth-Request-User": "bob"})
 	sees(t, b, url, "bob", []string{"bravo-train"}, []string{"alpha-train", "alpha-eval", "team-a", "queue-a"})
@@ -230,6 +232,8 @@ func TestDashboardAuthProxy(t *testing.T) {
 
 	headers(t, b, map[string]any{"X-Auth-Request-User": "admin"})
 	sees(t, b, url, "admin", []string{"alpha-train", "alpha-eval", "bravo-train"}, []string{dashboard.OtherNamespace, dashboard.OtherQueues})
+	b.Open(t, url+"#/consumption")
+	b.WaitText(t, ".consumption", "the admin's Consumption page", browsertest.Contains("UTC days"))
 }
 
 // TestDashboardAuthToken runs `allot dashboard --auth=token` and signs in on its page in

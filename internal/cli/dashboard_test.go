@@ -182,6 +182,13 @@ func TestDashboard(t *testing.T) {
 			t.Fatalf("allot report never counted team-a's training at 95%% busy:\n%s", out)
 		}
 	}
+	b.Open(t, url+"#/consumption")
+	b.WaitText(t, "tr[data-line=team-a]", "team-a's GPU-hours on the Consumption page", func(s string) bool {
+		return strings.Contains(s, "95%") && !strings.Contains(s, "0.00\t")
+	})
+	b.Screenshot(t, "consumption")
+	b.Open(t, url+"#/workloads")
+	b.WaitText(t, "tr[data-workload=big]", "the workloads again", browsertest.Contains("big"))
 	browsertest.Eval[bool](t, b, `(s => { s.value = "Pending"; s.dispatchEvent(new Event("change", {bubbles: true})); return true })(document.querySelector("#filter-status"))`)
 	b.WaitText(t, "table.workloads tbody", "only pending workloads", func(s string) bool {
 		return strings.Contains(s, "big") && !strings.Contains(s, "nb-1") && strings.Count(s, "\n") == 0

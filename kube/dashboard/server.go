@@ -73,6 +73,7 @@ func (o *Options) defaults() {
 // Server holds the informers and the latest state.
 type Server struct {
 	opts    Options
+	client  kubernetes.Interface
 	factory informers.SharedInformerFactory
 	allotF  allotinformers.SharedInformerFactory
 	// leaseF watches the agents' Leases, which carry their GPUs' load.
@@ -129,7 +130,7 @@ func New(rc *rest.Config, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{opts: opts, dirty: make(chan struct{}, 1), changed: make(chan struct{}),
+	s := &Server{opts: opts, dirty: make(chan struct{}, 1), changed: make(chan struct{}), client: client,
 		factory: informers.NewSharedInformerFactory(client, 0),
 		allotF:  allotinformers.NewSharedInformerFactory(allot, 0),
 		assets:  http.FileServerFS(dist)}
@@ -349,6 +350,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.stream(w, r, id)
 	case strings.HasPrefix(p, "/api/workloads/"):
 		s.detail(w, r, id, strings.TrimPrefix(p, "/api/workloads/"))
+	case p == "/api/consumption":
+		s.consumption(w, r, id)
 	case p == "/api/me":
 		// Who the pages show as signed in, and whether they offer to sign out; the pages
 		// also ask it when their stream breaks, to tell an expired sign-in (401) from a
@@ -361,7 +364,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.Set("Cache-Control", "no-store")
 		_ = json.NewEncoder(w).Encode(me)
 	case strings.HasPrefix(p, "/api/"):
-		http.Error(w, "no such API: /api/state, /api/stream, /api/me and /api/workloads/NAMESPACE/NAME are served", http.StatusNotFound)
+		http.Error(w, "no such API: /api/state, /api/stream, /api/me, /api/workloads/NAMESPACE/NAME and /api/consumption are served", http.StatusNotFound)
 	default:
 		s.assets.ServeHTTP(w, r)
 	}

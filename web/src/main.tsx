@@ -5,12 +5,14 @@ import { Overview } from "./overview";
 import { Nodes } from "./nodes";
 import { Workloads, WorkloadDetail } from "./workloads";
 import { Queues } from "./queues";
+import { Consumption } from "./consumption";
 
 const pages = [
   { path: "", label: "Overview" },
   { path: "nodes", label: "Nodes" },
   { path: "workloads", label: "Workloads" },
   { path: "queues", label: "Queues" },
+  { path: "consumption", label: "Consumption" },
 ];
 
 function App() {
@@ -24,6 +26,7 @@ function App() {
   else if (page === "workloads" && route.length >= 3) body = <WorkloadDetail s={s} ns={route[1]} name={route.slice(2).join("/")} />;
   else if (page === "workloads") body = <Workloads s={s} query={query} />;
   else if (page === "queues") body = <Queues s={s} />;
+  else if (page === "consumption") body = <Consumption query={query} version={s.version} />;
   else body = <Overview s={s} />;
   return (
     <>

@@ -1,0 +1,72 @@
+package dashboard
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	authorizationv1 "k8s.io/api/authorization/v1"
+
+	"github.com/allot-dev/allot/api/v1alpha1"
+	"github.com/allot-dev/allot/kube/consumption"
+)
+
+// Consumption is /api/consumption: the GPU-hours of a period of days summed by the
+// dimensions asked, as allot report prints them.
+type Consumption struct {
+	From  string            `json:"from"`
+	To    string            `json:"to"`
+	By    []string          `json:"by"`
+	Days  int               `json:"days"` // days with figures
+	Lines []ConsumptionLine `json:"lines"`
+}
+
+// ConsumptionLine is one group's GPU-hours: given, measured, busy.
+type ConsumptionLine struct {
+	By       []string `json:"by"`
+	GPUHours float64  `json:"gpuHours"`
+	Measured float64  `json:"measuredGPUHours"`
+	Used     float64  `json:"usedGPUHours"`
+}
+
+// consumption serves /api/consumption?from=DATE&to=DATE&by=queue,user to whoever may read
+// the days themselves (list ConfigMaps in Allot's namespace, as allot report needs): what
+// teams consumed is an admin's to see, whatever a person may see of the workloads.
+func (s *Server) consumption(w http.ResponseWriter, r *http.Request, id *Identity) {
+	if id != nil && s.access != nil {
+		ok, err := s.access.review(r.Context(), id, authorizationv1.ResourceAttributes{Namespace: v1alpha1.SystemNamespace, Verb: "list", Resource: "configmaps"})
+		if err != nil || !ok {
+			http.Error(w, fmt.Sprintf("GPU consumption is for those who may list ConfigMaps in %s (where the scheduler keeps it): %s may not", v1alpha1.SystemNamespace, id.User), http.StatusForbidden)
+			return
+		}
+	}
+	q := r.URL.Query()
+	first, last, err := consumption.Dates(q.Get("from"), q.Get("to"), time.Now())
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	by := []string{"queue"}
+	if v := q.Get("by"); v != "" {
+		by = strings.Split(v, ",")
+	}
+	days, err := consumption.Read(r.Context(), s.client, first, last)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadGateway)
+		return
+	}
+	groups, err := consumption.Sum(days, by)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	out := Consumption{From: first, To: last, By: by, Days: len(days), Lines: []ConsumptionLine{}}
+	for _, g := range groups {
+		out.Lines = append(out.Lines, ConsumptionLine{By: g.By, GPUHours: g.Allocated / 3600, Measured: g.Measured / 3600, Used: g.Used / 3600})
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	_ = json.NewEncoder(w).Encode(out)
+}
