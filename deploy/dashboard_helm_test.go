@@ -104,3 +104,19 @@ func TestHelmDashboardAuth(t *testing.T) {
 		t.Errorf("mode oidc: %v\n%s", err, out)
 	}
 }
+
+// The chart's consumption.prices become the ConfigMap allot report and the Consumption page
+// read (kube/consumption.Prices); without prices there is none.
+func TestHelmPrices(t *testing.T) {
+	if objs := render(t); objs["ConfigMap/allot-prices"] != nil {
+		t.Error("a prices ConfigMap without prices")
+	}
+	objs := render(t, "--set", "consumption.prices.h100=4.5", "--set", "consumption.prices.NVIDIA-A100-SXM4-80GB=2")
+	cm := objs["ConfigMap/allot-prices"]
+	if cm == nil {
+		t.Fatal("no ConfigMap/allot-prices")
+	}
+	if got := fmt.Sprint(cm["data"]); got != "map[NVIDIA-A100-SXM4-80GB:2 h100:4.5]" {
+		t.Errorf("allot-prices data %s", got)
+	}
+}

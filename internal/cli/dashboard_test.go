@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/internal/browsertest"
+	"github.com/allot-dev/allot/kube/consumption"
 	"github.com/allot-dev/allot/kube/inspect"
 	"github.com/allot-dev/allot/kube/simnode"
 )
@@ -182,9 +184,19 @@ func TestDashboard(t *testing.T) {
 			t.Fatalf("allot report never counted team-a's training at 95%% busy:\n%s", out)
 		}
 	}
+	// With the chart's prices (consumption.prices, here the default pool's), a cost each.
+	rc, err := clientcmd.BuildConfigFromFlags("", up.kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prices := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: consumption.PricesName, Namespace: v1alpha1.SystemNamespace}, Data: map[string]string{"default": "2.5"}}
+	if _, err := kubernetes.NewForConfigOrDie(rc).CoreV1().ConfigMaps(v1alpha1.SystemNamespace).Create(up.ctx, prices, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	b.Open(t, url+"#/consumption")
-	b.WaitText(t, "tr[data-line=team-a]", "team-a's GPU-hours on the Consumption page", func(s string) bool {
-		return strings.Contains(s, "95%") && !strings.Contains(s, "0.00\t")
+	b.WaitText(t, "tr[data-line=team-a]", "team-a's GPU-hours and cost on the Consumption page", func(s string) bool {
+		f := strings.Fields(s)
+		return strings.Contains(s, "95%") && !strings.Contains(s, "0.00\t") && len(f) == 5 && f[4] != "0.00"
 	})
 	b.Screenshot(t, "consumption")
 	b.Open(t, url+"#/workloads")
@@ -264,10 +276,6 @@ func TestDashboard(t *testing.T) {
 			.observe(document.querySelector("main"), {subtree: true, childList: true, characterData: true}); return true })()`)
 	version := browsertest.Eval[float64](t, b, `Number(document.querySelector("main").dataset.version)`)
 	// A node's label changes: the state moves on, the workload does not.
-	rc, err := clientcmd.BuildConfigFromFlags("", up.kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
 	touch := []byte(`{"metadata":{"labels":{"touched":"yes"}}}`)
 	if _, err := kubernetes.NewForConfigOrDie(rc).CoreV1().Nodes().Patch(up.ctx, "dgx-1", types.MergePatchType, touch, metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)

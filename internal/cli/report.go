@@ -28,7 +28,9 @@ func newReportCmd() *cobra.Command {
 ConfigMaps allot-usage-DATE in allot-system: GPU-hours given to each running pod (a share of a
 GPU counts as that share), and of those, where the GPUs' agent reports their utilisation, the
 busy part (USED) and the share of busy time (UTIL). --price KEY=PRICE gives a price per
-GPU-hour for a node pool or a GPU model (a pool's price first), and adds a COST column.`,
+GPU-hour for a node pool or a GPU model (a pool's price first), and adds a COST column;
+without it, the prices the chart was given (consumption.prices: the ConfigMap allot-prices in
+allot-system) are used where there are any.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			switch output {
@@ -56,12 +58,18 @@ GPU-hour for a node pool or a GPU model (a pool's price first), and adds a COST 
 			if err != nil {
 				return err
 			}
+			source := "--price"
+			if len(price) == 0 {
+				// The chart's consumption.prices, where it was given some.
+				if price, err = consumption.Prices(cmd.Context(), c.client); err != nil {
+					return err
+				}
+				source = "the prices in ConfigMap allot-system/" + consumption.PricesName + " (the chart's consumption.prices; --price overrides them)"
+			}
 			var costs []float64
 			if len(price) > 0 {
-				// The cost needs the pool and model of every figure: summed again by both.
-				costs, err = costOf(days, dims, groups, price)
-				if err != nil {
-					return err
+				if costs, err = consumption.Costs(days, dims, groups, price); err != nil {
+					return fmt.Errorf("%s: %w", source, err)
 				}
 			}
 			return printReport(cmd.OutOrStdout(), output, first, last, dims, groups, costs, len(days))
@@ -87,37 +95,6 @@ func parsePrices(values []string) (map[string]float64, error) {
 		out[k] = f
 	}
 	return out, nil
-}
-
-// costOf prices each group: each figure's GPU-hours at its pool's price, else its model's.
-func costOf(days []consumption.Day, dims []string, groups []consumption.Group, price map[string]float64) ([]float64, error) {
-	fine, err := consumption.Sum(days, append(append([]string(nil), dims...), "pool", "model"))
-	if err != nil {
-		return nil, err
-	}
-	at := map[string]int{}
-	for i, g := range groups {
-		at[fmt.Sprintf("%q", g.By)] = i
-	}
-	costs := make([]float64, len(groups))
-	var unpriced []string
-	for _, f := range fine {
-		n := len(dims)
-		pool, model := f.By[n], f.By[n+1]
-		p, ok := price[pool]
-		if !ok {
-			p, ok = price[model]
-		}
-		if !ok {
-			unpriced = append(unpriced, pool+"/"+model)
-			continue
-		}
-		costs[at[fmt.Sprintf("%q", f.By[:n])]] += p * f.Allocated / 3600
-	}
-	if len(unpriced) > 0 {
-		return nil, fmt.Errorf("--price: no price for pool/model %s: give one for the pool or the model", strings.Join(unpriced, ", "))
-	}
-	return costs, nil
 }
 
 func hours(secs float64) string { return strconv.FormatFloat(secs/3600, 'f', 2, 64) }

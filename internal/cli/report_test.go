@@ -5,6 +5,10 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/kube/consumption"
 )
 
@@ -49,6 +53,15 @@ func TestReport(t *testing.T) {
 		if _, err := e.run(t, append([]string{"report", "--from", "2026-11-01", "--to", "2026-11-30"}, c.args...)...); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("allot report %v: %v, want %q", c.args, err, c.want)
 		}
+	}
+	// The chart's prices (consumption.prices, the ConfigMap allot-prices) when no --price.
+	prices := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: consumption.PricesName, Namespace: v1alpha1.SystemNamespace},
+		Data: map[string]string{"h100": "4", "A100": "2"}}
+	if _, err := e.Client.CoreV1().ConfigMaps(v1alpha1.SystemNamespace).Create(e.Ctx, prices, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if out, want := report("--by", "queue", "-o", "csv"), "QUEUE,GPU-HOURS,MEASURED,USED,UTIL,COST\nteam-a,3.00,3.00,2.40,80%,6.00\nteam-b,1.50,0.00,0.00,-,6.00\n"; out != want {
+		t.Errorf("allot report with the chart's prices:\n%s\nwant\n%s", out, want)
 	}
 	if _, err := e.run(t, "report", "--from", "2026-11-05", "--to", "2026-11-01"); err == nil || !strings.Contains(err.Error(), "--from 2026-11-05 is after --to 2026-11-01") {
 		t.Errorf("a range backwards: %v", err)

@@ -244,6 +244,15 @@ func (r *Recorder) put(ctx context.Context, d *Day, cm *corev1.ConfigMap) error 
 		cm = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: Name(d.Date), Namespace: r.ns(), Labels: map[string]string{LabelDay: d.Date}},
 			Data: map[string]string{dataKey: string(b)}}
 		_, err = cms.Create(ctx, cm, metav1.CreateOptions{})
+		if apierrors.IsNotFound(err) {
+			// No Allot namespace yet (an embedded cluster before its first reservation: the
+			// chart installs into it, and there the scheduler may not create namespaces).
+			ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: r.ns()}}
+			if _, nerr := r.Client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); nerr != nil && !apierrors.IsAlreadyExists(nerr) {
+				return fmt.Errorf("writing GPU consumption: namespace %s: %w", r.ns(), err)
+			}
+			_, err = cms.Create(ctx, cm, metav1.CreateOptions{})
+		}
 		if apierrors.IsAlreadyExists(err) {
 			return apierrors.NewConflict(corev1.Resource("configmaps"), cm.Name, err)
 		}

@@ -21,6 +21,8 @@ type Consumption struct {
 	By    []string          `json:"by"`
 	Days  int               `json:"days"` // days with figures
 	Lines []ConsumptionLine `json:"lines"`
+	// Unpriced says why there is no cost where the chart's prices leave a pool and model out.
+	Unpriced string `json:"unpriced,omitempty"`
 }
 
 // ConsumptionLine is one group's GPU-hours: given, measured, busy.
@@ -29,6 +31,8 @@ type ConsumptionLine struct {
 	GPUHours float64  `json:"gpuHours"`
 	Measured float64  `json:"measuredGPUHours"`
 	Used     float64  `json:"usedGPUHours"`
+	// Cost is at the chart's prices (consumption.prices), where it was given some.
+	Cost *float64 `json:"cost,omitempty"`
 }
 
 // consumption serves /api/consumption?from=DATE&to=DATE&by=queue,user to whoever may read
@@ -63,8 +67,20 @@ func (s *Server) consumption(w http.ResponseWriter, r *http.Request, id *Identit
 		return
 	}
 	out := Consumption{From: first, To: last, By: by, Days: len(days), Lines: []ConsumptionLine{}}
-	for _, g := range groups {
-		out.Lines = append(out.Lines, ConsumptionLine{By: g.By, GPUHours: g.Allocated / 3600, Measured: g.Measured / 3600, Used: g.Used / 3600})
+	var costs []float64
+	prices, err := consumption.Prices(r.Context(), s.client)
+	if err == nil && len(prices) > 0 {
+		costs, err = consumption.Costs(days, by, groups, prices)
+	}
+	if err != nil {
+		out.Unpriced = err.Error()
+	}
+	for i, g := range groups {
+		l := ConsumptionLine{By: g.By, GPUHours: g.Allocated / 3600, Measured: g.Measured / 3600, Used: g.Used / 3600}
+		if costs != nil {
+			l.Cost = &costs[i]
+		}
+		out.Lines = append(out.Lines, l)
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")

@@ -2,8 +2,8 @@ import { useEffect, useState } from "preact/hooks";
 
 // One group's GPU-hours, as /api/consumption sums them (kube/consumption): given, of
 // those the ones whose utilisation was measured, and their busy part.
-type Line = { by: string[]; gpuHours: number; measuredGPUHours: number; usedGPUHours: number };
-type Report = { from: string; to: string; by: string[]; days: number; lines: Line[] };
+type Line = { by: string[]; gpuHours: number; measuredGPUHours: number; usedGPUHours: number; cost?: number };
+type Report = { from: string; to: string; by: string[]; days: number; lines: Line[]; unpriced?: string };
 
 const groupings = ["queue", "user", "pool", "model", "queue,user", "pool,model"];
 
@@ -33,6 +33,8 @@ export function Consumption({ query, version }: { query: URLSearchParams; versio
   }, [by, from, to, tick]);
   const dims = by.split(",");
   const most = Math.max(1e-9, ...(rep?.lines ?? []).map((l) => l.gpuHours));
+  // Costs where the chart was given prices (consumption.prices) for every pool and model.
+  const priced = (rep?.lines ?? []).some((l) => l.cost !== undefined);
   return (
     <section class="consumption">
       <h1>GPU consumption</h1>
@@ -45,12 +47,14 @@ export function Consumption({ query, version }: { query: URLSearchParams; versio
       </form>
       {err && <p class="error">{err}</p>}
       {rep && <p class="note">{rep.from} to {rep.to}, UTC days; {rep.days} with figures. GPU-hours count a share of a GPU as that share; used is the busy part of those whose utilisation the GPUs' agent reported.</p>}
+      {rep?.unpriced && <p class="note">No cost: {rep.unpriced}</p>}
       {rep && rep.lines.length === 0 && <p class="empty">Nothing counted in these days.</p>}
       {rep && rep.lines.length > 0 && (
         <table class="consumption-table">
           <thead><tr>
             {dims.map((d) => <th key={d} scope="col">{d[0].toUpperCase() + d.slice(1)}</th>)}
             <th scope="col">GPU-hours</th><th scope="col" class="bar-col">Given and used</th><th scope="col">Used</th><th scope="col">Util</th>
+            {priced && <th scope="col">Cost</th>}
           </tr></thead>
           <tbody>
             {rep.lines.map((l) => (
@@ -64,6 +68,7 @@ export function Consumption({ query, version }: { query: URLSearchParams; versio
                 </td>
                 <td class="num">{l.usedGPUHours.toFixed(2)}</td>
                 <td class="num" data-util>{l.measuredGPUHours > 0 ? `${Math.round((100 * l.usedGPUHours) / l.measuredGPUHours)}%` : "-"}</td>
+                {priced && <td class="num" data-cost>{l.cost?.toFixed(2)}</td>}
               </tr>
             ))}
           </tbody>
