@@ -89,6 +89,8 @@ type Use struct {
 type Recorder struct {
 	Client    kubernetes.Interface
 	Namespace string // "" is Allot's
+	// Metrics, when set, are given what each look adds once it is written.
+	Metrics *Metrics
 }
 
 func (r *Recorder) ns() string {
@@ -189,7 +191,15 @@ func (r *Recorder) observe(ctx context.Context, now time.Time, uses []Use) error
 	}
 	merge(today, add[today.Date])
 	today.CountedUntil = now
-	return r.put(ctx, today, cmToday)
+	if err := r.put(ctx, today, cmToday); err != nil {
+		return err
+	}
+	for _, keys := range add {
+		for k, f := range keys {
+			r.Metrics.add(k, f)
+		}
+	}
+	return nil
 }
 
 func merge(d *Day, add map[Key]Figures) {

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"k8s.io/client-go/kubernetes/fake"
 )
 
@@ -20,19 +21,27 @@ func TestLooksAddUpAcrossARestartAndMidnight(t *testing.T) {
 	train := Use{Key: a, GPUs: 2, Started: t0.Add(-time.Hour), Util: 50, Measured: true}
 	notebook := Use{Key: b, GPUs: 0.5, Started: t0.Add(10 * time.Second)}
 
-	r := &Recorder{Client: client}
+	m := NewMetrics()
+	r := &Recorder{Client: client, Metrics: m}
 	look := func(r *Recorder, at time.Time, uses ...Use) {
 		t.Helper()
 		if err := r.Observe(ctx, at, uses); err != nil {
 			t.Fatal(err)
 		}
 	}
-	look(r, t0, train)                                                       // the first look ever counts nothing
-	look(r, t0.Add(30*time.Second), train, notebook)                         // train 2×30, notebook 0.5×20
-	look(r, t0.Add(30*time.Second), train, notebook)                         // again at the same instant: nothing
-	look(&Recorder{Client: client}, t0.Add(90*time.Second), train, notebook) // a restart: 30 s before midnight, 30 after
+	look(r, t0, train)                                                                   // the first look ever counts nothing
+	look(r, t0.Add(30*time.Second), train, notebook)                                     // train 2×30, notebook 0.5×20
+	look(r, t0.Add(30*time.Second), train, notebook)                                     // again at the same instant: nothing
+	look(&Recorder{Client: client, Metrics: m}, t0.Add(90*time.Second), train, notebook) // a restart: 30 s before midnight, 30 after
 	// Away for two hours; the notebook ended meanwhile (lost), training ran on.
-	look(&Recorder{Client: client}, t0.Add(90*time.Second+2*time.Hour), train)
+	look(&Recorder{Client: client, Metrics: m}, t0.Add(90*time.Second+2*time.Hour), train)
+	// The same as counters, for Prometheus.
+	if got := testutil.ToFloat64(m.given.WithLabelValues("team-a", "ann", "default", "A100")); math.Abs(got-2*(90+7200)) > 1e-6 {
+		t.Errorf("allot_gpu_seconds_allocated_total of team-a %v, want %v", got, 2*(90+7200))
+	}
+	if got := testutil.ToFloat64(m.used.WithLabelValues("team-a", "ann", "default", "A100")); math.Abs(got-(90+7200)) > 1e-6 {
+		t.Errorf("allot_gpu_seconds_used_total of team-a %v, want %v", got, 90+7200)
+	}
 
 	days, err := Read(ctx, client, "2026-12-06", "2026-12-07")
 	if err != nil {

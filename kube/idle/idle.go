@@ -51,6 +51,8 @@ type Options struct {
 	Recorder record.EventRecorder
 	// Mapper turns a workload's kind into its resource; nil means one from discovery.
 	Mapper meta.RESTMapper
+	// Consumption, when set, counts the GPU-hours recorded as Prometheus series too.
+	Consumption *consumption.Metrics
 }
 
 // Controller is the idle controller.
@@ -91,7 +93,7 @@ func New(client kubernetes.Interface, dyn dynamic.Interface, allot versioned.Int
 	c := &Controller{opts: opts, client: client, dyn: dyn, recorder: opts.Recorder,
 		ctl:   control.Clients{Client: client, Allot: allot, Dyn: dyn, Mapper: opts.Mapper},
 		track: NewTracker(), told: map[string]bool{}, toldUnmeasured: map[string]bool{},
-		usage: &consumption.Recorder{Client: client}}
+		usage: &consumption.Recorder{Client: client, Metrics: opts.Consumption}}
 	if c.recorder == nil {
 		c.events = record.NewBroadcaster()
 		c.events.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})

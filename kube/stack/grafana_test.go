@@ -15,7 +15,7 @@ import (
 // queries is one the process exports at /metrics, so the dashboard cannot drift from the
 // code.
 func TestGrafanaDashboardUsesRealSeries(t *testing.T) {
-	m, _ := newMetrics(workload.New(nil, nil, nil))
+	m, _, _ := newMetrics(workload.New(nil, nil, nil))
 	// Describe names every series, also the labelled ones no sample has touched yet.
 	descs := make(chan *prometheus.Desc)
 	go func() { m.Registry.Describe(descs); close(descs) }()
@@ -28,7 +28,7 @@ func TestGrafanaDashboardUsesRealSeries(t *testing.T) {
 			}
 		}
 	}
-	if !have["allot_queue_allocated_gpus"] || !have["allot_admission_requests_total"] || !have["allot_workload_pod_group_writes_total"] {
+	if !have["allot_queue_allocated_gpus"] || !have["allot_admission_requests_total"] || !have["allot_workload_pod_group_writes_total"] || !have["allot_gpu_seconds_allocated_total"] {
 		t.Fatalf("the registry lacks the scheduler's, the webhooks' or the workload controller's series: %v", have)
 	}
 	b, err := os.ReadFile("../../deploy/grafana/allot-dashboard.json")

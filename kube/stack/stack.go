@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/allot-dev/allot/kube/admission"
+	"github.com/allot-dev/allot/kube/consumption"
 	allotclient "github.com/allot-dev/allot/kube/client"
 	"github.com/allot-dev/allot/kube/idle"
 	"github.com/allot-dev/allot/kube/metricsapi"
@@ -76,7 +77,7 @@ func Run(ctx context.Context, rc *rest.Config, opts Options) error {
 	gangs := workload.New(client, dyn, allot)
 	if opts.Metrics != nil {
 		var m *scheduler.Metrics
-		m, hooks = newMetrics(gangs)
+		m, hooks, opts.Idle.Consumption = newMetrics(gangs)
 		m.Registry.MustRegister(opts.Scheduler.Collectors...)
 		opts.Scheduler.Metrics = m
 		mux := http.NewServeMux()
@@ -136,12 +137,13 @@ func Run(ctx context.Context, rc *rest.Config, opts Options) error {
 }
 
 // newMetrics puts the process's series in one registry, served together at /metrics: the
-// scheduler's, the webhooks' and the workload controller's.
-func newMetrics(gangs *workload.Controller) (*scheduler.Metrics, *admission.Metrics) {
+// scheduler's, the webhooks', the workload controller's and the GPU consumption's.
+func newMetrics(gangs *workload.Controller) (*scheduler.Metrics, *admission.Metrics, *consumption.Metrics) {
 	m := scheduler.NewMetrics()
 	hooks := admission.NewMetrics()
-	m.Registry.MustRegister(append(hooks.Collectors(), gangs.Collectors()...)...)
-	return m, hooks
+	cons := consumption.NewMetrics()
+	m.Registry.MustRegister(append(append(hooks.Collectors(), gangs.Collectors()...), cons.Collectors()...)...)
+	return m, hooks, cons
 }
 
 func protobuf(rc *rest.Config) *rest.Config {
