@@ -106,6 +106,12 @@ const (
 	// writes it at creation, and the allot-created-by policy refuses any other value then
 	// and any change after (CreatorPolicyName).
 	AnnotationCreatedBy = "allot.dev/created-by"
+	// AnnotationProgress on a workload's top object (or, where that has none, on its pods)
+	// is how far it has come, as its owner or its own training code writes it, in its own
+	// words ("step 4500/10000", "epoch 3/10", "45%"): shown by allot list -o wide, describe
+	// and the dashboard, at most MaxProgress characters, and read by nothing that books or
+	// places anything.
+	AnnotationProgress = "allot.dev/progress"
 	// CreatorPolicyName is the ValidatingAdmissionPolicy that keeps AnnotationCreatedBy.
 	CreatorPolicyName = "allot-created-by"
 	// AnnotationLeader on a bind or an eviction (and so on the bound pod) names the

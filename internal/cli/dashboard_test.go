@@ -266,9 +266,14 @@ func TestDashboard(t *testing.T) {
 		t.Errorf("llama's pods, their colours and team-d's legend colour: %v; want 2 pods in one colour, team-d's", llama)
 	}
 
-	// Detail: big's reason and timeline; a reclaimed team-a job's timeline.
+	// Detail: big's reason, timeline and progress (its owner's allot.dev/progress, as text);
+	// a reclaimed team-a job's timeline.
+	progress := []byte(`{"metadata":{"annotations":{"allot.dev/progress":"<b>epoch 0/3</b>"}}}`)
+	if _, err := kubernetes.NewForConfigOrDie(rc).BatchV1().Jobs("default").Patch(up.ctx, "big", types.MergePatchType, progress, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	b.Open(t, url+"#/workloads/default/big")
-	b.WaitText(t, ".detail", "big's detail", browsertest.All(browsertest.Contains("Why it waits", "Submitted", "Waiting", "Pods", "Events", "FailedScheduling"), bigReason))
+	b.WaitText(t, ".detail", "big's detail", browsertest.All(browsertest.Contains("Why it waits", "Submitted", "Waiting", "Pods", "Events", "FailedScheduling", "Progress\n<b>epoch 0/3</b>"), bigReason))
 	b.Screenshot(t, "workload-pending")
 	// The page updates in place: the same element, never "Loading…" again, as the state moves on.
 	browsertest.Eval[bool](t, b, `(() => { window.marked = document.querySelector(".detail"); window.sawLoading = false;

@@ -439,7 +439,7 @@ func printWorkloads(cmd *cobra.Command, ws []inspect.Workload, output string, na
 		head = "NAMESPACE\t" + head
 	}
 	if output == "wide" {
-		head += "\tUTIL\tUSER\tURL\tREASON"
+		head += "\tUTIL\tUSER\tURL\tPROGRESS\tREASON"
 	}
 	fmt.Fprintln(tw, head)
 	for _, w := range ws {
@@ -465,7 +465,11 @@ func printWorkloads(cmd *cobra.Command, ws []inspect.Workload, output string, na
 			if w.Use != nil && w.Use.Utilization != nil {
 				util = strconv.Itoa(*w.Use.Utilization) + "%"
 			}
-			row += "\t" + util + "\t" + user + "\t" + url + "\t" + w.Reason
+			progress := w.Progress
+			if progress == "" {
+				progress = "-"
+			}
+			row += "\t" + util + "\t" + user + "\t" + url + "\t" + progress + "\t" + w.Reason
 		}
 		fmt.Fprintln(tw, row)
 	}
@@ -523,6 +527,9 @@ func newDescribeCmd() *cobra.Command {
 			}
 			if !w.RunningSince.IsZero() {
 				fmt.Fprintf(out, "Running:    for %s (since %s)\n", age(w.RunningSince), w.RunningSince.Format(time.RFC3339))
+			}
+			if w.Progress != "" {
+				fmt.Fprintf(out, "Progress:   %s\n", w.Progress)
 			}
 			if u := w.Use; u != nil {
 				fmt.Fprintf(out, "GPU use:    %s (as its nodes' agents last measured)\n", useLine(u))

@@ -177,6 +177,18 @@ func TestPendingReasonAndTopNodes(t *testing.T) {
 	if out := e.must(t, "describe", "huge"); !strings.Contains(out, "Waiting:    "+want) {
 		t.Fatalf("describe lacks the reason:\n%s", out)
 	}
+	// Its owner says how far it has come (allot.dev/progress): shown as text, on one line.
+	patch := []byte(`{"metadata":{"annotations":{"allot.dev/progress":"step 4500/10000\u001b[2J"}}}`)
+	if _, err := e.Client.BatchV1().Jobs("default").Patch(e.Ctx, "huge", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.workload(t, "huge", func(w inspect.Workload) bool { return w.Progress == "step 4500/10000 [2J" })
+	if out := e.must(t, "list", "-o", "wide"); !regexp.MustCompile(`(?m)^huge\s.*\sstep 4500/10000 \[2J\s+`+regexp.QuoteMeta(want)).MatchString(out) {
+		t.Errorf("list -o wide lacks the progress before the reason:\n%s", out)
+	}
+	if out := e.must(t, "describe", "huge"); !strings.Contains(out, "Progress:   step 4500/10000 [2J\n") {
+		t.Errorf("describe lacks the progress:\n%s", out)
+	}
 	e.must(t, "submit", "nb-a", "-p", "team-a", "-i", "jupyter", "-g", "0.5", "--interactive")
 	e.must(t, "submit", "nb-b", "-p", "team-a", "-i", "jupyter", "-g", "0.5", "--interactive")
 	e.workload(t, "nb-b", running(1))

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
@@ -60,6 +61,9 @@ type Workload struct {
 	// RunningSince is when the longest-running of its running pods started (zero while
 	// none runs): its runtime, as people ask it.
 	RunningSince time.Time `json:"runningSince,omitzero"`
+	// Progress is how far it has come, in its owner's words (allot.dev/progress on its top
+	// object, else on its pods), cleaned for a terminal (Progress).
+	Progress string `json:"progress,omitempty"`
 	// Use is the GPU use its nodes' agents last measured (use.go); nil where none is read.
 	Use *GPUUse `json:"gpuUse,omitempty"`
 }
@@ -294,6 +298,9 @@ func BuildWorkloads(o Objects) []Workload {
 			if len(m.OwnerReferences) == 0 && top.ref.Kind != "Pod" {
 				w.CreatedBy = m.Annotations[v1alpha1.AnnotationCreatedBy]
 			}
+			if v, ok := m.Annotations[v1alpha1.AnnotationProgress]; ok {
+				w.Progress = Progress(v)
+			}
 			if w.Queue == "" {
 				w.Queue = m.Labels[v1alpha1.LabelQueue]
 			}
@@ -400,6 +407,9 @@ func BuildWorkloads(o Objects) []Workload {
 		}
 		if w.Type == "" {
 			w.Type = podType(top.ref.Kind, p)
+		}
+		if v, ok := p.Annotations[v1alpha1.AnnotationProgress]; ok && w.Progress == "" {
+			w.Progress = Progress(v)
 		}
 		pod := Pod{Name: p.Name, UID: p.UID, Node: p.Spec.NodeName, HostIP: p.Status.HostIP, Asks: PodGPUs(p), Phase: string(p.Status.Phase),
 			Group: p.Labels[v1alpha1.LabelPodGroup], Translated: p.Annotations[v1alpha1.AnnotationTranslated], GPUMemory: podGPUMemory(p)}
@@ -641,4 +651,27 @@ func migInstances(booked string) string {
 		out = append(out, in)
 	}
 	return strings.Join(out, ", ")
+}
+
+// MaxProgress is the most of a workload's allot.dev/progress shown, in characters.
+const MaxProgress = 64
+
+// Progress is a workload's allot.dev/progress as shown: its owner's text on one line, with
+// no control characters (nothing of it can move a terminal's cursor or colour a table), at
+// most MaxProgress characters.
+func Progress(v string) string {
+	var b strings.Builder
+	n := 0
+	for _, r := range strings.TrimSpace(v) {
+		if n == MaxProgress {
+			b.WriteString("…")
+			break
+		}
+		if unicode.IsControl(r) || r == '\u2028' || r == '\u2029' {
+			r = ' '
+		}
+		b.WriteRune(r)
+		n++
+	}
+	return b.String()
 }

@@ -123,3 +123,18 @@ func TestPodsShowTheDevicesTheyHave(t *testing.T) {
 		t.Errorf("half shows GPUs %q, want GPU 2 with its share", got["half"])
 	}
 }
+
+// A workload's progress is its owner's text, shown on one line: control characters (a
+// terminal's escapes, new lines) become spaces and what is past 64 characters is cut.
+func TestProgressIsShownAsText(t *testing.T) {
+	for in, want := range map[string]string{
+		"step 4500/10000":                 "step 4500/10000",
+		"  45%\n":                         "45%",
+		"\x1b[31mred\x1b[0m\nsecond line": " [31mred [0m second line",
+		strings.Repeat("x", 70):           strings.Repeat("x", 64) + "…",
+	} {
+		if got := Progress(in); got != want {
+			t.Errorf("Progress(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

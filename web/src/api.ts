@@ -34,6 +34,8 @@ export interface Workload {
   // createdBy: who created it (allot.dev/created-by, written by Allot's webhook);
   // runningSince: when the longest-running of its running pods started.
   createdBy?: string; runningSince?: string;
+  // progress: how far it has come, in its owner's words (allot.dev/progress), as text.
+  progress?: string;
 }
 
 export interface IdleSuspension { at: string; idleFor: string; threshold: number; queue: string; class: string }

@@ -137,6 +137,7 @@ export function WorkloadDetail({ s, ns, name }: { s: State; ns: string; name: st
         <dt>Type</dt><dd>{w.type}</dd>
         <dt>Namespace</dt><dd>{w.namespace}</dd>
         {w.createdBy && <><dt>Created by</dt><dd class="created-by">{w.createdBy}</dd></>}
+        {w.progress && <><dt>Progress</dt><dd class="progress">{w.progress}</dd></>}
         {w.runningSince && <><dt>Running</dt><dd class="running-since">for {age(w.runningSince, now)}</dd></>}
         <dt>GPUs</dt><dd>{fmt(w.gpusAllocated)} of {fmt(w.gpusRequested)}</dd>
         <dt>Pods</dt><dd>{w.running} running, {w.pending} pending</dd>
