@@ -183,7 +183,7 @@ func TestPendingReasonAndTopNodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.workload(t, "huge", func(w inspect.Workload) bool { return w.Progress == "step 4500/10000 [2J" })
-	if out := e.must(t, "list", "-o", "wide"); !regexp.MustCompile(`(?m)^huge\s.*\sstep 4500/10000 \[2J\s+`+regexp.QuoteMeta(want)).MatchString(out) {
+	if out := e.must(t, "list", "-o", "wide"); !regexp.MustCompile(`(?m)^huge\s.*\sstep 4500/10000 \[2J\s+` + regexp.QuoteMeta(want)).MatchString(out) {
 		t.Errorf("list -o wide lacks the progress before the reason:\n%s", out)
 	}
 	if out := e.must(t, "describe", "huge"); !strings.Contains(out, "Progress:   step 4500/10000 [2J\n") {

@@ -24,8 +24,8 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/allot-dev/allot/kube/admission"
-	"github.com/allot-dev/allot/kube/consumption"
 	allotclient "github.com/allot-dev/allot/kube/client"
+	"github.com/allot-dev/allot/kube/consumption"
 	"github.com/allot-dev/allot/kube/idle"
 	"github.com/allot-dev/allot/kube/metricsapi"
 	"github.com/allot-dev/allot/kube/scheduler"
