@@ -4,6 +4,7 @@ import (
 	"encoding/csv"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -12,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/allot-dev/allot/kube/consumption"
+	"github.com/allot-dev/allot/kube/inspect"
 )
 
 // newReportCmd: allot report, the GPU-hours given and used over a period, from the days the
@@ -21,7 +23,7 @@ func newReportCmd() *cobra.Command {
 	var from, to, by, output string
 	var prices []string
 	cmd := &cobra.Command{
-		Use:     "report [--from DATE] [--to DATE] [--by queue,user,pool,model] [-o table|csv|json]",
+		Use:     "report [--from DATE] [--to DATE] [--by queue,department,user,pool,model] [-o table|csv|json]",
 		GroupID: "admin",
 		Short:   "GPU-hours given and used per queue, user, node pool or GPU model, over a period; with prices, their cost",
 		Long: `allot report adds up the GPU-hours the scheduler counted, day by day (UTC), into the
@@ -54,7 +56,19 @@ allot-system) are used where there are any.`,
 			if err != nil {
 				return err
 			}
-			groups, err := consumption.Sum(days, dims)
+			var parents map[string]string
+			if slices.Contains(dims, "department") {
+				// A queue's department is its top-level ancestor, as the Queues are now.
+				qs, err := inspect.Queues(cmd.Context(), c.allot)
+				if err != nil {
+					return fmt.Errorf("--by department reads the queue tree: %w", err)
+				}
+				parents = map[string]string{}
+				for _, q := range qs {
+					parents[q.Name] = q.Spec.Parent
+				}
+			}
+			groups, err := consumption.Sum(days, dims, parents)
 			if err != nil {
 				return err
 			}
@@ -68,7 +82,7 @@ allot-system) are used where there are any.`,
 			}
 			var costs []float64
 			if len(price) > 0 {
-				if costs, err = consumption.Costs(days, dims, groups, price); err != nil {
+				if costs, err = consumption.Costs(days, dims, parents, groups, price); err != nil {
 					return fmt.Errorf("%s: %w", source, err)
 				}
 			}
@@ -77,7 +91,7 @@ allot-system) are used where there are any.`,
 	}
 	cmd.Flags().StringVar(&from, "from", "", "first day, such as 2026-12-01 (default: the first of --to's month)")
 	cmd.Flags().StringVar(&to, "to", "", "last day, included (default: today, UTC)")
-	cmd.Flags().StringVar(&by, "by", "queue", "group by one or more of queue, user, pool, model, comma-separated")
+	cmd.Flags().StringVar(&by, "by", "queue", "group by one or more of queue, department (a queue's top-level ancestor), user, pool, model, comma-separated")
 	cmd.Flags().StringVarP(&output, "output", "o", "table", "table, csv or json")
 	cmd.Flags().StringSliceVar(&prices, "price", nil, "price per GPU-hour of a node pool or GPU model: h100=4.5,NVIDIA-A100-SXM4-80GB=2.1")
 	c = addConn(cmd)

@@ -45,7 +45,7 @@ func TestReport(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--by", "team"}, `--by "team" is not allowed: one or more of queue, user, pool, model`},
+		{[]string{"--by", "team"}, `--by "team" is not allowed: one or more of queue, department, user, pool, model`},
 		{[]string{"--price", "h100"}, `--price "h100" is not allowed: POOL_OR_MODEL=PRICE`},
 		{[]string{"--price", "h100=4"}, "--price: no price for pool/model default/A100"},
 		{[]string{"-o", "yaml"}, `-o "yaml" is not allowed: table, csv or json`},
@@ -53,6 +53,12 @@ func TestReport(t *testing.T) {
 		if _, err := e.run(t, append([]string{"report", "--from", "2026-11-01", "--to", "2026-11-30"}, c.args...)...); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("allot report %v: %v, want %q", c.args, err, c.want)
 		}
+	}
+	// Departments: a queue's top-level ancestor, as the queue tree is now.
+	e.must(t, "queue", "create", "research", "--quota", "0")
+	e.must(t, "queue", "create", "team-a", "--quota", "0", "--parent", "research")
+	if out, want := report("--by", "department,queue", "-o", "csv"), "DEPARTMENT,QUEUE,GPU-HOURS,MEASURED,USED,UTIL\nresearch,team-a,3.00,3.00,2.40,80%\nteam-b,team-b,1.50,0.00,0.00,-\n"; out != want {
+		t.Errorf("allot report --by department,queue:\n%s\nwant\n%s", out, want)
 	}
 	// The chart's prices (consumption.prices, the ConfigMap allot-prices) when no --price.
 	prices := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: consumption.PricesName, Namespace: v1alpha1.SystemNamespace},

@@ -69,15 +69,20 @@ func TestLooksAddUpAcrossARestartAndMidnight(t *testing.T) {
 		t.Errorf("counted until %v, want %v", got, want)
 	}
 
-	sums, err := Sum(days, []string{"queue"})
+	sums, err := Sum(days, []string{"queue"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(sums) != 2 || sums[0].By[0] != "team-a" || math.Abs(sums[0].Allocated-2*(90+7200)) > 1e-6 || math.Abs(sums[1].Allocated-0.5*80) > 1e-6 {
 		t.Errorf("by queue: %+v", sums)
 	}
-	if _, err := Sum(days, []string{"team"}); err == nil {
+	if _, err := Sum(days, []string{"team"}, nil); err == nil {
 		t.Error("--by team was not refused")
+	}
+	// Departments: team-a and team-b under research (team-b a level further down).
+	depts, err := Sum(days, []string{"department"}, map[string]string{"team-a": "research", "team-b": "vision", "vision": "research"})
+	if err != nil || len(depts) != 1 || depts[0].By[0] != "research" || math.Abs(depts[0].Allocated-(2*(90+7200)+0.5*80)) > 1e-6 {
+		t.Errorf("by department: %+v, %v", depts, err)
 	}
 }
 

@@ -40,8 +40,8 @@ func Prices(ctx context.Context, client kubernetes.Interface) (map[string]float6
 
 // Costs prices each group: each figure's GPU-hours given at its node pool's price, else its
 // GPU model's. A pool and model with no price is refused by name.
-func Costs(days []Day, by []string, groups []Group, price map[string]float64) ([]float64, error) {
-	fine, err := Sum(days, append(append([]string(nil), by...), "pool", "model"))
+func Costs(days []Day, by []string, parents map[string]string, groups []Group, price map[string]float64) ([]float64, error) {
+	fine, err := Sum(days, append(append([]string(nil), by...), "pool", "model"), parents)
 	if err != nil {
 		return nil, err
 	}

@@ -13,8 +13,18 @@ import (
 	"github.com/allot-dev/allot/api/v1alpha1"
 )
 
-// Dimensions are what a report may group by.
-var Dimensions = []string{"queue", "user", "pool", "model"}
+// Dimensions are what a report may group by. A queue's department is its top-level
+// ancestor (itself at the top): read from parents, a queue's parent by name, as the
+// Queues are now; a queue since deleted is its own department.
+var Dimensions = []string{"queue", "department", "user", "pool", "model"}
+
+// department is q's top-level ancestor.
+func department(q string, parents map[string]string) string {
+	for seen := 0; parents[q] != "" && seen < 64; seen++ { // 64: a cycle of parents ends
+		q = parents[q]
+	}
+	return q
+}
 
 // Read lists the days from first to last (dates, inclusive) that were written, oldest first.
 func Read(ctx context.Context, client kubernetes.Interface, first, last string) ([]Day, error) {
@@ -46,11 +56,11 @@ type Group struct {
 }
 
 // Sum adds the days' figures up by the dimensions given (of Dimensions), largest
-// allocation first.
-func Sum(days []Day, by []string) ([]Group, error) {
+// allocation first; parents (each queue's parent by name) give the departments.
+func Sum(days []Day, by []string, parents map[string]string) ([]Group, error) {
 	for _, d := range by {
 		if !slices.Contains(Dimensions, d) {
-			return nil, fmt.Errorf("--by %q is not allowed: one or more of queue, user, pool, model, comma-separated", d)
+			return nil, fmt.Errorf("--by %q is not allowed: one or more of queue, department, user, pool, model, comma-separated", d)
 		}
 	}
 	sums := map[string]*Group{}
@@ -58,7 +68,11 @@ func Sum(days []Day, by []string) ([]Group, error) {
 		for _, row := range d.Rows {
 			var vals []string
 			for _, dim := range by {
-				vals = append(vals, map[string]string{"queue": row.Queue, "user": row.User, "pool": row.Pool, "model": row.Model}[dim])
+				v := map[string]string{"queue": row.Queue, "user": row.User, "pool": row.Pool, "model": row.Model}[dim]
+				if dim == "department" {
+					v = department(row.Queue, parents)
+				}
+				vals = append(vals, v)
 			}
 			k := fmt.Sprintf("%q", vals)
 			g := sums[k]

@@ -61,7 +61,13 @@ func (s *Server) consumption(w http.ResponseWriter, r *http.Request, id *Identit
 		http.Error(w, err.Error(), http.StatusBadGateway)
 		return
 	}
-	groups, err := consumption.Sum(days, by)
+	parents := map[string]string{}
+	for _, o := range s.queues.GetStore().List() {
+		if q, ok := o.(*v1alpha1.Queue); ok {
+			parents[q.Name] = q.Spec.Parent
+		}
+	}
+	groups, err := consumption.Sum(days, by, parents)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
@@ -70,7 +76,7 @@ func (s *Server) consumption(w http.ResponseWriter, r *http.Request, id *Identit
 	var costs []float64
 	prices, err := consumption.Prices(r.Context(), s.client)
 	if err == nil && len(prices) > 0 {
-		costs, err = consumption.Costs(days, by, groups, prices)
+		costs, err = consumption.Costs(days, by, parents, groups, prices)
 	}
 	if err != nil {
 		out.Unpriced = err.Error()
