@@ -168,11 +168,13 @@ type victimSearch struct {
 	exacts int
 	// gpusOnly: a node whose free GPUs already hold the pods but whose CPU, memory or pod
 	// slots do not is not tried: what they lack there is not a GPU (where they fit whole,
-	// what stops them is a rule, such as a limit that a victim of their own queue frees). A queue reclaiming beyond its quota
-	// is owed GPUs by its fair share, never another queue's CPU: taking it on a node would
-	// stop the victim's work for a sliver of a GPU, and the victim's own higher-priority
-	// work, placed again, would stop more of its queue for the CPU, leaving that queue
-	// below its share to take it all back (a loop the property tests found).
+	// what stops them is a rule, such as a limit that a victim of their own queue frees).
+	// A queue beyond its quota is owed GPUs by its fair share, never another queue's CPU:
+	// taking it would stop the victim's work for a sliver of a GPU, and the victim's own
+	// higher-priority work, placed again, would stop more of its queue for the CPU, leaving
+	// that queue below its share to take it all back (a loop the property tests found).
+	// It is asked per node tried; a gang evicting across nodes (tryCluster) is judged by
+	// the rules alone.
 	gpusOnly bool
 }
 
