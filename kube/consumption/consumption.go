@@ -148,7 +148,7 @@ func (r *Recorder) observe(ctx context.Context, now time.Time, uses []Use) error
 	for _, u := range uses {
 		start := from
 		if u.Started.After(start) {
-			start = u.Started
+			start = u.Started.UTC() // days are UTC days, whatever zone the pod's time came in
 		}
 		for start.Before(now) {
 			end := time.Date(start.Year(), start.Month(), start.Day()+1, 0, 0, 0, 0, time.UTC)

@@ -19,7 +19,8 @@ func TestLooksAddUpAcrossARestartAndMidnight(t *testing.T) {
 	a := Key{Queue: "team-a", User: "ann", Pool: "default", Model: "A100"}
 	b := Key{Queue: "team-b", User: "bob", Pool: "h100", Model: "H100"}
 	train := Use{Key: a, GPUs: 2, Started: t0.Add(-time.Hour), Util: 50, Measured: true}
-	notebook := Use{Key: b, GPUs: 0.5, Started: t0.Add(10 * time.Second)}
+	// Its start in another zone (as a pod's time may come): still split at UTC midnight.
+	notebook := Use{Key: b, GPUs: 0.5, Started: t0.Add(10 * time.Second).In(time.FixedZone("UTC+10", 10*3600))}
 
 	m := NewMetrics()
 	r := &Recorder{Client: client, Metrics: m}
@@ -32,7 +33,10 @@ func TestLooksAddUpAcrossARestartAndMidnight(t *testing.T) {
 	look(r, t0, train)                                                                   // the first look ever counts nothing
 	look(r, t0.Add(30*time.Second), train, notebook)                                     // train 2×30, notebook 0.5×20
 	look(r, t0.Add(30*time.Second), train, notebook)                                     // again at the same instant: nothing
-	look(&Recorder{Client: client, Metrics: m}, t0.Add(90*time.Second), train, notebook) // a restart: 30 s before midnight, 30 after
+	// A pod that started 15 s before midnight, its time in another zone.
+	c := Key{Queue: "team-c", User: "cy", Pool: "default", Model: "A100"}
+	late := Use{Key: c, GPUs: 1, Started: t0.Add(45 * time.Second).In(time.FixedZone("UTC+10", 10*3600))}
+	look(&Recorder{Client: client, Metrics: m}, t0.Add(90*time.Second), train, notebook, late) // a restart: 30 s before midnight, 30 after
 	// Away for two hours; the notebook ended meanwhile (lost), training ran on.
 	look(&Recorder{Client: client, Metrics: m}, t0.Add(90*time.Second+2*time.Hour), train)
 	// The same as counters, for Prometheus.
@@ -51,8 +55,8 @@ func TestLooksAddUpAcrossARestartAndMidnight(t *testing.T) {
 		t.Fatalf("%d days written, want 2: %+v", len(days), days)
 	}
 	want := map[string]map[Key]Figures{
-		"2026-12-06": {a: {Allocated: 2 * 60, Measured: 2 * 60, Used: 60}, b: {Allocated: 0.5 * 50}},
-		"2026-12-07": {a: {Allocated: 2 * (30 + 7200), Measured: 2 * (30 + 7200), Used: 30 + 7200}, b: {Allocated: 0.5 * 30}},
+		"2026-12-06": {a: {Allocated: 2 * 60, Measured: 2 * 60, Used: 60}, b: {Allocated: 0.5 * 50}, c: {Allocated: 15}},
+		"2026-12-07": {a: {Allocated: 2 * (30 + 7200), Measured: 2 * (30 + 7200), Used: 30 + 7200}, b: {Allocated: 0.5 * 30}, c: {Allocated: 30}},
 	}
 	for _, d := range days {
 		if len(d.Rows) != len(want[d.Date]) {
@@ -73,7 +77,7 @@ func TestLooksAddUpAcrossARestartAndMidnight(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(sums) != 2 || sums[0].By[0] != "team-a" || math.Abs(sums[0].Allocated-2*(90+7200)) > 1e-6 || math.Abs(sums[1].Allocated-0.5*80) > 1e-6 {
+	if len(sums) != 3 || sums[0].By[0] != "team-a" || math.Abs(sums[0].Allocated-2*(90+7200)) > 1e-6 || sums[1].By[0] != "team-c" || math.Abs(sums[1].Allocated-45) > 1e-6 || math.Abs(sums[2].Allocated-0.5*80) > 1e-6 {
 		t.Errorf("by queue: %+v", sums)
 	}
 	if _, err := Sum(days, []string{"team"}, nil); err == nil {
@@ -81,7 +85,7 @@ func TestLooksAddUpAcrossARestartAndMidnight(t *testing.T) {
 	}
 	// Departments: team-a and team-b under research (team-b a level further down).
 	depts, err := Sum(days, []string{"department"}, map[string]string{"team-a": "research", "team-b": "vision", "vision": "research"})
-	if err != nil || len(depts) != 1 || depts[0].By[0] != "research" || math.Abs(depts[0].Allocated-(2*(90+7200)+0.5*80)) > 1e-6 {
+	if err != nil || len(depts) != 2 || depts[0].By[0] != "research" || math.Abs(depts[0].Allocated-(2*(90+7200)+0.5*80)) > 1e-6 {
 		t.Errorf("by department: %+v, %v", depts, err)
 	}
 }
