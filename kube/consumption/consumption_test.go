@@ -30,9 +30,9 @@ func TestLooksAddUpAcrossARestartAndMidnight(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	look(r, t0, train)                                                                   // the first look ever counts nothing
-	look(r, t0.Add(30*time.Second), train, notebook)                                     // train 2×30, notebook 0.5×20
-	look(r, t0.Add(30*time.Second), train, notebook)                                     // again at the same instant: nothing
+	look(r, t0, train)                               // the first look ever counts nothing
+	look(r, t0.Add(30*time.Second), train, notebook) // train 2×30, notebook 0.5×20
+	look(r, t0.Add(30*time.Second), train, notebook) // again at the same instant: nothing
 	// A pod that started 15 s before midnight, its time in another zone.
 	c := Key{Queue: "team-c", User: "cy", Pool: "default", Model: "A100"}
 	late := Use{Key: c, GPUs: 1, Started: t0.Add(45 * time.Second).In(time.FixedZone("UTC+10", 10*3600))}
