@@ -45,6 +45,9 @@ allot-system) are used where there are any.`,
 				return err
 			}
 			dims := strings.Split(by, ",")
+			for i := range dims {
+				dims[i] = strings.TrimSpace(dims[i])
+			}
 			price, err := parsePrices(prices)
 			if err != nil {
 				return err

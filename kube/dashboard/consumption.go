@@ -55,6 +55,9 @@ func (s *Server) consumption(w http.ResponseWriter, r *http.Request, id *Identit
 	by := []string{"queue"}
 	if v := q.Get("by"); v != "" {
 		by = strings.Split(v, ",")
+		for i := range by {
+			by[i] = strings.TrimSpace(by[i])
+		}
 	}
 	days, err := consumption.Read(r.Context(), s.client, first, last)
 	if err != nil {
