@@ -144,6 +144,17 @@ func (r *Recorder) observe(ctx context.Context, now time.Time, uses []Use) error
 	if !now.After(from) {
 		return nil
 	}
+	// Every day the look spans, read first: a day's own countedUntil is where it was last
+	// counted up to, so a look that wrote the days before today and failed on today (an
+	// error, another writer) counts none of them twice when it is tried again.
+	days := map[string]*Day{today.Date: today}
+	cms := map[string]*corev1.ConfigMap{today.Date: cmToday}
+	for t := from; dateOf(t) < today.Date; t = midnightAfter(t) {
+		d := dateOf(t)
+		if days[d], cms[d], err = r.get(ctx, d); err != nil {
+			return err
+		}
+	}
 	add := map[string]map[Key]Figures{}
 	for _, u := range uses {
 		start := from
@@ -151,41 +162,49 @@ func (r *Recorder) observe(ctx context.Context, now time.Time, uses []Use) error
 			start = u.Started.UTC() // days are UTC days, whatever zone the pod's time came in
 		}
 		for start.Before(now) {
-			end := time.Date(start.Year(), start.Month(), start.Day()+1, 0, 0, 0, 0, time.UTC)
+			end := midnightAfter(start)
 			if end.After(now) {
 				end = now
 			}
-			secs := end.Sub(start).Seconds() * u.GPUs
-			f := Figures{Allocated: secs}
-			if u.Measured {
-				f.Measured, f.Used = secs, secs*u.Util/100
-			}
 			d := dateOf(start)
-			if add[d] == nil {
-				add[d] = map[Key]Figures{}
+			if floor := days[d].CountedUntil; floor.After(start) {
+				start = floor
+				if start.After(end) {
+					start = end
+				}
 			}
-			g := add[d][u.Key]
-			g.add(f)
-			add[d][u.Key] = g
+			secs := end.Sub(start).Seconds() * u.GPUs
+			if secs > 0 {
+				f := Figures{Allocated: secs}
+				if u.Measured {
+					f.Measured, f.Used = secs, secs*u.Util/100
+				}
+				if add[d] == nil {
+					add[d] = map[Key]Figures{}
+				}
+				g := add[d][u.Key]
+				g.add(f)
+				add[d][u.Key] = g
+			}
 			start = end
 		}
 	}
-	// The earlier days first, today last: its countedUntil is what the next look reads, so
-	// it moves only once everything before it is written.
-	dates := make([]string, 0, len(add))
-	for d := range add {
+	// The earlier days first, each counted up to its midnight, today last: its countedUntil
+	// is what the next look starts from.
+	dates := make([]string, 0, len(days))
+	for d := range days {
 		if d != today.Date {
 			dates = append(dates, d)
 		}
 	}
 	sort.Strings(dates)
 	for _, date := range dates {
-		d, cm, err := r.get(ctx, date)
-		if err != nil {
-			return err
-		}
+		d := days[date]
 		merge(d, add[date])
-		if err := r.put(ctx, d, cm); err != nil {
+		if end, _ := time.Parse(time.DateOnly, date); end.AddDate(0, 0, 1).After(d.CountedUntil) {
+			d.CountedUntil = end.AddDate(0, 0, 1)
+		}
+		if err := r.put(ctx, d, cms[date]); err != nil {
 			return err
 		}
 	}
@@ -200,6 +219,12 @@ func (r *Recorder) observe(ctx context.Context, now time.Time, uses []Use) error
 		}
 	}
 	return nil
+}
+
+// midnightAfter is the UTC midnight that ends t's day.
+func midnightAfter(t time.Time) time.Time {
+	t = t.UTC()
+	return time.Date(t.Year(), t.Month(), t.Day()+1, 0, 0, 0, 0, time.UTC)
 }
 
 func merge(d *Day, add map[Key]Figures) {

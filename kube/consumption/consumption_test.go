@@ -2,12 +2,16 @@ package consumption
 
 import (
 	"context"
+	"errors"
 	"math"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 )
 
 // A day of looks, a restart and a gap, against the figures worked out by hand: nothing is
@@ -98,6 +102,43 @@ func TestDates(t *testing.T) {
 	for _, c := range [][2]string{{"yesterday", ""}, {"", "2026-13-01"}, {"2026-12-07", "2026-12-06"}} {
 		if _, _, err := Dates(c[0], c[1], now); err == nil {
 			t.Errorf("--from %q --to %q was not refused", c[0], c[1])
+		}
+	}
+}
+
+// A look that wrote yesterday and failed on today (an API error, another writer) is tried
+// again without counting yesterday's part twice.
+func TestALookTriedAgainCountsNothingTwice(t *testing.T) {
+	ctx := context.Background()
+	client := fake.NewClientset()
+	r := &Recorder{Client: client}
+	t0 := time.Date(2026, 12, 6, 23, 59, 0, 0, time.UTC)
+	a := Use{Key: Key{Queue: "q", User: "u", Pool: "default", Model: "A100"}, GPUs: 1, Started: t0.Add(-time.Hour)}
+	if err := r.Observe(ctx, t0, []Use{a}); err != nil {
+		t.Fatal(err)
+	}
+	failed := false
+	client.PrependReactor("create", "configmaps", func(action k8stesting.Action) (bool, runtime.Object, error) {
+		if cm := action.(k8stesting.CreateAction).GetObject().(*corev1.ConfigMap); cm.Name == Name("2026-12-07") && !failed {
+			failed = true
+			return true, nil, errors.New("the API server is away")
+		}
+		return false, nil, nil
+	})
+	at := t0.Add(2 * time.Minute) // 60 s yesterday, 60 s today
+	if err := r.Observe(ctx, at, []Use{a}); err == nil {
+		t.Fatal("the failed write was not reported")
+	}
+	if err := r.Observe(ctx, at, []Use{a}); err != nil {
+		t.Fatal(err)
+	}
+	days, err := Read(ctx, client, "2026-12-06", "2026-12-07")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []float64{60, 60} {
+		if len(days) != 2 || len(days[i].Rows) != 1 || days[i].Rows[0].Allocated != want {
+			t.Fatalf("days %+v, want 60 GPU-seconds on each", days)
 		}
 	}
 }
