@@ -350,6 +350,14 @@ func TestDashboard(t *testing.T) {
 		}
 	}
 	b.Screenshot(t, "queues")
+	// A queue's page: its rules, its workloads, and the reclaims it suffered and made.
+	b.Open(t, url+"#/queues/team-a")
+	b.WaitText(t, "table.reclaims-lost", "team-a's page: what team-d took from it", browsertest.Contains("default/team-a-train-", "reclaimed by queue team-d"))
+	b.WaitText(t, "table.queue-members", "team-a's workloads", browsertest.Contains("team-a-train-0"))
+	b.Open(t, url+"#/queues/team-d")
+	b.WaitText(t, "table.reclaims-took", "team-d's page: what it took", browsertest.Contains("reclaimed by queue team-d for job default/llama"))
+	b.WaitText(t, ".queue-page dl.facts", "team-d's facts", browsertest.Contains("Quota", "8 GPUs", "Fair share"))
+	b.Screenshot(t, "queue-team-d")
 
 	// Nodes grouped by the cluster's Topology: once one exists, a heading per rack with
 	// what its nodes hold, each node under its rack.

@@ -352,6 +352,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.detail(w, r, id, strings.TrimPrefix(p, "/api/workloads/"))
 	case p == "/api/consumption":
 		s.consumption(w, r, id)
+	case strings.HasPrefix(p, "/api/queues/"):
+		s.queueDetail(w, r, id, strings.TrimPrefix(p, "/api/queues/"))
 	case p == "/api/me":
 		// Who the pages show as signed in, and whether they offer to sign out; the pages
 		// also ask it when their stream breaks, to tell an expired sign-in (401) from a
@@ -364,7 +366,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.Set("Cache-Control", "no-store")
 		_ = json.NewEncoder(w).Encode(me)
 	case strings.HasPrefix(p, "/api/"):
-		http.Error(w, "no such API: /api/state, /api/stream, /api/me, /api/workloads/NAMESPACE/NAME and /api/consumption are served", http.StatusNotFound)
+		http.Error(w, "no such API: /api/state, /api/stream, /api/me, /api/workloads/NAMESPACE/NAME, /api/queues/NAME and /api/consumption are served", http.StatusNotFound)
 	default:
 		s.assets.ServeHTTP(w, r)
 	}

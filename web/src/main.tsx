@@ -6,6 +6,7 @@ import { Nodes } from "./nodes";
 import { Workloads, WorkloadDetail } from "./workloads";
 import { Queues } from "./queues";
 import { Consumption } from "./consumption";
+import { QueuePage } from "./queuepage";
 
 const pages = [
   { path: "", label: "Overview" },
@@ -25,6 +26,7 @@ function App() {
   else if (page === "nodes") body = <Nodes s={s} />;
   else if (page === "workloads" && route.length >= 3) body = <WorkloadDetail s={s} ns={route[1]} name={route.slice(2).join("/")} />;
   else if (page === "workloads") body = <Workloads s={s} query={query} />;
+  else if (page === "queues" && route.length >= 2) body = <QueuePage s={s} name={route[1]} />;
   else if (page === "queues") body = <Queues s={s} />;
   else if (page === "consumption") body = <Consumption query={query} version={s.version} />;
   else body = <Overview s={s} />;

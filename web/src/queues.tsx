@@ -16,7 +16,7 @@ export function Queues({ s }: { s: State }) {
         <tbody>
           {s.queues.map((q) => (
             <tr key={q.name} data-queue={q.name}>
-              <th scope="row" style={{ paddingLeft: `${0.5 + q.depth * 1.2}em` }}>{q.depth > 0 ? "└ " : ""}{q.name}</th>
+              <th scope="row" style={{ paddingLeft: `${0.5 + q.depth * 1.2}em` }}>{q.depth > 0 ? "└ " : ""}<a href={`#/queues/${encodeURIComponent(q.name)}`}>{q.name}</a></th>
               <td class="num">{q.priority}</td>
               <td class="num">{fmt(q.quota)}</td>
               <td class="num">{fmt(q.weight)}</td>

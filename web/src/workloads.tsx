@@ -10,7 +10,7 @@ function setQuery(q: URLSearchParams) {
   location.hash = "#/workloads" + (s ? `?${s}` : "");
 }
 
-function statusClass(st: string): string {
+export function statusClass(st: string): string {
   return "status status-" + st.toLowerCase().replace(/[^a-z]+/g, "-").replace(/-$/, "");
 }
 
