@@ -221,6 +221,13 @@ func TestDashboardAuthProxy(t *testing.T) {
 	if code := fetchStatus(t, b, "api/workloads/team-a/alpha-train"); code != http.StatusOK {
 		t.Errorf("alice asking for her alpha-train: %d, want 200", code)
 	}
+	// A queue's page: hers, not team-b's.
+	if code := fetchStatus(t, b, "api/queues/queue-a"); code != http.StatusOK {
+		t.Errorf("alice asking for queue-a's page: %d, want 200", code)
+	}
+	if code := fetchStatus(t, b, "api/queues/queue-b"); code != http.StatusNotFound {
+		t.Errorf("alice asking for queue-b's page: %d, want 404", code)
+	}
 	b.Open(t, url+"#/workloads/team-a/alpha-train")
 	b.WaitText(t, ".detail", "alpha-train's detail", browsertest.Contains("alpha-train", "Events"))
 	b.Open(t, url+"#/consumption")

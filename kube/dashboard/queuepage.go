@@ -52,11 +52,24 @@ func (s *Server) queueDetail(w http.ResponseWriter, r *http.Request, id *Identit
 			namespaces = append(namespaces, e.Namespace)
 		}
 	}
+	// As the state shows queues: one they may get, or one their namespaces' pods were
+	// admitted to (view.go).
+	st, _, _ := s.current()
+	var members []string
+	for _, w := range st.Workloads {
+		if w.Queue == name && len(w.Pods) > 0 {
+			members = append(members, w.Namespace)
+		}
+	}
 	var v Viewer = Everyone{}
 	if id != nil && s.access != nil {
-		v = s.access.decide(r.Context(), id, namespaces, []string{name})
+		v = s.access.decide(r.Context(), id, append(namespaces, members...), []string{name})
 	}
-	if !v.CanSeeQueue(name) {
+	sees := v.CanSeeQueue(name)
+	for _, ns := range members {
+		sees = sees || v.CanReadNamespace(ns)
+	}
+	if !sees {
 		// As if there were none: 404, not 403, as for a workload.
 		http.Error(w, "no queue "+name+" that you may see", http.StatusNotFound)
 		return
