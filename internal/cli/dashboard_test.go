@@ -167,6 +167,10 @@ func TestDashboard(t *testing.T) {
 	b.Open(t, url+"#/workloads")
 	b.WaitText(t, "tr[data-workload=big]", "big pending with its reason", browsertest.All(browsertest.Contains("team-b", "Pending"), bigReason))
 	b.WaitText(t, "tr[data-workload=nb-1]", "nb-1 running half a GPU", browsertest.Contains("team-c", "interactive", "Running", "0.5", "dgx-"))
+	// How busy each workload's GPUs are, as the nodes report them: a training job's whole
+	// GPU at 95%; a notebook's slice has no GPU of its own to measure.
+	b.WaitText(t, "tr[data-workload=team-a-train-0] td.gpu-use", "team-a-train-0's GPU use", browsertest.Contains("95%"))
+	b.WaitText(t, "tr[data-workload=nb-1] td.gpu-use", "nb-1's GPU use", func(s string) bool { return strings.TrimSpace(s) == "-" })
 	// A notebook's GPU is idle on the simulated nodes: once the idle controller has looked
 	// (every 30 s), its Idle cell shows for how long.
 	b.WaitText(t, "tr[data-workload=nb-1] td.idle", "nb-1's idle time", func(s string) bool {

@@ -120,6 +120,7 @@ func gpus(l corev1.ResourceList) float64 { return inspect.GPUs(l) }
 func Build(in Input) State {
 	st := State{Time: in.Now, Nodes: inspect.WithDRA(inspect.BuildNodes(in.Nodes, in.Pods), in.Nodes, in.Pods, in.DRA),
 		Workloads: inspect.BuildWorkloads(in.Objects)}
+	inspect.WorkloadUse(in.Nodes, st.Workloads)
 	if st.Nodes == nil {
 		st.Nodes = []inspect.Node{}
 	}

@@ -36,12 +36,18 @@ func withUse(ctx context.Context, client kubernetes.Interface, nodes []*corev1.N
 	if l, err := client.CoordinationV1().Leases(v1alpha1.SystemNamespace).List(ctx, metav1.ListOptions{LabelSelector: v1alpha1.LabelAgentLease}); err == nil {
 		leases = ptrs(l.Items)
 	}
+	WorkloadUse(WithLoad(nodes, leases), ws)
+}
+
+// WorkloadUse gives each workload the GPU use written on its nodes (nodes as WithLoad
+// returns them: the agents' last reports on the Node objects).
+func WorkloadUse(nodes []*corev1.Node, ws []Workload) {
 	type load struct {
 		util  []*int // as allot top nodes reads it (nodes.go)
 		memMi []string
 	}
 	byNode := map[string]load{}
-	for _, n := range WithLoad(nodes, leases) {
+	for _, n := range nodes {
 		u, m := n.Annotations[v1alpha1.AnnotationGPUUtilization], n.Annotations[v1alpha1.AnnotationGPUMemoryUsed]
 		if u != "" || m != "" {
 			byNode[n.Name] = load{utilization(u, len(split(u))), split(m)}

@@ -36,6 +36,9 @@ export interface Workload {
   createdBy?: string; runningSince?: string;
   // progress: how far it has come, in its owner's words (allot.dev/progress), as text.
   progress?: string;
+  // gpuUse: how busy its whole GPUs are (mean percent) and the GPU memory it holds, as its
+  // nodes' agents last reported (kube/inspect.GPUUse).
+  gpuUse?: { utilization?: number; memoryUsedMi?: number; gpus: number };
 }
 
 export interface IdleSuspension { at: string; idleFor: string; threshold: number; queue: string; class: string }

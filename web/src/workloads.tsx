@@ -82,7 +82,7 @@ export function Workloads({ s, query }: { s: State; query: URLSearchParams }) {
       </div>
       <table class="workloads">
         <thead><tr>{head("name", "Name")}{head("namespace", "Namespace")}{head("queue", "Queue")}{head("type", "Type")}{head("status", "Status")}
-          {head("gpus", "GPUs")}<th scope="col">Nodes</th>{head("age", "Age")}{head("idle", "Idle")}<th scope="col">Why it waits</th></tr></thead>
+          {head("gpus", "GPUs")}<th scope="col" title="how busy its whole GPUs are, as their agents last reported">GPU use</th><th scope="col">Nodes</th>{head("age", "Age")}{head("idle", "Idle")}<th scope="col">Why it waits</th></tr></thead>
         <tbody>
           {rows.map((w) => (
             <tr key={`${w.namespace}/${w.kind}/${w.name}`} data-workload={w.name}>
@@ -92,6 +92,7 @@ export function Workloads({ s, query }: { s: State; query: URLSearchParams }) {
               <td>{w.type}</td>
               <td><span class={statusClass(w.status)}>{w.status}</span></td>
               <td class="num">{fmt(w.gpusAllocated)}{w.gpusRequested !== w.gpusAllocated && `/${fmt(w.gpusRequested)}`}</td>
+              <td class="num gpu-use">{w.gpuUse?.utilization !== undefined ? `${w.gpuUse.utilization}%` : "-"}</td>
               <td>{w.nodes.join(", ")}</td>
               <td class="num">{age(w.created, now)}</td>
               <td class="num idle" title="how long every GPU it holds has been under its queue's idle threshold">{w.idleSince ? age(w.idleSince, now) : "-"}</td>
