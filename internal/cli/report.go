@@ -23,7 +23,7 @@ func newReportCmd() *cobra.Command {
 	var from, to, by, output string
 	var prices []string
 	cmd := &cobra.Command{
-		Use:     "report [--from DATE] [--to DATE] [--by queue,department,user,pool,model] [-o table|csv|json]",
+		Use:     "report [--from DATE] [--to DATE] [--by day,queue,department,user,pool,model] [-o table|csv|json]",
 		GroupID: "admin",
 		Short:   "GPU-hours given and used per queue, user, node pool or GPU model, over a period; with prices, their cost",
 		Long: `allot report adds up the GPU-hours the scheduler counted, day by day (UTC), into the
@@ -94,7 +94,7 @@ allot-system) are used where there are any.`,
 	}
 	cmd.Flags().StringVar(&from, "from", "", "first day, such as 2026-12-01 (default: the first of --to's month)")
 	cmd.Flags().StringVar(&to, "to", "", "last day, included (default: today, UTC)")
-	cmd.Flags().StringVar(&by, "by", "queue", "group by one or more of queue, department (a queue's top-level ancestor), user, pool, model, comma-separated")
+	cmd.Flags().StringVar(&by, "by", "queue", "group by one or more of day, queue, department (a queue's top-level ancestor), user, pool, model, comma-separated")
 	cmd.Flags().StringVarP(&output, "output", "o", "table", "table, csv or json")
 	cmd.Flags().StringSliceVar(&prices, "price", nil, "price per GPU-hour of a node pool or GPU model: h100=4.5,NVIDIA-A100-SXM4-80GB=2.1")
 	c = addConn(cmd)

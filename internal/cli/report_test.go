@@ -45,7 +45,7 @@ func TestReport(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--by", "team"}, `--by "team" is not allowed: one or more of queue, department, user, pool, model`},
+		{[]string{"--by", "team"}, `--by "team" is not allowed: one or more of day, queue, department, user, pool, model`},
 		{[]string{"--price", "h100"}, `--price "h100" is not allowed: POOL_OR_MODEL=PRICE`},
 		{[]string{"--price", "h100=4"}, "--price: no price for pool/model default/A100"},
 		{[]string{"-o", "yaml"}, `-o "yaml" is not allowed: table, csv or json`},
@@ -53,6 +53,10 @@ func TestReport(t *testing.T) {
 		if _, err := e.run(t, append([]string{"report", "--from", "2026-11-01", "--to", "2026-11-30"}, c.args...)...); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("allot report %v: %v, want %q", c.args, err, c.want)
 		}
+	}
+	// Day by day, in order: the second look crossed midnight.
+	if out, want := report("--by", "day,queue", "-o", "csv"), "DAY,QUEUE,GPU-HOURS,MEASURED,USED,UTIL\n2026-11-02,team-a,2.00,2.00,1.60,80%\n2026-11-02,team-b,1.00,0.00,0.00,-\n2026-11-03,team-a,1.00,1.00,0.80,80%\n2026-11-03,team-b,0.50,0.00,0.00,-\n"; out != want {
+		t.Errorf("allot report --by day,queue:\n%s\nwant\n%s", out, want)
 	}
 	// Departments: a queue's top-level ancestor, as the queue tree is now.
 	e.must(t, "queue", "create", "research", "--quota", "0")

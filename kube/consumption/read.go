@@ -16,7 +16,7 @@ import (
 // Dimensions are what a report may group by. A queue's department is its top-level
 // ancestor (itself at the top): read from parents, a queue's parent by name, as the
 // Queues are now; a queue since deleted is its own department.
-var Dimensions = []string{"queue", "department", "user", "pool", "model"}
+var Dimensions = []string{"day", "queue", "department", "user", "pool", "model"}
 
 // department is q's top-level ancestor.
 func department(q string, parents map[string]string) string {
@@ -56,11 +56,12 @@ type Group struct {
 }
 
 // Sum adds the days' figures up by the dimensions given (of Dimensions), largest
-// allocation first; parents (each queue's parent by name) give the departments.
+// allocation first (by day first: the days in order); parents (each queue's parent by
+// name) give the departments.
 func Sum(days []Day, by []string, parents map[string]string) ([]Group, error) {
 	for _, d := range by {
 		if !slices.Contains(Dimensions, d) {
-			return nil, fmt.Errorf("--by %q is not allowed: one or more of queue, department, user, pool, model, comma-separated", d)
+			return nil, fmt.Errorf("--by %q is not allowed: one or more of day, queue, department, user, pool, model, comma-separated", d)
 		}
 	}
 	sums := map[string]*Group{}
@@ -69,8 +70,11 @@ func Sum(days []Day, by []string, parents map[string]string) ([]Group, error) {
 			var vals []string
 			for _, dim := range by {
 				v := map[string]string{"queue": row.Queue, "user": row.User, "pool": row.Pool, "model": row.Model}[dim]
-				if dim == "department" {
+				switch dim {
+				case "department":
 					v = department(row.Queue, parents)
+				case "day":
+					v = d.Date
 				}
 				vals = append(vals, v)
 			}
@@ -88,6 +92,9 @@ func Sum(days []Day, by []string, parents map[string]string) ([]Group, error) {
 		out = append(out, *g)
 	}
 	sort.Slice(out, func(a, b int) bool {
+		if len(by) > 0 && by[0] == "day" && out[a].By[0] != out[b].By[0] {
+			return out[a].By[0] < out[b].By[0] // by day: the days in order
+		}
 		if out[a].Allocated != out[b].Allocated {
 			return out[a].Allocated > out[b].Allocated
 		}

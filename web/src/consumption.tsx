@@ -5,7 +5,7 @@ import { useEffect, useState } from "preact/hooks";
 type Line = { by: string[]; gpuHours: number; measuredGPUHours: number; usedGPUHours: number; cost?: number };
 type Report = { from: string; to: string; by: string[]; days: number; lines: Line[]; unpriced?: string };
 
-const groupings = ["queue", "department", "user", "pool", "model", "department,queue", "queue,user", "pool,model"];
+const groupings = ["queue", "department", "user", "pool", "model", "day", "day,queue", "department,queue", "queue,user", "pool,model"];
 
 // Consumption shows the GPU-hours of a period of days (this month by default) by queue,
 // user, node pool or GPU model: a table with a bar per line, as allot report prints it.
