@@ -49,6 +49,23 @@ func Read(ctx context.Context, client kubernetes.Interface, first, last string) 
 	return out, nil
 }
 
+// value is the row's value of a dimension (of Dimensions), in the day date.
+func (row Row) value(dim, date string, parents map[string]string) string {
+	switch dim {
+	case "day":
+		return date
+	case "department":
+		return department(row.Queue, parents)
+	case "user":
+		return row.User
+	case "pool":
+		return row.Pool
+	case "model":
+		return row.Model
+	}
+	return row.Queue
+}
+
 // Group is a report's line: the values of the dimensions grouped by, and their figures.
 type Group struct {
 	By []string
@@ -69,14 +86,7 @@ func Sum(days []Day, by []string, parents map[string]string) ([]Group, error) {
 		for _, row := range d.Rows {
 			var vals []string
 			for _, dim := range by {
-				v := map[string]string{"queue": row.Queue, "user": row.User, "pool": row.Pool, "model": row.Model}[dim]
-				switch dim {
-				case "department":
-					v = department(row.Queue, parents)
-				case "day":
-					v = d.Date
-				}
-				vals = append(vals, v)
+				vals = append(vals, row.value(dim, d.Date, parents))
 			}
 			k := fmt.Sprintf("%q", vals)
 			g := sums[k]
