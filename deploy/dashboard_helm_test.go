@@ -99,6 +99,17 @@ func TestHelmDashboardAuth(t *testing.T) {
 		t.Error("a NetworkPolicy without proxy.from")
 	}
 
+	// Writes on without sign-in would be the dashboard's own account's, which may change
+	// nothing; a value outside the three is refused by the schema.
+	out, err = helm(t, "template", "allot", chart, "--set", "dashboard.auth.mode=none", "--set", "dashboard.writes=on")
+	if err == nil || !strings.Contains(out, "dashboard.writes=on with dashboard.auth.mode=none") {
+		t.Errorf("writes on without sign-in: %v\n%s", err, out)
+	}
+	out, err = helm(t, "template", "allot", chart, "--set", "dashboard.writes=yes")
+	if err == nil || !strings.Contains(out, "'auto', 'on', 'off'") {
+		t.Errorf("writes=yes: %v\n%s", err, out)
+	}
+
 	out, err = helm(t, "template", "allot", chart, "--set", "dashboard.auth.mode=oidc")
 	if err == nil || !strings.Contains(out, "mode") || !strings.Contains(out, "'none', 'token', 'proxy'") {
 		t.Errorf("mode oidc: %v\n%s", err, out)

@@ -18,6 +18,7 @@ import (
 	"github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/kube/convert"
 	"github.com/allot-dev/allot/kube/inspect"
+	"github.com/allot-dev/allot/kube/submission"
 )
 
 func queueGPUs(l corev1.ResourceList) float64 { return inspect.GPUs(l) }
@@ -110,7 +111,7 @@ func newConfigCmd() *cobra.Command {
 			defer cancel()
 			if err := qc.connect(ctx); err != nil {
 				fmt.Fprintf(cmd.ErrOrStderr(), "queue %s not checked: %v\n", args[0], err)
-			} else if err := queueExists(ctx, qc, args[0]); err != nil {
+			} else if err := submission.QueueExists(ctx, qc.allot, args[0]); err != nil {
 				return err
 			}
 			c.Queue = args[0]

@@ -30,6 +30,7 @@ import (
 	"github.com/allot-dev/allot/kube/admission"
 	"github.com/allot-dev/allot/kube/inspect"
 	"github.com/allot-dev/allot/kube/simnode"
+	"github.com/allot-dev/allot/kube/submission"
 )
 
 // podOf connects and picks a workload's pod for logs and exec.
@@ -483,7 +484,7 @@ func newQueueCmd() *cobra.Command {
 				if apierrors.IsNotFound(err) {
 					return fmt.Errorf("queue %q does not exist; queues: %s", name, strings.Join(inspect.QueueNames(cmd.Context(), dc.allot), ", "))
 				} else if err != nil {
-					return fmt.Errorf("refused: %s", apiMessage(err))
+					return fmt.Errorf("refused: %s", submission.APIMessage(err))
 				}
 				fmt.Fprintf(cmd.OutOrStdout(), "queue %s deleted\n", name)
 			}

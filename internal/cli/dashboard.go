@@ -15,15 +15,15 @@ import (
 )
 
 func newDashboardCmd() *cobra.Command {
-	var address, mode, secretFile string
+	var address, mode, secretFile, writes string
 	var auth dashboard.Auth
 	cmd := &cobra.Command{
 		Use:     "dashboard",
 		GroupID: "admin",
 		Short:   "Serve the web dashboard for a cluster running Allot",
 		Long: `Serve the dashboard: overview, nodes with their GPUs, workloads and queues, updated live.
-It reads the cluster with your own identity (your kubeconfig or token), only reads, and
-listens on the loopback address unless told otherwise.
+It reads the cluster with your own identity (your kubeconfig or token) and listens on the
+loopback address unless told otherwise.
 
 --auth says who may see what (kube/dashboard/README.md):
   none   everything your identity reads, to whoever reaches the address (the default)
@@ -33,7 +33,14 @@ listens on the loopback address unless told otherwise.
   proxy  an OIDC proxy in front (oauth2-proxy) names the user and groups in headers;
          nothing else may reach the dashboard (a NetworkPolicy, or --proxy-secret-file)
 With token or proxy, the identity the dashboard runs as also needs to create tokenreviews
-and subjectaccessreviews (the ClusterRole system:auth-delegator).`,
+and subjectaccessreviews (the ClusterRole system:auth-delegator).
+
+--writes says whether the console submits, suspends, resumes and deletes workloads, and
+as whom: auto (the default) as the person signed in, with their own token (token) or
+impersonating them (proxy: the dashboard's identity needs the right to impersonate), and
+read-only with --auth none; on also with --auth none, as your own identity; off never.
+The API server, RBAC and Allot's webhooks judge each change, and the console shows their
+refusal word for word.`,
 		Example: "  allot dashboard\n  allot dashboard --kubeconfig /tmp/allot-up/kubeconfig --address 127.0.0.1:8090\n" +
 			"  allot dashboard --auth=proxy --address :8090 --proxy-user-header X-Auth-Request-User --proxy-groups-header X-Auth-Request-Groups",
 		Args: cobra.NoArgs,
@@ -45,6 +52,10 @@ and subjectaccessreviews (the ClusterRole system:auth-delegator).`,
 			return fmt.Errorf("--auth: %w", err)
 		}
 		auth.Mode = m
+		wr, err := dashboard.ParseWrites(writes)
+		if err != nil {
+			return err
+		}
 		if secretFile != "" {
 			if m != dashboard.AuthProxy {
 				return fmt.Errorf("--proxy-secret-file is for --auth=proxy")
@@ -60,11 +71,12 @@ and subjectaccessreviews (the ClusterRole system:auth-delegator).`,
 		if err := c.connect(cmd.Context()); err != nil {
 			return err
 		}
-		return serveDashboardWith(cmd.Context(), cmd.OutOrStdout(), c.rc, "--address", address, true, dashboard.Options{Auth: auth})
+		return serveDashboardWith(cmd.Context(), cmd.OutOrStdout(), c.rc, "--address", address, true, dashboard.Options{Auth: auth, Writes: wr})
 	}
 	f := cmd.Flags()
 	f.StringVar(&address, "address", "127.0.0.1:8090", "host:port to serve on (keep it on loopback unless something in front checks who asks, or --auth is token or proxy)")
 	f.StringVar(&mode, "auth", string(dashboard.AuthNone), "who may see what: none (everything, to whoever reaches it), token (a Kubernetes token per person) or proxy (an OIDC proxy names the user)")
+	f.StringVar(&writes, "writes", string(dashboard.WritesAuto), "whether the console changes workloads, as whom: auto (as the person signed in; read-only with --auth none), on (also with --auth none, as your identity) or off")
 	f.StringVar(&auth.UserHeader, "proxy-user-header", "X-Forwarded-User", "with --auth=proxy: the header naming the user")
 	f.StringVar(&auth.GroupsHeader, "proxy-groups-header", "X-Forwarded-Groups", "with --auth=proxy: the header naming the user's groups, comma-separated")
 	f.StringVar(&secretFile, "proxy-secret-file", "", "with --auth=proxy: a file holding a secret the proxy sends on every request; requests without it are refused")
@@ -73,9 +85,10 @@ and subjectaccessreviews (the ClusterRole system:auth-delegator).`,
 }
 
 // serveDashboard listens on address and serves until ctx ends; wait false returns once it
-// listens, leaving it to run in the background. It serves everything rc reads (--auth=none).
+// listens, leaving it to run in the background. It serves everything rc reads (--auth=none)
+// and its console submits and changes workloads as rc: allot up's, on one's own machine.
 func serveDashboard(ctx context.Context, out io.Writer, rc *rest.Config, flag, address string, wait bool) error {
-	return serveDashboardWith(ctx, out, rc, flag, address, wait, dashboard.Options{})
+	return serveDashboardWith(ctx, out, rc, flag, address, wait, dashboard.Options{Writes: dashboard.WritesOn})
 }
 
 // serveDashboardWith is serveDashboard with the server's options (its --auth).

@@ -1,9 +1,6 @@
 package cli
 
 import (
-	"cmp"
-	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -13,21 +10,11 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	appsv1 "k8s.io/api/apps/v1"
-	autoscalingv2 "k8s.io/api/autoscaling/v2"
-	batchv1 "k8s.io/api/batch/v1"
-	corev1 "k8s.io/api/core/v1"
-	networkingv1 "k8s.io/api/networking/v1"
-	resourcev1 "k8s.io/api/resource/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/yaml"
 
-	"github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/kube/convert"
-	"github.com/allot-dev/allot/kube/dra"
 	"github.com/allot-dev/allot/kube/inspect"
+	"github.com/allot-dev/allot/kube/submission"
 	"github.com/allot-dev/allot/kube/submit"
 )
 
@@ -37,7 +24,7 @@ func newSubmitCmd() *cobra.Command {
 	var dryRun, preemptible, nonPreemptible, runAsUser bool
 	var workers string
 	var accelerator string
-	gpuAPI := "auto"
+	gpuAPI := submission.GPUAPIAuto
 	cmd := &cobra.Command{
 		Use:     "submit NAME -p QUEUE -i IMAGE [flags] [-- COMMAND ARGS…]",
 		GroupID: "work",
@@ -100,19 +87,11 @@ Job of N workers with a headless Service (worker i is NAME-i.NAME) started as on
 				}
 				s.RunAs = &submit.RunAs{UID: int64(uid), GID: int64(gid)}
 			}
-			knownKind := true
 			if accelerator != "" {
-				k, known, err := convert.SubmitKind(accelerator)
-				if err != nil {
+				// Said before connecting: the flag's values are known here.
+				if _, _, err := convert.SubmitKind(accelerator); err != nil {
 					return err
 				}
-				s.Accelerator, s.AcceleratorResource, knownKind = k.Name, k.Resources[0], known
-				if gpuAPI == "auto" {
-					gpuAPI = "device-plugin" // other vendors' devices are not claimed through DRA here
-				}
-			}
-			if (s.MIG != "" || s.MIGDynamic != "") && gpuAPI == "auto" {
-				gpuAPI = "device-plugin" // MIG instances are asked of the device plugin or of Allot, not claimed
 			}
 			if !dryRun {
 				if err := c.connect(cmd.Context()); err != nil {
@@ -122,31 +101,8 @@ Job of N workers with a headless Service (worker i is NAME-i.NAME) started as on
 			} else if s.Namespace = "default"; c.flags.Namespace != nil && *c.flags.Namespace != "" {
 				s.Namespace = *c.flags.Namespace
 			}
-			switch gpuAPI {
-			case "device-plugin":
-			case "dra", "auto":
-				if dryRun {
-					if gpuAPI == "dra" {
-						s.DeviceClass = dra.DefaultGPUClasses[0]
-					}
-					break
-				}
-				// Of a list of pools, the first decides: the one the workload tries first.
-				first, _, _ := strings.Cut(s.NodePool, ",")
-				if first = strings.TrimSpace(first); first == v1alpha1.DefaultPool {
-					first = ""
-				}
-				only, memMi, err := gpusThroughDRA(cmd.Context(), c, first)
-				if err != nil {
-					return err
-				}
-				if only || gpuAPI == "dra" {
-					s.DeviceClass, s.DeviceMemoryMi = dra.DefaultGPUClasses[0], memMi
-				}
-			default:
-				return fmt.Errorf("--gpu-api %q is not allowed: auto, device-plugin or dra", gpuAPI)
-			}
-			note, err := chooseMIGStrategy(cmd.Context(), c, &s, dryRun)
+			cl := submission.Clients{Client: c.client, Allot: c.allot}
+			note, knownKind, err := submission.Settle(cmd.Context(), cl, &s, gpuAPI, accelerator, dryRun)
 			if err != nil {
 				return err
 			}
@@ -168,16 +124,8 @@ Job of N workers with a headless Service (worker i is NAME-i.NAME) started as on
 				}
 				return nil
 			}
-			if err := queueExists(cmd.Context(), c, s.Queue); err != nil {
+			if err := submission.Submit(cmd.Context(), cl, s, objs, knownKind); err != nil {
 				return err
-			}
-			if err := checkSubmit(cmd, c, s, objs, knownKind); err != nil {
-				return err
-			}
-			for _, o := range objs {
-				if err := create(cmd, c, o, false); err != nil {
-					return err
-				}
 			}
 			if note != "" {
 				fmt.Fprintf(out, "--mig %s: %s\n", s.MIG, note)
@@ -236,137 +184,6 @@ Job of N workers with a headless Service (worker i is NAME-i.NAME) started as on
 	return cmd
 }
 
-// create creates one object, or only asks the API server whether it would (dryRun: its
-// validation and admission webhooks answer, nothing is stored).
-func create(cmd *cobra.Command, c *conn, o runtime.Object, dryRun bool) error {
-	ctx, opts := cmd.Context(), metav1.CreateOptions{}
-	if dryRun {
-		opts.DryRun = []string{metav1.DryRunAll}
-	}
-	var err error
-	var kind, name string
-	switch x := o.(type) {
-	case *batchv1.Job:
-		kind, name = "Job", x.Name
-		_, err = c.client.BatchV1().Jobs(c.ns).Create(ctx, x, opts)
-	case *appsv1.Deployment:
-		kind, name = "Deployment", x.Name
-		_, err = c.client.AppsV1().Deployments(c.ns).Create(ctx, x, opts)
-	case *appsv1.StatefulSet:
-		kind, name = "StatefulSet", x.Name
-		_, err = c.client.AppsV1().StatefulSets(c.ns).Create(ctx, x, opts)
-	case *corev1.Service:
-		kind, name = "Service", x.Name
-		_, err = c.client.CoreV1().Services(c.ns).Create(ctx, x, opts)
-	case *corev1.Pod:
-		kind, name = "Pod", x.Name
-		_, err = c.client.CoreV1().Pods(c.ns).Create(ctx, x, opts)
-	case *resourcev1.ResourceClaimTemplate:
-		kind, name = "ResourceClaimTemplate", x.Name
-		_, err = c.client.ResourceV1().ResourceClaimTemplates(c.ns).Create(ctx, x, opts)
-	case *networkingv1.Ingress:
-		kind, name = "Ingress", x.Name
-		_, err = c.client.NetworkingV1().Ingresses(c.ns).Create(ctx, x, opts)
-	case *autoscalingv2.HorizontalPodAutoscaler:
-		kind, name = "HorizontalPodAutoscaler", x.Name
-		_, err = c.client.AutoscalingV2().HorizontalPodAutoscalers(c.ns).Create(ctx, x, opts)
-		if apierrors.IsInvalid(err) && x.Spec.MinReplicas != nil && *x.Spec.MinReplicas == 0 {
-			return fmt.Errorf("refused: %s (--replicas 0:N needs the HPAScaleToZero feature gate on the cluster's API server and controller manager; docs/inference.md)", apiMessage(err))
-		}
-	default:
-		return fmt.Errorf("cannot create %T", o)
-	}
-	if apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("%s %s already exists in namespace %s (allot delete %s first)", kind, name, c.ns, name)
-	}
-	if err != nil {
-		return fmt.Errorf("refused: %s", apiMessage(err))
-	}
-	return nil
-}
-
-// apiMessage is what the API server said, without client-go's wrapping.
-func apiMessage(err error) string {
-	var st apierrors.APIStatus
-	if errors.As(err, &st) && st.Status().Message != "" {
-		return st.Status().Message
-	}
-	return err.Error()
-}
-
-// checkSubmit refuses, before anything is created, what could never run: a name another
-// workload has, objects the API server or the admission webhooks refuse (asked with a
-// server-side dry run, also for one pod of a Job's or Deployment's template, whose pods
-// the webhooks would otherwise refuse only once the Job exists), and a request no node of
-// the cluster can hold.
-func checkSubmit(cmd *cobra.Command, c *conn, s submit.Spec, objs []runtime.Object, knownKind bool) error {
-	ctx := cmd.Context()
-	all, err := inspect.Workloads(ctx, c.client, c.ns, "")
-	if err != nil {
-		return err
-	}
-	for _, w := range all {
-		if w.Name == s.Name {
-			return fmt.Errorf("a workload named %s already exists in namespace %s: %s (%s, %s, queue %s); choose another name, or allot delete %s first",
-				s.Name, c.ns, w.Ref(), w.Type, strings.ToLower(w.Status), w.Queue, s.Name)
-		}
-	}
-	for _, o := range objs {
-		if err := create(cmd, c, o, true); err != nil {
-			return err
-		}
-		var t *corev1.PodTemplateSpec
-		switch x := o.(type) {
-		case *batchv1.Job:
-			t = &x.Spec.Template
-		case *appsv1.Deployment:
-			t = &x.Spec.Template
-		case *appsv1.StatefulSet:
-			t = &x.Spec.Template
-		}
-		if t != nil {
-			p := &corev1.Pod{ObjectMeta: *t.ObjectMeta.DeepCopy(), Spec: *t.Spec.DeepCopy()}
-			p.GenerateName, p.Namespace = s.Name+"-", c.ns
-			if err := create(cmd, c, p, true); err != nil {
-				return fmt.Errorf("%w (what the webhook says of the workload's pods)", err)
-			}
-		}
-	}
-	if !knownKind {
-		return nil // a kind defined on the scheduler: the CLI cannot tell its nodes
-	}
-	nodes, err := inspect.EmptyNodes(ctx, c.client)
-	if err != nil {
-		return err
-	}
-	pools, err := s.Pools(submitQueue(ctx, c, s.Queue))
-	if err != nil {
-		return err
-	}
-	// It could run where any of its pools could hold it; if none could, the first one's
-	// reason stands.
-	var first error
-	for _, p := range pools {
-		r := s.Request()
-		r.Pool = p
-		err := inspect.Fits(nodes, r)
-		if err == nil {
-			return nil
-		}
-		first = cmp.Or(first, err)
-	}
-	return first
-}
-
-// submitQueue is the queue a workload is submitted to, as the scheduler will read its
-// pools; nil where it cannot be read (the webhook then judges at creation).
-func submitQueue(ctx context.Context, c *conn, name string) *v1alpha1.Queue {
-	q, err := c.allot.AllotV1alpha1().Queues().Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		return nil
-	}
-	return q
-}
 func newListCmd() *cobra.Command {
 	var c *conn // set below, once the command exists to carry its flags
 	var queue, output string
@@ -399,7 +216,7 @@ same way.`,
 			}
 			if queue != "" {
 				// A misspelt queue would list nothing and look like an empty queue.
-				if err := queueExists(cmd.Context(), c, queue); err != nil {
+				if err := submission.QueueExists(cmd.Context(), c.allot, queue); err != nil {
 					return err
 				}
 			}
@@ -627,50 +444,6 @@ func newDeleteCmd() *cobra.Command {
 	}
 	c = addConn(cmd)
 	return cmd
-}
-
-// queueExists refuses a queue the cluster does not have, naming those it has. Someone
-// who may not list Queues (a tenant with Kubernetes' edit role in a namespace) is not
-// refused for it: the admission webhook checks the queue of what they submit.
-func queueExists(ctx context.Context, c *conn, name string) error {
-	qs, err := inspect.Queues(ctx, c.allot)
-	if err != nil {
-		return nil
-	}
-	names := make([]string, 0, len(qs))
-	for _, q := range qs {
-		if q.Name == name {
-			return nil
-		}
-		names = append(names, q.Name)
-	}
-	return fmt.Errorf("queue %q does not exist; queues: %s", name, strings.Join(names, ", "))
-}
-
-// gpusThroughDRA tells whether every GPU node a workload of the pool could run on has its
-// GPUs through DRA (ResourceSlices) rather than the device plugin: then GPUs must be
-// claimed. In a mixed pool the device plugin is kept (--gpu-api dra asks otherwise). memMi
-// is the memory of the smallest GPU of the pool's DRA nodes, of which -g 0.5 claims half.
-func gpusThroughDRA(ctx context.Context, c *conn, pool string) (only bool, memMi int64, err error) {
-	nodes, err := inspect.EmptyNodes(ctx, c.client)
-	if err != nil {
-		return false, 0, err
-	}
-	draNodes, pluginNodes := 0, 0
-	for _, n := range nodes {
-		if n.Pool != pool || len(n.GPUs) == 0 || n.Accelerator != "" {
-			continue // not an NVIDIA GPU node: other vendors' devices are not claimed through DRA here
-		}
-		if !n.DRA {
-			pluginNodes++
-			continue
-		}
-		draNodes++
-		if n.MemoryMi > 0 && (memMi == 0 || n.MemoryMi < memMi) {
-			memMi = n.MemoryMi
-		}
-	}
-	return draNodes > 0 && pluginNodes == 0, memMi, nil
 }
 
 // printGPUMemory shows, where a workload's pods have a GPU memory limit past their request

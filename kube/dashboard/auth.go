@@ -123,12 +123,7 @@ func newAuthenticator(cfg Auth, client kubernetes.Interface, clk clock.PassiveCl
 func (a *authenticator) identify(r *http.Request) (*Identity, error) {
 	switch a.cfg.Mode {
 	case AuthToken:
-		tok := bearer(r)
-		if tok == "" {
-			if c, err := r.Cookie(CookieName); err == nil {
-				tok = c.Value
-			}
-		}
+		tok := a.credential(r)
 		if tok == "" {
 			return nil, unauthorized("sign in: send a Kubernetes token (kubectl create token, or an OIDC id token the API server accepts) as Authorization: Bearer TOKEN, or enter it at /login")
 		}
@@ -161,6 +156,17 @@ func (a *authenticator) identify(r *http.Request) (*Identity, error) {
 		return id, nil
 	}
 	return nil, nil
+}
+
+// credential is the token the person signed in with (AuthToken), to act as them.
+func (a *authenticator) credential(r *http.Request) string {
+	if tok := bearer(r); tok != "" {
+		return tok
+	}
+	if c, err := r.Cookie(CookieName); err == nil {
+		return c.Value
+	}
+	return ""
 }
 
 func bearer(r *http.Request) string {

@@ -1,7 +1,9 @@
 // Package dashboard serves Allot's web dashboard: the pages (built into package web and
 // embedded in the binary), a JSON state made from informers, and a stream that pushes a
-// new state whenever the cluster changes. It only reads, with the identity it is given; with
-// authentication (auth.go) each person is shown what their own identity may read (view.go).
+// new state whenever the cluster changes. It reads with the identity it is given; with
+// authentication (auth.go) each person is shown what their own identity may read (view.go),
+// and the console's changes (a submission, a workload suspended, resumed or deleted) are
+// made as that person (writes.go).
 package dashboard
 
 import (
@@ -19,6 +21,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -52,6 +55,9 @@ type Options struct {
 	Settle time.Duration
 	// Auth is who may see what; the zero value is AuthNone, everything to everyone.
 	Auth Auth
+	// Writes is whether the console changes the cluster, as whom (writes.go); the zero
+	// value is WritesAuto.
+	Writes Writes
 }
 
 func (o *Options) defaults() {
@@ -68,12 +74,19 @@ func (o *Options) defaults() {
 		o.Settle = 250 * time.Millisecond
 	}
 	o.Auth.defaults()
+	if o.Writes == "" {
+		o.Writes = WritesAuto
+	}
 }
 
 // Server holds the informers and the latest state.
 type Server struct {
-	opts    Options
-	client  kubernetes.Interface
+	opts   Options
+	client kubernetes.Interface
+	// rc is the dashboard's own identity, from which a person's is made for a change
+	// (writes.go); mapper finds a workload kind's resource.
+	rc      *rest.Config
+	mapper  meta.RESTMapper
 	factory informers.SharedInformerFactory
 	allotF  allotinformers.SharedInformerFactory
 	// leaseF watches the agents' Leases, which carry their GPUs' load.
@@ -117,6 +130,9 @@ func New(rc *rest.Config, opts Options) (*Server, error) {
 	if _, err := ParseAuthMode(string(opts.Auth.Mode)); err != nil {
 		return nil, err
 	}
+	if _, err := ParseWrites(string(opts.Writes)); err != nil {
+		return nil, err
+	}
 	client, err := kubernetes.NewForConfig(rc)
 	if err != nil {
 		return nil, err
@@ -130,7 +146,7 @@ func New(rc *rest.Config, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{opts: opts, dirty: make(chan struct{}, 1), changed: make(chan struct{}), client: client,
+	s := &Server{opts: opts, dirty: make(chan struct{}, 1), changed: make(chan struct{}), client: client, rc: rc, mapper: newMapper(client),
 		factory: informers.NewSharedInformerFactory(client, 0),
 		allotF:  allotinformers.NewSharedInformerFactory(allot, 0),
 		assets:  http.FileServerFS(dist)}
@@ -308,8 +324,9 @@ func (s *Server) stateFor(ctx context.Context, id *Identity, st State, all []byt
 }
 
 // ServeHTTP serves the pages, /api/state, /api/stream, /api/workloads/NS/NAME and /healthz;
-// with AuthToken also /login and /logout. Only GET and HEAD otherwise: the dashboard never
-// changes the cluster. Without AuthNone every path but /healthz needs an identity.
+// with AuthToken also /login and /logout. Changes are POSTs to /api/submit and /api/act,
+// made as the person (writes.go) where the server takes them; every other path answers
+// GET and HEAD only. Without AuthNone every path but /healthz needs an identity.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
 	h.Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'")
@@ -321,9 +338,16 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.auth.login(w, r)
 		return
 	}
-	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+	// Changes are POSTs to two paths (writes.go); everything else only reads.
+	change := p == "/api/submit" || p == "/api/act"
+	if change && r.Method != http.MethodPost {
+		w.Header().Set("Allow", "POST")
+		http.Error(w, p+" takes POST only", http.StatusMethodNotAllowed)
+		return
+	}
+	if !change && r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD")
-		http.Error(w, "the dashboard is read-only: GET and HEAD only", http.StatusMethodNotAllowed)
+		http.Error(w, "GET and HEAD only here: changes are POSTs to /api/submit and /api/act", http.StatusMethodNotAllowed)
 		return
 	}
 	if p == "/healthz" {
@@ -340,6 +364,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	switch {
+	case change:
+		if s.acceptWrite(w, r) {
+			if p == "/api/submit" {
+				s.submit(w, r, id)
+			} else {
+				s.act(w, r, id)
+			}
+		}
 	case p == "/api/state":
 		st, all, _ := s.current()
 		b := s.stateFor(r.Context(), id, st, all)
@@ -358,7 +390,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// Who the pages show as signed in, and whether they offer to sign out; the pages
 		// also ask it when their stream breaks, to tell an expired sign-in (401) from a
 		// server away.
-		me := Me{SignOut: s.opts.Auth.Mode == AuthToken}
+		me := Me{SignOut: s.opts.Auth.Mode == AuthToken, Writes: s.writable()}
 		if id != nil {
 			me.User = id.User
 		}
@@ -366,7 +398,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.Set("Cache-Control", "no-store")
 		_ = json.NewEncoder(w).Encode(me)
 	case strings.HasPrefix(p, "/api/"):
-		http.Error(w, "no such API: /api/state, /api/stream, /api/me, /api/workloads/NAMESPACE/NAME, /api/queues/NAME and /api/consumption are served", http.StatusNotFound)
+		http.Error(w, "no such API: /api/state, /api/stream, /api/me, /api/workloads/NAMESPACE/NAME, /api/queues/NAME and /api/consumption are served, and POST /api/submit and /api/act", http.StatusNotFound)
 	default:
 		s.assets.ServeHTTP(w, r)
 	}
@@ -377,6 +409,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 type Me struct {
 	User    string `json:"user,omitempty"`
 	SignOut bool   `json:"signOut,omitempty"`
+	// Writes is whether the pages offer to submit, suspend, resume and delete.
+	Writes bool `json:"writes,omitempty"`
 }
 
 // stream sends the state as server-sent events, as id may see it: now, and after every

@@ -108,4 +108,6 @@ export const OtherNamespace = "in use by another namespace";
 export interface Me {
   user?: string;
   signOut?: boolean;
+  // writes: the console submits and changes workloads, as this person.
+  writes?: boolean;
 }

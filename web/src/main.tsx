@@ -7,6 +7,7 @@ import { Workloads, WorkloadDetail } from "./workloads";
 import { Queues } from "./queues";
 import { Consumption } from "./consumption";
 import { QueuePage } from "./queuepage";
+import { SubmitPage } from "./submit";
 
 const pages = [
   { path: "", label: "Overview" },
@@ -24,7 +25,8 @@ function App() {
   let body;
   if (!s) body = <p class="loading">Connecting to Allot…</p>;
   else if (page === "nodes") body = <Nodes s={s} />;
-  else if (page === "workloads" && route.length >= 3) body = <WorkloadDetail s={s} ns={route[1]} name={route.slice(2).join("/")} />;
+  else if (page === "workloads" && route.length >= 3) body = <WorkloadDetail s={s} ns={route[1]} name={route.slice(2).join("/")} writes={!!me.writes} />;
+  else if (page === "submit") body = me.writes ? <SubmitPage s={s} /> : <p class="error">This console is read-only: its administrator turns changes on (allot dashboard --writes, the chart's dashboard.writes).</p>;
   else if (page === "workloads") body = <Workloads s={s} query={query} />;
   else if (page === "queues" && route.length >= 2) body = <QueuePage s={s} name={route[1]} />;
   else if (page === "queues") body = <Queues s={s} />;
@@ -36,6 +38,7 @@ function App() {
         <a class="brand" href="#/">Allot</a>
         <nav aria-label="pages">
           {pages.map((p) => <a key={p.path} href={`#/${p.path}`} aria-current={page === p.path ? "page" : undefined}>{p.label}</a>)}
+          {me.writes && <a href="#/submit" aria-current={page === "submit" ? "page" : undefined}>Submit</a>}
         </nav>
         <span class={`conn conn-${conn}`} role="status">{conn === "live" ? "● live" : conn === "connecting" ? "connecting…" : "reconnecting…"}</span>
         {me.user && <span class="who" title="the Kubernetes identity the dashboard shows this page as">{me.user}{me.signOut && <> · <a href="logout">sign out</a></>}</span>}

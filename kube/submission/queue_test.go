@@ -1,4 +1,4 @@
-package cli
+package submission
 
 import (
 	"context"
@@ -20,17 +20,17 @@ import (
 // admission webhook checks what they submit.
 func TestQueueExists(t *testing.T) {
 	admin := fake.NewSimpleClientset(&v1alpha1.Queue{ObjectMeta: metav1.ObjectMeta{Name: "team-a"}}, &v1alpha1.Queue{ObjectMeta: metav1.ObjectMeta{Name: "team-b"}})
-	if err := queueExists(context.Background(), &conn{allot: admin}, "team-a"); err != nil {
+	if err := QueueExists(context.Background(), admin, "team-a"); err != nil {
 		t.Errorf("team-a exists: %v", err)
 	}
-	if err := queueExists(context.Background(), &conn{allot: admin}, "tema-a"); err == nil || !strings.Contains(err.Error(), `queue "tema-a" does not exist; queues: team-a, team-b`) {
+	if err := QueueExists(context.Background(), admin, "tema-a"); err == nil || !strings.Contains(err.Error(), `queue "tema-a" does not exist; queues: team-a, team-b`) {
 		t.Errorf("tema-a: %v", err)
 	}
 	tenant := fake.NewSimpleClientset()
 	tenant.PrependReactor("list", "queues", func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewForbidden(schema.GroupResource{Group: "allot.dev", Resource: "queues"}, "", nil)
 	})
-	if err := queueExists(context.Background(), &conn{allot: tenant}, "team-a"); err != nil {
+	if err := QueueExists(context.Background(), tenant, "team-a"); err != nil {
 		t.Errorf("a tenant who may not list queues was refused: %v", err)
 	}
 }

@@ -1,4 +1,4 @@
-package cli
+package submission
 
 import (
 	"context"
@@ -20,7 +20,7 @@ import (
 // said in note when single-strategy nodes have the profile too. Single reads the products
 // to pin from the nodes, or with --dry-run from --gpu-type's models. Unchanged for
 // --mig-strategy mixed, for a value that is none (Objects refuses it) and without --mig.
-func chooseMIGStrategy(ctx context.Context, c *conn, s *submit.Spec, dryRun bool) (note string, err error) {
+func chooseMIGStrategy(ctx context.Context, cl Clients, s *submit.Spec, dryRun bool) (note string, err error) {
 	if s.MIG == "" || (s.MIGStrategy != "" && s.MIGStrategy != submit.MIGStrategySingle) {
 		return "", nil
 	}
@@ -35,7 +35,7 @@ func chooseMIGStrategy(ctx context.Context, c *conn, s *submit.Spec, dryRun bool
 		}
 		return "", nil // left open: the mixed strategy's, as the cluster is not read
 	}
-	nodes, err := inspect.EmptyNodes(ctx, c.client)
+	nodes, err := cl.nodes(ctx)
 	if err != nil {
 		return "", err
 	}

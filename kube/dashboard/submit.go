@@ -1,0 +1,328 @@
+package dashboard
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/yaml"
+
+	"github.com/allot-dev/allot/kube/inspect"
+	"github.com/allot-dev/allot/kube/submission"
+	"github.com/allot-dev/allot/kube/submit"
+)
+
+// SubmitForm is what the console's Submit page sends (POST /api/submit): allot submit's
+// flags, under their names, so that the same words explain a refusal in both.
+type SubmitForm struct {
+	Name      string `json:"name"`
+	Namespace string `json:"namespace"`
+	Queue     string `json:"queue"`
+	// Type is train (the default), distributed (with Workers), interactive or inference.
+	Type    string   `json:"type,omitempty"`
+	Image   string   `json:"image"`
+	Command []string `json:"command,omitempty"`
+	// GPU is -g: whole GPUs, or a fraction of one; GPUMemory --gpu-memory.
+	GPU       string `json:"gpu,omitempty"`
+	GPUMemory string `json:"gpuMemory,omitempty"`
+	// Workers is --workers: N, or MIN:MAX for an elastic job. Replicas is inference's
+	// --replicas: N, or MIN:MAX.
+	Workers  string   `json:"workers,omitempty"`
+	Replicas string   `json:"replicas,omitempty"`
+	CPU      string   `json:"cpu,omitempty"`
+	Memory   string   `json:"memory,omitempty"`
+	Env      []string `json:"env,omitempty"`
+	Port     int      `json:"port,omitempty"`
+	NodePool string   `json:"nodePool,omitempty"`
+	// Preemptible is --preemptible (true) or --non-preemptible (false); unset, the type's.
+	Preemptible *bool `json:"preemptible,omitempty"`
+	// Duration is --duration, for simulated nodes (allot up): finish after this long.
+	Duration string `json:"duration,omitempty"`
+	// GPUAPI is --gpu-api: auto (the default), device-plugin or dra.
+	GPUAPI string `json:"gpuApi,omitempty"`
+}
+
+// SubmitResult answers /api/submit: the objects (as allot submit --dry-run prints them),
+// and with ?preview the queue's room and what the checks said, before anything is made.
+type SubmitResult struct {
+	Objects string `json:"objects"`
+	Room    *Room  `json:"room,omitempty"`
+	// Problem is why the submission would be refused (preview only): the same check
+	// submit makes, a server-side dry run of every object as the person included.
+	Problem string `json:"problem,omitempty"`
+	// Message says what was done (submit only), as allot submit says it.
+	Message string `json:"message,omitempty"`
+}
+
+// Room is what the queue has for a submission, from the state the person may see.
+type Room struct {
+	Queue     string   `json:"queue"`
+	Quota     float64  `json:"quota"`
+	Limit     *float64 `json:"limit,omitempty"`
+	Allocated float64  `json:"allocated"`
+	// Asking is the GPUs the submission asks for, all its pods together.
+	Asking float64 `json:"asking"`
+	// Idle is the cluster's GPUs no pod holds.
+	Idle float64 `json:"idle"`
+	// Outlook says, in words, how the submission stands against the queue and the
+	// cluster: within quota or borrowing, and whether GPUs are free for it.
+	Outlook string `json:"outlook"`
+	// Waiting are the queue's workloads waiting now, with the scheduler's reason for each.
+	Waiting []WaitingWorkload `json:"waiting,omitempty"`
+}
+
+// WaitingWorkload is one of a queue's waiting workloads and why, as the scheduler says.
+type WaitingWorkload struct {
+	Name   string `json:"name"`
+	Reason string `json:"reason"`
+}
+
+// spec turns the form into allot submit's spec, refusing what the flags would refuse.
+func (f SubmitForm) spec() (submit.Spec, error) {
+	s := submit.Spec{Name: strings.TrimSpace(f.Name), Namespace: strings.TrimSpace(f.Namespace), Queue: strings.TrimSpace(f.Queue),
+		Image: strings.TrimSpace(f.Image), Command: f.Command, GPUs: strings.TrimSpace(f.GPU), GPUMemory: strings.TrimSpace(f.GPUMemory),
+		CPU: strings.TrimSpace(f.CPU), Memory: strings.TrimSpace(f.Memory), Env: f.Env, Port: f.Port, NodePool: strings.TrimSpace(f.NodePool),
+		Preemptible: f.Preemptible}
+	if s.Namespace == "" {
+		return s, fmt.Errorf("namespace is required: the namespace the workload is made in (one you may create workloads in)")
+	}
+	switch f.Type {
+	case "", submit.TypeTrain:
+	case submit.TypeDistributed:
+		if strings.TrimSpace(f.Workers) == "" {
+			return s, fmt.Errorf("--workers is required for distributed training: a number of workers (2), or MIN:MAX for an elastic job")
+		}
+	case submit.TypeInteractive:
+		s.Interactive = true
+	case submit.TypeInference:
+		s.Inference = true
+	default:
+		return s, fmt.Errorf("type %q is not allowed: train, distributed, interactive or inference", f.Type)
+	}
+	if w := strings.TrimSpace(f.Workers); w != "" {
+		n, min, err := submit.ParseWorkers(w)
+		if err != nil {
+			return s, err
+		}
+		s.Workers, s.MinWorkers = n, min
+	}
+	if r := strings.TrimSpace(f.Replicas); r != "" {
+		min, max, err := submit.ParseReplicas(r)
+		if err != nil {
+			return s, err
+		}
+		s.MinReplicas, s.MaxReplicas = min, max
+	}
+	if d := strings.TrimSpace(f.Duration); d != "" {
+		v, err := time.ParseDuration(d)
+		if err != nil || v < 0 {
+			return s, fmt.Errorf("--duration %q is not allowed: a duration such as 90s or 2h", d)
+		}
+		s.Duration = v
+	}
+	return s, nil
+}
+
+// submit serves POST /api/submit: with ?preview the objects, the queue's room and the
+// checks' verdict, making nothing; without, the submission made as the person.
+func (s *Server) submit(w http.ResponseWriter, r *http.Request, id *Identity) {
+	var f SubmitForm
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20)).Decode(&f); err != nil {
+		writeError(w, http.StatusBadRequest, "the submission is not a JSON form: "+err.Error())
+		return
+	}
+	spec, err := f.spec()
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	a, err := s.actorFor(r, id)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
+	defer cancel()
+	gpuAPI := f.GPUAPI
+	if gpuAPI == "" {
+		gpuAPI = submission.GPUAPIAuto
+	}
+	note, known, err := submission.Settle(ctx, a.submit, &spec, gpuAPI, "", false)
+	if err != nil {
+		writeError(w, http.StatusUnprocessableEntity, err.Error())
+		return
+	}
+	objs, err := spec.Objects()
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	res := SubmitResult{}
+	if res.Objects, err = asYAML(objs); err != nil {
+		writeError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	if r.URL.Query().Has("preview") {
+		res.Room = s.room(ctx, id, spec)
+		if err := submission.QueueExists(ctx, a.submit.Allot, spec.Queue); err != nil {
+			res.Problem = err.Error()
+		} else if err := submission.Check(ctx, a.submit, spec, objs, known); err != nil {
+			res.Problem = err.Error()
+		}
+		writeJSON(w, http.StatusOK, res)
+		return
+	}
+	if err := submission.Submit(ctx, a.submit, spec, objs, known); err != nil {
+		writeError(w, http.StatusUnprocessableEntity, err.Error())
+		return
+	}
+	res.Message = fmt.Sprintf("%s %s submitted to queue %s in namespace %s", spec.Type(), spec.Name, spec.Queue, spec.Namespace)
+	if note != "" {
+		res.Message += " (" + note + ")"
+	}
+	writeJSON(w, http.StatusCreated, res)
+}
+
+// room is the queue's room for spec as the person may see the queue; nil where they may
+// not see it.
+func (s *Server) room(ctx context.Context, id *Identity, spec submit.Spec) *Room {
+	st, _, _ := s.current()
+	if id != nil && s.access != nil {
+		if v := s.access.viewer(ctx, id, &st); !v.Admin() {
+			st = Filter(st, v)
+		}
+	}
+	for _, q := range st.Queues {
+		if q.Name != spec.Queue {
+			continue
+		}
+		room := &Room{Queue: q.Name, Quota: q.Quota, Limit: q.Limit, Allocated: q.Allocated, Idle: st.Totals.Idle, Asking: asking(spec)}
+		for _, wl := range st.Workloads {
+			if wl.Queue == q.Name && wl.Status == "Pending" {
+				room.Waiting = append(room.Waiting, WaitingWorkload{Name: wl.Namespace + "/" + wl.Name, Reason: wl.Reason})
+			}
+		}
+		room.Outlook = outlook(*room)
+		return room
+	}
+	return nil
+}
+
+// outlook says how a submission stands: what the scheduler's rules give a queue at these
+// figures (docs/design.md: quota first, idle GPUs lent beyond it and taken back).
+func outlook(r Room) string {
+	after := r.Allocated + r.Asking
+	ahead := ""
+	if n := len(r.Waiting); n > 0 {
+		ahead = fmt.Sprintf("; %d of the queue's workloads wait now (their reasons below)", n)
+	}
+	switch {
+	case r.Limit != nil && after > *r.Limit:
+		return fmt.Sprintf("past the queue's limit of %s GPUs (%s held, %s asked): it waits until the queue holds less%s", num(*r.Limit), num(r.Allocated), num(r.Asking), ahead)
+	case after <= r.Quota && r.Asking <= r.Idle:
+		return fmt.Sprintf("within the queue's quota (%s of %s GPUs after it) and %s GPUs are free: it should start at once, where a node holds it whole%s", num(after), num(r.Quota), num(r.Idle), ahead)
+	case after <= r.Quota:
+		return fmt.Sprintf("within the queue's quota (%s of %s GPUs after it), but only %s GPUs are free: GPUs lent to other queues are taken back for it%s", num(after), num(r.Quota), num(r.Idle), ahead)
+	case r.Asking <= r.Idle:
+		return fmt.Sprintf("beyond the queue's quota (%s of %s GPUs after it): it borrows idle GPUs (%s free), which may be taken back when their queues want them%s", num(after), num(r.Quota), num(r.Idle), ahead)
+	}
+	return fmt.Sprintf("beyond the queue's quota (%s of %s GPUs after it) with %s GPUs free: it waits until GPUs are freed%s", num(after), num(r.Quota), num(r.Idle), ahead)
+}
+
+// asking is the GPUs a submission's pods ask to start, together: a gang's (or an elastic
+// job's least) members, each its whole GPUs or its slices. MIG instances count as none
+// here (they are parts of GPUs the quota does not count whole).
+func asking(spec submit.Spec) float64 {
+	r := spec.Request()
+	per := float64(r.GPUs)
+	if r.Fraction > 0 {
+		per = r.Fraction * float64(max(spec.GPUCount, 1))
+	}
+	return per * float64(max(r.Pods, 1))
+}
+
+func num(v float64) string {
+	return strings.TrimSuffix(strings.TrimRight(fmt.Sprintf("%.2f", v), "0"), ".")
+}
+
+// asYAML writes objects as allot submit --dry-run does.
+func asYAML(objs []runtime.Object) (string, error) {
+	var b strings.Builder
+	for i, o := range objs {
+		y, err := yaml.Marshal(o)
+		if err != nil {
+			return "", err
+		}
+		if i > 0 {
+			b.WriteString("---\n")
+		}
+		b.Write(y)
+	}
+	return b.String(), nil
+}
+
+// ActForm is what the console sends to change a workload (POST /api/act).
+type ActForm struct {
+	// Action is suspend, resume or delete.
+	Action    string `json:"action"`
+	Namespace string `json:"namespace"`
+	// Name is the workload's name, or KIND/NAME where two kinds share it.
+	Name string `json:"name"`
+}
+
+// act serves POST /api/act: a workload suspended, resumed or deleted as the person, as
+// allot suspend, resume and delete do it.
+func (s *Server) act(w http.ResponseWriter, r *http.Request, id *Identity) {
+	var f ActForm
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<16)).Decode(&f); err != nil {
+		writeError(w, http.StatusBadRequest, "the request is not a JSON form: "+err.Error())
+		return
+	}
+	if f.Action != "suspend" && f.Action != "resume" && f.Action != "delete" {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("action %q is not allowed: suspend, resume or delete", f.Action))
+		return
+	}
+	if f.Namespace == "" || f.Name == "" {
+		writeError(w, http.StatusBadRequest, "namespace and name are required")
+		return
+	}
+	a, err := s.actorFor(r, id)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
+	defer cancel()
+	wl, err := inspect.Find(ctx, a.control.Client, f.Namespace, f.Name)
+	if err != nil {
+		writeError(w, http.StatusUnprocessableEntity, err.Error())
+		return
+	}
+	var msg string
+	if f.Action == "delete" {
+		msg, err = a.control.Delete(ctx, wl)
+	} else {
+		msg, err = a.control.Suspend(ctx, wl, f.Action == "resume")
+	}
+	if err != nil {
+		writeError(w, http.StatusUnprocessableEntity, err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"message": msg})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// writeError answers with {"error", "status"}, as a refused sign-in is answered.
+func writeError(w http.ResponseWriter, status int, msg string) {
+	writeJSON(w, status, map[string]any{"error": msg, "status": status})
+}
