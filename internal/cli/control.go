@@ -3,32 +3,26 @@ package cli
 import (
 	"bufio"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"math"
 	"os"
-	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
-	"time"
-
-	jsonpatch "gopkg.in/evanphx/json-patch.v4"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/remotecommand"
-	"k8s.io/client-go/util/retry"
 
 	"github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/kube/admission"
 	"github.com/allot-dev/allot/kube/inspect"
+	"github.com/allot-dev/allot/kube/queueadmin"
 	"github.com/allot-dev/allot/kube/simnode"
 	"github.com/allot-dev/allot/kube/submission"
 )
@@ -224,14 +218,15 @@ func newSuspendCmd(resume bool) *cobra.Command {
 func newQueueCmd() *cobra.Command {
 	q := &cobra.Command{Use: "queue", GroupID: "admin", Short: "Create, edit, describe and delete queues"}
 	type queueFlags struct {
-		quota, weight, priority  int
-		limit, parent, timeLimit string
-		reclaimMin, preemptMin   string
-		namespaces, pools        []string
-		idleTimeout              []string
-		idleThreshold            int
-		class, hostPaths         string
-		poolQuotaFlags
+		quota, weight, priority          int
+		limit, parent, timeLimit         string
+		reclaimMin, preemptMin           string
+		namespaces, pools                []string
+		idleTimeout                      []string
+		idleThreshold                    int
+		class, hostPaths                 string
+		poolQuota, poolLimit, poolWeight []string
+		classPools                       []string
 	}
 	bind := func(cmd *cobra.Command, f *queueFlags) {
 		fl := cmd.Flags()
@@ -248,149 +243,26 @@ func newQueueCmd() *cobra.Command {
 		fl.StringVar(&f.class, "class", "", "the class of every workload of the queue: train, interactive or inference (pods naming another are refused; none on edit lets each workload name its own)")
 		fl.StringSliceVar(&f.namespaces, "namespaces", nil, "namespaces that may use the queue (default: any that no queue claims)")
 		fl.StringSliceVar(&f.pools, "node-pools", nil, "node pools the queue may use, in the order its workloads that name none try them (default: any, and such workloads run in the default pool)")
-		fl.StringSliceVar(&f.poolQuotaFlags.quota, "pool-quota", nil, "GPUs guaranteed in node pools divided apart, POOL=N: h100=4,a100=8 (POOL=none on edit takes the pool's quota away)")
-		fl.StringSliceVar(&f.poolQuotaFlags.limit, "pool-limit", nil, "most GPUs of a pool the queue may hold, POOL=N (POOL=none removes the cap)")
-		fl.StringSliceVar(&f.poolQuotaFlags.weight, "pool-weight", nil, "over-quota weight in a pool, POOL=N (POOL=none: the pool's quota)")
+		fl.StringSliceVar(&f.poolQuota, "pool-quota", nil, "GPUs guaranteed in node pools divided apart, POOL=N: h100=4,a100=8 (POOL=none on edit takes the pool's quota away)")
+		fl.StringSliceVar(&f.poolLimit, "pool-limit", nil, "most GPUs of a pool the queue may hold, POOL=N (POOL=none removes the cap)")
+		fl.StringSliceVar(&f.poolWeight, "pool-weight", nil, "over-quota weight in a pool, POOL=N (POOL=none: the pool's quota)")
 		fl.StringArrayVar(&f.classPools, "class-node-pools", nil, "pools a class of work tries in order, CLASS=POOL,POOL: interactive=a100,h100 (repeat per class; CLASS=none removes it)")
 		fl.StringVar(&f.hostPaths, "host-paths", "", "directories of the node under which the queue's pods may mount paths (allot submit -v), comma-separated: /data,/scratch; none for no path of the node; any on edit removes the rule (the cluster's PodSecurity decides)")
 	}
-	// spec writes the flags the user set into a Queue's spec.
-	spec := func(cmd *cobra.Command, f *queueFlags, s *v1alpha1.QueueSpec) error {
-		set := cmd.Flags().Changed
-		// The fields are int32: a larger number would wrap round.
-		tooBig := func(flag string, v int) error {
-			if v > math.MaxInt32 {
-				return fmt.Errorf("--%s %d is not allowed: at most %d", flag, v, math.MaxInt32)
+	// flags are the ones the user set, by name, with their values.
+	flags := func(cmd *cobra.Command) queueadmin.Flags {
+		out := queueadmin.Flags{}
+		cmd.Flags().Visit(func(fl *pflag.Flag) {
+			if !slices.Contains(queueadmin.Names, fl.Name) {
+				return
 			}
-			return nil
-		}
-		if set("quota") {
-			if f.quota < 0 {
-				return fmt.Errorf("--quota %d is not allowed: 0 or more GPUs", f.quota)
+			if sv, ok := fl.Value.(pflag.SliceValue); ok {
+				out[fl.Name] = sv.GetSlice()
+			} else {
+				out[fl.Name] = []string{fl.Value.String()}
 			}
-			if err := tooBig("quota", f.quota); err != nil {
-				return err
-			}
-			s.GPU.Quota = int32(f.quota)
-		}
-		optional := func(flag string, v int, field **int32) error {
-			if !set(flag) {
-				return nil
-			}
-			if v < 0 {
-				*field = nil
-				return nil
-			}
-			if err := tooBig(flag, v); err != nil {
-				return err
-			}
-			n := int32(v)
-			*field = &n
-			return nil
-		}
-		if set("limit") {
-			// An unlimited queue is one without --limit; -1 meant that once and is refused
-			// now, with the way to say it.
-			n, err := strconv.Atoi(f.limit)
-			switch {
-			case f.limit == "none":
-				s.GPU.Limit = nil
-			case err != nil || n < 0:
-				return fmt.Errorf("--limit %q is not allowed: a whole number of GPUs, 0 or more; for no cap leave --limit out (allot queue edit NAME --limit none removes a cap)", f.limit)
-			default:
-				if err := tooBig("limit", n); err != nil {
-					return err
-				}
-				l := int32(n)
-				s.GPU.Limit = &l
-			}
-		}
-		if err := optional("weight", f.weight, &s.GPU.OverQuotaWeight); err != nil {
-			return err
-		}
-		if set("priority") {
-			if err := tooBig("priority", f.priority); err != nil {
-				return err
-			}
-			if f.priority < math.MinInt32 {
-				return fmt.Errorf("--priority %d is not allowed: at least %d", f.priority, math.MinInt32)
-			}
-			s.Priority = int32(f.priority)
-		}
-		if set("parent") {
-			s.Parent = f.parent
-		}
-		if set("interactive-time-limit") {
-			d, err := time.ParseDuration(f.timeLimit)
-			if err != nil || d <= 0 {
-				return fmt.Errorf("--interactive-time-limit %q is not allowed: a positive duration such as 30m, 4h or 1h30m", f.timeLimit)
-			}
-			s.InteractiveTimeLimit = &metav1.Duration{Duration: d}
-		}
-		for flag, field := range map[string]**metav1.Duration{"reclaim-min-runtime": &s.ReclaimMinRuntime, "preempt-min-runtime": &s.PreemptMinRuntime} {
-			if !set(flag) {
-				continue
-			}
-			v := map[string]string{"reclaim-min-runtime": f.reclaimMin, "preempt-min-runtime": f.preemptMin}[flag]
-			d, err := time.ParseDuration(v)
-			if err != nil || d < 0 {
-				return fmt.Errorf("--%s %q is not allowed: a duration such as 10m or 1h30m (0s for none)", flag, v)
-			}
-			*field = &metav1.Duration{Duration: d}
-		}
-		if set("idle-timeout") {
-			if err := idleTimeouts(f.idleTimeout, s); err != nil {
-				return err
-			}
-		}
-		if set("idle-threshold") {
-			switch {
-			case f.idleThreshold == 0:
-				s.IdleThreshold = nil
-			case f.idleThreshold < 1 || f.idleThreshold > 100:
-				return fmt.Errorf("--idle-threshold %d is not allowed: a percentage of GPU utilisation from 1 to 100 (0 for the default, %d)", f.idleThreshold, v1alpha1.DefaultIdleThreshold)
-			default:
-				n := int32(f.idleThreshold)
-				s.IdleThreshold = &n
-			}
-		}
-		if set("class") {
-			switch f.class {
-			case "none":
-				s.Class = ""
-			case v1alpha1.ClassTrain, v1alpha1.ClassInteractive, v1alpha1.ClassInference:
-				s.Class = f.class
-			default:
-				return fmt.Errorf("--class %q is not allowed: train, interactive or inference (none on edit removes it)", f.class)
-			}
-		}
-		if set("namespaces") {
-			s.Namespaces = f.namespaces
-		}
-		if set("node-pools") {
-			s.NodePools = f.pools
-		}
-		if err := f.setPools(set, s); err != nil {
-			return err
-		}
-		if set("host-paths") {
-			switch f.hostPaths {
-			case "any":
-				s.HostPaths = nil
-			case "none":
-				s.HostPaths = &v1alpha1.HostPathPolicy{}
-			default:
-				rule := &v1alpha1.HostPathPolicy{}
-				for _, d := range strings.Split(f.hostPaths, ",") {
-					if d = strings.TrimSpace(d); !path.IsAbs(d) {
-						return fmt.Errorf("--host-paths %q is not allowed: absolute directories of the node, comma-separated (/data,/scratch); none for no path; any on edit removes the rule", f.hostPaths)
-					}
-					rule.Allowed = append(rule.Allowed, path.Clean(d))
-				}
-				s.HostPaths = rule
-			}
-		}
-		return nil
+		})
+		return out
 	}
 
 	var cc *conn
@@ -400,12 +272,8 @@ func newQueueCmd() *cobra.Command {
 			if err := cc.connect(cmd.Context()); err != nil {
 				return err
 			}
-			q := &v1alpha1.Queue{ObjectMeta: metav1.ObjectMeta{Name: args[0]}}
-			if err := spec(cmd, &cf, &q.Spec); err != nil {
+			if err := queueadmin.Create(cmd.Context(), cc.allot, args[0], flags(cmd)); err != nil {
 				return err
-			}
-			if _, err := cc.allot.AllotV1alpha1().Queues().Create(cmd.Context(), q, metav1.CreateOptions{}); err != nil {
-				return fmt.Errorf("queue %s: %w", args[0], err)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "queue %s created\n", args[0])
 			return nil
@@ -421,45 +289,8 @@ func newQueueCmd() *cobra.Command {
 			if err := ec.connect(cmd.Context()); err != nil {
 				return err
 			}
-			// The scheduler writes the queue's status all the time: read, change and write
-			// again when the write finds the object moved on.
-			err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-				queues := ec.allot.AllotV1alpha1().Queues()
-				q, err := queues.Get(cmd.Context(), args[0], metav1.GetOptions{})
-				if apierrors.IsNotFound(err) {
-					return fmt.Errorf("queue %q does not exist; queues: %s", args[0], strings.Join(inspect.QueueNames(cmd.Context(), ec.allot), ", "))
-				} else if err != nil {
-					return err
-				}
-				// Only what the flags change is sent, as a merge patch on the version read:
-				// a field this CLI does not know (a newer CRD), and the way the others are
-				// written, stay as they are.
-				before, err := json.Marshal(q.Spec)
-				if err != nil {
-					return err
-				}
-				if err := spec(cmd, &ef, &q.Spec); err != nil {
-					return err
-				}
-				after, err := json.Marshal(q.Spec)
-				if err != nil {
-					return err
-				}
-				change, err := jsonpatch.CreateMergePatch(before, after)
-				if err != nil {
-					return err
-				}
-				patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"resourceVersion": q.ResourceVersion}, "spec": json.RawMessage(change)})
-				if err != nil {
-					return err
-				}
-				_, err = queues.Patch(cmd.Context(), q.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+			if err := queueadmin.Edit(cmd.Context(), ec.allot, args[0], flags(cmd)); err != nil {
 				return err
-			})
-			if st := apierrors.APIStatus(nil); errors.As(err, &st) {
-				return fmt.Errorf("queue %s: %w", args[0], err) // the API server's refusal
-			} else if err != nil {
-				return err // ours, already saying what to do
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "queue %s updated\n", args[0])
 			return nil
@@ -494,40 +325,6 @@ func newQueueCmd() *cobra.Command {
 	dc = addConn(del)
 	q.AddCommand(create, edit, del, newQueueDescribeCmd())
 	return q
-}
-
-// idleTimeouts reads --idle-timeout interactive=2h,inference=30m into a Queue's spec;
-// CLASS=none removes that class's timeout.
-func idleTimeouts(values []string, s *v1alpha1.QueueSpec) error {
-	for _, v := range values {
-		class, d, ok := strings.Cut(v, "=")
-		var field **metav1.Duration
-		if s.IdleTimeout == nil {
-			s.IdleTimeout = &v1alpha1.IdleTimeout{}
-		}
-		switch class {
-		case v1alpha1.ClassInteractive:
-			field = &s.IdleTimeout.Interactive
-		case v1alpha1.ClassInference:
-			field = &s.IdleTimeout.Inference
-		}
-		if !ok || field == nil {
-			return fmt.Errorf("--idle-timeout %q is not allowed: CLASS=DURATION, CLASS interactive or inference, such as interactive=2h,inference=30m", v)
-		}
-		if d == "none" {
-			*field = nil
-			continue
-		}
-		dur, err := time.ParseDuration(d)
-		if err != nil || dur < time.Second {
-			return fmt.Errorf("--idle-timeout %s=%q is not allowed: a duration of at least 1s, such as 30m, 2h or 1h30m (none removes it)", class, d)
-		}
-		*field = &metav1.Duration{Duration: dur}
-	}
-	if s.IdleTimeout != nil && s.IdleTimeout.Interactive == nil && s.IdleTimeout.Inference == nil {
-		s.IdleTimeout = nil
-	}
-	return nil
 }
 
 // printQueueTop is allot top queues: each queue's GPUs and its workloads' pods.

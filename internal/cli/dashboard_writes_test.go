@@ -122,6 +122,42 @@ func TestConsoleWritesAsThePerson(t *testing.T) {
 		return err != nil, fmt.Sprint(err)
 	})
 
+	// Queues are an admin's: alice's attempt is refused by RBAC; the admin creates one and
+	// edits it, a bad value refused in allot queue's words.
+	b.Open(t, url+"#/queues/new")
+	b.WaitText(t, "form.queue-form", "the new-queue form", browsertest.Contains("--quota", "--namespaces"))
+	fill(t, b, map[string]string{"name": "queue-c", "quota": "2"})
+	click(t, b, "form.queue-form button.send")
+	b.WaitText(t, "form.queue-form .refused", "alice refused a queue", browsertest.Contains(`queues.allot.dev is forbidden: User "alice" cannot create resource "queues"`))
+
+	headers(t, b, map[string]any{"X-Auth-Request-User": "admin"})
+	b.Open(t, url+"#/queues")
+	b.WaitText(t, "main", "the admin offered a new queue", browsertest.Contains("New queue"))
+	b.Open(t, url+"#/queues/new")
+	b.WaitText(t, "form.queue-form", "the new-queue form", browsertest.Contains("--quota"))
+	fill(t, b, map[string]string{"name": "queue-c", "quota": "two", "namespaces": "team-c, team-d"})
+	click(t, b, "form.queue-form button.send")
+	b.WaitText(t, "form.queue-form .refused", "a quota not a number", browsertest.Contains(`--quota "two" is not allowed: a whole number`))
+	fill(t, b, map[string]string{"quota": "2", "limit": "3"})
+	click(t, b, "form.queue-form button.send")
+	b.WaitText(t, ".queue-page h1", "queue-c's page after creating it", browsertest.Contains("queue-c"))
+	qc, err := c.Allot.AllotV1alpha1().Queues().Get(c.Ctx, "queue-c", metav1.GetOptions{})
+	if err != nil || qc.Spec.GPU.Quota != 2 || qc.Spec.GPU.Limit == nil || *qc.Spec.GPU.Limit != 3 || strings.Join(qc.Spec.Namespaces, ",") != "team-c,team-d" {
+		t.Fatalf("queue-c as made: %v %+v", err, qc.Spec)
+	}
+	browsertest.Eval[bool](t, b, `(document.querySelector("details.edit-queue").open = true, true)`)
+	fill(t, b, map[string]string{"quota": "5"})
+	click(t, b, "form.queue-form button.send")
+	b.WaitText(t, "form.queue-form .refused", "a quota past the limit, refused by the API server", browsertest.Contains(`Queue.allot.dev "queue-c" is invalid`, "limit must be at least quota"))
+	fill(t, b, map[string]string{"quota": "3"})
+	click(t, b, "form.queue-form button.send")
+	b.WaitText(t, "form.queue-form .done", "queue-c edited", browsertest.Contains("queue queue-c updated"))
+	b.WaitText(t, ".queue-page .facts", "queue-c's new quota shown", browsertest.Contains("Quota\n3 GPUs"))
+	if qc, err := c.Allot.AllotV1alpha1().Queues().Get(c.Ctx, "queue-c", metav1.GetOptions{}); err != nil || qc.Spec.GPU.Quota != 3 || qc.Spec.GPU.Limit == nil || *qc.Spec.GPU.Limit != 3 || len(qc.Spec.Namespaces) != 2 {
+		t.Errorf("queue-c after the edit (quota 3, the limit and namespaces kept): %v %+v", err, qc.Spec)
+	}
+	b.Screenshot(t, "admin-queue-edit")
+
 	// A change the console's pages did not send (no header of theirs) is refused.
 	post := func(base, path, tok, body string, hdr bool) (int, string) {
 		req, _ := http.NewRequest("POST", base+path, strings.NewReader(body))
@@ -169,7 +205,7 @@ func TestConsoleWritesAsThePerson(t *testing.T) {
 	}
 
 	if os.Getenv("ALLOT_UPDATE_DOCS") != "" {
-		for shot, doc := range map[string]string{"alice-preview": "submit", "alice-refused": "submit-refused"} {
+		for shot, doc := range map[string]string{"alice-preview": "submit", "alice-refused": "submit-refused", "admin-queue-edit": "queue-edit"} {
 			png, err := os.ReadFile(filepath.Join(b.Artifacts, shot+".png"))
 			if err == nil {
 				err = os.WriteFile(filepath.Join("..", "..", "docs", "dashboard-"+doc+".png"), png, 0o644)

@@ -7,7 +7,6 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/kube/inspect"
 )
 
@@ -32,19 +31,5 @@ func TestIdleColumnAndDescribeLine(t *testing.T) {
 	w.Status = "Running"
 	if line := idleLine(w, now); line != "" {
 		t.Fatalf("describe of a resumed workload: %q", line)
-	}
-}
-
-// TestIdleTimeoutFlags: --idle-timeout sets and removes a class's timeout.
-func TestIdleTimeoutFlags(t *testing.T) {
-	var s v1alpha1.QueueSpec
-	if err := idleTimeouts([]string{"interactive=2h", "inference=30m"}, &s); err != nil {
-		t.Fatal(err)
-	}
-	if s.IdleTimeout.Interactive.Duration != 2*time.Hour || s.IdleTimeout.Inference.Duration != 30*time.Minute {
-		t.Fatalf("%+v", s.IdleTimeout)
-	}
-	if err := idleTimeouts([]string{"interactive=none", "inference=none"}, &s); err != nil || s.IdleTimeout != nil {
-		t.Fatalf("none left %+v, %v", s.IdleTimeout, err)
 	}
 }

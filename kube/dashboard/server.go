@@ -324,9 +324,9 @@ func (s *Server) stateFor(ctx context.Context, id *Identity, st State, all []byt
 }
 
 // ServeHTTP serves the pages, /api/state, /api/stream, /api/workloads/NS/NAME and /healthz;
-// with AuthToken also /login and /logout. Changes are POSTs to /api/submit and /api/act,
-// made as the person (writes.go) where the server takes them; every other path answers
-// GET and HEAD only. Without AuthNone every path but /healthz needs an identity.
+// with AuthToken also /login and /logout. Changes are POSTs to /api/submit, /api/act and
+// /api/queue, made as the person (writes.go) where the server takes them; every other path
+// answers GET and HEAD only. Without AuthNone every path but /healthz needs an identity.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
 	h.Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'")
@@ -339,7 +339,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// Changes are POSTs to two paths (writes.go); everything else only reads.
-	change := p == "/api/submit" || p == "/api/act"
+	change := p == "/api/submit" || p == "/api/act" || p == "/api/queue"
 	if change && r.Method != http.MethodPost {
 		w.Header().Set("Allow", "POST")
 		http.Error(w, p+" takes POST only", http.StatusMethodNotAllowed)
@@ -347,7 +347,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if !change && r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD")
-		http.Error(w, "GET and HEAD only here: changes are POSTs to /api/submit and /api/act", http.StatusMethodNotAllowed)
+		http.Error(w, "GET and HEAD only here: changes are POSTs to /api/submit, /api/act and /api/queue", http.StatusMethodNotAllowed)
 		return
 	}
 	if p == "/healthz" {
@@ -366,9 +366,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case change:
 		if s.acceptWrite(w, r) {
-			if p == "/api/submit" {
+			switch p {
+			case "/api/submit":
 				s.submit(w, r, id)
-			} else {
+			case "/api/queue":
+				s.queue(w, r, id)
+			default:
 				s.act(w, r, id)
 			}
 		}
@@ -398,7 +401,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.Set("Cache-Control", "no-store")
 		_ = json.NewEncoder(w).Encode(me)
 	case strings.HasPrefix(p, "/api/"):
-		http.Error(w, "no such API: /api/state, /api/stream, /api/me, /api/workloads/NAMESPACE/NAME, /api/queues/NAME and /api/consumption are served, and POST /api/submit and /api/act", http.StatusNotFound)
+		http.Error(w, "no such API: /api/state, /api/stream, /api/me, /api/workloads/NAMESPACE/NAME, /api/queues/NAME and /api/consumption are served, and POST /api/submit, /api/act and /api/queue", http.StatusNotFound)
 	default:
 		s.assets.ServeHTTP(w, r)
 	}

@@ -8,6 +8,7 @@ import { Queues } from "./queues";
 import { Consumption } from "./consumption";
 import { QueuePage } from "./queuepage";
 import { SubmitPage } from "./submit";
+import { QueueForm } from "./queueform";
 
 const pages = [
   { path: "", label: "Overview" },
@@ -28,7 +29,9 @@ function App() {
   else if (page === "workloads" && route.length >= 3) body = <WorkloadDetail s={s} ns={route[1]} name={route.slice(2).join("/")} writes={!!me.writes} />;
   else if (page === "submit") body = me.writes ? <SubmitPage s={s} /> : <p class="error">This console is read-only: its administrator turns changes on (allot dashboard --writes, the chart's dashboard.writes).</p>;
   else if (page === "workloads") body = <Workloads s={s} query={query} />;
-  else if (page === "queues" && route.length >= 2) body = <QueuePage s={s} name={route[1]} />;
+  else if (page === "queues" && route[1] === "new") body = me.writes ? <section><h1>New queue</h1><QueueForm /></section> : <p class="error">This console is read-only.</p>;
+  else if (page === "queues" && route.length >= 2) body = <QueuePage s={s} name={route[1]} writes={!!me.writes} />;
+  else if (page === "queues" && me.writes) body = <><Queues s={s} /><p><a class="new-queue" href="#/queues/new">New queue…</a></p></>;
   else if (page === "queues") body = <Queues s={s} />;
   else if (page === "consumption") body = <Consumption query={query} version={s.version} />;
   else body = <Overview s={s} />;

@@ -3,6 +3,7 @@ import type { Event, State } from "./api";
 import { age, fmt } from "./api";
 import { TimeChart } from "./chart";
 import { statusClass, workloadHref } from "./workloads";
+import { QueueForm } from "./queueform";
 
 // What /api/queues/NAME adds to the state: the pods stopped for the queue's jobs and its own
 // pods stopped for other queues', from the scheduler's Evicted Events, newest first.
@@ -10,7 +11,7 @@ type Reclaims = { name: string; took: Event[]; lost: Event[] };
 
 // QueuePage is one queue: its rules and where it stands, its GPUs over time, its workloads
 // and the reclaims it made and suffered. The reclaims are asked again as the state moves.
-export function QueuePage({ s, name }: { s: State; name: string }) {
+export function QueuePage({ s, name, writes }: { s: State; name: string; writes: boolean }) {
   const q = s.queues.find((x) => x.name === name);
   const [rec, setRec] = useState<Reclaims | null>(null);
   const [err, setErr] = useState("");
@@ -51,6 +52,7 @@ export function QueuePage({ s, name }: { s: State; name: string }) {
         <dt>Allocated</dt><dd class="allocated">{fmt(q.allocated)} GPUs{q.borrowed > 0 && `, ${fmt(q.borrowed)} borrowed`}</dd>
         <dt>Workloads</dt><dd>{q.running} running, {q.pending} pending</dd>
       </dl>
+      {writes && <details class="edit-queue"><summary>Edit {q.name}</summary><QueueForm key={q.name} q={q} /></details>}
       <TimeChart key={q.name} title={`${q.name}: allocated and fair share`} height={180} history={s.history} lines={[
         { label: "allocated", color: "#0072B2", fill: true, value: (p) => p.queues[q.name]?.allocated ?? null },
         { label: "fair share", color: "#D55E00", dash: true, value: (p) => p.queues[q.name]?.fairShare ?? null },

@@ -4,7 +4,7 @@ import type { State, Workload } from "./api";
 // The console's changes (kube/dashboard/writes.go): each is sent as JSON with the header
 // the server asks of its own pages, and made as the person signed in, so that a refusal is
 // the API server's, RBAC's or a webhook's, shown here word for word.
-async function change(path: string, body: unknown): Promise<{ ok: boolean; data: any }> {
+export async function change(path: string, body: unknown): Promise<{ ok: boolean; data: any }> {
   const r = await fetch(path, {
     method: "POST",
     headers: { "Content-Type": "application/json", "X-Allot-Console": "1" },
