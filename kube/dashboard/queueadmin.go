@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"time"
 
 	"k8s.io/apimachinery/pkg/util/validation"
 
@@ -25,7 +24,7 @@ type QueueForm struct {
 
 // queue serves POST /api/queue as the person: who may create or change Queues is RBAC's
 // to say (an admin's right, which researchers' roles do not hold).
-func (s *Server) queue(w http.ResponseWriter, r *http.Request, id *Identity) {
+func (s *Server) queue(ctx context.Context, w http.ResponseWriter, r *http.Request, a *actor) {
 	var f QueueForm
 	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<16)).Decode(&f); err != nil {
 		writeError(w, http.StatusBadRequest, "the request is not a JSON form: "+err.Error())
@@ -39,17 +38,15 @@ func (s *Server) queue(w http.ResponseWriter, r *http.Request, id *Identity) {
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("name %q is not allowed: %s", f.Name, errs[0]))
 		return
 	}
+	if f.Action == "edit" && len(f.Flags) == 0 {
+		writeError(w, http.StatusBadRequest, "nothing to change: fill the fields to change (the others stay as the queue has them)")
+		return
+	}
 	if _, ok := f.Flags["quota"]; f.Action == "create" && !ok {
 		writeError(w, http.StatusBadRequest, "--quota is required to create a queue: the GPUs it is guaranteed")
 		return
 	}
-	a, err := s.actorFor(r, id)
-	if err != nil {
-		writeError(w, http.StatusInternalServerError, err.Error())
-		return
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
-	defer cancel()
+	var err error
 	if f.Action == "create" {
 		err = queueadmin.Create(ctx, a.submit.Allot, f.Name, f.Flags)
 	} else {

@@ -366,14 +366,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case change:
 		if s.acceptWrite(w, r) {
-			switch p {
-			case "/api/submit":
-				s.submit(w, r, id)
-			case "/api/queue":
-				s.queue(w, r, id)
-			default:
-				s.act(w, r, id)
-			}
+			s.change(w, r, id, p)
 		}
 	case p == "/api/state":
 		st, all, _ := s.current()

@@ -129,7 +129,7 @@ func (f SubmitForm) spec() (submit.Spec, error) {
 
 // submit serves POST /api/submit: with ?preview the objects, the queue's room and the
 // checks' verdict, making nothing; without, the submission made as the person.
-func (s *Server) submit(w http.ResponseWriter, r *http.Request, id *Identity) {
+func (s *Server) submit(ctx context.Context, w http.ResponseWriter, r *http.Request, id *Identity, a *actor) {
 	var f SubmitForm
 	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20)).Decode(&f); err != nil {
 		writeError(w, http.StatusBadRequest, "the submission is not a JSON form: "+err.Error())
@@ -140,13 +140,6 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request, id *Identity) {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	a, err := s.actorFor(r, id)
-	if err != nil {
-		writeError(w, http.StatusInternalServerError, err.Error())
-		return
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
-	defer cancel()
 	gpuAPI := f.GPUAPI
 	if gpuAPI == "" {
 		gpuAPI = submission.GPUAPIAuto
@@ -276,7 +269,7 @@ type ActForm struct {
 
 // act serves POST /api/act: a workload suspended, resumed or deleted as the person, as
 // allot suspend, resume and delete do it.
-func (s *Server) act(w http.ResponseWriter, r *http.Request, id *Identity) {
+func (s *Server) act(ctx context.Context, w http.ResponseWriter, r *http.Request, a *actor) {
 	var f ActForm
 	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<16)).Decode(&f); err != nil {
 		writeError(w, http.StatusBadRequest, "the request is not a JSON form: "+err.Error())
@@ -290,13 +283,6 @@ func (s *Server) act(w http.ResponseWriter, r *http.Request, id *Identity) {
 		writeError(w, http.StatusBadRequest, "namespace and name are required")
 		return
 	}
-	a, err := s.actorFor(r, id)
-	if err != nil {
-		writeError(w, http.StatusInternalServerError, err.Error())
-		return
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
-	defer cancel()
 	wl, err := inspect.Find(ctx, a.control.Client, f.Namespace, f.Name)
 	if err != nil {
 		writeError(w, http.StatusUnprocessableEntity, err.Error())

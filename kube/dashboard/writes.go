@@ -1,10 +1,12 @@
 package dashboard
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"slices"
 	"strings"
+	"time"
 
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
@@ -140,6 +142,25 @@ func (s *Server) acceptWrite(w http.ResponseWriter, r *http.Request) bool {
 		return false
 	}
 	return true
+}
+
+// change makes one of the console's changes with the person's clients, within a deadline.
+func (s *Server) change(w http.ResponseWriter, r *http.Request, id *Identity, path string) {
+	a, err := s.actorFor(r, id)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
+	defer cancel()
+	switch path {
+	case "/api/submit":
+		s.submit(ctx, w, r, id, a)
+	case "/api/queue":
+		s.queue(ctx, w, r, a)
+	default:
+		s.act(ctx, w, r, a)
+	}
 }
 
 // writeHeader is the header the console's pages send with every change.
