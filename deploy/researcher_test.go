@@ -24,6 +24,7 @@ import (
 	"github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/deploy"
 	"github.com/allot-dev/allot/internal/cli"
+	allotclient "github.com/allot-dev/allot/kube/client"
 	"github.com/allot-dev/allot/kube/inspect"
 	"github.com/allot-dev/allot/kube/kubetest"
 	"github.com/allot-dev/allot/kube/scheduler"
@@ -145,6 +146,23 @@ func TestResearcherCLISession(t *testing.T) {
 	if out := as(alice, "queue", "describe", "team-a"); !regexp.MustCompile(`(?m)^all pools\s+4\s+-\s+\(quota\)\s+\S+\s+10\s+10\s`).MatchString(out) ||
 		!strings.Contains(out, "Namespaces:            team-a") {
 		t.Errorf("allot queue describe team-a as alice: its quota of 4, 10 allocated of 10 requested, its namespace:\n%s", out)
+	}
+	// Workspace templates: the admins' offered to every researcher (the researcher role), a
+	// team's own made by its member (edit) and read by the team (view).
+	tpl := v1alpha1.WorkspaceTemplateSpec{Environment: v1alpha1.WorkspaceEnvironment{Image: "jupyter/base", Tool: v1alpha1.ToolJupyter}}
+	admin := allotclient.NewForConfigOrDie(e.Cluster.Config).AllotV1alpha1().RESTClient()
+	if err := admin.Post().Resource("clusterworkspacetemplates").Body(&v1alpha1.ClusterWorkspaceTemplate{ObjectMeta: metav1.ObjectMeta{Name: "notebook"}, Spec: tpl}).Do(e.Ctx).Error(); err != nil {
+		t.Fatal(err)
+	}
+	tpl.Environment.Image = "team-c/notebook"
+	asAlice := allotclient.NewForConfigOrDie(clientConfig(t, alice)).AllotV1alpha1().RESTClient()
+	if err := asAlice.Post().Namespace("team-c").Resource("workspacetemplates").Body(&v1alpha1.WorkspaceTemplate{ObjectMeta: metav1.ObjectMeta{Name: "ours", Namespace: "team-c"}, Spec: tpl}).Do(e.Ctx).Error(); err != nil {
+		t.Fatalf("alice making her team's template: %v", err)
+	}
+	for name, image := range map[string]string{"notebook": "jupyter/base", "ours": "team-c/notebook"} {
+		if out := as(alice, "submit", "nb-"+name, "-p", "team-c", "--template", name, "--dry-run"); !strings.Contains(out, "image: "+image) || !strings.Contains(out, "containerPort: 8888") {
+			t.Errorf("alice's dry run from template %s:\n%s", name, out)
+		}
 	}
 	as(alice, "submit", "nb-alice", "-p", "team-c", "-i", "jupyter/base", "-g", "0.5", "--interactive")
 	as(dave, "submit", "llm-pretrain", "-p", "team-d", "-i", "pytorch/pytorch", "-g", "4", "--workers", "2", "--", "torchrun", "train.py")

@@ -13,7 +13,8 @@ var GroupVersion = schema.GroupVersion{Group: "allot.dev", Version: "v1alpha1"}
 
 // AddToScheme registers the types with a scheme.
 func AddToScheme(s *runtime.Scheme) error {
-	s.AddKnownTypes(GroupVersion, &Queue{}, &QueueList{}, &PodGroup{}, &PodGroupList{}, &Topology{}, &TopologyList{})
+	s.AddKnownTypes(GroupVersion, &Queue{}, &QueueList{}, &PodGroup{}, &PodGroupList{}, &Topology{}, &TopologyList{},
+		&WorkspaceTemplate{}, &WorkspaceTemplateList{}, &ClusterWorkspaceTemplate{}, &ClusterWorkspaceTemplateList{})
 	metav1AddToGroupVersion(s)
 	return nil
 }

@@ -12,10 +12,13 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 
 	"github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/internal/browsertest"
+	allotclient "github.com/allot-dev/allot/kube/client"
 	"github.com/allot-dev/allot/kube/dashboard"
 )
 
@@ -93,10 +96,44 @@ func TestConsoleWritesAsThePerson(t *testing.T) {
 		t.Errorf("the Job was made as %q, want alice (the person, impersonated)", by)
 	}
 
+	// From a workspace template of her team's namespace, read as her (edit, with what the
+	// chart's allot-view role aggregates into it).
+	view := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "allot-view", Labels: map[string]string{"rbac.authorization.k8s.io/aggregate-to-edit": "true"}},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{"allot.dev"}, Resources: []string{"workspacetemplates"}, Verbs: []string{"get", "list", "watch"}}}}
+	if _, err := c.Client.RbacV1().ClusterRoles().Create(c.Ctx, view, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	tpl := &v1alpha1.WorkspaceTemplate{ObjectMeta: metav1.ObjectMeta{Name: "notebook", Namespace: "team-a"}, Spec: v1alpha1.WorkspaceTemplateSpec{
+		Description: "Jupyter on half a GPU, with the team's notebooks",
+		Environment: v1alpha1.WorkspaceEnvironment{Image: "jupyter/base", Tool: v1alpha1.ToolJupyter},
+		Compute:     v1alpha1.WorkspaceCompute{GPU: "0.5"},
+		Data:        []v1alpha1.WorkspaceData{{Git: &v1alpha1.GitSource{Repository: "https://example.org/team-a/notebooks.git"}, MountPath: "/home/jovyan/work"}}}}
+	if err := c.Allot.AllotV1alpha1().RESTClient().Post().Namespace("team-a").Resource("workspacetemplates").Body(tpl).Do(c.Ctx).Error(); err != nil {
+		t.Fatal(err)
+	}
+	asAlice := rest.CopyConfig(c.Cluster.Config)
+	asAlice.Impersonate = rest.ImpersonationConfig{UserName: "alice", Groups: []string{"system:authenticated"}}
+	c.WaitFor(t, "the edit role aggregating workspace templates for alice", func() (bool, string) {
+		var l v1alpha1.WorkspaceTemplateList
+		err := allotclient.NewForConfigOrDie(asAlice).AllotV1alpha1().RESTClient().Get().Namespace("team-a").Resource("workspacetemplates").Do(c.Ctx).Into(&l)
+		return err == nil && len(l.Items) == 1, fmt.Sprint(err)
+	})
+	b.Open(t, url+"#/workloads") // the Submit page anew: it lists the templates as it opens
+	b.Open(t, url+"#/submit")
+	b.WaitText(t, ".submit select[name=template]", "team-a's template offered to alice", browsertest.Contains("notebook — Jupyter on half a GPU"))
+	fill(t, b, map[string]string{"name": "nb-tpl", "namespace": "team-a", "queue": "queue-a", "template": "notebook", "command": ""})
+	click(t, b, "button.preview")
+	b.WaitText(t, ".outcome", "the template's preview", browsertest.Contains("kind: StatefulSet", "image: jupyter/base", "containerPort: 8888", "allot.dev/template: notebook", "- https://example.org/team-a/notebooks.git"))
+	click(t, b, "button.send")
+	b.WaitText(t, ".outcome .done", "the notebook made from the template", browsertest.Contains("interactive nb-tpl submitted to queue queue-a"))
+	if st, err := c.Client.AppsV1().StatefulSets("team-a").Get(c.Ctx, "nb-tpl", metav1.GetOptions{}); err != nil || st.Labels["allot.dev/template"] != "notebook" {
+		t.Errorf("nb-tpl: %v", err)
+	}
+
 	// Into team-b, which alice may not change: the API server's words, not the console's.
 	b.Open(t, url+"#/submit")
 	b.WaitText(t, ".submit", "the Submit form again", browsertest.Contains("Submit a workload"))
-	fill(t, b, map[string]string{"name": "sneak", "namespace": "team-b", "queue": "queue-b", "image": "busybox", "gpu": "1"})
+	fill(t, b, map[string]string{"name": "sneak", "namespace": "team-b", "queue": "queue-b", "template": "", "image": "busybox", "gpu": "1"})
 	click(t, b, "button.send")
 	b.WaitText(t, ".outcome .refused", "alice refused in team-b", browsertest.Contains(`is forbidden: User "alice" cannot`, `in the namespace "team-b"`))
 	b.Screenshot(t, "alice-refused")

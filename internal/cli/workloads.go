@@ -35,6 +35,7 @@ Job of N workers with a headless Service (worker i is NAME-i.NAME) started as on
 --inference a Deployment (with a Service when --port is set).`,
 		Example: `  allot submit resnet -p team-a -i pytorch/pytorch -g 2 -- python train.py
   allot submit notebook -p team-a -i jupyter/base -g 0.5 --interactive --port 8888
+  allot submit notebook -p team-a --template jupyter
   allot submit ddp -p team-d -i pytorch/pytorch -g 4 --workers 2 -- torchrun train.py
   allot submit llm -p team-c -i vllm/vllm-openai -g 1 --inference --port 8000
   allot submit npu-train -p team-a -i ascendhub/mindspore --accelerator ascend -g 2 -- python train.py
@@ -93,7 +94,8 @@ Job of N workers with a headless Service (worker i is NAME-i.NAME) started as on
 					return err
 				}
 			}
-			if !dryRun {
+			if !dryRun || s.TemplateName != "" {
+				// A template is read from the cluster, also for a dry run.
 				if err := c.connect(cmd.Context()); err != nil {
 					return err
 				}
@@ -137,6 +139,7 @@ Job of N workers with a headless Service (worker i is NAME-i.NAME) started as on
 	f := cmd.Flags()
 	f.StringVarP(&s.Queue, "queue", "p", "", "queue (project) to submit to; default from allot config queue")
 	f.StringVarP(&s.Image, "image", "i", "", "container image")
+	f.StringVar(&s.TemplateName, "template", "", "start from a workspace template: the namespace's WorkspaceTemplate of this name, else the ClusterWorkspaceTemplate (image, tool and port, GPUs, CPU, memory, data); the other flags override it")
 	f.StringVarP(&s.GPUs, "gpu", "g", "", "GPUs: a whole number, or a fraction of one GPU such as 0.5 (with --accelerator: a whole number of its devices)")
 	f.StringVar(&accelerator, "accelerator", "", "ask -g whole devices of another vendor's kind instead of NVIDIA GPUs: amd, intel, ascend, cambricon, hygon, neuron, neuroncore, or KIND=RESOURCE for a kind defined with allot scheduler --accelerators")
 	f.StringVar(&s.GPUMemory, "gpu-memory", "", "GPU memory of one shared GPU instead of -g, such as 8Gi")

@@ -12,6 +12,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/kube/submit"
 )
 
@@ -79,6 +80,51 @@ func TestSubmitWorkspaceFlags(t *testing.T) {
 
 	if _, err := e.run(t, "bash", "nb"); err == nil || !strings.Contains(err.Error(), "a simulated node of allot up, and simulated nodes run no containers") {
 		t.Errorf("allot bash on a simulated node: %v", err)
+	}
+
+	// Workspace templates: an admin's ClusterWorkspaceTemplate offered to every namespace,
+	// and a team's WorkspaceTemplate of the same name that stands before it in its own.
+	jupyter := v1alpha1.WorkspaceTemplateSpec{Description: "a notebook on half a GPU",
+		Environment: v1alpha1.WorkspaceEnvironment{Image: "jupyter/base", Tool: v1alpha1.ToolJupyter},
+		Compute:     v1alpha1.WorkspaceCompute{GPU: "0.5", Memory: "8Gi"},
+		Data: []v1alpha1.WorkspaceData{{NFS: "nas:/datasets", MountPath: "/datasets", ReadOnly: true},
+			{Git: &v1alpha1.GitSource{Repository: "https://example.org/lab/notebooks.git"}, MountPath: "/home/jovyan/notebooks"}}}
+	rc := e.Allot.AllotV1alpha1().RESTClient()
+	if err := rc.Post().Resource("clusterworkspacetemplates").Body(&v1alpha1.ClusterWorkspaceTemplate{ObjectMeta: metav1.ObjectMeta{Name: "jupyter"}, Spec: jupyter}).Do(e.Ctx).Error(); err != nil {
+		t.Fatal(err)
+	}
+	e.must(t, "submit", "nb2", "-p", "research", "--template", "jupyter")
+	e.workload(t, "nb2", running(1))
+	pods, err = e.Client.CoreV1().Pods("default").List(e.Ctx, metav1.ListOptions{LabelSelector: submit.LabelTemplate + "=jupyter"})
+	if err != nil || len(pods.Items) != 1 {
+		t.Fatalf("nb2's pod, labelled with its template: %v %d", err, len(pods.Items))
+	}
+	p = pods.Items[0]
+	if c := p.Spec.Containers[0]; c.Image != "jupyter/base" || len(c.Ports) != 1 || c.Ports[0].ContainerPort != 8888 ||
+		p.Annotations["allot.dev/gpu-fraction"] != "0.5" || len(p.Spec.InitContainers) != 1 {
+		t.Errorf("nb2 from the template: image %s ports %v annotations %v init %d", c.Image, c.Ports, p.Annotations, len(p.Spec.InitContainers))
+	}
+	// The team's own template of the same name stands before the cluster's; a flag wins
+	// over both; a name neither has is refused naming those there are.
+	mine := jupyter
+	mine.Environment.Image = "jupyter/team"
+	if err := rc.Post().Namespace("default").Resource("workspacetemplates").Body(&v1alpha1.WorkspaceTemplate{ObjectMeta: metav1.ObjectMeta{Name: "jupyter", Namespace: "default"}, Spec: mine}).Do(e.Ctx).Error(); err != nil {
+		t.Fatal(err)
+	}
+	out, err := e.run(t, "submit", "nb3", "-p", "research", "--template", "jupyter", "-g", "1", "--dry-run")
+	if err != nil || !strings.Contains(out, "image: jupyter/team") || !strings.Contains(out, "nvidia.com/gpu: \"1\"") || !strings.Contains(out, "allot.dev/template: jupyter") {
+		t.Errorf("the team's template with -g 1: %v\n%s", err, out)
+	}
+	if _, err := e.run(t, "submit", "nb4", "-p", "research", "--template", "pytorch"); err == nil ||
+		!strings.Contains(err.Error(), `--template "pytorch": no WorkspaceTemplate of that name in namespace default, nor a ClusterWorkspaceTemplate; templates: jupyter, jupyter (cluster)`) {
+		t.Errorf("an unknown template: %v", err)
+	}
+	// A data source must be exactly one kind: the CRD refuses the rest.
+	bad := jupyter
+	bad.Data = []v1alpha1.WorkspaceData{{PVC: "a", NFS: "nas:/x", MountPath: "/x"}}
+	if err := rc.Post().Resource("clusterworkspacetemplates").Body(&v1alpha1.ClusterWorkspaceTemplate{ObjectMeta: metav1.ObjectMeta{Name: "bad"}, Spec: bad}).Do(e.Ctx).Error(); err == nil ||
+		!strings.Contains(err.Error(), "exactly one of pvc, nfs and git") {
+		t.Errorf("a data source of two kinds: %v", err)
 	}
 }
 

@@ -368,6 +368,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if s.acceptWrite(w, r) {
 			s.change(w, r, id, p)
 		}
+	case p == "/api/templates":
+		if !s.writable() {
+			writeError(w, http.StatusForbidden, "the console is read-only: it offers no Submit page")
+		} else {
+			s.templates(w, r, id)
+		}
 	case p == "/api/state":
 		st, all, _ := s.current()
 		b := s.stateFor(r.Context(), id, st, all)

@@ -44,6 +44,8 @@ type SubmitForm struct {
 	Duration string `json:"duration,omitempty"`
 	// GPUAPI is --gpu-api: auto (the default), device-plugin or dra.
 	GPUAPI string `json:"gpuApi,omitempty"`
+	// Template is --template: a workspace template the fields left empty come from.
+	Template string `json:"template,omitempty"`
 }
 
 // SubmitResult answers /api/submit: the objects (as allot submit --dry-run prints them),
@@ -86,7 +88,7 @@ func (f SubmitForm) spec() (submit.Spec, error) {
 	s := submit.Spec{Name: strings.TrimSpace(f.Name), Namespace: strings.TrimSpace(f.Namespace), Queue: strings.TrimSpace(f.Queue),
 		Image: strings.TrimSpace(f.Image), Command: f.Command, GPUs: strings.TrimSpace(f.GPU), GPUMemory: strings.TrimSpace(f.GPUMemory),
 		CPU: strings.TrimSpace(f.CPU), Memory: strings.TrimSpace(f.Memory), Env: f.Env, Port: f.Port, NodePool: strings.TrimSpace(f.NodePool),
-		Preemptible: f.Preemptible}
+		Preemptible: f.Preemptible, TemplateName: strings.TrimSpace(f.Template)}
 	if s.Namespace == "" {
 		return s, fmt.Errorf("namespace is required: the namespace the workload is made in (one you may create workloads in)")
 	}
@@ -178,6 +180,19 @@ func (s *Server) submit(ctx context.Context, w http.ResponseWriter, r *http.Requ
 		res.Message += " (" + note + ")"
 	}
 	writeJSON(w, http.StatusCreated, res)
+}
+
+// templates serves GET /api/templates?namespace=NS: the workspace templates the person
+// may use there, the namespace's first, for the Submit page to offer.
+func (s *Server) templates(w http.ResponseWriter, r *http.Request, id *Identity) {
+	a, err := s.actorFor(r, id)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
+	defer cancel()
+	writeJSON(w, http.StatusOK, submission.Templates(ctx, a.submit.Allot, r.URL.Query().Get("namespace")))
 }
 
 // room is the queue's room for spec as the person may see the queue; nil where they may

@@ -50,7 +50,8 @@ const (
 	GPUAPIDRA          = "dra"
 )
 
-// Settle fills in what s leaves to the cluster: another vendor's kind (accelerator, as
+// Settle fills in what s leaves to the cluster: its workspace template (read from the
+// cluster even offline: a dry run with --template connects), another vendor's kind (accelerator, as
 // --accelerator names it), whether whole GPUs are claimed through DRA (gpuAPI: auto, the
 // pool's nodes decide) and a fixed MIG layout's strategy. offline (a dry run that reads
 // nothing) leaves the cluster's part to the defaults. known is false for a kind only the
@@ -58,6 +59,13 @@ const (
 // for the submitter where it is not what they might assume.
 func Settle(ctx context.Context, cl Clients, s *submit.Spec, gpuAPI, accelerator string, offline bool) (note string, known bool, err error) {
 	known = true
+	// The template first: what it fills in (GPUs, a type) decides the rest.
+	if s.TemplateName != "" && s.Template == nil {
+		if s.Template, err = Template(ctx, cl.Allot, s.Namespace, s.TemplateName); err != nil {
+			return "", known, err
+		}
+	}
+	*s = s.WithTemplate()
 	if accelerator != "" {
 		k, isKnown, err := convert.SubmitKind(accelerator)
 		if err != nil {

@@ -117,6 +117,12 @@ type Spec struct {
 	// number (equal), or a range a HorizontalPodAutoscaler scales in on GPU utilisation,
 	// aiming at TargetGPUUtilization percent (autoscale.go). MaxReplicas 0: one replica.
 	MinReplicas, MaxReplicas, TargetGPUUtilization int
+	// Template is the workspace template the spec starts from (allot submit --template,
+	// read by TemplateName): what the flags leave unset comes from it (template.go).
+	Template     *v1alpha1.WorkspaceTemplateSpec
+	TemplateName string
+	// gits are the template's git repositories, cloned at start.
+	gits []v1alpha1.WorkspaceData
 }
 
 var dns1123 = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
@@ -140,6 +146,7 @@ func (s Spec) Type() string {
 // Objects validates the spec and builds its objects. Errors name the flag and the allowed
 // values.
 func (s Spec) Objects() ([]runtime.Object, error) {
+	s = s.WithTemplate()
 	if !dns1123.MatchString(s.Name) || len(s.Name) > 52 {
 		return nil, fmt.Errorf("NAME %q is not allowed: lower-case letters, digits and '-', starting and ending with a letter or digit, at most 52 characters", s.Name)
 	}
@@ -147,7 +154,7 @@ func (s Spec) Objects() ([]runtime.Object, error) {
 		return nil, fmt.Errorf("-p/--queue is required (or set a default: allot config queue NAME)")
 	}
 	if s.Image == "" {
-		return nil, fmt.Errorf("-i/--image is required")
+		return nil, fmt.Errorf("-i/--image is required (or --template, a workspace template naming one)")
 	}
 	if s.Interactive && s.Inference {
 		return nil, fmt.Errorf("--interactive and --inference are both set: choose one")
@@ -316,13 +323,20 @@ func (s Spec) claimTemplate(pod *corev1.PodSpec, shareAnn map[string]string) (*r
 }
 
 func (s Spec) meta() metav1.ObjectMeta {
-	return metav1.ObjectMeta{Name: s.Name, Namespace: s.Namespace,
+	m := metav1.ObjectMeta{Name: s.Name, Namespace: s.Namespace,
 		Labels: map[string]string{LabelWorkload: s.Name, LabelType: s.Type(), v1alpha1.LabelQueue: s.Queue}}
+	if s.TemplateName != "" {
+		m.Labels[LabelTemplate] = s.TemplateName
+	}
+	return m
 }
 
 func (s Spec) podMeta() metav1.ObjectMeta {
 	m := metav1.ObjectMeta{Labels: map[string]string{LabelWorkload: s.Name, LabelType: s.Type(), v1alpha1.LabelQueue: s.Queue},
 		Annotations: map[string]string{}}
+	if s.TemplateName != "" {
+		m.Labels[LabelTemplate] = s.TemplateName
+	}
 	switch s.Type() {
 	case TypeInteractive:
 		m.Labels[v1alpha1.LabelClass] = v1alpha1.ClassInteractive
@@ -513,6 +527,9 @@ func (s Spec) podSpec() (corev1.PodSpec, map[string]string, error) {
 		s.askSingleMIG(&spec.Containers[0], &spec)
 	}
 	if err := s.workspace(&spec, ann); err != nil {
+		return corev1.PodSpec{}, nil, err
+	}
+	if err := s.clone(&spec); err != nil {
 		return corev1.PodSpec{}, nil, err
 	}
 	return spec, ann, nil

@@ -1,4 +1,4 @@
-import { useState } from "preact/hooks";
+import { useEffect, useState } from "preact/hooks";
 import type { State, Workload } from "./api";
 
 // The console's changes (kube/dashboard/writes.go): each is sent as JSON with the header
@@ -45,8 +45,18 @@ export function SubmitPage({ s }: { s: State }) {
   const namespaces = Array.from(new Set(s.workloads.map((w) => w.namespace))).sort();
   const [f, setF] = useState({
     name: "", namespace: namespaces[0] ?? "default", queue: queues[0] ?? "", type: "train", image: "", command: "",
-    gpu: "1", gpuMemory: "", workers: "", replicas: "", cpu: "", memory: "", env: "", port: "", duration: "",
+    gpu: "", gpuMemory: "", workers: "", replicas: "", cpu: "", memory: "", env: "", port: "", duration: "", template: "",
   });
+  // The workspace templates the person may use in the namespace (its own, then the
+  // cluster's), asked again when the namespace changes.
+  const [tpls, setTpls] = useState<{ name: string; cluster?: boolean; description?: string }[]>([]);
+  useEffect(() => {
+    let stop = false;
+    fetch(`api/templates?namespace=${encodeURIComponent(f.namespace)}`)
+      .then((r) => (r.ok ? r.json() : []))
+      .then((x) => { if (!stop) setTpls(x); }, () => {});
+    return () => { stop = true; };
+  }, [f.namespace]);
   const [res, setRes] = useState<Result | null>(null);
   const [busy, setBusy] = useState(false);
   const set = (k: keyof typeof f) => (e: Event) => {
@@ -58,7 +68,7 @@ export function SubmitPage({ s }: { s: State }) {
     setBusy(true);
     const body = {
       name: f.name, namespace: f.namespace, queue: f.queue, type: f.type, image: f.image, command: words(f.command),
-      gpu: f.gpu, gpuMemory: f.gpuMemory, workers: f.workers, replicas: f.replicas, cpu: f.cpu, memory: f.memory,
+      template: f.template, gpu: f.gpu, gpuMemory: f.gpuMemory, workers: f.workers, replicas: f.replicas, cpu: f.cpu, memory: f.memory,
       env: f.env.split("\n").map((x) => x.trim()).filter((x) => x !== ""), port: f.port ? Number(f.port) : 0, duration: f.duration,
     };
     try {
@@ -93,9 +103,15 @@ export function SubmitPage({ s }: { s: State }) {
         <label class="field field-type"><span>Type</span>
           <select name="type" value={f.type} onChange={set("type")}>{types.map((t) => <option key={t.v} value={t.v}>{t.label}</option>)}</select>
         </label>
-        {field("image", "Image", "-i", "pytorch/pytorch")}
+        <label class="field field-template"><span>Template <code>--template</code></span>
+          <select name="template" value={f.template} onChange={set("template")}>
+            <option value="">none</option>
+            {tpls.map((t) => <option key={`${t.cluster}/${t.name}`} value={t.name} title={t.description}>{t.name}{t.cluster ? " (cluster)" : ""}{t.description ? ` — ${t.description}` : ""}</option>)}
+          </select>
+        </label>
+        {field("image", "Image", "-i", f.template ? "the template's" : "pytorch/pytorch")}
         {field("command", "Command", "-- COMMAND", "python train.py --epochs 10")}
-        {field("gpu", "GPUs", "-g", "1, 2 or 0.5")}
+        {field("gpu", "GPUs", "-g", f.template ? "the template's" : "1, 2 or 0.5")}
         {field("gpuMemory", "GPU memory", "--gpu-memory", "8Gi, instead of -g")}
         {f.type === "distributed" && field("workers", "Workers", "--workers", "4, or 2:8 (elastic)")}
         {f.type === "inference" && field("replicas", "Replicas", "--replicas", "2, or 1:4 (autoscaled)")}
