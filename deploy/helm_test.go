@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"sigs.k8s.io/yaml"
@@ -18,20 +19,51 @@ import (
 
 // helm is pinned and built from the Go module proxy: no other download, and the same
 // Kubernetes libraries (v0.35) as the rest of the project.
-var helmCmd = []string{"run", "helm.sh/helm/v3/cmd/helm@v3.20.2"}
+const helmModule = "helm.sh/helm/v3/cmd/helm@v3.20.2"
 
 const chart = "helm/allot"
 
+// helmBinary is helm, built once for the test binary's run (go install into a directory
+// of its own): go run would link it again for each of the package's many templates.
+var helmDir string // where helmBinary built it; TestMain removes it
+
+var helmBinary = sync.OnceValues(func() (string, error) {
+	if _, err := exec.LookPath("go"); err != nil {
+		return "", fmt.Errorf("the go command builds helm here: %w", err)
+	}
+	dir, err := os.MkdirTemp("", "allot-helm-")
+	if err != nil {
+		return "", err
+	}
+	helmDir = dir
+	cmd := exec.Command("go", "install", helmModule)
+	cmd.Env = append(os.Environ(), "GOBIN="+dir)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go install %s: %v\n%s", helmModule, err, out)
+	}
+	return filepath.Join(dir, "helm"), nil
+})
+
+// TestMain removes the helm built for the run.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if helmDir != "" {
+		os.RemoveAll(helmDir)
+	}
+	os.Exit(code)
+}
+
 func helm(t *testing.T, args ...string) (string, error) {
 	t.Helper()
-	if _, err := exec.LookPath("go"); err != nil {
-		t.Fatalf("the go command runs helm here: %v", err)
+	bin, err := helmBinary()
+	if err != nil {
+		t.Fatal(err)
 	}
-	cmd := exec.Command("go", append(slices.Clone(helmCmd), args...)...)
+	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+t.TempDir(), "HELM_CONFIG_HOME="+t.TempDir(), "HELM_DATA_HOME="+t.TempDir())
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
-	err := cmd.Run()
+	err = cmd.Run()
 	return out.String(), err
 }
 
