@@ -15,7 +15,9 @@ trap 'rm -f "$log"' EXIT
 for file in $(git ls-files '*_test.go'); do
 	dir=./$(dirname "$file")
 	for target in $(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(f \*testing.F).*/\1/p' "$file"); do
-		if [ "$which" = light ] && go list -deps -test "$dir" | grep -q '^k8s.io/kubernetes/'; then
+		# grep reads all of go list's output: with -q it would stop at the first match,
+		# go list would die of SIGPIPE, and pipefail would make the test false.
+		if [ "$which" = light ] && go list -deps -test "$dir" | grep '^k8s.io/kubernetes/' >/dev/null; then
 			echo "fuzz $dir $target: skipped here (make fuzz runs it)"
 			continue
 		fi
