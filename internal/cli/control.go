@@ -217,37 +217,27 @@ func newSuspendCmd(resume bool) *cobra.Command {
 // newQueueCmd: allot queue create|edit|delete, for admins.
 func newQueueCmd() *cobra.Command {
 	q := &cobra.Command{Use: "queue", GroupID: "admin", Short: "Create, edit, describe and delete queues"}
-	type queueFlags struct {
-		quota, weight, priority          int
-		limit, parent, timeLimit         string
-		reclaimMin, preemptMin           string
-		namespaces, pools                []string
-		idleTimeout                      []string
-		idleThreshold                    int
-		class, hostPaths                 string
-		poolQuota, poolLimit, poolWeight []string
-		classPools                       []string
-	}
-	bind := func(cmd *cobra.Command, f *queueFlags) {
+	// The flags' values are read by name (flags, below), as queueadmin takes them.
+	bind := func(cmd *cobra.Command) {
 		fl := cmd.Flags()
-		fl.IntVar(&f.quota, "quota", 0, "GPUs guaranteed")
-		fl.StringVar(&f.limit, "limit", "", "most GPUs the queue may hold (leave it out for no cap; on edit, none removes the cap)")
-		fl.IntVar(&f.weight, "weight", -1, "over-quota weight (-1: the quota)")
-		fl.IntVar(&f.priority, "priority", 0, "queues of higher priority get idle GPUs first")
-		fl.StringVar(&f.parent, "parent", "", "the department this queue belongs to")
-		fl.StringVar(&f.timeLimit, "interactive-time-limit", "", "stop interactive workloads after this long, such as 4h")
-		fl.StringVar(&f.reclaimMin, "reclaim-min-runtime", "", "a job of the queue is not reclaimed before it has run this long, such as 10m (default: the parent's)")
-		fl.StringVar(&f.preemptMin, "preempt-min-runtime", "", "a job of the queue is not preempted by a higher priority one of the queue before it has run this long (default: the parent's)")
-		fl.StringSliceVar(&f.idleTimeout, "idle-timeout", nil, "stop workloads whose GPUs stay idle this long, per class: interactive=2h,inference=30m (interactive ones suspended, inference ones scaled to zero; CLASS=none removes one)")
-		fl.IntVar(&f.idleThreshold, "idle-threshold", 0, "GPU utilisation in percent, 1 to 100, under which a GPU counts as idle for --idle-timeout (default 5; 0 on edit goes back to it)")
-		fl.StringVar(&f.class, "class", "", "the class of every workload of the queue: train, interactive or inference (pods naming another are refused; none on edit lets each workload name its own)")
-		fl.StringSliceVar(&f.namespaces, "namespaces", nil, "namespaces that may use the queue (default: any that no queue claims)")
-		fl.StringSliceVar(&f.pools, "node-pools", nil, "node pools the queue may use, in the order its workloads that name none try them (default: any, and such workloads run in the default pool)")
-		fl.StringSliceVar(&f.poolQuota, "pool-quota", nil, "GPUs guaranteed in node pools divided apart, POOL=N: h100=4,a100=8 (POOL=none on edit takes the pool's quota away)")
-		fl.StringSliceVar(&f.poolLimit, "pool-limit", nil, "most GPUs of a pool the queue may hold, POOL=N (POOL=none removes the cap)")
-		fl.StringSliceVar(&f.poolWeight, "pool-weight", nil, "over-quota weight in a pool, POOL=N (POOL=none: the pool's quota)")
-		fl.StringArrayVar(&f.classPools, "class-node-pools", nil, "pools a class of work tries in order, CLASS=POOL,POOL: interactive=a100,h100 (repeat per class; CLASS=none removes it)")
-		fl.StringVar(&f.hostPaths, "host-paths", "", "directories of the node under which the queue's pods may mount paths (allot submit -v), comma-separated: /data,/scratch; none for no path of the node; any on edit removes the rule (the cluster's PodSecurity decides)")
+		fl.Int("quota", 0, "GPUs guaranteed")
+		fl.String("limit", "", "most GPUs the queue may hold (leave it out for no cap; on edit, none removes the cap)")
+		fl.Int("weight", -1, "over-quota weight (-1: the quota)")
+		fl.Int("priority", 0, "queues of higher priority get idle GPUs first")
+		fl.String("parent", "", "the department this queue belongs to")
+		fl.String("interactive-time-limit", "", "stop interactive workloads after this long, such as 4h")
+		fl.String("reclaim-min-runtime", "", "a job of the queue is not reclaimed before it has run this long, such as 10m (default: the parent's)")
+		fl.String("preempt-min-runtime", "", "a job of the queue is not preempted by a higher priority one of the queue before it has run this long (default: the parent's)")
+		fl.StringSlice("idle-timeout", nil, "stop workloads whose GPUs stay idle this long, per class: interactive=2h,inference=30m (interactive ones suspended, inference ones scaled to zero; CLASS=none removes one)")
+		fl.Int("idle-threshold", 0, "GPU utilisation in percent, 1 to 100, under which a GPU counts as idle for --idle-timeout (default 5; 0 on edit goes back to it)")
+		fl.String("class", "", "the class of every workload of the queue: train, interactive or inference (pods naming another are refused; none on edit lets each workload name its own)")
+		fl.StringSlice("namespaces", nil, "namespaces that may use the queue (default: any that no queue claims)")
+		fl.StringSlice("node-pools", nil, "node pools the queue may use, in the order its workloads that name none try them (default: any, and such workloads run in the default pool)")
+		fl.StringSlice("pool-quota", nil, "GPUs guaranteed in node pools divided apart, POOL=N: h100=4,a100=8 (POOL=none on edit takes the pool's quota away)")
+		fl.StringSlice("pool-limit", nil, "most GPUs of a pool the queue may hold, POOL=N (POOL=none removes the cap)")
+		fl.StringSlice("pool-weight", nil, "over-quota weight in a pool, POOL=N (POOL=none: the pool's quota)")
+		fl.StringArray("class-node-pools", nil, "pools a class of work tries in order, CLASS=POOL,POOL: interactive=a100,h100 (repeat per class; CLASS=none removes it)")
+		fl.String("host-paths", "", "directories of the node under which the queue's pods may mount paths (allot submit -v), comma-separated: /data,/scratch; none for no path of the node; any on edit removes the rule (the cluster's PodSecurity decides)")
 	}
 	// flags are the ones the user set, by name, with their values.
 	flags := func(cmd *cobra.Command) queueadmin.Flags {
@@ -266,7 +256,6 @@ func newQueueCmd() *cobra.Command {
 	}
 
 	var cc *conn
-	var cf queueFlags
 	create := &cobra.Command{Use: "create NAME --quota N [flags]", Short: "Create a queue", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := cc.connect(cmd.Context()); err != nil {
@@ -278,12 +267,11 @@ func newQueueCmd() *cobra.Command {
 			fmt.Fprintf(cmd.OutOrStdout(), "queue %s created\n", args[0])
 			return nil
 		}}
-	bind(create, &cf)
+	bind(create)
 	_ = create.MarkFlagRequired("quota")
 	cc = addConn(create)
 
 	var ec *conn
-	var ef queueFlags
 	edit := &cobra.Command{Use: "edit NAME [flags]", Short: "Change a queue's quota, limit, weight, …", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := ec.connect(cmd.Context()); err != nil {
@@ -295,7 +283,7 @@ func newQueueCmd() *cobra.Command {
 			fmt.Fprintf(cmd.OutOrStdout(), "queue %s updated\n", args[0])
 			return nil
 		}}
-	bind(edit, &ef)
+	bind(edit)
 	ec = addConn(edit)
 
 	var dc *conn
