@@ -413,6 +413,12 @@ func (h *scenarioHarness) timed(rep *scenarioReport, role string, origin time.Ti
 // victims (pods of role) gone since origin.
 func evictions(rep *scenarioReport, h *scenarioHarness, victims string, origin time.Time) {
 	rep.EvictionsIssued = rep.Sched.Requests["create pods/eviction"]
+	// A victim's devices are free once its containers stop, a moment before the API server
+	// removes it, so the last rebind can come before the last removal: wait (a minute at
+	// most) until every victim evicted is gone, so that "done" counts what the evictions
+	// did, not how far the removals had got at the last rebind (CI once read 12 of 16). The
+	// times are the pods' own, whenever read.
+	_ = h.waitPods(victims, podGone, rep.EvictionsIssued, "victims removed", time.Minute)
 	first, last, n := h.pods.span(victims, podTerminating)
 	if n > 0 {
 		rep.FirstEviction, rep.LastEviction = first.Sub(origin), last.Sub(origin)
