@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"sigs.k8s.io/yaml"
 
 	"github.com/allot-dev/allot/kube/convert"
 	"github.com/allot-dev/allot/kube/inspect"
@@ -114,17 +113,12 @@ Job of N workers with a headless Service (worker i is NAME-i.NAME) started as on
 			}
 			out := cmd.OutOrStdout()
 			if dryRun {
-				for i, o := range objs {
-					b, err := yaml.Marshal(o)
-					if err != nil {
-						return err
-					}
-					if i > 0 {
-						fmt.Fprintln(out, "---")
-					}
-					out.Write(b)
+				y, err := submission.YAML(objs)
+				if err != nil {
+					return err
 				}
-				return nil
+				_, err = io.WriteString(out, y)
+				return err
 			}
 			if err := submission.Submit(cmd.Context(), cl, s, objs, knownKind); err != nil {
 				return err

@@ -8,9 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"k8s.io/apimachinery/pkg/runtime"
-	"sigs.k8s.io/yaml"
-
 	"github.com/allot-dev/allot/kube/submission"
 	"github.com/allot-dev/allot/kube/submit"
 )
@@ -156,7 +153,7 @@ func (s *Server) submit(ctx context.Context, w http.ResponseWriter, r *http.Requ
 		return
 	}
 	res := SubmitResult{}
-	if res.Objects, err = asYAML(objs); err != nil {
+	if res.Objects, err = submission.YAML(objs); err != nil {
 		writeError(w, http.StatusInternalServerError, err.Error())
 		return
 	}
@@ -254,20 +251,4 @@ func asking(spec submit.Spec) float64 {
 
 func num(v float64) string {
 	return strings.TrimSuffix(strings.TrimRight(fmt.Sprintf("%.2f", v), "0"), ".")
-}
-
-// asYAML writes objects as allot submit --dry-run does.
-func asYAML(objs []runtime.Object) (string, error) {
-	var b strings.Builder
-	for i, o := range objs {
-		y, err := yaml.Marshal(o)
-		if err != nil {
-			return "", err
-		}
-		if i > 0 {
-			b.WriteString("---\n")
-		}
-		b.Write(y)
-	}
-	return b.String(), nil
 }

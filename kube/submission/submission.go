@@ -12,6 +12,8 @@ import (
 	"fmt"
 	"strings"
 
+	"sigs.k8s.io/yaml"
+
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 
@@ -122,4 +124,21 @@ func Submit(ctx context.Context, cl Clients, s submit.Spec, objs []runtime.Objec
 		}
 	}
 	return nil
+}
+
+// YAML is a submission's objects as allot submit --dry-run prints them and the console's
+// preview shows them: YAML documents separated by ---.
+func YAML(objs []runtime.Object) (string, error) {
+	var b strings.Builder
+	for i, o := range objs {
+		y, err := yaml.Marshal(o)
+		if err != nil {
+			return "", err
+		}
+		if i > 0 {
+			b.WriteString("---\n")
+		}
+		b.Write(y)
+	}
+	return b.String(), nil
 }
