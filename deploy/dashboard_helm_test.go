@@ -110,6 +110,36 @@ func TestHelmDashboardAuth(t *testing.T) {
 		t.Errorf("writes=yes: %v\n%s", err, out)
 	}
 
+	// The connect address: its flags, container port and Service port where a URL is
+	// given, nothing of it otherwise; fenced to the ingress controller where the
+	// dashboard is fenced; refused where the person opening a tool is nobody.
+	if args := dashboardArgs(t, render(t, "--set", "dashboard.auth.mode=token")); slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--connect") }) {
+		t.Errorf("no connect.url: args %v", args)
+	}
+	objs = render(t, "--set", "dashboard.auth.mode=proxy", "--set", "dashboard.auth.proxy.from[0].podSelector.matchLabels.app=oauth2-proxy",
+		"--set", "dashboard.connect.url=https://*.apps.example.com", "--set", "dashboard.connect.from[0].podSelector.matchLabels.app=ingress-nginx")
+	if args := dashboardArgs(t, objs); !slices.Contains(args, "--connect-address=:8091") || !slices.Contains(args, "--connect-url=https://*.apps.example.com") {
+		t.Errorf("connect.url: args %v", args)
+	}
+	if ports := fmt.Sprint(objs["Service/allot-dashboard"]["spec"].(map[string]any)["ports"]); !strings.Contains(ports, "name:connect port:8091 targetPort:connect") {
+		t.Errorf("connect.url: Service ports %s", ports)
+	}
+	if spec := fmt.Sprint(objs["NetworkPolicy/allot-dashboard"]["spec"]); !strings.Contains(spec, "app:ingress-nginx]]]] ports:[map[port:connect") || !strings.Contains(spec, "app:oauth2-proxy]]]] ports:[map[port:http") {
+		t.Errorf("connect.from: NetworkPolicy %s, want the proxy to http and the ingress controller to connect", spec)
+	}
+	for _, set := range [][]string{{"dashboard.auth.mode=none"}, {"dashboard.auth.mode=token", "dashboard.writes=off"}} {
+		args := []string{"template", "allot", chart, "--set", "dashboard.connect.url=https://*.apps.example.com"}
+		for _, v := range set {
+			args = append(args, "--set", v)
+		}
+		if out, err := helm(t, args...); err == nil || !strings.Contains(out, "dashboard.connect.url opens workloads' tools as the person signed in") {
+			t.Errorf("connect.url with %v: %v\n%s", set, err, out)
+		}
+	}
+	if out, err := helm(t, "template", "allot", chart, "--set", "dashboard.auth.mode=token", "--set", "dashboard.connect.url=https://apps.example.com"); err == nil || !strings.Contains(out, "/dashboard/connect/url") {
+		t.Errorf("connect.url without *.: %v\n%s", err, out)
+	}
+
 	out, err = helm(t, "template", "allot", chart, "--set", "dashboard.auth.mode=oidc")
 	if err == nil || !strings.Contains(out, "mode") || !strings.Contains(out, "'none', 'token', 'proxy'") {
 		t.Errorf("mode oidc: %v\n%s", err, out)

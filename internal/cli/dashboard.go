@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -16,6 +17,7 @@ import (
 
 func newDashboardCmd() *cobra.Command {
 	var address, mode, secretFile, writes string
+	var connect connectFlags
 	var auth dashboard.Auth
 	cmd := &cobra.Command{
 		Use:     "dashboard",
@@ -40,8 +42,13 @@ as whom: auto (the default) as the person signed in, with their own token (token
 impersonating them (proxy: the dashboard's identity needs the right to impersonate), and
 read-only with --auth none; on also with --auth none, as your own identity; off never.
 The API server, RBAC and Allot's webhooks judge each change, and the console shows their
-refusal word for word.`,
-		Example: "  allot dashboard\n  allot dashboard --kubeconfig /tmp/allot-up/kubeconfig --address 127.0.0.1:8090\n" +
+refusal word for word.
+
+--connect-address serves workloads' tools (Jupyter, code-server, TensorBoard) opened from
+the console: each on a host name of its own under --connect-url (http://*.localhost:PORT by
+default on loopback; a wildcard DNS name and certificate in front of it elsewhere), forwarded
+to the pod's port through the API server's port-forward as the person who opened it.`,
+		Example: "  allot dashboard\n  allot dashboard --kubeconfig /tmp/allot-up/kubeconfig --address 127.0.0.1:8090 --writes on --connect-address 127.0.0.1:8091\n" +
 			"  allot dashboard --auth=proxy --address :8090 --proxy-user-header X-Auth-Request-User --proxy-groups-header X-Auth-Request-Groups",
 		Args: cobra.NoArgs,
 	}
@@ -71,7 +78,7 @@ refusal word for word.`,
 		if err := c.connect(cmd.Context()); err != nil {
 			return err
 		}
-		return serveDashboardWith(cmd.Context(), cmd.OutOrStdout(), c.rc, "--address", address, true, dashboard.Options{Auth: auth, Writes: wr})
+		return serveDashboardWith(cmd.Context(), cmd.OutOrStdout(), c.rc, "--address", address, true, dashboard.Options{Auth: auth, Writes: wr}, connect)
 	}
 	f := cmd.Flags()
 	f.StringVar(&address, "address", "127.0.0.1:8090", "host:port to serve on (keep it on loopback unless something in front checks who asks, or --auth is token or proxy)")
@@ -81,6 +88,8 @@ refusal word for word.`,
 	f.StringVar(&auth.GroupsHeader, "proxy-groups-header", "X-Forwarded-Groups", "with --auth=proxy: the header naming the user's groups, comma-separated")
 	f.StringVar(&secretFile, "proxy-secret-file", "", "with --auth=proxy: a file holding a secret the proxy sends on every request; requests without it are refused")
 	f.StringVar(&auth.SecretHeader, "proxy-secret-header", "X-Allot-Proxy-Secret", "with --proxy-secret-file: the header that carries the secret")
+	f.StringVar(&connect.address, "connect-address", "", "host:port to serve workloads' tools on, opened from the console (empty: none)")
+	f.StringVar(&connect.url, "connect-url", "", "the URL the browser reaches --connect-address by, with * for each workload's host name: https://*.apps.example.com (default on loopback: http://*.localhost:PORT)")
 	return cmd
 }
 
@@ -88,23 +97,87 @@ refusal word for word.`,
 // listens, leaving it to run in the background. It serves everything rc reads (--auth=none)
 // and its console submits and changes workloads as rc: allot up's, on one's own machine.
 func serveDashboard(ctx context.Context, out io.Writer, rc *rest.Config, flag, address string, wait bool) error {
-	return serveDashboardWith(ctx, out, rc, flag, address, wait, dashboard.Options{Writes: dashboard.WritesOn})
+	return serveDashboardWith(ctx, out, rc, flag, address, wait, dashboard.Options{Writes: dashboard.WritesOn}, connectFlags{address: beside(address)})
+}
+
+// connectFlags are where the connect address listens, and the URL the browser reaches it by.
+type connectFlags struct{ address, url string }
+
+// beside is the connect address allot up serves next to its dashboard's: the same host and
+// the next port (any free one where the dashboard's is).
+func beside(address string) string {
+	host, port, err := net.SplitHostPort(address)
+	if err != nil {
+		return ""
+	}
+	n, err := strconv.Atoi(port)
+	if err != nil {
+		return ""
+	}
+	if n > 0 {
+		n++
+	}
+	return net.JoinHostPort(host, strconv.Itoa(n))
+}
+
+// listen listens on the connect address, and returns the URL pattern the browser
+// reaches it by: as given, or http://*.localhost:PORT on a loopback address (browsers and
+// curl take every name under localhost to be the loopback address).
+func (f connectFlags) listen() (net.Listener, string, error) {
+	ln, err := net.Listen("tcp", f.address)
+	if err != nil {
+		return nil, "", fmt.Errorf("--connect-address %s: %w (pick another host:port)", f.address, err)
+	}
+	if f.url != "" {
+		return ln, f.url, nil
+	}
+	a := ln.Addr().(*net.TCPAddr)
+	host, _, _ := net.SplitHostPort(f.address)
+	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		ln.Close()
+		return nil, "", fmt.Errorf("--connect-url is needed with --connect-address %s: the URL browsers reach it by, with * for each workload's host name (https://*.apps.example.com, a wildcard DNS name and certificate)", f.address)
+	}
+	return ln, fmt.Sprintf("http://*.localhost:%d", a.Port), nil
 }
 
 // serveDashboardWith is serveDashboard with the server's options (its --auth).
-func serveDashboardWith(ctx context.Context, out io.Writer, rc *rest.Config, flag, address string, wait bool, opts dashboard.Options) error {
+func serveDashboardWith(ctx context.Context, out io.Writer, rc *rest.Config, flag, address string, wait bool, opts dashboard.Options, connect connectFlags) error {
+	if connect.url != "" && connect.address == "" {
+		return fmt.Errorf("--connect-url is for --connect-address: set where it listens too")
+	}
+	var cl net.Listener
+	if connect.address != "" {
+		var err error
+		if cl, opts.ConnectURL, err = connect.listen(); err != nil {
+			return err
+		}
+	}
 	srv, err := dashboard.New(rc, opts)
 	if err != nil {
+		if cl != nil {
+			cl.Close()
+		}
 		return err
 	}
 	ln, err := net.Listen("tcp", address)
 	if err != nil {
+		if cl != nil {
+			cl.Close()
+		}
 		return fmt.Errorf("%s %s: %w (pick another host:port)", flag, address, err)
 	}
 	if m := opts.Auth.Mode; m != "" && m != dashboard.AuthNone {
 		fmt.Fprintf(out, "dashboard: http://%s/ (auth: %s)\n", ln.Addr(), m)
 	} else {
 		fmt.Fprintf(out, "dashboard: http://%s/\n", ln.Addr())
+	}
+	if cl != nil {
+		fmt.Fprintf(out, "connect: %s (workloads' tools, opened from the dashboard; listening on %s)\n", opts.ConnectURL, cl.Addr())
+		go func() {
+			if err := srv.ServeConnect(ctx, cl); err != nil {
+				fmt.Fprintf(out, "connect stopped: %v\n", err)
+			}
+		}()
 	}
 	if !wait {
 		go func() {

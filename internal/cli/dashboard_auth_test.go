@@ -37,6 +37,8 @@ import (
 type authCluster struct {
 	*kubetest.Env
 	kubeconfig string
+	// out is what the last allot dashboard printed.
+	out *syncBuffer
 }
 
 var tenants = map[string]string{"alice": "team-a", "bob": "team-b"}
@@ -95,6 +97,7 @@ func (c *authCluster) dashboard(t *testing.T, args ...string) string {
 	t.Helper()
 	ctx, cancel := context.WithCancel(c.Ctx)
 	out := &syncBuffer{}
+	c.out = out
 	cmd := NewRoot()
 	cmd.SetOut(out)
 	cmd.SetErr(out)

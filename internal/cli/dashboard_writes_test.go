@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -47,12 +48,17 @@ func click(t *testing.T, b *browsertest.Browser, sel string) {
 // by impersonation) and, in Chromium as alice of team-a: previews a submission (its Job,
 // queue-a's room), submits it, sees it made as her (the webhook's created-by is alice),
 // is refused submitting into team-b in the API server's words, suspends, resumes and
-// deletes her workload on its page. Then `--auth=token`: bob's own token submits into his
+// deletes her workload on its page, and opens a notebook made from a workspace template
+// through the console's connect address (openWorkspace). Then `--auth=token`: bob's own token submits into his
 // namespace and is refused in alice's; and `--auth=none` stays read-only.
 func TestConsoleWritesAsThePerson(t *testing.T) {
 	b := browsertest.Start(t, 1280, 1000)
 	c := startAuthCluster(t)
-	url := c.dashboard(t, "--auth=proxy", "--proxy-user-header=X-Auth-Request-User")
+	url := c.dashboard(t, "--auth=proxy", "--proxy-user-header=X-Auth-Request-User", "--connect-address=127.0.0.1:0")
+	connectURL := regexp.MustCompile(`connect: (http://\*\.localhost:\d+) `).FindStringSubmatch(c.out.String())
+	if connectURL == nil {
+		t.Fatalf("allot dashboard printed no connect address:\n%s", c.out.String())
+	}
 	// The preview's room reads the queue's status, which the scheduler writes at most
 	// once a second: wait until the dashboard has queue-a's 3 GPUs.
 	c.WaitFor(t, "queue-a's 3 GPUs in the dashboard's state", func() (bool, string) {
@@ -129,6 +135,7 @@ func TestConsoleWritesAsThePerson(t *testing.T) {
 	if st, err := c.Client.AppsV1().StatefulSets("team-a").Get(c.Ctx, "nb-tpl", metav1.GetOptions{}); err != nil || st.Labels["allot.dev/template"] != "notebook" {
 		t.Errorf("nb-tpl: %v", err)
 	}
+	openWorkspace(t, b, c, url, connectURL[1])
 
 	// Into team-b, which alice may not change: the API server's words, not the console's.
 	b.Open(t, url+"#/submit")
@@ -242,7 +249,7 @@ func TestConsoleWritesAsThePerson(t *testing.T) {
 	}
 
 	if os.Getenv("ALLOT_UPDATE_DOCS") != "" {
-		for shot, doc := range map[string]string{"alice-preview": "submit", "alice-refused": "submit-refused", "admin-queue-edit": "queue-edit"} {
+		for shot, doc := range map[string]string{"alice-open": "open", "alice-preview": "submit", "alice-refused": "submit-refused", "admin-queue-edit": "queue-edit"} {
 			png, err := os.ReadFile(filepath.Join(b.Artifacts, shot+".png"))
 			if err == nil {
 				err = os.WriteFile(filepath.Join("..", "..", "docs", "dashboard-"+doc+".png"), png, 0o644)

@@ -1,16 +1,13 @@
 package cli
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
-	"regexp"
 	"runtime"
 	"strconv"
 	"strings"
@@ -20,10 +17,9 @@ import (
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/httpstream"
 	"k8s.io/client-go/tools/portforward"
-	"k8s.io/client-go/transport/spdy"
 
+	"github.com/allot-dev/allot/kube/connect"
 	"github.com/allot-dev/allot/kube/inspect"
 	"github.com/allot-dev/allot/kube/submit"
 )
@@ -94,11 +90,11 @@ workload keeps running.`,
 			if err != nil {
 				return err
 			}
-			remote, err := workspacePort(args[0], p)
+			remote, err := connect.Port(args[0], p)
 			if err != nil {
 				return err
 			}
-			path, token := c.notebookToken(ctx, p)
+			path, token := connect.NotebookToken(ctx, c.client, p)
 			return c.forward(ctx, cmd, p, local, remote, f.address, func(addr string) {
 				url := "http://" + addr + path
 				if token != "" {
@@ -190,13 +186,13 @@ func (c *conn) runningPod(ctx context.Context, w io.Writer, name string, f forwa
 	deadline := time.Now().Add(f.wait)
 	said := ""
 	for {
-		if p := pickRunning(wl, f.pod); p != "" {
+		if p := connect.PickRunning(wl, f.pod); p != "" {
 			pod, err := c.client.CoreV1().Pods(wl.Namespace).Get(ctx, p, metav1.GetOptions{})
 			if err == nil && pod.Status.Phase == corev1.PodRunning && pod.DeletionTimestamp == nil {
 				return pod, nil
 			}
 		}
-		state := podStates(wl)
+		state := connect.PodStates(wl)
 		if f.wait == 0 || !time.Now().Before(deadline) {
 			return nil, fmt.Errorf("%s is not running: %s (allot describe %s says why)", name, state, name)
 		}
@@ -241,79 +237,6 @@ func (c *conn) wake(ctx context.Context, wl *inspect.Workload) (bool, error) {
 	return true, nil
 }
 
-// pickRunning is the running pod --pod names (a name or an index), or the first running.
-func pickRunning(w *inspect.Workload, which string) string {
-	for i, p := range w.Pods {
-		if p.Phase == string(corev1.PodRunning) && (which == "" || which == p.Name || which == strconv.Itoa(i)) {
-			return p.Name
-		}
-	}
-	return ""
-}
-
-// podStates says where a workload's pods are: "pod nb-0 Pending (reason)", or that it has
-// none.
-func podStates(w *inspect.Workload) string {
-	if len(w.Pods) == 0 {
-		if w.Reason != "" {
-			return "no pod yet (" + w.Reason + ")"
-		}
-		return "no pod yet"
-	}
-	var s []string
-	for _, p := range w.Pods {
-		one := "pod " + p.Name + " " + p.Phase
-		if p.Reason != "" {
-			one += " (" + p.Reason + ")"
-		}
-		s = append(s, one)
-	}
-	return strings.Join(s, ", ")
-}
-
-// workspacePort is the port a workspace serves on: the port submitted with --port, which
-// allot submit writes as its container's port, else the first port any container declares.
-func workspacePort(name string, p *corev1.Pod) (int, error) {
-	for _, c := range p.Spec.Containers {
-		for _, port := range c.Ports {
-			if port.Protocol == "" || port.Protocol == corev1.ProtocolTCP {
-				return int(port.ContainerPort), nil
-			}
-		}
-	}
-	return 0, fmt.Errorf("%s declares no port to open (pod %s's containers list none): submit it with --port PORT, or forward one yourself: allot port-forward %s [LOCAL:]REMOTE", name, p.Name, name)
-}
-
-// notebookURL finds the URL a notebook server prints with its token (Jupyter's
-// "http://host:8888/lab?token=…"), the last one of the log.
-var notebookURL = regexp.MustCompile(`https?://[^\s/]+(/[^\s?]*)?\?token=([0-9A-Za-z_-]+)`)
-
-// notebookToken reads the path and token of the notebook server's URL from the pod's log,
-// when the log has one (empty strings otherwise: not every workspace is Jupyter, and not
-// every node serves logs).
-func (c *conn) notebookToken(ctx context.Context, p *corev1.Pod) (path, token string) {
-	container := ""
-	if len(p.Spec.Containers) > 0 {
-		container = p.Spec.Containers[0].Name
-	}
-	limit := int64(1 << 20)
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	stream, err := c.client.CoreV1().Pods(p.Namespace).GetLogs(p.Name, &corev1.PodLogOptions{Container: container, LimitBytes: &limit}).Stream(ctx)
-	if err != nil {
-		return "", ""
-	}
-	defer stream.Close()
-	s := bufio.NewScanner(stream)
-	s.Buffer(make([]byte, 64<<10), 1<<20)
-	for s.Scan() {
-		if m := notebookURL.FindStringSubmatch(s.Text()); m != nil {
-			path, token = m[1], m[2]
-		}
-	}
-	return path, token
-}
-
 // forward port-forwards local to remote of pod p through the API server, with client-go's
 // port-forward client (websocket, falling back to SPDY, as kubectl does), calls ready with
 // the local address once it listens, and returns when ctx ends or the connection is lost.
@@ -325,19 +248,10 @@ func (c *conn) forward(ctx context.Context, cmd *cobra.Command, p *corev1.Pod, l
 	if local == 0 && free(address, remote) {
 		local = remote
 	}
-	url := c.client.CoreV1().RESTClient().Post().Resource("pods").Namespace(p.Namespace).Name(p.Name).SubResource("portforward").URL()
-	transport, upgrader, err := spdy.RoundTripperFor(rc)
+	fallback, err := connect.Dialer(rc, c.client, p.Namespace, p.Name)
 	if err != nil {
 		return err
 	}
-	dialer := spdy.NewDialer(upgrader, &http.Client{Transport: transport}, http.MethodPost, url)
-	tunneling, err := portforward.NewSPDYOverWebsocketDialer(url, rc)
-	if err != nil {
-		return err
-	}
-	fallback := portforward.NewFallbackDialer(tunneling, dialer, func(err error) bool {
-		return httpstream.IsUpgradeFailure(err) || httpstream.IsHTTPSProxyError(err)
-	})
 	stop, readyCh := make(chan struct{}), make(chan struct{})
 	fw, err := portforward.NewOnAddresses(fallback, []string{address}, []string{fmt.Sprintf("%d:%d", local, remote)}, stop, readyCh, io.Discard, cmd.ErrOrStderr())
 	if err != nil {

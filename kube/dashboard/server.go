@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -58,6 +59,10 @@ type Options struct {
 	// Writes is whether the console changes the cluster, as whom (writes.go); the zero
 	// value is WritesAuto.
 	Writes Writes
+	// ConnectURL, when set, is where workloads' tools are served (connect.go): a URL
+	// pattern with "*" for each workload's host label, http://*.localhost:8081. The caller
+	// serves ServeConnect on a listener that address reaches.
+	ConnectURL string
 }
 
 func (o *Options) defaults() {
@@ -113,6 +118,8 @@ type Server struct {
 	// auth finds who asks, access what they may see; access is nil with AuthNone.
 	auth   *authenticator
 	access *access
+	// connect serves workloads' tools; nil without Options.ConnectURL.
+	connect *connector
 
 	mu      sync.Mutex
 	st      State  // the latest State, shared: filtered per person on the way out
@@ -133,6 +140,13 @@ func New(rc *rest.Config, opts Options) (*Server, error) {
 	if _, err := ParseWrites(string(opts.Writes)); err != nil {
 		return nil, err
 	}
+	var base *url.URL
+	if opts.ConnectURL != "" {
+		var err error
+		if base, err = ParseConnectURL(opts.ConnectURL); err != nil {
+			return nil, err
+		}
+	}
 	client, err := kubernetes.NewForConfig(rc)
 	if err != nil {
 		return nil, err
@@ -151,6 +165,9 @@ func New(rc *rest.Config, opts Options) (*Server, error) {
 		allotF:  allotinformers.NewSharedInformerFactory(allot, 0),
 		assets:  http.FileServerFS(dist)}
 	s.auth = newAuthenticator(opts.Auth, client, opts.Clock)
+	if base != nil {
+		s.connect = newConnector(base, opts.Clock.Now)
+	}
 	if opts.Auth.Mode != AuthNone {
 		s.access = newAccess(client, opts.Clock, opts.Auth.CacheFor)
 	}
@@ -324,8 +341,8 @@ func (s *Server) stateFor(ctx context.Context, id *Identity, st State, all []byt
 }
 
 // ServeHTTP serves the pages, /api/state, /api/stream, /api/workloads/NS/NAME and /healthz;
-// with AuthToken also /login and /logout. Changes are POSTs to /api/submit, /api/act and
-// /api/queue, made as the person (writes.go) where the server takes them; every other path
+// with AuthToken also /login and /logout. Changes are POSTs to /api/submit, /api/act,
+// /api/queue and /api/connect (opening a workload's tool, connect.go), made as the person (writes.go) where the server takes them; every other path
 // answers GET and HEAD only. Without AuthNone every path but /healthz needs an identity.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
@@ -339,7 +356,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// Changes are POSTs to two paths (writes.go); everything else only reads.
-	change := p == "/api/submit" || p == "/api/act" || p == "/api/queue"
+	change := p == "/api/submit" || p == "/api/act" || p == "/api/queue" || p == "/api/connect"
 	if change && r.Method != http.MethodPost {
 		w.Header().Set("Allow", "POST")
 		http.Error(w, p+" takes POST only", http.StatusMethodNotAllowed)
@@ -347,7 +364,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if !change && r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD")
-		http.Error(w, "GET and HEAD only here: changes are POSTs to /api/submit, /api/act and /api/queue", http.StatusMethodNotAllowed)
+		http.Error(w, "GET and HEAD only here: changes are POSTs to /api/submit, /api/act, /api/queue and /api/connect", http.StatusMethodNotAllowed)
 		return
 	}
 	if p == "/healthz" {
@@ -392,7 +409,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// Who the pages show as signed in, and whether they offer to sign out; the pages
 		// also ask it when their stream breaks, to tell an expired sign-in (401) from a
 		// server away.
-		me := Me{SignOut: s.opts.Auth.Mode == AuthToken, Writes: s.writable()}
+		me := Me{SignOut: s.opts.Auth.Mode == AuthToken, Writes: s.writable(), Connect: s.writable() && s.connect != nil}
 		if id != nil {
 			me.User = id.User
 		}
@@ -400,7 +417,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.Set("Cache-Control", "no-store")
 		_ = json.NewEncoder(w).Encode(me)
 	case strings.HasPrefix(p, "/api/"):
-		http.Error(w, "no such API: /api/state, /api/stream, /api/me, /api/workloads/NAMESPACE/NAME, /api/queues/NAME and /api/consumption are served, and POST /api/submit, /api/act and /api/queue", http.StatusNotFound)
+		http.Error(w, "no such API: /api/state, /api/stream, /api/me, /api/workloads/NAMESPACE/NAME, /api/queues/NAME and /api/consumption are served, and POST /api/submit, /api/act, /api/queue and /api/connect", http.StatusNotFound)
 	default:
 		s.assets.ServeHTTP(w, r)
 	}
@@ -413,6 +430,8 @@ type Me struct {
 	SignOut bool   `json:"signOut,omitempty"`
 	// Writes is whether the pages offer to submit, suspend, resume and delete.
 	Writes bool `json:"writes,omitempty"`
+	// Connect is whether the pages offer to open a workload's tool (connect.go).
+	Connect bool `json:"connect,omitempty"`
 }
 
 // stream sends the state as server-sent events, as id may see it: now, and after every

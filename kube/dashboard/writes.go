@@ -159,6 +159,8 @@ func (s *Server) change(w http.ResponseWriter, r *http.Request, id *Identity, pa
 		s.submit(ctx, w, r, id, a)
 	case "/api/queue":
 		s.queue(ctx, w, r, a)
+	case "/api/connect":
+		s.open(ctx, w, r, id, a)
 	default:
 		s.act(ctx, w, r, a)
 	}

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/gorilla/websocket"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
@@ -84,6 +85,10 @@ func workspacePage(namespace, name, token string) http.Handler {
 			return
 		}
 		http.SetCookie(w, &http.Cookie{Name: "allot-sim-token", Value: token, Path: "/", HttpOnly: true})
+		if r.URL.Path == KernelChannels {
+			echo(w, r)
+			return
+		}
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		fmt.Fprintf(w, `<!doctype html>
 <html><head><title>JupyterLab — %[1]s (simulated)</title></head>
@@ -93,6 +98,29 @@ simulated node of allot up, whose kubelet serves it through the API server's por
 </body></html>
 `, html.EscapeString(name), html.EscapeString(namespace))
 	})
+}
+
+// KernelChannels is where a simulated workspace answers a websocket, as a notebook
+// server's kernels do: each text message comes back as "echo: " and the message. As
+// Jupyter does, it refuses a websocket whose Origin is not the host the browser asked for.
+const KernelChannels = "/api/kernels/sim/channels"
+
+func echo(w http.ResponseWriter, r *http.Request) {
+	// The Upgrader's default origin check is Jupyter's: the Origin's host is the Host.
+	ws, err := (&websocket.Upgrader{}).Upgrade(w, r, nil)
+	if err != nil {
+		return // the Upgrader has answered
+	}
+	defer ws.Close()
+	for {
+		kind, msg, err := ws.ReadMessage()
+		if err != nil {
+			return
+		}
+		if err := ws.WriteMessage(kind, append([]byte("echo: "), msg...)); err != nil {
+			return
+		}
+	}
 }
 
 // workspaceLog is what a simulated pod's container logs: for a workspace, the lines a

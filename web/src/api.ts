@@ -110,4 +110,7 @@ export interface Me {
   signOut?: boolean;
   // writes: the console submits and changes workloads, as this person.
   writes?: boolean;
+  // connect: the pages offer to open a workload's tool through the console's connect
+  // address (kube/dashboard/connect.go).
+  connect?: boolean;
 }

@@ -26,7 +26,7 @@ function App() {
   let body;
   if (!s) body = <p class="loading">Connecting to Allot…</p>;
   else if (page === "nodes") body = <Nodes s={s} />;
-  else if (page === "workloads" && route.length >= 3) body = <WorkloadDetail s={s} ns={route[1]} name={route.slice(2).join("/")} writes={!!me.writes} />;
+  else if (page === "workloads" && route.length >= 3) body = <WorkloadDetail s={s} ns={route[1]} name={route.slice(2).join("/")} writes={!!me.writes} connect={!!me.connect} />;
   else if (page === "submit") body = me.writes ? <SubmitPage s={s} /> : <p class="error">This console is read-only: its administrator turns changes on (allot dashboard --writes, the chart's dashboard.writes).</p>;
   else if (page === "workloads") body = <Workloads s={s} query={query} />;
   else if (page === "queues" && route[1] === "new") body = me.writes ? <section><h1>New queue</h1><QueueForm /></section> : <p class="error">This console is read-only.</p>;

@@ -154,9 +154,9 @@ function SubmitOutcome({ r }: { r: Result }) {
   );
 }
 
-// Actions are a workload's Suspend, Resume and Delete, made as the person; the page follows
+// Actions are a workload's Open, Suspend, Resume and Delete, made as the person; the page follows
 // the change through the live state.
-export function Actions({ w }: { w: Workload }) {
+export function Actions({ w, connect }: { w: Workload; connect: boolean }) {
   const [msg, setMsg] = useState<{ ok: boolean; text: string } | null>(null);
   // Delete asks twice: the first click only arms it.
   const [armed, setArmed] = useState(false);
@@ -165,9 +165,24 @@ export function Actions({ w }: { w: Workload }) {
     const { ok, data } = await change("api/act", { action, namespace: w.namespace, name: `${w.kind}/${w.name}` });
     setMsg({ ok, text: ok ? data.message : data.error });
   };
+  // Open: the server checks, as the person, that they may port-forward to the workload's
+  // pod and answers with a one-time link to the tool's own host. The tab is opened at the
+  // click (a tab opened after the answer would be a pop-up), cut from this page (no
+  // opener: the tool's pages are the workload's code), then sent to the link.
+  const open = async () => {
+    const tab = window.open("", "_blank");
+    if (tab) tab.opener = null;
+    const { ok, data } = await change("api/connect", { namespace: w.namespace, name: `${w.kind}/${w.name}` });
+    setMsg({ ok, text: ok ? data.message : data.error });
+    if (ok && tab) tab.location.href = data.url;
+    else if (ok) setMsg({ ok, text: `${data.message}: ${data.url}` });
+    else tab?.close();
+  };
   const suspended = w.status === "Suspended";
+  const openable = connect && !suspended && (w.type === "interactive" || w.type === "inference");
   return (
     <div class="actions">
+      {openable && <button type="button" class="open" onClick={() => void open()}>Open</button>}
       {suspended
         ? <button type="button" class="resume" onClick={() => void act("resume")}>Resume</button>
         : <button type="button" class="suspend" onClick={() => void act("suspend")}>Suspend</button>}

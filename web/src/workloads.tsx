@@ -110,7 +110,7 @@ export function Workloads({ s, query }: { s: State; query: URLSearchParams }) {
 // WorkloadDetail fetches one workload's pods, events and timeline, again whenever the
 // cluster's state moves on. The page is updated in place: what it shows stays until the
 // next answer replaces it, and "Loading…" is only for the first. name may be KIND/NAME.
-export function WorkloadDetail({ s, ns, name, writes }: { s: State; ns: string; name: string; writes: boolean }) {
+export function WorkloadDetail({ s, ns, name, writes, connect }: { s: State; ns: string; name: string; writes: boolean; connect: boolean }) {
   const [d, setD] = useState<{ key: string; detail: Detail } | null>(null);
   const [err, setErr] = useState("");
   const key = `${ns}/${name}`;
@@ -133,7 +133,7 @@ export function WorkloadDetail({ s, ns, name, writes }: { s: State; ns: string; 
       <p><a href="#/workloads">← All workloads</a></p>
       <h1>{w.name} <span class={statusClass(w.status)}>{w.status}</span></h1>
       {err && <p class="error">{err}</p>}
-      {writes && <Actions w={w} />}
+      {writes && <Actions w={w} connect={connect} />}
       <dl class="facts">
         <dt>Kind</dt><dd>{w.kind}</dd>
         <dt>Queue</dt><dd>{w.queue}</dd>
