@@ -38,6 +38,10 @@ const (
 	// LabelGPUSharing on a node says how GPU sharing is enforced there: SharingMPS,
 	// SharingHAMiCore or SharingNone.
 	LabelGPUSharing = "allot.dev/gpu-sharing"
+	// LabelSimulated marks a node of allot up's simulated cluster, whose kubelet writes
+	// its GPUs' readings on the Node itself. Only the embedded cluster (kube/stack's Local
+	// functions) believes them there; a real cluster's scheduler never reads it.
+	LabelSimulated = "allot.dev/simulated"
 	// LabelFractionsOnTrust ("true") on a node that enforces no sharing (LabelGPUSharing
 	// none, or none declared) says its admin lets pods take slices of its GPUs on trust:
 	// nothing holds a container there to its slice. Without it such a node takes no slice.

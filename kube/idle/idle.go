@@ -31,7 +31,6 @@ import (
 	"github.com/allot-dev/allot/kube/consumption"
 	"github.com/allot-dev/allot/kube/control"
 	"github.com/allot-dev/allot/kube/inspect"
-	"github.com/allot-dev/allot/kube/simnode"
 )
 
 // DefaultTick is how often the controller looks at the nodes' reports: the agents report
@@ -53,6 +52,11 @@ type Options struct {
 	Mapper meta.RESTMapper
 	// Consumption, when set, counts the GPU-hours recorded as Prometheus series too.
 	Consumption *consumption.Metrics
+	// Simulated says which nodes' own utilisation annotation is believed without an
+	// agent's fresh Lease: the embedded cluster's simulated nodes, whose kubelet writes
+	// it. Nil, as on a real cluster: only agents' readings count, so that a node label
+	// nobody checks cannot make a notebook idle or busy.
+	Simulated func(*corev1.Node) bool
 }
 
 // Controller is the idle controller.
@@ -314,7 +318,7 @@ func (c *Controller) readings(ctx context.Context, now time.Time) (Readings, map
 		if l := agent[n.Name]; l != nil {
 			trusted = fresh(l, now)
 		} else {
-			trusted = n.Labels[simnode.LabelSimulated] == "true"
+			trusted = c.opts.Simulated != nil && c.opts.Simulated(n)
 		}
 		NodeReadings(r, n, trusted)
 	}

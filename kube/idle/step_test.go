@@ -22,7 +22,6 @@ import (
 	"github.com/allot-dev/allot/api/v1alpha1"
 	allotfake "github.com/allot-dev/allot/kube/client/clientset/versioned/fake"
 	"github.com/allot-dev/allot/kube/inspect"
-	"github.com/allot-dev/allot/kube/simnode"
 )
 
 // notebook is a StatefulSet of one with its running pod on dgx-1's GPU index.
@@ -41,6 +40,10 @@ func notebook(name, index string) (*appsv1.StatefulSet, *corev1.Pod) {
 	return st, p
 }
 
+// simulated is what the embedded cluster believes: a node labelled simulated reports on
+// itself (kube/stack.LocalWith).
+func simulated(n *corev1.Node) bool { return n.Labels[v1alpha1.LabelSimulated] == "true" }
+
 // TestStepStopsAtTheTimeoutByItsClock: with the controller's clock moved by hand, a
 // notebook whose GPU reads 0% is marked idle from the first look, left alone at 1h59m,
 // and suspended at 2h with an Event naming the time, the threshold and the policy; a
@@ -49,7 +52,7 @@ func TestStepStopsAtTheTimeoutByItsClock(t *testing.T) {
 	ctx := context.Background()
 	idleSet, idlePod := notebook("nb-idle", "0")
 	busySet, busyPod := notebook("nb-busy", "1")
-	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "dgx-1", Labels: map[string]string{simnode.LabelSimulated: "true"},
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "dgx-1", Labels: map[string]string{v1alpha1.LabelSimulated: "true"},
 		Annotations: map[string]string{v1alpha1.AnnotationGPUUtilization: "0,90"}}}
 	client := k8sfake.NewSimpleClientset(node, idleSet, idlePod, busySet, busyPod)
 	q := &v1alpha1.Queue{ObjectMeta: metav1.ObjectMeta{Name: "team-a"},
@@ -60,7 +63,6 @@ func TestStepStopsAtTheTimeoutByItsClock(t *testing.T) {
 	mapper.Add(schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "StatefulSet"}, meta.RESTScopeNamespace)
 	rec := record.NewFakeRecorder(10)
 	clk := &clock{t: time.Date(2026, 1, 1, 9, 0, 0, 0, time.UTC)}
-	c := New(client, dyn, allot, Options{Now: clk.now, Recorder: rec, Mapper: mapper})
 	sets := dyn.Resource(schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "statefulsets"}).Namespace("ml")
 	get := func(name string) (int64, map[string]string) {
 		t.Helper()
@@ -75,6 +77,15 @@ func TestStepStopsAtTheTimeoutByItsClock(t *testing.T) {
 		return int64(*st.Spec.Replicas), st.Annotations
 	}
 
+	// A real cluster's controller believes no Node's own reading, labelled or not: only
+	// an agent's fresh Lease.
+	if err := New(client, dyn, allot, Options{Now: clk.now, Recorder: rec, Mapper: mapper}).Step(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, ann := get("nb-idle"); ann[inspect.AnnotationIdleSince] != "" {
+		t.Fatalf("a real cluster's controller believed the node's own reading: idle since %q", ann[inspect.AnnotationIdleSince])
+	}
+	c := New(client, dyn, allot, Options{Now: clk.now, Recorder: rec, Mapper: mapper, Simulated: simulated})
 	if err := c.Step(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +126,7 @@ func TestStepStopsAtTheTimeoutByItsClock(t *testing.T) {
 // own rule keeps it from stopping either.
 func fixture(t *testing.T, util string, objs ...runtime.Object) (*Controller, *clock, *record.FakeRecorder, *dynamicfake.FakeDynamicClient) {
 	t.Helper()
-	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "dgx-1", Labels: map[string]string{simnode.LabelSimulated: "true"},
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "dgx-1", Labels: map[string]string{v1alpha1.LabelSimulated: "true"},
 		Annotations: map[string]string{v1alpha1.AnnotationGPUUtilization: util}}}
 	var typed []runtime.Object
 	for _, o := range objs {
@@ -134,7 +145,7 @@ func fixture(t *testing.T, util string, objs ...runtime.Object) (*Controller, *c
 	mapper.Add(schema.GroupVersionKind{Version: "v1", Kind: "Pod"}, meta.RESTScopeNamespace)
 	rec := record.NewFakeRecorder(10)
 	clk := &clock{t: time.Date(2026, 1, 1, 9, 0, 0, 0, time.UTC)}
-	c := New(client, dyn, allotfake.NewSimpleClientset(q), Options{Now: clk.now, Recorder: rec, Mapper: mapper})
+	c := New(client, dyn, allotfake.NewSimpleClientset(q), Options{Now: clk.now, Recorder: rec, Mapper: mapper, Simulated: simulated})
 	return c, clk, rec, dyn
 }
 

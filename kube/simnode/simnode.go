@@ -38,7 +38,7 @@ const (
 	LabelProduct   = v1alpha1.LabelGPUProduct
 	LabelMemory    = v1alpha1.LabelGPUMemory // MiB per GPU, as GFD writes it
 	LabelCount     = v1alpha1.LabelGPUCount
-	LabelSimulated = "allot.dev/simulated"
+	LabelSimulated = v1alpha1.LabelSimulated
 	// AnnotationDuration makes a simulated pod succeed after running this long.
 	AnnotationDuration = "allot.dev/sim-duration"
 	// AnnotationStopAfter makes a deleted simulated pod's containers take this long to stop

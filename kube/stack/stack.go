@@ -18,11 +18,13 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/kube/admission"
 	allotclient "github.com/allot-dev/allot/kube/client"
 	"github.com/allot-dev/allot/kube/consumption"
@@ -183,6 +185,10 @@ func LocalPeers(ctx context.Context, admin, identity *rest.Config, dataDir, metr
 // the metrics listener are Local's own).
 func LocalWith(ctx context.Context, admin, identity *rest.Config, dataDir, metricsAddr string, o Options) (*Running, error) {
 	peers := o.Peers
+	if o.Idle.Simulated == nil {
+		// The embedded cluster's simulated nodes report their GPUs' use on the Node.
+		o.Idle.Simulated = func(n *corev1.Node) bool { return n.Labels[v1alpha1.LabelSimulated] == "true" }
+	}
 	if metricsAddr == "" {
 		metricsAddr = "127.0.0.1:0"
 	}
