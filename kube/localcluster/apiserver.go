@@ -92,7 +92,7 @@ func startAPIServer(ctx context.Context, dir, etcdURL string) (*rest.Config, <-c
 	if err != nil {
 		return nil, nil, err
 	}
-	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+	err = wait.PollUntilContextTimeout(ctx, 25*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
 		select {
 		case err := <-errCh:
 			return false, fmt.Errorf("kube-apiserver stopped: %w", err)
