@@ -97,11 +97,15 @@ to the pod's port through the API server's port-forward as the person who opened
 // listens, leaving it to run in the background. It serves everything rc reads (--auth=none)
 // and its console submits and changes workloads as rc: allot up's, on one's own machine.
 func serveDashboard(ctx context.Context, out io.Writer, rc *rest.Config, flag, address string, wait bool) error {
-	return serveDashboardWith(ctx, out, rc, flag, address, wait, dashboard.Options{Writes: dashboard.WritesOn}, connectFlags{address: beside(address)})
+	return serveDashboardWith(ctx, out, rc, flag, address, wait, dashboard.Options{Writes: dashboard.WritesOn}, connectFlags{address: beside(address), anyPort: true})
 }
 
-// connectFlags are where the connect address listens, and the URL the browser reaches it by.
-type connectFlags struct{ address, url string }
+// connectFlags are where the connect address listens, and the URL the browser reaches it
+// by; anyPort takes any free port where that one is taken (allot up, which has no flag for it).
+type connectFlags struct {
+	address, url string
+	anyPort      bool
+}
 
 // beside is the connect address allot up serves next to its dashboard's: the same host and
 // the next port (any free one where the dashboard's is).
@@ -125,6 +129,10 @@ func beside(address string) string {
 // curl take every name under localhost to be the loopback address).
 func (f connectFlags) listen() (net.Listener, string, error) {
 	ln, err := net.Listen("tcp", f.address)
+	if err != nil && f.anyPort {
+		host, _, _ := net.SplitHostPort(f.address)
+		ln, err = net.Listen("tcp", net.JoinHostPort(host, "0"))
+	}
 	if err != nil {
 		return nil, "", fmt.Errorf("--connect-address %s: %w (pick another host:port)", f.address, err)
 	}
