@@ -225,6 +225,28 @@ func ready(n *corev1.Node) bool {
 // Every reader of the annotation takes it, as any value outside 0-100, for unknown.
 const UtilizationUnread = -1
 
+// ParseUtilization reads allot.dev/gpu-utilization, the one reader of it: a whole
+// percentage per device by index, UtilizationUnread for a device its agent could not read.
+// ok is false for an empty report or one with any field that is not a whole number from -1
+// to 100: such a report says nothing of any device (none of them idle, none busy), whoever
+// reads it (the pages, the idle controller, the custom metrics API). The count of devices
+// is the caller's to check against the node's.
+func ParseUtilization(report string) (values []int, ok bool) {
+	if strings.TrimSpace(report) == "" {
+		return nil, false
+	}
+	fields := strings.Split(report, ",")
+	values = make([]int, len(fields))
+	for i, f := range fields {
+		u, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || u < UtilizationUnread || u > 100 {
+			return nil, false
+		}
+		values[i] = u
+	}
+	return values, true
+}
+
 // NodeProblems names what Node did not trust on a node, field by field: agents,
 // admins and GPU Feature Discovery write these, and one bad value must be seen by a person
 // without taking the node, or the cycle, down.
@@ -250,14 +272,7 @@ func NodeProblems(n *corev1.Node) []string {
 			v1alpha1.AnnotationGPUUUIDs, len(strings.Split(v, ",")), GPUResource, gpus))
 	}
 	if v, ok := n.Annotations[v1alpha1.AnnotationGPUUtilization]; ok && v != "" {
-		fields := strings.Split(v, ",")
-		bad := int64(len(fields)) != gpus
-		for _, f := range fields {
-			if u, err := strconv.Atoi(strings.TrimSpace(f)); err != nil || u < UtilizationUnread || u > 100 {
-				bad = true
-			}
-		}
-		if bad {
+		if vals, ok := ParseUtilization(v); !ok || int64(len(vals)) != gpus {
 			out = append(out, fmt.Sprintf("annotation %s: %q is not a percentage for each of the %d devices: not shown", v1alpha1.AnnotationGPUUtilization, v, gpus))
 		}
 	}

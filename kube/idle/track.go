@@ -2,7 +2,6 @@ package idle
 
 import (
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -30,18 +29,9 @@ type Readings map[Device]int
 // nothing, so that its GPUs are unknown, never idle, and a device reported unread (-1)
 // is left out alone.
 func NodeReadings(r Readings, n *corev1.Node, trusted bool) {
-	v := n.Annotations[v1alpha1.AnnotationGPUUtilization]
-	if !trusted || v == "" {
+	got, ok := convert.ParseUtilization(n.Annotations[v1alpha1.AnnotationGPUUtilization])
+	if !trusted || !ok {
 		return
-	}
-	fields := strings.Split(v, ",")
-	got := make([]int, len(fields))
-	for i, f := range fields {
-		u, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || u < unread || u > 100 {
-			return
-		}
-		got[i] = u
 	}
 	for i, u := range got {
 		if u != unread {

@@ -298,15 +298,11 @@ func Devices(l corev1.ResourceList, name corev1.ResourceName) float64 {
 // device as a percentage is not trusted at all (nil for each).
 func utilization(report string, gpus int) []*int {
 	out := make([]*int, gpus)
-	fields := strings.Split(report, ",")
-	if report == "" || len(fields) != gpus {
+	vals, ok := convert.ParseUtilization(report)
+	if !ok || len(vals) != gpus {
 		return out
 	}
-	for i, f := range fields {
-		v, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || v < convert.UtilizationUnread || v > 100 {
-			return make([]*int, gpus)
-		}
+	for i, v := range vals {
 		if v != convert.UtilizationUnread {
 			out[i] = &v
 		}

@@ -10,7 +10,6 @@ package metricsapi
 
 import (
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -18,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/allot-dev/allot/api/v1alpha1"
+	"github.com/allot-dev/allot/kube/convert"
 )
 
 // Names of the API.
@@ -45,18 +45,13 @@ func deviceUtilization(n *corev1.Node, agent *coordinationv1.Lease, now time.Tim
 			v = n.Annotations[v1alpha1.AnnotationGPUUtilization]
 		}
 	}
-	v = strings.TrimSpace(v)
-	if v == "" {
+	vals, ok := convert.ParseUtilization(v)
+	if !ok {
 		return nil
 	}
-	fields := strings.Split(v, ",")
-	out := make([]float64, len(fields))
-	for i, f := range fields {
-		u, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
-		if err != nil || u < 0 || u > 100 {
-			u = -1 // unreadable: not counted
-		}
-		out[i] = u
+	out := make([]float64, len(vals))
+	for i, u := range vals {
+		out[i] = float64(u) // UtilizationUnread, -1: not counted
 	}
 	return out
 }
