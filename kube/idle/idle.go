@@ -313,24 +313,12 @@ func (c *Controller) readings(ctx context.Context, now time.Time) (Readings, map
 	}
 	r := Readings{}
 	ns := ptrs(nodes.Items)
-	for _, n := range inspect.WithLoad(ns, ptrs(leases.Items)) {
-		var trusted bool
-		if l := agent[n.Name]; l != nil {
-			trusted = fresh(l, now)
-		} else {
-			trusted = c.opts.Simulated != nil && c.opts.Simulated(n)
+	for _, n := range ns {
+		if got, ok := inspect.Utilization(n, agent[n.Name], now, c.opts.Simulated != nil && c.opts.Simulated(n)); ok {
+			r.add(n.Name, got)
 		}
-		NodeReadings(r, n, trusted)
 	}
 	return r, inspect.NodeUUIDs(ns), nil
-}
-
-// fresh tells whether an agent renewed its Lease within the Lease's duration.
-func fresh(l *coordinationv1.Lease, now time.Time) bool {
-	if l.Spec.RenewTime == nil || l.Spec.LeaseDurationSeconds == nil {
-		return false
-	}
-	return now.Sub(l.Spec.RenewTime.Time) <= time.Duration(*l.Spec.LeaseDurationSeconds)*time.Second
 }
 
 // objects lists what workloads are built from, as the scheduler's role may read it.

@@ -23,19 +23,12 @@ type Device struct {
 // not one percentage per device.
 type Readings map[Device]int
 
-// NodeReadings reads a node's utilisation annotation: its agent's report, copied from the
-// agent's Lease (inspect.WithLoad), or on a simulated node without an agent the simulated
-// kubelet's. trusted is whether that report is live; an untrusted or malformed one adds
-// nothing, so that its GPUs are unknown, never idle, and a device reported unread (-1)
-// is left out alone.
-func NodeReadings(r Readings, n *corev1.Node, trusted bool) {
-	got, ok := convert.ParseUtilization(n.Annotations[v1alpha1.AnnotationGPUUtilization])
-	if !trusted || !ok {
-		return
-	}
+// add puts a node's live report (inspect.Utilization) in r: each device's percentage, a
+// device its agent could not read (-1) left out alone, so that it is unknown, never idle.
+func (r Readings) add(node string, got []int) {
 	for i, u := range got {
 		if u != unread {
-			r[Device{Node: n.Name, Index: i}] = u
+			r[Device{Node: node, Index: i}] = u
 		}
 	}
 }

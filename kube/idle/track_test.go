@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/allot-dev/allot/api/v1alpha1"
+	"github.com/allot-dev/allot/kube/inspect"
 )
 
 // clock is a fake clock the tests move by hand.
@@ -34,7 +35,9 @@ func look(t *testing.T, tr *Tracker, now time.Time, p *corev1.Pod, trusted bool,
 	t.Helper()
 	r := Readings{}
 	for _, n := range nodes {
-		NodeReadings(r, n, trusted)
+		if got, ok := inspect.Utilization(n, nil, now, trusted); ok {
+			r.add(n.Name, got)
+		}
 	}
 	devs, ok := PodDevices(p, nil)
 	s := Judge(r, devs, ok, v1alpha1.DefaultIdleThreshold)

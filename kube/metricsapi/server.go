@@ -57,6 +57,10 @@ type Server struct {
 	// server loading its model reads idle, and an autoscaler told so would take it away
 	// before it ever served.
 	Warmup time.Duration
+	// Simulated says which nodes' own utilisation annotation is believed without an
+	// agent's live Lease (idle.Options.Simulated: the embedded cluster's simulated
+	// nodes). Nil, as on a real cluster: agents' Leases alone.
+	Simulated func(*corev1.Node) bool
 }
 
 // DefaultWarmup is Warmup when it is not set.
@@ -252,7 +256,7 @@ func (s *Server) podUtil(p *corev1.Pod) (float64, bool) {
 		return 0, false
 	}
 	agent, _ := s.leases.Get(v1alpha1.AgentLeaseName(n.Name))
-	return podUtilization(p, heldDevices(p, n), deviceUtilization(n, agent, s.now()))
+	return podUtilization(p, heldDevices(p, n), deviceUtilization(n, agent, s.now(), s.Simulated != nil && s.Simulated(n)))
 }
 
 // deploymentValue is a Deployment's value: the mean over its running pods that hold GPUs.

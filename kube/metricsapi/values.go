@@ -17,7 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/allot-dev/allot/api/v1alpha1"
-	"github.com/allot-dev/allot/kube/convert"
+	"github.com/allot-dev/allot/kube/inspect"
 )
 
 // Names of the API.
@@ -29,23 +29,13 @@ const (
 	MetricGPUUtilization = "gpu-utilization"
 )
 
-// deviceUtilization is how busy each of a node's devices was, in percent by index: what its
-// agent last reported on its Lease (v1alpha1.AgentLeaseName) while that Lease is live, else
-// the node's own allot.dev/gpu-utilization (a simulated node's kubelet writes it); nil when
-// neither says. A reading the agent stopped renewing is not taken: the agent may be gone.
-func deviceUtilization(n *corev1.Node, agent *coordinationv1.Lease, now time.Time) []float64 {
-	v := ""
-	if agent != nil && live(agent, now) {
-		v = agent.Annotations[v1alpha1.AnnotationGPUUtilization]
-	}
-	// A node an agent marked is read from the agent's Lease alone: the load an older agent
-	// left on the Node is frozen there, and would stand for a gone agent's.
-	if v == "" && n != nil {
-		if _, marked := n.Annotations[v1alpha1.AnnotationAgent]; !marked {
-			v = n.Annotations[v1alpha1.AnnotationGPUUtilization]
-		}
-	}
-	vals, ok := convert.ParseUtilization(v)
+// deviceUtilization is how busy each of a node's devices was, in percent by index, as the
+// idle controller reads it too (inspect.Utilization): what its agent last reported on its
+// Lease (v1alpha1.AgentLeaseName) while that Lease is live, else, on a node that reports on
+// itself (trustNode: the embedded cluster's simulated nodes), the Node's own annotation;
+// nil when neither says. A reading the agent stopped renewing is not taken.
+func deviceUtilization(n *corev1.Node, agent *coordinationv1.Lease, now time.Time, trustNode bool) []float64 {
+	vals, ok := inspect.Utilization(n, agent, now, trustNode)
 	if !ok {
 		return nil
 	}
@@ -54,14 +44,6 @@ func deviceUtilization(n *corev1.Node, agent *coordinationv1.Lease, now time.Tim
 		out[i] = float64(u) // UtilizationUnread, -1: not counted
 	}
 	return out
-}
-
-// live reports whether a Lease was renewed within its duration.
-func live(l *coordinationv1.Lease, now time.Time) bool {
-	if l.Spec.RenewTime == nil || l.Spec.LeaseDurationSeconds == nil {
-		return false
-	}
-	return now.Before(l.Spec.RenewTime.Add(time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second))
 }
 
 // heldDevices are the indices on its node of the devices a pod holds: those the kubelet

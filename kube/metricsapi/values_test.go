@@ -1,6 +1,7 @@
 package metricsapi
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -53,7 +54,7 @@ func TestPodUtilization(t *testing.T) {
 		{"not running", nil, pod("0", corev1.PodPending), 0, false},
 		{"a fraction: its device's reading is its neighbours' too", nil, shared(pod("1", corev1.PodRunning)), 0, false},
 	} {
-		got, ok := podUtilization(c.pod, heldDevices(c.pod, node), deviceUtilization(node, c.lease, now))
+		got, ok := podUtilization(c.pod, heldDevices(c.pod, node), deviceUtilization(node, c.lease, now, true))
 		if got != c.want || ok != c.ok {
 			t.Errorf("%s: %v %v, want %v %v", c.name, got, ok, c.want, c.ok)
 		}
@@ -62,8 +63,15 @@ func TestPodUtilization(t *testing.T) {
 	// on the Node stands for nobody once the Lease goes stale.
 	marked := node.DeepCopy()
 	marked.Annotations[v1alpha1.AnnotationAgent] = "v1"
-	if got := deviceUtilization(marked, lease(now.Add(-time.Minute), "90,80,70,60"), now); got != nil {
+	if got := deviceUtilization(marked, lease(now.Add(-time.Minute), "90,80,70,60"), now, true); got != nil {
 		t.Errorf("a marked node with a stale Lease reads %v, want nothing", got)
+	}
+	// On a real cluster (no node reports on itself) a Node's own annotation is no reading.
+	if got := deviceUtilization(node, nil, now, false); got != nil {
+		t.Errorf("a real cluster's node without an agent reads %v, want nothing", got)
+	}
+	if got := deviceUtilization(node, lease(now, "90,80,70,60"), now, false); fmt.Sprint(got) != "[90 80 70 60]" {
+		t.Errorf("a real cluster's node with a live agent reads %v, want the agent's", got)
 	}
 }
 
@@ -97,7 +105,8 @@ func TestDeploymentValueHoldsWithoutReadings(t *testing.T) {
 			Spec: appsv1.DeploymentSpec{Replicas: &replicas, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "svc"}}}})
 		li := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
 		s := &Server{pods: corelisters.NewPodLister(pi), nodes: corelisters.NewNodeLister(ni), deployments: appslisters.NewDeploymentLister(di),
-			leases: coordinationlisters.NewLeaseLister(li).Leases(v1alpha1.SystemNamespace), now: func() time.Time { return now }, Warmup: time.Minute}
+			leases: coordinationlisters.NewLeaseLister(li).Leases(v1alpha1.SystemNamespace), now: func() time.Time { return now }, Warmup: time.Minute,
+			Simulated: func(*corev1.Node) bool { return true }} // the node reports on itself, as a simulated one does
 		v, err := s.deploymentValue("ns", "svc")
 		if err != nil {
 			return 0, err

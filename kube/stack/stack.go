@@ -116,7 +116,7 @@ func Run(ctx context.Context, rc *rest.Config, opts Options) error {
 			// Discovery of the API waits until it serves: HPAs see it as unavailable meanwhile.
 			srv, err := metricsapi.New(ctx, client)
 			if err == nil {
-				srv.Warmup = opts.CustomMetricsWarmup
+				srv.Warmup, srv.Simulated = opts.CustomMetricsWarmup, opts.Idle.Simulated
 				err = srv.Serve(ctx, opts.CustomMetrics, opts.CustomMetricsCert)
 			}
 			if err != nil && ctx.Err() == nil {
