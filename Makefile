@@ -24,7 +24,7 @@ sim-demo: build
 	./$(BIN) sim --scenario examples/demo.yaml
 
 # The slowest test packages, slowest first (seconds on 2 cores: .ci/run's output).
-SLOW_TESTS := ./kube/stack ./internal/cli ./kube/faults ./kube/scheduler ./deploy ./trace ./kube/realnode
+SLOW_TESTS := ./kube/stack ./internal/cli ./kube/faults ./kube/bench ./kube/scheduler ./deploy ./trace ./kube/realnode
 
 test: test-deps
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }

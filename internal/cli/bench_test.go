@@ -38,3 +38,36 @@ func TestBenchModes(t *testing.T) {
 		t.Errorf("--mode fast: %v, want an error naming the modes", err)
 	}
 }
+
+// TestBenchAgainstRefusesWhatMeasuresNothing checks that flags which cannot give a
+// comparison are refused before any cluster starts, naming the flag and what is allowed.
+func TestBenchAgainstRefusesWhatMeasuresNothing(t *testing.T) {
+	for want, args := range map[string][]string{
+		"--pods 1 is not allowed with --against: 2 or more":    {"--pods", "1"},
+		"--mode create is not allowed with --against":          {"--mode", "create"},
+		"--nodes 0 is not allowed: 1 to 5000":                  {"--nodes", "0"},
+		"--rounds 0 is not allowed: 1 or more":                 {"--rounds", "0"},
+		"--pods 81 is not allowed with --nodes 10: at most 80": {"--nodes", "10", "--pods", "81"},
+	} {
+		_, err := run(append([]string{"bench", "--against", "/nonexistent/kube-scheduler"}, args...)...)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("bench --against %v: %v, want an error with %q", args, err, want)
+		}
+	}
+}
+
+// TestBenchScenarioFlags: an unknown Scenario and sizes that cannot run are refused before
+// any cluster starts, naming the flag and what is allowed.
+func TestBenchScenarioFlags(t *testing.T) {
+	for want, args := range map[string][]string{
+		`--scenario "fast" is not allowed: one of fill, big-gang, reclaim-one, reclaim-all, reclaim-big, restart`: {"--scenario", "fast"},
+		"--nodes 0 is not allowed with --scenario: 1 to 10000":                                                    {"--scenario", "fill", "--nodes", "0"},
+		"--gpus-per-node 0 is not allowed: 1 to 64":                                                               {"--scenario", "fill", "--gpus-per-node", "0"},
+		"--stop-after 1m0s is not allowed: 0 to 30s":                                                              {"--scenario", "reclaim-one", "--stop-after", "1m"},
+	} {
+		_, err := run(append([]string{"bench"}, args...)...)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("bench %v: %v, want an error with %q", args, err, want)
+		}
+	}
+}

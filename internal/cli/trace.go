@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/allot-dev/allot/engine"
+	"github.com/allot-dev/allot/internal/progress"
 	"github.com/allot-dev/allot/trace"
 )
 
@@ -67,7 +68,7 @@ of the trace could use. For the published pod lists the paper's FGD figure is sh
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt)
 			defer stop()
 			runs, err := trace.Replay(ctx, nodes, pods, trace.ReplayOptions{Policies: pols, Seeds: seedList, Tune: tune, AsIs: order == "as-is",
-				Progress: progress(cmd.ErrOrStderr(), len(pols)*len(seedList), "replaying")})
+				Progress: progress.Bar(cmd.ErrOrStderr(), len(pols)*len(seedList), "replaying")})
 			if err != nil {
 				return err
 			}

@@ -2,9 +2,7 @@ package cli
 
 import (
 	"context"
-	"flag"
 	"fmt"
-	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -26,7 +24,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/klog/v2"
 
 	"github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/kube/agent"
@@ -167,7 +164,7 @@ A kubeconfig is written so that kubectl works against it. Ctrl-C stops everythin
 				return err
 			}
 			defer logFile.Close()
-			quietKlog(logFile)
+			localcluster.QuietLogs(logFile)
 			fmt.Fprintf(out, "starting etcd and kube-apiserver in %s (logs: %s) …\n", dataDir, logPath)
 			c, err := localcluster.Start(ctx, dataDir)
 			if err != nil {
@@ -411,16 +408,6 @@ func startDemo(ctx context.Context, client kubernetes.Interface, allot versioned
 		}
 	}
 	return nil
-}
-
-// quietKlog sends klog (the control plane's logger), errors included, to w only.
-func quietKlog(w io.Writer) {
-	fs := flag.NewFlagSet("klog", flag.ContinueOnError)
-	klog.InitFlags(fs)
-	for k, v := range map[string]string{"logtostderr": "false", "alsologtostderr": "false", "stderrthreshold": "FATAL"} {
-		_ = fs.Set(k, v)
-	}
-	klog.SetOutput(w)
 }
 
 // defaultMIGLayout is what --mig lays out on each GPU without a layout of its own: one

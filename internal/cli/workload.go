@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/allot-dev/allot/engine"
+	"github.com/allot-dev/allot/internal/progress"
 	"github.com/allot-dev/allot/sim"
 	"github.com/allot-dev/allot/trace"
 	"github.com/allot-dev/allot/traces"
@@ -77,7 +78,7 @@ GPU-hours end from its fair share (by quotas and weights) in each run.`,
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt)
 			defer stop()
 			run := func(o sim.WorkloadOptions, label string) (*sim.WorkloadReport, error) {
-				o.Progress = progress(cmd.ErrOrStderr(), int(o.Duration/time.Minute), label)
+				o.Progress = progress.Bar(cmd.ErrOrStderr(), int(o.Duration/time.Minute), label)
 				return sim.RunWorkload(ctx, o)
 			}
 			if o.UsageStrength == 0 {
@@ -147,7 +148,7 @@ func runSpotStudy(cmd *cobra.Command, o sim.WorkloadOptions, study sim.SpotStudy
 	}{{"on-demand only", onDemand}, {"with spot", study}} {
 		s := run.s
 		o.Spot = &s
-		o.Progress = progress(cmd.ErrOrStderr(), int(o.Duration/time.Minute), run.label)
+		o.Progress = progress.Bar(cmd.ErrOrStderr(), int(o.Duration/time.Minute), run.label)
 		rep, err := sim.RunWorkload(ctx, o)
 		if err != nil {
 			return err

@@ -1,4 +1,4 @@
-package cli
+package bench
 
 import (
 	"fmt"
@@ -12,17 +12,17 @@ import (
 // background of pods waiting in a queue that may not run anything (its limit 0, as KAI's
 // test with pending tasks in the background has), and the time is from the scheduler's
 // start to the last binding.
-var fillScenario = scenario{
+var fillScenario = Scenario{
 	name:  "fill",
 	about: "fill an empty cluster with one-GPU pods, a background of pods waiting in a closed queue",
-	nodes: 500,
+	Nodes: 500,
 	run:   runFill,
 }
 
 // fillBackground is the waiting pods beside the fill per 500 nodes (KAI's test has 400 at 500).
 const fillBackground = 400
 
-func runFill(h *scenarioHarness) (*scenarioReport, error) {
+func runFill(h *scenarioHarness) (*ScenarioReport, error) {
 	n := h.opts.Nodes * h.opts.GPUs
 	background := max(1, fillBackground*h.opts.Nodes/500)
 	if err := h.ensureScenarioQueue("fill", n, nil, nil); err != nil {
@@ -31,7 +31,7 @@ func runFill(h *scenarioHarness) (*scenarioReport, error) {
 	if err := h.ensureScenarioQueue("closed", 0, new(int32), new(int32)); err != nil {
 		return nil, err
 	}
-	rep := &scenarioReport{Shape: fmt.Sprintf("%d nodes × %d GPUs; %d one-GPU pods in queue fill (quota %d), %d one-GPU pods waiting in queue closed (limit 0); made with no scheduler running",
+	rep := &ScenarioReport{Shape: fmt.Sprintf("%d nodes × %d GPUs; %d one-GPU pods in queue fill (quota %d), %d one-GPU pods waiting in queue closed (limit 0); made with no scheduler running",
 		h.opts.Nodes, h.opts.GPUs, n, n, background),
 		Origin: "the scheduler's start", Want: n, Created: n + background}
 	var err error

@@ -1,4 +1,6 @@
-package cli
+// Package progress draws a progress bar for a long operation of the CLI on a terminal, and
+// nothing where the output is a log or a pipe.
+package progress
 
 import (
 	"io"
@@ -8,9 +10,9 @@ import (
 	"golang.org/x/term"
 )
 
-// progress returns a callback that draws a progress bar on w when w is a terminal, and
+// Bar returns a callback that draws a progress bar on w when w is a terminal, and
 // does nothing otherwise (logs and pipes stay clean).
-func progress(w io.Writer, total int, what string) func(done, total int) {
+func Bar(w io.Writer, total int, what string) func(done, total int) {
 	f, ok := w.(*os.File)
 	if !ok || !term.IsTerminal(int(f.Fd())) {
 		return func(int, int) {}

@@ -1,4 +1,4 @@
-package cli
+package bench
 
 import (
 	"context"
@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/allot-dev/allot/api/v1alpha1"
+	"github.com/allot-dev/allot/internal/progress"
 	allotclient "github.com/allot-dev/allot/kube/client"
 	"github.com/allot-dev/allot/kube/client/clientset/versioned"
 	"github.com/allot-dev/allot/kube/localcluster"
@@ -30,23 +31,24 @@ import (
 	"github.com/allot-dev/allot/kube/simnode"
 )
 
-// A scenario is one of allot bench --scenario's measurements, each the shape of one of
+// A Scenario is one of allot bench --scenario's measurements, each the shape of one of
 // KAI-Scheduler's published scale tests (or, for restart, of a restart at a size reported
 // to Volcano): it sets up a fresh embedded cluster and reports what it timed.
-type scenario struct {
+type Scenario struct {
 	name  string
 	about string
-	// nodes is the default --nodes.
-	nodes int
-	run   func(h *scenarioHarness) (*scenarioReport, error)
+	// Nodes is the default --nodes.
+	Nodes int
+	run   func(h *scenarioHarness) (*ScenarioReport, error)
 }
 
 // scenarios lists the built-in scenarios in the order they are documented.
-func scenarios() []scenario {
-	return []scenario{fillScenario, bigGangScenario, reclaimOneScenario, reclaimAllScenario, reclaimBigScenario, restartScenario}
+func scenarios() []Scenario {
+	return []Scenario{fillScenario, bigGangScenario, reclaimOneScenario, reclaimAllScenario, reclaimBigScenario, restartScenario}
 }
 
-func scenarioNames() string {
+// ScenarioNames are the built-in scenarios' names, for the flag's help and its refusals.
+func ScenarioNames() string {
 	var names []string
 	for _, s := range scenarios() {
 		names = append(names, s.name)
@@ -54,17 +56,18 @@ func scenarioNames() string {
 	return strings.Join(names, ", ")
 }
 
-func findScenario(name string) (scenario, error) {
+// FindScenario is the built-in scenario of that name, or an error naming them all.
+func FindScenario(name string) (Scenario, error) {
 	for _, s := range scenarios() {
 		if s.name == name {
 			return s, nil
 		}
 	}
-	return scenario{}, fmt.Errorf("--scenario %q is not allowed: one of %s", name, scenarioNames())
+	return Scenario{}, fmt.Errorf("--scenario %q is not allowed: one of %s", name, ScenarioNames())
 }
 
-// scenarioOptions are allot bench --scenario's flags.
-type scenarioOptions struct {
+// ScenarioOptions are allot bench --scenario's flags.
+type ScenarioOptions struct {
 	Nodes, GPUs int
 	// StopAfter is how long an evicted pod's containers take to stop on the simulated
 	// kubelet (at most its grace period); 0 stops them at once.
@@ -73,8 +76,8 @@ type scenarioOptions struct {
 	CPUProfile string
 }
 
-// scenarioReport is what a scenario measured. Times are from Origin.
-type scenarioReport struct {
+// ScenarioReport is what a Scenario measured. Times are from Origin.
+type ScenarioReport struct {
 	Scenario, Shape string
 	Origin          string // what the times count from
 	Created         int
@@ -83,7 +86,7 @@ type scenarioReport struct {
 	FirstBind       time.Duration
 	LastBind        time.Duration
 	// Evictions issued (the scheduler's eviction requests) and done (victims gone), and
-	// how many the scenario needs (the GPUs it reclaims, each victim holding one).
+	// how many the Scenario needs (the GPUs it reclaims, each victim holding one).
 	EvictionsIssued, EvictionsDone, EvictionsNeeded int
 	// The first victim seen terminating, the last, and the last gone.
 	FirstEviction, LastEviction, LastEvictionDone time.Duration
@@ -92,7 +95,7 @@ type scenarioReport struct {
 	LastVictimStopped time.Duration
 	// Samples are the single reclaims of reclaim-one, each from its pod's creation.
 	Samples []time.Duration
-	Sched   childReport
+	Sched   ChildReport
 	// Total is the scenario's headline figure, TotalIs what it is (empty: from Origin to
 	// the last binding).
 	Total   time.Duration
@@ -104,7 +107,7 @@ type scenarioReport struct {
 // and Allot's scheduler as a process of its own.
 type scenarioHarness struct {
 	ctx                context.Context
-	opts               scenarioOptions
+	opts               ScenarioOptions
 	self               string // the allot binary
 	dir, kubeconfig    string
 	client             kubernetes.Interface
@@ -118,16 +121,16 @@ type scenarioHarness struct {
 	schedulerProfileOn bool
 }
 
-// runScenario runs the scenario on a fresh embedded cluster and prints its report on out,
+// RunScenario runs the Scenario on a fresh embedded cluster and prints its report on out,
 // progress on progressTo; self is the allot binary that runs the scheduler.
-func runScenario(ctx context.Context, out, progressTo io.Writer, self string, s scenario, opts scenarioOptions) (*scenarioReport, error) {
+func RunScenario(ctx context.Context, out, progressTo io.Writer, self string, s Scenario, opts ScenarioOptions) (*ScenarioReport, error) {
 	logPath := filepath.Join(os.TempDir(), "allot-bench-scenario.log")
 	logFile, err := os.Create(logPath)
 	if err != nil {
 		return nil, err
 	}
 	// Not closed: klog keeps writing to it (a control plane stopping) until the process ends.
-	quietKlog(logFile)
+	localcluster.QuietLogs(logFile)
 	// The simulated kubelet's warnings (a status write cut off as the cluster stops) too.
 	slog.SetDefault(slog.New(slog.NewTextHandler(logFile, nil)))
 	fmt.Fprintf(progressTo, "scenario %s: %d nodes × %d GPUs on a fresh API server; control plane and scheduler logs: %s\n", s.name, opts.Nodes, opts.GPUs, logPath)
@@ -151,7 +154,7 @@ func runScenario(ctx context.Context, out, progressTo io.Writer, self string, s 
 
 // startScenarioHarness starts etcd, kube-apiserver and the controller manager (no default
 // scheduler: nothing but Allot binds), the simulated nodes and their kubelet.
-func startScenarioHarness(parent context.Context, self string, opts scenarioOptions, logs, progressTo io.Writer) (*scenarioHarness, func(), error) {
+func startScenarioHarness(parent context.Context, self string, opts ScenarioOptions, logs, progressTo io.Writer) (*scenarioHarness, func(), error) {
 	ctx, cancel := context.WithCancel(parent)
 	dir, err := os.MkdirTemp("", "allot-scenario-")
 	if err != nil {
@@ -250,8 +253,8 @@ func (h *scenarioHarness) measureScheduler() { h.schedulerProfileOn = true }
 
 // stopScheduler stops the running scheduler as Kubernetes stops a pod (SIGTERM) and gives
 // its report: its requests and peak memory.
-func (h *scenarioHarness) stopScheduler() (childReport, error) {
-	var rep childReport
+func (h *scenarioHarness) stopScheduler() (ChildReport, error) {
+	var rep ChildReport
 	cmd := h.scheduler
 	if cmd == nil {
 		return rep, nil
@@ -306,7 +309,7 @@ func scenarioPod(name, role, queue string, gpus int) *corev1.Pod {
 
 // createPods creates n pods made by mk, many at once, and gives how long it took.
 func (h *scenarioHarness) createPods(n int, what string, mk func(i int) *corev1.Pod) (time.Duration, error) {
-	prog := progress(h.progressTo, n, "creating "+what)
+	prog := progress.Bar(h.progressTo, n, "creating "+what)
 	work := make(chan int)
 	var mu sync.Mutex
 	var first error
@@ -343,7 +346,7 @@ func (h *scenarioHarness) createPods(n int, what string, mk func(i int) *corev1.
 // waitPods waits until at least n pods of the role have reached the state (one of the
 // podLog's), with a progress bar, and fails after timeout.
 func (h *scenarioHarness) waitPods(role string, state podState, n int, what string, timeout time.Duration) error {
-	prog := progress(h.progressTo, n, what)
+	prog := progress.Bar(h.progressTo, n, what)
 	deadline := time.Now().Add(timeout)
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
@@ -375,7 +378,7 @@ func (h *scenarioHarness) probe(queue string) error {
 }
 
 // fillBound has a scheduler bind n one-GPU pods of role in queue, waits until they run, and
-// stops it: the cluster's state before the timed part of a scenario, with no scheduler
+// stops it: the cluster's state before the timed part of a Scenario, with no scheduler
 // running.
 func (h *scenarioHarness) fillBound(n int, role, queue string, annotate map[string]string) error {
 	if _, err := h.startScheduler(); err != nil {
@@ -401,7 +404,7 @@ func (h *scenarioHarness) fillBound(n int, role, queue string, annotate map[stri
 }
 
 // timed fills the report's bind figures from the pods of role bound since origin.
-func (h *scenarioHarness) timed(rep *scenarioReport, role string, origin time.Time) {
+func (h *scenarioHarness) timed(rep *ScenarioReport, role string, origin time.Time) {
 	first, last, n := h.pods.span(role, podBound)
 	rep.Bound = n
 	if n > 0 {
@@ -411,7 +414,7 @@ func (h *scenarioHarness) timed(rep *scenarioReport, role string, origin time.Ti
 
 // evictions fills the report's eviction figures: the scheduler's eviction requests and the
 // victims (pods of role) gone since origin.
-func evictions(rep *scenarioReport, h *scenarioHarness, victims string, origin time.Time) {
+func evictions(rep *ScenarioReport, h *scenarioHarness, victims string, origin time.Time) {
 	rep.EvictionsIssued = rep.Sched.Requests["create pods/eviction"]
 	// A victim's devices are free once its containers stop, a moment before the API server
 	// removes it, so the last rebind can come before the last removal: wait (a minute at
@@ -432,7 +435,7 @@ func evictions(rep *scenarioReport, h *scenarioHarness, victims string, origin t
 }
 
 // printScenario writes the report.
-func printScenario(w io.Writer, r *scenarioReport) {
+func printScenario(w io.Writer, r *ScenarioReport) {
 	ms := func(d time.Duration) string { return d.Round(time.Millisecond).String() }
 	fmt.Fprintf(w, "scenario %s: %s\n", r.Scenario, r.Shape)
 	if r.Create > 0 {

@@ -1,4 +1,4 @@
-package cli
+package bench
 
 import (
 	"bytes"
@@ -11,7 +11,7 @@ import (
 	"time"
 )
 
-// TestBenchScenariosSmall runs every scenario on 4 nodes (restart on 10) with the allot
+// TestBenchScenariosSmall runs every Scenario on 4 nodes (restart on 10) with the allot
 // binary built from this tree: each binds every pod it times, its phases come in order
 // (the first binding before the last; a reclaim's victims gone before its last rebind),
 // each reclaim evicts exactly the GPUs it needs, and the scheduler's requests and memory
@@ -38,12 +38,12 @@ func TestBenchScenariosSmall(t *testing.T) {
 		{"restart", 10, 0, 1, 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			s, err := findScenario(c.name)
+			s, err := FindScenario(c.name)
 			if err != nil {
 				t.Fatal(err)
 			}
 			var out, prog bytes.Buffer
-			rep, err := runScenario(context.Background(), &out, &prog, bin, s, scenarioOptions{Nodes: c.nodes, GPUs: gpus, StopAfter: c.stopAfter})
+			rep, err := RunScenario(context.Background(), &out, &prog, bin, s, ScenarioOptions{Nodes: c.nodes, GPUs: gpus, StopAfter: c.stopAfter})
 			if err != nil {
 				t.Fatalf("%v\n%s", err, prog.String())
 			}
@@ -76,22 +76,6 @@ func TestBenchScenariosSmall(t *testing.T) {
 				t.Errorf("output lacks the scenario's name or total:\n%s", out.String())
 			}
 		})
-	}
-}
-
-// TestBenchScenarioFlags: an unknown scenario and sizes that cannot run are refused before
-// any cluster starts, naming the flag and what is allowed.
-func TestBenchScenarioFlags(t *testing.T) {
-	for want, args := range map[string][]string{
-		`--scenario "fast" is not allowed: one of fill, big-gang, reclaim-one, reclaim-all, reclaim-big, restart`: {"--scenario", "fast"},
-		"--nodes 0 is not allowed with --scenario: 1 to 10000":                                                    {"--scenario", "fill", "--nodes", "0"},
-		"--gpus-per-node 0 is not allowed: 1 to 64":                                                               {"--scenario", "fill", "--gpus-per-node", "0"},
-		"--stop-after 1m0s is not allowed: 0 to 30s":                                                              {"--scenario", "reclaim-one", "--stop-after", "1m"},
-	} {
-		_, err := run(append([]string{"bench"}, args...)...)
-		if err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("bench %v: %v, want an error with %q", args, err, want)
-		}
 	}
 }
 

@@ -1,4 +1,4 @@
-package cli
+package bench
 
 import (
 	"fmt"
@@ -19,10 +19,10 @@ import (
 // test averages 10).
 const reclaimSamples = 10
 
-var reclaimOneScenario = scenario{
+var reclaimOneScenario = Scenario{
 	name:  "reclaim-one",
 	about: "a full cluster of borrowed GPUs; one-GPU pods of a queue with quota, one at a time",
-	nodes: 500,
+	Nodes: 500,
 	run:   runReclaimOne,
 }
 
@@ -65,12 +65,12 @@ func startWarm(h *scenarioHarness) error {
 	return h.probe("reclaim")
 }
 
-func runReclaimOne(h *scenarioHarness) (*scenarioReport, error) {
+func runReclaimOne(h *scenarioHarness) (*ScenarioReport, error) {
 	shape, err := setUpReclaim(h)
 	if err != nil {
 		return nil, err
 	}
-	rep := &scenarioReport{Shape: shape + fmt.Sprintf("; %d one-GPU pods of queue reclaim, one after another, each once the last is bound", reclaimSamples),
+	rep := &ScenarioReport{Shape: shape + fmt.Sprintf("; %d one-GPU pods of queue reclaim, one after another, each once the last is bound", reclaimSamples),
 		Origin: "the first reclaimer's creation", Want: reclaimSamples, EvictionsNeeded: reclaimSamples}
 	if err := startWarm(h); err != nil {
 		return nil, err

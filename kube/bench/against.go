@@ -1,4 +1,4 @@
-package cli
+package bench
 
 import (
 	"context"
@@ -22,19 +22,20 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/allot-dev/allot/internal/progress"
 	allotclient "github.com/allot-dev/allot/kube/client"
 	"github.com/allot-dev/allot/kube/localcluster"
 	"github.com/allot-dev/allot/kube/scheduler"
 	"github.com/allot-dev/allot/kube/simnode"
 )
 
-// againstRun is one scheduler's figures in a comparison.
-type againstRun struct {
+// AgainstRun is one scheduler's figures in a comparison.
+type AgainstRun struct {
 	Scheduler string
-	*BenchResult
+	*Result
 }
 
-// benchAgainst measures the upstream kube-scheduler (the binary at kubeScheduler, built
+// Against measures the upstream kube-scheduler (the binary at kubeScheduler, built
 // from the k8s.io/kubernetes module of go.mod by make bench-kube) and Allot's scheduler the
 // same way, each on a fresh embedded API server with the same simulated nodes, in turn
 // (the order alternating each round), and prints both and their ratio.
@@ -42,7 +43,7 @@ type againstRun struct {
 // In backlog mode the pods are created first, with no scheduler running (their creation
 // is then the API server's own rate, nothing else competing), and times count from the
 // scheduler's start: its listing, its first cycle and the binds, as after a restart.
-func benchAgainst(ctx context.Context, out, progressTo io.Writer, allot, kubeScheduler, mode string, nodes, pods, rounds int) ([]againstRun, error) {
+func Against(ctx context.Context, out, progressTo io.Writer, allot, kubeScheduler, mode string, nodes, pods, rounds int) ([]AgainstRun, error) {
 	// The embedded control planes' logs go to a file; the schedulers' to their own.
 	logPath := filepath.Join(os.TempDir(), "allot-bench-against.log")
 	logFile, err := os.Create(logPath)
@@ -50,13 +51,13 @@ func benchAgainst(ctx context.Context, out, progressTo io.Writer, allot, kubeSch
 		return nil, err
 	}
 	// Not closed: klog keeps writing to it (a control plane stopping) until the process ends.
-	quietKlog(logFile)
+	localcluster.QuietLogs(logFile)
 	fmt.Fprintf(progressTo, "control plane and scheduler logs: %s\n", logPath)
 	modes := []string{mode}
-	if mode == benchBoth {
-		modes = []string{benchStream, benchBacklog}
+	if mode == Both {
+		modes = []string{Stream, Backlog}
 	}
-	var all []againstRun
+	var all []AgainstRun
 	for i, m := range modes {
 		if i > 0 {
 			fmt.Fprintln(out)
@@ -73,8 +74,8 @@ func benchAgainst(ctx context.Context, out, progressTo io.Writer, allot, kubeSch
 // compareInMode runs the rounds of one mode and prints its runs and ratios. Each round
 // has kube-scheduler, Allot and the ceiling (direct binds), the order reversed every other
 // round, so that Allot's runs and the ceiling's alternate in the sitting.
-func compareInMode(ctx context.Context, out, progressTo, logFile io.Writer, allot, kubeScheduler, mode string, nodes, pods, rounds int) ([]againstRun, error) {
-	var runs []againstRun
+func compareInMode(ctx context.Context, out, progressTo, logFile io.Writer, allot, kubeScheduler, mode string, nodes, pods, rounds int) ([]AgainstRun, error) {
+	var runs []AgainstRun
 	for r := 0; r < rounds; r++ {
 		// The API server's own ceiling, in the same sitting: the pods bound by the bench
 		// itself, deciding nothing, as many at once as Allot's scheduler has in flight.
@@ -84,11 +85,11 @@ func compareInMode(ctx context.Context, out, progressTo, logFile io.Writer, allo
 		}
 		for _, name := range order {
 			fmt.Fprintf(progressTo, "%s, round %d of %d: %s on a fresh API server with %d nodes\n", mode, r+1, rounds, name, nodes)
-			res, err := benchOnFreshCluster(ctx, name, allot, kubeScheduler, mode, nodes, pods, logFile, progress(progressTo, pods, name))
+			res, err := benchOnFreshCluster(ctx, name, allot, kubeScheduler, mode, nodes, pods, logFile, progress.Bar(progressTo, pods, name))
 			if err != nil {
 				return runs, fmt.Errorf("%s: %w", name, err)
 			}
-			runs = append(runs, againstRun{Scheduler: name, BenchResult: res})
+			runs = append(runs, AgainstRun{Scheduler: name, Result: res})
 		}
 	}
 	fmt.Fprintf(out, "mode %s:\n", mode)
@@ -105,7 +106,7 @@ func compareInMode(ctx context.Context, out, progressTo, logFile io.Writer, allo
 		return runs, err
 	}
 	what := "creation to binding"
-	if mode == benchBacklog {
+	if mode == Backlog {
 		what = "created first, the scheduler's start to binding"
 	}
 	if sum["kube-scheduler"] > 0 {
@@ -117,13 +118,13 @@ func compareInMode(ctx context.Context, out, progressTo, logFile io.Writer, allo
 			sum[direct]/sum["kube-scheduler"])
 	}
 	binds := sum[direct] / float64(rounds)
-	if mode == benchStream {
+	if mode == Stream {
 		for _, name := range []string{"allot", "kube-scheduler"} {
 			fmt.Fprintf(out, "%s binds at %.0f%% of the bench's own binds as the pods arrive (%.0f against %.0f pods/s)\n",
 				name, 100*sum[name]/sum[direct], sum[name]/float64(rounds), binds)
 		}
 	}
-	if mode == benchBacklog {
+	if mode == Backlog {
 		// With nothing scheduling while they were made, the creations measure the API
 		// server itself: how close to it each scheduler drains.
 		var created float64
@@ -150,7 +151,7 @@ func compareInMode(ctx context.Context, out, progressTo, logFile io.Writer, allo
 // ceiling's (the bench's own binds, deciding nothing, on the same kind of fresh API server
 // in the same sitting): from the first creation (backlog: the scheduler's start) to the
 // last binding, and from the first binding to the last.
-func printCeilingTable(out io.Writer, runs []againstRun, modes []string, rounds, nodes, pods int) error {
+func printCeilingTable(out io.Writer, runs []AgainstRun, modes []string, rounds, nodes, pods int) error {
 	fmt.Fprintf(out, "\nof the ceiling (direct binds: the bench binds the pods itself, deciding nothing), mean over %d round(s), %d nodes × 8 GPUs, %d one-GPU pods:\n", rounds, nodes, pods)
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "MODE\tCEILING PODS/S\tALLOT PODS/S\tALLOT ÷ CEILING\tKUBE-SCHEDULER PODS/S\tKUBE-SCHEDULER ÷ CEILING\tALLOT ÷ CEILING ONCE BINDING\tKUBE-SCHEDULER ÷ CEILING ONCE BINDING")
@@ -183,8 +184,8 @@ func printCeilingTable(out io.Writer, runs []againstRun, modes []string, rounds,
 // direct names the run with no scheduler: the bench binds the pods itself.
 const direct = "direct binds"
 
-// benchBoth runs the comparison in stream mode, then in backlog mode, in one sitting.
-const benchBoth = "both"
+// Both runs the comparison in stream mode, then in backlog mode, in one sitting.
+const Both = "both"
 
 // bindDirectly binds every pod of scheduler sched in namespace default that waits, to the
 // nodes in turn, and gives the first failure.
@@ -341,7 +342,7 @@ const podsKey = "/registry/pods/default/"
 // controller manager, as allot up has, but no default scheduler) with simulated nodes and
 // their kubelet, starts the named scheduler as a process of its own (or, for direct, binds
 // the pods itself), times pods binding, and stops it all.
-func benchOnFreshCluster(parent context.Context, name, self, kubeScheduler, mode string, nodes, pods int, logs io.Writer, prog func(done, total int)) (*BenchResult, error) {
+func benchOnFreshCluster(parent context.Context, name, self, kubeScheduler, mode string, nodes, pods int, logs io.Writer, prog func(done, total int)) (*Result, error) {
 	ctx, cancel := context.WithCancel(parent)
 	defer cancel()
 	dir, err := os.MkdirTemp("", "allot-bench-")
@@ -379,11 +380,11 @@ func benchOnFreshCluster(parent context.Context, name, self, kubeScheduler, mode
 	switch name {
 	case direct:
 		sched = "allot-bench-direct"
-		if mode == benchStream {
+		if mode == Stream {
 			if err := bindAsCreated(ctx, client, sched, logs); err != nil {
 				return nil, err
 			}
-			return submitAndTime(ctx, client, pods, "", benchStream, sched, nil, stored, prog)
+			return submitAndTime(ctx, client, pods, "", Stream, sched, nil, stored, prog)
 		}
 		release := func() (time.Time, error) {
 			at := time.Now()
@@ -394,7 +395,7 @@ func benchOnFreshCluster(parent context.Context, name, self, kubeScheduler, mode
 			}()
 			return at, nil
 		}
-		return submitAndTime(ctx, client, pods, "", benchBacklog, sched, release, stored, prog)
+		return submitAndTime(ctx, client, pods, "", Backlog, sched, release, stored, prog)
 	case "allot":
 		cmd = exec.CommandContext(ctx, self, "scheduler", "--kubeconfig", kc)
 	default:
@@ -425,7 +426,7 @@ leaderElection: {leaderElect: false}
 			_ = cmd.Wait()
 		}
 	}()
-	if mode == benchBacklog {
+	if mode == Backlog {
 		queue := ""
 		if name == "allot" {
 			queue = "bench"
@@ -433,7 +434,7 @@ leaderElection: {leaderElect: false}
 				return nil, err
 			}
 		}
-		return submitAndTime(ctx, client, pods, queue, benchBacklog, sched, start, stored, prog)
+		return submitAndTime(ctx, client, pods, queue, Backlog, sched, start, stored, prog)
 	}
 	if _, err := start(); err != nil {
 		return nil, err
@@ -444,5 +445,5 @@ leaderElection: {leaderElect: false}
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
-	return runBench(ctx, client, allotclient.NewForConfigOrDie(&rc), "bench", pods, benchStream, sched, stored, prog)
+	return Run(ctx, client, allotclient.NewForConfigOrDie(&rc), "bench", pods, Stream, sched, stored, prog)
 }

@@ -1,4 +1,4 @@
-package cli
+package bench
 
 import (
 	"fmt"
@@ -10,20 +10,20 @@ import (
 // reclaimAllScenario: in the cluster of setUpReclaim, as many one-GPU pods of queue reclaim
 // as the cluster has GPUs, made while no scheduler runs: every GPU is reclaimed (KAI-Scheduler's
 // test reclaims its 4,000). The time is from the scheduler's start to the last binding.
-var reclaimAllScenario = scenario{
+var reclaimAllScenario = Scenario{
 	name:  "reclaim-all",
 	about: "a full cluster of borrowed GPUs; as many one-GPU pods of a queue with quota, all reclaimed",
-	nodes: 500,
+	Nodes: 500,
 	run:   runReclaimAll,
 }
 
-func runReclaimAll(h *scenarioHarness) (*scenarioReport, error) {
+func runReclaimAll(h *scenarioHarness) (*ScenarioReport, error) {
 	shape, err := setUpReclaim(h)
 	if err != nil {
 		return nil, err
 	}
 	n := h.opts.Nodes * h.opts.GPUs
-	rep := &scenarioReport{Shape: shape + fmt.Sprintf("; %d one-GPU pods of queue reclaim, made with no scheduler running", n),
+	rep := &ScenarioReport{Shape: shape + fmt.Sprintf("; %d one-GPU pods of queue reclaim, made with no scheduler running", n),
 		Origin: "the scheduler's start", Want: n, Created: n, EvictionsNeeded: n}
 	if rep.Create, err = h.createPods(n, "reclaimers", func(i int) *corev1.Pod {
 		return scenarioPod(fmt.Sprintf("reclaimer-%d", i), "reclaimer", "reclaim", 1)

@@ -1,4 +1,4 @@
-package cli
+package bench
 
 import (
 	"fmt"
@@ -17,10 +17,10 @@ import (
 // scheduler already running, 2,000 of Allot's bound and 500 of Allot's waiting. The times
 // are from the scheduler process's start to its first binding and to the last of the
 // waiting pods; its peak memory is the process's.
-var restartScenario = scenario{
+var restartScenario = Scenario{
 	name:  "restart",
 	about: "a scheduler restart on a busy cluster: 28 pods a node, most of another scheduler's",
-	nodes: 5000,
+	Nodes: 5000,
 	run:   runRestart,
 }
 
@@ -31,7 +31,7 @@ const (
 	restartWaiting = 500
 )
 
-func runRestart(h *scenarioHarness) (*scenarioReport, error) {
+func runRestart(h *scenarioHarness) (*ScenarioReport, error) {
 	nodes := h.opts.Nodes
 	bound := max(1, restartBound*nodes/5000)
 	waiting := max(1, restartWaiting*nodes/5000)
@@ -39,7 +39,7 @@ func runRestart(h *scenarioHarness) (*scenarioReport, error) {
 	if err := h.ensureScenarioQueue("restart", bound+waiting, nil, nil); err != nil {
 		return nil, err
 	}
-	rep := &scenarioReport{Shape: fmt.Sprintf("%d nodes × %d GPUs; %d pods: %d CPU pods of another scheduler running, %d one-GPU pods of Allot's bound, %d waiting, made before the scheduler starts",
+	rep := &ScenarioReport{Shape: fmt.Sprintf("%d nodes × %d GPUs; %d pods: %d CPU pods of another scheduler running, %d one-GPU pods of Allot's bound, %d waiting, made before the scheduler starts",
 		nodes, h.opts.GPUs, others+bound+waiting, others, bound, waiting), Origin: "the scheduler process's start", Want: waiting}
 	// The other scheduler's pods are bound as they are made, round the nodes, and the
 	// simulated kubelet runs them.

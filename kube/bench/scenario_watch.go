@@ -1,4 +1,4 @@
-package cli
+package bench
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 )
 
-// podState is a moment in a scenario pod's life that the bench times.
+// podState is a moment in a Scenario pod's life that the bench times.
 type podState int
 
 const (
@@ -26,7 +26,7 @@ const (
 
 // podLog keeps, for each role of the scenario's pods, when each pod reached each state, as
 // etcd stored it: a watch through the API server is closed when it falls behind, and a
-// scenario makes tens of thousands of changes a minute (see storedPods).
+// Scenario makes tens of thousands of changes a minute (see storedPods).
 type podLog struct {
 	mu sync.Mutex
 	// at[role][state][pod] is the first time the pod was seen in the state.

@@ -1,4 +1,4 @@
-package cli
+package bench
 
 import (
 	"bytes"
@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"strings"
 	"sync"
 	"testing"
 )
@@ -49,11 +48,11 @@ func againstBinaries(t *testing.T) string {
 
 // compareOnSmallClusters runs the comparison in the mode on 5 nodes with 40 pods, one
 // round, and checks that every run bound every pod; it gives the runs and the output.
-func compareOnSmallClusters(t *testing.T, mode string) ([]againstRun, string) {
+func compareOnSmallClusters(t *testing.T, mode string) ([]AgainstRun, string) {
 	t.Helper()
 	dir := againstBinaries(t)
 	var out, progress bytes.Buffer
-	runs, err := benchAgainst(context.Background(), &out, &progress, filepath.Join(dir, "allot"), filepath.Join(dir, "kube-scheduler"), mode, 5, 40, 1)
+	runs, err := Against(context.Background(), &out, &progress, filepath.Join(dir, "allot"), filepath.Join(dir, "kube-scheduler"), mode, 5, 40, 1)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, progress.String())
 	}
@@ -71,7 +70,7 @@ func compareOnSmallClusters(t *testing.T, mode string) ([]againstRun, string) {
 // own binds as the pods arrive (the API server's ceiling), and the table, the ratio and
 // each scheduler's part of the ceiling are printed, in sentences and in the last table.
 func TestBenchAgainstKubeScheduler(t *testing.T) {
-	runs, out := compareOnSmallClusters(t, benchStream)
+	runs, out := compareOnSmallClusters(t, Stream)
 	if len(runs) != 3 || runs[0].Scheduler != "kube-scheduler" || runs[1].Scheduler != "allot" || runs[2].Scheduler != direct {
 		t.Fatalf("runs %+v, want kube-scheduler, allot and direct binds", runs)
 	}
@@ -90,7 +89,7 @@ func TestBenchAgainstKubeScheduler(t *testing.T) {
 // both bind all of them, as do the bench's own binds (the API server's ceiling), and the
 // ratio and each scheduler's part of the creation and bind rates are printed.
 func TestBenchAgainstKubeSchedulerBacklog(t *testing.T) {
-	runs, out := compareOnSmallClusters(t, benchBacklog)
+	runs, out := compareOnSmallClusters(t, Backlog)
 	if len(runs) != 3 {
 		t.Fatalf("runs %+v, want kube-scheduler, allot and direct binds", runs)
 	}
@@ -102,23 +101,6 @@ func TestBenchAgainstKubeSchedulerBacklog(t *testing.T) {
 		`(?m)^backlog +\d+ +\d+ +\d+% +\d+ +\d+% +\d+% +\d+%$`} {
 		if !regexp.MustCompile(re).MatchString(out) {
 			t.Fatalf("output lacks %s:\n%s", re, out)
-		}
-	}
-}
-
-// TestBenchAgainstRefusesWhatMeasuresNothing checks that flags which cannot give a
-// comparison are refused before any cluster starts, naming the flag and what is allowed.
-func TestBenchAgainstRefusesWhatMeasuresNothing(t *testing.T) {
-	for want, args := range map[string][]string{
-		"--pods 1 is not allowed with --against: 2 or more":    {"--pods", "1"},
-		"--mode create is not allowed with --against":          {"--mode", "create"},
-		"--nodes 0 is not allowed: 1 to 5000":                  {"--nodes", "0"},
-		"--rounds 0 is not allowed: 1 or more":                 {"--rounds", "0"},
-		"--pods 81 is not allowed with --nodes 10: at most 80": {"--nodes", "10", "--pods", "81"},
-	} {
-		_, err := run(append([]string{"bench", "--against", "/nonexistent/kube-scheduler"}, args...)...)
-		if err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("bench --against %v: %v, want an error with %q", args, err, want)
 		}
 	}
 }

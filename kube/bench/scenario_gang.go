@@ -1,4 +1,4 @@
-package cli
+package bench
 
 import (
 	"fmt"
@@ -13,10 +13,10 @@ import (
 // bigGangScenario places one gang of a pod a node, two GPUs each, on an empty cluster, as
 // KAI-Scheduler's distributed-job scale test does (512 pods on 512 nodes): the gang is made
 // while no scheduler runs, and the time is from the scheduler's start to its last binding.
-var bigGangScenario = scenario{
+var bigGangScenario = Scenario{
 	name:  "big-gang",
 	about: "one gang of a pod per node, two GPUs each, on an empty cluster",
-	nodes: 500,
+	Nodes: 500,
 	run:   runBigGang,
 }
 
@@ -31,12 +31,12 @@ func gangPods(group, role, queue string, n, gpus int) func(i int) *corev1.Pod {
 	}
 }
 
-func runBigGang(h *scenarioHarness) (*scenarioReport, error) {
+func runBigGang(h *scenarioHarness) (*ScenarioReport, error) {
 	n, gpus := h.opts.Nodes, min(2, h.opts.GPUs)
 	if err := h.ensureScenarioQueue("gang", n*gpus, nil, nil); err != nil {
 		return nil, err
 	}
-	rep := &scenarioReport{Shape: fmt.Sprintf("%d nodes × %d GPUs; one gang of %d pods × %d GPUs in queue gang, made with no scheduler running",
+	rep := &ScenarioReport{Shape: fmt.Sprintf("%d nodes × %d GPUs; one gang of %d pods × %d GPUs in queue gang, made with no scheduler running",
 		h.opts.Nodes, h.opts.GPUs, n, gpus), Origin: "the scheduler's start", Want: n, Created: n}
 	var err error
 	if rep.Create, err = h.createPods(n, "the gang's pods", gangPods("gang", "gang", "gang", n, gpus)); err != nil {

@@ -1,7 +1,6 @@
-package cli
+package bench
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -11,17 +10,10 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-
-	"github.com/spf13/cobra"
-	"k8s.io/client-go/rest"
 )
 
-// schedulerClientHook, when set, is handed the scheduler's client configuration before it
-// connects: allot bench --scenario counts the scheduler's own requests through it.
-var schedulerClientHook func(*rest.Config)
-
-// childReport is what the scheduler run by a scenario writes when it stops.
-type childReport struct {
+// ChildReport is what the scheduler run by a Scenario writes when it stops.
+type ChildReport struct {
 	// Requests counts the scheduler's API requests by "verb resource[/subresource]".
 	Requests map[string]int `json:"requests"`
 	// MaxRSS is the process's peak resident memory (VmHWM), bytes.
@@ -31,49 +23,9 @@ type childReport struct {
 	HeapSys uint64 `json:"heapSys"`
 }
 
-// runBenchScheduler is `allot bench --as-scheduler REPORT -- [allot scheduler flags]`
-// (hidden): `allot scheduler` with those flags, its requests counted and written with its
-// peak memory to REPORT when it stops (SIGTERM), so that a scenario's figures are the
-// scheduler's alone, not the embedded API server's that shares the bench's process.
-func runBenchScheduler(cmd *cobra.Command, report, cpuProfile string, args []string) error {
-	counts := &requestCounter{n: map[string]int{}}
-	schedulerClientHook = func(rc *rest.Config) { rc.Wrap(counts.wrap) }
-	defer func() { schedulerClientHook = nil }()
-	if cpuProfile != "" {
-		f, err := os.Create(cpuProfile)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
-	}
-	sched := newSchedulerCmd()
-	sched.SetArgs(args)
-	sched.SetOut(cmd.OutOrStdout())
-	sched.SetErr(cmd.ErrOrStderr())
-	runErr := sched.ExecuteContext(cmd.Context())
-	if cpuProfile != "" {
-		// Beside the CPU profile, the heap's: what is held when the scheduler stops (the
-		// informers' caches, mostly) and what was allocated over the run.
-		if err := writeHeapProfile(cpuProfile + ".heap"); err != nil {
-			return err
-		}
-	}
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	b, _ := json.Marshal(childReport{Requests: counts.snapshot(), MaxRSS: peakRSS(), HeapSys: ms.Sys})
-	if err := os.WriteFile(report, b, 0o600); err != nil {
-		return err
-	}
-	return runErr
-}
-
-// writeHeapProfile writes the heap profile to path, after a collection so that what it
+// WriteHeapProfile writes the heap profile to path, after a collection so that what it
 // shows in use is live.
-func writeHeapProfile(path string) error {
+func WriteHeapProfile(path string) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return err
@@ -83,13 +35,16 @@ func writeHeapProfile(path string) error {
 	return pprof.WriteHeapProfile(f)
 }
 
-// requestCounter counts the requests that pass through a client by verb and resource.
-type requestCounter struct {
+// NewRequestCounter is a RequestCounter at zero.
+func NewRequestCounter() *RequestCounter { return &RequestCounter{n: map[string]int{}} }
+
+// RequestCounter counts the requests that pass through a client by verb and resource.
+type RequestCounter struct {
 	mu sync.Mutex
 	n  map[string]int
 }
 
-func (c *requestCounter) wrap(rt http.RoundTripper) http.RoundTripper {
+func (c *RequestCounter) Wrap(rt http.RoundTripper) http.RoundTripper {
 	return roundTripFunc(func(r *http.Request) (*http.Response, error) {
 		key := requestKey(r)
 		c.mu.Lock()
@@ -99,7 +54,7 @@ func (c *requestCounter) wrap(rt http.RoundTripper) http.RoundTripper {
 	})
 }
 
-func (c *requestCounter) snapshot() map[string]int {
+func (c *RequestCounter) Snapshot() map[string]int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	out := make(map[string]int, len(c.n))
@@ -190,11 +145,11 @@ func formatRequests(n map[string]int) (string, int) {
 	return strings.Join(parts, ", "), total
 }
 
-// peakRSS is this process's peak resident memory, from /proc/self/status's VmHWM, in
+// PeakRSS is this process's peak resident memory, from /proc/self/status's VmHWM, in
 // bytes; 0 where there is none. Not getrusage's: Linux carries the parent's peak into a
 // child started as os/exec starts one (its memory shared until exec), and the bench's
 // process holds the whole embedded control plane.
-func peakRSS() int64 {
+func PeakRSS() int64 {
 	b, err := os.ReadFile("/proc/self/status")
 	if err != nil {
 		return 0
