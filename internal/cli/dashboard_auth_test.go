@@ -244,6 +244,25 @@ func TestDashboardAuthProxy(t *testing.T) {
 	sees(t, b, url, "admin", []string{"alpha-train", "alpha-eval", "bravo-train"}, []string{dashboard.OtherNamespace, dashboard.OtherQueues})
 	b.Open(t, url+"#/consumption")
 	b.WaitText(t, ".consumption", "the admin's Consumption page", browsertest.Contains("UTC days"))
+
+	// The page's figures are those of a history the test writes (writeHistory, as the
+	// scheduler's recorder writes it, across a restart) and works out itself: each queue's
+	// GPUs held from the first look to the last, and the busy part of those measured.
+	writeHistory(t, c.Ctx, c.Client)
+	span := history.looks[len(history.looks)-1].Sub(history.looks[0]).Hours()
+	b.Open(t, url+"#/workloads") // the Consumption page anew, with the period in its address
+	b.Open(t, url+"#/consumption?from=2026-11-01&to=2026-11-30&by=queue")
+	for _, u := range history.uses {
+		given := float64(u.GPUs) * span
+		used, util := 0.0, "-"
+		if u.Measured {
+			used, util = given*u.Util/100, fmt.Sprintf("%.0f%%", u.Util)
+		}
+		want := fmt.Sprintf("%s %.2f %.2f %s", u.Queue, given, used, util)
+		b.WaitText(t, "tr[data-line="+u.Queue+"]", u.Queue+"'s line: "+want, func(s string) bool {
+			return strings.Join(strings.Fields(s), " ") == want
+		})
+	}
 }
 
 // TestDashboardAuthToken runs `allot dashboard --auth=token` and signs in on its page in

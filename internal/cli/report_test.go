@@ -1,33 +1,57 @@
 package cli
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/kube/consumption"
 )
 
-// allot report against a history the test writes itself, as the scheduler's recorder writes
-// it (two looks, the second across midnight): the sums by queue, by user and pool with
-// prices, a narrower range, and bad input refused with the flag named.
-func TestReport(t *testing.T) {
-	e := startEmpty(t)
-	r := &consumption.Recorder{Client: e.Client}
-	at := func(h, m int) time.Time { return time.Date(2026, 11, 2, h, m, 0, 0, time.UTC) }
-	uses := []consumption.Use{
-		{Key: consumption.Key{Queue: "team-a", User: "ann", Pool: "default", Model: "A100"}, GPUs: 2, Started: at(20, 0), Util: 80, Measured: true},
-		{Key: consumption.Key{Queue: "team-b", User: "bob", Pool: "h100", Model: "H100"}, GPUs: 1, Started: at(20, 0)},
-	}
-	for _, when := range []time.Time{at(23, 0), at(23, 30), at(24, 30)} {
-		if err := r.Observe(e.Ctx, when, uses); err != nil {
+// history is what writeHistory records: two queues' workloads, team-a's on 2 GPUs
+// measured 80% busy, team-b's on 1 GPU unmeasured, looked at at 23:00, 23:30 and (by a
+// recorder started anew, as after a scheduler restart) 00:30 the next day.
+var history = struct {
+	uses  []consumption.Use
+	looks []time.Time
+}{
+	uses: []consumption.Use{
+		{Key: consumption.Key{Queue: "team-a", User: "ann", Pool: "default", Model: "A100"}, GPUs: 2, Started: historyAt(20, 0), Util: 80, Measured: true},
+		{Key: consumption.Key{Queue: "team-b", User: "bob", Pool: "h100", Model: "H100"}, GPUs: 1, Started: historyAt(20, 0)},
+	},
+	looks: []time.Time{historyAt(23, 0), historyAt(23, 30), historyAt(24, 30)},
+}
+
+func historyAt(h, m int) time.Time { return time.Date(2026, 11, 2, h, m, 0, 0, time.UTC) }
+
+// writeHistory records history into the cluster's ConfigMaps through the scheduler's own
+// recorder, the last look by a new one: a restart loses none of what was counted.
+func writeHistory(t *testing.T, ctx context.Context, client kubernetes.Interface) {
+	t.Helper()
+	r := &consumption.Recorder{Client: client}
+	for i, when := range history.looks {
+		if i == len(history.looks)-1 {
+			r = &consumption.Recorder{Client: client} // the scheduler restarted
+		}
+		if err := r.Observe(ctx, when, history.uses); err != nil {
 			t.Fatal(err)
 		}
 	}
+}
+
+// allot report against a history the test writes itself, as the scheduler's recorder writes
+// it (writeHistory: three looks, the last across midnight and after a scheduler restart):
+// the sums by queue, by user and pool with prices, a narrower range, and bad input refused
+// with the flag named.
+func TestReport(t *testing.T) {
+	e := startEmpty(t)
+	writeHistory(t, e.Ctx, e.Client)
 	report := func(args ...string) string {
 		return e.must(t, append([]string{"report", "--from", "2026-11-01", "--to", "2026-11-30"}, args...)...)
 	}
