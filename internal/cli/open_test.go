@@ -236,7 +236,8 @@ func TestOpenAndPortForward(t *testing.T) {
 // agents), a notebook submitted with a port opens, and an autoscaled inference service's
 // metric is served through the API server.
 func TestUpOpen(t *testing.T) {
-	up := startUp(t, "--nodes", "1")
+	// A short warm-up: the service's pod counts for its autoscaler 5 s after it starts.
+	up := startUp(t, "--nodes", "1", "--gpu-utilization-warmup", "5s")
 	ctx, kc := up.ctx, up.kubeconfig
 	must := func(args ...string) string {
 		t.Helper()

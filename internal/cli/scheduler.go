@@ -22,6 +22,7 @@ import (
 	"github.com/allot-dev/allot/engine"
 	"github.com/allot-dev/allot/kube/admission"
 	"github.com/allot-dev/allot/kube/convert"
+	"github.com/allot-dev/allot/kube/metricsapi"
 	"github.com/allot-dev/allot/kube/scheduler"
 	"github.com/allot-dev/allot/kube/stack"
 )
@@ -33,6 +34,7 @@ func newSchedulerCmd() *cobra.Command {
 	var gangGrace, usageHalfLife, interruptionGrace time.Duration
 	var usageStrength float64
 	var webhookPort, metricsPort, customMetricsPort int
+	var warmup time.Duration
 	var certDir, sharingRoot, cdiKind, runtimeClass string
 	var deviceRecorders, adopt, accelerators, foreignExempt []string
 	var foreignGPUPods string
@@ -94,7 +96,11 @@ admission webhooks (the Helm chart registers them).`,
 			defer stop()
 			opts := stack.Options{Scheduler: scheduler.Options{Engine: engine.Options{Placement: pl, GPUPacking: gp, GangGrace: gangGrace, UsageStrength: usageStrength}, Accelerators: kinds,
 				UsageHalfLife: usageHalfLife, LeaderElection: leaderElect, Identity: identity, Lease: lease, SharingRoot: sharingRoot,
-				CDIKind: cdiKind, DeviceRecorders: deviceRecorders, InterruptionGrace: interruptionGrace}, SharingRuntimeClass: runtimeClass}
+				CDIKind: cdiKind, DeviceRecorders: deviceRecorders, InterruptionGrace: interruptionGrace}, SharingRuntimeClass: runtimeClass,
+				CustomMetricsWarmup: warmup}
+			if warmup < time.Second {
+				return fmt.Errorf("--gpu-utilization-warmup %s is not allowed: 1s or more (a reading needs the agent's interval; default %s)", warmup, metricsapi.DefaultWarmup)
+			}
 			if msg := admission.ForeignFlagProblem(foreignGPUPods); msg != "" {
 				return errors.New(msg)
 			}
@@ -141,6 +147,7 @@ admission webhooks (the Helm chart registers them).`,
 	f.IntVar(&webhookPort, "webhook-port", 0, "serve the admission webhooks on this port (0: none)")
 	f.StringVar(&certDir, "webhook-cert-dir", "/etc/allot/webhook", "directory with the webhooks' tls.crt and tls.key (reloaded when they change)")
 	f.IntVar(&metricsPort, "metrics-port", 0, "serve Prometheus metrics at /metrics on this port (0: none)")
+	f.DurationVar(&warmup, "gpu-utilization-warmup", metricsapi.DefaultWarmup, "how long an inference pod runs before the custom metrics API counts its GPU utilisation: a server still loading its model reads idle, and its autoscaler would take it away (raise it for large models)")
 	f.IntVar(&customMetricsPort, "custom-metrics-port", 0, "serve the custom metrics API (custom.metrics.k8s.io: GPU utilisation for HorizontalPodAutoscalers) on this port, with the --webhook-cert-dir certificate; the chart registers its APIService (0: none)")
 	f.StringVar(&placement, "placement", "allot", "placement policy: allot, binpack, spread, best-fit, gpu-packing, fgd, random")
 	f.StringVar(&gpuPolicy, "gpu-policy", "", "how a node's GPUs are chosen, apart from nodes: binpack or spread (empty: as --placement; a pod's allot.dev/gpu-policy overrides)")

@@ -32,6 +32,7 @@ import (
 	"github.com/allot-dev/allot/kube/convert"
 	"github.com/allot-dev/allot/kube/ecosystem"
 	"github.com/allot-dev/allot/kube/localcluster"
+	"github.com/allot-dev/allot/kube/metricsapi"
 	"github.com/allot-dev/allot/kube/scheduler"
 	"github.com/allot-dev/allot/kube/simnode"
 	"github.com/allot-dev/allot/kube/stack"
@@ -43,6 +44,7 @@ func newUpCmd() *cobra.Command {
 	var gpuType, gpuMemory, dataDir, kubeconfig string
 	var demo, draNodes bool
 	var cpuProfile, dashboardAddr, metricsAddr string
+	var warmup time.Duration
 	var sharing, failGPU, history, topology string
 	var accelerators, migFixed, migDynamic, migSingle, with []string
 	cmd := &cobra.Command{
@@ -242,7 +244,10 @@ A kubeconfig is written so that kubectl works against it. Ctrl-C stops everythin
 			}
 			// The pods of allot up stop with it: the time it was down is no use of GPUs.
 			schedOpts.UsageIdleWhileAway = true
-			running, err := stack.LocalAs(ctx, c.Config, c.Config, dataDir, metricsAddr, schedOpts)
+			if warmup < time.Second {
+				return fmt.Errorf("--gpu-utilization-warmup %s is not allowed: 1s or more (a reading needs the agent's interval; default %s)", warmup, metricsapi.DefaultWarmup)
+			}
+			running, err := stack.LocalWith(ctx, c.Config, c.Config, dataDir, metricsAddr, stack.Options{Scheduler: schedOpts, CustomMetricsWarmup: warmup})
 			if err != nil {
 				return err
 			}
@@ -314,6 +319,7 @@ A kubeconfig is written so that kubectl works against it. Ctrl-C stops everythin
 	f.StringVar(&cpuProfile, "cpu-profile", "", "write a CPU profile of the whole process here (for performance work)")
 	_ = f.MarkHidden("cpu-profile")
 	f.StringVar(&dashboardAddr, "dashboard-address", "127.0.0.1:8090", "serve the web dashboard on this host:port (empty: none)")
+	f.DurationVar(&warmup, "gpu-utilization-warmup", metricsapi.DefaultWarmup, "how long an inference pod runs before its GPU utilisation counts for its autoscaler (the scheduler's flag of that name)")
 	f.StringVar(&metricsAddr, "metrics-address", "127.0.0.1:9090", "serve Prometheus metrics at /metrics on this host:port (127.0.0.1:0: any free port)")
 	f.StringVar(&sharing, "sharing", "", "how the simulated nodes declare GPU sharing is enforced: mps, hami-core or none (empty: not declared)")
 	f.StringVar(&failGPU, "fail-gpu", "", "make one simulated GPU fail once Allot is up, as NODE/INDEX (dgx-1/3): the health path end to end")
