@@ -34,10 +34,12 @@ func Utilization(n *corev1.Node, agent *coordinationv1.Lease, now time.Time, tru
 	return convert.ParseUtilization(n.Annotations[v1alpha1.AnnotationGPUUtilization])
 }
 
-// LeaseLive is whether an agent renewed its Lease within the Lease's duration.
+// LeaseLive is whether an agent renewed its Lease within the Lease's duration, as every
+// reader of the agents' Leases judges it (the scheduler, the idle controller, the custom
+// metrics API): up to, not at, the renewal plus the duration.
 func LeaseLive(l *coordinationv1.Lease, now time.Time) bool {
 	if l.Spec.RenewTime == nil || l.Spec.LeaseDurationSeconds == nil {
 		return false
 	}
-	return !now.After(l.Spec.RenewTime.Add(time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second))
+	return now.Before(l.Spec.RenewTime.Add(time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second))
 }

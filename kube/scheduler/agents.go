@@ -2,7 +2,6 @@ package scheduler
 
 import (
 	"context"
-	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/engine"
+	"github.com/allot-dev/allot/kube/inspect"
 )
 
 // The nodes' agents renew a Lease each (kube/agent/heartbeat.go). A node whose agent's
@@ -34,14 +34,7 @@ func (s *Scheduler) agentAlive(node engine.NodeID) bool {
 	if !ok {
 		return false
 	}
-	return leaseFresh(o.(*coordinationv1.Lease), s.opts.Now())
-}
-
-func leaseFresh(l *coordinationv1.Lease, now time.Time) bool {
-	if l.Spec.RenewTime == nil || l.Spec.LeaseDurationSeconds == nil {
-		return false
-	}
-	return now.Before(l.Spec.RenewTime.Add(time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second))
+	return inspect.LeaseLive(o.(*coordinationv1.Lease), s.opts.Now())
 }
 
 // startAgentLeases starts the Lease informer and waits for its first list.
