@@ -162,6 +162,7 @@ docs/performance.md has the shapes and the figures.`,
 	cmd.Flags().StringVar(&scenarioName, "scenario", "", "run a scale scenario on a fresh embedded API server with simulated nodes: "+bench.ScenarioNames())
 	cmd.Flags().IntVar(&sopts.GPUs, "gpus-per-node", 8, "with --scenario: GPUs of each simulated node")
 	cmd.Flags().DurationVar(&sopts.StopAfter, "stop-after", 0, "with --scenario: how long an evicted pod's containers take to stop (0: at once; at most its 30s grace period)")
+	cmd.Flags().BoolVar(&sopts.CustomMetrics, "custom-metrics", false, "with --scenario: the scheduler serves the custom metrics API too, as the chart runs it (its memory with every reader of pods in the process)")
 	cmd.Flags().StringVar(&sopts.CPUProfile, "cpu-profile", "", "with --scenario: write a CPU profile of the measured scheduler to this file")
 	// The scheduler a scenario runs: allot bench --as-scheduler REPORT -- [scheduler flags].
 	cmd.Flags().StringVar(&asScheduler, "as-scheduler", "", "run allot scheduler with the flags after --, its API requests counted, and write them and its peak memory to this file when it stops")

@@ -7,14 +7,18 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/allot-dev/allot/kube/admission"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -74,6 +78,11 @@ type ScenarioOptions struct {
 	StopAfter time.Duration
 	// CPUProfile, if set, is where the measured scheduler writes a CPU profile.
 	CPUProfile string
+	// CustomMetrics has the schedulers serve the custom metrics API as well, as the chart
+	// runs them (customMetrics.enabled): every reader of pods in the process, for its
+	// memory. Nothing reads the API; it serves on a free port with a self-signed
+	// certificate.
+	CustomMetrics bool
 }
 
 // ScenarioReport is what a Scenario measured. Times are from Origin.
@@ -237,6 +246,17 @@ func (h *scenarioHarness) startScheduler() (time.Time, error) {
 		args = append(args, "--cpu-profile", h.opts.CPUProfile)
 	}
 	args = append(args, "--", "--kubeconfig", h.kubeconfig)
+	if h.opts.CustomMetrics {
+		certs := filepath.Join(h.dir, "custom-metrics")
+		if _, err := admission.SelfSigned(certs); err != nil {
+			return time.Time{}, fmt.Errorf("the custom metrics API's certificate: %w", err)
+		}
+		port, err := freeLoopbackPort()
+		if err != nil {
+			return time.Time{}, err
+		}
+		args = append(args, "--custom-metrics-port", strconv.Itoa(port), "--webhook-cert-dir", certs)
+	}
 	cmd := exec.Command(h.self, args...)
 	cmd.Stdout, cmd.Stderr = h.logs, h.logs
 	at := time.Now()
@@ -245,6 +265,16 @@ func (h *scenarioHarness) startScheduler() (time.Time, error) {
 	}
 	h.scheduler, h.schedulerStart = cmd, at
 	return at, nil
+}
+
+// freeLoopbackPort is a port free on 127.0.0.1 now.
+func freeLoopbackPort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // measureScheduler marks the next scheduler started as the measured one (its CPU profile

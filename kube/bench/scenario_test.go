@@ -16,6 +16,8 @@ import (
 // (the first binding before the last; a reclaim's victims gone before its last rebind),
 // each reclaim evicts exactly the GPUs it needs, and the scheduler's requests and memory
 // are read. reclaim-one's victims take 2s to stop: no reclaim completes before they do.
+// restart runs the scheduler with the custom metrics API too, as the chart does: the
+// process watches pods once, whoever else in it reads them.
 // Not timed: nothing here asserts a speed.
 func TestBenchScenariosSmall(t *testing.T) {
 	bin := filepath.Join(t.TempDir(), "allot")
@@ -29,13 +31,14 @@ func TestBenchScenariosSmall(t *testing.T) {
 		stopAfter time.Duration
 		want      int // pods bound in the timed phase
 		evictions int // victims evicted
+		metrics   bool
 	}{
-		{"fill", nodes, 0, nodes * gpus, 0},
-		{"big-gang", nodes, 0, nodes, 0},
-		{"reclaim-one", nodes, 2 * time.Second, reclaimSamples, reclaimSamples},
-		{"reclaim-all", nodes, 0, nodes * gpus, nodes * gpus},
-		{"reclaim-big", nodes, 0, nodes / 2, nodes / 2 * gpus},
-		{"restart", 10, 0, 1, 0},
+		{"fill", nodes, 0, nodes * gpus, 0, false},
+		{"big-gang", nodes, 0, nodes, 0, false},
+		{"reclaim-one", nodes, 2 * time.Second, reclaimSamples, reclaimSamples, false},
+		{"reclaim-all", nodes, 0, nodes * gpus, nodes * gpus, false},
+		{"reclaim-big", nodes, 0, nodes / 2, nodes / 2 * gpus, false},
+		{"restart", 10, 0, 1, 0, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			s, err := FindScenario(c.name)
@@ -43,7 +46,7 @@ func TestBenchScenariosSmall(t *testing.T) {
 				t.Fatal(err)
 			}
 			var out, prog bytes.Buffer
-			rep, err := RunScenario(context.Background(), &out, &prog, bin, s, ScenarioOptions{Nodes: c.nodes, GPUs: gpus, StopAfter: c.stopAfter})
+			rep, err := RunScenario(context.Background(), &out, &prog, bin, s, ScenarioOptions{Nodes: c.nodes, GPUs: gpus, StopAfter: c.stopAfter, CustomMetrics: c.metrics})
 			if err != nil {
 				t.Fatalf("%v\n%s", err, prog.String())
 			}
@@ -71,6 +74,9 @@ func TestBenchScenariosSmall(t *testing.T) {
 			}
 			if rep.Sched.MaxRSS <= 0 || rep.Sched.Requests["create pods/binding"] < c.want {
 				t.Errorf("scheduler report %+v: want its peak memory and a binding request per pod", rep.Sched)
+			}
+			if pods := rep.Sched.Requests["watch pods"] + rep.Sched.Requests["list pods"]; pods != 1 {
+				t.Errorf("the scheduler process listed or watched pods %d times, want once (its informer, which every reader shares): %v", pods, rep.Sched.Requests)
 			}
 			if !strings.Contains(out.String(), "scenario "+c.name+": ") || !strings.Contains(out.String(), "  total: ") {
 				t.Errorf("output lacks the scenario's name or total:\n%s", out.String())

@@ -14,10 +14,10 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
-	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -31,6 +31,7 @@ import (
 	"github.com/allot-dev/allot/kube/consumption"
 	"github.com/allot-dev/allot/kube/control"
 	"github.com/allot-dev/allot/kube/inspect"
+	"github.com/allot-dev/allot/kube/stores"
 )
 
 // DefaultTick is how often the controller looks at the nodes' reports: the agents report
@@ -57,6 +58,10 @@ type Options struct {
 	// it. Nil, as on a real cluster: only agents' readings count, so that a node label
 	// nobody checks cannot make a notebook idle or busy.
 	Simulated func(*corev1.Node) bool
+	// Stores is where pods, nodes, the agents' Leases and Queues are read: the scheduler's
+	// informers (scheduler.Stores), so that its process holds one copy of every pod. Nil:
+	// Run starts informers of the controller's own (a controller run alone).
+	Stores stores.Source
 }
 
 // Controller is the idle controller.
@@ -113,6 +118,16 @@ func (c *Controller) Run(ctx context.Context) {
 	if c.events != nil {
 		defer c.events.Shutdown()
 	}
+	if c.opts.Stores == nil {
+		src, err := stores.Start(ctx, c.client, c.ctl.Allot)
+		if err != nil {
+			if ctx.Err() == nil {
+				slog.Error("allot idle: the controller's informers did not list: it stops", "err", err)
+			}
+			return
+		}
+		c.opts.Stores = src
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -138,7 +153,7 @@ type policy struct {
 	timeout   map[string]time.Duration // by class; absent: never
 }
 
-func policies(qs []v1alpha1.Queue) map[string]policy {
+func policies(qs []*v1alpha1.Queue) map[string]policy {
 	out := map[string]policy{}
 	for _, q := range qs {
 		p := policy{queue: q.Name, threshold: v1alpha1.DefaultIdleThreshold, timeout: map[string]time.Duration{}}
@@ -163,16 +178,20 @@ func policies(qs []v1alpha1.Queue) map[string]policy {
 // their queue's timeout.
 func (c *Controller) Step(ctx context.Context) error {
 	now := c.opts.Now()
-	qs, err := c.ctl.Allot.AllotV1alpha1().Queues().List(ctx, metav1.ListOptions{})
+	st, err := c.opts.Stores.Get()
 	if err != nil {
 		return err
 	}
-	pols := policies(qs.Items)
-	readings, uuids, err := c.readings(ctx, now)
+	qs, err := st.Queues.List(labels.Everything())
 	if err != nil {
 		return err
 	}
-	o, err := c.objects(ctx)
+	pols := policies(qs)
+	readings, uuids, err := c.readings(st, now)
+	if err != nil {
+		return err
+	}
+	o, err := c.objects(ctx, st)
 	if err != nil {
 		return err
 	}
@@ -293,43 +312,38 @@ func strictest(cqs []classQueue, pols map[string]policy) (class string, pol poli
 // carries it on its Lease, trusted while the agent renews that Lease (a stopped agent's
 // last report says nothing of now); one of allot up's simulated nodes without an agent has
 // it written on the Node by the simulated kubelet. Any other node's GPUs are unknown.
-func (c *Controller) readings(ctx context.Context, now time.Time) (Readings, map[string][]string, error) {
-	nodes, err := c.client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+func (c *Controller) readings(st stores.Stores, now time.Time) (Readings, map[string][]string, error) {
+	ns, err := st.Nodes.List(labels.Everything())
 	if err != nil {
 		return nil, nil, err
 	}
 	c.nodes = map[string]*corev1.Node{}
-	for i := range nodes.Items {
-		c.nodes[nodes.Items[i].Name] = &nodes.Items[i]
-	}
-	leases, err := c.client.CoordinationV1().Leases(v1alpha1.SystemNamespace).List(ctx, metav1.ListOptions{LabelSelector: v1alpha1.LabelAgentLease})
-	if err != nil {
-		return nil, nil, err
-	}
-	agent := map[string]*coordinationv1.Lease{}
-	for i := range leases.Items {
-		l := &leases.Items[i]
-		agent[l.Labels[v1alpha1.LabelAgentLease]] = l
+	for _, n := range ns {
+		c.nodes[n.Name] = n
 	}
 	r := Readings{}
-	ns := ptrs(nodes.Items)
 	for _, n := range ns {
-		if got, ok := inspect.Utilization(n, agent[n.Name], now, c.opts.Simulated != nil && c.opts.Simulated(n)); ok {
+		agent, _ := st.Leases.Get(v1alpha1.AgentLeaseName(n.Name))
+		if got, ok := inspect.Utilization(n, agent, now, c.opts.Simulated != nil && c.opts.Simulated(n)); ok {
 			r.add(n.Name, got)
 		}
 	}
 	return r, inspect.NodeUUIDs(ns), nil
 }
 
-// objects lists what workloads are built from, as the scheduler's role may read it.
-func (c *Controller) objects(ctx context.Context) (inspect.Objects, error) {
+// objects lists what workloads are built from, as the scheduler's role may read it: the
+// pods in a queue from the stores, their owners from the API server.
+func (c *Controller) objects(ctx context.Context, st stores.Stores) (inspect.Objects, error) {
 	var o inspect.Objects
 	all := metav1.ListOptions{}
-	pods, err := c.client.CoreV1().Pods("").List(ctx, metav1.ListOptions{LabelSelector: v1alpha1.LabelQueue})
+	queued, err := labels.Parse(v1alpha1.LabelQueue)
 	if err != nil {
 		return o, err
 	}
-	o.Pods = ptrs(pods.Items)
+	// The pods are the scheduler's cache's objects, shared: read, never written.
+	if o.Pods, err = st.Pods.List(queued); err != nil {
+		return o, err
+	}
 	var jobs *batchv1.JobList
 	if jobs, err = c.client.BatchV1().Jobs("").List(ctx, all); err != nil {
 		return o, err

@@ -6,6 +6,11 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/allot-dev/allot/kube/client/clientset/versioned"
+	"github.com/allot-dev/allot/kube/stores"
+
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -40,6 +45,17 @@ func notebook(name, index string) (*appsv1.StatefulSet, *corev1.Pod) {
 	return st, p
 }
 
+// startStores is the controller's stores as informers of its own over these clients, as a
+// controller run without the scheduler reads them.
+func startStores(t *testing.T, client kubernetes.Interface, allot versioned.Interface) stores.Source {
+	t.Helper()
+	src, err := stores.Start(t.Context(), client, allot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return src
+}
+
 // simulated is what the embedded cluster believes: a node labelled simulated reports on
 // itself (kube/stack.LocalWith).
 func simulated(n *corev1.Node) bool { return n.Labels[v1alpha1.LabelSimulated] == "true" }
@@ -49,7 +65,7 @@ func simulated(n *corev1.Node) bool { return n.Labels[v1alpha1.LabelSimulated] =
 // and suspended at 2h with an Event naming the time, the threshold and the policy; a
 // notebook whose GPU reads 90% is never touched.
 func TestStepStopsAtTheTimeoutByItsClock(t *testing.T) {
-	ctx := context.Background()
+	ctx := t.Context()
 	idleSet, idlePod := notebook("nb-idle", "0")
 	busySet, busyPod := notebook("nb-busy", "1")
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "dgx-1", Labels: map[string]string{v1alpha1.LabelSimulated: "true"},
@@ -79,13 +95,14 @@ func TestStepStopsAtTheTimeoutByItsClock(t *testing.T) {
 
 	// A real cluster's controller believes no Node's own reading, labelled or not: only
 	// an agent's fresh Lease.
-	if err := New(client, dyn, allot, Options{Now: clk.now, Recorder: rec, Mapper: mapper}).Step(ctx); err != nil {
+	src := startStores(t, client, allot)
+	if err := New(client, dyn, allot, Options{Now: clk.now, Recorder: rec, Mapper: mapper, Stores: src}).Step(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if _, ann := get("nb-idle"); ann[inspect.AnnotationIdleSince] != "" {
 		t.Fatalf("a real cluster's controller believed the node's own reading: idle since %q", ann[inspect.AnnotationIdleSince])
 	}
-	c := New(client, dyn, allot, Options{Now: clk.now, Recorder: rec, Mapper: mapper, Simulated: simulated})
+	c := New(client, dyn, allot, Options{Now: clk.now, Recorder: rec, Mapper: mapper, Simulated: simulated, Stores: src})
 	if err := c.Step(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -145,7 +162,9 @@ func fixture(t *testing.T, util string, objs ...runtime.Object) (*Controller, *c
 	mapper.Add(schema.GroupVersionKind{Version: "v1", Kind: "Pod"}, meta.RESTScopeNamespace)
 	rec := record.NewFakeRecorder(10)
 	clk := &clock{t: time.Date(2026, 1, 1, 9, 0, 0, 0, time.UTC)}
-	c := New(client, dyn, allotfake.NewSimpleClientset(q), Options{Now: clk.now, Recorder: rec, Mapper: mapper, Simulated: simulated})
+	allot := allotfake.NewSimpleClientset(q)
+	c := New(client, dyn, allot, Options{Now: clk.now, Recorder: rec, Mapper: mapper, Simulated: simulated,
+		Stores: startStores(t, client, allot)})
 	return c, clk, rec, dyn
 }
 

@@ -28,11 +28,10 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	appslisters "k8s.io/client-go/listers/apps/v1"
-	coordinationlisters "k8s.io/client-go/listers/coordination/v1"
-	corelisters "k8s.io/client-go/listers/core/v1"
 	cmv1beta2 "k8s.io/metrics/pkg/apis/custom_metrics/v1beta2"
 
 	"github.com/allot-dev/allot/api/v1alpha1"
+	"github.com/allot-dev/allot/kube/stores"
 )
 
 // Where the API server publishes how it forwards users to aggregated APIs.
@@ -46,10 +45,8 @@ const (
 // headers, or a bearer token by TokenReview) and authorised by SubjectAccessReview:
 // Kubernetes' own delegating authenticator and authoriser.
 type Server struct {
-	pods        corelisters.PodLister
-	nodes       corelisters.NodeLister
+	stores      stores.Source // pods, nodes and the agents' Leases
 	deployments appslisters.DeploymentLister
-	leases      coordinationlisters.LeaseNamespaceLister // the agents', in Allot's namespace
 	authn       authenticator.Request
 	authz       authorizer.Authorizer
 	now         func() time.Time
@@ -66,9 +63,12 @@ type Server struct {
 // DefaultWarmup is Warmup when it is not set.
 const DefaultWarmup = 2 * time.Minute
 
-// New starts what the server reads (informers of pods, nodes and Deployments, and the API
-// server's front-proxy settings) and returns once they are synced.
-func New(ctx context.Context, client kubernetes.Interface) (*Server, error) {
+// New starts what the server reads (an informer of Deployments and the API server's
+// front-proxy settings) and returns once they are synced. Pods, nodes and the agents'
+// Leases are read from src: the scheduler's informers (scheduler.Stores), so that the
+// process holds one copy of every pod; nil starts informers of the server's own (a
+// server run alone).
+func New(ctx context.Context, client kubernetes.Interface, src stores.Source) (*Server, error) {
 	ca, err := dynamiccertificates.NewDynamicCAFromConfigMapController("front-proxy-ca", authConfigMapNS, authConfigMap, "requestheader-client-ca-file", client)
 	if err != nil {
 		return nil, err
@@ -104,19 +104,17 @@ func New(ctx context.Context, client kubernetes.Interface) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	factory := informers.NewSharedInformerFactory(client, 0)
-	agents := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(v1alpha1.SystemNamespace))
-	s := &Server{pods: factory.Core().V1().Pods().Lister(), nodes: factory.Core().V1().Nodes().Lister(),
-		deployments: factory.Apps().V1().Deployments().Lister(),
-		leases:      agents.Coordination().V1().Leases().Lister().Leases(v1alpha1.SystemNamespace),
-		authn:       authn, authz: authz, now: time.Now}
+	if src == nil {
+		if src, err = stores.Start(ctx, client, nil); err != nil {
+			return nil, fmt.Errorf("custom metrics API: %w", err)
+		}
+	}
+	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(stores.DropManagedFields))
+	s := &Server{stores: src, deployments: factory.Apps().V1().Deployments().Lister(), authn: authn, authz: authz, now: time.Now}
 	factory.Start(ctx.Done())
-	agents.Start(ctx.Done())
-	for _, f := range []informers.SharedInformerFactory{factory, agents} {
-		for typ, ok := range f.WaitForCacheSync(ctx.Done()) {
-			if !ok {
-				return nil, fmt.Errorf("custom metrics API: %v informer did not sync", typ)
-			}
+	for typ, ok := range factory.WaitForCacheSync(ctx.Done()) {
+		if !ok {
+			return nil, fmt.Errorf("custom metrics API: %v informer did not sync", typ)
 		}
 	}
 	return s, nil
@@ -212,17 +210,21 @@ func (s *Server) value(obj corev1.ObjectReference, util float64) cmv1beta2.Metri
 
 // podValues are the pods' values: one pod by name, or those a selector picks (name *).
 func (s *Server) podValues(ns, name, selector string) ([]cmv1beta2.MetricValue, error) {
+	st, err := s.stores.Get()
+	if err != nil {
+		return nil, err
+	}
 	var pods []*corev1.Pod
 	if name == "*" {
 		sel, err := labels.Parse(selector)
 		if err != nil {
 			return nil, fmt.Errorf("labelSelector %q: %w", selector, err)
 		}
-		if pods, err = s.pods.Pods(ns).List(sel); err != nil {
+		if pods, err = st.Pods.Pods(ns).List(sel); err != nil {
 			return nil, err
 		}
 	} else {
-		p, err := s.pods.Pods(ns).Get(name)
+		p, err := st.Pods.Pods(ns).Get(name)
 		if err != nil {
 			return nil, fmt.Errorf("pod %s/%s: %w", ns, name, err)
 		}
@@ -230,7 +232,7 @@ func (s *Server) podValues(ns, name, selector string) ([]cmv1beta2.MetricValue, 
 	}
 	items := []cmv1beta2.MetricValue{}
 	for _, p := range pods {
-		if u, ok := s.podUtil(p); ok {
+		if u, ok := s.podUtil(st, p); ok {
 			items = append(items, s.value(corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: p.Namespace, Name: p.Name}, u))
 		}
 	}
@@ -247,15 +249,15 @@ func (s *Server) warmup() time.Duration {
 	return DefaultWarmup
 }
 
-func (s *Server) podUtil(p *corev1.Pod) (float64, bool) {
+func (s *Server) podUtil(st stores.Stores, p *corev1.Pod) (float64, bool) {
 	if p.Spec.NodeName == "" || p.Status.StartTime == nil || s.now().Sub(p.Status.StartTime.Time) < s.warmup() {
 		return 0, false
 	}
-	n, err := s.nodes.Get(p.Spec.NodeName)
+	n, err := st.Nodes.Get(p.Spec.NodeName)
 	if err != nil {
 		return 0, false
 	}
-	agent, _ := s.leases.Get(v1alpha1.AgentLeaseName(n.Name))
+	agent, _ := st.Leases.Get(v1alpha1.AgentLeaseName(n.Name))
 	return podUtilization(p, heldDevices(p, n), deviceUtilization(n, agent, s.now(), s.Simulated != nil && s.Simulated(n)))
 }
 
@@ -269,13 +271,17 @@ func (s *Server) deploymentValue(ns, name string) ([]cmv1beta2.MetricValue, erro
 	if err != nil {
 		return nil, err
 	}
-	pods, err := s.pods.Pods(ns).List(sel)
+	st, err := s.stores.Get()
+	if err != nil {
+		return nil, err
+	}
+	pods, err := st.Pods.Pods(ns).List(sel)
 	if err != nil {
 		return nil, err
 	}
 	sum, n := 0.0, 0
 	for _, p := range pods {
-		if u, ok := s.podUtil(p); ok {
+		if u, ok := s.podUtil(st, p); ok {
 			sum, n = sum+u, n+1
 		}
 	}

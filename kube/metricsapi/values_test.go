@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/allot-dev/allot/kube/stores"
+
 	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -104,8 +106,10 @@ func TestDeploymentValueHoldsWithoutReadings(t *testing.T) {
 		_ = di.Add(&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "svc", Namespace: "ns"},
 			Spec: appsv1.DeploymentSpec{Replicas: &replicas, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "svc"}}}})
 		li := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
-		s := &Server{pods: corelisters.NewPodLister(pi), nodes: corelisters.NewNodeLister(ni), deployments: appslisters.NewDeploymentLister(di),
-			leases: coordinationlisters.NewLeaseLister(li).Leases(v1alpha1.SystemNamespace), now: func() time.Time { return now }, Warmup: time.Minute,
+		st := stores.Stores{Pods: corelisters.NewPodLister(pi), Nodes: corelisters.NewNodeLister(ni),
+			Leases: coordinationlisters.NewLeaseLister(li).Leases(v1alpha1.SystemNamespace)}
+		s := &Server{stores: func() (stores.Stores, bool) { return st, true }, deployments: appslisters.NewDeploymentLister(di),
+			now: func() time.Time { return now }, Warmup: time.Minute,
 			Simulated: func(*corev1.Node) bool { return true }} // the node reports on itself, as a simulated one does
 		v, err := s.deploymentValue("ns", "svc")
 		if err != nil {

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/allot-dev/allot/kube/stores"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -163,10 +165,10 @@ func benchCycles(b *testing.B, nodes []*corev1.Node, pods []*corev1.Pod) {
 }
 
 // asCached leaves out of the pods what the scheduler's informers leave out
-// (dropManagedFields).
+// (stores.DropManagedFields).
 func asCached(b *testing.B, pods []*corev1.Pod) {
 	for _, p := range pods {
-		if _, err := dropManagedFields(p); err != nil {
+		if _, err := stores.DropManagedFields(p); err != nil {
 			b.Fatal(err)
 		}
 	}

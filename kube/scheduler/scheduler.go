@@ -28,6 +28,7 @@ import (
 	"github.com/allot-dev/allot/kube/client/clientset/versioned"
 	"github.com/allot-dev/allot/kube/convert"
 	"github.com/allot-dev/allot/kube/podfit"
+	"github.com/allot-dev/allot/kube/stores"
 )
 
 // Options configure the scheduler.
@@ -159,6 +160,9 @@ type Scheduler struct {
 
 	pods, nodes, queues, groups cache.SharedIndexInformer // queues and groups hold typed Queues and PodGroups
 	agentLeases                 cache.SharedIndexInformer // the nodes' agents' (agents.go)
+	// stores are those informers' stores as the process's other controllers read them
+	// (Stores), set once they have synced.
+	stores atomic.Pointer[stores.Stores]
 	// reservationClass: reservation pods may name ReservationPriorityClass (reservation.go).
 	reservationClass bool
 	// topologies is nil where the Topology CRD is not served (a chart upgraded without its
@@ -292,6 +296,18 @@ func (s *Scheduler) Run(ctx context.Context) error {
 // Leading tells whether this replica may act now: always without leader election, else
 // while its fence holds (the loops beside the scheduler, such as kube/idle, act only then).
 func (s *Scheduler) Leading() bool { return s.fence.ok() }
+
+// Stores are the pods, nodes, agents' Leases and Queues of the scheduler's informers, for
+// the controllers that run in its process (the idle controller, the custom metrics API):
+// one copy of each in the process. False until they have first synced; after an outage the
+// old ones are read until the new have listed.
+func (s *Scheduler) Stores() (stores.Stores, bool) {
+	st := s.stores.Load()
+	if st == nil {
+		return stores.Stores{}, false
+	}
+	return *st, true
+}
 
 // newTerm forgets what the last term as leader was waiting for: another leader has
 // acted since, and the informers show what it did.

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/allot-dev/allot/kube/stores"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -33,7 +35,7 @@ func BenchmarkFirstSnapshot140k(b *testing.B) {
 	}
 	served := liveMiB()
 	for _, p := range pods {
-		if _, err := dropManagedFields(p); err != nil {
+		if _, err := stores.DropManagedFields(p); err != nil {
 			b.Fatal(err)
 		}
 	}

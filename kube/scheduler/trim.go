@@ -4,6 +4,8 @@ import (
 	"strings"
 	"unique"
 
+	"github.com/allot-dev/allot/kube/stores"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -42,7 +44,7 @@ func trimObject(obj any) (any, error) {
 		}
 		return trimPod(p), nil
 	}
-	return dropManagedFields(obj)
+	return stores.DropManagedFields(obj)
 }
 
 // trimmedMark marks the pods trimPod made, in the one field of a pod that nothing reads and

@@ -25,6 +25,7 @@ import (
 
 	"github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/kube/podfit"
+	"github.com/allot-dev/allot/kube/stores"
 	"github.com/allot-dev/allot/kube/workload"
 )
 
@@ -38,7 +39,7 @@ func (s *Scheduler) start(parent context.Context) error {
 	factory := informers.NewSharedInformerFactoryWithOptions(s.client, 0, informers.WithTransform(trimObject))
 	s.pods = factory.Core().V1().Pods().Informer()
 	s.nodes = factory.Core().V1().Nodes().Informer()
-	afactory := allotinformers.NewSharedInformerFactoryWithOptions(s.allot, 0, allotinformers.WithTransform(dropManagedFields))
+	afactory := allotinformers.NewSharedInformerFactoryWithOptions(s.allot, 0, allotinformers.WithTransform(stores.DropManagedFields))
 	s.queues = afactory.Allot().V1alpha1().Queues().Informer()
 	s.groups = afactory.Allot().V1alpha1().PodGroups().Informer()
 	// The scheduler writes the status of Queues and PodGroups itself; a status alone is no
@@ -133,18 +134,9 @@ func (s *Scheduler) start(parent context.Context) error {
 			return fmt.Errorf("informer for %v did not sync: %w", typ, ctx.Err())
 		}
 	}
+	st := stores.Of(s.pods, s.nodes, s.agentLeases, s.queues)
+	s.stores.Store(&st)
 	return nil
-}
-
-// dropManagedFields leaves out what the API server records of who set which field (as
-// kube-scheduler does for its pods): nothing here reads it, and on a production cluster it
-// is a large part of every pod and node the caches hold (BenchmarkAdapterCycleProduction
-// measures both). An update sent from a cached copy without it keeps the server's record.
-func dropManagedFields(obj any) (any, error) {
-	if m, err := meta.Accessor(obj); err == nil && m.GetManagedFields() != nil {
-		m.SetManagedFields(nil)
-	}
-	return obj, nil
 }
 
 // wakeWhenListed wakes a cycle once inf has listed, for a cycle that waited for it: its

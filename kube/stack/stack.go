@@ -111,10 +111,18 @@ func Run(ctx context.Context, rc *rest.Config, opts Options) error {
 			}
 		}()
 	}
+	go gangs.Run(ctx)
+	opts.Scheduler.RequireGPUEnv = opts.Webhook != nil
+	s, err := scheduler.New(rc, opts.Scheduler)
+	if err != nil {
+		return err
+	}
+	opts.Idle.Leading, opts.Idle.Stores = s.Leading, s.Stores
 	if opts.CustomMetrics != nil {
 		go func() {
 			// Discovery of the API waits until it serves: HPAs see it as unavailable meanwhile.
-			srv, err := metricsapi.New(ctx, client)
+			// It reads the scheduler's informers: one copy of every pod in the process.
+			srv, err := metricsapi.New(ctx, client, s.Stores)
 			if err == nil {
 				srv.Warmup, srv.Simulated = opts.CustomMetricsWarmup, opts.Idle.Simulated
 				err = srv.Serve(ctx, opts.CustomMetrics, opts.CustomMetricsCert)
@@ -124,13 +132,6 @@ func Run(ctx context.Context, rc *rest.Config, opts Options) error {
 			}
 		}()
 	}
-	go gangs.Run(ctx)
-	opts.Scheduler.RequireGPUEnv = opts.Webhook != nil
-	s, err := scheduler.New(rc, opts.Scheduler)
-	if err != nil {
-		return err
-	}
-	opts.Idle.Leading = s.Leading
 	if opts.Idle.Now == nil {
 		opts.Idle.Now = opts.Scheduler.Now
 	}
