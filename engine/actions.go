@@ -180,7 +180,7 @@ func (s *session) reclaimFor(j *jobState, pool *candidatePool, fails map[string]
 	keep := s.keepUnshielded(j, protectReclaim)
 	cands := pool.from(j.res, func(q *queueState) bool {
 		a := q.alloc[j.res]
-		return q != j.q && (a > q.fair[j.res] || (byQuota && a > q.deserved[j.res]))
+		return q != j.q && (a > q.fair[j.res] || (byQuota && a > q.deserved[j.res])) && mayGainFrom(j.q, q, j.res)
 	}, keep, nil)
 	victimsShort := false // a trial was refused by quota only for where its victims ended
 	before := s.queueAllocs(j.res)
@@ -207,7 +207,7 @@ func (s *session) reclaimFor(j *jobState, pool *candidatePool, fails map[string]
 		// share) may have been passed over for one they do not. Look for that one alone
 		// where a trial found room and was refused only for taking a queue below its quota.
 		vs.cands = pool.from(j.res, func(q *queueState) bool {
-			return q != j.q && q.alloc[j.res] > q.deserved[j.res]
+			return q != j.q && q.alloc[j.res] > q.deserved[j.res] && mayGainFrom(j.q, q, j.res)
 		}, keep, func(q *queueState, left int64) bool { return left >= q.deserved[j.res] })
 		ok = vs.run(s)
 	}
@@ -233,23 +233,42 @@ func (s *session) reclaimFor(j *jobState, pool *candidatePool, fails map[string]
 	return true
 }
 
+// mayGainFrom reports whether a reclaim for queue r may take from queue v at all. Every
+// queue on r's path below where the two paths meet gains what is taken from v, and the
+// rules allow a reclaim only where each queue that gained ends within its fair share or
+// its quota (reclaimRules). One already at its fair share, with no quota room left on its
+// way up, can end within neither: v's units need not be read. (A set in which that queue
+// does not gain, its own subtree losing as much as the reclaimer takes, would stop v's
+// work beside GPUs its side already gives up; such sets are not looked for.) On a large
+// cluster most candidates are of other departments, and a department past its
+// share and its quota would otherwise try them all, node by node, to see every set
+// refused.
+func mayGainFrom(r, v *queueState, res Resource) bool {
+	for a := r; a != nil && !within(v, a); a = a.parent {
+		if a.alloc[res] >= a.fair[res] && !quotaRoom(a, res, 1) {
+			return false
+		}
+	}
+	return true
+}
+
 // reclaimReason names, for a unit reclaimed for job j (needing need of its resource), the
 // rule that allowed it: the reclaimer's quota or its fair share, and the victim's.
-func (s *session) reclaimReason(j *jobState, need int64, before map[*queueState]int64) func(unit) Reason {
+func (s *session) reclaimReason(j *jobState, need int64, before allocs) func(unit) Reason {
 	return func(u unit) Reason {
 		mine, what := MilliGPU(j.q.fair[j.res]), "fair share"
-		if before[j.q]+need > j.q.fair[j.res] {
+		if before[j.q.idx]+need > j.q.fair[j.res] {
 			mine, what = MilliGPU(j.q.deserved[j.res]), "quota"
 		}
 		v := u.job.q
 		theirs, whatV := MilliGPU(v.fair[j.res]), "fair share"
-		if before[v] <= v.fair[j.res] {
+		if before[v.idx] <= v.fair[j.res] {
 			theirs, whatV = MilliGPU(v.deserved[j.res]), "quota"
 		}
 		unit := s.unitName(j.res)
 		return reasonf(ReasonReclaimed, "reclaimed by queue %s for job %s: %s is below its %s (%s/%s %s), %s is above its %s (%s/%s %s)",
-			j.q.q.ID, j.j.ID, j.q.q.ID, what, MilliGPU(before[j.q]), mine, unit,
-			v.q.ID, whatV, MilliGPU(before[v]), theirs, unit)
+			j.q.q.ID, j.j.ID, j.q.q.ID, what, MilliGPU(before[j.q.idx]), mine, unit,
+			v.q.ID, whatV, MilliGPU(before[v.idx]), theirs, unit)
 	}
 }
 
@@ -288,12 +307,12 @@ func quotaRoom(q *queueState, res Resource, gpu int64) bool {
 // department's quota is owed to its projects whether or not they carry quotas of their
 // own, and is reclaimed for them from borrowers outside it; between the projects of a
 // department, which does not gain, each project's own quota is the bound.
-func endsWithinQuota(q *queueState, res Resource, before map[*queueState]int64) bool {
+func endsWithinQuota(q *queueState, res Resource, before allocs) bool {
 	for ; q != nil; q = q.parent {
 		if q.alloc[res] <= q.deserved[res] {
 			return true
 		}
-		if q.parent == nil || q.parent.alloc[res] <= before[q.parent] {
+		if q.parent == nil || q.parent.alloc[res] <= before[q.parent.idx] {
 			return false
 		}
 	}
@@ -324,12 +343,12 @@ func endsWithinQuota(q *queueState, res Resource, before map[*queueState]int64) 
 // It also reports whether the rule by quota failed only on the victims' side: the
 // gainers end within their quotas, but a queue that lost was not above its quota or
 // ends below it.
-func (s *session) reclaimRules(reclaimer *queueState, res Resource, before map[*queueState]int64) (ok, victimsShort bool) {
+func (s *session) reclaimRules(reclaimer *queueState, res Resource, before allocs) (ok, victimsShort bool) {
 	chain := map[*queueState]bool{}
 	owed, byFair, byQuota := true, true, true
 	for q := reclaimer; q != nil; q = q.parent {
 		chain[q] = true
-		if a := q.alloc[res]; a > before[q] {
+		if a := q.alloc[res]; a > before[q.idx] {
 			inFair, inQuota := a <= q.fair[res], endsWithinQuota(q, res, before)
 			owed = owed && inFair && inQuota
 			byFair = byFair && inFair
@@ -338,8 +357,8 @@ func (s *session) reclaimRules(reclaimer *queueState, res Resource, before map[*
 	}
 	gainersInQuota := byQuota
 	for _, q := range s.queues {
-		a, b := q.alloc[res], before[q]
-		if chain[q] || a >= b {
+		a, b := q.alloc[res], before[q.idx]
+		if a >= b || chain[q] {
 			continue
 		}
 		fair, quota := q.fair[res], q.deserved[res]
@@ -360,20 +379,20 @@ func (s *session) reclaimRules(reclaimer *queueState, res Resource, before map[*
 // cannot: it ends at or above its quota (by quota), or at or above its fair share (by
 // fair share), and where quotas oversubscribe a level every fair share there is within
 // its quota, the gainer's too.
-func (s *session) cannotTakeBack(v *queueState, res Resource, chain map[*queueState]bool, before map[*queueState]int64) bool {
+func (s *session) cannotTakeBack(v *queueState, res Resource, chain map[*queueState]bool, before allocs) bool {
 	r := s.gainingSibling(v, res, chain, before)
 	return r == nil || r.alloc[res] <= r.fair[res] || v.alloc[res] >= v.fair[res]
 }
 
 // gainingSibling is the sibling of the losing queue v on the reclaimer's side that gained
 // (nil where v's level has none): where v ends is judged against it.
-func (s *session) gainingSibling(v *queueState, res Resource, chain map[*queueState]bool, before map[*queueState]int64) *queueState {
+func (s *session) gainingSibling(v *queueState, res Resource, chain map[*queueState]bool, before allocs) *queueState {
 	siblings := s.roots
 	if v.parent != nil {
 		siblings = v.parent.children
 	}
 	for _, r := range siblings {
-		if chain[r] && r.alloc[res] > before[r] {
+		if chain[r] && r.alloc[res] > before[r.idx] {
 			return r
 		}
 	}
@@ -386,7 +405,7 @@ func (s *session) gainingSibling(v *queueState, res Resource, chain map[*queueSt
 // the quota went). Otherwise a project of quota 0 in a department of quota 5, taking a
 // sibling's job under the department's quota once idle GPUs let the department gain, would
 // lose it again to the sibling by quota, and the two traded the job every cycle.
-func (s *session) ownQuotaBinds(v *queueState, res Resource, chain map[*queueState]bool, before map[*queueState]int64) bool {
+func (s *session) ownQuotaBinds(v *queueState, res Resource, chain map[*queueState]bool, before allocs) bool {
 	r := s.gainingSibling(v, res, chain, before)
 	return r == nil || r.alloc[res] <= r.deserved[res] || !s.waitsWithin(v, res, v.deserved[res]-v.alloc[res])
 }
@@ -426,7 +445,7 @@ func (s *session) waitsWithin(v *queueState, res Resource, room int64) bool {
 // large (two queues would then trade a job back and forth): a queue 1 GPU short may not
 // take a 3-GPU job that leaves its owner 2 short, while a queue at 0 of its share of 7
 // may take a 2-GPU job that leaves its owner 1 short of 9.
-func (s *session) mayEndBelowShare(v *queueState, res Resource, chain map[*queueState]bool, before map[*queueState]int64) bool {
+func (s *session) mayEndBelowShare(v *queueState, res Resource, chain map[*queueState]bool, before allocs) bool {
 	r := s.gainingSibling(v, res, chain, before)
 	if r == nil {
 		return false
@@ -441,7 +460,7 @@ func (s *session) mayEndBelowShare(v *queueState, res Resource, chain map[*queue
 	gap := v.fair[res] - v.alloc[res]
 	// Nor may v be left shorter than the sibling gains: a fifth of a GPU bought with a
 	// 4-GPU job would leave two queues short of their shares, the GPUs between idle.
-	return gap+v.grain[res]+r.grain[res] <= r.fair[res]-before[r] && gap <= r.alloc[res]-before[r]
+	return gap+v.grain[res]+r.grain[res] <= r.fair[res]-before[r.idx] && gap <= r.alloc[res]-before[r.idx]
 }
 
 // preempt lets a pending job evict lower-priority preemptible work of its own queue
@@ -476,7 +495,7 @@ func (s *session) preemptFor(j *jobState, pool *candidatePool, fails map[string]
 		reason: preemptReason(j),
 		accept: func() bool {
 			for q := j.q; q != nil; q = q.parent {
-				if a := q.alloc[j.res]; a > before[q] && a > q.fair[j.res] {
+				if a := q.alloc[j.res]; a > before[q.idx] && a > q.fair[j.res] {
 					return false
 				}
 			}

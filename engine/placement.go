@@ -485,6 +485,9 @@ func (s *session) placeGang(j *jobState, pods []*podState, only []*nodeState) bo
 		// Without a node list placeOne searches by free room, not node by node.
 		return s.placeOne(pods[0], only)
 	}
+	if s.wholeShort(pods) {
+		return false
+	}
 	var best *nodeState
 	var bestGPU, bestCPU, bestPref int64
 	for _, n := range nodes {
@@ -512,6 +515,36 @@ func (s *session) placeGang(j *jobState, pods []*podState, only []*nodeState) bo
 		}
 	}
 	return s.fillNodes(pods, order)
+}
+
+// wholeShort reports whether pods asking whole GPUs cannot all find them free, counting
+// devices alone: together they ask for more fully free GPUs than the schedulable nodes
+// have, or more of them ask for at least g than the nodes have room for pods of g (g the
+// least any of them asks). No placement holds them then, and the nodes need not be tried
+// one by one: on a full cluster a reclaim tries to move each gang it evicts elsewhere,
+// and each try would otherwise read and sort every node.
+func (s *session) wholeShort(pods []*podState) bool {
+	total, least, n := 0, 0, 0
+	for _, p := range pods {
+		if g := p.p.Request.GPUs; g > 0 {
+			total += g
+			n++
+			if least == 0 || g < least {
+				least = g
+			}
+		}
+	}
+	if n == 0 {
+		return false
+	}
+	if total > s.wholeFree {
+		return true
+	}
+	slots := 0
+	for k := least; k < len(s.freeWhole) && slots < n; k++ {
+		slots += s.freeWhole[k] * (k / least)
+	}
+	return slots < n
 }
 
 // domainsByRoom splits nodes (already in preference order) by topology domain, the

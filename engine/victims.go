@@ -539,11 +539,15 @@ func (vs *victimSearch) tryCluster(s *session, cands iter.Seq[unit], in func(*no
 	return false
 }
 
-// queueAllocs records every queue's GPU allocation before a trial, for the rules.
-func (s *session) queueAllocs(r Resource) map[*queueState]int64 {
-	m := make(map[*queueState]int64, len(s.queues))
+// allocs holds every queue's allocation of one resource, by the queue's idx.
+type allocs []int64
+
+// queueAllocs records every queue's allocation of r before a trial, for the rules: a
+// slice, not a map, since the rules read it for every queue at every trial.
+func (s *session) queueAllocs(r Resource) allocs {
+	m := make(allocs, len(s.queues))
 	for _, q := range s.queues {
-		m[q] = q.alloc[r]
+		m[q.idx] = q.alloc[r]
 	}
 	return m
 }

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"fmt"
 	"testing"
 	"time"
 )
@@ -78,5 +79,49 @@ func TestOwedReclaimTakesAGangLargerThanItsOwnersQuota(t *testing.T) {
 	}
 	if len(plan.Evictions) != 2 || plan.Evictions[0].Job != "g" {
 		t.Fatalf("evictions %v, want g's two pods", plan.Evictions)
+	}
+}
+
+// A search does not spend its trials on victims the rules must refuse: a department past
+// its fair share and its quota cannot gain, so a borrower outside it, however far over
+// its own share (listed first), is no victim for its projects, and the search finds the
+// sibling it may take from. The search tries one node (MaxNodeTrials 1): before, that
+// trial went to b1's node, was refused, and a1 waited beside a2 over its share.
+//
+//	n1–n3 (×4): a2 × 9 one-GPU jobs       deptA (quota 8, no over-quota weight): a1 (quota 2): a1-job of 1 GPU waits
+//	n3–n5 (×4): b1 × 11 one-GPU jobs                                             a2 (quota 6): 9 GPUs, 2 over its share of 7
+//	                                      deptB (quota 8): b1 (quota 4): 11 GPUs, far over its share
+//	                                                       b2 (quota 4): b2-job of 8 GPUs waits (no node holds it)
+func TestReclaimSkipsVictimsOutsideADepartmentThatCannotGain(t *testing.T) {
+	now := time.Date(2026, 1, 1, 9, 0, 0, 0, time.UTC)
+	zero := 0.0
+	deptA, deptB := quotaQueue("deptA", 8), quotaQueue("deptB", 8)
+	deptA.Resources[ResourceGPU].OverQuotaWeight = &zero
+	a1, a2, b1, b2 := quotaQueue("a1", 2), quotaQueue("a2", 6), quotaQueue("b1", 4), quotaQueue("b2", 4)
+	a1.Parent, a2.Parent, b1.Parent, b2.Parent = "deptA", "deptA", "deptB", "deptB"
+	var nodes []Node
+	for _, n := range []NodeID{"n1", "n2", "n3", "n4", "n5"} {
+		nodes = append(nodes, gpuNode(n, "", "A100", 4))
+	}
+	var jobs []Job
+	for i := 0; i < 20; i++ {
+		q, id := QueueID("a2"), JobID(fmt.Sprintf("a2-%d", i))
+		if i >= 9 {
+			q, id = "b1", JobID(fmt.Sprintf("b1-%d", i))
+		}
+		j := running(id, q, nodes[i/4].ID, i%4)
+		j.Class, j.StartTime = ClassTrain, now.Add(-time.Hour)
+		jobs = append(jobs, j)
+	}
+	jobs = append(jobs,
+		Job{ID: "a1-job", Queue: "a1", Class: ClassTrain, MinMember: 1, SubmitTime: now, Pods: []Pod{{ID: "a1-job-0", Request: PodRequest{GPUs: 1}}}},
+		Job{ID: "b2-job", Queue: "b2", Class: ClassTrain, MinMember: 1, SubmitTime: now, Pods: []Pod{{ID: "b2-job-0", Request: PodRequest{GPUs: 8}}}})
+	snap := &Snapshot{Now: now, Nodes: nodes, Queues: []Queue{deptA, deptB, a1, a2, b1, b2}, Jobs: jobs}
+	plan := New(Options{MaxNodeTrials: 1}).Schedule(snap)
+	if r, waits := plan.Pending["a1-job"]; waits {
+		t.Fatalf("a1-job waits (%s); queues %v", r.Message, plan.Queues)
+	}
+	if len(plan.Evictions) != 1 || plan.Evictions[0].Job[:2] != "a2" {
+		t.Fatalf("evictions %v, want one of a2's jobs", plan.Evictions)
 	}
 }
