@@ -157,7 +157,7 @@ docs/performance.md has the shapes and the figures.`,
 	cmd.Flags().IntVar(&pods, "pods", 2000, "one-GPU pods to submit")
 	cmd.Flags().StringVar(&queue, "queue", "bench", "queue to create and submit to")
 	cmd.Flags().StringVar(&against, "against", "", "a kube-scheduler binary: run it and Allot in turn, each on a fresh embedded API server of --nodes simulated nodes, and print both")
-	cmd.Flags().IntVar(&nodes, "nodes", 250, "with --against: simulated nodes of 8 GPUs; with --scenario: simulated nodes (default: the scenario's, 500, or 5000 for restart)")
+	cmd.Flags().IntVar(&nodes, "nodes", 250, "with --against: simulated nodes of 8 GPUs; with --scenario: simulated nodes (default: the scenario's, 500, 5000 for restart, 1000 for kueue)")
 	cmd.Flags().IntVar(&rounds, "rounds", 1, "with --against: rounds, the order alternating")
 	cmd.Flags().StringVar(&scenarioName, "scenario", "", "run a scale scenario on a fresh embedded API server with simulated nodes: "+bench.ScenarioNames())
 	cmd.Flags().IntVar(&sopts.GPUs, "gpus-per-node", 8, "with --scenario: GPUs of each simulated node")

@@ -48,7 +48,7 @@ type Scenario struct {
 
 // scenarios lists the built-in scenarios in the order they are documented.
 func scenarios() []Scenario {
-	return []Scenario{fillScenario, bigGangScenario, reclaimOneScenario, reclaimAllScenario, reclaimBigScenario, restartScenario}
+	return []Scenario{fillScenario, bigGangScenario, reclaimOneScenario, reclaimAllScenario, reclaimBigScenario, restartScenario, kueueScenario}
 }
 
 // ScenarioNames are the built-in scenarios' names, for the flag's help and its refusals.
@@ -314,8 +314,12 @@ func (h *scenarioHarness) stopScheduler() (ChildReport, error) {
 // ensureScenarioQueue makes a queue with a GPU quota, an over-quota weight (nil: as the
 // quota) and a limit (nil: none).
 func (h *scenarioHarness) ensureScenarioQueue(name string, quota int, weight, limit *int32) error {
-	q := &v1alpha1.Queue{ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: v1alpha1.QueueSpec{GPU: v1alpha1.GPUQuota{Quota: int32(quota), OverQuotaWeight: weight, Limit: limit}}}
+	return h.createQueue(name, v1alpha1.QueueSpec{GPU: v1alpha1.GPUQuota{Quota: int32(quota), OverQuotaWeight: weight, Limit: limit}})
+}
+
+// createQueue makes a queue of that spec.
+func (h *scenarioHarness) createQueue(name string, spec v1alpha1.QueueSpec) error {
+	q := &v1alpha1.Queue{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: spec}
 	if _, err := h.allot.AllotV1alpha1().Queues().Create(h.ctx, q, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("creating queue %s: %w", name, err)
 	}

@@ -109,3 +109,29 @@ func TestRequestKey(t *testing.T) {
 		}
 	}
 }
+
+// TestBenchKueueSmall runs Kueue's shape on 4 nodes: the scheduler's binds settle with
+// pods bound, and the ceiling (the bench binding the pods left bound, on a fresh cluster
+// of the same shape) is measured and compared. Not timed.
+func TestBenchKueueSmall(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "allot")
+	if b, err := exec.Command("go", "build", "-o", bin, "github.com/allot-dev/allot/cmd/allot").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, b)
+	}
+	s, err := FindScenario("kueue")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out, prog bytes.Buffer
+	rep, err := RunScenario(context.Background(), &out, &prog, bin, s, ScenarioOptions{Nodes: 4, GPUs: 8})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, prog.String())
+	}
+	t.Log(out.String())
+	if rep.Bound == 0 || rep.Created < 200 || rep.Total <= 0 {
+		t.Errorf("%d bound of %d pods made, total %s: want pods bound", rep.Bound, rep.Created, rep.Total)
+	}
+	if !strings.Contains(out.String(), "the ceiling, the bench binding the same ") || !strings.Contains(out.String(), "% of it") {
+		t.Errorf("no ceiling in the output:\n%s", out.String())
+	}
+}
