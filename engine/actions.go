@@ -186,8 +186,8 @@ func (s *session) reclaimFor(j *jobState, pool *candidatePool, fails map[string]
 	before := s.queueAllocs(j.res)
 	vs := &victimSearch{job: j, pods: pods, cands: cands,
 		reason: s.reclaimReason(j, need[j.res], before),
-		accept: func() bool {
-			ok, short := s.reclaimRules(j.q, j.res, before)
+		accept: func(stopped []unit) bool {
+			ok, short := s.reclaimRules(j.q, j.res, before, stopped)
 			victimsShort = victimsShort || short
 			return ok
 		},
@@ -343,7 +343,10 @@ func endsWithinQuota(q *queueState, res Resource, before allocs) bool {
 // It also reports whether the rule by quota failed only on the victims' side: the
 // gainers end within their quotas, but a queue that lost was not above its quota or
 // ends below it.
-func (s *session) reclaimRules(reclaimer *queueState, res Resource, before allocs) (ok, victimsShort bool) {
+//
+// Only the queues on the stopped units' paths can have lost (a moved unit keeps its
+// queue's GPUs, and the reclaimer's side only gains): those alone are read, not every queue.
+func (s *session) reclaimRules(reclaimer *queueState, res Resource, before allocs, stopped []unit) (ok, victimsShort bool) {
 	chain := map[*queueState]bool{}
 	owed, byFair, byQuota := true, true, true
 	for q := reclaimer; q != nil; q = q.parent {
@@ -356,9 +359,17 @@ func (s *session) reclaimRules(reclaimer *queueState, res Resource, before alloc
 		}
 	}
 	gainersInQuota := byQuota
-	for _, q := range s.queues {
+	var losers []*queueState
+	for _, u := range stopped {
+		for q := u.job.q; q != nil && !chain[q]; q = q.parent {
+			if !slices.Contains(losers, q) {
+				losers = append(losers, q)
+			}
+		}
+	}
+	for _, q := range losers {
 		a, b := q.alloc[res], before[q.idx]
-		if a >= b || chain[q] {
+		if a >= b {
 			continue
 		}
 		fair, quota := q.fair[res], q.deserved[res]
@@ -493,7 +504,7 @@ func (s *session) preemptFor(j *jobState, pool *candidatePool, fails map[string]
 	before := s.queueAllocs(j.res)
 	vs := &victimSearch{job: j, pods: pods, cands: cands,
 		reason: preemptReason(j),
-		accept: func() bool {
+		accept: func([]unit) bool {
 			for q := j.q; q != nil; q = q.parent {
 				if a := q.alloc[j.res]; a > before[q.idx] && a > q.fair[j.res] {
 					return false
@@ -559,7 +570,7 @@ func (s *session) consolidate(pool *candidatePool) {
 			reason: func(Unit unit) Reason {
 				return reasonf(ReasonConsolidated, "moved to make room for job %s (%s needs contiguous GPUs)", j.j.ID, j.q.q.ID)
 			},
-			accept: func() bool { return true },
+			accept: func([]unit) bool { return true },
 		}
 		if vs.run(s) {
 			s.commits++

@@ -77,3 +77,28 @@ func BenchmarkCycleKueueShape(b *testing.B) {
 	}
 	b.ReportMetric(float64(started), "deep-started")
 }
+
+// kueueShapeSmall is kueueShape cut to n nodes of 8 GPUs, n queues of 8 GPUs in one
+// department, and 50 of its jobs a queue.
+func kueueShapeSmall(n int) *Snapshot {
+	s := kueueShape(0)
+	s.Nodes = s.Nodes[:n]
+	dept := Queue{ID: "cohort-0"}
+	dept.Resources[ResourceGPU].Quota = int64(8*n) * int64(OneGPU)
+	s.Queues = []Queue{dept}
+	keep := map[QueueID]bool{}
+	for i := 0; i < n; i++ {
+		q := Queue{ID: QueueID(fmt.Sprintf("team-%03d", i)), Parent: "cohort-0"}
+		q.Resources[ResourceGPU].Quota = 8 * int64(OneGPU)
+		s.Queues = append(s.Queues, q)
+		keep[q.ID] = true
+	}
+	var jobs []Job
+	for _, j := range s.Jobs {
+		if keep[j.Queue] && len(jobs) < 50*n {
+			jobs = append(jobs, j)
+		}
+	}
+	s.Jobs = jobs
+	return s
+}

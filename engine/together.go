@@ -88,8 +88,8 @@ func (s *session) reclaimAndPreempt(pool *candidatePool) {
 				}
 				return reclaimed(u)
 			},
-			accept: func() bool {
-				ok, _ := s.reclaimRules(j.q, j.res, before)
+			accept: func(stopped []unit) bool {
+				ok, _ := s.reclaimRules(j.q, j.res, before, stopped)
 				return ok
 			},
 			// Victims stop, as preemption's do: moving them is reclaim's, whose own search

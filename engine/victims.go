@@ -66,11 +66,13 @@ func (u unit) bound() bool {
 	return true
 }
 
-// takenThisCycle reports whether a pod of the unit was evicted for a job in this cycle's
-// decisions (a trial's evictions name no job and are undone).
+// takenThisCycle reports whether a pod of the unit that ran when the cycle began was
+// evicted for a job in this cycle's decisions (a trial's evictions name no job and are
+// undone). A unit this cycle placed, took and placed again ran nowhere yet: taking it again
+// stops nothing, and leaving it would only have the next cycle evict it for real.
 func (u unit) takenThisCycle() bool {
 	for _, p := range u.pods {
-		if p.evictFor != "" {
+		if p.evictFor != "" && p.orig != nil {
 			return true
 		}
 	}
@@ -150,8 +152,9 @@ type victimSearch struct {
 	cands iter.Seq[unit]
 	// reason is written on every evicted pod.
 	reason func(u unit) Reason
-	// accept judges the end state of a trial; it may reject it (queue rules).
-	accept func() bool
+	// accept judges the end state of a trial, given the units it stops (not moved); it
+	// may reject it (queue rules).
+	accept func(stopped []unit) bool
 	// replace: evicted units must be placed again in the same decision (consolidation),
 	// and no more GPUs may move than the pending pods gain.
 	replace bool
@@ -469,7 +472,7 @@ func (vs *victimSearch) settle(s *session, out []evicted) (victims, stopped []un
 	default:
 		stopped = victims
 	}
-	return victims, stopped, s.queueRulesHold(vs.job) && vs.accept()
+	return victims, stopped, s.queueRulesHold(vs.job) && vs.accept(stopped)
 }
 
 // apply replays the chosen trial for real.
