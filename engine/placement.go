@@ -537,14 +537,14 @@ func (s *session) wholeShort(pods []*podState) bool {
 	if n == 0 {
 		return false
 	}
-	if total > s.wholeFree {
-		return true
+	free, slots := 0, 0 // fully free GPUs, and room for pods of least
+	for k, nodes := range s.freeWhole {
+		free += k * nodes
+		if k >= least {
+			slots += nodes * (k / least)
+		}
 	}
-	slots := 0
-	for k := least; k < len(s.freeWhole) && slots < n; k++ {
-		slots += s.freeWhole[k] * (k / least)
-	}
-	return slots < n
+	return total > free || slots < n
 }
 
 // domainsByRoom splits nodes (already in preference order) by topology domain, the

@@ -46,10 +46,8 @@ type session struct {
 	rng     *rand.Rand
 	frag    *fragModel // set for fragmentation-aware placement
 	states  map[uint64]*nodeState
-	// freeWhole[k] counts schedulable nodes with exactly k fully free GPUs; wholeFree is
-	// their sum, the fully free GPUs of every schedulable node.
+	// freeWhole[k] counts schedulable nodes with exactly k fully free GPUs.
 	freeWhole []int
-	wholeFree int
 	// freeShare[f] counts devices of schedulable nodes with exactly f MilliGPU free.
 	freeShare [OneGPU + 1]int
 	// rules answers for dynamic jobs and hears of every change; it is set once the pods
@@ -391,7 +389,6 @@ func (s *session) moveFreeBucket(n *nodeState, was int) {
 	}
 	s.freeWhole[was]--
 	s.freeWhole[n.free]++
-	s.wholeFree += n.free - was
 }
 
 // mark is a checkpoint in the undo log.
@@ -486,7 +483,6 @@ func newSession(snap *Snapshot, opts Options) *session {
 	for _, n := range s.nodes {
 		if !n.n.Unschedulable {
 			s.freeWhole[n.free]++
-			s.wholeFree += n.free
 			for _, u := range n.gpuUsed {
 				s.freeShare[OneGPU-u]++
 			}

@@ -263,14 +263,18 @@ func bindInTurn(ctx context.Context, client kubernetes.Interface) (func(*corev1.
 	}
 	var next atomic.Int64
 	return func(p *corev1.Pod) error {
-		node := nodes.Items[int(next.Add(1)-1)%len(nodes.Items)].Name
-		b := &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, UID: p.UID},
-			Target: corev1.ObjectReference{Kind: "Node", Name: node}}
-		if err := client.CoreV1().Pods(p.Namespace).Bind(ctx, b, metav1.CreateOptions{}); err != nil {
-			return fmt.Errorf("binding %s: %w", p.Name, err)
-		}
-		return nil
+		return bindPod(ctx, client, p, nodes.Items[int(next.Add(1)-1)%len(nodes.Items)].Name)
 	}, nil
+}
+
+// bindPod binds p to node through the Binding subresource, as a scheduler does.
+func bindPod(ctx context.Context, client kubernetes.Interface, p *corev1.Pod, node string) error {
+	b := &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, UID: p.UID},
+		Target: corev1.ObjectReference{Kind: "Node", Name: node}}
+	if err := client.CoreV1().Pods(p.Namespace).Bind(ctx, b, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("binding %s: %w", p.Name, err)
+	}
+	return nil
 }
 
 // bindEach binds the pods from work with as many binds in flight as Allot's scheduler

@@ -18,8 +18,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/allot-dev/allot/kube/admission"
-
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -28,6 +26,7 @@ import (
 
 	"github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/internal/progress"
+	"github.com/allot-dev/allot/kube/admission"
 	allotclient "github.com/allot-dev/allot/kube/client"
 	"github.com/allot-dev/allot/kube/client/clientset/versioned"
 	"github.com/allot-dev/allot/kube/localcluster"

@@ -174,11 +174,11 @@ func runKueue(h *scenarioHarness) (*ScenarioReport, error) {
 	h.timed(rep, "kueue", start)
 	rep.Want, rep.Total = rep.Bound, rep.LastBind
 	rep.TotalIs = "from the scheduler's start to the last binding, every workload that fits bound"
-	// A cycle's plan is not yet a fixed point on this shape: a queue given a gang above
-	// its share while the cluster had room loses it to a queue below its share in the
-	// next cycle (docs/performance.md). Said, not hidden; not a failure of the run.
+	// A cycle's plan is not yet a fixed point on this shape: GPUs lent to a queue past its
+	// share by a cycle's last pass are taken back by the next (docs/performance.md). Said,
+	// not hidden; not a failure of the run.
 	if n := rep.Sched.Requests["create pods/eviction"]; n > 0 {
-		rep.Notes = append(rep.Notes, fmt.Sprintf("%d evictions of pods the scheduler had bound in an earlier cycle (reclaims of a queue's overshoot of its fair share)", n))
+		rep.Notes = append(rep.Notes, fmt.Sprintf("%d evictions of pods the scheduler had bound in an earlier cycle (reclaims of GPUs lent past a queue's fair share)", n))
 	}
 	// Where each bound pod went, for the ceiling.
 	placed := map[string]string{}
@@ -236,11 +236,8 @@ func kueueCeiling(h *scenarioHarness, queues []string, depts map[string]string, 
 	}()
 	var failed error
 	var once sync.Once
-	bindEach(c.ctx, items, func(p *corev1.Pod) error {
-		b := &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, UID: p.UID},
-			Target: corev1.ObjectReference{Kind: "Node", Name: placed[p.Name]}}
-		return c.client.CoreV1().Pods(p.Namespace).Bind(c.ctx, b, metav1.CreateOptions{})
-	}, func(err error) { once.Do(func() { failed = err }) })
+	bindEach(c.ctx, items, func(p *corev1.Pod) error { return bindPod(c.ctx, c.client, p, placed[p.Name]) },
+		func(err error) { once.Do(func() { failed = err }) })
 	if failed != nil {
 		return 0, 0, failed
 	}

@@ -22,15 +22,13 @@ import (
 	"sync/atomic"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/util/validation"
-
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -42,6 +40,7 @@ import (
 	allotinformers "github.com/allot-dev/allot/kube/client/informers/externalversions"
 	"github.com/allot-dev/allot/kube/convert"
 	"github.com/allot-dev/allot/kube/inspect"
+	"github.com/allot-dev/allot/kube/stores"
 	"github.com/allot-dev/allot/kube/workload"
 	"github.com/allot-dev/allot/web"
 )
@@ -171,8 +170,7 @@ func New(rc *rest.Config, opts Options) (*Server, error) {
 	if opts.Auth.Mode != AuthNone {
 		s.access = newAccess(client, opts.Clock, opts.Auth.CacheFor)
 	}
-	s.leaseF = informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(v1alpha1.SystemNamespace),
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = v1alpha1.LabelAgentLease }))
+	s.leaseF = stores.AgentLeases(client)
 	s.leases = s.leaseF.Coordination().V1().Leases().Informer()
 	s.pods = s.factory.Core().V1().Pods().Informer()
 	s.events = s.factory.Core().V1().Events().Informer()

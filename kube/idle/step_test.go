@@ -6,11 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/client-go/kubernetes"
-
-	"github.com/allot-dev/allot/kube/client/clientset/versioned"
-	"github.com/allot-dev/allot/kube/stores"
-
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -20,13 +15,16 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
+	"k8s.io/client-go/kubernetes"
 	k8sfake "k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/record"
 
 	"github.com/allot-dev/allot/api/v1alpha1"
+	"github.com/allot-dev/allot/kube/client/clientset/versioned"
 	allotfake "github.com/allot-dev/allot/kube/client/clientset/versioned/fake"
 	"github.com/allot-dev/allot/kube/inspect"
+	"github.com/allot-dev/allot/kube/stores"
 )
 
 // notebook is a StatefulSet of one with its running pod on dgx-1's GPU index.

@@ -5,8 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/allot-dev/allot/kube/stores"
-
 	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -17,6 +15,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/allot-dev/allot/api/v1alpha1"
+	"github.com/allot-dev/allot/kube/stores"
 )
 
 // TestPodUtilization: a pod's value is the mean of its devices' readings, from its node's

@@ -5,13 +5,13 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/engine"
 	"github.com/allot-dev/allot/kube/inspect"
+	"github.com/allot-dev/allot/kube/stores"
 )
 
 // The nodes' agents renew a Lease each (kube/agent/heartbeat.go). A node whose agent's
@@ -20,8 +20,7 @@ import (
 
 // agentLeaseInformer watches the agents' Leases in Allot's namespace.
 func (s *Scheduler) agentLeaseInformer() (informers.SharedInformerFactory, cache.SharedIndexInformer) {
-	f := informers.NewSharedInformerFactoryWithOptions(s.client, 0, informers.WithNamespace(v1alpha1.SystemNamespace),
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = v1alpha1.LabelAgentLease }))
+	f := stores.AgentLeases(s.client)
 	return f, f.Coordination().V1().Leases().Informer()
 }
 

@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/allot-dev/allot/kube/stores"
-
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -22,6 +20,7 @@ import (
 	"github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/engine"
 	"github.com/allot-dev/allot/kube/podfit"
+	"github.com/allot-dev/allot/kube/stores"
 )
 
 // adapterCluster is a cluster as the informer caches hold it: nodes of which the first

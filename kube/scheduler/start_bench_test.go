@@ -6,14 +6,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/allot-dev/allot/kube/stores"
-
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/engine"
+	"github.com/allot-dev/allot/kube/stores"
 )
 
 // BenchmarkFirstSnapshot140k is the scheduler's part of a restart at size (`allot bench

@@ -4,12 +4,11 @@ import (
 	"strings"
 	"unique"
 
-	"github.com/allot-dev/allot/kube/stores"
-
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/allot-dev/allot/api/v1alpha1"
+	"github.com/allot-dev/allot/kube/stores"
 )
 
 // Trimming other schedulers' pods. On a busy cluster most pods are another scheduler's

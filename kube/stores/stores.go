@@ -65,8 +65,7 @@ func Of(pods, nodes, leases, queues cache.SharedIndexInformer) Stores {
 // Allot client (nil) there are no Queues.
 func Start(ctx context.Context, client kubernetes.Interface, allot versioned.Interface) (Source, error) {
 	f := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(DropManagedFields))
-	agents := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(v1alpha1.SystemNamespace),
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = v1alpha1.LabelAgentLease }))
+	agents := AgentLeases(client)
 	s := Stores{Pods: f.Core().V1().Pods().Lister(), Nodes: f.Core().V1().Nodes().Lister(),
 		Leases: agents.Coordination().V1().Leases().Lister().Leases(v1alpha1.SystemNamespace)}
 	synced := []func(<-chan struct{}) map[reflect.Type]bool{f.WaitForCacheSync, agents.WaitForCacheSync}
@@ -86,6 +85,13 @@ func Start(ctx context.Context, client kubernetes.Interface, allot versioned.Int
 		}
 	}
 	return func() (Stores, bool) { return s, true }, nil
+}
+
+// AgentLeases is an informer factory over the nodes' agents' Leases alone (Allot's
+// namespace, the agents' label), as every reader of them in Allot watches them.
+func AgentLeases(client kubernetes.Interface) informers.SharedInformerFactory {
+	return informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(v1alpha1.SystemNamespace),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = v1alpha1.LabelAgentLease }))
 }
 
 // DropManagedFields leaves out the API server's record of who set which field (as
