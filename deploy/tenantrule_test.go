@@ -38,13 +38,17 @@ func TestHelmForeignGPUPodRule(t *testing.T) {
 		mut := as[admissionregistrationv1.MutatingWebhookConfiguration](t, objs["MutatingWebhookConfiguration/allot"])
 		val := as[admissionregistrationv1.ValidatingWebhookConfiguration](t, objs["ValidatingWebhookConfiguration/allot"])
 		// The tenants' webhooks ignore their own failure (a pod of another scheduler must
-		// not wait on Allot), the mutating one comes last (each pod mutated once).
-		last := mut.Webhooks[len(mut.Webhooks)-1]
-		if last.Name != "tenants.mutate.allot.dev" || *last.FailurePolicy != admissionregistrationv1.Ignore || len(last.MatchConditions) != 1 {
-			t.Fatalf("%s: the last mutating webhook is %s (failure policy %v), want tenants.mutate.allot.dev ignoring failures", c.name, last.Name, *last.FailurePolicy)
-		}
-		if got, want := norm(last.MatchConditions[0].Expression), norm(c.peers.TenantMutateCondition()); got != want {
-			t.Errorf("%s: the chart's tenants' mutating condition differs from the scheduler's:\nchart: %s\ngo:    %s", c.name, got, want)
+		// not wait on Allot) and come last, the one taking GPU pods first (each pod mutated
+		// once, then told which containers have no device).
+		n := len(mut.Webhooks)
+		for i, w := range []struct{ name, cond string }{{"tenants.mutate.allot.dev", c.peers.TenantMutateCondition()}, {"devices.mutate.allot.dev", c.peers.DevicesCondition()}} {
+			got := mut.Webhooks[n-2+i]
+			if got.Name != w.name || *got.FailurePolicy != admissionregistrationv1.Ignore || len(got.MatchConditions) != 1 {
+				t.Fatalf("%s: mutating webhook %d of %d is %s (failure policy %v), want %s ignoring failures", c.name, n-1+i, n, got.Name, *got.FailurePolicy, w.name)
+			}
+			if got, want := norm(got.MatchConditions[0].Expression), norm(w.cond); got != want {
+				t.Errorf("%s: the chart's %s condition differs from the scheduler's:\nchart: %s\ngo:    %s", c.name, w.name, got, want)
+			}
 		}
 		i := slices.IndexFunc(val.Webhooks, func(w admissionregistrationv1.ValidatingWebhook) bool { return w.Name == "tenants.validate.allot.dev" })
 		if i < 0 || *val.Webhooks[i].FailurePolicy != admissionregistrationv1.Ignore {

@@ -75,6 +75,17 @@ func (o Peers) TenantMutateCondition() string {
 	return "(" + ForeignCondition + ") && " + o.exemptCEL()
 }
 
+// DevicesCondition is the condition of the mutating webhook that tells other schedulers'
+// pods in tenants' namespaces they have no device (devices.mutate.allot.dev): every such
+// pod outside the exempt namespaces, whatever it asks and whatever the foreign-pod rule.
+// Under NVIDIA's runtime in legacy mode a container's image (CUDA's base images say
+// NVIDIA_VISIBLE_DEVICES=all), its own env or an envFrom source names the GPUs it is
+// given, so a pod asking for none would otherwise get every GPU of its node. It ignores
+// its own failure, as the tenants' other webhooks do.
+func (o Peers) DevicesCondition() string {
+	return "object.spec.schedulerName != 'allot' && " + o.exemptCEL()
+}
+
 // TenantValidateCondition is the condition of the validating webhook for pods of any
 // scheduler in tenants' namespaces (tenants.validate.allot.dev): outside the exempt
 // namespaces, pods ranking with or above the reservations, and (unless the rule is off)

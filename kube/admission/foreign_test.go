@@ -1,6 +1,7 @@
 package admission
 
 import (
+	"context"
 	"strings"
 	"testing"
 
@@ -106,5 +107,55 @@ func TestNodeNameSetGPUPodsAreRefused(t *testing.T) {
 	cpu.Namespace, cpu.Spec.NodeName = "ml", "dgx-1"
 	if err := (Peers{}).checkForeign(cpu, view{}); err != nil {
 		t.Errorf("a CPU pod with its node set: %v", err)
+	}
+}
+
+// Another scheduler's pod in a tenant's namespace (ml), GPU or not, whatever the foreign-pod
+// rule: each container asking no GPU of the device plugin is told it has none, last, which
+// beats its own and its envFrom sources' NVIDIA_VISIBLE_DEVICES (and its image's, under
+// NVIDIA's legacy runtime); a container given a GPU by the plugin keeps the plugin's list.
+// Outside tenants' namespaces such a pod is left as it came.
+func TestOtherSchedulersPodsInTenantsNamespacesGetNoDevice(t *testing.T) {
+	plain := func(ns string) *corev1.Pod {
+		p := pod("ml-only", 0, nil, nil)
+		p.Namespace, p.Spec.SchedulerName = ns, "default-scheduler"
+		p.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "NVIDIA_VISIBLE_DEVICES", Value: "all"}}
+		p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Name: "side",
+			EnvFrom: []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "devices"}}}}})
+		p.Spec.InitContainers = []corev1.Container{{Name: "init"}}
+		return p
+	}
+	lastDevices := func(c corev1.Container) string {
+		v := "(unset)"
+		for _, e := range c.Env {
+			if e.Name == "NVIDIA_VISIBLE_DEVICES" {
+				v = e.Value
+			}
+		}
+		return v
+	}
+	out := admit(t, plain("ml"))
+	for _, c := range append(out.Spec.InitContainers, out.Spec.Containers...) {
+		if got := lastDevices(c); got != "void" {
+			t.Errorf("ml: container %s's last NVIDIA_VISIBLE_DEVICES is %q, want void", c.Name, got)
+		}
+	}
+	if out.Spec.SchedulerName != "default-scheduler" {
+		t.Errorf("ml: a pod asking no GPU became %q's", out.Spec.SchedulerName)
+	}
+	off := plain("ml")
+	off.Spec.Containers[0].Resources.Limits = corev1.ResourceList{"nvidia.com/gpu": resourceOf(1)}
+	off.Spec.Containers[0].Env = nil
+	m := &Mutator{View: view{}, Peers: Peers{ForeignGPUPods: ForeignOff}, Owners: func(context.Context, *corev1.Pod) Workload { return Workload{} }}
+	out = admitWithMutator(t, m, off)
+	if got := lastDevices(out.Spec.Containers[0]); got != "(unset)" {
+		t.Errorf("off: the container given a GPU by the plugin has NVIDIA_VISIBLE_DEVICES %q, want the plugin's (unset in the pod)", got)
+	}
+	if got := lastDevices(out.Spec.Containers[1]); got != "void" {
+		t.Errorf("off: the container asking no GPU has NVIDIA_VISIBLE_DEVICES %q, want void", got)
+	}
+	out = admit(t, plain("default"))
+	if got := lastDevices(out.Spec.Containers[0]); got != "all" {
+		t.Errorf("default (no queue names it): NVIDIA_VISIBLE_DEVICES %q, want the pod's own all", got)
 	}
 }

@@ -180,6 +180,12 @@ func RegisterAdopting(ctx context.Context, client kubernetes.Interface, baseURL 
 			// mutated once (the one above sees them under their own scheduler's name).
 			{Name: "tenants.mutate.allot.dev", ClientConfig: url(PathMutatePods), Rules: rules,
 				MatchConditions: []admissionregv1.MatchCondition{{Name: "gpu-pod-of-another-scheduler", Expression: peers.TenantMutateCondition()}},
+				FailurePolicy:   &ignore, SideEffects: &none, TimeoutSeconds: &timeout, AdmissionReviewVersions: []string{"v1"}},
+			// Other schedulers' pods there, GPU or not, are told which containers have no
+			// device (DevicesCondition): after the one above, which has made the GPU pods
+			// it takes Allot's.
+			{Name: "devices.mutate.allot.dev", ClientConfig: url(PathMutatePods), Rules: rules,
+				MatchConditions: []admissionregv1.MatchCondition{{Name: "pod-of-another-scheduler", Expression: peers.DevicesCondition()}},
 				FailurePolicy:   &ignore, SideEffects: &none, TimeoutSeconds: &timeout, AdmissionReviewVersions: []string{"v1"}}}}
 	// kubectl debug's ephemeral containers arrive as an update of pods/ephemeralcontainers.
 	validateRules := append(slices.Clone(rules), debug)

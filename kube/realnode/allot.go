@@ -26,10 +26,22 @@ var PodResourcesSocket = filepath.Join(KubeletRootDir, "pod-resources", "kubelet
 func (n *Node) NRIReadyFile() string { return n.path("nri-ready") }
 
 // RunAllot runs on this node what the chart's agent pod runs there, in this process: Allot's
-// NRI plugin on the node's containerd (waiting until it is registered) and the agent with
-// opts (its node, NRI ready file and PodResources client are this node's), each until ctx
-// ends. Allot's namespace is made first, as the chart's install does.
+// NRI plugin on the node's containerd (RunNRIPlugin) and the agent with opts (RunAgent),
+// each until ctx ends. Allot's namespace is made first, as the chart's install does.
 func (n *Node) RunAllot(ctx context.Context, client kubernetes.Interface, opts agent.Options) error {
+	if err := n.RunNRIPlugin(ctx); err != nil {
+		return err
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.SystemNamespace}}
+	if _, err := client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	return n.RunAgent(ctx, client, opts)
+}
+
+// RunNRIPlugin runs Allot's NRI plugin on the node's containerd until ctx ends, and waits
+// until it is registered. It registers again with a containerd started anew.
+func (n *Node) RunNRIPlugin(ctx context.Context) error {
 	go func() {
 		if err := nriplugin.Run(ctx, nriplugin.Options{Socket: n.NRISocket(), Namespace: v1alpha1.SystemNamespace, ReadyFile: n.NRIReadyFile()}); err != nil {
 			slog.Error("real node: Allot's NRI plugin stopped", "node", n.opts.Name, "err", err)
@@ -41,10 +53,12 @@ func (n *Node) RunAllot(ctx context.Context, client kubernetes.Interface, opts a
 	}); err != nil {
 		return fmt.Errorf("Allot's NRI plugin did not register with the node's containerd (%s): %w", n.logPath("containerd"), err)
 	}
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.SystemNamespace}}
-	if _, err := client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return err
-	}
+	return nil
+}
+
+// RunAgent runs the node's agent with opts (its node, NRI ready file and PodResources
+// client are this node's) until ctx ends.
+func (n *Node) RunAgent(ctx context.Context, client kubernetes.Interface, opts agent.Options) error {
 	if opts.SharingRoot != "" {
 		if err := os.MkdirAll(opts.SharingRoot, 0o755); err != nil {
 			return err

@@ -22,12 +22,9 @@ const ReservationImage = "registry.k8s.io/pause:3.10"
 // snapshotter is the CRI's and the image import's: overlayfs, as on a real node.
 const snapshotter = "overlayfs"
 
-// Runtime handlers the node's containerd knows: runc, as every node has, and, where a node
-// runs NVIDIA's runtime in legacy mode, "nvidia" (the GPU Operator's RuntimeClass names).
-const (
-	HandlerRunc   = "runc"
-	HandlerNVIDIA = "nvidia"
-)
+// HandlerRunc is the runtime handler every node's containerd knows; a node that runs
+// NVIDIA's runtime in legacy mode knows HandlerLegacy too.
+const HandlerRunc = "runc"
 
 // containerdConfig is the node's containerd configuration (version 3, containerd 2.x):
 // the CRI with CDI on (the default since 2.0) reading the node's CDI directories, NRI on
@@ -49,12 +46,19 @@ func containerdConfig(n *Node) string {
 	// This machine refuses negative OOM scores (no CAP_SYS_RESOURCE); the CRI would set
 	// the sandbox's to -998. restrict_oom_score_adj keeps each at no less than containerd's own.
 	fmt.Fprintf(&b, "  restrict_oom_score_adj = %t\n", n.restrictOOM)
-	fmt.Fprintf(&b, "  [plugins.'io.containerd.cri.v1.runtime'.containerd]\n    default_runtime_name = %s\n", q(HandlerRunc))
+	def := HandlerRunc
+	if n.opts.Legacy != nil && n.opts.Legacy.Default {
+		def = HandlerLegacy
+	}
+	fmt.Fprintf(&b, "  [plugins.'io.containerd.cri.v1.runtime'.containerd]\n    default_runtime_name = %s\n", q(def))
 	runtime := func(name, binary string) {
 		fmt.Fprintf(&b, "    [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.%s]\n      runtime_type = %s\n", name, q("io.containerd.runc.v2"))
 		fmt.Fprintf(&b, "      [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.%s.options]\n        BinaryName = %s\n        SystemdCgroup = false\n", name, q(binary))
 	}
 	runtime(HandlerRunc, n.tools.Runc)
+	if n.legacyRuntime != "" {
+		runtime(HandlerLegacy, n.legacyRuntime)
+	}
 	for name, bin := range n.opts.ExtraRuntimes {
 		runtime(name, bin)
 	}

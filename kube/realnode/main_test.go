@@ -11,6 +11,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
@@ -36,18 +37,18 @@ var (
 	rigOpts realnode.Options
 )
 
-// restartRig starts the machine's real node again with the device plugin's ID strategy
-// (one node per machine), as a node's kubelet and device plugin restart: the Node object
-// and what the agent wrote on it stay.
-func restartRig(t *testing.T, strategy string) {
+// restartRig starts the machine's real node again (one node per machine) with the options
+// of rigOpts that change sets, as a node's kubelet, runtime and device plugin restart: the
+// Node object and what the agent wrote on it stay.
+func restartRig(t *testing.T, change func(*realnode.Options)) {
 	t.Helper()
 	rig.Stop()
 	ctx := context.Background()
 	o := rigOpts
-	o.IDStrategy = strategy
+	change(&o)
 	next, err := realnode.Start(ctx, o)
 	if err != nil {
-		rigErr = fmt.Errorf("starting the real node again (%s IDs): %w", strategy, err)
+		rigErr = fmt.Errorf("starting the real node again: %w", err)
 		rig = nil
 		t.Fatal(rigErr)
 	}
@@ -57,8 +58,38 @@ func restartRig(t *testing.T, strategy string) {
 // sharingRoot is the directory the agent shares with sharing pods on the real node.
 const sharingRoot = "/var/lib/allot-realnode-test/sharing"
 
-// agentOpts are real-1's agent's.
-var agentOpts agent.Options
+// agentOpts are real-1's agent's; stopAgent ends the one running.
+var (
+	agentOpts agent.Options
+	stopAgent context.CancelFunc
+)
+
+// runAgent runs real-1's agent with opts in place of the one running, and waits until the
+// node carries the delivery it declares.
+func runAgent(ctx context.Context, opts agent.Options) error {
+	if stopAgent != nil {
+		stopAgent()
+	}
+	if opts.Delivery == v1alpha1.DeliveryCDI {
+		// As the chart starts it: once Allot's NRI plugin is registered with the node's
+		// containerd (its startup probe), which the agent reads the node's delivery by.
+		if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+			_, err := os.Stat(rig.NRIReadyFile())
+			return err == nil, nil
+		}); err != nil {
+			return fmt.Errorf("Allot's NRI plugin is not registered with the node's containerd: %w", err)
+		}
+	}
+	actx, cancel := context.WithCancel(ctx)
+	stopAgent = cancel
+	if err := rig.RunAgent(actx, client, opts); err != nil {
+		return err
+	}
+	return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		n, err := client.CoreV1().Nodes().Get(ctx, "real-1", metav1.GetOptions{})
+		return err == nil && n.Labels[v1alpha1.LabelGPUSharing] == opts.Sharing && n.Labels[v1alpha1.LabelGPUDelivery] == opts.Delivery, nil
+	})
+}
 
 // newAgent is another agent of real-1, as after the agent's restart.
 func newAgent() (*agent.Agent, func(), error) { return rig.NewAgent(client, agentOpts) }
@@ -84,13 +115,16 @@ func startAllot(ctx context.Context, dir string) error {
 	}
 	agentOpts = agent.Options{NVML: machine, Sharing: v1alpha1.SharingHAMiCore, Delivery: v1alpha1.DeliveryCDI, Interval: time.Second,
 		Version: "realnode-test", SharingRoot: sharingRoot, HAMiCoreLibrary: lib}
-	if err := rig.RunAllot(ctx, client, agentOpts); err != nil {
+	// What realnode.RunAllot does, with the agent kept apart so that a test may run
+	// another in its place (runAgent).
+	if err := rig.RunNRIPlugin(ctx); err != nil {
 		return err
 	}
-	return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		n, err := client.CoreV1().Nodes().Get(ctx, "real-1", metav1.GetOptions{})
-		return err == nil && n.Labels[v1alpha1.LabelGPUSharing] == v1alpha1.SharingHAMiCore && n.Labels[v1alpha1.LabelGPUDelivery] == v1alpha1.DeliveryCDI, nil
-	})
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.SystemNamespace}}
+	if _, err := client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	return runAgent(ctx, agentOpts)
 }
 
 func TestMain(m *testing.M) {

@@ -52,19 +52,24 @@ type Options struct {
 	ListStrategy string
 	// ExtraRuntimes are runtime handlers beside runc (name: the runc-compatible binary).
 	ExtraRuntimes map[string]string
+	// Legacy, when set, runs NVIDIA's runtime in legacy mode on the node (the GPU
+	// Operator's setup for environment-variable delivery), as HandlerLegacy.
+	Legacy *LegacyRuntime
 	// Images are imported beside the busybox and pause images.
 	Images []Image
 }
 
 // Node is a running real node.
 type Node struct {
-	opts        Options
-	tools       Tools
-	GPUs        []GPU
-	bridge      string // the pods' bridge (cniConfig)
-	release     func() // the machine's kubelet paths (kubeletlock)
-	oomScoreAdj int
-	restrictOOM bool
+	opts   Options
+	tools  Tools
+	GPUs   []GPU
+	bridge string // the pods' bridge (cniConfig)
+	// legacyRuntime is the wrapper of NVIDIA's legacy runtime, where Options.Legacy is set.
+	legacyRuntime string
+	release       func() // the machine's kubelet paths (kubeletlock)
+	oomScoreAdj   int
+	restrictOOM   bool
 
 	mu    sync.Mutex
 	procs []*exec.Cmd
@@ -158,6 +163,11 @@ func Start(ctx context.Context, o Options) (_ *Node, err error) {
 		return nil, err
 	}
 	n.onStop(removeCDISpecs)
+	if o.Legacy != nil {
+		if n.legacyRuntime, err = n.installLegacyRuntime(); err != nil {
+			return nil, err
+		}
+	}
 	if err := n.startContainerd(ctx); err != nil {
 		return nil, err
 	}

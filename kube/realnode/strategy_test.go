@@ -23,8 +23,8 @@ import (
 //	real-1 (device plugin: index IDs): nb 0.5 [main: one GPU, by index]
 func TestFractionNamedByIndexUnderTheIndexStrategy(t *testing.T) {
 	need(t)
-	restartRig(t, realnode.StrategyIndex)
-	t.Cleanup(func() { restartRig(t, realnode.StrategyUUID) })
+	restartRig(t, func(o *realnode.Options) { o.IDStrategy = realnode.StrategyIndex })
+	t.Cleanup(func() { restartRig(t, func(*realnode.Options) {}) })
 	ctx := context.Background()
 	// The agent restarted with --cdi-device-ids index (the pool's deviceIDStrategy) says so
 	// on its node; at the end, one with uuid says the plugin's default again. Each runs
