@@ -231,8 +231,11 @@ func describeMIG(r PodRequest) string {
 // such a profile, or (naming the first) every one's slices held.
 func (s *session) migShortage(j *jobState, r PodRequest, nodes []*nodeState) string {
 	var devices, offer int
-	var busiest, layout string
+	var busiest, layout, notLaidOut string
 	for _, n := range nodes {
+		if notLaidOut == "" && n.n.MIGNotLaidOut != "" {
+			notLaidOut = fmt.Sprintf("%s asks for it, but %s", n.n.ID, n.n.MIGNotLaidOut)
+		}
 		for g := range n.n.GPUs {
 			dev := &n.n.GPUs[g]
 			if dev.MIG == nil || dev.MIG.Model == nil || dev.OutOfService() != "" || !j.deviceOK(dev) ||
@@ -260,6 +263,8 @@ func (s *session) migShortage(j *jobState, r PodRequest, nodes []*nodeState) str
 	switch {
 	case devices == 0 && r.MIGFrom == MIGFixed:
 		return "no GPU it may use is in MIG mode with a fixed layout (a device plugin's nvidia.com/mig-* resources)"
+	case devices == 0 && r.MIGFrom == MIGDynamic && notLaidOut != "":
+		return "no GPU it may use is in MIG mode for Allot to lay out: " + notLaidOut
 	case devices == 0 && r.MIGFrom == MIGDynamic:
 		return "no GPU it may use is in MIG mode for Allot to lay out (node label allot.dev/mig-dynamic=true, with Allot's agent)"
 	case devices == 0:

@@ -95,6 +95,10 @@ type Node struct {
 	// trust): pods taking a slice are placed elsewhere, or wait with this reason. A MIG
 	// instance, which the GPU itself holds to its size, is not concerned.
 	Unenforced string
+	// MIGNotLaidOut, when set, says why the node's GPUs in MIG mode are not Allot's to lay
+	// out though the node asks for it (another component acts on their instances): they
+	// keep the layout they have, and a pod asking Allot for an instance is told this.
+	MIGNotLaidOut string
 	// MaxSharers caps how many pods may share one of the node's GPUs (HAMi's split count);
 	// zero means no cap.
 	MaxSharers int

@@ -38,6 +38,9 @@ func Node(n *corev1.Node) engine.Node {
 	out.NoFractions = NoFractions(n)
 	out.Unenforced = v1alpha1.Unenforced(n.Labels)
 	out.MaxSharers, _ = maxSharers(n)
+	if n.Labels[v1alpha1.LabelMIGDynamic] == "true" {
+		out.MIGNotLaidOut = MIGLayoutConflict(n)
+	}
 	// A node is trusted no further than its capacity: a negative quantity an admin wrote
 	// counts as none, and a GPU memory label past 2^40 MiB (or not a number) as unknown.
 	out.CPU, out.Memory = max(out.CPU, 0), max(out.Memory, 0)

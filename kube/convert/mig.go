@@ -23,6 +23,66 @@ import (
 // GPUs of the node's model as hold them (their real places are the kubelet's to choose;
 // the books only need the count right).
 
+// Labels of NVIDIA's GPU Operator on a node: the MIG manager's layout to apply, and the
+// per-node switches of the operator's MIG manager and device plugin ("false": not run
+// there).
+const (
+	LabelMIGConfig          = "nvidia.com/mig.config"
+	LabelDeployMIGManager   = "nvidia.com/gpu.deploy.mig-manager"
+	LabelDeployDevicePlugin = "nvidia.com/gpu.deploy.device-plugin"
+)
+
+// MIGLayoutConflict says why a node's GPUs in MIG mode may not be laid out by Allot, or
+// "": a component of NVIDIA's acts on their instances on its own.
+//   - The GPU Operator's MIG manager applies the node's nvidia.com/mig.config (the operator
+//     labels every MIG-capable node all-disabled by default), destroying the instances
+//     Allot made, or taking the GPUs out of MIG mode.
+//   - NVIDIA's device plugin, under each MIG strategy: single crash-loops on GPUs whose
+//     instances differ; mixed offers the instances Allot made, as nvidia.com/mig-<profile>,
+//     to any pod once it restarts; none offers the GPUs in MIG mode whole. It runs where the
+//     operator says so (nvidia.com/gpu.deploy.device-plugin=true); without the operator it
+//     is seen where it advertises instances, or more GPUs than the node has whole. (A
+//     plugin of the mixed strategy started before the first instance is not seen: the
+//     docs name the setup.)
+//
+// The setup that works: the operator's switches off on such nodes,
+// nvidia.com/gpu.deploy.mig-manager=false and nvidia.com/gpu.deploy.device-plugin=false
+// (every GPU of the node then in MIG mode, delivered by Allot as a fraction is).
+func MIGLayoutConflict(n *corev1.Node) string {
+	var why []string
+	if cfg := n.Labels[LabelMIGConfig]; cfg != "" && n.Labels[LabelDeployMIGManager] != "false" {
+		why = append(why, fmt.Sprintf("the GPU Operator's MIG manager applies %s=%s to its GPUs and would destroy the instances Allot makes (label the node %s=false)",
+			LabelMIGConfig, cfg, LabelDeployMIGManager))
+	}
+	// Without the operator's switch, a device plugin is seen by what it advertises: MIG
+	// instances, or more GPUs than the agent found whole (its none strategy counts the GPUs
+	// in MIG mode too).
+	advertises := false
+	for name, q := range n.Status.Capacity {
+		if strings.HasPrefix(string(name), v1alpha1.MIGResourcePrefix) && q.Sign() > 0 {
+			advertises = true
+		}
+	}
+	if inv, err := v1alpha1.ParseInventory(n.Annotations[v1alpha1.AnnotationGPUInventory]); err == nil && len(inv) > 0 {
+		whole, _ := wholeInventory(inv)
+		q := n.Status.Capacity[GPUResource]
+		advertises = advertises || q.Value() > int64(len(whole))
+	}
+	if d := n.Labels[LabelDeployDevicePlugin]; d == "true" || (d == "" && advertises) {
+		var does string
+		switch n.Labels[LabelMIGStrategy] {
+		case MIGStrategySingle:
+			does = "under its single MIG strategy it fails on GPUs whose instances differ"
+		case "mixed":
+			does = "under its mixed MIG strategy it offers the instances Allot makes, as " + v1alpha1.MIGResourcePrefix + "<profile>, to any pod once it restarts"
+		default:
+			does = "under its none MIG strategy it offers the GPUs in MIG mode whole, as nvidia.com/gpu"
+		}
+		why = append(why, fmt.Sprintf("NVIDIA's device plugin runs there, and %s (label the node %s=false)", does, LabelDeployDevicePlugin))
+	}
+	return strings.Join(why, "; and ")
+}
+
 // wholeInventory is the inventory's devices not in MIG mode, numbered as the engine lists
 // the node's whole GPUs, and whether any device is in MIG mode.
 func wholeInventory(inv []v1alpha1.GPUInfo) ([]v1alpha1.GPUInfo, bool) {
@@ -41,7 +101,8 @@ func wholeInventory(inv []v1alpha1.GPUInfo) ([]v1alpha1.GPUInfo, bool) {
 
 // migGPUs are the node's GPUs in MIG mode, to list after its whole GPUs.
 func migGPUs(n *corev1.Node, inv []v1alpha1.GPUInfo) []engine.GPU {
-	dynamic := n.Labels[v1alpha1.LabelMIGDynamic] == "true"
+	// Not where another component acts on the instances: the layout they have is kept.
+	dynamic := n.Labels[v1alpha1.LabelMIGDynamic] == "true" && MIGLayoutConflict(n) == ""
 	single := singleMIG(n)
 	product := n.Labels[v1alpha1.LabelGPUProduct]
 	if single.ok {

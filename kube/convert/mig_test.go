@@ -135,3 +135,50 @@ func TestUnreadInstancesFallBackToTheDevicePlugin(t *testing.T) {
 		t.Fatalf("GPUs %+v: want one in MIG mode with the plugin's seven 1g", out.GPUs)
 	}
 }
+
+// A node asking Allot to lay out its MIG GPUs is refused, naming the label that turns the
+// culprit off, where the GPU Operator's MIG manager acts on it or NVIDIA's device plugin
+// runs there (by the operator's switch, or without the operator where it advertises
+// GPUs or instances); with both switched off it is Allot's to lay out.
+func TestMIGLayoutConflict(t *testing.T) {
+	node := func(labels map[string]string, capacity corev1.ResourceList) *corev1.Node {
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", Labels: map[string]string{v1alpha1.LabelMIGDynamic: "true"}}}
+		for k, v := range labels {
+			n.Labels[k] = v
+		}
+		n.Status.Capacity = capacity
+		return n
+	}
+	one := resource.MustParse("1")
+	for _, c := range []struct {
+		name string
+		n    *corev1.Node
+		want []string // in the reason; none: no conflict
+	}{
+		{"the operator's defaults", node(map[string]string{LabelMIGConfig: "all-disabled", LabelDeployMIGManager: "true", LabelDeployDevicePlugin: "true", LabelMIGStrategy: "single"}, nil),
+			[]string{"MIG manager applies nvidia.com/mig.config=all-disabled", "nvidia.com/gpu.deploy.mig-manager=false", "single MIG strategy it fails", "nvidia.com/gpu.deploy.device-plugin=false"}},
+		{"the MIG manager alone", node(map[string]string{LabelMIGConfig: "all-balanced", LabelDeployDevicePlugin: "false"}, nil), []string{"all-balanced"}},
+		{"a device plugin without the operator, none strategy", func() *corev1.Node {
+			n := node(nil, corev1.ResourceList{"nvidia.com/gpu": one})
+			raw, _ := json.Marshal([]v1alpha1.GPUInfo{{UUID: "GPU-mig", Model: "NVIDIA A100-SXM4-80GB", MemoryMiB: 81920, MIG: true}})
+			n.Annotations = map[string]string{v1alpha1.AnnotationGPUInventory: string(raw)}
+			return n
+		}(), []string{"none MIG strategy it offers the GPUs in MIG mode whole"}},
+		{"a device plugin without the operator, mixed", node(map[string]string{LabelMIGStrategy: "mixed"}, corev1.ResourceList{"nvidia.com/mig-1g.10gb": one}), []string{"mixed MIG strategy"}},
+		{"both switched off", node(map[string]string{LabelMIGConfig: "all-disabled", LabelDeployMIGManager: "false", LabelDeployDevicePlugin: "false", LabelMIGStrategy: "mixed"}, nil), nil},
+		{"no operator, nothing advertised", node(map[string]string{LabelMIGStrategy: "mixed"}, nil), nil},
+	} {
+		got := MIGLayoutConflict(c.n)
+		if (got == "") != (len(c.want) == 0) {
+			t.Errorf("%s: %q, want a conflict: %v", c.name, got, len(c.want) > 0)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(got, w) {
+				t.Errorf("%s: %q lacks %q", c.name, got, w)
+			}
+		}
+		if en := Node(c.n); en.MIGNotLaidOut != got {
+			t.Errorf("%s: the engine's node says %q, want %q", c.name, en.MIGNotLaidOut, got)
+		}
+	}
+}

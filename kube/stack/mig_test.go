@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/kube/convert"
@@ -116,5 +117,47 @@ func TestMIGLayoutsAndAscendUnderOneSetOfQueues(t *testing.T) {
 		gpu, npus := q.Status.Allocated["nvidia.com/gpu"], q.Status.Allocated[ascendResource]
 		return gpu.Cmp(resource.MustParse("1.999")) == 0 && npus.Cmp(resource.MustParse("4")) == 0,
 			fmt.Sprintf("allocated %v", q.Status.Allocated)
+	})
+}
+
+// A node asking Allot to lay out its GPUs in MIG mode, under the GPU Operator's defaults
+// (its MIG manager applying nvidia.com/mig.config=all-disabled, its device plugin deployed
+// there with the mixed strategy), is not laid out: a pod asking for an instance waits,
+// told what acts on the instances and which label of the node turns it off. With both
+// switched off on the node, the instance is made and the pod runs.
+//
+//	dyn-1: A100-80GB ×2 (mig-dynamic; mig.config=all-disabled, gpu.deploy.device-plugin=true, mig.strategy=mixed)
+func TestMIGLayoutRefusedBesideTheOperatorsMIGComponents(t *testing.T) {
+	e, _ := kubetest.StartNodesWithAgents(t, simnode.Spec{Prefix: "dyn", Count: 1, GPUs: 2, MIGDynamic: true,
+		Labels: map[string]string{convert.LabelMIGConfig: "all-disabled", convert.LabelDeployDevicePlugin: "true", convert.LabelDeployMIGManager: "true"}})
+	if _, err := stack.Local(e.Ctx, e.Cluster.Config, e.Dir, scheduler.Options{Interval: 200 * time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	e.Queue(t, "team", 2, nil)
+	e.MustPod(t, kubetest.PodSpec{Name: "dyn-4g", Queue: "team", Annotations: map[string]string{v1alpha1.AnnotationMIG: "4g.40gb"}})
+	reason := func() string {
+		for _, c := range e.Pods(t, "default")["dyn-4g"].Status.Conditions {
+			if c.Type == corev1.PodScheduled {
+				return c.Message
+			}
+		}
+		return ""
+	}
+	e.WaitFor(t, "dyn-4g waiting, told why", func() (bool, string) {
+		msg := reason()
+		return strings.Contains(msg, "MIG manager applies nvidia.com/mig.config=all-disabled") && strings.Contains(msg, "nvidia.com/gpu.deploy.mig-manager=false") &&
+			strings.Contains(msg, "mixed MIG strategy") && strings.Contains(msg, "nvidia.com/gpu.deploy.device-plugin=false"), msg
+	})
+	if p := e.Pods(t, "default")["dyn-4g"]; kubetest.Bound(p) {
+		t.Fatalf("dyn-4g bound to %s beside the operator's MIG manager", p.Spec.NodeName)
+	}
+	t.Logf("waiting: %s", reason())
+	patch := fmt.Sprintf(`{"metadata":{"labels":{%q:"false",%q:"false"}}}`, convert.LabelDeployMIGManager, convert.LabelDeployDevicePlugin)
+	if _, err := e.Client.CoreV1().Nodes().Patch(e.Ctx, "dyn-1", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.WaitFor(t, "dyn-4g running on the instance made for it", func() (bool, string) {
+		p := e.Pods(t, "default")["dyn-4g"]
+		return kubetest.Running(p) && strings.HasPrefix(p.Annotations[v1alpha1.AnnotationGPUEnvPrefix+"NVIDIA_VISIBLE_DEVICES"], "MIG-"), reason()
 	})
 }
