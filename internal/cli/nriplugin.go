@@ -24,7 +24,10 @@ func newNRIPluginCmd() *cobra.Command {
 		Long: `Serve containerd's NRI socket as the plugin "allot": when a container is created, inject the
 CDI devices the scheduler named for it in its pod's annotation cdi.allot.dev/<container>
 (containerd resolves them against the node's CDI specs). Devices of management.nvidia.com/gpu
-(every GPU of the node) are given only to pods of --namespace (Allot's agent).
+(every GPU of the node) are given only to pods of --namespace (Allot's agent). With
+--sharing-root, a sharing container's /etc/ld.so.preload is a list of its own: the node's
+(HAMi-core's library on a hami-core node), then its image's own, which a hook run by the
+runtime appends once the container's root filesystem is mounted.
 
 --probe exits 0 once the plugin is registered (its --ready-file exists) or where the node's
 runtime has no NRI socket (nothing to wait for), else 1: the chart's startup probe, so that
@@ -50,6 +53,7 @@ the agent's container is created only once the plugin can give it its devices.`,
 	f.StringVar(&o.Socket, "socket", "/var/run/nri/nri.sock", "containerd's NRI socket")
 	f.StringVar(&o.Namespace, "namespace", v1alpha1.SystemNamespace, "Allot's namespace: only its pods may be given management devices")
 	f.StringVar(&o.ReadyFile, "ready-file", "/run/allot-nri/ready", "written once registered with the container runtime (the agent and the startup probe read it)")
+	f.StringVar(&o.SharingRoot, "sharing-root", "", "the agent's --sharing-root (the same path on the host): each sharing container is given a preload list of its own there, its image's own /etc/ld.so.preload appended to the node's (empty: the node's list replaces the image's)")
 	f.BoolVar(&probeOnly, "probe", false, "exit 0 once registered (or where there is no NRI socket), else 1")
 	return cmd
 }

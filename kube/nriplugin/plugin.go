@@ -46,6 +46,11 @@ type Options struct {
 	// it is not: the chart's startup probe reads it, so that the agent's container is not
 	// created before the plugin can give it its devices.
 	ReadyFile string
+	// SharingRoot is the agent's --sharing-root (the same path on the host and in the
+	// plugin's container): each sharing container's preload list is kept under it, with
+	// the image's own list appended (preload.go). Empty: the webhook's list replaces the
+	// image's.
+	SharingRoot string
 }
 
 // ManagementKinds are CDI kinds whose devices reach every GPU of the node.
@@ -94,19 +99,38 @@ func (p *plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 		slog.Warn("allot nri: refusing a container", "pod", pod.GetNamespace()+"/"+pod.GetName(), "container", ctr.GetName(), "err", err)
 		return nil, nil, err
 	}
-	if len(devs) == 0 {
-		return nil, nil, nil
-	}
 	adjust := &api.ContainerAdjustment{}
 	for _, d := range devs {
 		adjust.AddCDIDevice(&api.CDIDevice{Name: d})
 	}
-	slog.Info("allot nri: CDI devices", "pod", pod.GetNamespace()+"/"+pod.GetName(), "container", ctr.GetName(), "devices", devs)
+	if len(devs) > 0 {
+		slog.Info("allot nri: CDI devices", "pod", pod.GetNamespace()+"/"+pod.GetName(), "container", ctr.GetName(), "devices", devs)
+	}
+	if err := p.keepImagePreload(pod, ctr, adjust); err != nil {
+		// Not created rather than started without HAMi-core, or without the image's own.
+		slog.Warn("allot nri: refusing a container", "pod", pod.GetNamespace()+"/"+pod.GetName(), "container", ctr.GetName(), "err", err)
+		return nil, nil, err
+	}
 	return adjust, nil, nil
 }
 
+// StopContainer forgets the container's preload list: a stopped container is never
+// started again (the kubelet makes a new one), and its removal may wait for the kubelet's
+// garbage collection.
+func (p *plugin) StopContainer(_ context.Context, _ *api.PodSandbox, ctr *api.Container) ([]*api.ContainerUpdate, error) {
+	p.forgetPreload(ctr.GetId())
+	return nil, nil
+}
+
+// RemoveContainer forgets the list of a container that ended by itself.
+func (p *plugin) RemoveContainer(_ context.Context, _ *api.PodSandbox, ctr *api.Container) error {
+	p.forgetPreload(ctr.GetId())
+	return nil
+}
+
 // Synchronize is called once connected, with the containers that already run.
-func (p *plugin) Synchronize(context.Context, []*api.PodSandbox, []*api.Container) ([]*api.ContainerUpdate, error) {
+func (p *plugin) Synchronize(_ context.Context, _ []*api.PodSandbox, containers []*api.Container) ([]*api.ContainerUpdate, error) {
+	p.prunePreloads(containers)
 	if p.opts.ReadyFile != "" {
 		if err := os.MkdirAll(filepath.Dir(p.opts.ReadyFile), 0o755); err == nil {
 			_ = os.WriteFile(p.opts.ReadyFile, []byte(time.Now().UTC().Format(time.RFC3339)+"\n"), 0o644)

@@ -26,10 +26,11 @@ var PodResourcesSocket = filepath.Join(KubeletRootDir, "pod-resources", "kubelet
 func (n *Node) NRIReadyFile() string { return n.path("nri-ready") }
 
 // RunAllot runs on this node what the chart's agent pod runs there, in this process: Allot's
-// NRI plugin on the node's containerd (RunNRIPlugin) and the agent with opts (RunAgent),
-// each until ctx ends. Allot's namespace is made first, as the chart's install does.
+// NRI plugin on the node's containerd (RunNRIPlugin, with the agent's sharing root) and the
+// agent with opts (RunAgent), each until ctx ends. Allot's namespace is made first, as the
+// chart's install does.
 func (n *Node) RunAllot(ctx context.Context, client kubernetes.Interface, opts agent.Options) error {
-	if err := n.RunNRIPlugin(ctx); err != nil {
+	if err := n.RunNRIPlugin(ctx, opts.SharingRoot); err != nil {
 		return err
 	}
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.SystemNamespace}}
@@ -40,10 +41,11 @@ func (n *Node) RunAllot(ctx context.Context, client kubernetes.Interface, opts a
 }
 
 // RunNRIPlugin runs Allot's NRI plugin on the node's containerd until ctx ends, and waits
-// until it is registered. It registers again with a containerd started anew.
-func (n *Node) RunNRIPlugin(ctx context.Context) error {
+// until it is registered. It registers again with a containerd started anew. sharingRoot
+// is the agent's (the chart gives the plugin the same).
+func (n *Node) RunNRIPlugin(ctx context.Context, sharingRoot string) error {
 	go func() {
-		if err := nriplugin.Run(ctx, nriplugin.Options{Socket: n.NRISocket(), Namespace: v1alpha1.SystemNamespace, ReadyFile: n.NRIReadyFile()}); err != nil {
+		if err := nriplugin.Run(ctx, nriplugin.Options{Socket: n.NRISocket(), Namespace: v1alpha1.SystemNamespace, ReadyFile: n.NRIReadyFile(), SharingRoot: sharingRoot}); err != nil {
 			slog.Error("real node: Allot's NRI plugin stopped", "node", n.opts.Name, "err", err)
 		}
 	}()

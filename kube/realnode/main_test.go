@@ -117,7 +117,7 @@ func startAllot(ctx context.Context, dir string) error {
 		Version: "realnode-test", SharingRoot: sharingRoot, HAMiCoreLibrary: lib}
 	// What realnode.RunAllot does, with the agent kept apart so that a test may run
 	// another in its place (runAgent).
-	if err := rig.RunNRIPlugin(ctx); err != nil {
+	if err := rig.RunNRIPlugin(ctx, sharingRoot); err != nil {
 		return err
 	}
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.SystemNamespace}}
@@ -177,8 +177,13 @@ func run(m *testing.M) int {
 		uuids = append(uuids, machine.UUID(i))
 	}
 	start := time.Now()
+	preloaded, err := preloadedImage(dir)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	rigOpts = realnode.Options{Name: "real-1", Dir: filepath.Join(dir, "node"), Kubeconfig: kubeconfig,
-		Config: cluster.Config, Tools: tools, UUIDs: uuids}
+		Config: cluster.Config, Tools: tools, UUIDs: uuids, Images: []realnode.Image{preloaded}}
 	rig, err = realnode.Start(ctx, rigOpts)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "starting the real node:", err)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/allot-dev/allot/api/v1alpha1"
 	allotclient "github.com/allot-dev/allot/kube/client"
+	"github.com/allot-dev/allot/kube/realnode"
 )
 
 // queue makes a Queue of quota GPUs admitting namespace ns, once.
@@ -203,5 +204,66 @@ func TestHAMiCoreLockAndCacheAsHAMiLaysThemOut(t *testing.T) {
 	if seen.Env["CUDA_DEVICE_MEMORY_SHARED_CACHE"] != v1alpha1.HAMiCacheFile || seen.Env["CACHE_WRITABLE"] != "yes" {
 		t.Errorf("lock-b's cache is %q (writable: %q), want %s, writable under a read-only root", seen.Env["CUDA_DEVICE_MEMORY_SHARED_CACHE"],
 			seen.Env["CACHE_WRITABLE"], v1alpha1.HAMiCacheFile)
+	}
+}
+
+// preloadedImageName is a shell image whose own /etc/ld.so.preload names a library, as an
+// image preloading an allocator or a profiler does.
+const (
+	preloadedImageName = "localhost/preloaded:latest"
+	imagesOwnPreload   = "/usr/lib/libown-allocator.so"
+)
+
+func preloadedImage(dir string) (realnode.Image, error) {
+	bb, err := realnode.BusyboxFiles()
+	if err != nil {
+		return realnode.Image{}, err
+	}
+	list := filepath.Join(dir, "image-ld.so.preload")
+	if err := os.WriteFile(list, []byte(imagesOwnPreload+"\n"), 0o644); err != nil {
+		return realnode.Image{}, err
+	}
+	return realnode.Image{Name: preloadedImageName, Files: append(bb, realnode.File{Path: "/etc/ld.so.preload", From: list, Mode: 0o644}), Cmd: []string{"sh"}}, nil
+}
+
+// A sharing container whose image has an /etc/ld.so.preload of its own reads HAMi-core's
+// library first and then the image's entries; its list goes with the container. Before,
+// the webhook's list replaced the image's, and nothing said so.
+//
+//	real-1 (hami-core, cdi): nb 0.5 [main (image preloading libown-allocator.so)]: HAMi-core's, then the image's
+func TestImagesOwnPreloadIsKept(t *testing.T) {
+	need(t)
+	queue(t, "team-preload", "preload", 4)
+	p := sharingPod("preload", "nb", "team-preload", script("main"))
+	p.Spec.Containers[0].Image = preloadedImageName
+	seen := runAndRead(t, p, "main")
+	want := v1alpha1.HAMiCoreLibrary(sharingRoot) + " " + imagesOwnPreload
+	t.Logf("the container's /etc/ld.so.preload: %q", seen["main"].Preload)
+	if seen["main"].Preload != want {
+		t.Errorf("the container reads %q as its /etc/ld.so.preload, want HAMi-core's library, then the image's own: %q", seen["main"].Preload, want)
+	}
+	ctx := context.Background()
+	id := ""
+	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		cur, err := client.CoreV1().Pods("preload").Get(ctx, "nb", metav1.GetOptions{})
+		if err == nil && len(cur.Status.ContainerStatuses) > 0 {
+			_, id, _ = strings.Cut(cur.Status.ContainerStatuses[0].ContainerID, "://")
+		}
+		return id != "", nil
+	}); err != nil {
+		t.Fatalf("pod nb's container ID never reported: %v", err)
+	}
+	list := filepath.Join(sharingRoot, "preload", id)
+	if _, err := os.Stat(list); err != nil {
+		t.Fatalf("no list of the container's own at %s: %v", list, err)
+	}
+	if err := client.CoreV1().Pods("preload").Delete(ctx, "nb", metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		_, err := os.Stat(list)
+		return os.IsNotExist(err), nil
+	}); err != nil {
+		t.Errorf("the container's list %s stayed after the container went: %v", list, err)
 	}
 }
