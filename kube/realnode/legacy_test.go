@@ -46,7 +46,7 @@ func withLegacyNode(t *testing.T) {
 		stopAgent()
 	}
 	t.Cleanup(func() {
-		if err := runAgent(ctx, agentOpts); err != nil {
+		if err := runAgent(agentOpts); err != nil {
 			t.Errorf("real-1's agent, as before: %v", err)
 		}
 	})
@@ -59,9 +59,17 @@ func withLegacyNode(t *testing.T) {
 	t.Cleanup(func() { restartRig(t, func(*realnode.Options) {}) })
 	env := agentOpts
 	env.Delivery = v1alpha1.DeliveryEnv
-	if err := runAgent(ctx, env); err != nil {
+	if err := runAgent(env); err != nil {
 		t.Fatalf("the agent declaring env delivery: %v", err)
 	}
+}
+
+// TestLegacyRuntimeNode restarts real-1 once as the legacy node for the tests of that setup.
+func TestLegacyRuntimeNode(t *testing.T) {
+	need(t)
+	withLegacyNode(t)
+	t.Run("DevicesUnderTheLegacyRuntime", testDevicesUnderTheLegacyRuntime)
+	t.Run("TenantReachesNoGPUUnderTheLegacyRuntime", testTenantReachesNoGPUUnderTheLegacyRuntime)
 }
 
 // On the legacy node devices reach containers through NVIDIA_VISIBLE_DEVICES alone, read
@@ -72,9 +80,7 @@ func withLegacyNode(t *testing.T) {
 //	real-1 (legacy runtime, device plugin envvar; hami-core, env):
 //	  nb 0.5 (runtimeClassName nvidia-legacy) [main: the slice's GPU] [side: none]
 //	  whole 1 GPU                             [main: one GPU]         [side (cuda-like image): none]
-func TestDevicesUnderTheLegacyRuntime(t *testing.T) {
-	need(t)
-	withLegacyNode(t)
+func testDevicesUnderTheLegacyRuntime(t *testing.T) {
 	queue(t, "team-legacy", "legacy", 4)
 
 	nb := sharingPod("legacy", "nb", "team-legacy", script("main"), script("side"))
@@ -111,9 +117,7 @@ func TestDevicesUnderTheLegacyRuntime(t *testing.T) {
 //
 //	real-1 (legacy runtime default): bob/cuda (default-scheduler, no GPU)
 //	  [image: cuda-like] [env: NVIDIA_VISIBLE_DEVICES=all] [envFrom: a ConfigMap saying all]: none
-func TestTenantReachesNoGPUUnderTheLegacyRuntime(t *testing.T) {
-	need(t)
-	withLegacyNode(t)
+func testTenantReachesNoGPUUnderTheLegacyRuntime(t *testing.T) {
 	ctx := context.Background()
 	const ns = "bob"
 	bob := kubetest.Tenant(t, ctx, cluster.Config, ns, "bob")

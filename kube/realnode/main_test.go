@@ -58,15 +58,20 @@ func restartRig(t *testing.T, change func(*realnode.Options)) {
 // sharingRoot is the directory the agent shares with sharing pods on the real node.
 const sharingRoot = "/var/lib/allot-realnode-test/sharing"
 
-// agentOpts are real-1's agent's; stopAgent ends the one running.
+// agentOpts are real-1's agent's; stopAgent ends the one running; rootCtx ends with the
+// package's tests (TestMain), before the API server stops: an agent still watching would
+// hold its shutdown for its whole grace period.
 var (
 	agentOpts agent.Options
 	stopAgent context.CancelFunc
+	rootCtx   context.Context
 )
 
-// runAgent runs real-1's agent with opts in place of the one running, and waits until the
-// node carries the delivery it declares.
-func runAgent(ctx context.Context, opts agent.Options) error {
+// runAgent runs real-1's agent with opts in place of the one running, until the next
+// runAgent or the package's end, and waits until the node carries the delivery it
+// declares.
+func runAgent(opts agent.Options) error {
+	ctx := rootCtx
 	if stopAgent != nil {
 		stopAgent()
 	}
@@ -124,7 +129,7 @@ func startAllot(ctx context.Context, dir string) error {
 	if _, err := client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return err
 	}
-	return runAgent(ctx, agentOpts)
+	return runAgent(agentOpts)
 }
 
 func TestMain(m *testing.M) {
@@ -140,6 +145,7 @@ func run(m *testing.M) int {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	rootCtx = ctx
 	dir, err := os.MkdirTemp("", "allot-realnode-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
