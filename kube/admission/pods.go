@@ -128,7 +128,8 @@ func (m *Mutator) Handle(ctx context.Context, req admission.Request) admission.R
 		}
 	}
 	if !subject(&p) {
-		if req.SubResource == "" && m.Peers.tenantNamespace(p.Namespace, m.View) {
+		// A static pod's mirror is the kubelet's record of what runs, not a pod to change.
+		if _, mirror := p.Annotations[corev1.MirrorPodAnnotationKey]; req.SubResource == "" && !mirror && m.Peers.tenantNamespace(p.Namespace, m.View) {
 			// Another scheduler's pod in a tenant's namespace (DevicesCondition): each
 			// container asking no GPU of the device plugin is told it has none, last, which
 			// beats its image's, its own and its envFrom sources' NVIDIA_VISIBLE_DEVICES.

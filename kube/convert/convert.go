@@ -38,9 +38,6 @@ func Node(n *corev1.Node) engine.Node {
 	out.NoFractions = NoFractions(n)
 	out.Unenforced = v1alpha1.Unenforced(n.Labels)
 	out.MaxSharers, _ = maxSharers(n)
-	if n.Labels[v1alpha1.LabelMIGDynamic] == "true" {
-		out.MIGNotLaidOut = MIGLayoutConflict(n)
-	}
 	// A node is trusted no further than its capacity: a negative quantity an admin wrote
 	// counts as none, and a GPU memory label past 2^40 MiB (or not a number) as unknown.
 	out.CPU, out.Memory = max(out.CPU, 0), max(out.Memory, 0)
@@ -57,6 +54,10 @@ func Node(n *corev1.Node) engine.Node {
 	// The agent's inventory, read through NVML, says how the devices are linked; without
 	// it, two halves is the guess (two sockets, or two NVLink halves of a PCIe board).
 	all, _ := v1alpha1.ParseInventory(n.Annotations[v1alpha1.AnnotationGPUInventory])
+	if n.Labels[v1alpha1.LabelMIGDynamic] == "true" {
+		// Asked to lay out its MIG GPUs: not where another component acts on them.
+		out.MIGNotLaidOut = migLayoutConflict(n, all)
+	}
 	// Devices in MIG mode are listed after the whole ones (migGPUs); the whole ones are
 	// numbered among themselves, as the device plugin's nvidia.com/gpu counts them.
 	inv, anyMIG := wholeInventory(all)
@@ -105,7 +106,7 @@ func Node(n *corev1.Node) engine.Node {
 	if out.NoFractions == "" && slices.ContainsFunc(out.GPUs, func(g engine.GPU) bool { return g.Memory <= 0 }) {
 		out.NoFractions = noGPUMemory
 	}
-	out.GPUs = append(out.GPUs, migGPUs(n, all)...)
+	out.GPUs = append(out.GPUs, migGPUs(n, all, out.MIGNotLaidOut)...)
 	return out
 }
 

@@ -49,6 +49,12 @@ const (
 // nvidia.com/gpu.deploy.mig-manager=false and nvidia.com/gpu.deploy.device-plugin=false
 // (every GPU of the node then in MIG mode, delivered by Allot as a fraction is).
 func MIGLayoutConflict(n *corev1.Node) string {
+	inv, _ := v1alpha1.ParseInventory(n.Annotations[v1alpha1.AnnotationGPUInventory])
+	return migLayoutConflict(n, inv)
+}
+
+// migLayoutConflict is MIGLayoutConflict with the node's inventory read.
+func migLayoutConflict(n *corev1.Node, inv []v1alpha1.GPUInfo) string {
 	var why []string
 	if cfg := n.Labels[LabelMIGConfig]; cfg != "" && n.Labels[LabelDeployMIGManager] != "false" {
 		why = append(why, fmt.Sprintf("the GPU Operator's MIG manager applies %s=%s to its GPUs and would destroy the instances Allot makes (label the node %s=false)",
@@ -63,7 +69,7 @@ func MIGLayoutConflict(n *corev1.Node) string {
 			advertises = true
 		}
 	}
-	if inv, err := v1alpha1.ParseInventory(n.Annotations[v1alpha1.AnnotationGPUInventory]); err == nil && len(inv) > 0 {
+	if len(inv) > 0 {
 		whole, _ := wholeInventory(inv)
 		q := n.Status.Capacity[GPUResource]
 		advertises = advertises || q.Value() > int64(len(whole))
@@ -100,9 +106,11 @@ func wholeInventory(inv []v1alpha1.GPUInfo) ([]v1alpha1.GPUInfo, bool) {
 }
 
 // migGPUs are the node's GPUs in MIG mode, to list after its whole GPUs.
-func migGPUs(n *corev1.Node, inv []v1alpha1.GPUInfo) []engine.GPU {
+// notLaidOut is why the node's GPUs are not Allot's to lay out though it asks
+// (engine.Node.MIGNotLaidOut).
+func migGPUs(n *corev1.Node, inv []v1alpha1.GPUInfo, notLaidOut string) []engine.GPU {
 	// Not where another component acts on the instances: the layout they have is kept.
-	dynamic := n.Labels[v1alpha1.LabelMIGDynamic] == "true" && MIGLayoutConflict(n) == ""
+	dynamic := n.Labels[v1alpha1.LabelMIGDynamic] == "true" && notLaidOut == ""
 	single := singleMIG(n)
 	product := n.Labels[v1alpha1.LabelGPUProduct]
 	if single.ok {

@@ -49,9 +49,11 @@ const preloadHook = `#!/bin/sh
 set -eu
 list="$1"
 bundle=$(tr ',' '\n' | sed -n 's/^[{ ]*"bundle" *: *"\(.*\)"[} ]*$/\1/p' | head -n 1)
-own="$bundle/rootfs/etc/ld.so.preload"
-if [ -n "$bundle" ] && [ -f "$own" ] && [ ! -L "$own" ]; then
-  cat "$own" >> "$list"
+# Read on the host: a link in the image (its /etc, or the file) would name a host path.
+etc="$bundle/rootfs/etc"
+own="$etc/ld.so.preload"
+if [ -n "$bundle" ] && [ ! -L "$bundle/rootfs" ] && [ ! -L "$etc" ] && [ ! -L "$own" ] && [ -f "$own" ]; then
+  head -c 65536 "$own" >> "$list"
 fi
 `
 

@@ -82,6 +82,29 @@ func TestImagesOwnPreloadKept(t *testing.T) {
 		t.Errorf("the container's list: %q, want %q", got, want)
 	}
 
+	// An image whose /etc is a link would have the hook, which runs on the host, read a
+	// host path: nothing is appended.
+	linked := t.TempDir()
+	hostDir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(hostDir, "ld.so.preload"), []byte("/host/secret\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(linked, "rootfs"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(hostDir, filepath.Join(linked, "rootfs", "etc")); err != nil {
+		t.Fatal(err)
+	}
+	cmd = exec.Command(h.GetPath(), h.GetArgs()[1:]...)
+	cmd.Env = h.GetEnv()
+	cmd.Stdin = strings.NewReader(`{"ociVersion":"1.2.1","id":"c1","status":"creating","pid":4242,"bundle":"` + linked + `"}`)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("the hook: %v\n%s", err, out)
+	}
+	if after, _ := os.ReadFile(list); string(after) != string(got) {
+		t.Errorf("through an image's /etc linked to a host directory, the list became %q", after)
+	}
+
 	if _, err := p.StopContainer(context.Background(), sharing, mounted); err != nil {
 		t.Fatal(err)
 	}
