@@ -1,18 +1,13 @@
 package realnode
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"time"
-
-	"github.com/allot-dev/allot/internal/flock"
 )
 
 // HandlerLegacy is the runtime handler (and the GPU Operator's RuntimeClass) of NVIDIA's
@@ -55,37 +50,7 @@ func (t Tools) LegacyRuntimeBinaries(version string) (runtime, hook string) {
 // BuildLegacyRuntime builds the toolkit's legacy-mode runtime and its hook of version into
 // the tools directory, if they are not there (about a minute the first time).
 func BuildLegacyRuntime(ctx context.Context, t Tools, version string, progress io.Writer) error {
-	rt, hook := t.LegacyRuntimeBinaries(version)
-	have := func() bool {
-		_, err1 := os.Stat(rt)
-		_, err2 := os.Stat(hook)
-		return err1 == nil && err2 == nil
-	}
-	if have() {
-		return nil
-	}
-	lock, err := flock.Wait(ctx, filepath.Join(t.Dir, ".build.lock"))
-	if err != nil {
-		return err
-	}
-	defer lock.Release()
-	if have() {
-		return nil
-	}
-	fmt.Fprintf(progress, "realnode: building NVIDIA container toolkit %s's legacy runtime and hook …\n", version)
-	start := time.Now()
-	cmd := exec.CommandContext(ctx, "go", "install",
-		"github.com/NVIDIA/nvidia-container-toolkit/cmd/nvidia-container-runtime.legacy@"+version,
-		"github.com/NVIDIA/nvidia-container-toolkit/cmd/nvidia-container-runtime-hook@"+version)
-	cmd.Dir = t.Dir
-	cmd.Env = append(os.Environ(), "GOBIN="+filepath.Dir(rt), "GOFLAGS=", "GOWORK=off")
-	var b bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &b, &b
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("building the toolkit %s's legacy runtime: %w\n%s", version, err, tail(b.String(), 4000))
-	}
-	fmt.Fprintf(progress, "realnode: built the toolkit %s's legacy runtime in %s\n", version, time.Since(start).Round(time.Second))
-	return nil
+	return buildToolkitCommands(ctx, t, version, "legacy runtime and hook", progress, "nvidia-container-runtime.legacy", "nvidia-container-runtime-hook")
 }
 
 // installLegacyRuntime writes the node's legacy runtime: the config, the wrappers and the

@@ -144,8 +144,23 @@ func BuildTools(ctx context.Context, dir, moduleDir string, progress io.Writer) 
 // BuildToolkit builds NVIDIA's container toolkit installer of version (one of Toolkits)
 // into the tools directory, if it is not there.
 func BuildToolkit(ctx context.Context, t Tools, version string, progress io.Writer) error {
-	out := t.Toolkit(version)
-	if _, err := os.Stat(out); err == nil {
+	return buildToolkitCommands(ctx, t, version, "installer (its NRI plugin)", progress, "nvidia-ctk-installer")
+}
+
+// buildToolkitCommands installs the commands of NVIDIA's container toolkit of version
+// (under its cmd/) into the toolkit's directory of the tools, where any is missing,
+// under the tools' build lock.
+func buildToolkitCommands(ctx context.Context, t Tools, version, what string, progress io.Writer, commands ...string) error {
+	dir := filepath.Dir(t.Toolkit(version))
+	have := func() bool {
+		for _, c := range commands {
+			if _, err := os.Stat(filepath.Join(dir, c)); err != nil {
+				return false
+			}
+		}
+		return true
+	}
+	if have() {
 		return nil
 	}
 	lock, err := flock.Wait(ctx, filepath.Join(t.Dir, ".build.lock"))
@@ -153,20 +168,24 @@ func BuildToolkit(ctx context.Context, t Tools, version string, progress io.Writ
 		return err
 	}
 	defer lock.Release()
-	if _, err := os.Stat(out); err == nil {
+	if have() {
 		return nil
 	}
-	fmt.Fprintf(progress, "realnode: building NVIDIA container toolkit %s's installer (its NRI plugin) …\n", version)
+	fmt.Fprintf(progress, "realnode: building NVIDIA container toolkit %s's %s …\n", version, what)
 	start := time.Now()
-	cmd := exec.CommandContext(ctx, "go", "install", "github.com/NVIDIA/nvidia-container-toolkit/cmd/nvidia-ctk-installer@"+version)
+	args := []string{"install"}
+	for _, c := range commands {
+		args = append(args, "github.com/NVIDIA/nvidia-container-toolkit/cmd/"+c+"@"+version)
+	}
+	cmd := exec.CommandContext(ctx, "go", args...)
 	cmd.Dir = t.Dir
-	cmd.Env = append(os.Environ(), "GOBIN="+filepath.Dir(out), "GOFLAGS=", "GOWORK=off")
+	cmd.Env = append(os.Environ(), "GOBIN="+dir, "GOFLAGS=", "GOWORK=off")
 	var b bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &b, &b
 	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("building nvidia-ctk-installer %s: %w\n%s", version, err, tail(b.String(), 4000))
+		return fmt.Errorf("building the toolkit %s's %s: %w\n%s", version, what, err, tail(b.String(), 4000))
 	}
-	fmt.Fprintf(progress, "realnode: built toolkit %s in %s\n", version, time.Since(start).Round(time.Second))
+	fmt.Fprintf(progress, "realnode: built the toolkit %s's %s in %s\n", version, what, time.Since(start).Round(time.Second))
 	return nil
 }
 
