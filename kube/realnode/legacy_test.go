@@ -2,7 +2,6 @@ package realnode_test
 
 import (
 	"context"
-	"os"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -24,24 +23,33 @@ const legacyVersion = "v1.20.2"
 // NVIDIA's CUDA base images do.
 const cudaImage = "localhost/cuda-like:latest"
 
+// cudaLikeImage is cudaImage.
+func cudaLikeImage() (realnode.Image, error) {
+	bb, err := realnode.BusyboxFiles()
+	if err != nil {
+		return realnode.Image{}, err
+	}
+	return realnode.Image{Name: cudaImage, Files: bb, Cmd: []string{"sh"},
+		Env: []string{"NVIDIA_VISIBLE_DEVICES=all", "NVIDIA_DRIVER_CAPABILITIES=compute,utility"}}, nil
+}
+
+// legacyClass makes the GPU Operator's nvidia-legacy RuntimeClass, naming the node's
+// handler of NVIDIA's legacy runtime.
+func legacyClass(t *testing.T) {
+	t.Helper()
+	rc := &nodev1.RuntimeClass{ObjectMeta: metav1.ObjectMeta{Name: realnode.HandlerLegacy}, Handler: realnode.HandlerLegacy}
+	if _, err := client.NodeV1().RuntimeClasses().Create(context.Background(), rc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+}
+
 // withLegacyNode restarts real-1 as a node of the GPU Operator's setup without CDI:
 // NVIDIA's runtime in legacy mode as containerd's default (every container runs under it),
 // the device plugin's envvar list strategy, and the agent declaring env delivery. At the
 // end of the test the node and agent are as before.
 func withLegacyNode(t *testing.T) {
 	t.Helper()
-	ctx := context.Background()
-	if err := realnode.BuildLegacyRuntime(ctx, tools, legacyVersion, os.Stderr); err != nil {
-		t.Fatal(err)
-	}
-	bb, err := realnode.BusyboxFiles()
-	if err != nil {
-		t.Fatal(err)
-	}
-	rc := &nodev1.RuntimeClass{ObjectMeta: metav1.ObjectMeta{Name: realnode.HandlerLegacy}, Handler: realnode.HandlerLegacy}
-	if _, err := client.NodeV1().RuntimeClasses().Create(ctx, rc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
+	legacyClass(t)
 	if stopAgent != nil {
 		stopAgent()
 	}
@@ -53,8 +61,6 @@ func withLegacyNode(t *testing.T) {
 	restartRig(t, func(o *realnode.Options) {
 		o.ListStrategy = realnode.ListEnvvar
 		o.Legacy = &realnode.LegacyRuntime{Version: legacyVersion, Default: true}
-		o.Images = append(o.Images, realnode.Image{Name: cudaImage, Files: bb, Cmd: []string{"sh"},
-			Env: []string{"PATH=/bin", "NVIDIA_VISIBLE_DEVICES=all", "NVIDIA_DRIVER_CAPABILITIES=compute,utility"}})
 	})
 	t.Cleanup(func() { restartRig(t, func(*realnode.Options) {}) })
 	env := agentOpts
@@ -135,6 +141,43 @@ func testTenantReachesNoGPUUnderTheLegacyRuntime(t *testing.T) {
 		t.Logf("bob's container %s, asking no GPU, sees %v", name, seen[name].NVIDIA())
 		if got := gpuDevices(seen[name]); len(got) != 0 {
 			t.Errorf("bob's container %s, asking no GPU, sees %v, want none", name, got)
+		}
+	}
+}
+
+// On the cdi node, where NVIDIA's legacy runtime is registered beside runc (the GPU
+// Operator with CDI on makes the nvidia-legacy class), a tenant with edit who names that
+// class for her pods, of an image saying NVIDIA_VISIBLE_DEVICES=all, gets no GPU beyond
+// what her queue booked: the whole-GPU container its one device (the device plugin's CDI
+// spec says NVIDIA_VISIBLE_DEVICES=void, which the legacy hook then reads), the fraction's
+// container its slice's, their other containers none.
+//
+//	real-1 (cdi; nvidia-legacy registered): carol/whole 1 GPU [main: one] [side: none]
+//	                                        carol/nb 0.5      [main: one] [side: none]   (all runtimeClassName nvidia-legacy, cuda-like image)
+func TestTenantsRuntimeClassReachesNoMoreGPUs(t *testing.T) {
+	need(t)
+	legacyClass(t)
+	ctx := context.Background()
+	const ns = "carol"
+	carol := kubetest.Tenant(t, ctx, cluster.Config, ns, "carol")
+	queue(t, "carol-q", ns, 2)
+	class := realnode.HandlerLegacy
+	whole := sharingPod(ns, "whole", "carol-q", script("main"), script("side"))
+	delete(whole.Annotations, v1alpha1.AnnotationGPUFraction)
+	whole.Spec.Containers[0].Resources.Limits = corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")}
+	nb := sharingPod(ns, "nb", "carol-q", script("main"), script("side"))
+	for _, p := range []*corev1.Pod{whole, nb} {
+		p.Spec.RuntimeClassName = &class
+		for i := range p.Spec.Containers {
+			p.Spec.Containers[i].Image = cudaImage
+		}
+		seen := runAndReadAs(t, carol, p, "main", "side")
+		t.Logf("%s under %s: main sees %v, side sees %v", p.Name, class, seen["main"].NVIDIA(), seen["side"].NVIDIA())
+		if got := gpuDevices(seen["main"]); len(got) != 1 {
+			t.Errorf("%s: the container given a GPU sees %v, want exactly one", p.Name, got)
+		}
+		if got := gpuDevices(seen["side"]); len(got) != 0 {
+			t.Errorf("%s: the container asking none sees %v, want none", p.Name, got)
 		}
 	}
 }

@@ -188,8 +188,20 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	cuda, err := cudaLikeImage()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	// NVIDIA's legacy runtime is registered (not the default), as the GPU Operator with CDI
+	// on registers its nvidia-legacy class: any pod may name it.
+	if err := realnode.BuildLegacyRuntime(ctx, tools, legacyVersion, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	rigOpts = realnode.Options{Name: "real-1", Dir: filepath.Join(dir, "node"), Kubeconfig: kubeconfig,
-		Config: cluster.Config, Tools: tools, UUIDs: uuids, Images: []realnode.Image{preloaded}}
+		Config: cluster.Config, Tools: tools, UUIDs: uuids, Images: []realnode.Image{preloaded, cuda},
+		Legacy: &realnode.LegacyRuntime{Version: legacyVersion}}
 	rig, err = realnode.Start(ctx, rigOpts)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "starting the real node:", err)
