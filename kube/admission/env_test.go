@@ -263,11 +263,11 @@ func admit(t *testing.T, p *corev1.Pod) *corev1.Pod {
 // admitWith is admit on a cluster v, the pod's owners being w.
 func admitWith(t *testing.T, v View, w Workload, p *corev1.Pod) *corev1.Pod {
 	t.Helper()
-	return admitWithMutator(t, &Mutator{View: v, Owners: func(context.Context, *corev1.Pod) Workload { return w }}, p)
+	return admitThrough(t, &Mutator{View: v, Owners: func(context.Context, *corev1.Pod) Workload { return w }}, p)
 }
 
-// admitWithMutator is admit through m.
-func admitWithMutator(t *testing.T, m *Mutator, p *corev1.Pod) *corev1.Pod {
+// admitThrough is admit through the webhook handler m.
+func admitThrough(t *testing.T, m admission.Handler, p *corev1.Pod) *corev1.Pod {
 	t.Helper()
 	raw, err := json.Marshal(p)
 	if err != nil {

@@ -1,7 +1,6 @@
 package admission
 
 import (
-	"context"
 	"strings"
 	"testing"
 
@@ -111,10 +110,11 @@ func TestNodeNameSetGPUPodsAreRefused(t *testing.T) {
 }
 
 // Another scheduler's pod in a tenant's namespace (ml), GPU or not, whatever the foreign-pod
-// rule: each container asking no GPU of the device plugin is told it has none, last, which
-// beats its own and its envFrom sources' NVIDIA_VISIBLE_DEVICES (and its image's, under
-// NVIDIA's legacy runtime); a container given a GPU by the plugin keeps the plugin's list.
-// Outside tenants' namespaces such a pod is left as it came.
+// rule (devices.mutate.allot.dev): each container asking no GPU of the device plugin is
+// told it has none, last, which beats its own and its envFrom sources'
+// NVIDIA_VISIBLE_DEVICES (and its image's, under NVIDIA's legacy runtime); a container
+// given a GPU by the plugin keeps the plugin's list. Outside tenants' namespaces, and for
+// a static pod's mirror, the pod is left as it came.
 func TestOtherSchedulersPodsInTenantsNamespacesGetNoDevice(t *testing.T) {
 	plain := func(ns string) *corev1.Pod {
 		p := pod("ml-only", 0, nil, nil)
@@ -134,7 +134,8 @@ func TestOtherSchedulersPodsInTenantsNamespacesGetNoDevice(t *testing.T) {
 		}
 		return v
 	}
-	out := admit(t, plain("ml"))
+	devices := func(peers Peers) Devices { return Devices{Mutator: &Mutator{View: view{}, Peers: peers}} }
+	out := admitThrough(t, devices(Peers{}), plain("ml"))
 	for _, c := range append(out.Spec.InitContainers, out.Spec.Containers...) {
 		if got := lastDevices(c); got != "void" {
 			t.Errorf("ml: container %s's last NVIDIA_VISIBLE_DEVICES is %q, want void", c.Name, got)
@@ -146,16 +147,21 @@ func TestOtherSchedulersPodsInTenantsNamespacesGetNoDevice(t *testing.T) {
 	off := plain("ml")
 	off.Spec.Containers[0].Resources.Limits = corev1.ResourceList{"nvidia.com/gpu": resourceOf(1)}
 	off.Spec.Containers[0].Env = nil
-	m := &Mutator{View: view{}, Peers: Peers{ForeignGPUPods: ForeignOff}, Owners: func(context.Context, *corev1.Pod) Workload { return Workload{} }}
-	out = admitWithMutator(t, m, off)
+	out = admitThrough(t, devices(Peers{ForeignGPUPods: ForeignOff}), off)
 	if got := lastDevices(out.Spec.Containers[0]); got != "(unset)" {
 		t.Errorf("off: the container given a GPU by the plugin has NVIDIA_VISIBLE_DEVICES %q, want the plugin's (unset in the pod)", got)
 	}
 	if got := lastDevices(out.Spec.Containers[1]); got != "void" {
 		t.Errorf("off: the container asking no GPU has NVIDIA_VISIBLE_DEVICES %q, want void", got)
 	}
-	out = admit(t, plain("default"))
-	if got := lastDevices(out.Spec.Containers[0]); got != "all" {
-		t.Errorf("default (no queue names it): NVIDIA_VISIBLE_DEVICES %q, want the pod's own all", got)
+	for name, p := range map[string]*corev1.Pod{"default (no queue names it)": plain("default"), "a static pod's mirror": func() *corev1.Pod {
+		p := plain("ml")
+		p.Annotations = map[string]string{corev1.MirrorPodAnnotationKey: "x"}
+		return p
+	}()} {
+		out = admitThrough(t, devices(Peers{}), p)
+		if got := lastDevices(out.Spec.Containers[0]); got != "all" {
+			t.Errorf("%s: NVIDIA_VISIBLE_DEVICES %q, want the pod's own all", name, got)
+		}
 	}
 }

@@ -18,7 +18,7 @@ import (
 
 // FuzzWebhooks: whatever body the API server forwards (a pod with any annotations and
 // labels, an owner whose spec the CRD did not check, a Job, or bytes that are none of
-// these), the three webhooks answer without a panic: a patch, an allowance, or a refusal
+// these), the webhooks answer without a panic: a patch, an allowance, or a refusal
 // or error with a message; and a gang size written onto a pod stays within MaxGang.
 func FuzzWebhooks(f *testing.F) {
 	f.Add([]byte(`{"metadata":{"name":"p","labels":{"allot.dev/queue":"team-a"},"annotations":{"allot.dev/gpu-fraction":"0.5"}},"spec":{"schedulerName":"allot","containers":[{"name":"c"}]}}`),
@@ -43,6 +43,8 @@ func FuzzWebhooks(f *testing.F) {
 			"pods mutator":   &Mutator{View: view{}, Owners: owners},
 			"pods validator": &Validator{View: view{}},
 			"jobs mutator":   JobMutator{},
+			// Of the tenants' namespace ml (queue ml-only): the pod's own says nothing here.
+			"devices mutator": Devices{Mutator: &Mutator{View: view{}}},
 		} {
 			r := h.Handle(ctx, req)
 			if !r.Allowed && (r.Result == nil || r.Result.Message == "") {

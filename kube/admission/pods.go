@@ -128,19 +128,6 @@ func (m *Mutator) Handle(ctx context.Context, req admission.Request) admission.R
 		}
 	}
 	if !subject(&p) {
-		// A static pod's mirror is the kubelet's record of what runs, not a pod to change.
-		if _, mirror := p.Annotations[corev1.MirrorPodAnnotationKey]; req.SubResource == "" && !mirror && m.Peers.tenantNamespace(p.Namespace, m.View) {
-			// Another scheduler's pod in a tenant's namespace (DevicesCondition): each
-			// container asking no GPU of the device plugin is told it has none, last, which
-			// beats its image's, its own and its envFrom sources' NVIDIA_VISIBLE_DEVICES.
-			out := p.DeepCopy()
-			denyImageDevices(out, false)
-			cur, err := json.Marshal(out)
-			if err != nil {
-				return admission.Errored(http.StatusInternalServerError, err)
-			}
-			return admission.PatchResponseFromRaw(req.Object.Raw, cur)
-		}
 		return admission.Allowed("not a workload scheduled by allot")
 	}
 	if req.SubResource == "ephemeralcontainers" {

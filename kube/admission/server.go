@@ -37,6 +37,7 @@ const (
 	PathValidatePods   = "/validate-pods"
 	PathMutateJobs     = "/mutate-jobs"
 	PathMutateCreator  = "/mutate-creator"
+	PathMutateDevices  = "/mutate-devices"
 	PathValidateQueues = "/validate-queues"
 )
 
@@ -48,6 +49,7 @@ func Serve(ctx context.Context, l net.Listener, getCert func(*tls.ClientHelloInf
 	mux.Handle(PathValidatePods, &admission.Webhook{Handler: metrics.instrument("validate-pods", v)})
 	mux.Handle(PathMutateJobs, &admission.Webhook{Handler: metrics.instrument("mutate-jobs", JobMutator{})})
 	mux.Handle(PathMutateCreator, &admission.Webhook{Handler: metrics.instrument("mutate-creator", Creator{})})
+	mux.Handle(PathMutateDevices, &admission.Webhook{Handler: metrics.instrument("mutate-devices", Devices{Mutator: m})})
 	mux.Handle(PathValidateQueues, &admission.Webhook{Handler: metrics.instrument("validate-queues", q)})
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second,
@@ -184,7 +186,7 @@ func RegisterAdopting(ctx context.Context, client kubernetes.Interface, baseURL 
 			// Other schedulers' pods there, GPU or not, are told which containers have no
 			// device (DevicesCondition): after the one above, which has made the GPU pods
 			// it takes Allot's.
-			{Name: "devices.mutate.allot.dev", ClientConfig: url(PathMutatePods), Rules: rules,
+			{Name: "devices.mutate.allot.dev", ClientConfig: url(PathMutateDevices), Rules: rules,
 				MatchConditions: []admissionregv1.MatchCondition{{Name: "pod-of-another-scheduler", Expression: peers.DevicesCondition()}},
 				FailurePolicy:   &ignore, SideEffects: &none, TimeoutSeconds: &timeout, AdmissionReviewVersions: []string{"v1"}}}}
 	// kubectl debug's ephemeral containers arrive as an update of pods/ephemeralcontainers.
