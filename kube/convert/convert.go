@@ -268,6 +268,11 @@ func NodeProblems(n *corev1.Node) []string {
 	if why := capacityProblem(n); why != "" {
 		out = append(out, why)
 	}
+	if n.Labels[v1alpha1.LabelMIGDynamic] == "true" {
+		if why := MIGLayoutConflict(n); why != "" {
+			out = append(out, fmt.Sprintf("label %s=true: its GPUs in MIG mode keep the layout they have, not laid out by Allot: %s", v1alpha1.LabelMIGDynamic, why))
+		}
+	}
 	if _, ok := gpuMemoryMiB(n); !ok {
 		out = append(out, fmt.Sprintf("label %s: %q is not a number of MiB: device memory unknown", v1alpha1.LabelGPUMemory, n.Labels[v1alpha1.LabelGPUMemory]))
 	}

@@ -180,5 +180,9 @@ func TestMIGLayoutConflict(t *testing.T) {
 		if en := Node(c.n); en.MIGNotLaidOut != got {
 			t.Errorf("%s: the engine's node says %q, want %q", c.name, en.MIGNotLaidOut, got)
 		}
+		// Said on the Node too (the scheduler's Event of its problems).
+		if said := strings.Join(NodeProblems(c.n), "\n"); (got != "") != strings.Contains(said, "not laid out by Allot") {
+			t.Errorf("%s: the node's problems %q, want the conflict said: %v", c.name, said, got != "")
+		}
 	}
 }

@@ -152,6 +152,10 @@ func TestMIGLayoutRefusedBesideTheOperatorsMIGComponents(t *testing.T) {
 		t.Fatalf("dyn-4g bound to %s beside the operator's MIG manager", p.Spec.NodeName)
 	}
 	t.Logf("waiting: %s", reason())
+	e.WaitFor(t, "the conflict said on the Node", func() (bool, string) {
+		evs := strings.Join(e.Events(t, "default", "dyn-1"), "; ")
+		return strings.Contains(evs, "not laid out by Allot") && strings.Contains(evs, "MIG manager"), evs
+	})
 	patch := fmt.Sprintf(`{"metadata":{"labels":{%q:"false",%q:"false"}}}`, convert.LabelDeployMIGManager, convert.LabelDeployDevicePlugin)
 	if _, err := e.Client.CoreV1().Nodes().Patch(e.Ctx, "dyn-1", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
