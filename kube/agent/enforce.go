@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 
 	"github.com/allot-dev/allot/api/v1alpha1"
+	"github.com/allot-dev/allot/internal/wholefile"
 )
 
 // DefaultMPSControl is NVIDIA's MPS control program, from the node's driver (the NVIDIA
@@ -96,34 +97,10 @@ func copyFile(src, dst string) error {
 
 func writeFile(dst string, b []byte) error { return writeFrom(dst, bytes.NewReader(b)) }
 
-// writeFrom writes a file whole: pods starting meanwhile never see half of it. The file
-// is written under a name of its own first, so that two writers at once (a DaemonSet's
-// agent starting while the one it replaces still runs) never rename each other's halves.
+// writeFrom writes a file whole (package wholefile), clearing first the directory the
+// kubelet may have made in its place.
 func writeFrom(dst string, in io.Reader) error {
-	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-		return err
-	}
-	out, err := os.CreateTemp(filepath.Dir(dst), filepath.Base(dst)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	tmp := out.Name()
-	defer os.Remove(tmp) // gone once renamed; left by a failure, not kept
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return err
-	}
-	if err := out.Chmod(0o644); err != nil {
-		out.Close()
-		return err
-	}
-	if err := out.Close(); err != nil {
-		return err
-	}
-	if err := removeKubeletDir(dst); err != nil {
-		return err
-	}
-	return os.Rename(tmp, dst)
+	return wholefile.Write(dst, in, 0o644, func() error { return removeKubeletDir(dst) })
 }
 
 // removeKubeletDir removes an empty directory where a file of the sharing root belongs.

@@ -1,16 +1,17 @@
 package nriplugin
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/containerd/nri/pkg/api"
 
 	"github.com/allot-dev/allot/api/v1alpha1"
+	"github.com/allot-dev/allot/internal/wholefile"
 )
 
 // An image's own /etc/ld.so.preload is kept. The webhook mounts the node's preload list
@@ -83,7 +84,7 @@ func (p *plugin) keepImagePreload(pod *api.PodSandbox, ctr *api.Container, adjus
 	}
 	hook := filepath.Join(dir, hookName)
 	if cur, err := os.ReadFile(hook); err != nil || string(cur) != preloadHook {
-		if err := writeFile(hook, []byte(preloadHook), 0o755); err != nil {
+		if err := wholefile.Write(hook, strings.NewReader(preloadHook), 0o755, nil); err != nil {
 			return fmt.Errorf("the preload hook: %w", err)
 		}
 	}
@@ -102,7 +103,7 @@ func (p *plugin) keepImagePreload(pod *api.PodSandbox, ctr *api.Container, adjus
 		base = append(base, '\n')
 	}
 	list := p.listPath(ctr.GetId())
-	if err := writeFile(list, base, 0o644); err != nil {
+	if err := wholefile.Write(list, bytes.NewReader(base), 0o644, nil); err != nil {
 		return fmt.Errorf("the preload list of container %s: %w", ctr.GetName(), err)
 	}
 	adjust.RemoveMount(preloadPath)
@@ -135,18 +136,4 @@ func (p *plugin) prunePreloads(containers []*api.Container) {
 			_ = os.Remove(p.listPath(name))
 		}
 	}
-}
-
-// writeFile writes data to path through a name of its own, so that a container's mount
-// or the hook never reads half a file.
-func writeFile(path string, data []byte, mode os.FileMode) error {
-	tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+"."+strconv.Itoa(os.Getpid()))
-	if err := os.WriteFile(tmp, data, mode); err != nil {
-		return err
-	}
-	if err := os.Chmod(tmp, mode); err != nil {
-		_ = os.Remove(tmp)
-		return err
-	}
-	return os.Rename(tmp, path)
 }

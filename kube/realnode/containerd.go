@@ -59,9 +59,6 @@ func containerdConfig(n *Node) string {
 	if n.legacyRuntime != "" {
 		runtime(HandlerLegacy, n.legacyRuntime)
 	}
-	for name, bin := range n.opts.ExtraRuntimes {
-		runtime(name, bin)
-	}
 	fmt.Fprintf(&b, "  [plugins.'io.containerd.cri.v1.runtime'.cni]\n    bin_dirs = [%s]\n    conf_dir = %s\n", q(n.tools.CNIDir), q(n.path("cni", "net.d")))
 	fmt.Fprintf(&b, "[plugins.'io.containerd.nri.v1.nri']\n  disable = false\n  socket_path = %s\n  plugin_path = %s\n  plugin_config_path = %s\n  plugin_registration_timeout = '5s'\n  plugin_request_timeout = '5s'\n",
 		q(n.NRISocket()), q(n.path("nri", "plugins")), q(n.path("nri", "conf.d")))

@@ -67,6 +67,19 @@ var (
 	rootCtx   context.Context
 )
 
+// waitNRIRegistered waits, as the chart's startup probe makes the agent wait, until Allot's
+// NRI plugin is registered with the node's containerd (a containerd started anew takes it
+// again a moment later): the agent reads the node's delivery by it at its start.
+func waitNRIRegistered(ctx context.Context) error {
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		_, err := os.Stat(rig.NRIReadyFile())
+		return err == nil, nil
+	}); err != nil {
+		return fmt.Errorf("Allot's NRI plugin is not registered with the node's containerd: %w", err)
+	}
+	return nil
+}
+
 // runAgent runs real-1's agent with opts in place of the one running, until the next
 // runAgent or the package's end, and waits until the node carries the delivery it
 // declares.
@@ -76,13 +89,8 @@ func runAgent(opts agent.Options) error {
 		stopAgent()
 	}
 	if opts.Delivery == v1alpha1.DeliveryCDI {
-		// As the chart starts it: once Allot's NRI plugin is registered with the node's
-		// containerd (its startup probe), which the agent reads the node's delivery by.
-		if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-			_, err := os.Stat(rig.NRIReadyFile())
-			return err == nil, nil
-		}); err != nil {
-			return fmt.Errorf("Allot's NRI plugin is not registered with the node's containerd: %w", err)
+		if err := waitNRIRegistered(ctx); err != nil {
+			return err
 		}
 	}
 	actx, cancel := context.WithCancel(ctx)

@@ -50,8 +50,6 @@ type Options struct {
 	// ListEnvvar.
 	IDStrategy   string
 	ListStrategy string
-	// ExtraRuntimes are runtime handlers beside runc (name: the runc-compatible binary).
-	ExtraRuntimes map[string]string
 	// Legacy, when set, runs NVIDIA's runtime in legacy mode on the node (the GPU
 	// Operator's setup for environment-variable delivery), as HandlerLegacy.
 	Legacy *LegacyRuntime

@@ -2,7 +2,6 @@ package realnode_test
 
 import (
 	"context"
-	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -30,13 +29,8 @@ func TestFractionNamedByIndexUnderTheIndexStrategy(t *testing.T) {
 	// on its node; at the end, one with uuid says the plugin's default again. Each runs
 	// until the test ends, as the node's agent would.
 	strategyAgent := func(ids string) {
-		// As the chart starts it: after Allot's NRI plugin is registered with the node's
-		// containerd (its startup probe), which the agent reads the node's delivery by.
-		if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-			_, err := os.Stat(rig.NRIReadyFile())
-			return err == nil, nil
-		}); err != nil {
-			t.Fatalf("Allot's NRI plugin not registered with the restarted containerd: %v", err)
+		if err := waitNRIRegistered(ctx); err != nil {
+			t.Fatal(err)
 		}
 		o := agentOpts
 		o.CDIDeviceIDs = ids
