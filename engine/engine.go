@@ -79,7 +79,10 @@ func (e *Engine) Schedule(snap *Snapshot) *Plan {
 	s.reclaimBursts()
 	s.stopStaleGangs(snap.Now)
 	s.stopInterrupted(snap.Now)
-	return s.plan(snap)
+	grow := s.grow()
+	p := s.plan(snap)
+	p.Grow = grow
+	return p
 }
 
 // stopStaleGangs is the rule for a gang found running partly (docs/design.md,

@@ -10,10 +10,14 @@ type Plan struct {
 	Pending map[JobID]Reason
 	// Queues is the accounting of every queue after the plan is applied.
 	Queues map[QueueID]QueueStatus
+	// Grow says, for elastic jobs with a Growth, how many more members their workload
+	// should be asked for: that many fit now on free capacity, within the job's fair share
+	// or lent idle. Nothing is bound for them; the members, once made, wait as any pod.
+	Grow map[JobID]int
 }
 
 // Empty reports whether the plan changes nothing in the cluster.
-func (p *Plan) Empty() bool { return len(p.Binds) == 0 && len(p.Evictions) == 0 }
+func (p *Plan) Empty() bool { return len(p.Binds) == 0 && len(p.Evictions) == 0 && len(p.Grow) == 0 }
 
 // Bind places a pod.
 type Bind struct {

@@ -289,6 +289,9 @@ type Job struct {
 	OnDemandAfter      time.Duration
 	Interruptions      int
 	InterruptionBudget *int
+	// Growth, when set, is what the job's workload may still add of itself (an elastic
+	// job submitted below its maximum): Plan.Grow says how many members fit now.
+	Growth *Growth
 }
 
 // IsPreemptible resolves the class default and the override.

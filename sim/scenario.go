@@ -164,6 +164,11 @@ type JobSpec struct {
 	Memory      string   `yaml:"memory"`
 	Pods        *int     `yaml:"pods"`
 	MinPods     *int     `yaml:"minPods"`
+	// MaxPods makes the job's workload elastic through its own replica count: it is
+	// submitted with pods, may be grown by the scheduler up to maxPods when GPUs free,
+	// and is scaled down (its highest-indexed pods removed) rather than left waiting when
+	// its members beyond minPods are taken back.
+	MaxPods *int `yaml:"maxPods"`
 	Priority    int32    `yaml:"priority"`
 	Preemptible *bool    `yaml:"preemptible"`
 	NodePool    string   `yaml:"nodePool"`

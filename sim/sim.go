@@ -124,6 +124,10 @@ func (w *World) Submit(j engine.Job, duration time.Duration) {
 	w.seq++
 	// Submission order must survive equal timestamps: a nanosecond per job orders them.
 	j.SubmitTime = w.now.Add(time.Duration(w.seq))
+	if j.Growth != nil {
+		g := *j.Growth // the world changes it as the job grows and shrinks
+		j.Growth = &g
+	}
 	sj := &simJob{job: j, duration: duration, status: StatusPending}
 	w.jobs = append(w.jobs, sj)
 	w.byID[j.ID] = sj
@@ -261,10 +265,60 @@ func (w *World) apply(p *engine.Plan) {
 			w.makeInstances(bind)
 		}
 	}
+	w.scale(p)
 	for _, j := range w.jobs {
 		w.updateStatus(j)
 	}
 	w.trackPartial()
+}
+
+// scale does what the scheduler asks of workloads elastic through their replica count
+// (engine.Job.Growth): each grows by the members the plan says fit, its new pods
+// waiting; and one that lost members beyond its minimum is scaled down by them, as the
+// scheduler lowers its count before the members are stopped, instead of making them
+// again to wait.
+func (w *World) scale(p *engine.Plan) {
+	evicted := map[engine.JobID]map[engine.PodID]bool{}
+	for _, e := range p.Evictions {
+		if evicted[e.Job] == nil {
+			evicted[e.Job] = map[engine.PodID]bool{}
+		}
+		evicted[e.Job][e.Pod] = true
+	}
+	for _, j := range w.jobs {
+		g := j.job.Growth
+		if g == nil {
+			continue
+		}
+		if gone := evicted[j.job.ID]; len(gone) > 0 && bound(&j.job) >= j.job.MinMember {
+			kept := j.job.Pods[:0]
+			for _, pod := range j.job.Pods {
+				if gone[pod.ID] && pod.Binding == nil {
+					g.Max++
+					w.events = append(w.events, fmt.Sprintf("%s scaled down: %s removed", j.job.ID, pod.ID))
+					continue
+				}
+				kept = append(kept, pod)
+			}
+			j.job.Pods = kept
+		}
+		for range p.Grow[j.job.ID] {
+			id := w.newPodID(&j.job)
+			j.job.Pods = append(j.job.Pods, engine.Pod{ID: id, Request: g.Pod})
+			g.Max--
+			w.events = append(w.events, fmt.Sprintf("%s grew: %s added", j.job.ID, id))
+		}
+	}
+}
+
+// newPodID names a job's next member after its highest-indexed one.
+func (w *World) newPodID(j *engine.Job) engine.PodID {
+	for k := len(j.Pods); ; k++ {
+		id := engine.PodID(fmt.Sprintf("%s-%d", j.ID, k))
+		if !slices.ContainsFunc(j.Pods, func(p engine.Pod) bool { return p.ID == id }) {
+			return id
+		}
+	}
 }
 
 // Use records what a running pod was measured to use of its GPU's memory, as the node

@@ -603,6 +603,12 @@ func (sc *Scenario) compileJob(c *compiled, js JobSpec, path string) (submission
 		}
 		j.MinMember = *js.MinPods
 	}
+	if js.MaxPods != nil {
+		if *js.MaxPods < pods || *js.MaxPods > maxPods {
+			return sub, sc.errorf(path+".maxPods", "%d is not allowed: maxPods is between pods (%d) and %d", *js.MaxPods, pods, maxPods)
+		}
+		j.Growth = &engine.Growth{Max: *js.MaxPods - pods, Pod: req}
+	}
 	for k := 0; k < pods; k++ {
 		j.Pods = append(j.Pods, engine.Pod{ID: engine.PodID(fmt.Sprintf("%s-%d", js.Name, k)), Request: req})
 	}

@@ -63,6 +63,8 @@ func TestInvalidScenarios(t *testing.T) {
 			[]string{"cluster.nodes[0].migGPUs", "migGPUs needs dra: true"}},
 		{"minPods above pods", validHead + "  - submit:\n      - {name: j, queue: team-a, gpu: 1, pods: 2, minPods: 3}\n",
 			[]string{"steps[0].submit[0].minPods", "between 1 and pods (2)"}},
+		{"maxPods below pods", validHead + "  - submit:\n      - {name: j, queue: team-a, gpu: 1, pods: 2, maxPods: 1}\n",
+			[]string{"steps[0].submit[0].maxPods", "between pods (2) and"}},
 		{"bad duration", validHead + "  - advance: soon\n",
 			[]string{"bad.yaml:8:", "steps[0].advance", `"soon" is not a duration`}},
 		{"delete unknown", validHead + "  - delete: [ghost]\n",
