@@ -155,23 +155,23 @@ type StepSpec struct {
 }
 
 type JobSpec struct {
-	Name        string   `yaml:"name"`
-	Queue       string   `yaml:"queue"`
-	Class       string   `yaml:"class"`
-	GPU         *float64 `yaml:"gpu"`
-	GPUMemory   string   `yaml:"gpuMemory"`
-	CPU         string   `yaml:"cpu"`
-	Memory      string   `yaml:"memory"`
-	Pods        *int     `yaml:"pods"`
-	MinPods     *int     `yaml:"minPods"`
+	Name      string   `yaml:"name"`
+	Queue     string   `yaml:"queue"`
+	Class     string   `yaml:"class"`
+	GPU       *float64 `yaml:"gpu"`
+	GPUMemory string   `yaml:"gpuMemory"`
+	CPU       string   `yaml:"cpu"`
+	Memory    string   `yaml:"memory"`
+	Pods      *int     `yaml:"pods"`
+	MinPods   *int     `yaml:"minPods"`
 	// MaxPods makes the job's workload elastic through its own replica count: it is
 	// submitted with pods, may be grown by the scheduler up to maxPods when GPUs free,
 	// and is scaled down (its highest-indexed pods removed) rather than left waiting when
 	// its members beyond minPods are taken back.
-	MaxPods *int `yaml:"maxPods"`
-	Priority    int32    `yaml:"priority"`
-	Preemptible *bool    `yaml:"preemptible"`
-	NodePool    string   `yaml:"nodePool"`
+	MaxPods     *int   `yaml:"maxPods"`
+	Priority    int32  `yaml:"priority"`
+	Preemptible *bool  `yaml:"preemptible"`
+	NodePool    string `yaml:"nodePool"`
 	// NodePools are pools tried in order (the first, then the next) where nodePool names
 	// one; never both.
 	NodePools []string `yaml:"nodePools"`
