@@ -21,7 +21,7 @@ type Growth struct {
 // Jobs take turns, one member each per round, so that two elastic jobs share what is free
 // rather than the first taking all of it. A job whose pods need the placement rules of
 // other pods (affinity, spread) is left out: those rules are asked of pods that exist.
-func (s *session) grow() map[JobID]int {
+func (s *session) grow() map[JobID]GrowBy {
 	var jobs []*jobState
 	for _, j := range s.jobs {
 		g := j.j.Growth
@@ -40,6 +40,7 @@ func (s *session) grow() map[JobID]int {
 		sizes[i] = len(j.pods)
 	}
 	grown := map[JobID]int{}
+	lent := map[JobID]int{}
 	for _, mode := range []gateMode{gateFairShare, gateIdle} {
 		fails := failCache{}
 		open := append([]*jobState(nil), jobs...)
@@ -58,6 +59,9 @@ func (s *session) grow() map[JobID]int {
 					continue
 				}
 				grown[j.j.ID] = n + 1
+				if mode == gateIdle {
+					lent[j.j.ID]++
+				}
 				next = append(next, j)
 			}
 			open = next
@@ -67,10 +71,21 @@ func (s *session) grow() map[JobID]int {
 	for i, j := range jobs {
 		j.pods = j.pods[:sizes[i]]
 	}
+	var out map[JobID]GrowBy
 	for id, n := range grown {
-		if n == 0 {
-			delete(grown, id)
+		if n > 0 {
+			if out == nil {
+				out = map[JobID]GrowBy{}
+			}
+			out[id] = GrowBy{Members: n, Lent: lent[id]}
 		}
 	}
-	return grown
+	return out
+}
+
+// GrowBy is how many members an elastic workload should be asked for, and how many of
+// them fit only on idle GPUs lent over its queue's fair share (taken back first when
+// their owners want them).
+type GrowBy struct {
+	Members, Lent int
 }

@@ -13,7 +13,7 @@ type Plan struct {
 	// Grow says, for elastic jobs with a Growth, how many more members their workload
 	// should be asked for: that many fit now on free capacity, within the job's fair share
 	// or lent idle. Nothing is bound for them; the members, once made, wait as any pod.
-	Grow map[JobID]int
+	Grow map[JobID]GrowBy
 }
 
 // Empty reports whether the plan changes nothing in the cluster.

@@ -302,7 +302,7 @@ func (w *World) scale(p *engine.Plan) {
 			}
 			j.job.Pods = kept
 		}
-		for range p.Grow[j.job.ID] {
+		for range p.Grow[j.job.ID].Members {
 			id := w.newPodID(&j.job)
 			j.job.Pods = append(j.job.Pods, engine.Pod{ID: id, Request: g.Pod})
 			g.Max--

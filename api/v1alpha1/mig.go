@@ -85,7 +85,9 @@ func MIGProfiles(n *corev1.Node) (names []string, counts map[string]int64) {
 // writes it (node objects are an admin's).
 const AnnotationMIGWanted = "allot.dev/mig-wanted"
 
-// MIGWish is one instance the scheduler wants made.
+// MIGWish is one instance the scheduler wants made. It is no API object (the scheduler
+// writes a list of them as a Node annotation), so it has no generated deep copy.
+// +kubebuilder:object:generate=false
 type MIGWish struct {
 	GPU     string `json:"gpu"` // the device's UUID
 	Profile string `json:"profile"`

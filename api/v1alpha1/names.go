@@ -97,6 +97,10 @@ const (
 	AnnotationGPUShareCompute = "allot.dev/gpu-share-compute"
 	AnnotationConfigMap       = "allot.dev/gpu-configmap" // pod: the ConfigMap its containers read their GPU from
 	AnnotationMinMember       = "allot.dev/min-member"    // pod: its gang's size, from the workload at admission
+	// AnnotationMaxMember on an Indexed Job whose completions equal its parallelism (an
+	// elastic indexed Job, as allot submit --workers MIN:MAX makes it) is how many pods
+	// the scheduler may grow it to, raising both together when its members fit.
+	AnnotationMaxMember = "allot.dev/max-member"
 	// AnnotationTranslated records, on a pod the webhook admitted with another scheduler's
 	// names (HAMi's, KAI-Scheduler's), what was read from which name and what Allot's name
 	// it became: "nvidia.com/gpumem=8000 → allot.dev/gpu-memory=8000Mi; …".

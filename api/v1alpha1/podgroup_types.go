@@ -38,6 +38,23 @@ type PodGroupSpec struct {
 	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|µs|ms|s|m|h))+$') && duration(self) >= duration('0s')",message="staleGracePeriod must be a duration such as 30s or 5m"
 	// +optional
 	StaleGracePeriod *metav1.Duration `json:"staleGracePeriod,omitempty"`
+	// Elastic is set by Allot's workload controller for a workload that grows and shrinks
+	// through its own replica count (an elastic indexed Job of allot submit, a PyTorchJob
+	// with an elasticPolicy): the scheduler raises the count when its members fit and
+	// lowers it before it stops any of them.
+	// +optional
+	Elastic *PodGroupElastic `json:"elastic,omitempty"`
+}
+
+// PodGroupElastic is how far a workload may be grown, in pods of the group.
+// +kubebuilder:validation:XValidation:rule="self.members <= self.maxMembers",message="elastic.members must be at most elastic.maxMembers"
+type PodGroupElastic struct {
+	// Members is how many pods the workload asks for now.
+	// +kubebuilder:validation:Minimum=1
+	Members int32 `json:"members"`
+	// MaxMembers is how many pods it may be grown to.
+	// +kubebuilder:validation:Minimum=1
+	MaxMembers int32 `json:"maxMembers"`
 }
 
 // PodGroupStatus is the scheduler's view of the group.

@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/allot-dev/allot/api/v1alpha1"
 )
 
@@ -26,6 +28,17 @@ type Group struct {
 	// Interruptions is how often spot capacity was taken from under it (its status,
 	// which the scheduler counts).
 	Interruptions int
+	// Elastic is set for a workload that grows and shrinks through its own replica count
+	// (the PodGroup's spec.elastic, and its owner, whose count is changed).
+	Elastic *Elastic
+}
+
+// Elastic is how far a workload may be grown, and which object holds its count.
+type Elastic struct {
+	// Members is how many pods the workload asks now; MaxMembers how many it may grow to.
+	Members, MaxMembers int
+	// Owner is the PodGroup's controller: the workload whose count is changed.
+	Owner metav1.OwnerReference
 }
 
 // PodGroup reads a PodGroup as the typed clientset, its listers and informers hand it
@@ -45,6 +58,7 @@ func PodGroup(pg *v1alpha1.PodGroup) Group {
 		d := v.Duration
 		g.GangGrace = &d
 	}
+	g.Elastic = elastic(pg)
 	// 0 is minMember unset (an old CRD does not require it).
 	if n := pg.Spec.MinMember; n < 0 || n > v1alpha1.MaxGang {
 		g.Problem = fmt.Sprintf("PodGroup %s/%s: spec.minMember: %d is not allowed; allowed: a whole number from 1 to %d", pg.Namespace, pg.Name, n, v1alpha1.MaxGang)
@@ -52,6 +66,18 @@ func PodGroup(pg *v1alpha1.PodGroup) Group {
 		g.MinMember = int(n)
 	}
 	return g
+}
+
+// elastic reads spec.elastic where its owner is a workload whose count Allot can change; a
+// spec the CRD would refuse (an old CRD checks less) is no elasticity, not a problem that
+// stops the gang: its pods run at the count the workload asks.
+func elastic(pg *v1alpha1.PodGroup) *Elastic {
+	e := pg.Spec.Elastic
+	owner := metav1.GetControllerOfNoCopy(pg)
+	if e == nil || owner == nil || e.Members < 1 || e.MaxMembers < e.Members || e.MaxMembers > v1alpha1.MaxGang {
+		return nil
+	}
+	return &Elastic{Members: int(e.Members), MaxMembers: int(e.MaxMembers), Owner: *owner}
 }
 
 func topologyAnnotations(ann map[string]string) map[string]string {

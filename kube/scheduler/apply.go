@@ -17,6 +17,7 @@ func (s *Scheduler) apply(ctx context.Context, plan *engine.Plan, idx *index) {
 	if !ok {
 		return
 	}
+	s.grow(ctx, plan, idx)
 	// A bind waits while its node still has a pod leaving (evicted now or terminating):
 	// the engine counted that pod's devices as free, but the kubelet has not released
 	// them. A gang binds whole or waits whole: when one of its binds must wait for the

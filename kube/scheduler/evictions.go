@@ -29,6 +29,9 @@ func (s *Scheduler) evict(ctx context.Context, plan *engine.Plan, idx *index) (e
 	evictedOn = map[engine.NodeID]bool{}
 	evicted = map[engine.PodID]bool{}
 	var planned []eviction
+	// Members of elastic workloads are stopped by their own controller first (scale.go);
+	// binds onto their devices wait all the same.
+	held := s.shrinkFirst(ctx, plan, idx)
 	s.amu.Lock()
 	for _, e := range plan.Evictions {
 		p := idx.pods[e.Pod]
@@ -37,6 +40,9 @@ func (s *Scheduler) evict(ctx context.Context, plan *engine.Plan, idx *index) (e
 		}
 		evicted[e.Pod] = true
 		evictedOn[engine.NodeID(p.Spec.NodeName)] = true
+		if held[e.Pod] {
+			continue
+		}
 		// One request per pod: until the informer shows it terminating, the next cycles
 		// may plan the same eviction again.
 		if at, ok := s.evicting[p.UID]; ok && time.Since(at) < evictionResend {

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -75,6 +76,10 @@ type Options struct {
 	// InterruptionGrace is how long after a node's interruption notice its pods are
 	// stopped, told the time first (interruptions.go); zero means DefaultInterruptionGrace.
 	InterruptionGrace time.Duration
+	// ScaleDownGrace is how long an elastic workload whose count was lowered has to stop
+	// its own pods before the members a plan took are evicted (scale.go); zero means
+	// DefaultScaleDownGrace.
+	ScaleDownGrace time.Duration
 	// GPUDeviceClasses are the DRA DeviceClasses whose devices count as GPUs (the GPUs
 	// of a node and of a claim); empty means dra.DefaultGPUClasses.
 	GPUDeviceClasses []string
@@ -88,13 +93,17 @@ type Options struct {
 
 // Scheduler runs cycles against the API server.
 type Scheduler struct {
-	opts     Options
-	client   kubernetes.Interface
-	allot    versioned.Interface // Allot's own resources: Queues, PodGroups, Topologies
-	eng      *engine.Engine
-	recorder record.EventRecorder
-	events   *podEvents
-	statuses *podStatuses
+	opts   Options
+	client kubernetes.Interface
+	allot  versioned.Interface // Allot's own resources: Queues, PodGroups, Topologies
+	// dyn writes the counts of elastic workloads, which other projects define (scale.go).
+	dyn dynamic.Interface
+	// scaled and shrunk are the counts last asked of elastic workloads, by job; amu.
+	scaled, shrunk map[engine.JobID]scaleMark
+	eng            *engine.Engine
+	recorder       record.EventRecorder
+	events         *podEvents
+	statuses       *podStatuses
 	// bindsWaiting counts the binds handed to the bind workers and not yet taken by one;
 	// Events and pods' reasons are written only while it is zero.
 	bindsWaiting atomic.Int64
@@ -195,6 +204,10 @@ func New(rc *rest.Config, opts Options) (*Scheduler, error) {
 	if err != nil {
 		return nil, err
 	}
+	dyn, err := dynamic.NewForConfig(rc) // JSON: custom resources have no protobuf
+	if err != nil {
+		return nil, err
+	}
 	// Protobuf costs the API server a fraction of JSON's encoding work, as for the built-in
 	// components.
 	rc.ContentType = runtime.ContentTypeProtobuf
@@ -214,7 +227,7 @@ func New(rc *rest.Config, opts Options) (*Scheduler, error) {
 	}
 	b := record.NewBroadcaster()
 	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
-	s := &Scheduler{opts: opts, client: client, allot: allot, eng: engine.New(opts.Engine),
+	s := &Scheduler{opts: opts, client: client, allot: allot, dyn: dyn, scaled: map[engine.JobID]scaleMark{}, shrunk: map[engine.JobID]scaleMark{}, eng: engine.New(opts.Engine),
 		recorder: b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: SchedulerName}), events: newPodEvents(), statuses: newPodStatuses(),
 		assumed: map[types.UID]engine.Binding{}, awaiting: map[types.UID]awaitingBind{}, migAwaiting: map[types.UID]migAwait{}, migWished: map[string][]v1alpha1.MIGWish{}, adopted: map[types.UID]bool{}, backoff: map[types.UID]time.Time{}, unknownUntil: map[types.UID]time.Time{}, reasons: map[types.UID]string{}, evicting: map[types.UID]time.Time{}, evicted: map[types.UID]time.Time{}, partial: map[engine.JobID]*partialGang{}, wake: make(chan struct{}, 1),
 		occWritten: map[engine.NodeID]string{}, queueWritten: map[string]time.Time{}, queueProblems: map[string]string{}, usage: map[string]engine.Usage{},

@@ -55,6 +55,15 @@ type index struct {
 	// queueProblems says, by Queue, what in its spec counts for nothing (a kind of
 	// accelerator the scheduler does not schedule).
 	queueProblems map[string]string
+	// elastic holds the jobs whose workload grows and shrinks through its own count
+	// (scale.go), with their gang size.
+	elastic map[engine.JobID]elasticJob
+}
+
+// elasticJob is a job whose workload's count the scheduler changes.
+type elasticJob struct {
+	*convert.Elastic
+	minMember int
 }
 
 func holdsGPU(r engine.PodRequest) bool { return r.GPUs > 0 || r.Shared() || r.WantsMIG() }
@@ -417,6 +426,9 @@ func buildSnapshot(now time.Time, nodes []*corev1.Node, pods []*corev1.Pod, queu
 		job := &snap.Jobs[i]
 		if job.MinMember < 0 {
 			job.MinMember = len(job.Pods)
+		}
+		if g, ok := groups[string(job.ID)]; ok && g.Elastic != nil && job.Queue != "" && job.Invalid == "" {
+			idx.noteElastic(job, g.Elastic)
 		}
 		for k := range job.Pods {
 			pod := &job.Pods[k]

@@ -213,13 +213,21 @@ func (s Spec) Objects() ([]runtime.Object, error) {
 		return append(append(claims, st), s.exposed()...), nil
 	case TypeDistributed:
 		n := int32(s.Workers)
+		elastic := s.MinWorkers > 0 && s.MinWorkers < s.Workers
+		if elastic {
+			// An elastic indexed Job (completions equal to parallelism, which change
+			// together): it starts at its minimum, and the scheduler raises both as its
+			// workers fit, up to allot.dev/max-member, and lowers them before it stops
+			// any (the Job controller removes the highest indexes).
+			n = int32(s.MinWorkers)
+		}
 		indexed := batchv1.IndexedCompletion
 		tmpl.Spec.Subdomain = s.Name
 		tmpl.Spec.RestartPolicy = corev1.RestartPolicyNever
 		j := &batchv1.Job{TypeMeta: metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"}, ObjectMeta: meta,
 			Spec: batchv1.JobSpec{Parallelism: &n, Completions: &n, CompletionMode: &indexed, Template: tmpl}}
-		if s.MinWorkers > 0 && s.MinWorkers < s.Workers {
-			j.Annotations = map[string]string{AnnotationMinMember: strconv.Itoa(s.MinWorkers)}
+		if elastic {
+			j.Annotations = map[string]string{AnnotationMinMember: strconv.Itoa(s.MinWorkers), v1alpha1.AnnotationMaxMember: strconv.Itoa(s.Workers)}
 		}
 		s.rendezvous(&j.Spec.Template.Spec.Containers[0])
 		svc := &corev1.Service{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Service"}, ObjectMeta: meta,

@@ -29,8 +29,11 @@ func TestShapes(t *testing.T) {
 	if svc.Spec.ClusterIP != corev1.ClusterIPNone || job.Spec.Template.Spec.Subdomain != svc.Name {
 		t.Fatalf("workers do not find each other: service %+v, subdomain %q", svc.Spec, job.Spec.Template.Spec.Subdomain)
 	}
-	if *job.Spec.Parallelism != 4 || *job.Spec.CompletionMode != batchv1.IndexedCompletion || job.Annotations[AnnotationMinMember] != "2" {
-		t.Fatalf("distributed job %+v", job.Spec)
+	// Elastic: it starts at its minimum, completions equal to parallelism so that the
+	// scheduler may change both, and names its maximum.
+	if *job.Spec.Parallelism != 2 || *job.Spec.Completions != 2 || *job.Spec.CompletionMode != batchv1.IndexedCompletion ||
+		job.Annotations[AnnotationMinMember] != "2" || job.Annotations[v1alpha1.AnnotationMaxMember] != "4" {
+		t.Fatalf("distributed job %+v %v", job.Spec, job.Annotations)
 	}
 	s.TopologyRequired, s.TopologyPreferred = "rack", "kubernetes.io/hostname"
 	objs, _ = s.Objects()

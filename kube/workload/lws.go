@@ -67,7 +67,7 @@ func (c *Controller) syncLWS(ctx context.Context, k kind, u *unstructured.Unstru
 	replicas := intOr(u.Object, 1, "spec", "replicas")
 	owner := metav1.OwnerReference{APIVersion: k.gvr.GroupVersion().String(), Kind: k.kind, Name: u.GetName(), UID: u.GetUID()}
 	for i := int64(0); i < replicas; i++ {
-		c.ensure(ctx, u.GetNamespace(), LWSGroup(u.GetName(), i), labels, u.GetAnnotations(), size, owner)
+		c.ensure(ctx, u.GetNamespace(), LWSGroup(u.GetName(), i), labels, u.GetAnnotations(), size, nil, owner)
 	}
 	c.pruneLWS(ctx, u, replicas)
 }

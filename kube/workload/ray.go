@@ -67,6 +67,6 @@ func (c *Controller) syncRayCluster(ctx context.Context, k kind, u *unstructured
 		return // none of its pods is Allot's, or only suspended groups are
 	}
 	labels, annotations := c.upward(ctx, u)
-	c.ensure(ctx, u.GetNamespace(), u.GetName(), labels, annotations, pods,
+	c.ensure(ctx, u.GetNamespace(), u.GetName(), labels, annotations, pods, nil,
 		metav1.OwnerReference{APIVersion: k.gvr.GroupVersion().String(), Kind: k.kind, Name: u.GetName(), UID: u.GetUID()})
 }

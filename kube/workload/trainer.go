@@ -74,6 +74,6 @@ func (c *Controller) syncJobSet(ctx context.Context, k kind, u *unstructured.Uns
 		return
 	}
 	labels, annotations := c.upward(ctx, u)
-	c.ensure(ctx, u.GetNamespace(), ref.Name, labels, annotations, pods,
+	c.ensure(ctx, u.GetNamespace(), ref.Name, labels, annotations, pods, nil,
 		metav1.OwnerReference{APIVersion: ref.APIVersion, Kind: ref.Kind, Name: ref.Name, UID: ref.UID})
 }

@@ -1,8 +1,9 @@
 // Package workload makes gangs of the workloads people already run: it creates a PodGroup
 // for every batch Job, JobSet, Kubeflow PyTorchJob, MPIJob or TrainJob, RayCluster, and
 // group of a LeaderWorkerSet whose pods Allot schedules, with minMember from the workload's
-// shape, so that its pods start together or not at all. The admission webhook labels the
-// pods with the group's name (docs/integrations.md).
+// shape, so that its pods start together or not at all, and, for a workload that says how
+// far it may grow (elastic.go), the range the scheduler changes its count within. The
+// admission webhook labels the pods with the group's name (docs/integrations.md).
 package workload
 
 import (
@@ -164,7 +165,7 @@ func (c *Controller) watchServed(ctx context.Context, df dynamicinformer.Dynamic
 // syncShaped keeps the one PodGroup of a workload, named after it, of its shape.
 func (c *Controller) syncShaped(ctx context.Context, k kind, u *unstructured.Unstructured) {
 	if ours, pods := k.shape(u); ours {
-		c.ensure(ctx, u.GetNamespace(), u.GetName(), u.GetLabels(), u.GetAnnotations(), pods,
+		c.ensure(ctx, u.GetNamespace(), u.GetName(), u.GetLabels(), u.GetAnnotations(), pods, elasticOf(k, u),
 			metav1.OwnerReference{APIVersion: k.gvr.GroupVersion().String(), Kind: k.kind, Name: u.GetName(), UID: u.GetUID()})
 	}
 }
@@ -241,14 +242,14 @@ func (c *Controller) syncJob(ctx context.Context, j *batchv1.Job) {
 	if JobGang(j) < 1 {
 		return // parallelism 0: nothing runs
 	}
-	c.ensure(ctx, j.Namespace, j.Name, j.Labels, j.Annotations, JobGang(j),
+	c.ensure(ctx, j.Namespace, j.Name, j.Labels, j.Annotations, JobGang(j), JobElastic(j),
 		metav1.OwnerReference{APIVersion: "batch/v1", Kind: "Job", Name: j.Name, UID: j.UID})
 }
 
 // ensure creates or corrects the PodGroup named after the workload, owned by it so that
 // it goes with it, with the workload's topology annotations (the scheduler reads them there
 // for pods whose template does not carry them).
-func (c *Controller) ensure(ctx context.Context, ns, name string, labels, annotations map[string]string, minMember int64, owner metav1.OwnerReference) {
+func (c *Controller) ensure(ctx context.Context, ns, name string, labels, annotations map[string]string, minMember int64, elastic *v1alpha1.PodGroupElastic, owner metav1.OwnerReference) {
 	topology := map[string]string{}
 	for _, k := range convert.TopologyAnnotations {
 		if v, ok := annotations[k]; ok {
@@ -272,7 +273,7 @@ func (c *Controller) ensure(ctx context.Context, ns, name string, labels, annota
 	}
 	min := int32(minMember)
 	asItShouldBe := func(pg *v1alpha1.PodGroup) bool {
-		return pg.Spec.MinMember == min && pg.Spec.Queue == queue && sameTopology(pg)
+		return pg.Spec.MinMember == min && pg.Spec.Queue == queue && sameTopology(pg) && sameElastic(pg.Spec.Elastic, elastic)
 	}
 	if o, ok, _ := c.groups.GetStore().GetByKey(ns + "/" + name); ok {
 		pg := o.(*v1alpha1.PodGroup)
@@ -286,7 +287,7 @@ func (c *Controller) ensure(ctx context.Context, ns, name string, labels, annota
 		if c.othersGroup(cur, owner) || asItShouldBe(cur) {
 			return
 		}
-		cur.Spec.MinMember, cur.Spec.Queue = min, queue
+		cur.Spec.MinMember, cur.Spec.Queue, cur.Spec.Elastic = min, queue, elastic
 		if cur.Annotations == nil {
 			cur.Annotations = map[string]string{}
 		}
@@ -313,7 +314,7 @@ func (c *Controller) ensure(ctx context.Context, ns, name string, labels, annota
 	pg := &v1alpha1.PodGroup{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{v1alpha1.LabelQueue: queue},
 			OwnerReferences: []metav1.OwnerReference{owner}},
-		Spec: v1alpha1.PodGroupSpec{MinMember: min, Queue: queue}}
+		Spec: v1alpha1.PodGroupSpec{MinMember: min, Queue: queue, Elastic: elastic}}
 	if len(topology) > 0 {
 		pg.Annotations = topology
 	}

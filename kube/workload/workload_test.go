@@ -58,7 +58,7 @@ func TestSameNameOtherWorkload(t *testing.T) {
 	c := fakeController(t)
 	ctx := context.Background()
 	lws := metav1.OwnerReference{APIVersion: "leaderworkerset.x-k8s.io/v1", Kind: "LeaderWorkerSet", Name: "llm", UID: types.UID("lws-uid")}
-	c.ensure(ctx, "default", "llm-1", nil, nil, 4, lws)
+	c.ensure(ctx, "default", "llm-1", nil, nil, 4, nil, lws)
 	parallelism := int32(2)
 	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "llm-1", Namespace: "default", UID: "job-uid"},
 		Spec: batchv1.JobSpec{Parallelism: &parallelism, Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{SchedulerName: v1alpha1.SchedulerName}}}}
@@ -73,7 +73,7 @@ func TestSameNameOtherWorkload(t *testing.T) {
 		t.Errorf("%d warnings of the name taken; want 1:\n%s", n, logs.String())
 	}
 	// The LWS itself still corrects its own group.
-	c.ensure(ctx, "default", "llm-1", nil, nil, 8, lws)
+	c.ensure(ctx, "default", "llm-1", nil, nil, 8, nil, lws)
 	if pg := group(t, c, "llm-1"); pg.Spec.MinMember != 8 {
 		t.Errorf("the LWS's own group: minMember %d; want 8", pg.Spec.MinMember)
 	}
