@@ -90,6 +90,13 @@ type QueueSpec struct {
 	// queue whose policy is never keeps its work off spot capacity).
 	// +optional
 	Spot *SpotSpec `json:"spot,omitempty"`
+	// Growth says whether the scheduler may raise the count of this queue's elastic
+	// workloads (an elastic indexed Job, a PyTorchJob with an elasticPolicy) as their
+	// members fit: allowed (the default) or never (they run at the count they ask; their
+	// members beyond the minimum are still taken back first, by lowering the count).
+	// +kubebuilder:validation:Enum=allowed;never
+	// +optional
+	Growth string `json:"growth,omitempty"`
 	// HostPaths, when set, is the queue's rule for its pods' hostPath volumes (allot submit
 	// -v): a path of the node may be mounted only under one of the allowed directories, and
 	// none when it lists none. The admission webhook refuses any other pod of the queue,

@@ -58,9 +58,10 @@ var scaleTargets = map[string]scaleTarget{
 }
 
 // noteElastic marks the job as one whose workload's count the scheduler changes, and
-// gives it the engine's Growth when all the members its workload asks for exist: while
-// its controller is still making (or removing) pods, it is not grown again.
-func (idx *index) noteElastic(job *engine.Job, e *convert.Elastic) {
+// gives it the engine's Growth when its queue lets it grow and all the members its
+// workload asks for exist: while its controller is still making (or removing) pods, it is
+// not grown again.
+func (idx *index) noteElastic(job *engine.Job, e *convert.Elastic, grows bool) {
 	if _, ok := scaleTargets[e.Owner.APIVersion+"/"+e.Owner.Kind]; !ok {
 		return
 	}
@@ -68,7 +69,7 @@ func (idx *index) noteElastic(job *engine.Job, e *convert.Elastic) {
 		idx.elastic = map[engine.JobID]elasticJob{}
 	}
 	idx.elastic[job.ID] = elasticJob{e, job.MinMember}
-	if e.MaxMembers > e.Members && len(job.Pods) == e.Members && len(job.Pods) > 0 {
+	if grows && e.MaxMembers > e.Members && len(job.Pods) == e.Members && len(job.Pods) > 0 {
 		// Its newest pod is a worker (a PyTorchJob's master comes first).
 		job.Growth = &engine.Growth{Max: e.MaxMembers - e.Members, Pod: job.Pods[len(job.Pods)-1].Request}
 	}

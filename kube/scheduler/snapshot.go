@@ -428,7 +428,8 @@ func buildSnapshot(now time.Time, nodes []*corev1.Node, pods []*corev1.Pod, queu
 			job.MinMember = len(job.Pods)
 		}
 		if g, ok := groups[string(job.ID)]; ok && g.Elastic != nil && job.Queue != "" && job.Invalid == "" {
-			idx.noteElastic(job, g.Elastic)
+			q := queueByName[string(job.Queue)]
+			idx.noteElastic(job, g.Elastic, q == nil || q.Spec.Growth != "never")
 		}
 		for k := range job.Pods {
 			pod := &job.Pods[k]
