@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # What the tests need beyond Go: Debian's Chromium for the dashboard's browser tests,
 # Node.js with npm to check that web/dist is what the front end's sources build to, and for
-# the real node (kube/realnode, as root) busybox-static (its shell image) and
-# libseccomp-dev (runc is built with seccomp).
+# the real node (kube/realnode, as root) busybox-static (its shell image),
+# libseccomp-dev (runc is built with seccomp) and python3-torch (the elastic training run's
+# workers run torchrun from the node's /usr).
 # Installs what is missing when this machine can (root with apt-get); otherwise says how.
 set -euo pipefail
 need=()
@@ -18,6 +19,7 @@ if [ "$(id -u)" = 0 ]; then
   [ -x /bin/busybox ] && file -L /bin/busybox 2>/dev/null | grep -q 'statically linked' || need+=(busybox-static)
   [ -f /usr/include/seccomp.h ] || need+=(libseccomp-dev pkg-config)
   command -v file >/dev/null || need+=(file)
+  [ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import torch.distributed.run' 2>/dev/null || need+=(python3-torch)
 fi
 [ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then

@@ -85,6 +85,13 @@ type scaleMark struct {
 // grow raises the count of each workload the plan says has room for more members.
 func (s *Scheduler) grow(ctx context.Context, plan *engine.Plan, idx *index) {
 	s.forgetScales(time.Now())
+	s.amu.Lock()
+	for jid, m := range s.scaled {
+		if e, ok := idx.elastic[jid]; ok && e.Members != m.from {
+			delete(s.scaled, jid) // the PodGroup shows the count since: a new ask is a new decision
+		}
+	}
+	s.amu.Unlock()
 	if len(plan.Grow) == 0 || !s.fence.ok() {
 		return
 	}
@@ -195,6 +202,7 @@ func (s *Scheduler) shrinkFirst(ctx context.Context, plan *engine.Plan, idx *ind
 			}
 			s.amu.Lock()
 			s.shrunk[jid] = scaleMark{from: e.Members, to: to, until: now.Add(grace)}
+			delete(s.scaled, jid) // growing it again later is a new decision
 			s.amu.Unlock()
 			s.recorder.Eventf(ownerRef(ns, e.Owner), corev1.EventTypeNormal, "ScaledDown",
 				"scaled down to %d pods (from %d, at least %d): %s; its controller has %s to stop them before they are evicted",
