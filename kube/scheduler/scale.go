@@ -180,8 +180,20 @@ func (s *Scheduler) shrinkFirst(ctx context.Context, plan *engine.Plan, idx *ind
 		if running-len(evs) < e.minMember || running-len(evs) < 1 {
 			continue // stopped whole: it starts again whole, at the count it asks
 		}
-		if moved[evs[0].Pod] {
-			continue
+		move, interrupted := false, true
+		for _, ev := range evs {
+			move = move || moved[ev.Pod]
+			interrupted = interrupted && ev.Reason.Code == engine.ReasonInterrupted
+		}
+		if move {
+			continue // placed again elsewhere in the same plan: a move, not a loss
+		}
+		// A spot notice's members had their checkpoint notice already and their node
+		// goes: the count is lowered, so that they are not made again to wait, and they
+		// are stopped now.
+		wait := grace
+		if interrupted {
+			wait = 0
 		}
 		s.amu.Lock()
 		m, asked := s.shrunk[jid]
@@ -201,12 +213,18 @@ func (s *Scheduler) shrinkFirst(ctx context.Context, plan *engine.Plan, idx *ind
 				continue
 			}
 			s.amu.Lock()
-			s.shrunk[jid] = scaleMark{from: e.Members, to: to, until: now.Add(grace)}
+			s.shrunk[jid] = scaleMark{from: e.Members, to: to, until: now.Add(wait)}
 			delete(s.scaled, jid) // growing it again later is a new decision
 			s.amu.Unlock()
+			then := fmt.Sprintf("its controller has %s to stop them before they are evicted", wait)
+			if interrupted {
+				then = "they are stopped now"
+			}
 			s.recorder.Eventf(ownerRef(ns, e.Owner), corev1.EventTypeNormal, "ScaledDown",
-				"scaled down to %d pods (from %d, at least %d): %s; its controller has %s to stop them before they are evicted",
-				to, e.Members, e.minMember, evs[0].Reason.Message, grace)
+				"scaled down to %d pods (from %d, at least %d): %s; %s", to, e.Members, e.minMember, evs[0].Reason.Message, then)
+			if interrupted {
+				continue
+			}
 		}
 		for _, ev := range evs {
 			hold[ev.Pod] = true

@@ -1,14 +1,20 @@
 package scheduler
 
 import (
+	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+	"k8s.io/client-go/tools/record"
 
 	"github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/engine"
@@ -60,6 +66,67 @@ func TestGrowthOfferedOnlyWhereTheWorkloadCanGrow(t *testing.T) {
 			t.Errorf("%s: growth offered: %+v", c.name, got)
 		case c.wantMax > 0 && (got == nil || got.Max != c.wantMax || got.Pod.GPUs != 1):
 			t.Errorf("%s: growth %+v, want up to %d more of 1 GPU", c.name, got, c.wantMax)
+		}
+	}
+}
+
+// Before the members a plan takes from an elastic Job are evicted, its count is lowered:
+// a reclaim's evictions wait the grace for the Job controller to stop them; a spot
+// notice's go at once (their checkpoint notice was given); a move, or a gang stopped whole,
+// lowers nothing.
+func TestShrinkLowersTheCountFirst(t *testing.T) {
+	job := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "batch/v1", "kind": "Job",
+		"metadata": map[string]any{"name": "ddp", "namespace": "default", "uid": "job-uid", "resourceVersion": "1"},
+		"spec":     map[string]any{"parallelism": int64(4), "completions": int64(4)}}}
+	running := func(name string) *corev1.Pod {
+		p := kubetest.PodSpec{Name: name, Queue: "q", GPUs: 1}.Pod()
+		p.Spec.NodeName = "dgx"
+		return p
+	}
+	pods := []*corev1.Pod{running("ddp-0"), running("ddp-1"), running("ddp-2"), running("ddp-3")}
+	e := elasticJob{&convert.Elastic{Members: 4, MaxMembers: 4,
+		Owner: metav1.OwnerReference{APIVersion: "batch/v1", Kind: "Job", Name: "ddp", UID: "job-uid"}}, 1}
+	evict := func(code engine.ReasonCode, names ...string) *engine.Plan {
+		p := &engine.Plan{}
+		for _, n := range names {
+			p.Evictions = append(p.Evictions, engine.Eviction{Job: "default/ddp", Pod: engine.PodID("default/" + n),
+				Reason: engine.Reason{Code: code, Message: "taken"}})
+		}
+		return p
+	}
+	for _, c := range []struct {
+		name     string
+		plan     *engine.Plan
+		wantHeld int
+		wantTo   int64 // the Job's count after; 4: unchanged
+	}{
+		{"a reclaim of two", evict(engine.ReasonReclaimed, "ddp-3", "ddp-2"), 2, 2},
+		{"a spot notice", evict(engine.ReasonInterrupted, "ddp-3"), 0, 3},
+		{"the gang stopped whole", evict(engine.ReasonReclaimed, "ddp-0", "ddp-1", "ddp-2", "ddp-3"), 0, 4},
+		{"a move", func() *engine.Plan {
+			p := evict(engine.ReasonConsolidated, "ddp-3")
+			p.Binds = []engine.Bind{{Job: "default/ddp", Pod: "default/ddp-3", Binding: engine.Binding{Node: "other"}}}
+			return p
+		}(), 0, 4},
+	} {
+		dyn := dynamicfake.NewSimpleDynamicClient(runtime.NewScheme(), job.DeepCopy())
+		rec := record.NewFakeRecorder(10)
+		s := &Scheduler{dyn: dyn, recorder: rec, scaled: map[engine.JobID]scaleMark{}, shrunk: map[engine.JobID]scaleMark{}}
+		idx := &index{jobs: map[engine.JobID][]*corev1.Pod{"default/ddp": pods}, elastic: map[engine.JobID]elasticJob{"default/ddp": e}}
+		held := s.shrinkFirst(context.Background(), c.plan, idx)
+		got, err := dyn.Resource(scaleTargets["batch/v1/Job"].gvr).Namespace("default").Get(context.Background(), "ddp", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, _, _ := unstructured.NestedInt64(got.Object, "spec", "parallelism")
+		n, _, _ := unstructured.NestedInt64(got.Object, "spec", "completions")
+		if len(held) != c.wantHeld || p != c.wantTo || n != c.wantTo {
+			t.Errorf("%s: %d evictions held, parallelism %d, completions %d; want %d held, both %d", c.name, len(held), p, n, c.wantHeld, c.wantTo)
+		}
+		if c.wantTo != 4 {
+			if ev := <-rec.Events; !strings.Contains(ev, "ScaledDown scaled down to") {
+				t.Errorf("%s: Event %q", c.name, ev)
+			}
 		}
 	}
 }
