@@ -283,7 +283,10 @@ func (c *Controller) ensure(ctx context.Context, ns, name string, labels, annota
 	}
 	groups := c.allot.AllotV1alpha1().PodGroups(ns)
 	cur, err := groups.Get(ctx, name, metav1.GetOptions{})
-	if err == nil {
+	// A conflict (the scheduler wrote the group's status meanwhile) is tried again on a
+	// fresh read: the workload may not change again for a long time (a PyTorchJob whose
+	// count the scheduler raised), and its group would stay stale until then.
+	for attempt := 0; err == nil; attempt++ {
 		if c.othersGroup(cur, owner) || asItShouldBe(cur) {
 			return
 		}
@@ -298,10 +301,15 @@ func (c *Controller) ensure(ctx context.Context, ns, name string, labels, annota
 				delete(cur.Annotations, k)
 			}
 		}
-		_, err := groups.Update(ctx, cur, metav1.UpdateOptions{})
-		c.wrote("update", err)
-		if err != nil && !apierrors.IsConflict(err) {
-			slog.Warn("allot workload: pod group", "group", ns+"/"+name, "err", err)
+		_, uerr := groups.Update(ctx, cur, metav1.UpdateOptions{})
+		c.wrote("update", uerr)
+		if apierrors.IsConflict(uerr) && attempt < 4 {
+			if cur, uerr = groups.Get(ctx, name, metav1.GetOptions{}); uerr == nil {
+				continue
+			}
+		}
+		if uerr != nil && !apierrors.IsConflict(uerr) {
+			slog.Warn("allot workload: pod group", "group", ns+"/"+name, "err", uerr)
 		}
 		return
 	}
