@@ -116,7 +116,8 @@ exec ` + python + ` -m torch.distributed.run /work/train.py`}}
 		return string(out)
 	}
 	log := func() string { return logOf(0) }
-	started := regexp.MustCompile(`rank 0 of (\d+): from step (\d+)`)
+	// The rendezvous gives the ranks: worker 0 is rank 0 or rank 1 of a group of two.
+	started := regexp.MustCompile(`rank \d+ of (\d+): from step (\d+)`)
 	groups := func() [][2]int { // (group size, first step) of each group worker 0 was in
 		var out [][2]int
 		for _, m := range started.FindAllStringSubmatch(log(), -1) {
@@ -138,7 +139,7 @@ exec ` + python + ` -m torch.distributed.run /work/train.py`}}
 				return false, nil
 			}
 			last = g[len(g)-1]
-			trained := regexp.MustCompile(fmt.Sprintf(`step %d world %d rank 0`, last[1]+2, size))
+			trained := regexp.MustCompile(fmt.Sprintf(`step %d world %d rank \d+`, last[1]+2, size))
 			return last[0] == size && trained.MatchString(log()), nil
 		})
 		if err != nil {
