@@ -29,7 +29,7 @@ SLOW_TESTS := ./kube/stack ./internal/cli ./kube/faults ./kube/bench ./kube/sche
 test: test-deps
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	$(GO) vet ./...
-	@[ "$$(id -u)" = 0 ] || echo "REAL-NODE TESTS (kube/realnode: the kubelet, containerd, runc) DO NOT RUN HERE: they need root; run make test as root to include them" >&2
+	@[ "$$(id -u)" = 0 ] || echo "REAL-NODE TESTS (kube/realnode, deploy/nodeinstall: the kubelet, containerd, runc) DO NOT RUN HERE: they need root; run make test as root to include them" >&2
 	# kube/stack alone runs about 9 minutes on 2 cores (go test's default limit). Four
 	# packages side by side (-p 4) took .ci/run from 24 min 56 s to 16 min 19 s here, but
 	# under that load timing-bound tests failed once in four runs (the reclaim scenario's

@@ -7,64 +7,29 @@ import (
 	"encoding/pem"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/allot-dev/allot/internal/helmtool"
 )
 
-// helm is pinned and built from the Go module proxy: no other download, and the same
-// Kubernetes libraries (v0.35) as the rest of the project.
-const helmModule = "helm.sh/helm/v3/cmd/helm@v3.20.2"
-
 const chart = "helm/allot"
-
-// helmBinary is helm, built once for the test binary's run (go install into a directory
-// of its own): go run would link it again for each of the package's many templates.
-var helmDir string // where helmBinary built it; TestMain removes it
-
-var helmBinary = sync.OnceValues(func() (string, error) {
-	if _, err := exec.LookPath("go"); err != nil {
-		return "", fmt.Errorf("the go command builds helm here: %w", err)
-	}
-	dir, err := os.MkdirTemp("", "allot-helm-")
-	if err != nil {
-		return "", err
-	}
-	helmDir = dir
-	cmd := exec.Command("go", "install", helmModule)
-	cmd.Env = append(os.Environ(), "GOBIN="+dir)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go install %s: %v\n%s", helmModule, err, out)
-	}
-	return filepath.Join(dir, "helm"), nil
-})
 
 // TestMain removes the helm built for the run.
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if helmDir != "" {
-		os.RemoveAll(helmDir)
-	}
+	helmtool.Cleanup()
 	os.Exit(code)
 }
 
+// helm runs the pinned helm (internal/helmtool) with args.
 func helm(t *testing.T, args ...string) (string, error) {
 	t.Helper()
-	bin, err := helmBinary()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(bin, args...)
-	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+t.TempDir(), "HELM_CONFIG_HOME="+t.TempDir(), "HELM_DATA_HOME="+t.TempDir())
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	err = cmd.Run()
-	return out.String(), err
+	return helmtool.Run(t.TempDir(), args...)
 }
 
 func TestHelmLint(t *testing.T) {

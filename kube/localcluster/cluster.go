@@ -8,7 +8,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -75,7 +74,7 @@ func start(ctx context.Context, dir string, defaultScheduler bool) (*Cluster, er
 		c.Stop()
 		return nil, err
 	}
-	if err := os.WriteFile(filepath.Join(dir, "pki", "ca.crt"), rc.CAData, 0o600); err != nil {
+	if err := writeRootCA(dir, rc.CAData); err != nil {
 		c.Stop()
 		return nil, err
 	}

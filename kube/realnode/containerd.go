@@ -65,14 +65,17 @@ func containerdConfig(n *Node) string {
 	return b.String()
 }
 
-// cniConfig gives each pod a network namespace of its own on a bridge that carries no
-// address of the host's and routes nowhere (no gateway, no masquerade): pods reach one
-// another, and nothing beyond the node's pods reaches them or is reached by them. Pods
-// that talk to the API server (Allot's own) use the host's network and its loopback.
-func cniConfig(bridge, subnet string) string {
+// cniConfig gives each pod a network namespace of its own on a bridge whose one address of
+// the host's is the pods' gateway, and whose one route leads to the API server's Service
+// address (apiServiceIP, held by the rig: apiservice.go): no default route, no masquerade,
+// and the machine forwards nothing (net.ipv4.ip_forward stays as it is, 0 on these
+// machines). Pods reach one another, the node reaches them (the kubelet's probes, the
+// API server calling a webhook at its endpoint) and they reach the API server, as on a
+// cluster; nothing beyond the machine is reached.
+func cniConfig(bridge, subnet, apiServiceIP string) string {
 	return `{"cniVersion": "1.0.0", "name": "allot-rig", "plugins": [
-  {"type": "bridge", "bridge": "` + bridge + `", "isGateway": false, "ipMasq": false, "hairpinMode": true,
-   "ipam": {"type": "host-local", "ranges": [[{"subnet": "` + subnet + `"}]], "dataDir": "` + "DATADIR" + `"}},
+  {"type": "bridge", "bridge": "` + bridge + `", "isGateway": true, "isDefaultGateway": false, "ipMasq": false, "hairpinMode": true,
+   "ipam": {"type": "host-local", "ranges": [[{"subnet": "` + subnet + `"}]], "routes": [{"dst": "` + apiServiceIP + `/32"}], "dataDir": "` + "DATADIR" + `"}},
   {"type": "loopback"}]}`
 }
 
@@ -82,7 +85,7 @@ func (n *Node) startContainerd(ctx context.Context) error {
 			return err
 		}
 	}
-	conf := strings.Replace(cniConfig(n.bridge, podSubnet), "DATADIR", n.path("cni", "ipam"), 1)
+	conf := strings.Replace(cniConfig(n.bridge, podSubnet, n.apiService.ip), "DATADIR", n.path("cni", "ipam"), 1)
 	if err := os.WriteFile(n.path("cni", "net.d", "10-allot-rig.conflist"), []byte(conf), 0o644); err != nil {
 		return err
 	}

@@ -99,6 +99,13 @@ type cdiDevice struct {
 type cdiEdits struct {
 	Env         []string        `json:"env,omitempty"`
 	DeviceNodes []cdiDeviceNode `json:"deviceNodes,omitempty"`
+	Mounts      []cdiMount      `json:"mounts,omitempty"`
+}
+
+type cdiMount struct {
+	HostPath      string   `json:"hostPath"`
+	ContainerPath string   `json:"containerPath"`
+	Options       []string `json:"options,omitempty"`
 }
 
 type cdiDeviceNode struct {
@@ -108,8 +115,9 @@ type cdiDeviceNode struct {
 
 // writeCDISpecs writes the device plugin's spec (each GPU by its ID under the node's
 // strategy, and the control devices every GPU container gets) and the toolkit's
-// management spec (management.nvidia.com/gpu=all: every device node). Driver libraries
-// and the toolkit's hooks are not in them: there is no driver here.
+// management spec (management.nvidia.com/gpu=all: every device node, and the NVML
+// stand-in where the tools have one). No other driver library, and none of the toolkit's
+// hooks: there is no driver here.
 func (n *Node) writeCDISpecs() error {
 	hostNode := func(p string) cdiDeviceNode {
 		return cdiDeviceNode{Path: p, HostPath: filepath.Join(n.path("dev"), p[len("/dev/"):])}
@@ -130,6 +138,12 @@ func (n *Node) writeCDISpecs() error {
 	}
 	all.ContainerEdits.DeviceNodes = append(all.ContainerEdits.DeviceNodes,
 		hostNode("/dev/nvidia-caps/nvidia-cap1"), hostNode("/dev/nvidia-caps/nvidia-cap2"))
+	if n.tools.NVML != "" {
+		// The driver's NVML, as nvidia-ctk's spec mounts it for management containers (the
+		// chart's agent): here the rig's stand-in, told the node's GPUs.
+		all.ContainerEdits.Mounts = []cdiMount{{HostPath: n.tools.NVML, ContainerPath: NVMLStandInPath, Options: []string{"ro", "nosuid", "nodev", "bind"}}}
+		all.ContainerEdits.Env = []string{n.nvmlStandInEnv()}
+	}
 	mgmt.Devices = []cdiDevice{all}
 	if err := os.MkdirAll(CDIDynamicDir, 0o755); err != nil {
 		return err

@@ -36,6 +36,7 @@ type Image struct {
 	Entrypoint []string
 	Cmd        []string
 	Env        []string
+	User       string // uid:gid the process runs as; "" for root
 }
 
 // File is one entry of an image's layer: a copy of the host file From, a directory
@@ -86,7 +87,7 @@ func WriteArchive(w io.Writer, img Image, arch string) error {
 	config, err := json.Marshal(map[string]any{
 		"architecture": arch,
 		"os":           "linux",
-		"config":       map[string]any{"Entrypoint": img.Entrypoint, "Cmd": img.Cmd, "Env": append([]string{"PATH=/bin:/usr/bin:/sbin:/usr/sbin"}, img.Env...)},
+		"config":       map[string]any{"Entrypoint": img.Entrypoint, "Cmd": img.Cmd, "Env": append([]string{"PATH=/bin:/usr/bin:/sbin:/usr/sbin"}, img.Env...), "User": img.User},
 		"rootfs":       map[string]any{"type": "layers", "diff_ids": []string{layerDigest}},
 	})
 	if err != nil {

@@ -405,28 +405,10 @@ func nodeLogs(pod string) string {
 	return b.String()
 }
 
-// containerLog is what a container of p wrote, read from the file the kubelet keeps
-// (/var/log/pods/<namespace>_<name>_<uid>/<container>/<restarts>.log, CRI format).
+// containerLog is what a container of p wrote (realnode.ContainerLog).
 func containerLog(p *corev1.Pod, container string) ([]byte, error) {
-	files, _ := filepath.Glob(filepath.Join("/var/log/pods", p.Namespace+"_"+p.Name+"_"+string(p.UID), container, "*.log"))
-	if len(files) == 0 {
-		return nil, os.ErrNotExist
-	}
-	data, err := os.ReadFile(files[len(files)-1])
-	if err != nil {
-		return nil, err
-	}
-	var out strings.Builder
-	for _, line := range strings.Split(string(data), "\n") {
-		// <time> <stream> <P|F> <text>
-		if f := strings.SplitN(line, " ", 4); len(f) == 4 {
-			out.WriteString(f[3])
-			if f[2] == "F" {
-				out.WriteString("\n")
-			}
-		}
-	}
-	return []byte(out.String()), nil
+	s, err := realnode.ContainerLog(p, container)
+	return []byte(s), err
 }
 
 // withNVIDIANRI runs NVIDIA's NRI plugin of toolkit version for the rest of the test.

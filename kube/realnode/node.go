@@ -55,6 +55,10 @@ type Options struct {
 	Legacy *LegacyRuntime
 	// Images are imported beside the busybox and pause images.
 	Images []Image
+	// Model and MemoryMiB are what the NVML stand-in (Tools.NVML) reports of each GPU:
+	// by default an A100 of 80 GiB.
+	Model     string
+	MemoryMiB int64
 }
 
 // Node is a running real node.
@@ -63,6 +67,8 @@ type Node struct {
 	tools  Tools
 	GPUs   []GPU
 	bridge string // the pods' bridge (cniConfig)
+	// apiService is the `kubernetes` Service, whose address the rig holds (apiservice.go).
+	apiService apiService
 	// legacyRuntime is the wrapper of NVIDIA's legacy runtime, where Options.Legacy is set.
 	legacyRuntime string
 	release       func() // the machine's kubelet paths (kubeletlock)
@@ -128,6 +134,9 @@ func Start(ctx context.Context, o Options) (_ *Node, err error) {
 	if o.Name == "" {
 		o.Name = "real-1"
 	}
+	if o.Model == "" {
+		o.Model, o.MemoryMiB = "NVIDIA A100-SXM4-80GB", 81920
+	}
 	n := &Node{opts: o, tools: o.Tools, bridge: "allot-rig0"}
 	// The kubelet's device-plugin socket is the machine's: a test process running the
 	// kubelet's device manager (kube/simnode/kubeletdm) waits for this node, or this for it.
@@ -165,6 +174,16 @@ func Start(ctx context.Context, o Options) (_ *Node, err error) {
 		if n.legacyRuntime, err = n.installLegacyRuntime(); err != nil {
 			return nil, err
 		}
+	}
+	client, err := kubernetes.NewForConfig(o.Config)
+	if err != nil {
+		return nil, err
+	}
+	if n.apiService, err = lookupAPIService(ctx, client); err != nil {
+		return nil, err
+	}
+	if err := n.serveAPIService(n.apiService, o.Config.Host); err != nil {
+		return nil, err
 	}
 	if err := n.startContainerd(ctx); err != nil {
 		return nil, err

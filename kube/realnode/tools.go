@@ -38,6 +38,9 @@ type Tools struct {
 	Ctr        string
 	Runc       string
 	CNIDir     string // the CNI plugins (bridge, host-local, loopback)
+	// NVML is the stand-in for the driver's libnvidia-ml.so.1 (nvmlstandin.go) the
+	// management CDI device mounts; "" mounts none.
+	NVML string
 }
 
 // Toolkit is the path of the NVIDIA container toolkit's installer binary (whose NRI plugin
@@ -138,6 +141,11 @@ func BuildTools(ctx context.Context, dir, moduleDir string, progress io.Writer) 
 		}
 		fmt.Fprintf(progress, "realnode: built %s in %s\n", s.what, time.Since(start).Round(time.Second))
 	}
+	nvml, err := buildNVMLStandIn(ctx, dir, moduleDir)
+	if err != nil {
+		return t, err
+	}
+	t.NVML = nvml
 	return t, nil
 }
 

@@ -1,0 +1,312 @@
+package nodeinstall_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"text/tabwriter"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/yaml"
+
+	"github.com/allot-dev/allot/api/v1alpha1"
+	"github.com/allot-dev/allot/internal/helmtool"
+	allotclient "github.com/allot-dev/allot/kube/client/clientset/versioned"
+	"github.com/allot-dev/allot/kube/kubetest"
+	"github.com/allot-dev/allot/kube/localcluster"
+	"github.com/allot-dev/allot/kube/realnode"
+	"github.com/allot-dev/allot/kube/simgpu"
+)
+
+// The chart as a user installs it (helm install, nothing else), on a cluster whose GPU node
+// is made of the real kubelet, containerd and runc (kube/realnode):
+//
+//	gpu-1 (2 GPUs, CDI delivery): allot-system/allot          the scheduler and its webhooks
+//	                              allot-system/allot-dashboard
+//	                              allot-system/allot-agent-gpu [nri (sidecar), agent]
+//	                              team-a/train: 1 GPU, naming no scheduler: adopted by the
+//	                              chart's webhook, placed by its scheduler, started by the
+//	                              kubelet with exactly one device
+//
+// Every Allot pod runs as the chart makes it: its image (Allot's own, built here from this
+// checkout), its service account and RBAC, its mounts, probes and security context.
+func TestChartOnTheRealNode(t *testing.T) {
+	if err := realnode.CheckMachine(); err != nil {
+		if errors.Is(err, realnode.ErrUnsupported) {
+			t.Skipf("REAL-NODE TEST NOT RUN: %v", err)
+		}
+		t.Fatal(err)
+	}
+	if testing.Short() {
+		t.Skip("REAL-NODE TEST NOT RUN: -short")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	wd, _ := os.Getwd()
+	tools, err := realnode.BuildTools(ctx, realnode.DefaultToolsDir(), wd, os.Stderr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	image, err := allotImage(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cluster, err := localcluster.Start(ctx, filepath.Join(dir, "cluster"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cluster.Stop()
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	if err := cluster.WriteKubeconfig(kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	client := kubernetes.NewForConfigOrDie(cluster.Config)
+	gpus := simgpu.New(simgpu.Spec{Model: "NVIDIA A100-SXM4-80GB", MemoryMiB: 81920, Count: 2})
+	node, err := realnode.Start(ctx, realnode.Options{Name: "gpu-1", Dir: filepath.Join(dir, "node"), Kubeconfig: kubeconfig,
+		Config: cluster.Config, Tools: tools, UUIDs: []string{gpus.UUID(0), gpus.UUID(1)},
+		Labels: map[string]string{"nvidia.com/gpu.present": "true"}, Images: []realnode.Image{image}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer node.Stop()
+
+	// The GPU Operator's setup with CDI on and NRI off, as docs/gpu-nodes.md says to set
+	// it: the agent's devices come by Allot's NRI plugin, not a runtime class. The node's
+	// containerd serves NRI at the rig's socket, not /var/run/nri (one machine's path).
+	values := filepath.Join(dir, "values.yaml")
+	if err := os.WriteFile(values, []byte(`replicas: 1
+agent:
+  runtimeClassName: ""
+  nriSocket: `+node.NRISocket()+`
+  pools:
+    - name: gpu
+      nodeSelector: {nvidia.com/gpu.present: "true"}
+      sharing: none
+      delivery: cdi
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	out, err := helmtool.Run(t.TempDir(), "install", "allot", chart, "--kubeconfig", kubeconfig, "--namespace", v1alpha1.SystemNamespace,
+		"--create-namespace", "--values", values, "--wait", "--timeout", "4m")
+	if err != nil {
+		t.Fatalf("helm install: %v\n%s\n%s", err, out, allotPods(ctx, client))
+	}
+	t.Logf("helm install --wait: %s\n%s", time.Since(start).Round(time.Second), allotPods(ctx, client))
+	pods, err := client.CoreV1().Pods(v1alpha1.SystemNamespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The scheduler's, the dashboard's and the agent's pods (by the chart's name labels),
+	// each Running and Ready.
+	seen := map[string]int{}
+	for _, p := range pods.Items {
+		seen[p.Labels["app.kubernetes.io/name"]]++
+		if !ready(&p) {
+			t.Errorf("pod %s is not Running and Ready: %s", p.Name, podLine(&p))
+		}
+	}
+	for _, name := range []string{"allot", "allot-dashboard", "allot-agent"} {
+		if seen[name] != 1 {
+			t.Errorf("%d pods named %s by app.kubernetes.io/name, want 1:\n%s", seen[name], name, allotPods(ctx, client))
+		}
+	}
+
+	// The agent container read the GPUs through NVML (the rig's stand-in for the driver's
+	// library, which the management CDI device mounts) and declared the pool's delivery.
+	var inv []v1alpha1.GPUInfo
+	var labels map[string]string
+	err = wait.PollUntilContextTimeout(ctx, 300*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		n, err := client.CoreV1().Nodes().Get(ctx, "gpu-1", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		labels = n.Labels
+		inv, _ = v1alpha1.ParseInventory(n.Annotations[v1alpha1.AnnotationGPUInventory])
+		return len(inv) == 2 && labels[v1alpha1.LabelGPUDelivery] == v1alpha1.DeliveryCDI, nil
+	})
+	if err != nil {
+		t.Fatalf("the agent never reported gpu-1 (inventory %+v, labels %v): %v\n%s", inv, labels, err, allotPods(ctx, client))
+	}
+	if inv[0].UUID != gpus.UUID(0) || inv[1].UUID != gpus.UUID(1) || labels[v1alpha1.LabelGPUSharing] != v1alpha1.SharingNone {
+		t.Errorf("the agent reported %+v with sharing %q, want the node's GPUs %s and %s, and none", inv, labels[v1alpha1.LabelGPUSharing], gpus.UUID(0), gpus.UUID(1))
+	}
+
+	// A tenant's GPU pod, through the chart's webhook (adopted: it names no scheduler) and
+	// scheduler, started by the kubelet with one device.
+	const ns = "team-a"
+	tenant := kubetest.Tenant(t, ctx, cluster.Config, ns, "alice")
+	q := &v1alpha1.Queue{ObjectMeta: metav1.ObjectMeta{Name: "team-a"}}
+	q.Spec.GPU.Quota = 2
+	q.Spec.Namespaces = []string{ns}
+	if _, err := allotclient.NewForConfigOrDie(jsonConfig(cluster.Config)).AllotV1alpha1().Queues().Create(ctx, q, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "train", Namespace: ns, Labels: map[string]string{v1alpha1.LabelQueue: "team-a"}},
+		Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, TerminationGracePeriodSeconds: new(int64),
+			Containers: []corev1.Container{{Name: "main", Image: realnode.BusyboxImage, ImagePullPolicy: corev1.PullNever,
+				Command:   []string{"sh", "-c", `echo "DEV $(ls /dev | grep nvidia | tr '\n' ' ')"; exec sleep 3600`},
+				Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")}}}}}}
+	// The webhook adopts a tenant's GPU pod once its informers have seen team-a's Queue;
+	// asked with a server-side dry run until it does.
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		p, err := tenant.CoreV1().Pods(ns).Create(ctx, pod.DeepCopy(), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		return err == nil && p.Spec.SchedulerName == v1alpha1.SchedulerName, nil
+	})
+	if err != nil {
+		t.Fatalf("the chart's webhook never adopted team-a's GPU pod: %v", err)
+	}
+	if _, err := tenant.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var got *corev1.Pod
+	var log string
+	err = wait.PollUntilContextTimeout(ctx, 300*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		if got, err = client.CoreV1().Pods(ns).Get(ctx, pod.Name, metav1.GetOptions{}); err != nil {
+			return false, err
+		}
+		log, _ = realnode.ContainerLog(got, "main")
+		return strings.Contains(log, "DEV "), nil
+	})
+	if err != nil {
+		t.Fatalf("team-a/train never ran: %v; %s\n%s", err, podLine(got), allotPods(ctx, client))
+	}
+	devs := strings.Fields(strings.TrimPrefix(strings.TrimSpace(log), "DEV "))
+	t.Logf("team-a/train on %s (scheduler %s): /dev has %v", got.Spec.NodeName, got.Spec.SchedulerName, devs)
+	if got.Spec.NodeName != "gpu-1" || got.Spec.SchedulerName != v1alpha1.SchedulerName {
+		t.Errorf("team-a/train: node %q scheduler %q, want gpu-1 and %s", got.Spec.NodeName, got.Spec.SchedulerName, v1alpha1.SchedulerName)
+	}
+	gpuDevs := 0
+	for _, d := range devs {
+		if d != "nvidiactl" && d != "nvidia-uvm" && d != "nvidia-uvm-tools" && !strings.HasPrefix(d, "nvidia-caps") && strings.TrimLeft(strings.TrimPrefix(d, "nvidia"), "0123456789") == "" {
+			gpuDevs++
+		}
+	}
+	if gpuDevs != 1 {
+		t.Errorf("team-a/train sees %d GPU devices (%v), want exactly its one", gpuDevs, devs)
+	}
+}
+
+// chart is Allot's Helm chart in this checkout.
+const chart = "../helm/allot"
+
+// TestMain removes the helm built for the run.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	helmtool.Cleanup()
+	os.Exit(code)
+}
+
+// allotImage builds cmd/allot from this checkout as the Dockerfile does (cgo, for NVML) and
+// makes it the image the chart names: its repository and the chart's appVersion.
+func allotImage(ctx context.Context, dir string) (realnode.Image, error) {
+	bin := filepath.Join(dir, "allot")
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", bin, "../../cmd/allot")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return realnode.Image{}, fmt.Errorf("go build ../../cmd/allot: %v\n%s", err, out)
+	}
+	var meta struct {
+		AppVersion string `json:"appVersion"`
+	}
+	b, err := os.ReadFile(filepath.Join(chart, "Chart.yaml"))
+	if err != nil {
+		return realnode.Image{}, err
+	}
+	if err := yaml.Unmarshal(b, &meta); err != nil {
+		return realnode.Image{}, err
+	}
+	var values struct {
+		Image struct {
+			Repository string `json:"repository"`
+		} `json:"image"`
+	}
+	if b, err = os.ReadFile(filepath.Join(chart, "values.yaml")); err != nil {
+		return realnode.Image{}, err
+	}
+	if err := yaml.Unmarshal(b, &values); err != nil {
+		return realnode.Image{}, err
+	}
+	return realnode.AllotImage(values.Image.Repository+":"+meta.AppVersion, bin)
+}
+
+// ready says whether every container of p runs and is ready.
+func ready(p *corev1.Pod) bool {
+	if p.Status.Phase != corev1.PodRunning {
+		return false
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// podLine is a pod's phase and each container's state, in a line.
+func podLine(p *corev1.Pod) string {
+	if p == nil {
+		return "(no pod)"
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s", p.Status.Phase)
+	for _, cs := range append(append([]corev1.ContainerStatus{}, p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...) {
+		state := "running"
+		switch {
+		case cs.State.Waiting != nil:
+			state = cs.State.Waiting.Reason + ": " + cs.State.Waiting.Message
+		case cs.State.Terminated != nil:
+			state = fmt.Sprintf("%s (exit %d): %s", cs.State.Terminated.Reason, cs.State.Terminated.ExitCode, cs.State.Terminated.Message)
+		}
+		fmt.Fprintf(&b, "; %s ready=%t restarts=%d %s", cs.Name, cs.Ready, cs.RestartCount, state)
+	}
+	return b.String()
+}
+
+// allotPods is a table of the pods in Allot's namespace, and each one's last log lines
+// where it is not ready.
+func allotPods(ctx context.Context, client kubernetes.Interface) string {
+	pods, err := client.CoreV1().Pods(v1alpha1.SystemNamespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err.Error()
+	}
+	var b strings.Builder
+	w := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "POD\tNODE\tSTATE")
+	for _, p := range pods.Items {
+		fmt.Fprintf(w, "%s\t%s\t%s\n", p.Name, p.Spec.NodeName, podLine(&p))
+	}
+	w.Flush()
+	for _, p := range pods.Items {
+		if ready(&p) {
+			continue
+		}
+		for _, c := range append(append([]corev1.Container{}, p.Spec.InitContainers...), p.Spec.Containers...) {
+			if log, err := realnode.ContainerLog(&p, c.Name); err == nil {
+				lines := strings.Split(strings.TrimSpace(log), "\n")
+				fmt.Fprintf(&b, "--- %s/%s:\n%s\n", p.Name, c.Name, strings.Join(lines[max(0, len(lines)-10):], "\n"))
+			}
+		}
+	}
+	return b.String()
+}
+
+// jsonConfig is c for clients of Allot's kinds, which have no protobuf encoding.
+func jsonConfig(c *rest.Config) *rest.Config {
+	c = rest.CopyConfig(c)
+	c.ContentType = "application/json"
+	return c
+}
+
