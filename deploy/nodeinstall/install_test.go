@@ -309,4 +309,3 @@ func jsonConfig(c *rest.Config) *rest.Config {
 	c.ContentType = "application/json"
 	return c
 }
-
