@@ -13,6 +13,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	nodev1 "k8s.io/api/node/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -30,14 +31,15 @@ import (
 )
 
 // The chart as a user installs it (helm install, nothing else), on a cluster whose GPU node
-// is made of the real kubelet, containerd and runc (kube/realnode):
+// is made of the real kubelet, containerd and runc (kube/realnode), in each of the GPU
+// Operator's two setups (docs/gpu-nodes.md):
 //
-//	gpu-1 (2 GPUs, CDI delivery): allot-system/allot          the scheduler and its webhooks
-//	                              allot-system/allot-dashboard
-//	                              allot-system/allot-agent-gpu [nri (sidecar), agent]
-//	                              team-a/train: 1 GPU, naming no scheduler: adopted by the
-//	                              chart's webhook, placed by its scheduler, started by the
-//	                              kubelet with exactly one device
+//	gpu-1 (2 GPUs): allot-system/allot          the scheduler and its webhooks
+//	                allot-system/allot-dashboard
+//	                allot-system/allot-agent-gpu [nri (sidecar, cdi only), agent]
+//	                team-a/train: 1 GPU, naming no scheduler: adopted by the chart's
+//	                webhook, placed by its scheduler, started by the kubelet with exactly
+//	                one device
 //
 // Every Allot pod runs as the chart makes it: its image (Allot's own, built here from this
 // checkout), its service account and RBAC, its mounts, probes and security context.
@@ -51,7 +53,7 @@ func TestChartOnTheRealNode(t *testing.T) {
 	if testing.Short() {
 		t.Skip("REAL-NODE TEST NOT RUN: -short")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	dir := t.TempDir()
 	wd, _ := os.Getwd()
@@ -59,10 +61,54 @@ func TestChartOnTheRealNode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := realnode.BuildLegacyRuntime(ctx, tools, legacyToolkit, os.Stderr); err != nil {
+		t.Fatal(err)
+	}
 	image, err := allotImage(ctx, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
+	for _, setup := range []struct {
+		name   string
+		legacy bool   // NVIDIA's runtime in legacy mode as containerd's default
+		values string // beside replicas: 1; NRI_SOCKET is the node's
+	}{{
+		// CDI on, NVIDIA's NRI plugin off (the operator's default since 25.10), as
+		// docs/gpu-nodes.md says to set it: the agent's devices come by Allot's NRI plugin,
+		// not a runtime class. The node's containerd serves NRI at the rig's socket, not
+		// /var/run/nri (one machine's path).
+		name: "cdi", values: `agent:
+  runtimeClassName: ""
+  nriSocket: NRI_SOCKET
+  pools:
+    - name: gpu
+      nodeSelector: {nvidia.com/gpu.present: "true"}
+      sharing: none
+      delivery: cdi
+`}, {
+		// CDI off: NVIDIA's runtime in legacy mode is containerd's default, and the
+		// operator's RuntimeClass nvidia (the chart's agent.runtimeClassName) names it.
+		name: "env", legacy: true, values: `agent:
+  pools:
+    - name: gpu
+      nodeSelector: {nvidia.com/gpu.present: "true"}
+      sharing: none
+      delivery: env
+`}} {
+		t.Run(setup.name, func(t *testing.T) {
+			installAndRun(t, ctx, tools, image, setup.legacy, setup.values)
+		})
+	}
+}
+
+// legacyToolkit is the NVIDIA container toolkit release whose legacy runtime the env setup
+// runs (the GPU Operator 26.7's).
+const legacyToolkit = "v1.20.2"
+
+// installAndRun starts a control plane and the real node, installs the chart with values,
+// and checks what runs.
+func installAndRun(t *testing.T, ctx context.Context, tools realnode.Tools, image realnode.Image, legacy bool, values string) {
+	dir := t.TempDir()
 	cluster, err := localcluster.Start(ctx, filepath.Join(dir, "cluster"))
 	if err != nil {
 		t.Fatal(err)
@@ -74,33 +120,31 @@ func TestChartOnTheRealNode(t *testing.T) {
 	}
 	client := kubernetes.NewForConfigOrDie(cluster.Config)
 	gpus := simgpu.New(simgpu.Spec{Model: "NVIDIA A100-SXM4-80GB", MemoryMiB: 81920, Count: 2})
-	node, err := realnode.Start(ctx, realnode.Options{Name: "gpu-1", Dir: filepath.Join(dir, "node"), Kubeconfig: kubeconfig,
+	opts := realnode.Options{Name: "gpu-1", Dir: filepath.Join(dir, "node"), Kubeconfig: kubeconfig,
 		Config: cluster.Config, Tools: tools, UUIDs: []string{gpus.UUID(0), gpus.UUID(1)},
-		Labels: map[string]string{"nvidia.com/gpu.present": "true"}, Images: []realnode.Image{image}})
+		Labels: map[string]string{"nvidia.com/gpu.present": "true"}, Images: []realnode.Image{image}}
+	if legacy {
+		// The device plugin names each GPU in NVIDIA_VISIBLE_DEVICES, as with CDI off.
+		opts.Legacy, opts.ListStrategy = &realnode.LegacyRuntime{Version: legacyToolkit, Default: true}, realnode.ListEnvvar
+		// What the operator makes beside its runtime, naming the rig's handler of it.
+		rc := &nodev1.RuntimeClass{ObjectMeta: metav1.ObjectMeta{Name: "nvidia"}, Handler: realnode.HandlerLegacy}
+		if _, err := client.NodeV1().RuntimeClasses().Create(ctx, rc, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	node, err := realnode.Start(ctx, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer node.Stop()
 
-	// The GPU Operator's setup with CDI on and NRI off, as docs/gpu-nodes.md says to set
-	// it: the agent's devices come by Allot's NRI plugin, not a runtime class. The node's
-	// containerd serves NRI at the rig's socket, not /var/run/nri (one machine's path).
-	values := filepath.Join(dir, "values.yaml")
-	if err := os.WriteFile(values, []byte(`replicas: 1
-agent:
-  runtimeClassName: ""
-  nriSocket: `+node.NRISocket()+`
-  pools:
-    - name: gpu
-      nodeSelector: {nvidia.com/gpu.present: "true"}
-      sharing: none
-      delivery: cdi
-`), 0o644); err != nil {
+	valuesFile := filepath.Join(dir, "values.yaml")
+	if err := os.WriteFile(valuesFile, []byte("replicas: 1\n"+strings.ReplaceAll(values, "NRI_SOCKET", node.NRISocket())), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()
 	out, err := helmtool.Run(t.TempDir(), "install", "allot", chart, "--kubeconfig", kubeconfig, "--namespace", v1alpha1.SystemNamespace,
-		"--create-namespace", "--values", values, "--wait", "--timeout", "4m")
+		"--create-namespace", "--values", valuesFile, "--wait", "--timeout", "4m")
 	if err != nil {
 		t.Fatalf("helm install: %v\n%s\n%s", err, out, allotPods(ctx, client))
 	}
@@ -135,13 +179,18 @@ agent:
 		}
 		labels = n.Labels
 		inv, _ = v1alpha1.ParseInventory(n.Annotations[v1alpha1.AnnotationGPUInventory])
-		return len(inv) == 2 && labels[v1alpha1.LabelGPUDelivery] == v1alpha1.DeliveryCDI, nil
+		return len(inv) == 2 && labels[v1alpha1.LabelGPUDelivery] != "", nil
 	})
 	if err != nil {
 		t.Fatalf("the agent never reported gpu-1 (inventory %+v, labels %v): %v\n%s", inv, labels, err, allotPods(ctx, client))
 	}
-	if inv[0].UUID != gpus.UUID(0) || inv[1].UUID != gpus.UUID(1) || labels[v1alpha1.LabelGPUSharing] != v1alpha1.SharingNone {
-		t.Errorf("the agent reported %+v with sharing %q, want the node's GPUs %s and %s, and none", inv, labels[v1alpha1.LabelGPUSharing], gpus.UUID(0), gpus.UUID(1))
+	want := v1alpha1.DeliveryCDI
+	if legacy {
+		want = v1alpha1.DeliveryEnv
+	}
+	if inv[0].UUID != gpus.UUID(0) || inv[1].UUID != gpus.UUID(1) || labels[v1alpha1.LabelGPUSharing] != v1alpha1.SharingNone || labels[v1alpha1.LabelGPUDelivery] != want {
+		t.Errorf("the agent reported %+v, sharing %q, delivery %q; want the node's GPUs %s and %s, none and %s", inv,
+			labels[v1alpha1.LabelGPUSharing], labels[v1alpha1.LabelGPUDelivery], gpus.UUID(0), gpus.UUID(1), want)
 	}
 
 	// A tenant's GPU pod, through the chart's webhook (adopted: it names no scheduler) and

@@ -141,10 +141,14 @@ func (n *Node) writeCDISpecs() error {
 	if n.tools.NVML != "" {
 		// The driver's NVML, as nvidia-ctk's spec mounts it for management containers (the
 		// chart's agent): here the rig's stand-in, told the node's GPUs.
-		all.ContainerEdits.Mounts = []cdiMount{{HostPath: n.tools.NVML, ContainerPath: NVMLStandInPath, Options: []string{"ro", "nosuid", "nodev", "bind"}}}
-		all.ContainerEdits.Env = []string{n.nvmlStandInEnv()}
+		ro := []string{"ro", "nosuid", "nodev", "bind"}
+		all.ContainerEdits.Mounts = []cdiMount{{HostPath: n.tools.NVML, ContainerPath: NVMLStandInPath, Options: ro},
+			{HostPath: n.nvmlGPUsFile(), ContainerPath: NVMLGPUsPath, Options: ro}}
 	}
 	mgmt.Devices = []cdiDevice{all}
+	if err := n.writeNVMLGPUs(); err != nil {
+		return err
+	}
 	if err := os.MkdirAll(CDIDynamicDir, 0o755); err != nil {
 		return err
 	}

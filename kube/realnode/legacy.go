@@ -26,7 +26,8 @@ const HandlerLegacy = "nvidia-legacy"
 // here. The rig's script in its place does the device part of `configure` as it does:
 // enters the container's mount namespace before pivot_root (the hook runs then), binds
 // each named GPU's device node and the control devices into the rootfs, and allows them in
-// the container's devices cgroup. Libraries and utilities are not injected. Which devices
+// the container's devices cgroup. Of the driver's libraries only NVML is given (the rig's
+// stand-in, for the utility capability); no other library or utility. Which devices
 // a container gets is decided by NVIDIA's own runtime and hook from the container's
 // environment and the config: that is what the tests read.
 type LegacyRuntime struct {
@@ -138,10 +139,11 @@ func (n *Node) cliStandIn() string {
 # the driver). It does the device part of "configure" as the real one does.
 set -eu
 echo "nvidia-container-cli $*" >> ` + strconv.Quote(n.logPath("nvidia-container-cli")) + `
-devices= pid= rootfs=
+devices= pid= rootfs= utility=
 for a in "$@"; do
   case "$a" in
     --device=*) devices="${a#--device=}" ;;
+    --utility) utility=1 ;;
     --pid=*) pid="${a#--pid=}" ;;
     -*|configure) ;;
     *) rootfs="$a" ;;
@@ -168,5 +170,22 @@ give ` + strconv.Quote(dev+"/nvidia-uvm-tools") + ` /dev/nvidia-uvm-tools ` + fm
 for i in $idx; do
   give ` + strconv.Quote(dev) + `/nvidia"$i" /dev/nvidia"$i" ` + strconv.Itoa(nvidiaMajor) + `:"$i"
 done
+` + n.cliStandInLibraries()
+}
+
+// cliStandInLibraries is the library part of the stand-in's configure: for the utility
+// capability (NVIDIA_DRIVER_CAPABILITIES), the driver's NVML, here the rig's stand-in
+// (nvmlstandin.go) and its file of the node's GPUs, bound read-only.
+func (n *Node) cliStandInLibraries() string {
+	if n.tools.NVML == "" {
+		return ""
+	}
+	return `bindro() { # host file, path in the container
+  nsenter -t "$pid" -m sh -c 'mkdir -p "$(dirname "$2")" && touch "$2" && mount --bind "$1" "$2" && mount -o remount,bind,ro "$2"' bindro "$1" "$rootfs$2"
+}
+if [ -n "$utility" ]; then
+  bindro ` + strconv.Quote(n.tools.NVML) + ` ` + strconv.Quote(NVMLStandInPath) + `
+  bindro ` + strconv.Quote(n.nvmlGPUsFile()) + ` ` + strconv.Quote(NVMLGPUsPath) + `
+fi
 `
 }

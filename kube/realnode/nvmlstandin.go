@@ -28,8 +28,12 @@ var nvmlStandInSource []byte
 // the directory of Debian's and Ubuntu's driver packages, on the loader's default path.
 const NVMLStandInPath = "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1"
 
-// nvmlEnv is the variable the stand-in reads the GPUs from (nvml.c).
-const nvmlEnv = "ALLOT_RIG_NVML"
+// NVMLGPUsPath is where the stand-in reads the node's GPUs (nvml.c's GPUS_FILE): a file of
+// the rig's, mounted beside the library; nvmlEnv, where set, is read instead.
+const (
+	NVMLGPUsPath = "/run/allot-rig/nvml-gpus"
+	nvmlEnv      = "ALLOT_RIG_NVML"
+)
 
 var (
 	nvmlDeclared = regexp.MustCompile(`DECLDIR\s+(nvml\w+)\s*\(`)
@@ -98,11 +102,22 @@ func buildNVMLStandIn(ctx context.Context, dir, moduleDir string) (string, error
 	return lib, os.Rename(tmp, lib)
 }
 
-// nvmlStandInEnv is the stand-in's description of the node's GPUs (nvml.c's format).
-func (n *Node) nvmlStandInEnv() string {
+// nvmlGPUs is the stand-in's description of the node's GPUs (nvml.c's format).
+func (n *Node) nvmlGPUs() string {
 	var gpus []string
 	for _, g := range n.GPUs {
 		gpus = append(gpus, fmt.Sprintf("%s|%s|%d", g.UUID, n.opts.Model, n.opts.MemoryMiB))
 	}
-	return nvmlEnv + "=" + strings.Join(gpus, ";")
+	return strings.Join(gpus, ";")
+}
+
+// nvmlGPUsFile is the node's file of nvmlGPUs, which containers see at NVMLGPUsPath.
+func (n *Node) nvmlGPUsFile() string { return n.path("nvml-gpus") }
+
+// writeNVMLGPUs writes nvmlGPUsFile where the node has the stand-in.
+func (n *Node) writeNVMLGPUs() error {
+	if n.tools.NVML == "" {
+		return nil
+	}
+	return os.WriteFile(n.nvmlGPUsFile(), []byte(n.nvmlGPUs()+"\n"), 0o644)
 }

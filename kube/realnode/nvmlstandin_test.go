@@ -3,7 +3,6 @@ package realnode
 import (
 	"context"
 	"os"
-	"strings"
 	"testing"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
@@ -21,8 +20,7 @@ func TestNVMLStandInAnswersTheAgent(t *testing.T) {
 	}
 	n := &Node{opts: Options{Model: "NVIDIA H100 80GB HBM3", MemoryMiB: 81559},
 		GPUs: []GPU{{Index: 0, UUID: "GPU-aaaa"}, {Index: 1, UUID: "GPU-bbbb"}}}
-	k, v, _ := strings.Cut(n.nvmlStandInEnv(), "=")
-	t.Setenv(k, v)
+	t.Setenv(nvmlEnv, n.nvmlGPUs())
 	lib2 := nvml.New(nvml.WithLibraryPath(lib))
 	if r := lib2.Init(); r != nvml.SUCCESS {
 		t.Fatalf("Init: %v", r)

@@ -6,7 +6,8 @@
  * the management CDI device, as nvidia-ctk's spec mounts the driver's library, so that the
  * chart's agent container runs its real NVML path (go-nvml's dlopen, cgo calls) unchanged.
  *
- * The GPUs come from ALLOT_RIG_NVML, set by the same CDI device:
+ * The GPUs come from the file the rig mounts beside the library (GPUS_FILE), or from
+ * ALLOT_RIG_NVML where that is set, in one format:
  *   "<uuid>|<name>|<memory MiB>;<uuid>|<name>|<memory MiB>;..."
  * Every other function NVML exports is defined by stubs.c (generated from go-nvml's
  * nvml.h) and answers NVML_ERROR_NOT_SUPPORTED, as a driver does for what a device lacks.
@@ -14,6 +15,7 @@
  * What it cannot show: anything the driver really does (memory held by a process, MIG,
  * MPS, XID errors). Those wait for a machine with a GPU.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -50,11 +52,22 @@ static struct nvmlDevice_st gpus[MAX_GPUS];
 static unsigned int gpuCount;
 static int initialised;
 
-/* load reads ALLOT_RIG_NVML; without it this is a library with no driver behind it. */
+#define GPUS_FILE "/run/allot-rig/nvml-gpus"
+
+/* load reads the node's GPUs; without them this is a library with no driver behind it. */
 static nvmlReturn_t load(void) {
+	char file[4096] = "";
 	const char *spec = getenv("ALLOT_RIG_NVML");
-	if (spec == NULL || *spec == '\0')
-		return NVML_ERROR_DRIVER_NOT_LOADED;
+	if (spec == NULL || *spec == '\0') {
+		FILE *f = fopen(GPUS_FILE, "r");
+		if (f == NULL)
+			return NVML_ERROR_DRIVER_NOT_LOADED;
+		size_t n = fread(file, 1, sizeof file - 1, f);
+		fclose(f);
+		file[n] = '\0';
+		file[strcspn(file, "\n")] = '\0';
+		spec = file;
+	}
 	char *copy = strdup(spec), *save = NULL;
 	gpuCount = 0;
 	for (char *g = strtok_r(copy, ";", &save); g != NULL && gpuCount < MAX_GPUS; g = strtok_r(NULL, ";", &save)) {
