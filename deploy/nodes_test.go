@@ -39,6 +39,8 @@ func TestHelmGPUNodeSetups(t *testing.T) {
 		{"GPU Operator with CDI, no NRI plugin", []string{"--set", "sharing.runtimeClassName=nvidia-legacy"}, "nvidia", false, "auto",
 			[]string{"--sharing-runtime-class=nvidia-legacy"}},
 		{"NVIDIA's runtime as the node's default", []string{"--set", "agent.runtimeClassName=", "--set", "agent.pools[0].name=gpu", "--set-string", "agent.pools[0].nodeSelector.nvidia\\.com/gpu\\.present=true", "--set", "agent.pools[0].sharing=none", "--set", "agent.pools[0].delivery=env"}, "", false, "env", nil},
+		// The plugin delivers nothing there, but keeps a sharing image's own preload.
+		{"NVIDIA's runtime as the node's default, HAMi-core", []string{"--set", "agent.runtimeClassName=", "--set", "agent.pools[0].name=gpu", "--set-string", "agent.pools[0].nodeSelector.nvidia\\.com/gpu\\.present=true", "--set", "agent.pools[0].sharing=hami-core", "--set", "agent.pools[0].delivery=env"}, "", false, "env", nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			objs := deploy.Render(t, c.set...)
@@ -75,12 +77,15 @@ func TestHelmGPUNodeSetups(t *testing.T) {
 			}
 			// Allot's NRI plugin wherever a pool's sharing pods may get their device by CDI,
 			// started before the agent (a sidecar with a startup probe), which is told to
-			// declare cdi only once it is registered.
+			// declare cdi only once it is registered; and on HAMi-core pools of env delivery
+			// (it keeps a sharing image's own preload), where the agent waits on it for nothing.
 			hasNRI := len(pod.Spec.InitContainers) == 1 && pod.Spec.InitContainers[0].Name == "nri" &&
 				ptr.Deref(pod.Spec.InitContainers[0].RestartPolicy, "") == corev1.ContainerRestartPolicyAlways && pod.Spec.InitContainers[0].StartupProbe != nil
-			if hasNRI != (c.delivery != "env") || slices.Contains(agent.Args, "--nri-ready-file=/run/allot-nri/ready") != hasNRI ||
-				slices.Contains(agent.Args, "--cdi-device-ids=uuid") != hasNRI {
-				t.Errorf("nri sidecar %v (want it: %v), agent args %v", pod.Spec.InitContainers, c.delivery != "env", agent.Args)
+			cdi := c.delivery != "env"
+			wantNRI := cdi || slices.Contains(c.set, "agent.pools[0].sharing=hami-core")
+			if hasNRI != wantNRI || slices.Contains(agent.Args, "--nri-ready-file=/run/allot-nri/ready") != cdi ||
+				slices.Contains(agent.Args, "--cdi-device-ids=uuid") != cdi {
+				t.Errorf("nri sidecar %v (want it: %v), agent args %v", pod.Spec.InitContainers, wantNRI, agent.Args)
 			}
 			if !slices.Contains(agent.Args, "--delivery="+c.delivery) {
 				t.Errorf("agent args %v lack --delivery=%s", agent.Args, c.delivery)

@@ -68,10 +68,14 @@ func TestChartOnTheRealNode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	preloaded, err := preloadedImage(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, setup := range []struct {
 		name   string
 		legacy bool   // NVIDIA's runtime in legacy mode as containerd's default
-		values string // beside replicas: 1; NRI_SOCKET is the node's
+		values string // beside replicas: 1 and the sharing root and HAMi-core's library; NRI_SOCKET is the node's
 	}{{
 		// CDI on, NVIDIA's NRI plugin off (the operator's default since 25.10), as
 		// docs/gpu-nodes.md says to set it: the agent's devices come by Allot's NRI plugin,
@@ -83,20 +87,22 @@ func TestChartOnTheRealNode(t *testing.T) {
   pools:
     - name: gpu
       nodeSelector: {nvidia.com/gpu.present: "true"}
-      sharing: none
+      sharing: hami-core
       delivery: cdi
 `}, {
 		// CDI off: NVIDIA's runtime in legacy mode is containerd's default, and the
 		// operator's RuntimeClass nvidia (the chart's agent.runtimeClassName) names it.
+		// Allot's NRI plugin runs there too (HAMi-core keeps an image's own preload by it).
 		name: "env", legacy: true, values: `agent:
+  nriSocket: NRI_SOCKET
   pools:
     - name: gpu
       nodeSelector: {nvidia.com/gpu.present: "true"}
-      sharing: none
+      sharing: hami-core
       delivery: env
 `}} {
 		t.Run(setup.name, func(t *testing.T) {
-			installAndRun(t, ctx, tools, image, setup.legacy, setup.values)
+			installAndRun(t, ctx, tools, []realnode.Image{image, preloaded}, setup.legacy, setup.values)
 		})
 	}
 }
@@ -107,7 +113,7 @@ const legacyToolkit = "v1.20.2"
 
 // installAndRun starts a control plane and the real node, installs the chart with values,
 // and checks what runs.
-func installAndRun(t *testing.T, ctx context.Context, tools realnode.Tools, image realnode.Image, legacy bool, values string) {
+func installAndRun(t *testing.T, ctx context.Context, tools realnode.Tools, images []realnode.Image, legacy bool, values string) {
 	dir := t.TempDir()
 	cluster, err := localcluster.Start(ctx, filepath.Join(dir, "cluster"))
 	if err != nil {
@@ -122,7 +128,7 @@ func installAndRun(t *testing.T, ctx context.Context, tools realnode.Tools, imag
 	gpus := simgpu.New(simgpu.Spec{Model: "NVIDIA A100-SXM4-80GB", MemoryMiB: 81920, Count: 2})
 	opts := realnode.Options{Name: "gpu-1", Dir: filepath.Join(dir, "node"), Kubeconfig: kubeconfig,
 		Config: cluster.Config, Tools: tools, UUIDs: []string{gpus.UUID(0), gpus.UUID(1)},
-		Labels: map[string]string{"nvidia.com/gpu.present": "true"}, Images: []realnode.Image{image}}
+		Labels: map[string]string{"nvidia.com/gpu.present": "true"}, Images: images}
 	if legacy {
 		// The device plugin names each GPU in NVIDIA_VISIBLE_DEVICES, as with CDI off.
 		opts.Legacy, opts.ListStrategy = &realnode.LegacyRuntime{Version: legacyToolkit, Default: true}, realnode.ListEnvvar
@@ -138,7 +144,18 @@ func installAndRun(t *testing.T, ctx context.Context, tools realnode.Tools, imag
 	}
 	defer node.Stop()
 
+	// HAMi-core's library as an admin installs it on the node: an empty file stands for it
+	// (no driver; the busybox containers are static, their loader reads no preload list).
+	hami := filepath.Join(dir, "hami", "libvgpu.so")
+	if err := os.MkdirAll(filepath.Dir(hami), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(hami, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sharingRoot := filepath.Join(dir, "sharing")
 	valuesFile := filepath.Join(dir, "values.yaml")
+	values = strings.Replace(values, "agent:\n", "agent:\n  sharingRoot: "+sharingRoot+"\n  hamiCore: {library: "+hami+"}\n", 1)
 	if err := os.WriteFile(valuesFile, []byte("replicas: 1\n"+strings.ReplaceAll(values, "NRI_SOCKET", node.NRISocket())), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -148,23 +165,36 @@ func installAndRun(t *testing.T, ctx context.Context, tools realnode.Tools, imag
 	if err != nil {
 		t.Fatalf("helm install: %v\n%s\n%s", err, out, allotPods(ctx, client))
 	}
-	t.Logf("helm install --wait: %s\n%s", time.Since(start).Round(time.Second), allotPods(ctx, client))
-	pods, err := client.CoreV1().Pods(v1alpha1.SystemNamespace).List(ctx, metav1.ListOptions{})
-	if err != nil {
+	installed := time.Since(start)
+	// helm's --wait counts a DaemonSet of one pod ready with none (it allows its
+	// maxUnavailable of 1), so the pods are waited for here: the scheduler's, the
+	// dashboard's and the agent's (by the chart's name labels), each Running and Ready.
+	var pods *corev1.PodList
+	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		if pods, err = client.CoreV1().Pods(v1alpha1.SystemNamespace).List(ctx, metav1.ListOptions{}); err != nil {
+			return false, err
+		}
+		for _, p := range pods.Items {
+			if !ready(&p) {
+				return false, nil
+			}
+		}
+		return len(pods.Items) >= 3, nil
+	})
+	t.Logf("helm install --wait: %s; every pod Ready: %s\n%s", installed.Round(time.Second), time.Since(start).Round(time.Second), allotPods(ctx, client))
+	if pods == nil {
 		t.Fatal(err)
 	}
-	// The scheduler's, the dashboard's and the agent's pods (by the chart's name labels),
-	// each Running and Ready.
-	seen := map[string]int{}
+	byName := map[string]int{}
 	for _, p := range pods.Items {
-		seen[p.Labels["app.kubernetes.io/name"]]++
+		byName[p.Labels["app.kubernetes.io/name"]]++
 		if !ready(&p) {
 			t.Errorf("pod %s is not Running and Ready: %s", p.Name, podLine(&p))
 		}
 	}
 	for _, name := range []string{"allot", "allot-dashboard", "allot-agent"} {
-		if seen[name] != 1 {
-			t.Errorf("%d pods named %s by app.kubernetes.io/name, want 1:\n%s", seen[name], name, allotPods(ctx, client))
+		if byName[name] != 1 {
+			t.Errorf("%d pods named %s by app.kubernetes.io/name, want 1:\n%s", byName[name], name, allotPods(ctx, client))
 		}
 	}
 
@@ -188,8 +218,8 @@ func installAndRun(t *testing.T, ctx context.Context, tools realnode.Tools, imag
 	if legacy {
 		want = v1alpha1.DeliveryEnv
 	}
-	if inv[0].UUID != gpus.UUID(0) || inv[1].UUID != gpus.UUID(1) || labels[v1alpha1.LabelGPUSharing] != v1alpha1.SharingNone || labels[v1alpha1.LabelGPUDelivery] != want {
-		t.Errorf("the agent reported %+v, sharing %q, delivery %q; want the node's GPUs %s and %s, none and %s", inv,
+	if inv[0].UUID != gpus.UUID(0) || inv[1].UUID != gpus.UUID(1) || labels[v1alpha1.LabelGPUSharing] != v1alpha1.SharingHAMiCore || labels[v1alpha1.LabelGPUDelivery] != want {
+		t.Errorf("the agent reported %+v, sharing %q, delivery %q; want the node's GPUs %s and %s, hami-core and %s", inv,
 			labels[v1alpha1.LabelGPUSharing], labels[v1alpha1.LabelGPUDelivery], gpus.UUID(0), gpus.UUID(1), want)
 	}
 
@@ -203,49 +233,118 @@ func installAndRun(t *testing.T, ctx context.Context, tools realnode.Tools, imag
 	if _, err := allotclient.NewForConfigOrDie(jsonConfig(cluster.Config)).AllotV1alpha1().Queues().Create(ctx, q, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "train", Namespace: ns, Labels: map[string]string{v1alpha1.LabelQueue: "team-a"}},
-		Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, TerminationGracePeriodSeconds: new(int64),
-			Containers: []corev1.Container{{Name: "main", Image: realnode.BusyboxImage, ImagePullPolicy: corev1.PullNever,
-				Command:   []string{"sh", "-c", `echo "DEV $(ls /dev | grep nvidia | tr '\n' ' ')"; exec sleep 3600`},
-				Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")}}}}}}
+	gpu := corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")}
+	whole := shellPod(ns, "train", realnode.BusyboxImage)
+	whole.Spec.Containers[0].Resources.Limits = gpu
 	// The webhook adopts a tenant's GPU pod once its informers have seen team-a's Queue;
 	// asked with a server-side dry run until it does.
 	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		p, err := tenant.CoreV1().Pods(ns).Create(ctx, pod.DeepCopy(), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		p, err := tenant.CoreV1().Pods(ns).Create(ctx, whole.DeepCopy(), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		return err == nil && p.Spec.SchedulerName == v1alpha1.SchedulerName, nil
 	})
 	if err != nil {
 		t.Fatalf("the chart's webhook never adopted team-a's GPU pod: %v", err)
 	}
-	if _, err := tenant.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+	got, saw := runAs(t, ctx, client, tenant, whole, allotPods)
+	t.Logf("team-a/train on %s (scheduler %s): /dev has %v", got.Spec.NodeName, got.Spec.SchedulerName, saw.dev)
+	if got.Spec.NodeName != "gpu-1" || got.Spec.SchedulerName != v1alpha1.SchedulerName {
+		t.Errorf("team-a/train: node %q scheduler %q, want gpu-1 and %s", got.Spec.NodeName, got.Spec.SchedulerName, v1alpha1.SchedulerName)
+	}
+	if n := gpuDevices(saw.dev); n != 1 {
+		t.Errorf("team-a/train sees %d GPU devices (%v), want exactly its one", n, saw.dev)
+	}
+
+	// Half a GPU, of an image that preloads a library of its own: one device (by Allot's
+	// NRI plugin on cdi, NVIDIA's hook reading the scheduler's variable on env), and
+	// HAMi-core's library first in /etc/ld.so.preload, then the image's.
+	half := shellPod(ns, "half", preloadedImageName)
+	half.Spec.SchedulerName = v1alpha1.SchedulerName
+	half.Annotations = map[string]string{v1alpha1.AnnotationGPUFraction: "0.5"}
+	got, saw = runAs(t, ctx, client, tenant, half, allotPods)
+	t.Logf("team-a/half on %s: /dev has %v; /etc/ld.so.preload %q", got.Spec.NodeName, saw.dev, saw.preload)
+	if n := gpuDevices(saw.dev); n != 1 {
+		t.Errorf("team-a/half sees %d GPU devices (%v), want exactly its one", n, saw.dev)
+	}
+	if want := v1alpha1.HAMiCoreLibrary(sharingRoot) + " " + imagesOwnPreload; saw.preload != want {
+		t.Errorf("team-a/half reads %q as its /etc/ld.so.preload, want HAMi-core's library, then the image's own: %q", saw.preload, want)
+	}
+}
+
+// shellPod is a pod of team-a's queue, of one busybox container of image that prints its
+// GPU devices and its preload list, then stays.
+func shellPod(ns, name, image string) *corev1.Pod {
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{v1alpha1.LabelQueue: "team-a"}},
+		Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, TerminationGracePeriodSeconds: new(int64),
+			Containers: []corev1.Container{{Name: "main", Image: image, ImagePullPolicy: corev1.PullNever,
+				Command: []string{"sh", "-c", `echo "DEV $(ls /dev | grep nvidia | tr '\n' ' ')"; echo "PRELOAD $(cat /etc/ld.so.preload 2>/dev/null | tr '\n' ' ')"; echo END; exec sleep 3600`}}}}}
+}
+
+// seen is what a shellPod's container printed.
+type seen struct {
+	dev     []string
+	preload string
+}
+
+// runAs creates p as the tenant and waits until its container has printed what it got.
+func runAs(t *testing.T, ctx context.Context, client, tenant kubernetes.Interface, p *corev1.Pod, state func(context.Context, kubernetes.Interface) string) (*corev1.Pod, seen) {
+	t.Helper()
+	if _, err := tenant.CoreV1().Pods(p.Namespace).Create(ctx, p, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	var got *corev1.Pod
 	var log string
-	err = wait.PollUntilContextTimeout(ctx, 300*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-		if got, err = client.CoreV1().Pods(ns).Get(ctx, pod.Name, metav1.GetOptions{}); err != nil {
+	err := wait.PollUntilContextTimeout(ctx, 300*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		var err error
+		if got, err = client.CoreV1().Pods(p.Namespace).Get(ctx, p.Name, metav1.GetOptions{}); err != nil {
 			return false, err
 		}
 		log, _ = realnode.ContainerLog(got, "main")
-		return strings.Contains(log, "DEV "), nil
+		return strings.Contains(log, "\nEND\n"), nil
 	})
 	if err != nil {
-		t.Fatalf("team-a/train never ran: %v; %s\n%s", err, podLine(got), allotPods(ctx, client))
+		t.Fatalf("%s/%s never ran: %v; %s\n%s", p.Namespace, p.Name, err, podLine(got), state(ctx, client))
 	}
-	devs := strings.Fields(strings.TrimPrefix(strings.TrimSpace(log), "DEV "))
-	t.Logf("team-a/train on %s (scheduler %s): /dev has %v", got.Spec.NodeName, got.Spec.SchedulerName, devs)
-	if got.Spec.NodeName != "gpu-1" || got.Spec.SchedulerName != v1alpha1.SchedulerName {
-		t.Errorf("team-a/train: node %q scheduler %q, want gpu-1 and %s", got.Spec.NodeName, got.Spec.SchedulerName, v1alpha1.SchedulerName)
-	}
-	gpuDevs := 0
-	for _, d := range devs {
-		if d != "nvidiactl" && d != "nvidia-uvm" && d != "nvidia-uvm-tools" && !strings.HasPrefix(d, "nvidia-caps") && strings.TrimLeft(strings.TrimPrefix(d, "nvidia"), "0123456789") == "" {
-			gpuDevs++
+	var s seen
+	for _, line := range strings.Split(log, "\n") {
+		if v, ok := strings.CutPrefix(line, "DEV "); ok {
+			s.dev = strings.Fields(v)
+		}
+		if v, ok := strings.CutPrefix(line, "PRELOAD "); ok {
+			s.preload = strings.TrimSpace(v)
 		}
 	}
-	if gpuDevs != 1 {
-		t.Errorf("team-a/train sees %d GPU devices (%v), want exactly its one", gpuDevs, devs)
+	return got, s
+}
+
+// gpuDevices counts the GPUs among a container's /dev/nvidia* entries (nvidiaN, not the
+// control devices).
+func gpuDevices(devs []string) int {
+	n := 0
+	for _, d := range devs {
+		if i := strings.TrimPrefix(d, "nvidia"); i != d && i != "" && strings.Trim(i, "0123456789") == "" {
+			n++
+		}
 	}
+	return n
+}
+
+// An image that preloads a library of its own (an allocator, a profiler), which a sharing
+// container must keep beside HAMi-core's.
+const (
+	preloadedImageName = "localhost/preloaded:latest"
+	imagesOwnPreload   = "/usr/lib/libown-allocator.so"
+)
+
+func preloadedImage(dir string) (realnode.Image, error) {
+	bb, err := realnode.BusyboxFiles()
+	if err != nil {
+		return realnode.Image{}, err
+	}
+	list := filepath.Join(dir, "image-ld.so.preload")
+	if err := os.WriteFile(list, []byte(imagesOwnPreload+"\n"), 0o644); err != nil {
+		return realnode.Image{}, err
+	}
+	return realnode.Image{Name: preloadedImageName, Files: append(bb, realnode.File{Path: "/etc/ld.so.preload", From: list, Mode: 0o644}), Cmd: []string{"sh"}}, nil
 }
 
 // chart is Allot's Helm chart in this checkout.
