@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
 	"github.com/allot-dev/allot/api/v1alpha1"
@@ -268,6 +269,79 @@ func installAndRun(t *testing.T, ctx context.Context, tools realnode.Tools, imag
 	if want := v1alpha1.HAMiCoreLibrary(sharingRoot) + " " + imagesOwnPreload; saw.preload != want {
 		t.Errorf("team-a/half reads %q as its /etc/ld.so.preload, want HAMi-core's library, then the image's own: %q", saw.preload, want)
 	}
+
+	tenantReachesNoMore(t, ctx, client, tenant, ns, gpus.UUID(1), legacy)
+}
+
+// tenantReachesNoMore tries, as a tenant with edit in ns, the ways to a GPU that its queue
+// does not book, against the chart's webhooks and policies as installed (their selectors,
+// failure policies and CEL rules, which the in-process tests register their own way): each
+// pod is refused at creation, or its container sees no GPU.
+func tenantReachesNoMore(t *testing.T, ctx context.Context, client, tenant kubernetes.Interface, ns, uuid string, legacy bool) {
+	if _, err := tenant.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "devices", Namespace: ns},
+		Data: map[string]string{"NVIDIA_VISIBLE_DEVICES": "all"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	all := []corev1.EnvVar{{Name: "NVIDIA_VISIBLE_DEVICES", Value: "all"}}
+	cases := []struct {
+		name    string
+		change  func(*corev1.Pod)
+		refused bool
+	}{
+		{"env", func(p *corev1.Pod) { p.Spec.Containers[0].Env = all }, false},
+		{"envfrom", func(p *corev1.Pod) {
+			p.Spec.Containers[0].EnvFrom = []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "devices"}}}}
+		}, false},
+		{"allot-cdi", func(p *corev1.Pod) {
+			p.Annotations = map[string]string{"cdi.allot.dev/main": realnode.PluginKind + "=" + uuid}
+		}, true},
+		{"nvidia-cdi", func(p *corev1.Pod) {
+			p.Annotations = map[string]string{"nvidia.cdi.k8s.io/container.main": realnode.PluginKind + "=" + uuid}
+		}, true},
+		{"management", func(p *corev1.Pod) {
+			p.Annotations = map[string]string{"cdi.allot.dev/main": realnode.ManagementKind + "=all"}
+		}, true},
+		{"by-hand", func(p *corev1.Pod) {
+			p.Spec.NodeName = "gpu-1"
+			p.Spec.Containers[0].Resources.Limits = corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")}
+		}, true},
+	}
+	if legacy {
+		cases = append(cases, struct {
+			name    string
+			change  func(*corev1.Pod)
+			refused bool
+		}{"runtime-class", func(p *corev1.Pod) {
+			p.Spec.RuntimeClassName = ptr.To("nvidia")
+			p.Spec.Containers[0].Env = all
+		}, false})
+	}
+	for _, c := range cases {
+		p := shellPod(ns, "tenant-"+c.name, realnode.BusyboxImage)
+		c.change(p)
+		if c.refused {
+			_, err := tenant.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{})
+			if err == nil {
+				t.Errorf("tenant pod %s was admitted", c.name)
+				continue
+			}
+			t.Logf("tenant pod %s refused: %s", c.name, shortened(err.Error()))
+			continue
+		}
+		_, saw := runAs(t, ctx, client, tenant, p, allotPods)
+		t.Logf("tenant pod %s, asking no GPU, sees %v", c.name, saw.dev)
+		if n := gpuDevices(saw.dev); n != 0 {
+			t.Errorf("tenant pod %s, asking no GPU, sees %d GPUs: %v", c.name, n, saw.dev)
+		}
+	}
+}
+
+// shortened is s cut short for a log line.
+func shortened(s string) string {
+	if len(s) > 240 {
+		s = s[:240] + "…"
+	}
+	return s
 }
 
 // shellPod is a pod of team-a's queue, of one busybox container of image that prints its
