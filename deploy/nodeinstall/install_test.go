@@ -69,7 +69,7 @@ func TestChartOnTheRealNode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	preloaded, err := preloadedImage(dir)
+	preloaded, err := realnode.PreloadingImageOf(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -258,7 +258,7 @@ func installAndRun(t *testing.T, ctx context.Context, tools realnode.Tools, imag
 	// Half a GPU, of an image that preloads a library of its own: one device (by Allot's
 	// NRI plugin on cdi, NVIDIA's hook reading the scheduler's variable on env), and
 	// HAMi-core's library first in /etc/ld.so.preload, then the image's.
-	half := shellPod(ns, "half", preloadedImageName)
+	half := shellPod(ns, "half", realnode.PreloadingImage)
 	half.Spec.SchedulerName = v1alpha1.SchedulerName
 	half.Annotations = map[string]string{v1alpha1.AnnotationGPUFraction: "0.5"}
 	got, saw = runAs(t, ctx, client, tenant, half, allotPods)
@@ -266,7 +266,7 @@ func installAndRun(t *testing.T, ctx context.Context, tools realnode.Tools, imag
 	if n := gpuDevices(saw.dev); n != 1 {
 		t.Errorf("team-a/half sees %d GPU devices (%v), want exactly its one", n, saw.dev)
 	}
-	if want := v1alpha1.HAMiCoreLibrary(sharingRoot) + " " + imagesOwnPreload; saw.preload != want {
+	if want := v1alpha1.HAMiCoreLibrary(sharingRoot) + " " + realnode.PreloadingLibrary; saw.preload != want {
 		t.Errorf("team-a/half reads %q as its /etc/ld.so.preload, want HAMi-core's library, then the image's own: %q", saw.preload, want)
 	}
 
@@ -400,25 +400,6 @@ func gpuDevices(devs []string) int {
 		}
 	}
 	return n
-}
-
-// An image that preloads a library of its own (an allocator, a profiler), which a sharing
-// container must keep beside HAMi-core's.
-const (
-	preloadedImageName = "localhost/preloaded:latest"
-	imagesOwnPreload   = "/usr/lib/libown-allocator.so"
-)
-
-func preloadedImage(dir string) (realnode.Image, error) {
-	bb, err := realnode.BusyboxFiles()
-	if err != nil {
-		return realnode.Image{}, err
-	}
-	list := filepath.Join(dir, "image-ld.so.preload")
-	if err := os.WriteFile(list, []byte(imagesOwnPreload+"\n"), 0o644); err != nil {
-		return realnode.Image{}, err
-	}
-	return realnode.Image{Name: preloadedImageName, Files: append(bb, realnode.File{Path: "/etc/ld.so.preload", From: list, Mode: 0o644}), Cmd: []string{"sh"}}, nil
 }
 
 // chart is Allot's Helm chart in this checkout.

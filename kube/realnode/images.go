@@ -76,6 +76,27 @@ func BusyboxFiles() ([]File, error) {
 	return files, nil
 }
 
+// PreloadingImage is a shell image whose own /etc/ld.so.preload names PreloadingLibrary, as
+// an image preloading an allocator or a profiler does: what a sharing container must keep
+// beside HAMi-core's list.
+const (
+	PreloadingImage   = "localhost/preloaded:latest"
+	PreloadingLibrary = "/usr/lib/libown-allocator.so"
+)
+
+// PreloadingImageOf is the PreloadingImage, its list written under dir.
+func PreloadingImageOf(dir string) (Image, error) {
+	bb, err := BusyboxFiles()
+	if err != nil {
+		return Image{}, err
+	}
+	list := filepath.Join(dir, "image-ld.so.preload")
+	if err := os.WriteFile(list, []byte(PreloadingLibrary+"\n"), 0o644); err != nil {
+		return Image{}, err
+	}
+	return Image{Name: PreloadingImage, Files: append(bb, File{Path: "/etc/ld.so.preload", From: list, Mode: 0o644}), Cmd: []string{"sh"}}, nil
+}
+
 // WriteArchive writes img as an OCI image layout archive (what ctr images import reads)
 // to w, for linux/amd64 or the host's architecture.
 func WriteArchive(w io.Writer, img Image, arch string) error {

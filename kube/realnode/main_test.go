@@ -191,7 +191,7 @@ func run(m *testing.M) int {
 		uuids = append(uuids, machine.UUID(i))
 	}
 	start := time.Now()
-	preloaded, err := preloadedImage(dir)
+	preloaded, err := realnode.PreloadingImageOf(dir)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

@@ -207,25 +207,6 @@ func TestHAMiCoreLockAndCacheAsHAMiLaysThemOut(t *testing.T) {
 	}
 }
 
-// preloadedImageName is a shell image whose own /etc/ld.so.preload names a library, as an
-// image preloading an allocator or a profiler does.
-const (
-	preloadedImageName = "localhost/preloaded:latest"
-	imagesOwnPreload   = "/usr/lib/libown-allocator.so"
-)
-
-func preloadedImage(dir string) (realnode.Image, error) {
-	bb, err := realnode.BusyboxFiles()
-	if err != nil {
-		return realnode.Image{}, err
-	}
-	list := filepath.Join(dir, "image-ld.so.preload")
-	if err := os.WriteFile(list, []byte(imagesOwnPreload+"\n"), 0o644); err != nil {
-		return realnode.Image{}, err
-	}
-	return realnode.Image{Name: preloadedImageName, Files: append(bb, realnode.File{Path: "/etc/ld.so.preload", From: list, Mode: 0o644}), Cmd: []string{"sh"}}, nil
-}
-
 // A sharing container whose image has an /etc/ld.so.preload of its own reads HAMi-core's
 // library first and then the image's entries; its list goes with the container. Before,
 // the webhook's list replaced the image's, and nothing said so.
@@ -235,9 +216,9 @@ func TestImagesOwnPreloadIsKept(t *testing.T) {
 	need(t)
 	queue(t, "team-preload", "preload", 4)
 	p := sharingPod("preload", "nb", "team-preload", script("main"))
-	p.Spec.Containers[0].Image = preloadedImageName
+	p.Spec.Containers[0].Image = realnode.PreloadingImage
 	seen := runAndRead(t, p, "main")
-	want := v1alpha1.HAMiCoreLibrary(sharingRoot) + " " + imagesOwnPreload
+	want := v1alpha1.HAMiCoreLibrary(sharingRoot) + " " + realnode.PreloadingLibrary
 	t.Logf("the container's /etc/ld.so.preload: %q", seen["main"].Preload)
 	if seen["main"].Preload != want {
 		t.Errorf("the container reads %q as its /etc/ld.so.preload, want HAMi-core's library, then the image's own: %q", seen["main"].Preload, want)
