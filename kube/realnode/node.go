@@ -55,8 +55,8 @@ type Options struct {
 	Legacy *LegacyRuntime
 	// Images are imported beside the busybox and pause images.
 	Images []Image
-	// Model and MemoryMiB are what the NVML stand-in (Tools.NVML) reports of each GPU:
-	// by default an A100 of 80 GiB.
+	// Model and MemoryMiB are what the NVML stand-in (Tools.NVML) reports of each GPU: by
+	// default an A100's name and 80 GiB.
 	Model     string
 	MemoryMiB int64
 }
@@ -135,7 +135,10 @@ func Start(ctx context.Context, o Options) (_ *Node, err error) {
 		o.Name = "real-1"
 	}
 	if o.Model == "" {
-		o.Model, o.MemoryMiB = "NVIDIA A100-SXM4-80GB", 81920
+		o.Model = "NVIDIA A100-SXM4-80GB"
+	}
+	if o.MemoryMiB == 0 {
+		o.MemoryMiB = 81920
 	}
 	n := &Node{opts: o, tools: o.Tools, bridge: "allot-rig0"}
 	// The kubelet's device-plugin socket is the machine's: a test process running the
