@@ -28,6 +28,7 @@ import (
 	"github.com/allot-dev/allot/kube/kubetest"
 	"github.com/allot-dev/allot/kube/localcluster"
 	"github.com/allot-dev/allot/kube/realnode"
+	"github.com/allot-dev/allot/kube/scheduler"
 	"github.com/allot-dev/allot/kube/simgpu"
 )
 
@@ -35,12 +36,17 @@ import (
 // is made of the real kubelet, containerd and runc (kube/realnode), in each of the GPU
 // Operator's two setups (docs/gpu-nodes.md):
 //
-//	gpu-1 (2 GPUs): allot-system/allot          the scheduler and its webhooks
+//	gpu-1 (2 GPUs): allot-system/allot ×2       the scheduler and its webhooks (one leads)
 //	                allot-system/allot-dashboard
-//	                allot-system/allot-agent-gpu [nri (sidecar, cdi only), agent]
+//	                allot-system/allot-agent-gpu [nri (sidecar), agent]
 //	                team-a/train: 1 GPU, naming no scheduler: adopted by the chart's
 //	                webhook, placed by its scheduler, started by the kubelet with exactly
 //	                one device
+//	                team-a/half: 0.5 GPU of an image with its own preload list: one
+//	                device, HAMi-core's list and the image's
+//	                (the leader's pod deleted) team-a/after-failover: 0.5 GPU, placed by
+//	                the other replica
+//	                alice's ways past her queue's books: each refused, or no GPU seen
 //
 // Every Allot pod runs as the chart makes it: its image (Allot's own, built here from this
 // checkout), its service account and RBAC, its mounts, probes and security context.
@@ -76,7 +82,7 @@ func TestChartOnTheRealNode(t *testing.T) {
 	for _, setup := range []struct {
 		name   string
 		legacy bool   // NVIDIA's runtime in legacy mode as containerd's default
-		values string // beside replicas: 1 and the sharing root and HAMi-core's library; NRI_SOCKET is the node's
+		values string // beside the sharing root and HAMi-core's library; NRI_SOCKET is the node's
 	}{{
 		// CDI on, NVIDIA's NRI plugin off (the operator's default since 25.10), as
 		// docs/gpu-nodes.md says to set it: the agent's devices come by Allot's NRI plugin,
@@ -157,7 +163,7 @@ func installAndRun(t *testing.T, ctx context.Context, tools realnode.Tools, imag
 	sharingRoot := filepath.Join(dir, "sharing")
 	valuesFile := filepath.Join(dir, "values.yaml")
 	values = strings.Replace(values, "agent:\n", "agent:\n  sharingRoot: "+sharingRoot+"\n  hamiCore: {library: "+hami+"}\n", 1)
-	if err := os.WriteFile(valuesFile, []byte("replicas: 1\n"+strings.ReplaceAll(values, "NRI_SOCKET", node.NRISocket())), 0o644); err != nil {
+	if err := os.WriteFile(valuesFile, []byte(strings.ReplaceAll(values, "NRI_SOCKET", node.NRISocket())), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()
@@ -180,7 +186,7 @@ func installAndRun(t *testing.T, ctx context.Context, tools realnode.Tools, imag
 				return false, nil
 			}
 		}
-		return len(pods.Items) >= 3, nil
+		return len(pods.Items) >= 4, nil
 	})
 	t.Logf("helm install --wait: %s; every pod Ready: %s\n%s", installed.Round(time.Second), time.Since(start).Round(time.Second), allotPods(ctx, client))
 	if pods == nil {
@@ -193,9 +199,10 @@ func installAndRun(t *testing.T, ctx context.Context, tools realnode.Tools, imag
 			t.Errorf("pod %s is not Running and Ready: %s", p.Name, podLine(&p))
 		}
 	}
-	for _, name := range []string{"allot", "allot-dashboard", "allot-agent"} {
-		if byName[name] != 1 {
-			t.Errorf("%d pods named %s by app.kubernetes.io/name, want 1:\n%s", byName[name], name, allotPods(ctx, client))
+	// The chart's two scheduler replicas (its default), one dashboard, one agent.
+	for name, want := range map[string]int{"allot": 2, "allot-dashboard": 1, "allot-agent": 1} {
+		if byName[name] != want {
+			t.Errorf("%d pods named %s by app.kubernetes.io/name, want %d:\n%s", byName[name], name, want, allotPods(ctx, client))
 		}
 	}
 
@@ -270,7 +277,39 @@ func installAndRun(t *testing.T, ctx context.Context, tools realnode.Tools, imag
 		t.Errorf("team-a/half reads %q as its /etc/ld.so.preload, want HAMi-core's library, then the image's own: %q", saw.preload, want)
 	}
 
+	failOver(t, ctx, client, tenant, ns)
 	tenantReachesNoMore(t, ctx, client, tenant, ns, gpus.UUID(1), legacy)
+}
+
+// failOver deletes the pod of the replica that leads (the Lease names it: the chart gives
+// each replica its pod's name) and checks that the other takes the Lease and places the
+// tenant's next pod, half a GPU beside team-a/half.
+func failOver(t *testing.T, ctx context.Context, client, tenant kubernetes.Interface, ns string) {
+	leases := client.CoordinationV1().Leases("kube-system")
+	lease, err := leases.Get(ctx, scheduler.LeaseName, metav1.GetOptions{})
+	if err != nil || lease.Spec.HolderIdentity == nil {
+		t.Fatalf("the Lease %s: %v", scheduler.LeaseName, err)
+	}
+	leader := *lease.Spec.HolderIdentity
+	if _, err := client.CoreV1().Pods(v1alpha1.SystemNamespace).Get(ctx, leader, metav1.GetOptions{}); err != nil {
+		t.Fatalf("the Lease's holder %q is no pod of Allot's: %v", leader, err)
+	}
+	start := time.Now()
+	if err := client.CoreV1().Pods(v1alpha1.SystemNamespace).Delete(ctx, leader, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
+		t.Fatal(err)
+	}
+	next := shellPod(ns, "after-failover", realnode.BusyboxImage)
+	next.Spec.SchedulerName = v1alpha1.SchedulerName
+	next.Annotations = map[string]string{v1alpha1.AnnotationGPUFraction: "0.5"}
+	got, saw := runAs(t, ctx, client, tenant, next, allotPods)
+	if lease, err = leases.Get(ctx, scheduler.LeaseName, metav1.GetOptions{}); err != nil || lease.Spec.HolderIdentity == nil {
+		t.Fatalf("the Lease %s: %v", scheduler.LeaseName, err)
+	}
+	t.Logf("leader %s deleted; %s holds the Lease, and placed team-a/after-failover on %s in %s: /dev has %v",
+		leader, *lease.Spec.HolderIdentity, got.Spec.NodeName, time.Since(start).Round(100*time.Millisecond), saw.dev)
+	if *lease.Spec.HolderIdentity == leader || gpuDevices(saw.dev) != 1 {
+		t.Errorf("after the leader %s went: the Lease's holder %q, team-a/after-failover sees %v; want the other replica, one GPU", leader, *lease.Spec.HolderIdentity, saw.dev)
+	}
 }
 
 // tenantReachesNoMore tries, as a tenant with edit in ns, the ways to a GPU that its queue
