@@ -28,6 +28,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/engine"
@@ -214,27 +215,39 @@ func slowAPIServer(ctx context.Context, t *testing.T, proxy *Proxy, d time.Durat
 // controller deletes them; then brings it back.
 func loseNode(ctx context.Context, t *testing.T, e *kubetest.Env, check *checker, name string, d time.Duration) {
 	t.Logf("%s: node %s lost for %s", time.Now().Format("15:04:05.000"), name, d)
+	// Each write reads the node afresh and is retried on a conflict: the node's agent writes
+	// it too (seen once in CI: the taint's update refused, "the object has been modified").
 	setReady := func(ready bool) {
-		n, err := e.Client.CoreV1().Nodes().Get(e.Ctx, name, metav1.GetOptions{})
-		if err != nil {
-			t.Error(err)
-			return
-		}
 		status := corev1.ConditionTrue
 		if !ready {
 			status = corev1.ConditionUnknown
 		}
-		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: status, Reason: "FaultTest",
-			LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()}}
-		if n, err = e.Client.CoreV1().Nodes().UpdateStatus(e.Ctx, n, metav1.UpdateOptions{}); err != nil {
+		nodes := e.Client.CoreV1().Nodes()
+		if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			n, err := nodes.Get(e.Ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: status, Reason: "FaultTest",
+				LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()}}
+			_, err = nodes.UpdateStatus(e.Ctx, n, metav1.UpdateOptions{})
+			return err
+		}); err != nil {
 			t.Error(err)
 			return
 		}
-		n.Spec.Taints = slices.DeleteFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == corev1.TaintNodeUnreachable })
-		if !ready {
-			n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: corev1.TaintNodeUnreachable, Effect: corev1.TaintEffectNoExecute})
-		}
-		if _, err := e.Client.CoreV1().Nodes().Update(e.Ctx, n, metav1.UpdateOptions{}); err != nil {
+		if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			n, err := nodes.Get(e.Ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			n.Spec.Taints = slices.DeleteFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == corev1.TaintNodeUnreachable })
+			if !ready {
+				n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: corev1.TaintNodeUnreachable, Effect: corev1.TaintEffectNoExecute})
+			}
+			_, err = nodes.Update(e.Ctx, n, metav1.UpdateOptions{})
+			return err
+		}); err != nil {
 			t.Error(err)
 		}
 	}
