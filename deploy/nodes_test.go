@@ -80,12 +80,12 @@ func TestHelmGPUNodeSetups(t *testing.T) {
 			// declare cdi only once it is registered; and on HAMi-core pools of env delivery
 			// (it keeps a sharing image's own preload), where the agent waits on it for nothing.
 			hasNRI := len(pod.Spec.InitContainers) == 1 && pod.Spec.InitContainers[0].Name == "nri" &&
-				ptr.Deref(pod.Spec.InitContainers[0].RestartPolicy, "") == corev1.ContainerRestartPolicyAlways && pod.Spec.InitContainers[0].StartupProbe != nil
+				ptr.Deref(pod.Spec.InitContainers[0].RestartPolicy, "") == corev1.ContainerRestartPolicyAlways
 			cdi := c.delivery != "env"
 			wantNRI := cdi || slices.Contains(c.set, "agent.pools[0].sharing=hami-core")
 			if hasNRI != wantNRI || slices.Contains(agent.Args, "--nri-ready-file=/run/allot-nri/ready") != cdi ||
-				slices.Contains(agent.Args, "--cdi-device-ids=uuid") != cdi {
-				t.Errorf("nri sidecar %v (want it: %v), agent args %v", pod.Spec.InitContainers, wantNRI, agent.Args)
+				slices.Contains(agent.Args, "--cdi-device-ids=uuid") != cdi || (hasNRI && (pod.Spec.InitContainers[0].StartupProbe != nil) != cdi) {
+				t.Errorf("nri sidecar %v (want it: %v, the agent waiting on it: %v), agent args %v", pod.Spec.InitContainers, wantNRI, cdi, agent.Args)
 			}
 			if !slices.Contains(agent.Args, "--delivery="+c.delivery) {
 				t.Errorf("agent args %v lack --delivery=%s", agent.Args, c.delivery)

@@ -44,7 +44,7 @@ const (
 	CDIIDsIndex       = "index"
 
 	// AnnotationCDIPrefix + a container's name is the annotation Allot's own NRI plugin
-	// (kube/nriplugin, run by the agent's pod on cdi pools) reads that container's CDI
+	// (kube/nriplugin, run by the agent's pod on cdi and hami-core pools) reads that container's CDI
 	// devices from. The scheduler writes it in the bind for the container given a slice;
 	// the chart writes it on the agent's pod for its management devices. A container's
 	// name (a DNS label, at most 63 characters) always fits an annotation key's name part.

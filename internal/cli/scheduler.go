@@ -94,6 +94,9 @@ admission webhooks (the Helm chart registers them).`,
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			if identity == "" {
+				identity = defaultIdentity(os.Getenv("POD_NAME"), time.Now())
+			}
 			opts := stack.Options{Scheduler: scheduler.Options{Engine: engine.Options{Placement: pl, GPUPacking: gp, GangGrace: gangGrace, UsageStrength: usageStrength}, Accelerators: kinds,
 				UsageHalfLife: usageHalfLife, LeaderElection: leaderElect, Identity: identity, Lease: lease, SharingRoot: sharingRoot,
 				CDIKind: cdiKind, DeviceRecorders: deviceRecorders, InterruptionGrace: interruptionGrace}, SharingRuntimeClass: runtimeClass,
@@ -139,7 +142,7 @@ admission webhooks (the Helm chart registers them).`,
 	f := cmd.Flags()
 	f.StringVar(&kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig of the cluster; empty inside a pod")
 	f.BoolVar(&leaderElect, "leader-elect", false, "take turns with other replicas through a Lease")
-	f.StringVar(&identity, "identity", "", "this replica's name in leader election (default: generated)")
+	f.StringVar(&identity, "identity", "", "this replica's name in leader election (default: $POD_NAME_<start>, as the chart sets POD_NAME, else generated)")
 	f.DurationVar(&gangGrace, "gang-grace", engine.DefaultGangGrace, "how long a gang may run with fewer than its minimum of pods before the rest are stopped so that it restarts whole (negative: never)")
 	f.DurationVar(&lease.Duration, "leader-elect-lease-duration", 3*time.Second, "how long a standby waits after the leader's last renewal before taking over")
 	f.DurationVar(&lease.RenewDeadline, "leader-elect-renew-deadline", 2*time.Second, "how long the leader keeps trying to renew before it stops (less than the lease duration)")
@@ -185,4 +188,15 @@ func peersFromFlags(adopt []string, defaultGPUMemory string) (admission.Peers, e
 		p.DefaultGPUMemory = v
 	}
 	return p, nil
+}
+
+// defaultIdentity is a replica's name in the Lease: its pod's, so that the Lease says which
+// pod leads, with when this process started, so that a restarted container is another
+// replica (it waits for the Lease like any standby, and the fence refuses its dead
+// predecessor's late binds). Without a pod's name, "" (the scheduler generates one).
+func defaultIdentity(pod string, start time.Time) string {
+	if pod == "" {
+		return ""
+	}
+	return pod + "_" + strconv.FormatInt(start.UnixNano(), 36)
 }

@@ -69,19 +69,28 @@ func (n *Node) serveAPIService(s apiService, apiHost string) error {
 	}
 	var mu sync.Mutex
 	open := map[net.Conn]bool{}
-	track := func(c net.Conn, on bool) {
+	stopped := false
+	// track notes a connection open (false once it stops being copied); one opened after
+	// Stop is closed at once.
+	track := func(c net.Conn, on bool) bool {
 		mu.Lock()
 		defer mu.Unlock()
-		if on {
+		switch {
+		case on && stopped:
+			c.Close()
+			return false
+		case on:
 			open[c] = true
-		} else {
+		default:
 			delete(open, c)
 		}
+		return true
 	}
 	n.onStop(func() {
 		l.Close()
 		mu.Lock()
 		defer mu.Unlock()
+		stopped = true
 		for c := range open {
 			c.Close()
 		}
@@ -98,8 +107,11 @@ func (n *Node) serveAPIService(s apiService, apiHost string) error {
 					c.Close()
 					return
 				}
-				track(c, true)
-				track(up, true)
+				if !track(c, true) || !track(up, true) {
+					c.Close()
+					up.Close()
+					return
+				}
 				splice(c, up)
 				track(c, false)
 				track(up, false)

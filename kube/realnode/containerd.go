@@ -16,6 +16,13 @@ import (
 // network routes.
 const podSubnet = "198.18.0.0/24"
 
+// podGateway is the node's address on the pods' bridge, and bridgeMAC the bridge's own
+// (locally administered; c6:12 for 198.18).
+const (
+	podGateway = "198.18.0.1"
+	bridgeMAC  = "02:00:c6:12:00:01"
+)
+
 // ReservationImage is the image of Allot's reservation pods, made as the pause image is.
 const ReservationImage = "registry.k8s.io/pause:3.10"
 
@@ -65,18 +72,39 @@ func containerdConfig(n *Node) string {
 	return b.String()
 }
 
-// cniConfig gives each pod a network namespace of its own on a bridge whose one address of
-// the host's is the pods' gateway, and whose one route leads to the API server's Service
-// address (apiServiceIP, held by the rig: apiservice.go): no default route, no masquerade,
-// and the machine forwards nothing (net.ipv4.ip_forward stays as it is, 0 on these
-// machines). Pods reach one another, the node reaches them (the kubelet's probes, the
-// API server calling a webhook at its endpoint) and they reach the API server, as on a
-// cluster; nothing beyond the machine is reached.
+// cniConfig gives each pod a network namespace of its own on the node's bridge, whose one
+// address of the host's (podGateway, put there by the rig: makeBridge) is the pods' gateway
+// for one route, to the API server's Service address (apiServiceIP, held by the rig:
+// apiservice.go): no default route, no masquerade. The bridge plugin is not told it is the
+// gateway (isGateway), which would have it turn on the machine's IP forwarding and leave it
+// on. Pods reach one another, the node reaches them (the kubelet's probes, the API server
+// calling a webhook at its endpoint) and they reach the node's own addresses, as on a
+// cluster; the machine forwards nothing of theirs beyond it.
 func cniConfig(bridge, subnet, apiServiceIP string) string {
 	return `{"cniVersion": "1.0.0", "name": "allot-rig", "plugins": [
-  {"type": "bridge", "bridge": "` + bridge + `", "isGateway": true, "isDefaultGateway": false, "ipMasq": false, "hairpinMode": true,
-   "ipam": {"type": "host-local", "ranges": [[{"subnet": "` + subnet + `"}]], "routes": [{"dst": "` + apiServiceIP + `/32"}], "dataDir": "` + "DATADIR" + `"}},
+  {"type": "bridge", "bridge": "` + bridge + `", "isGateway": false, "ipMasq": false, "hairpinMode": true,
+   "ipam": {"type": "host-local", "ranges": [[{"subnet": "` + subnet + `", "gateway": "` + podGateway + `"}]],
+     "routes": [{"dst": "` + apiServiceIP + `/32", "gw": "` + podGateway + `"}], "dataDir": "` + "DATADIR" + `"}},
   {"type": "loopback"}]}`
+}
+
+// makeBridge makes the pods' bridge with the node's address on it (podGateway), before the
+// bridge plugin finds and uses it. Its MAC is set, as the plugin sets it where it adds the
+// gateway itself: a bridge otherwise takes the lowest of its ports' and changes as pods
+// come and go, and the pods' ARP entries for the gateway go stale (seen: a webhook call
+// from the API server timed out).
+func (n *Node) makeBridge() error {
+	_ = exec.Command("ip", "link", "delete", n.bridge).Run() // an earlier rig's, killed
+	for _, args := range [][]string{
+		{"link", "add", n.bridge, "address", bridgeMAC, "type", "bridge"},
+		{"addr", "add", podGateway + "/24", "dev", n.bridge},
+		{"link", "set", n.bridge, "up"},
+	} {
+		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+			return fmt.Errorf("ip %v: %v: %s", args, err, out)
+		}
+	}
+	return nil
 }
 
 func (n *Node) startContainerd(ctx context.Context) error {
@@ -84,6 +112,9 @@ func (n *Node) startContainerd(ctx context.Context) error {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return err
 		}
+	}
+	if err := n.makeBridge(); err != nil {
+		return err
 	}
 	conf := strings.Replace(cniConfig(n.bridge, podSubnet, n.apiService.ip), "DATADIR", n.path("cni", "ipam"), 1)
 	if err := os.WriteFile(n.path("cni", "net.d", "10-allot-rig.conflist"), []byte(conf), 0o644); err != nil {

@@ -180,8 +180,15 @@ func (n *Node) cliStandInLibraries() string {
 	if n.tools.NVML == "" {
 		return ""
 	}
+	// The path is resolved before anything is made: the hook runs before pivot_root, where
+	// an absolute link in the image (its /usr/lib pointing at /etc) would lead out to the
+	// host's files. One that leaves the root filesystem fails the container
+	// (libnvidia-container would resolve it within the root instead).
 	return `bindro() { # host file, path in the container
-  nsenter -t "$pid" -m sh -c 'mkdir -p "$(dirname "$2")" && touch "$2" && mount --bind "$1" "$2" && mount -o remount,bind,ro "$2"' bindro "$1" "$rootfs$2"
+  nsenter -t "$pid" -m sh -c '
+    p=$(realpath -m "$3$2")
+    case "$p" in "$3"/*) ;; *) echo "nvidia-container-cli: $2 leads out of the container'"'"'s root ($p)" >&2; exit 1 ;; esac
+    mkdir -p "$(dirname "$p")" && touch "$p" && mount --bind "$1" "$p" && mount -o remount,bind,ro "$p"' bindro "$1" "$2" "$rootfs"
 }
 if [ -n "$utility" ]; then
   bindro ` + strconv.Quote(n.tools.NVML) + ` ` + strconv.Quote(NVMLStandInPath) + `

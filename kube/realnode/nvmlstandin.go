@@ -35,6 +35,10 @@ const (
 	nvmlEnv      = "ALLOT_RIG_NVML"
 )
 
+// standInBuild says how the stand-in is built, for its cache key: the stubs' form and the
+// compiler's flags. Change it with either.
+const standInBuild = "stubs: int f(void) { return 3; }; gcc -shared -fPIC -O2 -Wl,-soname,libnvidia-ml.so.1\n"
+
 var (
 	nvmlDeclared = regexp.MustCompile(`DECLDIR\s+(nvml\w+)\s*\(`)
 	nvmlDefined  = regexp.MustCompile(`(?m)^(?:nvmlReturn_t |const char \*)(nvml\w+)\(`)
@@ -55,7 +59,8 @@ func buildNVMLStandIn(ctx context.Context, dir, moduleDir string) (string, error
 	if err != nil {
 		return "", err
 	}
-	sum := sha256.Sum256(append(append([]byte{}, nvmlStandInSource...), header...))
+	// The name changes with the source, the header, and how the two are built (standInBuild).
+	sum := sha256.Sum256(append(append([]byte(standInBuild), nvmlStandInSource...), header...))
 	lib := filepath.Join(dir, "nvml-stand-in-"+hex.EncodeToString(sum[:6]), "libnvidia-ml.so.1")
 	if _, err := os.Stat(lib); err == nil {
 		return lib, nil

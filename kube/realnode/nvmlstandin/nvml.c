@@ -18,7 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
+#include <time.h>
 
 typedef int nvmlReturn_t;
 enum {
@@ -69,6 +69,8 @@ static nvmlReturn_t load(void) {
 		spec = file;
 	}
 	char *copy = strdup(spec), *save = NULL;
+	if (copy == NULL)
+		return NVML_ERROR_UNKNOWN;
 	gpuCount = 0;
 	for (char *g = strtok_r(copy, ";", &save); g != NULL && gpuCount < MAX_GPUS; g = strtok_r(NULL, ";", &save)) {
 		char *f = NULL, *uuid = strtok_r(g, "|", &f), *name = strtok_r(NULL, "|", &f), *mib = strtok_r(NULL, "|", &f);
@@ -217,7 +219,8 @@ nvmlReturn_t nvmlDeviceRegisterEvents(nvmlDevice_t d, unsigned long long types, 
 nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, void *data, unsigned int timeoutms) {
 	(void)data;
 	if (set == NULL) return NVML_ERROR_INVALID_ARGUMENT;
-	usleep(timeoutms * 1000);
+	struct timespec d = {.tv_sec = timeoutms / 1000, .tv_nsec = (long)(timeoutms % 1000) * 1000000L};
+	nanosleep(&d, NULL);
 	return NVML_ERROR_TIMEOUT;
 }
 nvmlReturn_t nvmlEventSetWait(nvmlEventSet_t set, void *data, unsigned int timeoutms) { return nvmlEventSetWait_v2(set, data, timeoutms); }
