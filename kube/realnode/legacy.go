@@ -186,8 +186,8 @@ func (n *Node) cliStandInLibraries() string {
 	// (libnvidia-container would resolve it within the root instead).
 	return `bindro() { # host file, path in the container
   nsenter -t "$pid" -m sh -c '
-    p=$(realpath -m "$3$2")
-    case "$p" in "$3"/*) ;; *) echo "nvidia-container-cli: $2 leads out of the container'"'"'s root ($p)" >&2; exit 1 ;; esac
+    r=$(realpath "$3") p=$(realpath -m "$3$2")
+    case "$p" in "$r"/*) ;; *) echo "nvidia-container-cli: $2 leads out of the container'"'"'s root ($p)" >&2; exit 1 ;; esac
     mkdir -p "$(dirname "$p")" && touch "$p" && mount --bind "$1" "$p" && mount -o remount,bind,ro "$p"' bindro "$1" "$2" "$rootfs"
 }
 if [ -n "$utility" ]; then
