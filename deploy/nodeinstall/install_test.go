@@ -202,7 +202,7 @@ func installAndRun(t *testing.T, ctx context.Context, tools realnode.Tools, imag
 	for _, p := range pods.Items {
 		byName[p.Labels["app.kubernetes.io/name"]]++
 		if !ready(&p) {
-			t.Errorf("pod %s is not Running and Ready: %s", p.Name, podLine(&p))
+			t.Errorf("pod %s is not Running and Ready: %s", p.Name, realnode.PodState(&p))
 		}
 	}
 	// The chart's two scheduler replicas (its default), one dashboard, one agent.
@@ -441,7 +441,7 @@ func runAs(t *testing.T, ctx context.Context, client, tenant kubernetes.Interfac
 		return strings.Contains(log, "\nEND\n"), nil
 	})
 	if err != nil {
-		t.Fatalf("%s/%s never ran: %v; %s\n%s", p.Namespace, p.Name, err, podLine(got), state(ctx, client))
+		t.Fatalf("%s/%s never ran: %v; %s\n%s", p.Namespace, p.Name, err, realnode.PodState(got), state(ctx, client))
 	}
 	var s seen
 	for _, line := range strings.Split(log, "\n") {
@@ -523,26 +523,6 @@ func ready(p *corev1.Pod) bool {
 	return false
 }
 
-// podLine is a pod's phase and each container's state, in a line.
-func podLine(p *corev1.Pod) string {
-	if p == nil {
-		return "(no pod)"
-	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "%s", p.Status.Phase)
-	for _, cs := range append(append([]corev1.ContainerStatus{}, p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...) {
-		state := "running"
-		switch {
-		case cs.State.Waiting != nil:
-			state = cs.State.Waiting.Reason + ": " + cs.State.Waiting.Message
-		case cs.State.Terminated != nil:
-			state = fmt.Sprintf("%s (exit %d): %s", cs.State.Terminated.Reason, cs.State.Terminated.ExitCode, cs.State.Terminated.Message)
-		}
-		fmt.Fprintf(&b, "; %s ready=%t restarts=%d %s", cs.Name, cs.Ready, cs.RestartCount, state)
-	}
-	return b.String()
-}
-
 // allotPods is a table of the pods in Allot's namespace, and each one's last log lines
 // where it is not ready.
 func allotPods(ctx context.Context, client kubernetes.Interface) string {
@@ -554,7 +534,7 @@ func allotPods(ctx context.Context, client kubernetes.Interface) string {
 	w := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "POD\tNODE\tSTATE")
 	for _, p := range pods.Items {
-		fmt.Fprintf(w, "%s\t%s\t%s\n", p.Name, p.Spec.NodeName, podLine(&p))
+		fmt.Fprintf(w, "%s\t%s\t%s\n", p.Name, p.Spec.NodeName, realnode.PodState(&p))
 	}
 	w.Flush()
 	for _, p := range pods.Items {

@@ -52,15 +52,8 @@ func (n *Node) serveAPIService(s apiService, apiHost string) error {
 	if err != nil || u.Host == "" {
 		return fmt.Errorf("the API server's address %q: %v", apiHost, err)
 	}
-	_ = exec.Command("ip", "link", "delete", svcBridge).Run() // an earlier rig's, killed
-	for _, args := range [][]string{
-		{"link", "add", svcBridge, "type", "bridge"},
-		{"addr", "add", s.ip + "/32", "dev", svcBridge},
-		{"link", "set", svcBridge, "up"},
-	} {
-		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
-			return fmt.Errorf("ip %v: %v: %s", args, err, out)
-		}
+	if err := makeHostBridge(svcBridge, "", s.ip+"/32"); err != nil {
+		return err
 	}
 	n.onStop(func() { _ = exec.Command("ip", "link", "delete", svcBridge).Run() })
 	l, err := net.Listen("tcp", net.JoinHostPort(s.ip, strconv.Itoa(s.port)))

@@ -94,11 +94,21 @@ func cniConfig(bridge, subnet, apiServiceIP string) string {
 // come and go, and the pods' ARP entries for the gateway go stale (seen: a webhook call
 // from the API server timed out).
 func (n *Node) makeBridge() error {
-	_ = exec.Command("ip", "link", "delete", n.bridge).Run() // an earlier rig's, killed
+	return makeHostBridge(n.bridge, bridgeMAC, podGateway+"/24")
+}
+
+// makeHostBridge makes a bridge of the rig's on this machine, up, with addr (and mac where
+// set), replacing one an earlier rig that was killed left.
+func makeHostBridge(name, mac, addr string) error {
+	_ = exec.Command("ip", "link", "delete", name).Run()
+	add := []string{"link", "add", name}
+	if mac != "" {
+		add = append(add, "address", mac)
+	}
 	for _, args := range [][]string{
-		{"link", "add", n.bridge, "address", bridgeMAC, "type", "bridge"},
-		{"addr", "add", podGateway + "/24", "dev", n.bridge},
-		{"link", "set", n.bridge, "up"},
+		append(add, "type", "bridge"),
+		{"addr", "add", addr, "dev", name},
+		{"link", "set", name, "up"},
 	} {
 		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
 			return fmt.Errorf("ip %v: %v: %s", args, err, out)

@@ -143,7 +143,7 @@ func TestTenantCannotTakeManagementDevices(t *testing.T) {
 		if err != nil {
 			return false, err
 		}
-		last = podState(cur)
+		last = realnode.PodState(cur)
 		for _, cs := range cur.Status.ContainerStatuses {
 			if cs.State.Running != nil || cs.State.Terminated != nil {
 				return false, fmt.Errorf("the tenant's container started: %s", last)

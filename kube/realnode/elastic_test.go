@@ -112,8 +112,8 @@ exec ` + python + ` -m torch.distributed.run /work/train.py`}}
 			return ""
 		}
 		p := &pods.Items[0]
-		out, _ := containerLog(p, p.Spec.Containers[0].Name)
-		return string(out)
+		out, _ := realnode.ContainerLog(p, p.Spec.Containers[0].Name)
+		return out
 	}
 	log := func() string { return logOf(0) }
 	// The rendezvous gives the ranks: worker 0 is rank 0 or rank 1 of a group of two.
@@ -260,7 +260,7 @@ func podNames(t *testing.T, ns, selector string) map[string]string {
 	for i := range pods.Items {
 		p := &pods.Items[i]
 		if p.DeletionTimestamp == nil {
-			out[p.Name] = podState(p)
+			out[p.Name] = realnode.PodState(p)
 		}
 	}
 	return out

@@ -1,6 +1,7 @@
 package realnode
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -38,4 +39,27 @@ func ContainerLog(p *corev1.Pod, container string) (string, error) {
 		}
 	}
 	return out.String(), nil
+}
+
+// PodState says in a line where a pod is: its phase, and each container's (init ones
+// first) readiness, restarts and state, with the reason and message of one that waits or
+// ended. What a test that waited in vain prints.
+func PodState(p *corev1.Pod) string {
+	if p == nil {
+		return "(no pod)"
+	}
+	parts := []string{string(p.Status.Phase)}
+	for _, cs := range append(append([]corev1.ContainerStatus{}, p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...) {
+		state := "running"
+		switch {
+		case cs.State.Waiting != nil:
+			state = "waiting " + cs.State.Waiting.Reason + ": " + cs.State.Waiting.Message
+		case cs.State.Terminated != nil:
+			state = fmt.Sprintf("terminated %s (%d): %s", cs.State.Terminated.Reason, cs.State.Terminated.ExitCode, cs.State.Terminated.Message)
+		case cs.State.Running == nil:
+			state = "not started"
+		}
+		parts = append(parts, fmt.Sprintf("%s ready=%t restarts=%d %s", cs.Name, cs.Ready, cs.RestartCount, state))
+	}
+	return strings.Join(parts, "; ")
 }

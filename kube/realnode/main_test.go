@@ -316,7 +316,7 @@ func runAndReadAs(t *testing.T, as kubernetes.Interface, p *corev1.Pod, names ..
 		if err != nil {
 			return false, err
 		}
-		last = podState(cur)
+		last = realnode.PodState(cur)
 		for _, name := range names {
 			if _, ok := out[name]; ok {
 				continue
@@ -324,11 +324,11 @@ func runAndReadAs(t *testing.T, as kubernetes.Interface, p *corev1.Pod, names ..
 			// The kubelet's own log files of the container: the API server cannot reach
 			// the kubelet's API (the kubelet takes no loopback node address, and the rig
 			// gives it no other).
-			b, err := containerLog(cur, name)
-			if err != nil || !strings.Contains(string(b), "\nEND\n") {
+			b, err := realnode.ContainerLog(cur, name)
+			if err != nil || !strings.Contains(b, "\nEND\n") {
 				return false, nil
 			}
-			out[name] = parseSeen(string(b))
+			out[name] = parseSeen(b)
 		}
 		return true, nil
 	})
@@ -371,22 +371,6 @@ func events(ns, name string) string {
 	return strings.Join(out, "\n")
 }
 
-// podState says in a line where a pod is: its phase and each container's state.
-func podState(p *corev1.Pod) string {
-	parts := []string{string(p.Status.Phase)}
-	for _, cs := range append(append([]corev1.ContainerStatus{}, p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...) {
-		switch {
-		case cs.State.Waiting != nil:
-			parts = append(parts, fmt.Sprintf("%s waiting %s: %s", cs.Name, cs.State.Waiting.Reason, cs.State.Waiting.Message))
-		case cs.State.Running != nil:
-			parts = append(parts, cs.Name+" running")
-		case cs.State.Terminated != nil:
-			parts = append(parts, fmt.Sprintf("%s terminated %s (%d): %s", cs.Name, cs.State.Terminated.Reason, cs.State.Terminated.ExitCode, cs.State.Terminated.Message))
-		}
-	}
-	return strings.Join(parts, "; ")
-}
-
 // nodeLogs are the kubelet's and containerd's last lines that name a pod, or that are
 // errors: what a test that waited in vain prints.
 func nodeLogs(pod string) string {
@@ -403,12 +387,6 @@ func nodeLogs(pod string) string {
 		fmt.Fprintf(&b, "--- %s (%s), last lines naming %s or errors:\n%s\n", name, rig.Log(name), pod, strings.Join(lines, "\n"))
 	}
 	return b.String()
-}
-
-// containerLog is what a container of p wrote (realnode.ContainerLog).
-func containerLog(p *corev1.Pod, container string) ([]byte, error) {
-	s, err := realnode.ContainerLog(p, container)
-	return []byte(s), err
 }
 
 // withNVIDIANRI runs NVIDIA's NRI plugin of toolkit version for the rest of the test.
