@@ -46,15 +46,20 @@ const scaleAsked = 30 * time.Second
 type scaleTarget struct {
 	gvr    schema.GroupVersionResource
 	fields [][]string
+	// member, where the workload makes pods of more than one kind, is the label and value
+	// of those its count makes: a PyTorchJob's workers, not its master.
+	member [2]string
 }
 
 // scaleTargets are the kinds the workload controller marks elastic, by apiVersion and kind.
 var scaleTargets = map[string]scaleTarget{
 	"batch/v1/Job": {schema.GroupVersionResource{Group: "batch", Version: "v1", Resource: "jobs"},
 		// An elastic indexed Job: both change together.
-		[][]string{{"spec", "parallelism"}, {"spec", "completions"}}},
+		[][]string{{"spec", "parallelism"}, {"spec", "completions"}}, [2]string{}},
 	"kubeflow.org/v1/PyTorchJob": {schema.GroupVersionResource{Group: "kubeflow.org", Version: "v1", Resource: "pytorchjobs"},
-		[][]string{{"spec", "pytorchReplicaSpecs", "Worker", "replicas"}}},
+		[][]string{{"spec", "pytorchReplicaSpecs", "Worker", "replicas"}},
+		// The training operator's label; its value is the replica type in lower case.
+		[2]string{"training.kubeflow.org/replica-type", "worker"}},
 }
 
 // noteElastic marks the job as one whose workload's count the scheduler changes, and
@@ -62,16 +67,25 @@ var scaleTargets = map[string]scaleTarget{
 // workload asks for exist: while its controller is still making (or removing) pods, it is
 // not grown again.
 func (idx *index) noteElastic(job *engine.Job, e *convert.Elastic, grows bool) {
-	if _, ok := scaleTargets[e.Owner.APIVersion+"/"+e.Owner.Kind]; !ok {
+	target, ok := scaleTargets[e.Owner.APIVersion+"/"+e.Owner.Kind]
+	if !ok {
 		return
 	}
 	if idx.elastic == nil {
 		idx.elastic = map[engine.JobID]elasticJob{}
 	}
 	idx.elastic[job.ID] = elasticJob{e, job.MinMember}
-	if grows && e.MaxMembers > e.Members && len(job.Pods) == e.Members && len(job.Pods) > 0 {
-		// Its newest pod is a worker (a PyTorchJob's master comes first).
-		job.Growth = &engine.Growth{Max: e.MaxMembers - e.Members, Pod: job.Pods[len(job.Pods)-1].Request}
+	if !grows || e.MaxMembers <= e.Members || len(job.Pods) != e.Members {
+		return
+	}
+	// A new member asks what the newest of its kind asks (a PyTorchJob's master may be
+	// newer than its workers, and ask otherwise); with none of them, what one would ask is
+	// not known, and the job is not grown.
+	for i := len(job.Pods) - 1; i >= 0; i-- {
+		if p := idx.pods[job.Pods[i].ID]; target.member[0] == "" || p != nil && p.Labels[target.member[0]] == target.member[1] {
+			job.Growth = &engine.Growth{Max: e.MaxMembers - e.Members, Pod: job.Pods[i].Request}
+			return
+		}
 	}
 }
 

@@ -35,22 +35,37 @@ func TestGrowthOfferedOnlyWhereTheWorkloadCanGrow(t *testing.T) {
 		return p
 	}
 	job := metav1.OwnerReference{APIVersion: "batch/v1", Kind: "Job", Name: "ddp", UID: "job-uid"}
+	pytorch := metav1.OwnerReference{APIVersion: "kubeflow.org/v1", Kind: "PyTorchJob", Name: "ddp", UID: "pt-uid"}
 	for _, c := range []struct {
 		name          string
 		members, made int // the count asked, the pods made
 		owner         metav1.OwnerReference
 		growth        string
 		wantMax       int // 0: no growth offered
+		// master, for a PyTorchJob: its master (no GPU) is made after its workers, which
+		// carry the operator's worker label where labelled.
+		master, labelled bool
 	}{
-		{"1 of up to 4, its one pod made", 1, 1, job, "", 3},
-		{"its queue says never", 1, 1, job, "never", 0},
-		{"its second pod not made yet", 2, 1, job, "", 0},
-		{"a kind whose count the scheduler does not change", 1, 1, metav1.OwnerReference{APIVersion: "apps/v1", Kind: "StatefulSet", Name: "ddp", UID: "s"}, "", 0},
+		{"1 of up to 4, its one pod made", 1, 1, job, "", 3, false, false},
+		{"its queue says never", 1, 1, job, "never", 0, false, false},
+		{"its second pod not made yet", 2, 1, job, "", 0, false, false},
+		{"a kind whose count the scheduler does not change", 1, 1, metav1.OwnerReference{APIVersion: "apps/v1", Kind: "StatefulSet", Name: "ddp", UID: "s"}, "", 0, false, false},
+		// A new worker asks what a worker asks (1 GPU), not what the newest pod asks.
+		{"a PyTorchJob whose master is its newest pod", 2, 2, pytorch, "", 2, true, true},
+		{"a PyTorchJob with no pod labelled a worker", 2, 2, pytorch, "", 0, true, false},
 	} {
 		q := &v1alpha1.Queue{ObjectMeta: metav1.ObjectMeta{Name: "q"}, Spec: v1alpha1.QueueSpec{GPU: v1alpha1.GPUQuota{Quota: 8}, Growth: c.growth}}
 		var pods []*corev1.Pod
 		for i := range c.made {
-			pods = append(pods, worker(fmt.Sprintf("ddp-%d", i)))
+			p := worker(fmt.Sprintf("ddp-%d", i))
+			if c.labelled {
+				p.Labels["training.kubeflow.org/replica-type"] = "worker"
+			}
+			if c.master && i == c.made-1 {
+				p = kubetest.PodSpec{Name: "ddp-master-0", Queue: "q", Labels: map[string]string{LabelPodGroup: "ddp", "training.kubeflow.org/replica-type": "master"}}.Pod()
+				p.UID = "master"
+			}
+			pods = append(pods, p)
 		}
 		groups := map[string]convert.Group{"default/ddp": {MinMember: 1,
 			Elastic: &convert.Elastic{Members: c.members, MaxMembers: 4, Owner: c.owner}}}
