@@ -20,10 +20,10 @@ import (
 	"github.com/allot-dev/allot/kube/localcluster"
 )
 
-// installCRDs creates or updates every CustomResourceDefinition in the module's CRD
+// InstallCRDs creates or updates every CustomResourceDefinition in the module's CRD
 // folders (other files there, such as a kustomization, are skipped) and waits until each
 // is established, so that a manager started next finds its kinds served.
-func installCRDs(ctx context.Context, cfg *rest.Config, moduleDir string, folders []string) error {
+func InstallCRDs(ctx context.Context, cfg *rest.Config, moduleDir string, folders []string) error {
 	client, err := apiextensions.NewForConfig(cfg)
 	if err != nil {
 		return err

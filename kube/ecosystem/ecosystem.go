@@ -84,7 +84,7 @@ func Start(ctx context.Context, cfg *rest.Config, which []string) error {
 		dirs[n] = dir
 	}
 	for _, n := range names {
-		if err := installCRDs(ctx, cfg, dirs[n], projects[n].crds); err != nil {
+		if err := InstallCRDs(ctx, cfg, dirs[n], projects[n].crds); err != nil {
 			return fmt.Errorf("%s: %w", n, err)
 		}
 	}

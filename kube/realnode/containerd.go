@@ -23,6 +23,10 @@ const (
 	bridgeMAC  = "02:00:c6:12:00:01"
 )
 
+// NodeAddress is the node's address on the pods' bridge: what a service the test runs on
+// the machine (outside any pod) listens on for the node's pods to reach it.
+const NodeAddress = podGateway
+
 // ReservationImage is the image of Allot's reservation pods, made as the pause image is.
 const ReservationImage = "registry.k8s.io/pause:3.10"
 

@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/allot-dev/allot/api/v1alpha1"
+	"github.com/allot-dev/allot/internal/trainingop"
 	"github.com/allot-dev/allot/kube/agent"
 	"github.com/allot-dev/allot/kube/localcluster"
 	"github.com/allot-dev/allot/kube/realnode"
@@ -154,6 +155,7 @@ func run(m *testing.M) int {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	rootCtx = ctx
+	defer trainingop.Cleanup()
 	dir, err := os.MkdirTemp("", "allot-realnode-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
