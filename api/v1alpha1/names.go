@@ -118,6 +118,10 @@ const (
 	AnnotationProgress = "allot.dev/progress"
 	// CreatorPolicyName is the ValidatingAdmissionPolicy that keeps AnnotationCreatedBy.
 	CreatorPolicyName = "allot-created-by"
+	// ElasticBoundsPolicyName is the ValidatingAdmissionPolicy that refuses a PyTorchJob's
+	// elastic range that cannot be run: a minimum under 1 or above the maximum, or a
+	// worker count outside the range.
+	ElasticBoundsPolicyName = "allot-elastic-bounds"
 	// AnnotationLeader on a bind or an eviction (and so on the bound pod) names the
 	// scheduler replica that made it, checked against the Lease by the API server.
 	AnnotationLeader    = "allot.dev/leader"

@@ -86,6 +86,16 @@ var moduleDir = sync.OnceValues(func() (string, error) {
 	return m.Dir, nil
 })
 
+// InstallCRDs installs the CRDs of the operator's manifests (Kubeflow's v1 jobs, with their
+// schemas) and waits until they are served.
+func InstallCRDs(ctx context.Context, cfg *rest.Config) error {
+	dir, err := moduleDir()
+	if err != nil {
+		return err
+	}
+	return ecosystem.InstallCRDs(ctx, cfg, dir, []string{"manifests/base/crds"})
+}
+
 // Operator is a running training operator.
 type Operator struct {
 	cmd  *exec.Cmd
@@ -104,11 +114,7 @@ type Operator struct {
 // Its validating webhook is not registered with the API server: the API server would reach
 // it at its Service's name, which nothing serves here.
 func Start(ctx context.Context, cfg *rest.Config, kubeconfig string, log io.Writer) (*Operator, error) {
-	dir, err := moduleDir()
-	if err != nil {
-		return nil, err
-	}
-	if err := ecosystem.InstallCRDs(ctx, cfg, dir, []string{"manifests/base/crds"}); err != nil {
+	if err := InstallCRDs(ctx, cfg); err != nil {
 		return nil, err
 	}
 	client, err := kubernetes.NewForConfig(cfg)

@@ -132,6 +132,8 @@ func (s *Scheduler) ensureFieldsPolicy(ctx context.Context) {
 	s.ensurePolicy(ctx, p, b, "the GPU ConfigMaps of pods admitted before the one-container layout from their owners")
 	p, b = CreatorPolicy()
 	s.ensurePolicy(ctx, p, b, "who created each workload")
+	p, b = ElasticBoundsPolicy()
+	s.ensurePolicy(ctx, p, b, "PyTorchJobs' elastic ranges within what can run")
 }
 
 func (s *Scheduler) ensurePolicy(ctx context.Context, p *admissionregistrationv1.ValidatingAdmissionPolicy, b *admissionregistrationv1.ValidatingAdmissionPolicyBinding, keeps string) {
