@@ -52,16 +52,28 @@ type World struct {
 	accelerators []string
 	// pools are the node pools whose GPUs are divided apart (engine.Snapshot.Pools).
 	pools []string
+	// ElasticSpeed makes an elastic job (one with a Growth) run at the speed of its members
+	// over its full size, its duration being its run time at full size: data-parallel
+	// training scaled linearly. Without it, every job runs its duration once started.
+	ElasticSpeed bool
 }
 
 type simJob struct {
 	job      engine.Job
 	duration time.Duration
-	// ran is the running time accumulated before the current run started.
+	// ran is the work done, in time at full speed, up to accrued (while running, the last
+	// change of its speed; before that its start).
 	ran     time.Duration
 	started time.Time // zero while not running
-	status  string
-	reason  string
+	accrued time.Time
+	// width, where above 0, is the members an elastic job runs at full speed with (World.
+	// ElasticSpeed): with fewer it runs slower in proportion; speed is the current one.
+	width int
+	speed float64
+	// grew is whether the job was ever grown (a member added to its workload).
+	grew   bool
+	status string
+	reason string
 	// firstStart is when the job first ran; preemptions counts how often it stopped;
 	// completed is when it finished.
 	firstStart  time.Time
@@ -129,6 +141,9 @@ func (w *World) Submit(j engine.Job, duration time.Duration) {
 		j.Growth = &g
 	}
 	sj := &simJob{job: j, duration: duration, status: StatusPending}
+	if w.ElasticSpeed && j.Growth != nil {
+		sj.width = len(j.Pods) + j.Growth.Max
+	}
 	w.jobs = append(w.jobs, sj)
 	w.byID[j.ID] = sj
 }
@@ -306,6 +321,7 @@ func (w *World) scale(p *engine.Plan) {
 			id := w.newPodID(&j.job)
 			j.job.Pods = append(j.job.Pods, engine.Pod{ID: id, Request: g.Pod})
 			g.Max--
+			j.grew = true
 			w.events = append(w.events, fmt.Sprintf("%s grew: %s added", j.job.ID, id))
 		}
 	}
@@ -366,15 +382,40 @@ func (w *World) updateStatus(j *simJob) {
 	running := bound(&j.job) >= j.job.MinMember
 	switch {
 	case running && j.status != StatusRunning:
-		j.status, j.started = StatusRunning, w.now
+		j.status, j.started, j.accrued, j.speed = StatusRunning, w.now, w.now, w.speedOf(j)
 		if j.firstStart.IsZero() {
 			j.firstStart = w.now
 		}
+	case running:
+		if s := w.speedOf(j); s != j.speed {
+			w.accrue(j)
+			j.speed = s
+		}
 	case !running && j.status == StatusRunning:
-		j.ran += w.now.Sub(j.started)
+		w.accrue(j)
 		j.status, j.started = StatusPending, time.Time{}
 		j.preemptions++
 	}
+}
+
+// speedOf is a running job's speed: 1, or for an elastic job with a width its members
+// placed over it.
+func (w *World) speedOf(j *simJob) float64 {
+	if j.width == 0 {
+		return 1
+	}
+	return float64(min(bound(&j.job), j.width)) / float64(j.width)
+}
+
+// accrue adds the work a running job did since it was last accrued, at its speed.
+func (w *World) accrue(j *simJob) {
+	j.ran += time.Duration(float64(w.now.Sub(j.accrued)) * j.speed)
+	j.accrued = w.now
+}
+
+// done is when a running job with a duration completes at its present speed.
+func (j *simJob) done() time.Time {
+	return j.accrued.Add(time.Duration(float64(j.duration-j.ran) / j.speed))
 }
 
 func (w *World) refreshReasons() {
@@ -447,7 +488,7 @@ func (w *World) deadlines(j *simJob) []time.Time {
 	}
 	var out []time.Time
 	if j.duration > 0 {
-		out = append(out, j.started.Add(j.duration-j.ran))
+		out = append(out, j.done())
 	}
 	if l, ok := w.limits[j.job.Queue]; ok && j.job.Class == engine.ClassInteractive {
 		out = append(out, j.started.Add(l))
@@ -459,7 +500,7 @@ func (w *World) finishIfDue(j *simJob) {
 	if j.status != StatusRunning {
 		return
 	}
-	if j.duration > 0 && !w.now.Before(j.started.Add(j.duration-j.ran)) {
+	if j.duration > 0 && !w.now.Before(j.done()) {
 		w.complete(j, fmt.Sprintf("completed after running %s", j.duration))
 		return
 	}
@@ -470,7 +511,7 @@ func (w *World) finishIfDue(j *simJob) {
 }
 
 func (w *World) complete(j *simJob, why string) {
-	j.ran += w.now.Sub(j.started)
+	w.accrue(j)
 	j.status, j.started, j.reason = StatusCompleted, time.Time{}, why
 	j.completed = w.now
 	for i := range j.job.Pods {

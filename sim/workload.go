@@ -40,9 +40,21 @@ type WorkloadOptions struct {
 	HalfLife      time.Duration
 	// Spot, when set, makes some nodes spot capacity, taken back now and then
 	// (workload_spot.go).
-	Spot     *SpotStudy
+	Spot *SpotStudy
+	// Workers, where set, runs each job of more than one GPU as that many workers of one
+	// GPU each (data-parallel training): WorkersRigid a gang of all of them;
+	// WorkersElastic an elastic job that starts with half of them (rounded up) and grows,
+	// running slower in proportion while it has fewer (World.ElasticSpeed). Its run time
+	// is at its full size. Unset, a job is one pod (a gang of whole nodes above a node).
+	Workers  string
 	Progress func(done, total int)
 }
+
+// The ways a workload study may run its jobs of more than one GPU (WorkloadOptions.Workers).
+const (
+	WorkersRigid   = "rigid"
+	WorkersElastic = "elastic"
+)
 
 // TeamReport is what one team received.
 type TeamReport struct {
@@ -83,8 +95,12 @@ type WorkloadReport struct {
 	HalfLife      string  `json:"halfLife,omitempty"`
 	// Completion is how long the jobs that finished took, from submission to the end;
 	// Cost is what the nodes cost while they were there (workload_spot.go).
-	Completion Completion   `json:"completion"`
-	Cost       *SpotOutcome `json:"spot,omitempty"`
+	Completion Completion `json:"completion"`
+	// Elastic and Grew are the jobs submitted elastic (Workers: elastic), and how many of
+	// them were grown above their start.
+	Elastic int          `json:"elastic,omitempty"`
+	Grew    int          `json:"grew,omitempty"`
+	Cost    *SpotOutcome `json:"spot,omitempty"`
 }
 
 // RunWorkload generates arrivals and plays them through the engine with the simulated clock.
@@ -110,6 +126,7 @@ func RunWorkload(ctx context.Context, o WorkloadOptions) (*WorkloadReport, error
 		shareSum += t.teamShare()
 	}
 	w := NewWorld(engine.New(engine.Options{Seed: o.Seed, UsageStrength: o.UsageStrength}), nodes, queues)
+	w.ElasticSpeed = true
 	if o.UsageStrength > 0 {
 		w.KeepHistory(o.HalfLife, nil)
 	}
@@ -216,10 +233,20 @@ func RunWorkload(ctx context.Context, o WorkloadOptions) (*WorkloadReport, error
 			req.GPUs = o.GPUsPerNode
 			pods = size / o.GPUsPerNode
 		}
-		job := engine.Job{ID: id, Queue: engine.QueueID(t.Name), MinMember: pods}
+		least := pods
+		if o.Workers != "" && size > 1 {
+			req.GPUs, pods, least = 1, size, size
+			if o.Workers == WorkersElastic {
+				least = (size + 1) / 2
+			}
+		}
+		job := engine.Job{ID: id, Queue: engine.QueueID(t.Name), MinMember: least}
 		spot.policy(&job)
-		for p := 0; p < pods; p++ {
+		for p := 0; p < least; p++ {
 			job.Pods = append(job.Pods, engine.Pod{ID: engine.PodID(fmt.Sprintf("%s-%d", id, p)), Request: req})
+		}
+		if least < pods {
+			job.Growth = &engine.Growth{Max: pods - least, Pod: req}
 		}
 		run := o.Runtimes[rng.IntN(len(o.Runtimes))]
 		w.Submit(job, max(run, time.Second))
@@ -240,6 +267,14 @@ func RunWorkload(ctx context.Context, o WorkloadOptions) (*WorkloadReport, error
 	integrate(end)
 
 	rep := &WorkloadReport{GPUs: int(capacity), Jobs: jobs, UsageStrength: o.UsageStrength, Completion: completion(w), Cost: spot.outcome(end)}
+	for _, j := range w.jobs {
+		if j.job.Growth != nil {
+			rep.Elastic++
+			if j.grew {
+				rep.Grew++
+			}
+		}
+	}
 	if o.UsageStrength > 0 {
 		rep.HalfLife = o.HalfLife.String()
 	}
@@ -332,6 +367,9 @@ func (o *WorkloadOptions) validate() error {
 	}
 	if o.UsageStrength > 0 && o.HalfLife <= 0 {
 		return fmt.Errorf("--usage-half-life must be more than 0, such as 24h")
+	}
+	if o.Workers != "" && o.Workers != WorkersRigid && o.Workers != WorkersElastic {
+		return fmt.Errorf("workers %q is not allowed: %s or %s", o.Workers, WorkersRigid, WorkersElastic)
 	}
 	for s, wgt := range o.Sizes {
 		if s < 1 || wgt < 0 || (s > o.GPUsPerNode && s%o.GPUsPerNode != 0) || s > o.Nodes*o.GPUsPerNode {

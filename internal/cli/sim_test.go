@@ -123,6 +123,25 @@ func TestSimWorkloadWithHistory(t *testing.T) {
 	}
 }
 
+// TestSimWorkloadElastic: --elastic plays the same arrivals with the jobs of several GPUs as
+// rigid and as elastic one-GPU workers, on-demand and (with --spot-nodes) with spot, one
+// row each.
+func TestSimWorkloadElastic(t *testing.T) {
+	out, err := run("sim", "workload", "--days", "2", "--nodes", "4", "--rate", "4", "--sizes", "1:2,2:1,4:1,8:1", "--elastic", "--spot-nodes", "2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"jobs of more than one GPU as one-GPU workers, rigid or elastic (from half)", "ELASTIC JOBS GROWN",
+		"on-demand only, rigid", "with spot, rigid", "on-demand only, elastic", "with spot, elastic"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("no %q in:\n%s", want, out)
+		}
+	}
+	if _, err := run("sim", "workload", "--elastic", "--usage-strength", "1"); err == nil || !strings.Contains(err.Error(), "--elastic and --usage-strength each compare runs") {
+		t.Errorf("--elastic with --usage-strength: %v", err)
+	}
+}
+
 // TestSimWorkloadWithSpot: --spot-nodes plays the same arrivals all on-demand and with
 // spot nodes, and a table compares completion times and cost; bad values are refused
 // naming the flag.

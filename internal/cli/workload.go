@@ -27,6 +27,7 @@ func newWorkloadCmd() *cobra.Command {
 	var days, sampleHours float64
 	var study sim.SpotStudy
 	var spotPolicy string
+	var elastic bool
 	cmd := &cobra.Command{
 		Use:   "workload",
 		Short: "Simulate days of multi-team arrivals and report what each team received",
@@ -66,14 +67,17 @@ GPU-hours end from its fair share (by quotas and weights) in each run.`,
 			}
 			o.Duration = time.Duration(days * 24 * float64(time.Hour))
 			o.Sample = time.Duration(sampleHours * float64(time.Hour))
-			if study.SpotNodes > 0 {
+			if elastic && o.UsageStrength > 0 {
+				return fmt.Errorf("--elastic and --usage-strength each compare runs: give one of them")
+			}
+			if study.SpotNodes > 0 || elastic {
 				if o.UsageStrength > 0 {
 					return fmt.Errorf("--spot-nodes and --usage-strength each compare two runs: give one of them")
 				}
 				if study.Policy, err = engine.ParseSpotPolicy(spotPolicy); err != nil {
 					return fmt.Errorf("--spot-policy: %w", err)
 				}
-				return runSpotStudy(cmd, o, study, output)
+				return runSpotStudy(cmd, o, study, elastic, output)
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt)
 			defer stop()
@@ -131,46 +135,79 @@ GPU-hours end from its fair share (by quotas and weights) in each run.`,
 	f.Float64Var(&study.SpotPrice, "price-spot", 1, "price of a spot GPU-hour")
 	f.StringVar(&spotPolicy, "spot-policy", "allowed", "which capacity jobs may use with --spot-nodes: allowed, first (spot first, on-demand after --on-demand-after) or never")
 	f.DurationVar(&study.OnDemandAfter, "on-demand-after", 10*time.Minute, "with --spot-policy first: how long a job waits for spot capacity before it may use on-demand")
+	f.BoolVar(&elastic, "elastic", false, "run each job of more than one GPU as that many one-GPU workers, and compare the runs with them rigid (a gang of all) and elastic (starting with half, growing as GPUs free, shrunk on reclaim or a spot notice, slower in proportion while smaller); with --spot-nodes, each on-demand and with spot")
 	return cmd
 }
 
 // runSpotStudy plays the same arrivals on the cluster all on-demand and with some nodes
-// spot, and compares completion times and cost.
-func runSpotStudy(cmd *cobra.Command, o sim.WorkloadOptions, study sim.SpotStudy, output string) error {
+// spot (where study has spot nodes), each with the jobs as they are or, with elastic, with
+// their workers rigid and elastic; and compares completion times and cost.
+func runSpotStudy(cmd *cobra.Command, o sim.WorkloadOptions, study sim.SpotStudy, elastic bool, output string) error {
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt)
 	defer stop()
 	onDemand := study
 	onDemand.SpotNodes, onDemand.Policy = 0, engine.SpotAllowed // no spot to wait for
+	type run struct {
+		label, key, workers string
+		s                   sim.SpotStudy
+	}
+	capacity := []run{{"on-demand only", "onDemand", "", onDemand}}
+	if study.SpotNodes > 0 {
+		capacity = append(capacity, run{"with spot", "spot", "", study})
+	}
+	runs := capacity
+	if elastic {
+		runs = nil
+		for _, w := range []string{sim.WorkersRigid, sim.WorkersElastic} {
+			for _, c := range capacity {
+				runs = append(runs, run{c.label + ", " + w, c.key + strings.ToUpper(w[:1]) + w[1:], w, c.s})
+			}
+		}
+	}
 	var reps []*sim.WorkloadReport
-	for _, run := range []struct {
-		label string
-		s     sim.SpotStudy
-	}{{"on-demand only", onDemand}, {"with spot", study}} {
-		s := run.s
-		o.Spot = &s
-		o.Progress = progress.Bar(cmd.ErrOrStderr(), int(o.Duration/time.Minute), run.label)
+	byKey := map[string]*sim.WorkloadReport{}
+	for _, r := range runs {
+		s := r.s
+		o.Spot, o.Workers = &s, r.workers
+		o.Progress = progress.Bar(cmd.ErrOrStderr(), int(o.Duration/time.Minute), r.label)
 		rep, err := sim.RunWorkload(ctx, o)
 		if err != nil {
 			return err
 		}
 		reps = append(reps, rep)
+		byKey[r.key] = rep
 	}
 	if output == "json" {
-		return writeJSON(cmd.OutOrStdout(), map[string]*sim.WorkloadReport{"onDemand": reps[0], "spot": reps[1]})
+		return writeJSON(cmd.OutOrStdout(), byKey)
 	}
 	out := cmd.OutOrStdout()
-	fmt.Fprintf(out, "%d jobs on %d nodes × %d GPUs over %s; spot: %d nodes, %g interruptions per node-day, back after %s; prices %g on-demand, %g spot per GPU-hour; spot policy %s\n\n",
-		reps[0].Jobs, o.Nodes, o.GPUsPerNode, o.Duration, study.SpotNodes, study.InterruptionsPerDay, study.Downtime, study.OnDemandPrice, study.SpotPrice, study.Policy)
+	fmt.Fprintf(out, "%d jobs on %d nodes × %d GPUs over %s", reps[0].Jobs, o.Nodes, o.GPUsPerNode, o.Duration)
+	if study.SpotNodes > 0 {
+		fmt.Fprintf(out, "; spot: %d nodes, %g interruptions per node-day, back after %s; prices %g on-demand, %g spot per GPU-hour; spot policy %s",
+			study.SpotNodes, study.InterruptionsPerDay, study.Downtime, study.OnDemandPrice, study.SpotPrice, study.Policy)
+	}
+	if elastic {
+		fmt.Fprint(out, "; jobs of more than one GPU as one-GPU workers, rigid or elastic (from half)")
+	}
+	fmt.Fprint(out, "\n\n")
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "RUN\tDONE\tCOMPLETION P50\tP95\tMEAN\tINTERRUPTIONS\tJOBS STOPPED\tUTILISATION\tCOST\tSAVED")
+	grew := ""
+	if elastic {
+		grew = "\tELASTIC JOBS GROWN"
+	}
+	fmt.Fprintln(tw, "RUN\tDONE\tCOMPLETION P50\tP95\tMEAN\tINTERRUPTIONS\tJOBS STOPPED\tUTILISATION\tCOST\tSAVED"+grew)
 	for i, r := range reps {
 		preempted := 0
 		for _, t := range r.Teams {
 			preempted += t.Preemptions
 		}
 		saved := 1 - r.Cost.Cost/reps[0].Cost.Cost
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%d\t%d\t%.1f%%\t%.0f\t%.1f%%\n", []string{"on-demand only", "with spot"}[i], r.Completion.Done,
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%d\t%d\t%.1f%%\t%.0f\t%.1f%%", runs[i].label, r.Completion.Done,
 			r.Completion.P50, r.Completion.P95, r.Completion.Mean, r.Cost.Interruptions, preempted, 100*r.Mean, r.Cost.Cost, 100*saved)
+		if elastic {
+			fmt.Fprintf(tw, "\t%d of %d", r.Grew, r.Elastic)
+		}
+		fmt.Fprintln(tw)
 	}
 	return tw.Flush()
 }
