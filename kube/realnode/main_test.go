@@ -124,7 +124,10 @@ func startAllot(ctx context.Context, dir string) error {
 	if err := os.WriteFile(lib, nil, 0o644); err != nil {
 		return err
 	}
-	if _, err := stack.Local(ctx, cluster.Config, dir, scheduler.Options{Interval: 200 * time.Millisecond, SharingRoot: sharingRoot}); err != nil {
+	// A node's interruption notice stops its pods after interruptionGrace (a minute by
+	// default): TestSpotNoticeOnTheRealNode waits it out.
+	if _, err := stack.Local(ctx, cluster.Config, dir, scheduler.Options{Interval: 200 * time.Millisecond, SharingRoot: sharingRoot,
+		InterruptionGrace: interruptionGrace}); err != nil {
 		return err
 	}
 	agentOpts = agent.Options{NVML: machine, Sharing: v1alpha1.SharingHAMiCore, Delivery: v1alpha1.DeliveryCDI, Interval: time.Second,
