@@ -77,7 +77,7 @@ func TestElasticWorkersStudy(t *testing.T) {
 		t.Errorf("elastic run: %d of %d jobs elastic, %d grew; want about three fifths elastic, some grown", elastic.Elastic, elastic.Jobs, elastic.Grew)
 	}
 	o.Workers = "sometimes"
-	if _, err := RunWorkload(context.Background(), o); err == nil || err.Error() != `workers "sometimes" is not allowed: rigid or elastic` {
+	if _, err := RunWorkload(context.Background(), o); err == nil || err.Error() != `workers: "sometimes" is not allowed; allowed: rigid or elastic` {
 		t.Errorf(`workers "sometimes": %v`, err)
 	}
 }

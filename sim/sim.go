@@ -399,12 +399,13 @@ func (w *World) updateStatus(j *simJob) {
 }
 
 // speedOf is a running job's speed: 1, or for an elastic job with a width its members
-// placed over it.
+// placed over it. A job runs with at least one member placed (its minimum, at least 1),
+// so the speed is never 0; the floor keeps done() finite for a job that says otherwise.
 func (w *World) speedOf(j *simJob) float64 {
 	if j.width == 0 {
 		return 1
 	}
-	return float64(min(bound(&j.job), j.width)) / float64(j.width)
+	return float64(max(min(bound(&j.job), j.width), 1)) / float64(j.width)
 }
 
 // accrue adds the work a running job did since it was last accrued, at its speed.

@@ -131,7 +131,9 @@ func RunWorkload(ctx context.Context, o WorkloadOptions) (*WorkloadReport, error
 		w.KeepHistory(o.HalfLife, nil)
 	}
 	capacity := float64(o.Nodes * o.GPUsPerNode)
-	spot := newSpotRun(o, w, rng)
+	// The spot nodes' interruptions from a stream of their own: the arrivals are the same
+	// with spot nodes as without.
+	spot := newSpotRun(o, w, rand.New(rand.NewPCG(o.Seed, 0x5907)))
 
 	// Integrate allocation and fair share over time, piecewise constant between events.
 	alloc := map[engine.QueueID]float64{}
@@ -369,7 +371,7 @@ func (o *WorkloadOptions) validate() error {
 		return fmt.Errorf("--usage-half-life must be more than 0, such as 24h")
 	}
 	if o.Workers != "" && o.Workers != WorkersRigid && o.Workers != WorkersElastic {
-		return fmt.Errorf("workers %q is not allowed: %s or %s", o.Workers, WorkersRigid, WorkersElastic)
+		return fmt.Errorf("workers: %q is not allowed; allowed: %s or %s", o.Workers, WorkersRigid, WorkersElastic)
 	}
 	for s, wgt := range o.Sizes {
 		if s < 1 || wgt < 0 || (s > o.GPUsPerNode && s%o.GPUsPerNode != 0) || s > o.Nodes*o.GPUsPerNode {

@@ -122,6 +122,9 @@ const (
 	// elastic range that cannot be run: a minimum under 1 or above the maximum, or a
 	// worker count outside the range.
 	ElasticBoundsPolicyName = "allot-elastic-bounds"
+	// CapacityTypePolicyName is the ValidatingAdmissionPolicy that refuses a value of
+	// LabelCapacityType other than spot or on-demand.
+	CapacityTypePolicyName = "allot-capacity-type"
 	// AnnotationLeader on a bind or an eviction (and so on the bound pod) names the
 	// scheduler replica that made it, checked against the Lease by the API server.
 	AnnotationLeader    = "allot.dev/leader"

@@ -19,6 +19,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -39,7 +40,8 @@ const (
 	// MY_POD_NAMESPACE is not set).
 	Namespace = "kubeflow"
 	// secretName and certDir are its defaults: the Secret its certificate rotator fills, and
-	// where its webhook server reads the certificate (the Secret's mount in its pod).
+	// where its webhook server reads the certificate (the Secret's mount in its pod). The
+	// directory is the machine's, fixed in the operator: one operator a machine at a time.
 	secretName = "training-operator-webhook-cert"
 	certDir    = "/tmp/k8s-webhook-server/serving-certs"
 )
@@ -98,8 +100,9 @@ func InstallCRDs(ctx context.Context, cfg *rest.Config) error {
 
 // Operator is a running training operator.
 type Operator struct {
-	cmd  *exec.Cmd
-	done chan error
+	cmd    *exec.Cmd
+	exited chan struct{} // closed when it has exited, err then its exit
+	err    error
 }
 
 // Start installs the operator's CRDs (Kubeflow's v1 jobs, from its manifests), the
@@ -142,12 +145,20 @@ func Start(ctx context.Context, cfg *rest.Config, kubeconfig string, log io.Writ
 	}
 	cmd := exec.Command(exe, "--kubeconfig", kubeconfig, "--enable-scheme=pytorchjob",
 		"--metrics-bind-address=0", "--health-probe-bind-address=127.0.0.1:0", "--webhook-server-port", strconv.Itoa(port))
+	// Its namespace and the one it watches (all) said here, not taken from the caller's
+	// environment.
+	cmd.Env = append(os.Environ(), "MY_POD_NAMESPACE="+Namespace, "KUBEFLOW_NAMESPACE=")
 	cmd.Stdout, cmd.Stderr = log, log
+	// A test binary killed (a timeout) takes the operator with it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	op := &Operator{cmd: cmd, done: make(chan error, 1)}
-	go func() { op.done <- cmd.Wait() }()
+	op := &Operator{cmd: cmd, exited: make(chan struct{})}
+	go func() {
+		op.err = cmd.Wait()
+		close(op.exited)
+	}()
 	if err := op.mountCertificate(ctx, client); err != nil {
 		op.Stop()
 		return nil, err
@@ -155,14 +166,14 @@ func Start(ctx context.Context, cfg *rest.Config, kubeconfig string, log io.Writ
 	return op, nil
 }
 
-// mountCertificate waits for the rotator's certificate in the Secret, writes it where the
-// webhook server reads it, and waits until the server listens.
+// mountCertificate waits for the rotator's certificate in the Secret and writes it where
+// the webhook server reads it.
 func (o *Operator) mountCertificate(ctx context.Context, client kubernetes.Interface) error {
 	var data map[string][]byte
 	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		select {
-		case err := <-o.done:
-			return false, fmt.Errorf("the training operator stopped: %v", err)
+		case <-o.exited:
+			return false, fmt.Errorf("the training operator stopped: %v", o.err)
 		default:
 		}
 		s, err := client.CoreV1().Secrets(Namespace).Get(ctx, secretName, metav1.GetOptions{})
@@ -186,14 +197,13 @@ func (o *Operator) mountCertificate(ctx context.Context, client kubernetes.Inter
 	return nil
 }
 
-// Stop ends the operator.
+// Stop ends the operator (again: nothing more).
 func (o *Operator) Stop() {
-	if o == nil || o.cmd.Process == nil {
+	if o == nil {
 		return
 	}
-	_ = o.cmd.Process.Kill()
-	<-o.done
-	o.done <- nil // a second Stop returns at once
+	_ = o.cmd.Process.Kill() // an error only where it has exited already
+	<-o.exited
 	_ = os.RemoveAll(filepath.Dir(certDir))
 }
 

@@ -110,9 +110,15 @@ func elasticRun(t *testing.T, ns, name, selector, index string, start func()) {
 	if shrunk <= grown {
 		t.Errorf("the group of one started at step %d, not after the two workers' steps (from %d)", shrunk, grown)
 	}
-	for pod := range podNames(t, ns, selector) {
-		if ev := events(ns, pod); strings.Contains(ev, "Evicted") {
-			t.Errorf("%s's pod %s was evicted: its count was lowered first, and its controller should have stopped it (%s)", name, pod, ev)
+	// Its pods' Evictions, the one removed included (gone from the list by now): its
+	// count was lowered first, and its controller should have stopped it.
+	evictions, err := client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "reason=Evicted"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range evictions.Items {
+		if strings.HasPrefix(ev.InvolvedObject.Name, name+"-") {
+			t.Errorf("%s's pod %s was evicted: %s", name, ev.InvolvedObject.Name, ev.Message)
 		}
 	}
 	if err := client.BatchV1().Jobs(ns).Delete(ctx, "infer-again", metav1.DeleteOptions{PropagationPolicy: &bg, GracePeriodSeconds: new(int64)}); err != nil {

@@ -54,6 +54,7 @@ func TestElasticPyTorchJobOnTheRealNode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { log.Close() })
 	op, err := trainingop.Start(ctx, cluster.Config, rigOpts.Kubeconfig, log)
 	if err != nil {
 		t.Fatal(err)

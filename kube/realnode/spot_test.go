@@ -3,6 +3,7 @@ package realnode_test
 import (
 	"context"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -17,6 +18,14 @@ import (
 	"github.com/allot-dev/allot/kube/realnode"
 )
 
+// ptrString is *v, or "none".
+func ptrString(v *int64) string {
+	if v == nil {
+		return "none"
+	}
+	return strconv.FormatInt(*v, 10)
+}
+
 // interruptionGrace is how long after a node's notice the scheduler stops its pods, in
 // this package's tests.
 const interruptionGrace = 12 * time.Second
@@ -29,8 +38,8 @@ const interruptionGrace = 12 * time.Second
 //
 // The scheduler writes allot.dev/interruption (when the pod will be stopped) on the pod; the
 // kubelet puts it in the pod's file; the loop sees it and saves before that time. Then the
-// pod is evicted: the kubelet sends SIGTERM and keeps the pod's own grace period (20 s),
-// so the loop's handler, which takes 3 s, finishes, and the container exits 0.
+// pod is evicted with the pod's own grace period (20 s): the kubelet sends SIGTERM and keeps
+// it, so the loop's handler, which takes 3 s, finishes, and the container exits 0.
 func TestSpotNoticeOnTheRealNode(t *testing.T) {
 	need(t)
 	ctx := context.Background()
@@ -56,6 +65,9 @@ while :; do sleep 0.2; done`
 	if _, err := client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { // where the test stopped before the eviction
+		_ = client.CoreV1().Pods(ns).Delete(context.Background(), "ckpt", metav1.DeleteOptions{GracePeriodSeconds: new(int64)})
+	})
 	// The pod as it ran: its UID names its log, which stays readable while the kubelet
 	// stops it.
 	var running *corev1.Pod
@@ -74,35 +86,41 @@ while :; do sleep 0.2; done`
 	if err != nil {
 		t.Fatal(err)
 	}
-	before := node.Spec.Taints
-	node.Spec.Taints = append(append([]corev1.Taint(nil), before...), corev1.Taint{Key: "karpenter.sh/disrupted", Effect: corev1.TaintEffectNoSchedule})
+	notice := corev1.Taint{Key: "karpenter.sh/disrupted", Effect: corev1.TaintEffectNoSchedule}
+	node.Spec.Taints = append(node.Spec.Taints, notice)
 	if _, err := client.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	tainted := time.Now()
 	t.Cleanup(func() {
-		// The node's own taints back, read afresh: its agent writes the node too.
-		_ = wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		// That taint off again, the node read afresh: its agent writes the node too.
+		err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 			n, err := client.CoreV1().Nodes().Get(ctx, "real-1", metav1.GetOptions{})
 			if err != nil {
 				return false, nil
 			}
-			n.Spec.Taints = before
+			n.Spec.Taints = slices.DeleteFunc(n.Spec.Taints, func(x corev1.Taint) bool { return x.Key == notice.Key })
 			_, err = client.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{})
 			return err == nil, nil
 		})
+		if err != nil {
+			t.Errorf("real-1 keeps its taint %s: %v", notice.Key, err)
+		}
 	})
 
 	// What the loop printed, kept as it grows: the pod goes once it has stopped.
+	// And the grace its deletion gave the kubelet, read while it stops.
 	var log string
-	var gone bool
+	var given *int64
 	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, interruptionGrace+time.Minute, true, func(ctx context.Context) (bool, error) {
 		if out, err := realnode.ContainerLog(running, "train"); err == nil && len(out) >= len(log) {
 			log = out
 		}
-		_, err := client.CoreV1().Pods(ns).Get(ctx, "ckpt", metav1.GetOptions{})
-		gone = err != nil
-		return gone || strings.Contains(log, "saved after SIGTERM"), nil
+		p, err := client.CoreV1().Pods(ns).Get(ctx, "ckpt", metav1.GetOptions{})
+		if err == nil && p.DeletionTimestamp != nil && given == nil {
+			given = p.DeletionGracePeriodSeconds
+		}
+		return err != nil || strings.Contains(log, "saved after SIGTERM"), nil
 	})
 	if err != nil {
 		t.Fatalf("ckpt was not stopped: %v; its log:\n%s\nEvents: %s", err, log, events(ns, "ckpt"))
@@ -134,6 +152,9 @@ while :; do sleep 0.2; done`
 		t.Errorf("SIGTERM at %d, before the time the notice gave (%s)", term, stopAt.Format(time.RFC3339))
 	case saved < term+3:
 		t.Errorf("the handler's 3 s after SIGTERM (%d) ended at %d: the grace was not kept", term, saved)
+	}
+	if given == nil || *given != grace {
+		t.Errorf("ckpt was deleted with a grace of %v s, want its own %d s", ptrString(given), grace)
 	}
 	if ev := events(ns, "ckpt"); !strings.Contains(ev, "InterruptionNotice") || !strings.Contains(ev, "Evicted") {
 		t.Errorf("ckpt's Events: %s; want InterruptionNotice and Evicted", ev)

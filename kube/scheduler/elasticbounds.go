@@ -9,7 +9,10 @@ import (
 
 // ElasticBoundsPolicy refuses, when a PyTorchJob is made or its spec changed, an elastic
 // range that cannot run: elasticPolicy.minReplicas under 1 or above maxReplicas, or
-// Worker.replicas outside them. torchrun would wait forever for a minimum it cannot reach
+// Worker.replicas outside them (a bound left out being the other one, as the operator fills
+// it in: maxReplicas 4 alone is 4:4). It holds for every PyTorchJob of the cluster, Allot's or
+// not: such a job cannot run under any scheduler. It does not see pytorchjobs/scale, where
+// the operator's autoscaler writes the count within the range. torchrun would wait forever for a minimum it cannot reach
 // (or never admit the workers above its maximum), the training operator checks none of it,
 // and Allot grows and shrinks the job within the range. Refused here, at its creation, the
 // job says why at once, naming the field. An elastic Job's range (allot.dev/min-member,
@@ -29,11 +32,12 @@ func ElasticBoundsPolicy() (*admissionregistrationv1.ValidatingAdmissionPolicy, 
 					Rule:       admissionregistrationv1.Rule{APIGroups: []string{"kubeflow.org"}, APIVersions: []string{"*"}, Resources: []string{"pytorchjobs"}}}}}},
 			MatchConditions: []admissionregistrationv1.MatchCondition{{Name: "elastic-and-changed",
 				Expression: "has(object.spec) && has(" + ep + ") && (request.operation == 'CREATE' || !has(oldObject.spec) || oldObject.spec != object.spec)"}},
-			// Each bound optional: a check holds where a field it compares is left out (the
-			// operator fills in the worker count for a missing bound).
+			// A bound left out is the other's, as the training operator fills it in
+			// (both left out: the worker count, which then passes); a check holds where a
+			// value it compares is missing.
 			Variables: []admissionregistrationv1.Variable{
-				{Name: "min", Expression: ep + ".?minReplicas"},
-				{Name: "max", Expression: ep + ".?maxReplicas"},
+				{Name: "min", Expression: ep + ".?minReplicas.or(" + ep + ".?maxReplicas)"},
+				{Name: "max", Expression: ep + ".?maxReplicas.or(" + ep + ".?minReplicas)"},
 				{Name: "workers", Expression: "object.spec.?pytorchReplicaSpecs[?'Worker'].?replicas"},
 			},
 			// A message reads a bound with orValue: there value() fails (and the API server
@@ -53,7 +57,8 @@ func ElasticBoundsPolicy() (*admissionregistrationv1.ValidatingAdmissionPolicy, 
 					"(!variables.max.hasValue() || variables.workers.value() <= variables.max.value())",
 				MessageExpression: "'spec.pytorchReplicaSpecs.Worker.replicas: ' + string(variables.workers.orValue(0)) + ' is not allowed; " +
 					"allowed: from spec.elasticPolicy.minReplicas (' + (variables.min.hasValue() ? string(variables.min.orValue(0)) : 'unset') + ') " +
-					"to spec.elasticPolicy.maxReplicas (' + (variables.max.hasValue() ? string(variables.max.orValue(0)) : 'unset') + ')'",
+					"to spec.elasticPolicy.maxReplicas (' + (variables.max.hasValue() ? string(variables.max.orValue(0)) : 'unset') + '); " +
+					"a bound left out is the other one, as the training operator reads it'",
 				Reason: ptr(metav1.StatusReasonInvalid),
 			}},
 		}}

@@ -134,6 +134,8 @@ func (s *Scheduler) ensureFieldsPolicy(ctx context.Context) {
 	s.ensurePolicy(ctx, p, b, "who created each workload")
 	p, b = ElasticBoundsPolicy()
 	s.ensurePolicy(ctx, p, b, "PyTorchJobs' elastic ranges within what can run")
+	p, b = CapacityTypePolicy()
+	s.ensurePolicy(ctx, p, b, "nodes' allot.dev/capacity-type to spot or on-demand")
 }
 
 func (s *Scheduler) ensurePolicy(ctx context.Context, p *admissionregistrationv1.ValidatingAdmissionPolicy, b *admissionregistrationv1.ValidatingAdmissionPolicyBinding, keeps string) {
