@@ -1,50 +1,27 @@
 // Package helmtool builds the pinned helm command for tests that render or install Allot's
-// chart: from the Go module proxy (no other download), with the same Kubernetes libraries
-// as the rest of the project.
+// chart: from the Go module proxy (no other download), with helm's own module graph
+// (internal/gotool).
 package helmtool
 
 import (
 	"bytes"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sync"
+
+	"github.com/allot-dev/allot/internal/gotool"
 )
 
 // Module is helm's main package at the pinned release.
 const Module = "helm.sh/helm/v3/cmd/helm@v3.20.2"
 
-var (
-	mu  sync.Mutex
-	dir string // where binary built it; Cleanup removes it
-)
-
-// binary is helm, built once per process (go install into a directory of its own): go run
-// would link it again for each call.
-var binary = sync.OnceValues(func() (string, error) {
-	if _, err := exec.LookPath("go"); err != nil {
-		return "", fmt.Errorf("the go command builds helm here: %w", err)
-	}
-	d, err := os.MkdirTemp("", "allot-helm-")
-	if err != nil {
-		return "", err
-	}
-	mu.Lock()
-	dir = d
-	mu.Unlock()
-	cmd := exec.Command("go", "install", Module)
-	cmd.Env = append(os.Environ(), "GOBIN="+d)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go install %s: %v\n%s", Module, err, out)
-	}
-	return filepath.Join(d, "helm"), nil
-})
+// helm is built once per process.
+var helm = &gotool.Tool{Pkg: Module}
 
 // Run runs helm with args, its cache, configuration and data under home (a directory of
 // the caller's, such as a test's TempDir), and returns what it printed.
 func Run(home string, args ...string) (string, error) {
-	bin, err := binary()
+	bin, err := helm.Path()
 	if err != nil {
 		return "", err
 	}
@@ -58,10 +35,4 @@ func Run(home string, args ...string) (string, error) {
 }
 
 // Cleanup removes the helm this process built, if any (a TestMain's last step).
-func Cleanup() {
-	mu.Lock()
-	defer mu.Unlock()
-	if dir != "" {
-		os.RemoveAll(dir)
-	}
-}
+func Cleanup() { helm.Cleanup() }

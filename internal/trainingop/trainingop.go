@@ -29,6 +29,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/allot-dev/allot/internal/gotool"
 	"github.com/allot-dev/allot/kube/ecosystem"
 )
 
@@ -46,31 +47,8 @@ const (
 	certDir    = "/tmp/k8s-webhook-server/serving-certs"
 )
 
-var (
-	mu  sync.Mutex
-	bin string // where binary built it; Cleanup removes it
-)
-
-// binary is the operator's command, built once per process.
-var binary = sync.OnceValues(func() (string, error) {
-	if _, err := exec.LookPath("go"); err != nil {
-		return "", fmt.Errorf("the go command builds Kubeflow's training operator here: %w", err)
-	}
-	d, err := os.MkdirTemp("", "allot-training-operator-")
-	if err != nil {
-		return "", err
-	}
-	mu.Lock()
-	bin = d
-	mu.Unlock()
-	pkg := Module + "/cmd/training-operator.v1@" + Version
-	cmd := exec.Command("go", "install", pkg)
-	cmd.Env = append(os.Environ(), "GOBIN="+d, "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go install %s: %v\n%s", pkg, err, out)
-	}
-	return filepath.Join(d, "training-operator.v1"), nil
-})
+// operator is the operator's command, built once per process.
+var operator = &gotool.Tool{Pkg: Module + "/cmd/training-operator.v1@" + Version, Env: []string{"CGO_ENABLED=0"}}
 
 // moduleDir is where the module cache holds the operator's module (its manifests).
 var moduleDir = sync.OnceValues(func() (string, error) {
@@ -135,7 +113,7 @@ func Start(ctx context.Context, cfg *rest.Config, kubeconfig string, log io.Writ
 	if err := os.RemoveAll(certDir); err != nil {
 		return nil, err
 	}
-	exe, err := binary()
+	exe, err := operator.Path()
 	if err != nil {
 		return nil, err
 	}
@@ -208,13 +186,7 @@ func (o *Operator) Stop() {
 }
 
 // Cleanup removes the operator this process built, if any (a TestMain's last step).
-func Cleanup() {
-	mu.Lock()
-	defer mu.Unlock()
-	if bin != "" {
-		os.RemoveAll(bin)
-	}
-}
+func Cleanup() { operator.Cleanup() }
 
 func freePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")

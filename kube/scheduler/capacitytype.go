@@ -36,8 +36,5 @@ func CapacityTypePolicy() (*admissionregistrationv1.ValidatingAdmissionPolicy, *
 				Reason: ptr(metav1.StatusReasonInvalid),
 			}},
 		}}
-	b := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{PolicyName: name,
-			ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny}}}
-	return p, b
+	return p, denyBinding(name)
 }

@@ -46,8 +46,5 @@ func CreatorPolicy() (*admissionregistrationv1.ValidatingAdmissionPolicy, *admis
 				Reason:            ptr(metav1.StatusReasonForbidden),
 			}},
 		}}
-	b := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{PolicyName: name,
-			ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny}}}
-	return p, b
+	return p, denyBinding(name)
 }

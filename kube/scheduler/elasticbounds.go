@@ -9,20 +9,20 @@ import (
 
 // ElasticBoundsPolicy refuses, when a PyTorchJob is made or its spec changed, an elastic
 // range that cannot run: elasticPolicy.minReplicas under 1 or above maxReplicas, or
-// Worker.replicas outside them (a bound left out being the other one, as the operator fills
-// it in: maxReplicas 4 alone is 4:4). It holds for every PyTorchJob of the cluster, Allot's or
-// not: such a job cannot run under any scheduler. It does not see pytorchjobs/scale, where
-// the operator's autoscaler writes the count within the range. torchrun would wait forever for a minimum it cannot reach
-// (or never admit the workers above its maximum), the training operator checks none of it,
-// and Allot grows and shrinks the job within the range. Refused here, at its creation, the
-// job says why at once, naming the field. An elastic Job's range (allot.dev/min-member,
-// max-member) is checked by the Job webhook (kube/admission). The chart installs the same
-// policy (deploy/helm/allot/templates/elasticbounds.yaml; a test compares the two).
+// Worker.replicas outside them, a bound left out being the other one, as the training
+// operator fills it in (maxReplicas 4 alone is 4:4). torchrun would wait forever for a
+// minimum it cannot reach, or never admit the workers above its maximum; the operator checks
+// none of it, and Allot grows and shrinks the job within the range. Refused at creation,
+// the job says why at once, naming the field. It holds for every PyTorchJob of the cluster,
+// Allot's or not: such a job runs under no scheduler. It does not see pytorchjobs/scale,
+// where the operator's autoscaler writes a count within the range. An elastic Job's range
+// (allot.dev/min-member, max-member) is checked by the Job webhook (kube/admission). The
+// chart installs the same policy (deploy/helm/allot/templates/elasticbounds.yaml; a test
+// compares the two).
 func ElasticBoundsPolicy() (*admissionregistrationv1.ValidatingAdmissionPolicy, *admissionregistrationv1.ValidatingAdmissionPolicyBinding) {
 	fail := admissionregistrationv1.Fail
 	name := v1alpha1.ElasticBoundsPolicyName
 	const ep = "object.spec.elasticPolicy"
-	// Checked at creation and on an update that changes the spec.
 	p := &admissionregistrationv1.ValidatingAdmissionPolicy{ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
 			FailurePolicy: &fail,
@@ -62,8 +62,5 @@ func ElasticBoundsPolicy() (*admissionregistrationv1.ValidatingAdmissionPolicy, 
 				Reason: ptr(metav1.StatusReasonInvalid),
 			}},
 		}}
-	b := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{PolicyName: name,
-			ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny}}}
-	return p, b
+	return p, denyBinding(name)
 }

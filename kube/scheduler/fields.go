@@ -100,10 +100,14 @@ func FieldsPolicy(deviceRecorders []string) (*admissionregistrationv1.Validating
 				Reason:            ptr(metav1.StatusReasonForbidden),
 			}},
 		}}
-	b := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
+	return p, denyBinding(name)
+}
+
+// denyBinding binds the policy named to every object it matches, refusing what it fails.
+func denyBinding(name string) *admissionregistrationv1.ValidatingAdmissionPolicyBinding {
+	return &admissionregistrationv1.ValidatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{PolicyName: name,
 			ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny}}}
-	return p, b
 }
 
 func celString(s string) string { return fmt.Sprintf("%q", s) }

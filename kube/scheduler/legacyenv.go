@@ -56,8 +56,5 @@ func ConfigMapsPolicy(writers []string) (*admissionregistrationv1.ValidatingAdmi
 				Reason: ptr(metav1.StatusReasonForbidden),
 			}},
 		}}
-	b := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: ConfigMapsPolicyName},
-		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{PolicyName: ConfigMapsPolicyName,
-			ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny}}}
-	return p, b
+	return p, denyBinding(ConfigMapsPolicyName)
 }
