@@ -14,7 +14,8 @@ var GroupVersion = schema.GroupVersion{Group: "allot.dev", Version: "v1alpha1"}
 // AddToScheme registers the types with a scheme.
 func AddToScheme(s *runtime.Scheme) error {
 	s.AddKnownTypes(GroupVersion, &Queue{}, &QueueList{}, &PodGroup{}, &PodGroupList{}, &Topology{}, &TopologyList{},
-		&WorkspaceTemplate{}, &WorkspaceTemplateList{}, &ClusterWorkspaceTemplate{}, &ClusterWorkspaceTemplateList{})
+		&WorkspaceTemplate{}, &WorkspaceTemplateList{}, &ClusterWorkspaceTemplate{}, &ClusterWorkspaceTemplateList{},
+		&WorkerCluster{}, &WorkerClusterList{})
 	metav1AddToGroupVersion(s)
 	return nil
 }

@@ -142,9 +142,10 @@ const (
 
 // Allot's resources, for dynamic clients and informers.
 var (
-	Queues     = GroupVersion.WithResource("queues")
-	PodGroups  = GroupVersion.WithResource("podgroups")
-	Topologies = GroupVersion.WithResource("topologies")
+	Queues         = GroupVersion.WithResource("queues")
+	PodGroups      = GroupVersion.WithResource("podgroups")
+	Topologies     = GroupVersion.WithResource("topologies")
+	WorkerClusters = GroupVersion.WithResource("workerclusters")
 )
 
 // Node labels NVIDIA GPU Feature Discovery writes, which Allot reads its inventory from.

@@ -50,6 +50,12 @@ type QueueSpec struct {
 	// +kubebuilder:validation:Enum=evict;wait
 	// +optional
 	BurstPolicy string `json:"burstPolicy,omitempty"`
+	// Clusters, on a manager's Queue (docs/multicluster.md), keeps parts of gpu.quota in
+	// named worker clusters: the rest of the quota follows the queue's work to whichever
+	// cluster it is dispatched to.
+	// +kubebuilder:validation:MaxProperties=64
+	// +optional
+	Clusters map[string]ClusterPart `json:"clusters,omitempty"`
 	// CPU and Memory are optional guarantees and caps as Kubernetes quantities.
 	// +optional
 	CPU *ResourceQuota `json:"cpu,omitempty"`

@@ -47,7 +47,7 @@ func NewRoot() *cobra.Command {
 	root.AddGroup(&cobra.Group{ID: "work", Title: "Work with workloads:"}, &cobra.Group{ID: "admin", Title: "See and administer the cluster:"},
 		&cobra.Group{ID: "run", Title: "Run Allot:"}, &cobra.Group{ID: "study", Title: "Study and simulate:"})
 	root.AddCommand(newSubmitCmd(), newListCmd(), newDescribeCmd(), newLogsCmd(), newExecCmd(), newBashCmd(), newOpenCmd(), newPortForwardCmd(), newSuspendCmd(false), newSuspendCmd(true),
-		newDeleteCmd(), newConfigCmd(), newQueuesCmd(), newQueueCmd(), newImportCmd(), newReportCmd(), newTopCmd(), newDashboardCmd(),
+		newDeleteCmd(), newConfigCmd(), newQueuesCmd(), newQueueCmd(), newClustersCmd(), newImportCmd(), newReportCmd(), newTopCmd(), newDashboardCmd(),
 		newUpCmd(), newSchedulerCmd(), newAgentCmd(), newMPSHostCmd(), newNRIPluginCmd(), newBenchCmd(), newSimCmd())
 	explainRefusals(root)
 	return root

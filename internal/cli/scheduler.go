@@ -23,6 +23,7 @@ import (
 	"github.com/allot-dev/allot/kube/admission"
 	"github.com/allot-dev/allot/kube/convert"
 	"github.com/allot-dev/allot/kube/metricsapi"
+	"github.com/allot-dev/allot/kube/multicluster"
 	"github.com/allot-dev/allot/kube/scheduler"
 	"github.com/allot-dev/allot/kube/stack"
 )
@@ -32,6 +33,9 @@ func newSchedulerCmd() *cobra.Command {
 	var leaderElect bool
 	var lease scheduler.Lease
 	var gangGrace, usageHalfLife, interruptionGrace time.Duration
+	var mcManager, mcWorker bool
+	var mcLostAfter time.Duration
+	var mcLeaseNamespace string
 	var usageStrength float64
 	var webhookPort, metricsPort, customMetricsPort int
 	var warmup time.Duration
@@ -61,6 +65,9 @@ admission webhooks (the Helm chart registers them).`,
 			}
 			if usageHalfLife <= 0 {
 				return fmt.Errorf("--usage-half-life %s is not allowed: a positive duration such as 24h or 168h", usageHalfLife)
+			}
+			if mcManager && mcLostAfter <= multicluster.DefaultLeaseDuration {
+				return fmt.Errorf("--multicluster-lost-after %s is not allowed: longer than the manager's lease on its workers (%s), so that a lost worker has suspended its Jobs before they are dispatched again", mcLostAfter, multicluster.DefaultLeaseDuration)
 			}
 			if interruptionGrace <= 0 {
 				return fmt.Errorf("--interruption-grace %s is not allowed: a positive duration such as 60s (clouds give about two minutes' notice of a spot interruption)", interruptionGrace)
@@ -101,6 +108,12 @@ admission webhooks (the Helm chart registers them).`,
 				UsageHalfLife: usageHalfLife, LeaderElection: leaderElect, Identity: identity, Lease: lease, SharingRoot: sharingRoot,
 				CDIKind: cdiKind, DeviceRecorders: deviceRecorders, InterruptionGrace: interruptionGrace}, SharingRuntimeClass: runtimeClass,
 				CustomMetricsWarmup: warmup}
+			if mcManager {
+				opts.Manager = &multicluster.Options{Name: "allot-manager", LostAfter: mcLostAfter}
+			}
+			if mcWorker {
+				opts.FenceNamespace = mcLeaseNamespace
+			}
 			if warmup < time.Second {
 				return fmt.Errorf("--gpu-utilization-warmup %s is not allowed: 1s or more (a reading needs the agent's interval; default %s)", warmup, metricsapi.DefaultWarmup)
 			}
@@ -167,6 +180,10 @@ admission webhooks (the Helm chart registers them).`,
 	f.Float64Var(&usageStrength, "usage-strength", 0, "how much a queue's past use above quota lowers its part of idle GPUs: 0 ignores it, 1 is strong (quotas are never touched)")
 	f.DurationVar(&usageHalfLife, "usage-half-life", engine.DefaultUsageHalfLife, "how fast past use is forgotten: it counts half after this long")
 	f.DurationVar(&interruptionGrace, "interruption-grace", scheduler.DefaultInterruptionGrace, "how long after a node's interruption notice (a spot node's cloud taking it back) its pods are stopped: the time they are told to checkpoint in (annotation allot.dev/interruption)")
+	f.BoolVar(&mcManager, "multicluster-manager", false, "also run the multi-cluster manager: Jobs with spec.managedBy "+multicluster.ManagedBy+" are dispatched to the WorkerClusters (docs/multicluster.md)")
+	f.DurationVar(&mcLostAfter, "multicluster-lost-after", multicluster.DefaultLostAfter, "how long a worker cluster may not answer the manager before its Jobs are dispatched again elsewhere")
+	f.BoolVar(&mcWorker, "multicluster-worker", false, "this cluster is a worker of a multi-cluster manager: when the manager's lease here runs out (5 minutes without it), the Jobs it dispatched here are suspended, so that none runs here and elsewhere at once")
+	f.StringVar(&mcLeaseNamespace, "multicluster-lease-namespace", "allot-system", "namespace of the manager's lease on this worker cluster")
 	return cmd
 }
 

@@ -30,6 +30,7 @@ import (
 	"github.com/allot-dev/allot/kube/consumption"
 	"github.com/allot-dev/allot/kube/idle"
 	"github.com/allot-dev/allot/kube/metricsapi"
+	"github.com/allot-dev/allot/kube/multicluster"
 	"github.com/allot-dev/allot/kube/scheduler"
 	"github.com/allot-dev/allot/kube/workload"
 )
@@ -57,6 +58,14 @@ type Options struct {
 	// CustomMetricsWarmup is how long a pod runs before its reading counts
 	// (metricsapi.DefaultWarmup when zero).
 	CustomMetricsWarmup time.Duration
+	// FenceNamespace, when set, runs the multi-cluster fence (kube/multicluster): on a
+	// worker cluster, the Jobs a manager dispatched here are suspended once the manager's
+	// lease in this namespace runs out.
+	FenceNamespace string
+	// Manager, when set, runs the multi-cluster manager (kube/multicluster) while this
+	// replica leads: Jobs handed to it by spec.managedBy are dispatched to its
+	// WorkerClusters.
+	Manager *multicluster.Options
 }
 
 // Run runs until ctx ends; it returns the scheduler's error.
@@ -136,6 +145,14 @@ func Run(ctx context.Context, rc *rest.Config, opts Options) error {
 		opts.Idle.Now = opts.Scheduler.Now
 	}
 	go idle.New(client, dyn, allot, opts.Idle).Run(ctx)
+	if opts.Manager != nil {
+		mo := *opts.Manager
+		mo.Leading = s.Leading
+		go multicluster.New(client, allot, mo).Run(ctx)
+	}
+	if opts.FenceNamespace != "" {
+		go (&multicluster.Fence{Client: client, Namespace: opts.FenceNamespace, Now: opts.Scheduler.Now}).Run(ctx)
+	}
 	return s.Run(ctx)
 }
 

@@ -43,6 +43,8 @@ func (f *sharedInformerFactory) ForResource(resource schema.GroupVersionResource
 		return &genericInformer{resource: resource.GroupResource(), informer: f.Allot().V1alpha1().Queues().Informer()}, nil
 	case v1alpha1.SchemeGroupVersion.WithResource("topologies"):
 		return &genericInformer{resource: resource.GroupResource(), informer: f.Allot().V1alpha1().Topologies().Informer()}, nil
+	case v1alpha1.SchemeGroupVersion.WithResource("workerclusters"):
+		return &genericInformer{resource: resource.GroupResource(), informer: f.Allot().V1alpha1().WorkerClusters().Informer()}, nil
 
 	}
 

@@ -17,3 +17,7 @@ type QueueListerExpansion interface{}
 // TopologyListerExpansion allows custom methods to be added to
 // TopologyLister.
 type TopologyListerExpansion interface{}
+
+// WorkerClusterListerExpansion allows custom methods to be added to
+// WorkerClusterLister.
+type WorkerClusterListerExpansion interface{}

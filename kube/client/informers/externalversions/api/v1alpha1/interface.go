@@ -14,6 +14,8 @@ type Interface interface {
 	Queues() QueueInformer
 	// Topologies returns a TopologyInformer.
 	Topologies() TopologyInformer
+	// WorkerClusters returns a WorkerClusterInformer.
+	WorkerClusters() WorkerClusterInformer
 }
 
 type version struct {
@@ -40,4 +42,9 @@ func (v *version) Queues() QueueInformer {
 // Topologies returns a TopologyInformer.
 func (v *version) Topologies() TopologyInformer {
 	return &topologyInformer{factory: v.factory, tweakListOptions: v.tweakListOptions}
+}
+
+// WorkerClusters returns a WorkerClusterInformer.
+func (v *version) WorkerClusters() WorkerClusterInformer {
+	return &workerClusterInformer{factory: v.factory, tweakListOptions: v.tweakListOptions}
 }

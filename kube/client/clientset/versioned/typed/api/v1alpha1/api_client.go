@@ -15,6 +15,7 @@ type AllotV1alpha1Interface interface {
 	PodGroupsGetter
 	QueuesGetter
 	TopologiesGetter
+	WorkerClustersGetter
 }
 
 // AllotV1alpha1Client is used to interact with features provided by the allot.dev group.
@@ -32,6 +33,10 @@ func (c *AllotV1alpha1Client) Queues() QueueInterface {
 
 func (c *AllotV1alpha1Client) Topologies() TopologyInterface {
 	return newTopologies(c)
+}
+
+func (c *AllotV1alpha1Client) WorkerClusters() WorkerClusterInterface {
+	return newWorkerClusters(c)
 }
 
 // NewForConfig creates a new AllotV1alpha1Client for the given config.

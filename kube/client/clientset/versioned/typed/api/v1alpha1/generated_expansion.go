@@ -7,3 +7,5 @@ type PodGroupExpansion interface{}
 type QueueExpansion interface{}
 
 type TopologyExpansion interface{}
+
+type WorkerClusterExpansion interface{}

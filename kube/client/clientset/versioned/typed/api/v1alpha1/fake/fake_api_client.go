@@ -24,6 +24,10 @@ func (c *FakeAllotV1alpha1) Topologies() v1alpha1.TopologyInterface {
 	return newFakeTopologies(c)
 }
 
+func (c *FakeAllotV1alpha1) WorkerClusters() v1alpha1.WorkerClusterInterface {
+	return newFakeWorkerClusters(c)
+}
+
 // RESTClient returns a RESTClient that is used to communicate
 // with API server by this client implementation.
 func (c *FakeAllotV1alpha1) RESTClient() rest.Interface {

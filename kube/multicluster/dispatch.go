@@ -1,0 +1,309 @@
+package multicluster
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/allot-dev/allot/api/v1alpha1"
+	"github.com/allot-dev/allot/engine"
+)
+
+// dispatch places the manager's Jobs that wait: one engine cycle over every ready
+// worker's nodes and pods and the manager's Queues says which cluster can start each whole
+// now; those are created there. The rest wait on the manager, with each cluster's obstacle.
+func (m *Manager) dispatch(ctx context.Context, now time.Time, ready map[string]*worker, jobs []*batchv1.Job) {
+	seen := m.seenOrigins(ready)
+	var cands []candidate
+	open := m.openClusters(ready)
+	var waiting []*batchv1.Job
+	for _, j := range jobs {
+		if finished(j) || j.DeletionTimestamp != nil {
+			continue
+		}
+		c := m.clusterOf(j)
+		switch {
+		case c != "":
+			if ready[c] != nil && !seen[string(j.UID)] {
+				cands = append(cands, candidate{job: j, pinned: c})
+			}
+		case j.Spec.Suspend != nil && *j.Spec.Suspend:
+			// a suspended Job stays on the manager until it is resumed
+		default:
+			var allowed []string
+			for _, c := range open {
+				if !m.conflicted(c, queueOf(j)) {
+					allowed = append(allowed, c)
+				}
+			}
+			cands = append(cands, candidate{job: j, allowed: allowed})
+			waiting = append(waiting, j)
+		}
+	}
+	if len(waiting) == 0 {
+		return
+	}
+	nodes, pods := m.objects(ready)
+	queues, topologies := m.managerQueues(), m.managerTopologies()
+	u := buildUnion(now, nodes, pods, queues, topologies, cands)
+	plan := m.eng.Schedule(u.snap)
+	if debugUnion {
+		gpus := 0
+		for _, n := range u.snap.Nodes {
+			gpus += len(n.GPUs)
+		}
+		m.opts.Log.Info("DEBUG union", "nodes", len(u.snap.Nodes), "gpus", gpus, "jobs", len(u.snap.Jobs), "queues", fmt.Sprint(plan.Queues), "pending", fmt.Sprint(plan.Pending))
+	}
+	decided := u.decide(plan, cands)
+	var undecided []*batchv1.Job
+	for _, j := range waiting {
+		d := decided[engine.JobID(j.Namespace+"/"+j.Name)]
+		if d.cluster == "" {
+			undecided = append(undecided, j)
+			continue
+		}
+		m.dispatchTo(ctx, now, j, ready[d.cluster], d.why)
+	}
+	if len(undecided) > 0 {
+		m.explainWaiting(ctx, now, undecided, cands, ready, nodes, pods, queues)
+	}
+}
+
+// explainWaiting writes on each Job no cluster can start why, cluster by cluster: the
+// engine's reason with the Job confined to each cluster in turn.
+func (m *Manager) explainWaiting(ctx context.Context, now time.Time, undecided []*batchv1.Job, cands []candidate, ready map[string]*worker,
+	nodes map[string][]*corev1.Node, pods map[string][]*corev1.Pod, queues []*v1alpha1.Queue) {
+	reasons := map[types.UID][]string{}
+	names := m.clusterNames()
+	open := map[string]bool{}
+	for _, c := range m.openClusters(ready) {
+		open[c] = true
+	}
+	for _, c := range names {
+		if !open[c] {
+			why := m.closedWhy(c)
+			for _, j := range undecided {
+				reasons[j.UID] = append(reasons[j.UID], c+": "+why)
+			}
+			continue
+		}
+		pinned := make([]candidate, 0, len(cands))
+		for _, cd := range cands {
+			if cd.pinned == "" {
+				cd.allowed = []string{c}
+			}
+			pinned = append(pinned, cd)
+		}
+		u := buildUnion(now, nodes, pods, queues, m.managerTopologies(), pinned)
+		plan := m.eng.Schedule(u.snap)
+		for _, j := range undecided {
+			why := "it would start here"
+			if m.conflicted(c, queueOf(j)) {
+				why = "its queue " + queueOf(j) + " is kept differently there (a conflict)"
+			} else if r, ok := plan.Pending[engine.JobID(j.Namespace+"/"+j.Name)]; ok {
+				why = r.Message
+			}
+			reasons[j.UID] = append(reasons[j.UID], c+": "+why)
+		}
+	}
+	for _, j := range undecided {
+		msg := "no worker cluster can start it whole now"
+		if len(names) == 0 {
+			msg = "no worker cluster is registered (kubectl get workerclusters)"
+		} else {
+			msg += ": " + strings.Join(reasons[j.UID], "; ")
+		}
+		m.noteWaiting(ctx, j, msg)
+	}
+}
+
+// noteWaiting writes why a Job waits on its annotation, and an Event when it changes.
+func (m *Manager) noteWaiting(ctx context.Context, j *batchv1.Job, msg string) {
+	key := string(j.UID)
+	m.mu.Lock()
+	same := m.waiting[key] == msg
+	m.waiting[key] = msg
+	m.mu.Unlock()
+	if same && j.Annotations[AnnotationWaiting] == msg {
+		return
+	}
+	if err := m.annotate(ctx, j, map[string]any{AnnotationWaiting: msg}); err != nil {
+		m.opts.Log.Warn("writing why a job waits", "job", j.Namespace+"/"+j.Name, "err", err)
+	}
+	if !same {
+		m.recorder.Event(j, corev1.EventTypeNormal, "Waiting", msg)
+	}
+}
+
+// dispatchTo records the choice on the manager's Job first (a manager restarted between
+// the two steps finds it and makes the copy, never a second one elsewhere), then makes the
+// copy on the worker.
+func (m *Manager) dispatchTo(ctx context.Context, now time.Time, j *batchv1.Job, w *worker, why string) {
+	if err := m.annotate(ctx, j, map[string]any{AnnotationCluster: w.name, AnnotationDispatchedAt: now.UTC().Format(time.RFC3339Nano),
+		AnnotationWaiting: nil}); err != nil {
+		m.opts.Log.Warn("recording a dispatch", "job", j.Namespace+"/"+j.Name, "err", err)
+		return
+	}
+	m.mu.Lock()
+	m.dispatched[j.UID] = w.name
+	delete(m.waiting, string(j.UID))
+	m.mu.Unlock()
+	if err := m.createCopy(ctx, j, w); err != nil {
+		m.opts.Log.Warn("making a job's copy on its worker", "job", j.Namespace+"/"+j.Name, "cluster", w.name, "err", err)
+		return
+	}
+	m.recorder.Eventf(j, corev1.EventTypeNormal, "Dispatched", "dispatched to worker cluster %s: %s", w.name, why)
+}
+
+// createCopy makes the worker's copy of a manager's Job: its spec without the manager's
+// managedBy and the selector the manager's API server gave it, labelled with its origin.
+func (m *Manager) createCopy(ctx context.Context, j *batchv1.Job, w *worker) error {
+	if err := ensureNamespace(ctx, w.client, j.Namespace); err != nil {
+		return fmt.Errorf("namespace %s on %s: %w", j.Namespace, w.name, err)
+	}
+	cp := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: j.Name, Namespace: j.Namespace, Labels: map[string]string{}, Annotations: map[string]string{}},
+		Spec: *j.Spec.DeepCopy()}
+	for k, v := range j.Labels {
+		cp.Labels[k] = v
+	}
+	for k, v := range j.Annotations {
+		switch k {
+		case AnnotationCluster, AnnotationDispatchedAt, AnnotationWaiting, corev1.LastAppliedConfigAnnotation:
+		default:
+			cp.Annotations[k] = v
+		}
+	}
+	cp.Labels[LabelOrigin] = string(j.UID)
+	cp.Spec.ManagedBy, cp.Spec.Selector, cp.Spec.ManualSelector = nil, nil, nil
+	tl := map[string]string{}
+	for k, v := range j.Spec.Template.Labels {
+		if !strings.HasPrefix(k, "batch.kubernetes.io/") && k != "controller-uid" && k != "job-name" {
+			tl[k] = v
+		}
+	}
+	tl[LabelOrigin] = string(j.UID)
+	if q := queueOf(j); q != "" {
+		tl[v1alpha1.LabelQueue] = q
+	}
+	cp.Spec.Template.Labels = tl
+	// The manager placed it by Allot's rules: Allot's scheduler on the worker starts it.
+	if s := cp.Spec.Template.Spec.SchedulerName; s == "" || s == corev1.DefaultSchedulerName {
+		cp.Spec.Template.Spec.SchedulerName = v1alpha1.SchedulerName
+	}
+	_, err := w.client.BatchV1().Jobs(j.Namespace).Create(ctx, cp, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		return nil
+	}
+	return err
+}
+
+// annotate merges annotations into a manager's Job (nil removes one).
+func (m *Manager) annotate(ctx context.Context, j *batchv1.Job, ann map[string]any) error {
+	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": ann}})
+	_, err := m.client.BatchV1().Jobs(j.Namespace).Patch(ctx, j.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+	return err
+}
+
+// clusterOf is where a manager's Job was dispatched: what this manager did, before its
+// informer shows it, else the annotation.
+func (m *Manager) clusterOf(j *batchv1.Job) string {
+	m.mu.Lock()
+	c, ok := m.dispatched[j.UID]
+	m.mu.Unlock()
+	if ok {
+		return c
+	}
+	return j.Annotations[AnnotationCluster]
+}
+
+// seenOrigins are the manager's Jobs whose pods the workers show.
+func (m *Manager) seenOrigins(ready map[string]*worker) map[string]bool {
+	seen := map[string]bool{}
+	for _, w := range ready {
+		for _, o := range w.pods.GetStore().List() {
+			if u := o.(*corev1.Pod).Labels[LabelOrigin]; u != "" {
+				seen[u] = true
+			}
+		}
+	}
+	return seen
+}
+
+// openClusters are the ready workers that take new work (not paused), by name.
+func (m *Manager) openClusters(ready map[string]*worker) []string {
+	var out []string
+	for _, c := range sortedNames(ready) {
+		if wc, ok := m.workerCluster(c); ok && !wc.Spec.Paused {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// closedWhy says why a registered cluster takes no work now.
+func (m *Manager) closedWhy(c string) string {
+	wc, ok := m.workerCluster(c)
+	if ok && wc.Spec.Paused {
+		return "paused (spec.paused)"
+	}
+	m.mu.Lock()
+	rf, refused := m.refused[c]
+	w := m.workers[c]
+	m.mu.Unlock()
+	if refused {
+		return rf.message
+	}
+	if w == nil {
+		return "not connected yet"
+	}
+	okay, _, msg, _, lost := w.health()
+	if !okay && msg != "" {
+		return fmt.Sprintf("%s (since %s)", msg, lost.UTC().Format(time.RFC3339))
+	}
+	return "its objects are still being read"
+}
+
+func (m *Manager) workerCluster(name string) (*v1alpha1.WorkerCluster, bool) {
+	o, ok, _ := m.clusters.GetStore().GetByKey(name)
+	if !ok {
+		return nil, false
+	}
+	return o.(*v1alpha1.WorkerCluster), true
+}
+
+func (m *Manager) clusterNames() []string {
+	var out []string
+	for _, o := range m.clusters.GetStore().List() {
+		out = append(out, o.(*v1alpha1.WorkerCluster).Name)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// objects are the ready workers' nodes and live pods, by cluster.
+func (m *Manager) objects(ready map[string]*worker) (map[string][]*corev1.Node, map[string][]*corev1.Pod) {
+	nodes, pods := map[string][]*corev1.Node{}, map[string][]*corev1.Pod{}
+	for c, w := range ready {
+		for _, o := range w.nodes.GetStore().List() {
+			nodes[c] = append(nodes[c], o.(*corev1.Node))
+		}
+		for _, o := range w.pods.GetStore().List() {
+			p := o.(*corev1.Pod)
+			if p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
+				pods[c] = append(pods[c], p)
+			}
+		}
+	}
+	return nodes, pods
+}
+
+var debugUnion = false
