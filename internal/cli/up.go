@@ -40,7 +40,7 @@ import (
 )
 
 func newUpCmd() *cobra.Command {
-	var nodes, gpus, migGPUs, realNodes int
+	var nodes, gpus, migGPUs, realNodes, clusters int
 	var gpuType, gpuMemory, dataDir, kubeconfig string
 	var demo, draNodes bool
 	var cpuProfile, dashboardAddr, metricsAddr string
@@ -56,7 +56,7 @@ simulated GPU nodes with the labels GPU Feature Discovery sets, a simulated kube
 Allot scheduler, all in this process. State is kept in --data-dir and survives a restart.
 A kubeconfig is written so that kubectl works against it. Ctrl-C stops everything.`,
 		Example: "  allot up --demo\n  allot up --nodes 4 --gpus-per-node 8 --gpu-type H100 --gpu-memory 80Gi\n  allot up --accelerator ascend:2x8 --accelerator amd:1x8\n" +
-			"  allot up --demo --mig 1x2 --mig-dynamic 1x2 --accelerator ascend:1x8\n  allot up --demo --with lws,ray,trainer",
+			"  allot up --demo --mig 1x2 --mig-dynamic 1x2 --accelerator ascend:1x8\n  allot up --demo --with lws,ray,trainer\n  allot up --demo --clusters 3",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if nodes < 1 || nodes > 5000 {
@@ -119,6 +119,18 @@ A kubeconfig is written so that kubectl works against it. Ctrl-C stops everythin
 			if draNodes && len(migNodes) > 0 {
 				return fmt.Errorf("--mig, --mig-dynamic and --mig-single are device plugin and agent nodes: not with --dra (its MIG devices are --mig-gpus)")
 			}
+			if clusters < 1 || clusters > 5 {
+				return fmt.Errorf("--clusters %d is not allowed: 1 (one cluster), or 2 to 5 (a manager and 1 to 4 workers)", clusters)
+			}
+			if clusters > 1 {
+				for flag, set := range map[string]bool{"--real-nodes": realNodes > 0, "--dra": draNodes, "--mig, --mig-dynamic, --mig-single": len(migNodes) > 0,
+					"--accelerator": len(kindNodes) > 0, "--with": len(controllers) > 0, "--fail-gpu": failGPU != "", "--sharing": sharing != "",
+					"--topology": topology != "", "--fair-share-history": history != ""} {
+					if set {
+						return fmt.Errorf("--clusters %d with %s is not offered: each worker has plain simulated GPU nodes", clusters, flag)
+					}
+				}
+			}
 			// The scheduler schedules the kinds it has on by default, as allot scheduler does.
 			schedOpts.Accelerators = convert.DefaultTable()
 			var failNode string
@@ -167,15 +179,19 @@ A kubeconfig is written so that kubectl works against it. Ctrl-C stops everythin
 			}
 			defer logFile.Close()
 			localcluster.QuietLogs(logFile)
+			if kubeconfig == "" {
+				kubeconfig = filepath.Join(dataDir, "kubeconfig")
+			}
+			if clusters > 1 {
+				return upClusters(ctx, out, upClustersOptions{clusters: clusters, nodes: nodes, gpus: gpus, gpuType: gpuType, memMi: mem.Value() >> 20,
+					dataDir: dataDir, kubeconfig: kubeconfig, demo: demo})
+			}
 			fmt.Fprintf(out, "starting etcd and kube-apiserver in %s (logs: %s) …\n", dataDir, logPath)
 			c, err := localcluster.Start(ctx, dataDir)
 			if err != nil {
 				return err
 			}
 			defer c.Stop()
-			if kubeconfig == "" {
-				kubeconfig = filepath.Join(dataDir, "kubeconfig")
-			}
 			if err := c.WriteKubeconfig(kubeconfig); err != nil {
 				return err
 			}
@@ -309,7 +325,8 @@ A kubeconfig is written so that kubectl works against it. Ctrl-C stops everythin
 		},
 	}
 	f := cmd.Flags()
-	f.IntVar(&nodes, "nodes", 2, "simulated GPU nodes")
+	f.IntVar(&nodes, "nodes", 2, "simulated GPU nodes (of each worker, with --clusters)")
+	f.IntVar(&clusters, "clusters", 1, "run a multi-cluster manager and its workers: N control planes in this process, the manager with no nodes and N-1 workers with --nodes simulated nodes each, the first of --gpu-type, the second of H100s (docs/multicluster.md)")
 	f.IntVar(&realNodes, "real-nodes", 0, "also run a real node (real-1) on this machine, as root: the kubelet, containerd and runc built from their Go modules, with --gpus-per-node GPU devices made for it (no driver) and Allot's NRI plugin; 0 or 1 (the kubelet's device-plugin socket is the machine's)")
 	f.IntVar(&gpus, "gpus-per-node", 8, "GPUs per simulated node")
 	f.StringVar(&gpuType, "gpu-type", "A100-SXM4-80GB", "GPU model (the nvidia.com/gpu.product label)")

@@ -13,6 +13,7 @@ import (
 
 	"github.com/allot-dev/allot/kube/convert"
 	"github.com/allot-dev/allot/kube/inspect"
+	"github.com/allot-dev/allot/kube/multicluster"
 	"github.com/allot-dev/allot/kube/submission"
 	"github.com/allot-dev/allot/kube/submit"
 )
@@ -20,7 +21,7 @@ import (
 func newSubmitCmd() *cobra.Command {
 	var c *conn // set below, once the command exists to carry its flags
 	var s submit.Spec
-	var dryRun, preemptible, nonPreemptible, runAsUser bool
+	var dryRun, preemptible, nonPreemptible, runAsUser, multiCluster bool
 	var workers string
 	var accelerator string
 	gpuAPI := submission.GPUAPIAuto
@@ -70,6 +71,12 @@ Job of N workers with a headless Service (worker i is NAME-i.NAME) started as on
 				if min > 0 {
 					s.MinWorkers = min
 				}
+			}
+			if multiCluster {
+				if s.Interactive || s.Inference {
+					return fmt.Errorf("--multicluster is for training Jobs: an interactive or inference workload runs in the cluster it is submitted to")
+				}
+				s.ManagedBy = multicluster.ManagedBy
 			}
 			if preemptible && nonPreemptible {
 				return fmt.Errorf("--preemptible and --non-preemptible are both set: choose one")
@@ -176,6 +183,7 @@ Job of N workers with a headless Service (worker i is NAME-i.NAME) started as on
 	f.BoolVar(&nonPreemptible, "non-preemptible", false, "never evicted; runs within the queue's quota only")
 	f.DurationVar(&s.Duration, "duration", 0, "on simulated nodes (allot up): finish after this long")
 	f.BoolVar(&dryRun, "dry-run", false, "print the objects instead of creating them")
+	f.BoolVar(&multiCluster, "multicluster", false, "on a multi-cluster manager: hand the Job to the manager, which runs it on the worker cluster that can start it whole now (docs/multicluster.md)")
 	f.StringVar(&gpuAPI, "gpu-api", gpuAPI, "how whole GPUs are asked for: device-plugin (nvidia.com/gpu), dra (a ResourceClaim of class gpu.nvidia.com), or auto: dra where every GPU node of the pool has its GPUs through DRA")
 	c = addConn(cmd)
 	return cmd

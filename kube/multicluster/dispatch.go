@@ -16,6 +16,7 @@ import (
 
 	"github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/engine"
+	"github.com/allot-dev/allot/kube/submit"
 )
 
 // dispatch places the manager's Jobs that wait: one engine cycle over every ready
@@ -199,7 +200,37 @@ func (m *Manager) createCopy(ctx context.Context, j *batchv1.Job, w *worker) err
 	if s := cp.Spec.Template.Spec.SchedulerName; s == "" || s == corev1.DefaultSchedulerName {
 		cp.Spec.Template.Spec.SchedulerName = v1alpha1.SchedulerName
 	}
+	if err := m.copyService(ctx, j, w); err != nil {
+		return err
+	}
 	_, err := w.client.BatchV1().Jobs(j.Namespace).Create(ctx, cp, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		return nil
+	}
+	return err
+}
+
+// copyService copies the headless Service a distributed Job's workers find each other by
+// (allot submit --workers makes it, named and labelled after the Job) beside its copy.
+func (m *Manager) copyService(ctx context.Context, j *batchv1.Job, w *worker) error {
+	svc, err := m.client.CoreV1().Services(j.Namespace).Get(ctx, j.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if svc.Labels[submit.LabelWorkload] != j.Name || svc.Spec.ClusterIP != corev1.ClusterIPNone {
+		return nil
+	}
+	labels := map[string]string{LabelOrigin: string(j.UID)}
+	for k, v := range svc.Labels {
+		labels[k] = v
+	}
+	cp := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: svc.Name, Namespace: svc.Namespace, Labels: labels},
+		Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, Selector: svc.Spec.Selector, Ports: svc.Spec.Ports,
+			PublishNotReadyAddresses: svc.Spec.PublishNotReadyAddresses}}
+	_, err = w.client.CoreV1().Services(j.Namespace).Create(ctx, cp, metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {
 		return nil
 	}

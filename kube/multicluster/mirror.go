@@ -95,6 +95,9 @@ func (m *Manager) removeCopy(ctx context.Context, w *worker, cp *batchv1.Job, j 
 		m.opts.Log.Warn("deleting a copy", "job", cp.Namespace+"/"+cp.Name, "cluster", w.name, "err", err)
 		return
 	}
+	if svc, err := w.client.CoreV1().Services(cp.Namespace).Get(ctx, cp.Name, metav1.GetOptions{}); err == nil && svc.Labels[LabelOrigin] == cp.Labels[LabelOrigin] {
+		_ = w.client.CoreV1().Services(cp.Namespace).Delete(ctx, cp.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &svc.UID}})
+	}
 	if j != nil {
 		m.recorder.Eventf(j, corev1.EventTypeNormal, "CopyDeleted", "deleted its copy on worker cluster %s: it was dispatched again to %s while %s did not answer",
 			w.name, orNone(m.clusterOf(j)), w.name)

@@ -122,6 +122,11 @@ func Check(ctx context.Context, cl Clients, s submit.Spec, objs []runtime.Object
 	if !knownKind {
 		return nil // a kind defined on the scheduler: the CLI cannot tell its nodes
 	}
+	if s.ManagedBy != "" {
+		// A multi-cluster manager's own nodes do not run it: the manager says, for each
+		// worker cluster, why none can start it (its allot.dev/waiting).
+		return nil
+	}
 	nodes, err := cl.nodes(ctx)
 	if err != nil {
 		return err

@@ -87,6 +87,9 @@ type Spec struct {
 	Workers, MinWorkers                 int
 	Preemptible                         *bool
 	Duration                            time.Duration // simulated nodes: finish after this long
+	// ManagedBy hands a Job to a multi-cluster manager (spec.managedBy,
+	// multicluster.ManagedBy): it is dispatched to a worker cluster instead of run here.
+	ManagedBy string
 	// DeviceClass, when set, asks for whole GPUs through DRA: a ResourceClaimTemplate of
 	// that DeviceClass (gpu.nvidia.com) made with the workload, each pod claiming from it,
 	// instead of nvidia.com/gpu.
@@ -226,6 +229,9 @@ func (s Spec) Objects() ([]runtime.Object, error) {
 		tmpl.Spec.RestartPolicy = corev1.RestartPolicyNever
 		j := &batchv1.Job{TypeMeta: metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"}, ObjectMeta: meta,
 			Spec: batchv1.JobSpec{Parallelism: &n, Completions: &n, CompletionMode: &indexed, Template: tmpl}}
+		if s.ManagedBy != "" {
+			j.Spec.ManagedBy = &s.ManagedBy
+		}
 		if elastic {
 			j.Annotations = map[string]string{AnnotationMinMember: strconv.Itoa(s.MinWorkers), v1alpha1.AnnotationMaxMember: strconv.Itoa(s.Workers)}
 		}
@@ -239,6 +245,9 @@ func (s Spec) Objects() ([]runtime.Object, error) {
 	tmpl.Spec.RestartPolicy = corev1.RestartPolicyNever
 	j := &batchv1.Job{TypeMeta: metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"}, ObjectMeta: meta,
 		Spec: batchv1.JobSpec{Parallelism: &one, Completions: &one, Template: tmpl}}
+	if s.ManagedBy != "" {
+		j.Spec.ManagedBy = &s.ManagedBy
+	}
 	return append(append(claims, j), s.exposed()...), nil
 }
 
