@@ -186,4 +186,3 @@ func kubeconfigBytes(rc *rest.Config) ([]byte, error) {
 	cfg.CurrentContext = "allot"
 	return clientcmd.Write(*cfg)
 }
-
