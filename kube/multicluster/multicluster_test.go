@@ -154,6 +154,42 @@ func TestManagerDispatchesAcrossClusters(t *testing.T) {
 		r.remove(t, names...)
 	})
 
+	t.Run("a global limit honoured across clusters", func(t *testing.T) {
+		q, err := r.manager.Allot.AllotV1alpha1().Queues().Get(r.manager.Ctx, "team-a", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		eight := int32(8)
+		q.Spec.GPU.Limit = &eight
+		if _, err := r.manager.Allot.AllotV1alpha1().Queues().Update(r.manager.Ctx, q, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		r.submit(t, job("first", "team-a", 1, 8, nil))
+		cluster, _ := r.runningIn(t, "first", 1)
+		r.submit(t, job("second", "team-a", 1, 4, nil))
+		r.manager.WaitFor(t, "second waiting on the manager at team-a's limit, with room on both clusters", func() (bool, string) {
+			j := r.managerJob(t, "second")
+			w := j.Annotations[multicluster.AnnotationWaiting]
+			return j.Annotations[multicluster.AnnotationCluster] == "" && strings.Count(w, "limit") == 2, w
+		})
+		// Each worker's limit is what the global one leaves after the other's use.
+		for c, want := range map[string]int32{cluster: 8, other(cluster): 0} {
+			wq, err := r.workers[c].Allot.AllotV1alpha1().Queues().Get(r.manager.Ctx, "team-a", metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if wq.Spec.GPU.Limit == nil || *wq.Spec.GPU.Limit != want {
+				t.Fatalf("team-a's limit on %s: %v, want %d", c, wq.Spec.GPU.Limit, want)
+			}
+		}
+		r.remove(t, "first", "second")
+		q, _ = r.manager.Allot.AllotV1alpha1().Queues().Get(r.manager.Ctx, "team-a", metav1.GetOptions{})
+		q.Spec.GPU.Limit = nil
+		if _, err := r.manager.Allot.AllotV1alpha1().Queues().Update(r.manager.Ctx, q, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	})
+
 	t.Run("a worker's own change to a kept queue is reported, not overwritten", func(t *testing.T) {
 		w2 := r.workers["w2"]
 		q, err := w2.Allot.AllotV1alpha1().Queues().Get(w2.Ctx, "team-b", metav1.GetOptions{})
@@ -232,12 +268,16 @@ func TestManagerDispatchesAcrossClusters(t *testing.T) {
 
 	t.Run("a manager restart loses nothing and dispatches nothing twice", func(t *testing.T) {
 		r.submit(t, job("before", "team-a", 1, 2, nil))
-		r.runningIn(t, "before", 1)
+		c, _ := r.runningIn(t, "before", 1)
+		uid := podUID(t, r.workers[c], "before")
 		r.halt()
 		r.submit(t, job("during", "team-b", 1, 2, nil))
 		r.start(t)
 		r.runningIn(t, "during", 1)
 		r.runningIn(t, "before", 1)
+		if now := podUID(t, r.workers[c], "before"); now != uid {
+			t.Fatalf("before's pod was replaced across the manager's restart: %s, then %s", uid, now)
+		}
 		for _, n := range []string{"before", "during"} {
 			if c := r.copies(t, n); c != 1 {
 				t.Fatalf("%s has %d copies across the workers", n, c)
@@ -367,4 +407,23 @@ func (r *rig) watchTwice(t *testing.T, name string) func() string {
 		defer mu.Unlock()
 		return both
 	}
+}
+
+func other(c string) string {
+	if c == "w1" {
+		return "w2"
+	}
+	return "w1"
+}
+
+// podUID is the UID of the Job's running pod on a worker.
+func podUID(t *testing.T, w *kubetest.Env, job string) string {
+	t.Helper()
+	for _, p := range w.Pods(t, "team") {
+		if p.Labels["job-name"] == job && kubetest.Running(p) {
+			return string(p.UID)
+		}
+	}
+	t.Fatalf("no running pod of %s", job)
+	return ""
 }

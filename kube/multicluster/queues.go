@@ -163,6 +163,9 @@ func localQueue(q *v1alpha1.Queue, c string, uses map[string]map[string]int64, c
 	if q.Spec.GPU.Limit != nil {
 		l := int32(max(0, int64(*q.Spec.GPU.Limit)-othersUse))
 		s.GPU.Limit = &l
+		// A part kept here that the limit no longer leaves room for (the queue holds its
+		// limit elsewhere) guarantees nothing: a Queue's limit is at least its quota.
+		s.GPU.Quota = min(s.GPU.Quota, l)
 	}
 	return s
 }
