@@ -60,7 +60,7 @@ func newEnv(ctx context.Context, client kubernetes.Interface, c *localcluster.Cl
 }
 
 // cluster starts the embedded control plane for a test; it stops with the test.
-func cluster(t *testing.T) (context.Context, kubernetes.Interface, *localcluster.Cluster, string) {
+func cluster(t testing.TB) (context.Context, kubernetes.Interface, *localcluster.Cluster, string) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	dir := t.TempDir()
@@ -88,7 +88,7 @@ func Start(t *testing.T, nodes, gpus int) *Env {
 
 // StartNodes brings up a cluster with the given groups of simulated nodes (a DRA group
 // publishes its GPUs in ResourceSlices); it stops with the test.
-func StartNodes(t *testing.T, specs ...simnode.Spec) *Env {
+func StartNodes(t testing.TB, specs ...simnode.Spec) *Env {
 	t.Helper()
 	ctx, client, c, dir := cluster(t)
 	for _, spec := range specs {

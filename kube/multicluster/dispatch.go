@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -18,6 +19,9 @@ import (
 	"github.com/allot-dev/allot/engine"
 	"github.com/allot-dev/allot/kube/submit"
 )
+
+// dispatchers is how many Jobs are dispatched at once.
+const dispatchers = 16
 
 // dispatch places the manager's Jobs that wait: one engine cycle over every ready
 // worker's nodes and pods and the manager's Queues says which cluster can start each whole
@@ -66,14 +70,24 @@ func (m *Manager) dispatch(ctx context.Context, now time.Time, ready map[string]
 	}
 	decided := u.decide(plan, cands)
 	var undecided []*batchv1.Job
+	// Each dispatch is a few requests to two API servers; a burst of submissions is
+	// dispatched several at a time.
+	sem := make(chan struct{}, dispatchers)
+	var wg sync.WaitGroup
 	for _, j := range waiting {
 		d := decided[engine.JobID(j.Namespace+"/"+j.Name)]
 		if d.cluster == "" {
 			undecided = append(undecided, j)
 			continue
 		}
-		m.dispatchTo(ctx, now, j, ready[d.cluster], d.why)
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			m.dispatchTo(ctx, now, j, ready[d.cluster], d.why)
+		}()
 	}
+	wg.Wait()
 	if len(undecided) > 0 {
 		m.explainWaiting(ctx, now, undecided, cands, ready, nodes, pods, queues)
 	}
@@ -168,8 +182,11 @@ func (m *Manager) dispatchTo(ctx context.Context, now time.Time, j *batchv1.Job,
 // createCopy makes the worker's copy of a manager's Job: its spec without the manager's
 // managedBy and the selector the manager's API server gave it, labelled with its origin.
 func (m *Manager) createCopy(ctx context.Context, j *batchv1.Job, w *worker) error {
-	if err := ensureNamespace(ctx, w.client, j.Namespace); err != nil {
-		return fmt.Errorf("namespace %s on %s: %w", j.Namespace, w.name, err)
+	if _, known := w.namespaces.Load(j.Namespace); !known {
+		if err := ensureNamespace(ctx, w.client, j.Namespace); err != nil {
+			return fmt.Errorf("namespace %s on %s: %w", j.Namespace, w.name, err)
+		}
+		w.namespaces.Store(j.Namespace, true)
 	}
 	cp := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: j.Name, Namespace: j.Namespace, Labels: map[string]string{}, Annotations: map[string]string{}},
 		Spec: *j.Spec.DeepCopy()}
@@ -206,6 +223,9 @@ func (m *Manager) createCopy(ctx context.Context, j *batchv1.Job, w *worker) err
 	_, err := w.client.BatchV1().Jobs(j.Namespace).Create(ctx, cp, metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {
 		return nil
+	}
+	if apierrors.IsNotFound(err) {
+		w.namespaces.Delete(j.Namespace) // deleted there since: made again next time
 	}
 	return err
 }

@@ -21,7 +21,7 @@ const LeaseName = "allot-manager"
 
 // renewLease renews the manager's lease on a worker (made, with its namespace, the first
 // time). A worker that stops seeing it renewed suspends the Jobs dispatched to it.
-func (m *Manager) renewLease(ctx context.Context, w *worker, now time.Time) {
+func (m *Manager) renewLease(ctx context.Context, w *worker, now time.Time) bool {
 	leases := w.client.CoordinationV1().Leases(m.opts.Namespace)
 	secs := int32(m.opts.LeaseDuration / time.Second)
 	renew := metav1.NewMicroTime(now)
@@ -29,22 +29,25 @@ func (m *Manager) renewLease(ctx context.Context, w *worker, now time.Time) {
 	if apierrors.IsNotFound(err) {
 		if err := ensureNamespace(ctx, w.client, m.opts.Namespace); err != nil {
 			m.opts.Log.Warn("making the lease's namespace on a worker", "cluster", w.name, "err", err)
-			return
+			return false
 		}
 		l = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: LeaseName, Namespace: m.opts.Namespace},
 			Spec: coordinationv1.LeaseSpec{HolderIdentity: &m.opts.Name, LeaseDurationSeconds: &secs, RenewTime: &renew}}
-		if _, err := leases.Create(ctx, l, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		if _, err := leases.Create(ctx, l, metav1.CreateOptions{}); err != nil {
 			m.opts.Log.Warn("making the manager's lease on a worker", "cluster", w.name, "err", err)
+			return false
 		}
-		return
+		return true
 	}
 	if err != nil {
-		return
+		return false
 	}
 	l.Spec.HolderIdentity, l.Spec.LeaseDurationSeconds, l.Spec.RenewTime = &m.opts.Name, &secs, &renew
 	if _, err := leases.Update(ctx, l, metav1.UpdateOptions{}); err != nil {
 		m.opts.Log.Warn("renewing the manager's lease on a worker", "cluster", w.name, "err", err)
+		return false
 	}
+	return true
 }
 
 func ensureNamespace(ctx context.Context, client kubernetes.Interface, ns string) error {

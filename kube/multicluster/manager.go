@@ -157,6 +157,7 @@ func (m *Manager) Run(ctx context.Context) {
 		}
 		m.mu.Unlock()
 	}()
+	go m.renewLeases(ctx)
 	t := time.NewTicker(m.opts.Interval)
 	defer t.Stop()
 	for {
@@ -182,11 +183,6 @@ func (m *Manager) round(ctx context.Context) {
 	}
 	now := m.opts.Now()
 	m.syncWorkers(ctx, now)
-	// The lease is renewed on every worker that answers, its informers synced or not: a
-	// restarted manager renews before it has read everything again.
-	for _, w := range m.answering() {
-		m.renewLease(ctx, w, now)
-	}
 	ready := m.readyWorkers()
 	jobs := m.managedJobs()
 	m.syncQueues(ctx, ready, jobs)
@@ -206,6 +202,35 @@ func (m *Manager) readyWorkers() map[string]*worker {
 		}
 	}
 	return out
+}
+
+// renewLeases renews the manager's lease on every worker that answers (its informers
+// synced or not: a restarted manager renews before it has read everything again), ten
+// times a lease (a worker answering for the first time at once), apart from the rounds: a long round (a burst of dispatches) never lets a
+// lease run out.
+func (m *Manager) renewLeases(ctx context.Context) {
+	every := max(100*time.Millisecond, m.opts.LeaseDuration/10)
+	t := time.NewTicker(min(m.opts.Interval, every))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if m.opts.Leading != nil && !m.opts.Leading() {
+			continue
+		}
+		now := m.opts.Now()
+		for _, w := range m.answering() {
+			// A worker that just answered for the first time gets its lease at once.
+			if now.Sub(w.renewed) >= every {
+				if m.renewLease(ctx, w, now) {
+					w.renewed = now
+				}
+			}
+		}
+	}
 }
 
 // answering are the workers whose last probe answered.

@@ -31,7 +31,7 @@ func TestManagerDispatchesAcrossClusters(t *testing.T) {
 	r := newRig(t, map[string][]simnode.Spec{
 		"w1": {{Prefix: "w1-a100", Count: 2, GPUs: 8}},
 		"w2": {{Prefix: "w2-a100", Count: 1, GPUs: 8}, {Prefix: "w2-h100", Count: 1, GPUs: 4, GPUType: "H100-SXM5-80GB", GPUMemoryMi: 81920}},
-	})
+	}, testOptions)
 	r.manager.Queue(t, "team-a", 8, nil)
 	r.manager.Queue(t, "team-b", 8, nil)
 	r.waitReady(t, map[string]int32{"w1": 16, "w2": 12})

@@ -13,12 +13,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/utils/ptr"
 
 	"github.com/allot-dev/allot/api/v1alpha1"
+	allotclient "github.com/allot-dev/allot/kube/client"
 	"github.com/allot-dev/allot/kube/kubetest"
 	"github.com/allot-dev/allot/kube/multicluster"
 	"github.com/allot-dev/allot/kube/scheduler"
@@ -38,15 +40,13 @@ type rig struct {
 	done    chan struct{}
 }
 
-const (
-	testLease = 3 * time.Second
-	testLost  = 9 * time.Second
-)
+// testOptions are short: a worker is fenced 3 s after it is cut off, and its work
+// dispatched again after 9 s.
+var testOptions = multicluster.Options{Interval: 300 * time.Millisecond, LeaseDuration: 3 * time.Second, LostAfter: 9 * time.Second}
 
-func newRig(t *testing.T, workers map[string][]simnode.Spec) *rig {
+func newRig(t testing.TB, workers map[string][]simnode.Spec, opts multicluster.Options) *rig {
 	t.Helper()
-	r := &rig{manager: kubetest.StartNodes(t), workers: map[string]*kubetest.Env{}, proxies: map[string]*partition{},
-		opts: multicluster.Options{Interval: 300 * time.Millisecond, LeaseDuration: testLease, LostAfter: testLost}}
+	r := &rig{manager: kubetest.StartNodes(t), workers: map[string]*kubetest.Env{}, proxies: map[string]*partition{}, opts: opts}
 	mustNamespace(t, r.manager, "allot-system")
 	for name, specs := range workers {
 		e := kubetest.StartNodes(t, specs...)
@@ -63,7 +63,7 @@ func newRig(t *testing.T, workers map[string][]simnode.Spec) *rig {
 }
 
 // register writes a worker's kubeconfig into a Secret and its WorkerCluster.
-func (r *rig) register(t *testing.T, name, kubeconfig string) {
+func (r *rig) register(t testing.TB, name, kubeconfig string) {
 	t.Helper()
 	ctx := r.manager.Ctx
 	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name + "-kubeconfig", Namespace: "allot-system"},
@@ -79,10 +79,12 @@ func (r *rig) register(t *testing.T, name, kubeconfig string) {
 }
 
 // start runs a manager; restart stops it and runs a new one, as a replica restarted.
-func (r *rig) start(t *testing.T) {
+func (r *rig) start(t testing.TB) {
 	ctx, cancel := context.WithCancel(r.manager.Ctx)
 	r.stop, r.done = cancel, make(chan struct{})
-	m := multicluster.New(r.manager.Client, r.manager.Allot, r.opts)
+	rc := rest.CopyConfig(r.manager.Cluster.Config)
+	rc.QPS, rc.Burst = 500, 1000
+	m := multicluster.New(kubernetes.NewForConfigOrDie(rc), allotclient.NewForConfigOrDie(rc), r.opts)
 	go func() { defer close(r.done); m.Run(ctx) }()
 	t.Cleanup(func() { r.halt() })
 }
@@ -172,7 +174,7 @@ func (r *rig) remove(t *testing.T, names ...string) {
 	})
 }
 
-func mustNamespace(t *testing.T, e *kubetest.Env, ns string) {
+func mustNamespace(t testing.TB, e *kubetest.Env, ns string) {
 	t.Helper()
 	_, err := e.Client.CoreV1().Namespaces().Create(e.Ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
 	if err != nil && !strings.Contains(err.Error(), "already exists") {
@@ -181,7 +183,7 @@ func mustNamespace(t *testing.T, e *kubetest.Env, ns string) {
 }
 
 // kubeconfigVia is a kubeconfig for the cluster rc reaches, through addr instead.
-func kubeconfigVia(t *testing.T, rc *rest.Config, addr string) string {
+func kubeconfigVia(t testing.TB, rc *rest.Config, addr string) string {
 	t.Helper()
 	cfg := clientcmdapi.NewConfig()
 	cfg.Clusters["w"] = &clientcmdapi.Cluster{Server: "https://" + addr, CertificateAuthorityData: rc.CAData, TLSServerName: rc.ServerName}
@@ -205,7 +207,7 @@ type partition struct {
 	conns  map[net.Conn]bool
 }
 
-func newPartition(t *testing.T, host string) *partition {
+func newPartition(t testing.TB, host string) *partition {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

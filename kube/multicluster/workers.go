@@ -49,6 +49,11 @@ type worker struct {
 	queues cache.SharedIndexInformer
 	jobs   cache.SharedIndexInformer
 
+	// renewed is when the manager's lease there was last renewed (renewLeases' only).
+	renewed time.Time
+	// namespaces are those known to exist there (made by the manager or found).
+	namespaces sync.Map
+
 	mu sync.Mutex
 	// ready is whether the last probe answered; reason and message say why not.
 	ready           bool
