@@ -2,13 +2,16 @@ package deploy_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/utils/ptr"
@@ -34,10 +37,12 @@ func TestMulticlusterRolesAreEnough(t *testing.T) {
 		"kube-system/Role/allot-leader-election", "kube-system/RoleBinding/allot-leader-election"}
 	mgr := kubetest.StartNodes(t)
 	install(t, mgr, objs, append(base, "ClusterRole/allot-multicluster-manager", "ClusterRoleBinding/allot-multicluster-manager",
-		"Role/allot-multicluster-secrets", "RoleBinding/allot-multicluster-secrets")...)
+		"Role/allot-multicluster-secrets", "RoleBinding/allot-multicluster-secrets",
+		"ValidatingAdmissionPolicy/allot-dispatch", "ValidatingAdmissionPolicyBinding/allot-dispatch")...)
 	worker := kubetest.Start(t, 1, 8)
 	install(t, worker, objs, append(base, "ServiceAccount/allot-manager-access", "ClusterRole/allot-multicluster-access",
-		"ClusterRoleBinding/allot-multicluster-access", "Role/allot-multicluster-lease", "RoleBinding/allot-multicluster-lease")...)
+		"ClusterRoleBinding/allot-multicluster-access", "Role/allot-multicluster-lease", "RoleBinding/allot-multicluster-lease",
+		"ValidatingAdmissionPolicy/allot-dispatch-origin", "ValidatingAdmissionPolicyBinding/allot-dispatch-origin")...)
 	if _, err := stack.LocalWith(worker.Ctx, worker.Cluster.Config, serviceAccount(worker, "allot"), worker.Dir, "", stack.Options{
 		Scheduler: scheduler.Options{Interval: 200 * time.Millisecond}, FenceNamespace: "allot-system"}); err != nil {
 		t.Fatal(err)
@@ -104,10 +109,61 @@ func TestMulticlusterRolesAreEnough(t *testing.T) {
 		}
 		return len(l.Items) == 0 || l.Items[0].DeletionTimestamp != nil, fmt.Sprintf("%d jobs", len(l.Items))
 	})
+	// A researcher with edit in their namespace can neither say where their Job runs on the
+	// manager nor pass a Job of theirs as a copy on the worker.
+	ns := "team-a"
+	tenant := kubetest.Tenant(t, ctx, mgr.Cluster.Config, ns, "alice")
+	forged := job.DeepCopy()
+	forged.Namespace, forged.ResourceVersion, forged.UID = ns, "", ""
+	forged.Annotations = map[string]string{multicluster.AnnotationCluster: "w1"}
+	if _, err := tenant.BatchV1().Jobs(ns).Create(ctx, forged, metav1.CreateOptions{}); err == nil || !strings.Contains(err.Error(), multicluster.AnnotationCluster) {
+		t.Fatalf("a tenant's Job created with %s: %v", multicluster.AnnotationCluster, err)
+	}
+	forged.Annotations = nil
+	made, err := tenant.BatchV1().Jobs(ns).Create(ctx, forged, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	patch := []byte(`{"metadata":{"annotations":{"` + multicluster.AnnotationCluster + `":"w1"}}}`)
+	if _, err := tenant.BatchV1().Jobs(ns).Patch(ctx, made.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err == nil {
+		t.Fatalf("a tenant set %s on their Job", multicluster.AnnotationCluster)
+	}
+	wtenant := kubetest.Tenant(t, ctx, worker.Cluster.Config, ns, "alice")
+	copyLike := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "not-a-copy", Labels: map[string]string{multicluster.LabelOrigin: string(made.UID)}},
+		Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: tmpl.Spec}}}
+	if _, err := wtenant.BatchV1().Jobs(ns).Create(ctx, copyLike, metav1.CreateOptions{}); err == nil || !strings.Contains(err.Error(), multicluster.LabelOrigin) {
+		t.Fatalf("a tenant's Job on the worker labelled %s: %v", multicluster.LabelOrigin, err)
+	}
 	refused(t, worker, serviceAccount(worker, "allot-manager-access"),
 		authorizationv1.ResourceAttributes{Verb: "get", Resource: "secrets", Namespace: "allot-system"},
 		authorizationv1.ResourceAttributes{Verb: "delete", Resource: "pods", Namespace: "default"},
 		authorizationv1.ResourceAttributes{Verb: "update", Group: "coordination.k8s.io", Resource: "leases", Namespace: "kube-system", Name: "allot-scheduler"})
 	refused(t, mgr, serviceAccount(mgr, "allot"),
 		authorizationv1.ResourceAttributes{Verb: "get", Resource: "secrets", Namespace: "default"})
+}
+
+// TestHelmDispatchPoliciesAreTheManagers: the chart's policies on the dispatch annotations
+// (a manager) and the origin label (a worker) are those the manager and the fence install
+// where the chart does not, with the chart's ServiceAccounts as their writers.
+func TestHelmDispatchPoliciesAreTheManagers(t *testing.T) {
+	objs := deploy.Render(t, "--set", "multicluster.manager=true", "--set", "multicluster.worker=true")
+	sa := "system:serviceaccount:allot-system:"
+	dispatch, _ := multicluster.DispatchPolicy([]string{sa + "allot"})
+	origin, _ := multicluster.OriginPolicy([]string{sa + "allot-manager-access", sa + "allot"})
+	for _, want := range []*admissionregistrationv1.ValidatingAdmissionPolicy{dispatch, origin} {
+		o := objs["ValidatingAdmissionPolicy/"+want.Name]
+		if o == nil {
+			t.Fatalf("the chart renders no policy %s", want.Name)
+		}
+		chart := as[admissionregistrationv1.ValidatingAdmissionPolicy](t, o)
+		if a, b := string(deploy.MustJSON(t, chart.Spec)), string(deploy.MustJSON(t, want.Spec)); a != b {
+			t.Errorf("the chart's %s differs from the manager's:\nchart:   %s\nmanager: %s", want.Name, a, b)
+		}
+		if objs["ValidatingAdmissionPolicyBinding/"+want.Name] == nil {
+			t.Error("no binding for " + want.Name)
+		}
+	}
+	if plain := deploy.Render(t); plain["ValidatingAdmissionPolicy/"+multicluster.DispatchPolicyName] != nil || plain["ServiceAccount/allot-manager-access"] != nil {
+		t.Error("the chart renders multi-cluster objects without multicluster.manager or .worker")
+	}
 }

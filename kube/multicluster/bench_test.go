@@ -97,12 +97,18 @@ func BenchmarkDispatch1000Over3Clusters(b *testing.B) {
 	}
 	wg.Wait()
 	submitted := time.Since(start)
-	if err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 15*time.Minute, true, func(context.Context) (bool, error) {
+	last := time.Now()
+	if err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 5*time.Minute, true, func(context.Context) (bool, error) {
 		mu.Lock()
-		defer mu.Unlock()
-		return len(running) == jobs, nil
+		n := len(running)
+		mu.Unlock()
+		if time.Since(last) >= 5*time.Second {
+			last = time.Now()
+			fmt.Printf("%5.1f s: %d of %d running; on the manager: %s\n", time.Since(start).Seconds(), n, jobs, r.dispatchCounts(b))
+		}
+		return n == jobs, nil
 	}); err != nil {
-		b.Fatalf("%d of %d running after 15 minutes", len(running), jobs)
+		b.Fatalf("%d of %d running after 5 minutes; on the manager: %s", len(running), jobs, r.dispatchCounts(b))
 	}
 	b.StopTimer()
 	lat := make([]float64, jobs)
@@ -120,4 +126,28 @@ func BenchmarkDispatch1000Over3Clusters(b *testing.B) {
 	fmt.Fprintf(tw, "p50\tp99\tlast\ton w1\ton w2\ton w3\t\n")
 	fmt.Fprintf(tw, "%.2f s\t%.2f s\t%.2f s\t%d\t%d\t%d\t\n", p(0.5), p(0.99), lat[len(lat)-1], where["w1"], where["w2"], where["w3"])
 	_ = tw.Flush()
+}
+
+// dispatchCounts says how many of the manager's Jobs went to each cluster, and the most
+// common reason of those that wait.
+func (r *rig) dispatchCounts(b *testing.B) string {
+	l, err := r.manager.Client.BatchV1().Jobs("team").List(r.manager.Ctx, metav1.ListOptions{})
+	if err != nil {
+		return err.Error()
+	}
+	by, why := map[string]int{}, map[string]int{}
+	for _, j := range l.Items {
+		c := j.Annotations[multicluster.AnnotationCluster]
+		by[c]++
+		if w := j.Annotations[multicluster.AnnotationWaiting]; w != "" {
+			why[w]++
+		}
+	}
+	top, n := "", 0
+	for w, k := range why {
+		if k > n {
+			top, n = w, k
+		}
+	}
+	return fmt.Sprintf("by cluster %v; %d waiting, most: %q", by, n, top)
 }

@@ -60,7 +60,7 @@ func (m *Manager) dispatch(ctx context.Context, now time.Time, ready map[string]
 	nodes, pods := m.objects(ready)
 	queues, topologies := m.managerQueues(), m.managerTopologies()
 	u := buildUnion(now, nodes, pods, queues, topologies, cands)
-	plan := m.eng.Schedule(u.snap)
+	plan := u.plan(m.eng, cands)
 	if debugUnion {
 		gpus := 0
 		for _, n := range u.snap.Nodes {
@@ -119,7 +119,7 @@ func (m *Manager) explainWaiting(ctx context.Context, now time.Time, undecided [
 			pinned = append(pinned, cd)
 		}
 		u := buildUnion(now, nodes, pods, queues, m.managerTopologies(), pinned)
-		plan := m.eng.Schedule(u.snap)
+		plan := u.plan(m.eng, pinned)
 		for _, j := range undecided {
 			why := "it would start here"
 			if m.conflicted(c, queueOf(j)) {

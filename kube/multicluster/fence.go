@@ -82,6 +82,9 @@ func (f *Fence) Run(ctx context.Context) {
 	if f.Log == nil {
 		f.Log = slog.Default()
 	}
+	// The manager's identity here is whoever may write the label (the chart's
+	// allot-manager-access, or a cluster admin's).
+	ensurePolicy(ctx, f.Client, f.Log, OriginPolicy, "system:serviceaccount:"+f.Namespace+":allot-manager-access")
 	t := time.NewTicker(f.Interval)
 	defer t.Stop()
 	for {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -23,16 +24,25 @@ func (m *Manager) mirror(ctx context.Context, ready map[string]*worker, jobs []*
 	for _, j := range jobs {
 		byUID[j.UID] = j
 	}
+	// Each is a write or two; after a burst of dispatches, a thousand copies change at once.
+	sem := make(chan struct{}, dispatchers)
+	var wg sync.WaitGroup
+	defer wg.Wait()
 	for c, w := range ready {
 		copies := w.dispatchedJobs()
 		waitingPods := pendingReasons(w)
 		for origin, cp := range copies {
 			j := byUID[types.UID(origin)]
-			if j == nil || m.clusterOf(j) != c {
-				m.removeCopy(ctx, w, cp, j)
-				continue
-			}
-			m.keepInStep(ctx, w, j, cp, waitingPods[origin])
+			sem <- struct{}{}
+			wg.Add(1)
+			go func() {
+				defer func() { <-sem; wg.Done() }()
+				if j == nil || m.clusterOf(j) != c {
+					m.removeCopy(ctx, w, cp, j)
+					return
+				}
+				m.keepInStep(ctx, w, j, cp, waitingPods[origin])
+			}()
 		}
 		for _, j := range jobs {
 			if m.clusterOf(j) != c || finished(j) || j.DeletionTimestamp != nil {

@@ -73,6 +73,8 @@ func buildUnion(now time.Time, workers map[string][]*corev1.Node, pods map[strin
 			cp := *n
 			cp.ObjectMeta = *n.ObjectMeta.DeepCopy()
 			cp.Name = c + sep + n.Name
+			// The conversion caches by UID: two clusters' objects must never share one.
+			cp.UID = types.UID(c + sep + string(n.UID))
 			if cp.Labels == nil {
 				cp.Labels = map[string]string{}
 			}
@@ -89,6 +91,7 @@ func buildUnion(now time.Time, workers map[string][]*corev1.Node, pods map[strin
 		for _, p := range pods[c] {
 			cp := *p
 			cp.Namespace = c + sep + p.Namespace
+			cp.UID = types.UID(c + sep + string(p.UID))
 			if p.Spec.NodeName != "" {
 				cp.Spec.NodeName = c + sep + p.Spec.NodeName
 			}
@@ -200,6 +203,58 @@ func queueOf(j *batchv1.Job) string {
 		return q
 	}
 	return j.Spec.Template.Labels[v1alpha1.LabelQueue]
+}
+
+// plan runs the engine twice. First over what is already committed to a cluster: the
+// workers' own waiting pods and the Jobs dispatched whose pods are not seen yet, which
+// their workers will place before anything dispatched after them; their places are then
+// taken as bound, and not reclaimable. Then the waiting Jobs are planned for on what is
+// left. In one cycle the
+// engine would order both by fair share, and could hand a waiting Job the room a worker's
+// queued pods will take: dispatching more to a cluster than it holds.
+func (u *union) plan(eng *engine.Engine, cands []candidate) *engine.Plan {
+	fresh := map[engine.JobID]bool{}
+	for _, cd := range cands {
+		if cd.pinned == "" {
+			fresh[cd.id()] = true
+		}
+	}
+	all := u.snap.Jobs
+	committed := make([]engine.Job, 0, len(all))
+	var waiting []engine.Job
+	for _, j := range all {
+		if fresh[j.ID] {
+			waiting = append(waiting, j)
+		} else {
+			committed = append(committed, j)
+		}
+	}
+	first := *u.snap
+	first.Jobs = committed
+	placed := map[engine.PodID]engine.Binding{}
+	for _, b := range eng.Schedule(&first).Binds {
+		placed[b.Pod] = b.Binding
+	}
+	for i := range committed {
+		var pods []engine.Pod
+		for k, p := range committed[i].Pods {
+			if b, ok := placed[p.ID]; ok && p.Binding == nil {
+				if pods == nil {
+					pods = append([]engine.Pod(nil), committed[i].Pods...)
+				}
+				pods[k].Binding = &b
+			}
+		}
+		if pods != nil {
+			// Placed here only as its worker will place it: not a victim the waiting Jobs
+			// may reclaim (nothing runs there to stop), so no Job is sent where the room it
+			// counts on is a queue of pods that are still waiting.
+			committed[i].Pods = pods
+			committed[i].Preemptible = engine.PreemptibleNo
+		}
+	}
+	u.snap.Jobs = append(committed, waiting...)
+	return eng.Schedule(u.snap)
 }
 
 // decision is where the union placed a candidate: a cluster, with what it found there;
