@@ -9,3 +9,8 @@ type Rendered = rendered
 
 // MustJSON is a value as JSON, failing the test when it cannot be.
 var MustJSON = mustJSON
+
+// Helm runs the pinned helm with args; Chart is the chart's path.
+var Helm = helm
+
+const Chart = chart

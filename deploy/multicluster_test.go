@@ -166,4 +166,10 @@ func TestHelmDispatchPoliciesAreTheManagers(t *testing.T) {
 	if plain := deploy.Render(t); plain["ValidatingAdmissionPolicy/"+multicluster.DispatchPolicyName] != nil || plain["ServiceAccount/allot-manager-access"] != nil {
 		t.Error("the chart renders multi-cluster objects without multicluster.manager or .worker")
 	}
+	// A worker installed outside the lease's namespace would have a fence that reads no
+	// lease: the chart refuses it, naming the value.
+	if out, err := deploy.Helm(t, "template", "allot", deploy.Chart, "--namespace", "gpu", "--set", "multicluster.worker=true"); err == nil ||
+		!strings.Contains(out, "multicluster.leaseNamespace") {
+		t.Errorf("a worker in namespace gpu with the lease in allot-system: %v\n%s", err, out)
+	}
 }

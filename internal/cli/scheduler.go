@@ -66,8 +66,8 @@ admission webhooks (the Helm chart registers them).`,
 			if usageHalfLife <= 0 {
 				return fmt.Errorf("--usage-half-life %s is not allowed: a positive duration such as 24h or 168h", usageHalfLife)
 			}
-			if mcManager && mcLostAfter <= multicluster.DefaultLeaseDuration {
-				return fmt.Errorf("--multicluster-lost-after %s is not allowed: longer than the manager's lease on its workers (%s), so that a lost worker has suspended its Jobs before they are dispatched again", mcLostAfter, multicluster.DefaultLeaseDuration)
+			if mcManager && mcLostAfter < 2*multicluster.DefaultLeaseDuration {
+				return fmt.Errorf("--multicluster-lost-after %s is not allowed: at least twice the manager's lease on its workers (%s), so that a lost worker has suspended its Jobs and their pods have stopped before they are dispatched again", mcLostAfter, 2*multicluster.DefaultLeaseDuration)
 			}
 			if interruptionGrace <= 0 {
 				return fmt.Errorf("--interruption-grace %s is not allowed: a positive duration such as 60s (clouds give about two minutes' notice of a spot interruption)", interruptionGrace)
@@ -109,7 +109,7 @@ admission webhooks (the Helm chart registers them).`,
 				CDIKind: cdiKind, DeviceRecorders: deviceRecorders, InterruptionGrace: interruptionGrace}, SharingRuntimeClass: runtimeClass,
 				CustomMetricsWarmup: warmup}
 			if mcManager {
-				opts.Manager = &multicluster.Options{Name: "allot-manager", LostAfter: mcLostAfter}
+				opts.Manager = &multicluster.Options{Name: "allot-manager", LostAfter: mcLostAfter, Namespace: mcLeaseNamespace}
 			}
 			if mcWorker {
 				opts.FenceNamespace = mcLeaseNamespace
@@ -181,9 +181,9 @@ admission webhooks (the Helm chart registers them).`,
 	f.DurationVar(&usageHalfLife, "usage-half-life", engine.DefaultUsageHalfLife, "how fast past use is forgotten: it counts half after this long")
 	f.DurationVar(&interruptionGrace, "interruption-grace", scheduler.DefaultInterruptionGrace, "how long after a node's interruption notice (a spot node's cloud taking it back) its pods are stopped: the time they are told to checkpoint in (annotation allot.dev/interruption)")
 	f.BoolVar(&mcManager, "multicluster-manager", false, "also run the multi-cluster manager: Jobs with spec.managedBy "+multicluster.ManagedBy+" are dispatched to the WorkerClusters (docs/multicluster.md)")
-	f.DurationVar(&mcLostAfter, "multicluster-lost-after", multicluster.DefaultLostAfter, "how long a worker cluster may not answer the manager before its Jobs are dispatched again elsewhere")
+	f.DurationVar(&mcLostAfter, "multicluster-lost-after", multicluster.DefaultLostAfter, "how long a worker cluster may not answer the manager before its Jobs are dispatched again elsewhere (at least twice the 5m lease)")
 	f.BoolVar(&mcWorker, "multicluster-worker", false, "this cluster is a worker of a multi-cluster manager: when the manager's lease here runs out (5 minutes without it), the Jobs it dispatched here are suspended, so that none runs here and elsewhere at once")
-	f.StringVar(&mcLeaseNamespace, "multicluster-lease-namespace", "allot-system", "namespace of the manager's lease on this worker cluster")
+	f.StringVar(&mcLeaseNamespace, "multicluster-lease-namespace", "allot-system", "namespace of the manager's lease on its workers: where a manager renews it, and where a worker's fence reads it")
 	return cmd
 }
 

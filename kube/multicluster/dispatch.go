@@ -38,11 +38,13 @@ func (m *Manager) dispatch(ctx context.Context, now time.Time, ready map[string]
 		c := m.clusterOf(j)
 		switch {
 		case c != "":
-			if ready[c] != nil && !seen[string(j.UID)] {
+			if ready[c] != nil && inFlight(j, now, seen) {
 				cands = append(cands, candidate{job: j, pinned: c})
 			}
 		case j.Spec.Suspend != nil && *j.Spec.Suspend:
 			// a suspended Job stays on the manager until it is resumed
+		case m.queueProblem(j) != "":
+			m.noteWaiting(ctx, j, m.queueProblem(j))
 		default:
 			var allowed []string
 			for _, c := range open {
@@ -145,16 +147,18 @@ func (m *Manager) explainWaiting(ctx context.Context, now time.Time, undecided [
 func (m *Manager) noteWaiting(ctx context.Context, j *batchv1.Job, msg string) {
 	key := string(j.UID)
 	m.mu.Lock()
-	same := m.waiting[key] == msg
+	before, had := m.waiting[key]
 	m.waiting[key] = msg
 	m.mu.Unlock()
-	if same && j.Annotations[AnnotationWaiting] == msg {
+	if before == msg && j.Annotations[AnnotationWaiting] == msg {
 		return
 	}
 	if err := m.annotate(ctx, j, map[string]any{AnnotationWaiting: msg}); err != nil {
 		m.opts.Log.Warn("writing why a job waits", "job", j.Namespace+"/"+j.Name, "err", err)
 	}
-	if !same {
+	// One Event when it starts waiting: the reason's figures ("3 jobs ahead") change
+	// every round, and the annotation keeps the latest.
+	if !had {
 		m.recorder.Event(j, corev1.EventTypeNormal, "Waiting", msg)
 	}
 }
@@ -163,28 +167,43 @@ func (m *Manager) noteWaiting(ctx context.Context, j *batchv1.Job, msg string) {
 // the two steps finds it and makes the copy, never a second one elsewhere), then makes the
 // copy on the worker.
 func (m *Manager) dispatchTo(ctx context.Context, now time.Time, j *batchv1.Job, w *worker, why string) {
-	if err := m.annotate(ctx, j, map[string]any{AnnotationCluster: w.name, AnnotationDispatchedAt: now.UTC().Format(time.RFC3339Nano),
-		AnnotationWaiting: nil}); err != nil {
-		m.opts.Log.Warn("recording a dispatch", "job", j.Namespace+"/"+j.Name, "err", err)
+	// At the Job's version as read: a manager working from an older one (a replica that
+	// no longer leads, an informer behind) is refused rather than dispatch it twice.
+	if err := m.annotateAt(ctx, j, j.ResourceVersion, map[string]any{AnnotationCluster: w.name,
+		AnnotationDispatchedAt: now.UTC().Format(time.RFC3339Nano), AnnotationWaiting: nil, AnnotationCopy: nil}); err != nil {
+		if !apierrors.IsConflict(err) {
+			m.opts.Log.Warn("recording a dispatch", "job", j.Namespace+"/"+j.Name, "err", err)
+		}
 		return
 	}
 	m.mu.Lock()
 	m.dispatched[j.UID] = w.name
 	delete(m.waiting, string(j.UID))
 	m.mu.Unlock()
-	if err := m.createCopy(ctx, j, w); err != nil {
+	m.makeCopy(ctx, j, w)
+	m.recorder.Eventf(j, corev1.EventTypeNormal, "Dispatched", "dispatched to worker cluster %s: %s", w.name, why)
+}
+
+// makeCopy makes the worker's copy and records its UID on the Job; a copy that cannot be
+// made says why on the Job.
+func (m *Manager) makeCopy(ctx context.Context, j *batchv1.Job, w *worker) {
+	uid, err := m.createCopy(ctx, j, w)
+	if err != nil {
 		m.opts.Log.Warn("making a job's copy on its worker", "job", j.Namespace+"/"+j.Name, "cluster", w.name, "err", err)
+		m.noteWaiting(ctx, j, fmt.Sprintf("dispatched to worker cluster %s, where its copy cannot be made: %v", w.name, err))
 		return
 	}
-	m.recorder.Eventf(j, corev1.EventTypeNormal, "Dispatched", "dispatched to worker cluster %s: %s", w.name, why)
+	if err := m.annotate(ctx, j, map[string]any{AnnotationCopy: string(uid)}); err != nil {
+		m.opts.Log.Warn("recording a job's copy", "job", j.Namespace+"/"+j.Name, "err", err)
+	}
 }
 
 // createCopy makes the worker's copy of a manager's Job: its spec without the manager's
 // managedBy and the selector the manager's API server gave it, labelled with its origin.
-func (m *Manager) createCopy(ctx context.Context, j *batchv1.Job, w *worker) error {
+func (m *Manager) createCopy(ctx context.Context, j *batchv1.Job, w *worker) (types.UID, error) {
 	if _, known := w.namespaces.Load(j.Namespace); !known {
-		if err := ensureNamespace(ctx, w.client, j.Namespace); err != nil {
-			return fmt.Errorf("namespace %s on %s: %w", j.Namespace, w.name, err)
+		if err := m.ensureWorkerNamespace(ctx, w, j.Namespace); err != nil {
+			return "", fmt.Errorf("namespace %s on %s: %w", j.Namespace, w.name, err)
 		}
 		w.namespaces.Store(j.Namespace, true)
 	}
@@ -202,6 +221,10 @@ func (m *Manager) createCopy(ctx context.Context, j *batchv1.Job, w *worker) err
 	}
 	cp.Labels[LabelOrigin] = string(j.UID)
 	cp.Spec.ManagedBy, cp.Spec.Selector, cp.Spec.ManualSelector = nil, nil, nil
+	// The manager's Job keeps its TTL (the cluster's TTL controller removes it once the
+	// copy's end is mirrored); a copy removed on its own would leave the manager unsure
+	// whether it ran.
+	cp.Spec.TTLSecondsAfterFinished = nil
 	tl := map[string]string{}
 	for k, v := range j.Spec.Template.Labels {
 		if !strings.HasPrefix(k, "batch.kubernetes.io/") && k != "controller-uid" && k != "job-name" {
@@ -218,14 +241,41 @@ func (m *Manager) createCopy(ctx context.Context, j *batchv1.Job, w *worker) err
 		cp.Spec.Template.Spec.SchedulerName = v1alpha1.SchedulerName
 	}
 	if err := m.copyService(ctx, j, w); err != nil {
-		return err
+		return "", err
 	}
-	_, err := w.client.BatchV1().Jobs(j.Namespace).Create(ctx, cp, metav1.CreateOptions{})
+	made, err := w.client.BatchV1().Jobs(j.Namespace).Create(ctx, cp, metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {
-		return nil
+		have, gerr := w.client.BatchV1().Jobs(j.Namespace).Get(ctx, j.Name, metav1.GetOptions{})
+		if gerr != nil {
+			return "", gerr
+		}
+		if have.Labels[LabelOrigin] != string(j.UID) {
+			return "", fmt.Errorf("worker cluster %s has a Job %s/%s of its own, not this Job's copy", w.name, j.Namespace, j.Name)
+		}
+		return have.UID, nil
 	}
 	if apierrors.IsNotFound(err) {
 		w.namespaces.Delete(j.Namespace) // deleted there since: made again next time
+	}
+	if err != nil {
+		return "", err
+	}
+	return made.UID, nil
+}
+
+// ensureWorkerNamespace makes the Job's namespace on the worker where it is missing,
+// with the Pod Security labels the manager's namespace has, so that its pods run under
+// the same rules there.
+func (m *Manager) ensureWorkerNamespace(ctx context.Context, w *worker, ns string) error {
+	labels := map[string]string{}
+	for k, v := range m.namespaceLabels(ns) {
+		if strings.HasPrefix(k, "pod-security.kubernetes.io/") {
+			labels[k] = v
+		}
+	}
+	_, err := w.client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: labels}}, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		return nil
 	}
 	return err
 }
@@ -259,7 +309,16 @@ func (m *Manager) copyService(ctx context.Context, j *batchv1.Job, w *worker) er
 
 // annotate merges annotations into a manager's Job (nil removes one).
 func (m *Manager) annotate(ctx context.Context, j *batchv1.Job, ann map[string]any) error {
-	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": ann}})
+	return m.annotateAt(ctx, j, "", ann)
+}
+
+// annotateAt is annotate at that resourceVersion of the Job ("": any).
+func (m *Manager) annotateAt(ctx context.Context, j *batchv1.Job, rv string, ann map[string]any) error {
+	md := map[string]any{"annotations": ann}
+	if rv != "" {
+		md["resourceVersion"] = rv
+	}
+	patch, _ := json.Marshal(map[string]any{"metadata": md})
 	_, err := m.client.BatchV1().Jobs(j.Namespace).Patch(ctx, j.Name, types.MergePatchType, patch, metav1.PatchOptions{})
 	return err
 }
@@ -268,12 +327,30 @@ func (m *Manager) annotate(ctx context.Context, j *batchv1.Job, ann map[string]a
 // informer shows it, else the annotation.
 func (m *Manager) clusterOf(j *batchv1.Job) string {
 	m.mu.Lock()
-	c, ok := m.dispatched[j.UID]
-	m.mu.Unlock()
-	if ok {
+	defer m.mu.Unlock()
+	return m.clusterOfLocked(j)
+}
+
+func (m *Manager) clusterOfLocked(j *batchv1.Job) string {
+	if c, ok := m.dispatched[j.UID]; ok {
 		return c
 	}
 	return j.Annotations[AnnotationCluster]
+}
+
+// pinFor is how long a dispatched Job whose pods the worker does not show yet keeps its
+// room in the manager's plan: its copy is being made, or its pods are. Past it the worker
+// says what there is (a copy suspended there, or whose pods are refused, holds nothing).
+const pinFor = 2 * time.Minute
+
+// inFlight says whether a dispatched Job's room is still its own though its worker shows
+// none of its pods: dispatched lately, and not suspended.
+func inFlight(j *batchv1.Job, now time.Time, seen map[string]bool) bool {
+	if seen[string(j.UID)] || (j.Spec.Suspend != nil && *j.Spec.Suspend) {
+		return false
+	}
+	at, err := time.Parse(time.RFC3339Nano, j.Annotations[AnnotationDispatchedAt])
+	return err != nil || now.Sub(at) < pinFor // unreadable: just dispatched, not in the informer yet
 }
 
 // seenOrigins are the manager's Jobs whose pods the workers show.
@@ -289,11 +366,15 @@ func (m *Manager) seenOrigins(ready map[string]*worker) map[string]bool {
 	return seen
 }
 
-// openClusters are the ready workers that take new work (not paused), by name.
+// openClusters are the ready workers that take new work (not paused), by name: those
+// where the manager holds its lease, so that the worker's fence would stop what is sent
+// there if the manager lost it.
 func (m *Manager) openClusters(ready map[string]*worker) []string {
 	var out []string
+	now := m.opts.Now()
 	for _, c := range sortedNames(ready) {
-		if wc, ok := m.workerCluster(c); ok && !wc.Spec.Paused {
+		wc, ok := m.workerCluster(c)
+		if at, _ := ready[c].lease(); ok && !wc.Spec.Paused && now.Sub(at) < m.opts.LeaseDuration {
 			out = append(out, c)
 		}
 	}
@@ -319,6 +400,13 @@ func (m *Manager) closedWhy(c string) string {
 	okay, _, msg, _, lost := w.health()
 	if !okay && msg != "" {
 		return fmt.Sprintf("%s (since %s)", msg, lost.UTC().Format(time.RFC3339))
+	}
+	if at, why := w.lease(); m.opts.Now().Sub(at) >= m.opts.LeaseDuration {
+		if why == "" {
+			why = "not renewed yet"
+		}
+		return fmt.Sprintf("the manager does not hold its lease %s/%s there (%s): the worker's fence would not stop what is sent there if the manager lost it",
+			m.opts.Namespace, LeaseName, why)
 	}
 	return "its objects are still being read"
 }

@@ -21,33 +21,26 @@ const LeaseName = "allot-manager"
 
 // renewLease renews the manager's lease on a worker (made, with its namespace, the first
 // time). A worker that stops seeing it renewed suspends the Jobs dispatched to it.
-func (m *Manager) renewLease(ctx context.Context, w *worker, now time.Time) bool {
+func (m *Manager) renewLease(ctx context.Context, w *worker, now time.Time) error {
 	leases := w.client.CoordinationV1().Leases(m.opts.Namespace)
 	secs := int32(m.opts.LeaseDuration / time.Second)
 	renew := metav1.NewMicroTime(now)
 	l, err := leases.Get(ctx, LeaseName, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		if err := ensureNamespace(ctx, w.client, m.opts.Namespace); err != nil {
-			m.opts.Log.Warn("making the lease's namespace on a worker", "cluster", w.name, "err", err)
-			return false
+			return fmt.Errorf("namespace %s: %w", m.opts.Namespace, err)
 		}
 		l = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: LeaseName, Namespace: m.opts.Namespace},
 			Spec: coordinationv1.LeaseSpec{HolderIdentity: &m.opts.Name, LeaseDurationSeconds: &secs, RenewTime: &renew}}
-		if _, err := leases.Create(ctx, l, metav1.CreateOptions{}); err != nil {
-			m.opts.Log.Warn("making the manager's lease on a worker", "cluster", w.name, "err", err)
-			return false
-		}
-		return true
+		_, err = leases.Create(ctx, l, metav1.CreateOptions{})
+		return err
 	}
 	if err != nil {
-		return false
+		return err
 	}
 	l.Spec.HolderIdentity, l.Spec.LeaseDurationSeconds, l.Spec.RenewTime = &m.opts.Name, &secs, &renew
-	if _, err := leases.Update(ctx, l, metav1.UpdateOptions{}); err != nil {
-		m.opts.Log.Warn("renewing the manager's lease on a worker", "cluster", w.name, "err", err)
-		return false
-	}
-	return true
+	_, err = leases.Update(ctx, l, metav1.UpdateOptions{})
+	return err
 }
 
 func ensureNamespace(ctx context.Context, client kubernetes.Interface, ns string) error {

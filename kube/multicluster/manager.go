@@ -80,9 +80,10 @@ func (o *Options) defaults() {
 	if o.LostAfter <= 0 {
 		o.LostAfter = DefaultLostAfter
 	}
-	if o.LostAfter <= o.LeaseDuration {
-		// The worker must have suspended its Jobs before they are dispatched elsewhere:
-		// the CLI refuses such flags, a program calling New gets the longer one.
+	if o.LostAfter < 2*o.LeaseDuration {
+		// The worker must have suspended its Jobs, and their pods stopped, before they
+		// are dispatched elsewhere: the CLI refuses such flags, a program calling New gets
+		// the longer one.
 		o.LostAfter = 2 * o.LeaseDuration
 	}
 	if o.Now == nil {
@@ -105,6 +106,7 @@ type Manager struct {
 	queues     cache.SharedIndexInformer
 	topologies cache.SharedIndexInformer
 	jobs       cache.SharedIndexInformer
+	namespaces cache.SharedIndexInformer
 
 	mu      sync.Mutex
 	workers map[string]*worker
@@ -119,9 +121,10 @@ type Manager struct {
 	dispatched map[types.UID]string
 	// conflicts are the queues each worker keeps differently from the manager.
 	conflicts map[string]map[string]string
+	// down is, by cluster name, since when the manager has not reached it (refused, not
+	// answering, or no longer registered); a cluster it reaches is not in it.
+	down map[string]time.Time
 }
-
-type refusal struct{ reason, message string }
 
 // New makes a manager over the manager cluster's clients.
 func New(client kubernetes.Interface, allot versioned.Interface, opts Options) *Manager {
@@ -134,7 +137,7 @@ func New(client kubernetes.Interface, allot versioned.Interface, opts Options) *
 	return &Manager{opts: opts, client: client, allot: allot, eng: engine.New(engine.Options{}),
 		recorder:   b.NewRecorder(s, corev1.EventSource{Component: opts.Name}),
 		dispatched: map[types.UID]string{}, workers: map[string]*worker{}, refused: map[string]refusal{}, written: map[string]string{}, waiting: map[string]string{},
-		conflicts: map[string]map[string]string{}}
+		conflicts: map[string]map[string]string{}, down: map[string]time.Time{}}
 }
 
 // Run works until ctx ends.
@@ -146,9 +149,10 @@ func (m *Manager) Run(ctx context.Context) {
 	m.topologies = af.Allot().V1alpha1().Topologies().Informer()
 	f := informers.NewSharedInformerFactory(m.client, 0)
 	m.jobs = f.Batch().V1().Jobs().Informer()
+	m.namespaces = f.Core().V1().Namespaces().Informer()
 	af.Start(ctx.Done())
 	f.Start(ctx.Done())
-	if !cache.WaitForCacheSync(ctx.Done(), m.clusters.HasSynced, m.queues.HasSynced, m.topologies.HasSynced, m.jobs.HasSynced) {
+	if !cache.WaitForCacheSync(ctx.Done(), m.clusters.HasSynced, m.queues.HasSynced, m.topologies.HasSynced, m.jobs.HasSynced, m.namespaces.HasSynced) {
 		return
 	}
 	defer func() {
@@ -175,10 +179,20 @@ func (m *Manager) Run(ctx context.Context) {
 // leases on them, the Queues kept there, the Jobs to dispatch, and what runs where.
 func (m *Manager) round(ctx context.Context) {
 	if m.opts.Leading != nil && !m.opts.Leading() {
-		// What this replica did as leader may be stale by the time it leads again: from
-		// then on the annotations the leader wrote say where each Job went.
+		// What this replica knew as leader is stale by the time it leads again (where Jobs
+		// went, since when a worker has not answered: another leader may have reached it
+		// since): it starts again from the objects, as a restarted manager does.
 		m.mu.Lock()
+		for _, w := range m.workers {
+			w.stop()
+		}
+		clear(m.workers)
 		clear(m.dispatched)
+		clear(m.down)
+		clear(m.refused)
+		clear(m.written)
+		clear(m.waiting)
+		clear(m.conflicts)
 		m.mu.Unlock()
 		return
 	}
@@ -186,10 +200,31 @@ func (m *Manager) round(ctx context.Context) {
 	m.syncWorkers(ctx, now)
 	ready := m.readyWorkers()
 	jobs := m.managedJobs()
+	m.forgetGone(jobs)
 	m.syncQueues(ctx, ready, jobs)
 	m.dispatch(ctx, now, ready, jobs)
 	m.mirror(ctx, ready, jobs)
 	m.handleLost(ctx, now, jobs)
+}
+
+// forgetGone drops what the manager remembers of Jobs deleted since.
+func (m *Manager) forgetGone(jobs []*batchv1.Job) {
+	live := make(map[types.UID]bool, len(jobs))
+	for _, j := range jobs {
+		live[j.UID] = true
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for uid := range m.dispatched {
+		if !live[uid] {
+			delete(m.dispatched, uid)
+		}
+	}
+	for uid := range m.waiting {
+		if !live[types.UID(uid)] {
+			delete(m.waiting, uid)
+		}
+	}
 }
 
 // readyWorkers are the workers that answered last and whose informers are synced, by name.
@@ -225,10 +260,8 @@ func (m *Manager) renewLeases(ctx context.Context) {
 		now := m.opts.Now()
 		for _, w := range m.answering() {
 			// A worker that just answered for the first time gets its lease at once.
-			if now.Sub(w.renewed) >= every {
-				if m.renewLease(ctx, w, now) {
-					w.renewed = now
-				}
+			if at, _ := w.lease(); now.Sub(at) >= every {
+				w.leaseRenewed(now, m.renewLease(ctx, w, now))
 			}
 		}
 	}
@@ -247,14 +280,26 @@ func (m *Manager) answering() []*worker {
 	return out
 }
 
-// managedJobs are the manager's Jobs handed to it by spec.managedBy, oldest first.
+// managedJobs are the manager's Jobs handed to it by spec.managedBy, oldest first; one
+// that names no queue is read with its namespace's default (the label allot.dev/queue on
+// the namespace, an admin's), as the admission webhook gives it to pods.
 func (m *Manager) managedJobs() []*batchv1.Job {
 	var out []*batchv1.Job
 	for _, o := range m.jobs.GetStore().List() {
 		j := o.(*batchv1.Job)
-		if j.Spec.ManagedBy != nil && *j.Spec.ManagedBy == ManagedBy {
-			out = append(out, j)
+		if j.Spec.ManagedBy == nil || *j.Spec.ManagedBy != ManagedBy {
+			continue
 		}
+		if queueOf(j) == "" {
+			if d := m.namespaceLabels(j.Namespace)[v1alpha1.LabelQueue]; d != "" {
+				j = j.DeepCopy()
+				if j.Labels == nil {
+					j.Labels = map[string]string{}
+				}
+				j.Labels[v1alpha1.LabelQueue] = d
+			}
+		}
+		out = append(out, j)
 	}
 	sort.Slice(out, func(a, b int) bool {
 		if !out[a].CreationTimestamp.Equal(&out[b].CreationTimestamp) {
@@ -263,6 +308,14 @@ func (m *Manager) managedJobs() []*batchv1.Job {
 		return out[a].Namespace+"/"+out[a].Name < out[b].Namespace+"/"+out[b].Name
 	})
 	return out
+}
+
+func (m *Manager) namespaceLabels(ns string) map[string]string {
+	o, ok, _ := m.namespaces.GetStore().GetByKey(ns)
+	if !ok {
+		return nil
+	}
+	return o.(*corev1.Namespace).Labels
 }
 
 // managerQueues are the manager's Queues: the global quotas.

@@ -51,14 +51,26 @@ func (m *Manager) mirror(ctx context.Context, ready map[string]*worker, jobs []*
 			if _, ok := copies[string(j.UID)]; ok {
 				continue
 			}
-			// Dispatched here and no copy seen: the manager stopped between its two steps,
-			// or the informer has not shown it yet (creating it again is harmless).
-			if err := m.createCopy(ctx, j, w); err != nil {
-				m.opts.Log.Warn("making a job's copy on its worker", "job", j.Namespace+"/"+j.Name, "cluster", c, "err", err)
+			if j.Annotations[AnnotationCopy] == "" {
+				// Dispatched here and no copy made: the manager stopped between its two
+				// steps (creating it again is harmless: an existing copy is found).
+				m.makeCopy(ctx, j, w)
+				continue
+			}
+			// A copy was made and is gone from the worker (deleted there, or removed by a
+			// TTL before its end was mirrored): it may have run, so it is not made again.
+			at, _ := time.Parse(time.RFC3339Nano, j.Annotations[AnnotationDispatchedAt])
+			if m.opts.Now().Sub(at) > copyLag {
+				m.noteWaiting(ctx, j, fmt.Sprintf("its copy on worker cluster %s (UID %s) is gone from there; it is not made again, since it may have run: delete this Job, or submit it again",
+					c, j.Annotations[AnnotationCopy]))
 			}
 		}
 	}
 }
+
+// copyLag is how long a copy just made may be missing from the worker's informer before
+// it is taken to be gone.
+const copyLag = 30 * time.Second
 
 // keepInStep mirrors one copy.
 func (m *Manager) keepInStep(ctx context.Context, w *worker, j, cp *batchv1.Job, waiting string) {
@@ -120,9 +132,29 @@ func (m *Manager) removeCopy(ctx context.Context, w *worker, cp *batchv1.Job, j 
 func (m *Manager) handleLost(ctx context.Context, now time.Time, jobs []*batchv1.Job) {
 	lost := map[string]time.Time{}
 	m.mu.Lock()
-	for n, w := range m.workers {
-		if ok, _, _, _, since := w.health(); !ok && !since.IsZero() && now.Sub(since) >= m.opts.LostAfter {
-			lost[n] = since
+	// A Job on a cluster no longer registered (its WorkerCluster deleted, also while the
+	// manager was down) is on a lost worker from when the manager first saw it gone: the
+	// manager renews no lease there, so the worker's fence stops its copy in time.
+	registered := map[string]bool{}
+	for _, n := range m.clusterNames() {
+		registered[n] = true
+	}
+	referenced := map[string]bool{}
+	for _, j := range jobs {
+		c := m.clusterOfLocked(j)
+		if c == "" || finished(j) {
+			continue
+		}
+		referenced[c] = true
+		if _, seen := m.down[c]; !seen && !registered[c] {
+			m.down[c] = now
+		}
+	}
+	for c, since := range m.down {
+		if !registered[c] && !referenced[c] {
+			delete(m.down, c)
+		} else if now.Sub(since) >= m.opts.LostAfter {
+			lost[c] = since
 		}
 	}
 	m.mu.Unlock()
@@ -140,7 +172,7 @@ func (m *Manager) handleLost(ctx context.Context, now time.Time, jobs []*batchv1
 				c, since.UTC().Format(time.RFC3339), AnnotationRedispatch))
 			continue
 		}
-		if err := m.annotate(ctx, j, map[string]any{AnnotationCluster: nil, AnnotationDispatchedAt: nil}); err != nil {
+		if err := m.annotateAt(ctx, j, j.ResourceVersion, map[string]any{AnnotationCluster: nil, AnnotationDispatchedAt: nil, AnnotationCopy: nil}); err != nil {
 			m.opts.Log.Warn("taking a job back from a lost worker", "job", j.Namespace+"/"+j.Name, "err", err)
 			continue
 		}

@@ -10,7 +10,9 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/kube/kubetest"
@@ -55,16 +57,45 @@ func TestManagerDispatchesAcrossClusters(t *testing.T) {
 	t.Run("to the cluster with the GPU model", func(t *testing.T) {
 		j := job("h100", "team-a", 1, 2, nil)
 		j.Spec.Template.Annotations = map[string]string{v1alpha1.AnnotationGPUTypes: "H100-SXM5-80GB", simnode.AnnotationDuration: "4s"}
+		// A TTL of 0 stays the manager's: a copy removed the moment it ends would leave the
+		// manager never knowing it ran.
+		j.Spec.TTLSecondsAfterFinished = ptr.To(int32(0))
 		r.submit(t, j)
 		cluster, nodes := r.runningIn(t, "h100", 1)
 		if cluster != "w2" || !strings.HasPrefix(nodes[0], "w2-h100") {
 			t.Fatalf("an H100 job went to %s, %v; the only H100s are w2's", cluster, nodes)
 		}
-		r.manager.WaitFor(t, "the worker's Complete status on the manager's Job", func() (bool, string) {
-			j := r.managerJob(t, "h100")
-			return j.Status.Succeeded == 1 && jobComplete(j), fmt.Sprintf("succeeded %d, conditions %v", j.Status.Succeeded, j.Status.Conditions)
+		r.manager.WaitFor(t, "the worker's Complete status on the manager's Job, then the Job gone by its TTL", func() (bool, string) {
+			j, err := r.manager.Client.BatchV1().Jobs("team").Get(r.manager.Ctx, "h100", metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				return true, ""
+			}
+			if err != nil {
+				return false, err.Error()
+			}
+			if jobComplete(j) && j.Status.Succeeded == 1 {
+				return false, "complete; its TTL not yet applied"
+			}
+			return false, fmt.Sprintf("succeeded %d, conditions %v, waiting %q", j.Status.Succeeded, j.Status.Conditions, j.Annotations[multicluster.AnnotationWaiting])
 		})
-		r.remove(t, "h100")
+		r.manager.WaitFor(t, "the copy removed with it", func() (bool, string) {
+			n := r.copies(t, "h100")
+			return n == 0, fmt.Sprintf("%d copies", n)
+		})
+	})
+
+	t.Run("a queue that does not admit the Job's namespace", func(t *testing.T) {
+		r.manager.Queue(t, "closed", 4, map[string]any{"namespaces": []any{"elsewhere"}})
+		r.submit(t, job("wrong-queue", "closed", 1, 1, nil))
+		r.manager.WaitFor(t, "wrong-queue waiting on the manager, naming the label", func() (bool, string) {
+			j := r.managerJob(t, "wrong-queue")
+			w := j.Annotations[multicluster.AnnotationWaiting]
+			return j.Annotations[multicluster.AnnotationCluster] == "" && strings.Contains(w, v1alpha1.LabelQueue) && strings.Contains(w, "elsewhere"), w
+		})
+		if n := r.copies(t, "wrong-queue"); n != 0 {
+			t.Fatalf("wrong-queue has %d copies", n)
+		}
+		r.remove(t, "wrong-queue")
 	})
 
 	t.Run("to the cluster with 8 GPUs free on one node, not 8 scattered", func(t *testing.T) {

@@ -15,6 +15,9 @@ const (
 	// manager's reason naming each cluster's obstacle, or the worker's own once there).
 	AnnotationDispatchedAt = "allot.dev/dispatched-at"
 	AnnotationWaiting      = "allot.dev/waiting"
+	// AnnotationCopy is the UID of the copy made on the worker: once it is there, a copy
+	// gone from the worker is not made again (it may have run, and its TTL removed it).
+	AnnotationCopy = "allot.dev/copy"
 	// AnnotationRedispatch "never" leaves a Job whose cluster was lost waiting instead of
 	// dispatching it again elsewhere (work that must not run twice even in part).
 	AnnotationRedispatch = "allot.dev/redispatch"

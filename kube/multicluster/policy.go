@@ -22,7 +22,7 @@ const (
 // dispatchAnnotations are what the manager alone writes on its Jobs: where each was
 // dispatched, when, and why it waits. A tenant who set allot.dev/cluster on a Job would
 // have it run there without the manager's choice, past its queue's quota.
-var dispatchAnnotations = []string{AnnotationCluster, AnnotationDispatchedAt, AnnotationWaiting}
+var dispatchAnnotations = []string{AnnotationCluster, AnnotationDispatchedAt, AnnotationWaiting, AnnotationCopy}
 
 // DispatchPolicy, on a manager cluster, refuses a Job created with, or changed to, other
 // values of the dispatch annotations by anyone but writers (the manager's user) and

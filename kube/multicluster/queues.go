@@ -6,7 +6,10 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
+	"strings"
+	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -30,7 +33,7 @@ import (
 // overwritten, and no work of that queue is dispatched to that worker meanwhile.
 func (m *Manager) syncQueues(ctx context.Context, ready map[string]*worker, jobs []*batchv1.Job) {
 	queues := m.managerQueues()
-	uses := m.queueUses(ready, jobs, queues)
+	uses := m.queueUses(m.opts.Now(), ready, jobs, queues)
 	names := sortedNames(ready)
 	for _, q := range queues {
 		for _, c := range names {
@@ -94,7 +97,7 @@ func (m *Manager) conflicted(cluster, queue string) bool {
 // queueUses are the GPUs each queue's work holds or waits for in each cluster (its
 // departments' count their queues'): the worker's pods of the queue, and the Jobs
 // dispatched there whose pods are not seen yet.
-func (m *Manager) queueUses(ready map[string]*worker, jobs []*batchv1.Job, queues []*v1alpha1.Queue) map[string]map[string]int64 {
+func (m *Manager) queueUses(now time.Time, ready map[string]*worker, jobs []*batchv1.Job, queues []*v1alpha1.Queue) map[string]map[string]int64 {
 	parent := map[string]string{}
 	for _, q := range queues {
 		parent[q.Name] = q.Spec.Parent
@@ -125,7 +128,7 @@ func (m *Manager) queueUses(ready map[string]*worker, jobs []*batchv1.Job, queue
 			add(p.Labels[v1alpha1.LabelQueue], c, podGPUs(&p.Spec))
 		}
 		for _, j := range jobs {
-			if j.Annotations[AnnotationCluster] == c && !finished(j) && !seen[string(j.UID)] {
+			if m.clusterOf(j) == c && !finished(j) && inFlight(j, now, seen) {
 				ps, _ := candidatePods(j)
 				for _, p := range ps {
 					add(queueOf(j), c, podGPUs(&p.Spec))
@@ -194,4 +197,40 @@ func sortedNames(ready map[string]*worker) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// queueProblem says why a Job's queue may not take it, by the admission webhook's rules
+// (no pod of it is made on the manager, so no webhook sees it there): a queue must be
+// named and exist; one naming namespaces admits only those; one naming none admits the
+// namespaces no queue claims (by spec.namespaces or as its default). "" when it may.
+func (m *Manager) queueProblem(j *batchv1.Job) string {
+	name := queueOf(j)
+	if name == "" {
+		return fmt.Sprintf("%s: no queue: set the label on the Job, or a default on namespace %s", v1alpha1.LabelQueue, j.Namespace)
+	}
+	var q *v1alpha1.Queue
+	var claiming []string
+	if d := m.namespaceLabels(j.Namespace)[v1alpha1.LabelQueue]; d != "" {
+		claiming = append(claiming, d)
+	}
+	for _, mq := range m.managerQueues() {
+		if mq.Name == name {
+			q = mq
+		}
+		if slices.Contains(mq.Spec.Namespaces, j.Namespace) && !slices.Contains(claiming, mq.Name) {
+			claiming = append(claiming, mq.Name)
+		}
+	}
+	switch {
+	case q == nil:
+		return fmt.Sprintf("%s: queue %q does not exist on the manager", v1alpha1.LabelQueue, name)
+	case len(q.Spec.Namespaces) > 0 && !slices.Contains(q.Spec.Namespaces, j.Namespace):
+		return fmt.Sprintf("%s: namespace %q may not use queue %q; it admits namespaces %s", v1alpha1.LabelQueue, j.Namespace, name,
+			strings.Join(q.Spec.Namespaces, ", "))
+	case len(q.Spec.Namespaces) == 0 && len(claiming) > 0 && !slices.Contains(claiming, name):
+		slices.Sort(claiming)
+		return fmt.Sprintf("%s: namespace %q may not use queue %q, which admits only namespaces no queue claims: %q is %s's",
+			v1alpha1.LabelQueue, j.Namespace, name, j.Namespace, strings.Join(claiming, ", "))
+	}
+	return ""
 }

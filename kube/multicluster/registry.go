@@ -27,6 +27,11 @@ func (m *Manager) syncWorkers(ctx context.Context, now time.Time) {
 		m.mu.Lock()
 		w := m.workers[wc.Name]
 		m.mu.Unlock()
+		if rf != nil && rf.transient && w != nil {
+			// The Secret could not be read this time (not refused, not missing): the
+			// connection made from it stands.
+			kubeconfig, rf = w.kubeconfig, nil
+		}
 		if rf != nil {
 			if w != nil {
 				w.stop()
@@ -36,6 +41,7 @@ func (m *Manager) syncWorkers(ctx context.Context, now time.Time) {
 			}
 			m.refuse(wc, *rf)
 			m.writeStatus(ctx, wc, nil, rf, now)
+			m.markDown(wc.Name, now)
 			continue
 		}
 		if w == nil || w.kubeconfig != kubeconfig {
@@ -44,12 +50,13 @@ func (m *Manager) syncWorkers(ctx context.Context, now time.Time) {
 			}
 			nw, err := connect(wc.Name, kubeconfig, m.opts.Tweak)
 			if err != nil {
-				rf := refusal{ReasonBadKubeconfig, err.Error()}
+				rf := refusal{reason: ReasonBadKubeconfig, message: err.Error()}
 				m.refuse(wc, rf)
 				m.writeStatus(ctx, wc, nil, &rf, now)
 				m.mu.Lock()
 				delete(m.workers, wc.Name)
 				m.mu.Unlock()
+				m.markDown(wc.Name, now)
 				continue
 			}
 			nw.start(ctx)
@@ -61,6 +68,13 @@ func (m *Manager) syncWorkers(ctx context.Context, now time.Time) {
 		}
 		w.probe(ctx, now)
 		m.writeStatus(ctx, wc, w, nil, now)
+		if ok, _, _, _, _ := w.health(); ok {
+			m.mu.Lock()
+			delete(m.down, wc.Name)
+			m.mu.Unlock()
+		} else {
+			m.markDown(wc.Name, now)
+		}
 	}
 	m.mu.Lock()
 	for n, w := range m.workers {
@@ -81,10 +95,11 @@ func (m *Manager) readKubeconfig(ctx context.Context, wc *v1alpha1.WorkerCluster
 	}
 	s, err := m.client.CoreV1().Secrets(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		return "", &refusal{ReasonSecretMissing, fmt.Sprintf("worker cluster %s: Secret %s/%s (spec.kubeconfigSecret) does not exist", wc.Name, ref.Namespace, ref.Name)}
+		return "", &refusal{reason: ReasonSecretMissing, message: fmt.Sprintf("worker cluster %s: Secret %s/%s (spec.kubeconfigSecret) does not exist", wc.Name, ref.Namespace, ref.Name)}
 	}
 	if err != nil {
-		return "", &refusal{ReasonSecretMissing, fmt.Sprintf("worker cluster %s: Secret %s/%s (spec.kubeconfigSecret) cannot be read: %v", wc.Name, ref.Namespace, ref.Name, err)}
+		return "", &refusal{reason: ReasonSecretMissing, message: fmt.Sprintf("worker cluster %s: Secret %s/%s (spec.kubeconfigSecret) cannot be read: %v",
+			wc.Name, ref.Namespace, ref.Name, err), transient: !apierrors.IsForbidden(err)}
 	}
 	data, ok := s.Data[key]
 	if !ok {
@@ -93,7 +108,7 @@ func (m *Manager) readKubeconfig(ctx context.Context, wc *v1alpha1.WorkerCluster
 			keys = append(keys, k)
 		}
 		slices.Sort(keys)
-		return "", &refusal{ReasonBadKubeconfig, fmt.Sprintf("worker cluster %s: Secret %s/%s has no key %q (spec.kubeconfigSecret.key); it has %v", wc.Name, ref.Namespace, ref.Name, key, keys)}
+		return "", &refusal{reason: ReasonBadKubeconfig, message: fmt.Sprintf("worker cluster %s: Secret %s/%s has no key %q (spec.kubeconfigSecret.key); it has %v", wc.Name, ref.Namespace, ref.Name, key, keys)}
 	}
 	return string(data), nil
 }
@@ -150,4 +165,20 @@ func (m *Manager) writeStatus(ctx context.Context, wc *v1alpha1.WorkerCluster, w
 	m.mu.Lock()
 	m.written[wc.Name] = key
 	m.mu.Unlock()
+}
+
+// refusal is why a WorkerCluster has no connection; a transient one (the Secret could not
+// be read this time) leaves a connection already made in place.
+type refusal struct {
+	reason, message string
+	transient       bool
+}
+
+// markDown records since when the manager has not reached a cluster, the first time.
+func (m *Manager) markDown(name string, now time.Time) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.down[name]; !ok {
+		m.down[name] = now
+	}
 }

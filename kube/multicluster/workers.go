@@ -49,8 +49,6 @@ type worker struct {
 	queues cache.SharedIndexInformer
 	jobs   cache.SharedIndexInformer
 
-	// renewed is when the manager's lease there was last renewed (renewLeases' only).
-	renewed time.Time
 	// namespaces are those known to exist there (made by the manager or found).
 	namespaces sync.Map
 
@@ -61,6 +59,27 @@ type worker struct {
 	// lastSeen is when it last answered; lostSince when it stopped (zero while it answers).
 	lastSeen, lostSince time.Time
 	synced              bool
+	// renewed is when the manager's lease there was last renewed; leaseErr why the last
+	// try failed.
+	renewed  time.Time
+	leaseErr string
+}
+
+func (w *worker) leaseRenewed(at time.Time, err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err == nil {
+		w.renewed, w.leaseErr = at, ""
+	} else {
+		w.leaseErr = err.Error()
+	}
+}
+
+// lease is when the manager's lease there was last renewed, and why not since.
+func (w *worker) lease() (time.Time, string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.renewed, w.leaseErr
 }
 
 // health is the worker's state for the manager's decisions and its status.
