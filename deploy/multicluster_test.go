@@ -12,13 +12,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/utils/ptr"
 
 	"github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/deploy"
 	"github.com/allot-dev/allot/kube/kubetest"
+	"github.com/allot-dev/allot/kube/localcluster"
 	"github.com/allot-dev/allot/kube/multicluster"
 	"github.com/allot-dev/allot/kube/scheduler"
 	"github.com/allot-dev/allot/kube/stack"
@@ -52,15 +51,7 @@ func TestMulticlusterRolesAreEnough(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The worker's kubeconfig, as the identity the chart made there for the manager.
-	access := "system:serviceaccount:allot-system:allot-manager-access"
-	rc := worker.Cluster.Config
-	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters["w"] = &clientcmdapi.Cluster{Server: rc.Host, CertificateAuthorityData: rc.CAData, TLSServerName: rc.ServerName}
-	cfg.AuthInfos["m"] = &clientcmdapi.AuthInfo{Token: rc.BearerToken, Impersonate: access,
-		ImpersonateGroups: []string{"system:serviceaccounts", "system:serviceaccounts:allot-system", "system:authenticated"}}
-	cfg.Contexts["w"] = &clientcmdapi.Context{Cluster: "w", AuthInfo: "m"}
-	cfg.CurrentContext = "w"
-	kc, err := clientcmd.Write(*cfg)
+	kc, err := localcluster.Kubeconfig(serviceAccount(worker, "allot-manager-access"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,8 +14,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/allot-dev/allot/api/v1alpha1"
 	allotclient "github.com/allot-dev/allot/kube/client"
@@ -89,7 +87,11 @@ func upClusters(ctx context.Context, out io.Writer, o upClustersOptions) error {
 		fmt.Fprintf(out, "  %s: %d nodes × %d %s GPUs, kubeconfig %s\n", n, o.nodes, o.gpus, spec.GPUType, filepath.Join(dir, "kubeconfig"))
 	}
 	mc := configs["manager"]
-	if err := writeKubeconfigFile(mc, o.kubeconfig); err != nil {
+	kc, err := localcluster.Kubeconfig(mc)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(o.kubeconfig, kc, 0o600); err != nil {
 		return err
 	}
 	client := kubernetes.NewForConfigOrDie(mc)
@@ -98,7 +100,7 @@ func upClusters(ctx context.Context, out io.Writer, o upClustersOptions) error {
 		return err
 	}
 	for _, n := range names[1:] {
-		kc, err := kubeconfigBytes(configs[n])
+		kc, err := localcluster.Kubeconfig(configs[n])
 		if err != nil {
 			return err
 		}
@@ -167,22 +169,4 @@ func startClustersDemo(ctx context.Context, client kubernetes.Interface, allot v
 		}
 	}
 	return nil
-}
-
-func writeKubeconfigFile(rc *rest.Config, path string) error {
-	b, err := kubeconfigBytes(rc)
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(path, b, 0o600)
-}
-
-// kubeconfigBytes is a kubeconfig for rc's cluster, as localcluster writes one.
-func kubeconfigBytes(rc *rest.Config) ([]byte, error) {
-	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters["allot"] = &clientcmdapi.Cluster{Server: rc.Host, CertificateAuthorityData: rc.CAData, TLSServerName: rc.ServerName}
-	cfg.AuthInfos["allot-admin"] = &clientcmdapi.AuthInfo{Token: rc.BearerToken}
-	cfg.Contexts["allot"] = &clientcmdapi.Context{Cluster: "allot", AuthInfo: "allot-admin"}
-	cfg.CurrentContext = "allot"
-	return clientcmd.Write(*cfg)
 }

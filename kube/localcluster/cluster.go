@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -164,14 +165,28 @@ func (c *Cluster) WriteKubeconfig(path string) error {
 }
 
 func writeKubeconfig(rc *rest.Config, path string) error {
-	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters["allot"] = &clientcmdapi.Cluster{Server: rc.Host, CertificateAuthorityData: rc.CAData,
-		TLSServerName: rc.ServerName, InsecureSkipTLSVerify: len(rc.CAData) == 0}
-	cfg.AuthInfos["allot-admin"] = &clientcmdapi.AuthInfo{Token: rc.BearerToken}
-	cfg.Contexts["allot"] = &clientcmdapi.Context{Cluster: "allot", AuthInfo: "allot-admin"}
-	cfg.CurrentContext = "allot"
-	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+	b, err := Kubeconfig(rc)
+	if err == nil {
+		err = os.MkdirAll(filepath.Dir(path), 0o755)
+	}
+	if err == nil {
+		err = os.WriteFile(path, b, 0o600)
+	}
+	if err != nil {
 		return fmt.Errorf("writing kubeconfig: %w", err)
 	}
 	return nil
+}
+
+// Kubeconfig is a kubeconfig for rc: its server, CA, bearer token and the identity it
+// impersonates, if any (a multi-cluster manager's Secret for a worker, say).
+func Kubeconfig(rc *rest.Config) ([]byte, error) {
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["allot"] = &clientcmdapi.Cluster{Server: rc.Host, CertificateAuthorityData: rc.CAData,
+		TLSServerName: rc.ServerName, InsecureSkipTLSVerify: len(rc.CAData) == 0}
+	cfg.AuthInfos["allot-admin"] = &clientcmdapi.AuthInfo{Token: rc.BearerToken, Impersonate: rc.Impersonate.UserName,
+		ImpersonateGroups: rc.Impersonate.Groups}
+	cfg.Contexts["allot"] = &clientcmdapi.Context{Cluster: "allot", AuthInfo: "allot-admin"}
+	cfg.CurrentContext = "allot"
+	return clientcmd.Write(*cfg)
 }

@@ -77,7 +77,7 @@ func (f *Fence) Run(ctx context.Context) {
 	}
 	// The manager's identity here is whoever may write the label (the chart's
 	// allot-manager-access, or a cluster admin's).
-	ensurePolicy(ctx, f.Client, f.Log, OriginPolicy, "system:serviceaccount:"+f.Namespace+":allot-manager-access")
+	ensurePolicy(ctx, f.Client, OriginPolicy, "system:serviceaccount:"+f.Namespace+":allot-manager-access")
 	t := time.NewTicker(f.Interval)
 	defer t.Stop()
 	for {

@@ -142,7 +142,7 @@ func New(client kubernetes.Interface, allot versioned.Interface, opts Options) *
 
 // Run works until ctx ends.
 func (m *Manager) Run(ctx context.Context) {
-	ensurePolicy(ctx, m.client, m.opts.Log, DispatchPolicy)
+	ensurePolicy(ctx, m.client, DispatchPolicy)
 	af := allotinformers.NewSharedInformerFactory(m.allot, 0)
 	m.clusters = af.Allot().V1alpha1().WorkerClusters().Informer()
 	m.queues = af.Allot().V1alpha1().Queues().Informer()

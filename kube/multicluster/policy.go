@@ -3,14 +3,14 @@ package multicluster
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"strings"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/allot-dev/allot/kube/scheduler"
 )
 
 // The ValidatingAdmissionPolicies that keep the fields dispatch reads to their owners.
@@ -29,7 +29,7 @@ var dispatchAnnotations = []string{AnnotationCluster, AnnotationDispatchedAt, An
 // cluster admins. The manager installs it at start where it may; the chart installs the
 // same (deploy/helm/allot/templates/multicluster.yaml; a test compares the two).
 func DispatchPolicy(writers []string) (*admissionregistrationv1.ValidatingAdmissionPolicy, *admissionregistrationv1.ValidatingAdmissionPolicyBinding) {
-	keys := celList(dispatchAnnotations)
+	keys := scheduler.CELList(dispatchAnnotations)
 	return jobPolicy(DispatchPolicyName, writers, []admissionregistrationv1.Variable{
 		{Name: "newA", Expression: "object.metadata.?annotations.orValue({})"},
 		{Name: "oldA", Expression: "request.operation == 'UPDATE' ? oldObject.metadata.?annotations.orValue({}) : {}"},
@@ -60,7 +60,7 @@ func OriginPolicy(writers []string) (*admissionregistrationv1.ValidatingAdmissio
 // admins through and holds everyone else to v.
 func jobPolicy(name string, writers []string, vars []admissionregistrationv1.Variable, v admissionregistrationv1.Validation) (*admissionregistrationv1.ValidatingAdmissionPolicy, *admissionregistrationv1.ValidatingAdmissionPolicyBinding) {
 	fail := admissionregistrationv1.Fail
-	v.Expression = "request.userInfo.username in " + celList(writers) + " || 'system:masters' in request.userInfo.?groups.orValue([]) || " + v.Expression
+	v.Expression = "request.userInfo.username in " + scheduler.CELList(writers) + " || 'system:masters' in request.userInfo.?groups.orValue([]) || " + v.Expression
 	p := &admissionregistrationv1.ValidatingAdmissionPolicy{ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
 			FailurePolicy: &fail,
@@ -71,40 +71,18 @@ func jobPolicy(name string, writers []string, vars []admissionregistrationv1.Var
 			Variables:   vars,
 			Validations: []admissionregistrationv1.Validation{v},
 		}}
-	b := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{PolicyName: name,
-			ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny}}}
-	return p, b
+	return p, scheduler.DenyBinding(name)
 }
 
 // ensurePolicy installs a policy where it is missing, with the caller's own user among its
 // writers; without the right to (the chart installs it), it says so.
-func ensurePolicy(ctx context.Context, client kubernetes.Interface, log *slog.Logger, make func([]string) (*admissionregistrationv1.ValidatingAdmissionPolicy, *admissionregistrationv1.ValidatingAdmissionPolicyBinding), others ...string) {
+func ensurePolicy(ctx context.Context, client kubernetes.Interface, make func([]string) (*admissionregistrationv1.ValidatingAdmissionPolicy, *admissionregistrationv1.ValidatingAdmissionPolicyBinding), others ...string) {
 	writers := others
 	if r, err := client.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{}); err == nil {
 		writers = append(writers, r.Status.UserInfo.Username)
 	}
 	p, b := make(writers)
-	api := client.AdmissionregistrationV1()
-	_, err := api.ValidatingAdmissionPolicies().Create(ctx, p, metav1.CreateOptions{})
-	if err == nil || apierrors.IsAlreadyExists(err) {
-		_, err = api.ValidatingAdmissionPolicyBindings().Create(ctx, b, metav1.CreateOptions{})
-	}
-	switch {
-	case err == nil || apierrors.IsAlreadyExists(err):
-	case apierrors.IsForbidden(err):
-		log.Info("multi-cluster: not allowed to install a policy; the Helm chart installs it", "policy", p.Name)
-	default:
-		log.Warn("multi-cluster: the API server will not keep the dispatch fields to their owners (install the chart's policy)", "policy", p.Name, "err", err)
-	}
-}
-
-func celList(ss []string) string {
-	q := make([]string, len(ss))
-	for i, s := range ss {
-		q[i] = fmt.Sprintf("%q", s)
-	}
-	return "[" + strings.Join(q, ", ") + "]"
+	scheduler.InstallPolicy(ctx, client, p, b, "the multi-cluster dispatch fields to their owners")
 }
 
 func ptrReason(r metav1.StatusReason) *metav1.StatusReason { return &r }

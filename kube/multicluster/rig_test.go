@@ -15,13 +15,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/utils/ptr"
 
 	"github.com/allot-dev/allot/api/v1alpha1"
 	allotclient "github.com/allot-dev/allot/kube/client"
 	"github.com/allot-dev/allot/kube/kubetest"
+	"github.com/allot-dev/allot/kube/localcluster"
 	"github.com/allot-dev/allot/kube/multicluster"
 	"github.com/allot-dev/allot/kube/scheduler"
 	"github.com/allot-dev/allot/kube/simnode"
@@ -185,12 +184,9 @@ func mustNamespace(t testing.TB, e *kubetest.Env, ns string) {
 // kubeconfigVia is a kubeconfig for the cluster rc reaches, through addr instead.
 func kubeconfigVia(t testing.TB, rc *rest.Config, addr string) string {
 	t.Helper()
-	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters["w"] = &clientcmdapi.Cluster{Server: "https://" + addr, CertificateAuthorityData: rc.CAData, TLSServerName: rc.ServerName}
-	cfg.AuthInfos["manager"] = &clientcmdapi.AuthInfo{Token: rc.BearerToken}
-	cfg.Contexts["w"] = &clientcmdapi.Context{Cluster: "w", AuthInfo: "manager"}
-	cfg.CurrentContext = "w"
-	b, err := clientcmd.Write(*cfg)
+	via := rest.CopyConfig(rc)
+	via.Host = "https://" + addr
+	b, err := localcluster.Kubeconfig(via)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -36,5 +36,5 @@ func CapacityTypePolicy() (*admissionregistrationv1.ValidatingAdmissionPolicy, *
 				Reason: ptr(metav1.StatusReasonInvalid),
 			}},
 		}}
-	return p, denyBinding(name)
+	return p, DenyBinding(name)
 }

@@ -46,5 +46,5 @@ func CreatorPolicy() (*admissionregistrationv1.ValidatingAdmissionPolicy, *admis
 				Reason:            ptr(metav1.StatusReasonForbidden),
 			}},
 		}}
-	return p, denyBinding(name)
+	return p, DenyBinding(name)
 }

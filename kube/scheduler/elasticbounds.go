@@ -62,5 +62,5 @@ func ElasticBoundsPolicy() (*admissionregistrationv1.ValidatingAdmissionPolicy, 
 				Reason: ptr(metav1.StatusReasonInvalid),
 			}},
 		}}
-	return p, denyBinding(name)
+	return p, DenyBinding(name)
 }

@@ -10,6 +10,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/allot-dev/allot/api/v1alpha1"
 )
@@ -83,11 +84,11 @@ func FieldsPolicy(deviceRecorders []string) (*admissionregistrationv1.Validating
 				{Name: "oldA", Expression: "oldObject.metadata.?annotations.orValue({})"},
 				{Name: "newL", Expression: "object.metadata.?labels.orValue({})"},
 				{Name: "oldL", Expression: "oldObject.metadata.?labels.orValue({})"},
-				{Name: "changed", Expression: changedIn(celList(frozenLabels), "variables.newL", "variables.oldL") + " + " +
-					changedIn(celList(frozenAnnotations), "variables.newA", "variables.oldA") + " + " +
+				{Name: "changed", Expression: changedIn(CELList(frozenLabels), "variables.newL", "variables.oldL") + " + " +
+					changedIn(CELList(frozenAnnotations), "variables.newA", "variables.oldA") + " + " +
 					fmt.Sprintf("variables.newA.filter(k, (%s) && (!(k in variables.oldA) || variables.oldA[k] != variables.newA[k])) + ", isOwned) +
 					fmt.Sprintf("variables.oldA.filter(k, (%s) && !(k in variables.newA))", isOwned)},
-				{Name: "recordsChanged", Expression: changedIn(celList(agentRecords), "variables.newA", "variables.oldA")},
+				{Name: "recordsChanged", Expression: changedIn(CELList(agentRecords), "variables.newA", "variables.oldA")},
 			},
 			Validations: []admissionregistrationv1.Validation{{
 				Expression: "size(variables.changed) == 0",
@@ -95,16 +96,17 @@ func FieldsPolicy(deviceRecorders []string) (*admissionregistrationv1.Validating
 					"(delete the pod and create it anew to change it)'",
 				Reason: ptr(metav1.StatusReasonForbidden),
 			}, {
-				Expression:        "size(variables.recordsChanged) == 0 || request.userInfo.username in " + celList(deviceRecorders),
+				Expression:        "size(variables.recordsChanged) == 0 || request.userInfo.username in " + CELList(deviceRecorders),
 				MessageExpression: "variables.recordsChanged.join(', ') + \" is written by the node's allot agent only: what it reads on the node (the devices the kubelet gave the pod, the GPU memory its processes hold)\"",
 				Reason:            ptr(metav1.StatusReasonForbidden),
 			}},
 		}}
-	return p, denyBinding(name)
+	return p, DenyBinding(name)
 }
 
 // denyBinding binds the policy named to every object it matches, refusing what it fails.
-func denyBinding(name string) *admissionregistrationv1.ValidatingAdmissionPolicyBinding {
+// DenyBinding binds the policy of that name to every object it matches, refusing.
+func DenyBinding(name string) *admissionregistrationv1.ValidatingAdmissionPolicyBinding {
 	return &admissionregistrationv1.ValidatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{PolicyName: name,
 			ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny}}}
@@ -112,7 +114,8 @@ func denyBinding(name string) *admissionregistrationv1.ValidatingAdmissionPolicy
 
 func celString(s string) string { return fmt.Sprintf("%q", s) }
 
-func celList(ss []string) string {
+// CELList is a CEL list literal of the strings.
+func CELList(ss []string) string {
 	q := make([]string, len(ss))
 	for i, s := range ss {
 		q[i] = celString(s)
@@ -143,7 +146,14 @@ func (s *Scheduler) ensureFieldsPolicy(ctx context.Context) {
 }
 
 func (s *Scheduler) ensurePolicy(ctx context.Context, p *admissionregistrationv1.ValidatingAdmissionPolicy, b *admissionregistrationv1.ValidatingAdmissionPolicyBinding, keeps string) {
-	api := s.client.AdmissionregistrationV1()
+	InstallPolicy(ctx, s.client, p, b, keeps)
+}
+
+// InstallPolicy creates a ValidatingAdmissionPolicy and its binding where they are
+// missing. Without the right to (the Helm chart installs them itself, and gives no right
+// to), it says so; any other failure says what the API server will not keep.
+func InstallPolicy(ctx context.Context, client kubernetes.Interface, p *admissionregistrationv1.ValidatingAdmissionPolicy, b *admissionregistrationv1.ValidatingAdmissionPolicyBinding, keeps string) {
+	api := client.AdmissionregistrationV1()
 	_, err := api.ValidatingAdmissionPolicies().Create(ctx, p, metav1.CreateOptions{})
 	if err == nil || apierrors.IsAlreadyExists(err) {
 		_, err = api.ValidatingAdmissionPolicyBindings().Create(ctx, b, metav1.CreateOptions{})
@@ -151,10 +161,8 @@ func (s *Scheduler) ensurePolicy(ctx context.Context, p *admissionregistrationv1
 	switch {
 	case err == nil || apierrors.IsAlreadyExists(err):
 	case apierrors.IsForbidden(err):
-		// The Helm chart installs the policy itself and gives the scheduler no right to.
-		slog.Info("allot scheduler: not allowed to install a policy; the Helm chart installs it", "policy", p.Name)
+		slog.Info("allot: not allowed to install a policy; the Helm chart installs it", "policy", p.Name)
 	default:
-		slog.Warn("allot scheduler: the API server will not keep "+keeps+" (install the chart's policy)",
-			"policy", p.Name, "err", err)
+		slog.Warn("allot: the API server will not keep "+keeps+" (install the chart's policy)", "policy", p.Name, "err", err)
 	}
 }

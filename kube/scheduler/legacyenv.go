@@ -47,7 +47,7 @@ func ConfigMapsPolicy(writers []string) (*admissionregistrationv1.ValidatingAdmi
 			MatchConditions: []admissionregistrationv1.MatchCondition{{Name: "a-pods-gpu-configmap",
 				Expression: gpuConfigMapCEL("object") + " || " + gpuConfigMapCEL("oldObject")}},
 			Validations: []admissionregistrationv1.Validation{{
-				Expression: "request.userInfo.username in " + celList(writers) +
+				Expression: "request.userInfo.username in " + CELList(writers) +
 					` || request.userInfo.username.startsWith("system:serviceaccount:kube-system:") || request.userInfo.username == "system:kube-controller-manager"` +
 					` || "system:masters" in request.userInfo.?groups.orValue([])`,
 				MessageExpression: `"ConfigMap " + (object != null ? object.metadata.name : oldObject.metadata.name) + ` +
@@ -56,5 +56,5 @@ func ConfigMapsPolicy(writers []string) (*admissionregistrationv1.ValidatingAdmi
 				Reason: ptr(metav1.StatusReasonForbidden),
 			}},
 		}}
-	return p, denyBinding(ConfigMapsPolicyName)
+	return p, DenyBinding(ConfigMapsPolicyName)
 }
