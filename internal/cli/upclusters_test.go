@@ -86,6 +86,21 @@ func TestUpClusters(t *testing.T) {
 		t.Fatalf("allot clusters: %v\n%s", err, out)
 	}
 	t.Logf("allot clusters:\n%s", out)
+	// allot list on the manager: where each runs, and only one worker's with --cluster.
+	out, err = runCLI(t, "list", "--kubeconfig", up.kubeconfig)
+	if err != nil || !strings.Contains(out, "CLUSTER") {
+		t.Fatalf("allot list on the manager: %v\n%s", err, out)
+	}
+	for _, line := range strings.Split(out, "\n") {
+		if f := strings.Fields(line); len(f) > 7 && f[0] == "h100-finetune" && (f[4] != "Running" || f[7] != "w2") {
+			t.Errorf("allot list: h100-finetune is not shown running on w2: %q", line)
+		}
+	}
+	t.Logf("allot list:\n%s", out)
+	out, err = runCLI(t, "list", "--worker", "w1", "--kubeconfig", up.kubeconfig)
+	if err != nil || strings.Contains(out, "h100-finetune") || strings.Count(out, "pretrain-") != 2 {
+		t.Fatalf("allot list --worker w1: %v\n%s", err, out)
+	}
 	if out, err := runCLI(t, "submit", "big", "-p", "team-b", "-i", "pytorch/pytorch", "-g", "8", "--multicluster", "--kubeconfig", up.kubeconfig); err != nil {
 		t.Fatalf("allot submit --multicluster: %v\n%s", err, out)
 	}
@@ -98,6 +113,10 @@ func TestUpClusters(t *testing.T) {
 		t.Fatalf("big, with every GPU of both workers in use: %s", last)
 	}
 	t.Logf("big waits: %s", last)
+	out, err = runCLI(t, "describe", "big", "--kubeconfig", up.kubeconfig)
+	if err != nil || !strings.Contains(out, "w1: ") || !strings.Contains(out, "Pending") {
+		t.Fatalf("allot describe big: %v\n%s", err, out)
+	}
 }
 
 // runCLI runs one allot command and returns what it printed.

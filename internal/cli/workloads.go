@@ -1,9 +1,11 @@
 package cli
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -191,7 +193,7 @@ Job of N workers with a headless Service (worker i is NAME-i.NAME) started as on
 
 func newListCmd() *cobra.Command {
 	var c *conn // set below, once the command exists to carry its flags
-	var queue, output string
+	var queue, output, cluster string
 	var all, watch bool
 	cmd := &cobra.Command{
 		Use:     "list",
@@ -230,6 +232,9 @@ same way.`,
 				if err != nil {
 					return err
 				}
+				if cluster != "" {
+					ws = slices.DeleteFunc(ws, func(w inspect.Workload) bool { return w.Cluster != cluster })
+				}
 				if err := printWorkloads(cmd, ws, output, all); err != nil || !watch {
 					return err
 				}
@@ -246,6 +251,7 @@ same way.`,
 	cmd.Flags().BoolVarP(&all, "all-namespaces", "A", false, "every namespace")
 	cmd.Flags().StringVarP(&output, "output", "o", "table", "table, wide, json or yaml")
 	cmd.Flags().BoolVarP(&watch, "watch", "w", false, "print again every 2 seconds")
+	cmd.Flags().StringVar(&cluster, "worker", "", "on a multi-cluster manager: only the workloads dispatched to this worker cluster (--cluster is the kubeconfig's, as kubectl's)")
 	c = addConn(cmd)
 	return cmd
 }
@@ -257,6 +263,11 @@ func printWorkloads(cmd *cobra.Command, ws []inspect.Workload, output string, na
 	}
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	head := "NAME\tKIND\tQUEUE\tTYPE\tSTATUS\tGPUS\tPODS\tNODE\tAGE\tIDLE"
+	// On a multi-cluster manager, where each runs.
+	clusters := slices.ContainsFunc(ws, func(w inspect.Workload) bool { return w.Cluster != "" })
+	if clusters {
+		head = strings.Replace(head, "\tNODE\t", "\tCLUSTER\t", 1)
+	}
 	if namespaces {
 		head = "NAMESPACE\t" + head
 	}
@@ -268,6 +279,9 @@ func printWorkloads(cmd *cobra.Command, ws []inspect.Workload, output string, na
 		node := "-"
 		if len(w.Nodes) > 0 {
 			node = strings.Join(w.Nodes, ",")
+		}
+		if clusters {
+			node = cmp.Or(w.Cluster, "-")
 		}
 		row := fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s/%s\t%d/%d\t%s\t%s\t%s", w.Name, w.Kind, w.Queue, w.Type, w.Status,
 			gpuAmount(w.GPUs), gpuAmount(w.Requested), w.Running, w.Running+w.Pending, node, age(w.Created), idleFor(w.Idle, time.Now()))
@@ -346,6 +360,9 @@ func newDescribeCmd() *cobra.Command {
 				w.Created.Format(time.RFC3339), age(w.Created))
 			if w.CreatedBy != "" {
 				fmt.Fprintf(out, "Created by: %s\n", w.CreatedBy)
+			}
+			if w.Cluster != "" {
+				fmt.Fprintf(out, "Cluster:    %s (its pods are there; allot describe %s there shows them)\n", w.Cluster, w.Name)
 			}
 			if !w.RunningSince.IsZero() {
 				fmt.Fprintf(out, "Running:    for %s (since %s)\n", age(w.RunningSince), w.RunningSince.Format(time.RFC3339))

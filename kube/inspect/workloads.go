@@ -66,6 +66,10 @@ type Workload struct {
 	Progress string `json:"progress,omitempty"`
 	// Use is the GPU use its nodes' agents last measured (use.go); nil where none is read.
 	Use *GPUUse `json:"gpuUse,omitempty"`
+	// Cluster is the worker cluster a multi-cluster manager dispatched it to (its
+	// allot.dev/cluster, which only the manager writes); its pods are there, and the
+	// counts above are its copy's status as the manager mirrors it.
+	Cluster string `json:"cluster,omitempty"`
 }
 
 // Ref names one object.
@@ -327,12 +331,20 @@ func BuildWorkloads(o Objects) []Workload {
 	ours := func(t *corev1.PodTemplateSpec, m metav1.ObjectMeta) bool {
 		return t.Spec.SchedulerName == v1alpha1.SchedulerName || m.Labels[submit.LabelWorkload] != ""
 	}
+	// A multi-cluster manager's Job (spec.managedBy) has its pods on a worker: what is
+	// known of them is its copy's status, mirrored on it.
+	dispatched := func(j *batchv1.Job) bool {
+		return j.Spec.ManagedBy != nil && *j.Spec.ManagedBy == multiClusterManagedBy
+	}
 	for _, j := range o.Jobs {
-		if !ours(&j.Spec.Template, j.ObjectMeta) {
+		if !ours(&j.Spec.Template, j.ObjectMeta) && !dispatched(j) {
 			continue
 		}
 		self := metav1.OwnerReference{APIVersion: "batch/v1", Kind: "Job", Name: j.Name, UID: j.UID}
 		w := get(j.Namespace, climb(self))
+		if dispatched(j) {
+			fromCopy(w, j)
+		}
 		if w.Kind == "Job" {
 			status[w] = jobState(j)
 			if w.Type == "" {
@@ -674,4 +686,33 @@ func Progress(v string) string {
 		n++
 	}
 	return b.String()
+}
+
+// multiClusterManagedBy is kube/multicluster.ManagedBy (which imports this package's
+// neighbours; the value is the API's).
+const multiClusterManagedBy = "allot.dev/multicluster"
+
+// fromCopy fills in a manager's dispatched Job from its annotations and mirrored status:
+// where it runs, its pods (ready as running, the rest of the active ones waiting), its GPUs,
+// and why it waits.
+func fromCopy(w *Workload, j *batchv1.Job) {
+	w.Cluster = j.Annotations["allot.dev/cluster"]
+	per := 0.0
+	for _, c := range j.Spec.Template.Spec.Containers {
+		per += GPUs(c.Resources.Limits)
+	}
+	pods := int32(1)
+	if j.Spec.Parallelism != nil {
+		pods = *j.Spec.Parallelism
+	}
+	ready := int32(0)
+	if j.Status.Ready != nil {
+		ready = *j.Status.Ready
+	}
+	w.Running, w.Pending = int(ready), int(max(j.Status.Active-ready, 0))
+	if w.Cluster == "" {
+		w.Pending = int(pods)
+	}
+	w.GPUs, w.Requested = per*float64(ready), per*float64(pods)
+	w.Reason = j.Annotations["allot.dev/waiting"]
 }
