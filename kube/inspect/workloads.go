@@ -705,14 +705,19 @@ func fromCopy(w *Workload, j *batchv1.Job) {
 	if j.Spec.Parallelism != nil {
 		pods = *j.Spec.Parallelism
 	}
-	ready := int32(0)
-	if j.Status.Ready != nil {
-		ready = *j.Status.Ready
+	w.Reason = j.Annotations["allot.dev/waiting"]
+	// Its pods there are running unless the manager says why they wait (it mirrors the
+	// worker's reason while one does); the Ready count, where pods report readiness.
+	running := int32(0)
+	switch {
+	case j.Status.Ready != nil && *j.Status.Ready > 0:
+		running = *j.Status.Ready
+	case w.Reason == "":
+		running = j.Status.Active
 	}
-	w.Running, w.Pending = int(ready), int(max(j.Status.Active-ready, 0))
+	w.Running, w.Pending = int(running), int(max(j.Status.Active-running, 0))
 	if w.Cluster == "" {
 		w.Pending = int(pods)
 	}
-	w.GPUs, w.Requested = per*float64(ready), per*float64(pods)
-	w.Reason = j.Annotations["allot.dev/waiting"]
+	w.GPUs, w.Requested = per*float64(running), per*float64(pods)
 }
