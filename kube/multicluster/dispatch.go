@@ -63,13 +63,6 @@ func (m *Manager) dispatch(ctx context.Context, now time.Time, ready map[string]
 	queues, topologies := m.managerQueues(), m.managerTopologies()
 	u := buildUnion(now, nodes, pods, queues, topologies, cands)
 	plan := u.plan(m.eng, cands)
-	if debugUnion {
-		gpus := 0
-		for _, n := range u.snap.Nodes {
-			gpus += len(n.GPUs)
-		}
-		m.opts.Log.Info("DEBUG union", "nodes", len(u.snap.Nodes), "gpus", gpus, "jobs", len(u.snap.Jobs), "queues", fmt.Sprint(plan.Queues), "pending", fmt.Sprint(plan.Pending))
-	}
 	decided := u.decide(plan, cands)
 	var undecided []*batchv1.Job
 	// Each dispatch is a few requests to two API servers; a burst of submissions is
@@ -143,7 +136,8 @@ func (m *Manager) explainWaiting(ctx context.Context, now time.Time, undecided [
 	}
 }
 
-// noteWaiting writes why a Job waits on its annotation, and an Event when it changes.
+// noteWaiting writes why a Job waits on its annotation (when it changes), with an Event
+// when it starts waiting.
 func (m *Manager) noteWaiting(ctx context.Context, j *batchv1.Job, msg string) {
 	key := string(j.UID)
 	m.mu.Lock()
@@ -444,5 +438,3 @@ func (m *Manager) objects(ready map[string]*worker) (map[string][]*corev1.Node, 
 	}
 	return nodes, pods
 }
-
-var debugUnion = false
