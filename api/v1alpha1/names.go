@@ -116,6 +116,12 @@ const (
 	// and the dashboard, at most MaxProgress characters, and read by nothing that books or
 	// places anything.
 	AnnotationProgress = "allot.dev/progress"
+	// MultiClusterManagedBy, in a Job's spec.managedBy, hands it to a multi-cluster manager;
+	// AnnotationDispatchCluster and AnnotationDispatchWaiting, written on it by the manager
+	// alone, say where it was dispatched and why it waits (kube/multicluster).
+	MultiClusterManagedBy     = "allot.dev/multicluster"
+	AnnotationDispatchCluster = "allot.dev/cluster"
+	AnnotationDispatchWaiting = "allot.dev/waiting"
 	// CreatorPolicyName is the ValidatingAdmissionPolicy that keeps AnnotationCreatedBy.
 	CreatorPolicyName = "allot-created-by"
 	// ElasticBoundsPolicyName is the ValidatingAdmissionPolicy that refuses a PyTorchJob's

@@ -334,7 +334,7 @@ func BuildWorkloads(o Objects) []Workload {
 	// A multi-cluster manager's Job (spec.managedBy) has its pods on a worker: what is
 	// known of them is its copy's status, mirrored on it.
 	dispatched := func(j *batchv1.Job) bool {
-		return j.Spec.ManagedBy != nil && *j.Spec.ManagedBy == multiClusterManagedBy
+		return j.Spec.ManagedBy != nil && *j.Spec.ManagedBy == v1alpha1.MultiClusterManagedBy
 	}
 	for _, j := range o.Jobs {
 		if !ours(&j.Spec.Template, j.ObjectMeta) && !dispatched(j) {
@@ -688,15 +688,11 @@ func Progress(v string) string {
 	return b.String()
 }
 
-// multiClusterManagedBy is kube/multicluster.ManagedBy (which imports this package's
-// neighbours; the value is the API's).
-const multiClusterManagedBy = "allot.dev/multicluster"
-
 // fromCopy fills in a manager's dispatched Job from its annotations and mirrored status:
 // where it runs, its pods (ready as running, the rest of the active ones waiting), its GPUs,
 // and why it waits.
 func fromCopy(w *Workload, j *batchv1.Job) {
-	w.Cluster = j.Annotations["allot.dev/cluster"]
+	w.Cluster = j.Annotations[v1alpha1.AnnotationDispatchCluster]
 	per := 0.0
 	for _, c := range j.Spec.Template.Spec.Containers {
 		per += GPUs(c.Resources.Limits)
@@ -705,7 +701,7 @@ func fromCopy(w *Workload, j *batchv1.Job) {
 	if j.Spec.Parallelism != nil {
 		pods = *j.Spec.Parallelism
 	}
-	w.Reason = j.Annotations["allot.dev/waiting"]
+	w.Reason = j.Annotations[v1alpha1.AnnotationDispatchWaiting]
 	// Its pods there are running unless the manager says why they wait (it mirrors the
 	// worker's reason while one does); the Ready count, where pods report readiness.
 	running := int32(0)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/allot-dev/allot/api/v1alpha1"
 	"github.com/allot-dev/allot/engine"
+	"github.com/allot-dev/allot/kube/convert"
 	"github.com/allot-dev/allot/kube/submit"
 )
 
@@ -36,6 +37,10 @@ func (m *Manager) dispatch(ctx context.Context, now time.Time, ready map[string]
 			continue
 		}
 		c := m.clusterOf(j)
+		problem := ""
+		if c == "" {
+			problem = m.queueProblem(j)
+		}
 		switch {
 		case c != "":
 			if ready[c] != nil && inFlight(j, now, seen) {
@@ -43,8 +48,8 @@ func (m *Manager) dispatch(ctx context.Context, now time.Time, ready map[string]
 			}
 		case j.Spec.Suspend != nil && *j.Spec.Suspend:
 			// a suspended Job stays on the manager until it is resumed
-		case m.queueProblem(j) != "":
-			m.noteWaiting(ctx, j, m.queueProblem(j))
+		case problem != "":
+			m.noteWaiting(ctx, j, problem)
 		default:
 			var allowed []string
 			for _, c := range open {
@@ -84,14 +89,14 @@ func (m *Manager) dispatch(ctx context.Context, now time.Time, ready map[string]
 	}
 	wg.Wait()
 	if len(undecided) > 0 {
-		m.explainWaiting(ctx, now, undecided, cands, ready, nodes, pods, queues)
+		m.explainWaiting(ctx, now, undecided, cands, ready, nodes, pods, queues, topologies)
 	}
 }
 
 // explainWaiting writes on each Job no cluster can start why, cluster by cluster: the
 // engine's reason with the Job confined to each cluster in turn.
 func (m *Manager) explainWaiting(ctx context.Context, now time.Time, undecided []*batchv1.Job, cands []candidate, ready map[string]*worker,
-	nodes map[string][]*corev1.Node, pods map[string][]*corev1.Pod, queues []*v1alpha1.Queue) {
+	nodes map[string][]*corev1.Node, pods map[string][]*corev1.Pod, queues []*v1alpha1.Queue, topologies map[string]convert.Levels) {
 	reasons := map[types.UID][]string{}
 	names := m.clusterNames()
 	open := map[string]bool{}
@@ -113,7 +118,7 @@ func (m *Manager) explainWaiting(ctx context.Context, now time.Time, undecided [
 			}
 			pinned = append(pinned, cd)
 		}
-		u := buildUnion(now, nodes, pods, queues, m.managerTopologies(), pinned)
+		u := buildUnion(now, nodes, pods, queues, topologies, pinned)
 		plan := u.plan(m.eng, pinned)
 		for _, j := range undecided {
 			why := "it would start here"

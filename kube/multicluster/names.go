@@ -4,17 +4,19 @@
 // whole now, as the engine decides over every worker's nodes and pods together.
 package multicluster
 
+import "github.com/allot-dev/allot/api/v1alpha1"
+
 // ManagedBy is the value of a Job's spec.managedBy that hands it to the manager: the
 // manager cluster's own Job controller leaves it alone, and the manager dispatches it.
-const ManagedBy = "allot.dev/multicluster"
+const ManagedBy = v1alpha1.MultiClusterManagedBy
 
 const (
 	// AnnotationCluster on a manager's Job names the worker cluster it was dispatched to.
-	AnnotationCluster = "allot.dev/cluster"
+	AnnotationCluster = v1alpha1.AnnotationDispatchCluster
 	// AnnotationDispatchedAt is when; AnnotationWaiting why it has not started (the
 	// manager's reason naming each cluster's obstacle, or the worker's own once there).
 	AnnotationDispatchedAt = "allot.dev/dispatched-at"
-	AnnotationWaiting      = "allot.dev/waiting"
+	AnnotationWaiting      = v1alpha1.AnnotationDispatchWaiting
 	// AnnotationCopy is the UID of the copy made on the worker: once it is there, a copy
 	// gone from the worker is not made again (it may have run, and its TTL removed it).
 	AnnotationCopy = "allot.dev/copy"

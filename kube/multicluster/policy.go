@@ -9,6 +9,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
 
 	"github.com/allot-dev/allot/kube/scheduler"
 )
@@ -37,7 +38,7 @@ func DispatchPolicy(writers []string) (*admissionregistrationv1.ValidatingAdmiss
 		Expression: keys + ".all(k, (k in variables.newA ? variables.newA[k] : '') == (k in variables.oldA ? variables.oldA[k] : ''))",
 		Message: "metadata.annotations " + strings.Join(dispatchAnnotations, ", ") + " are written by Allot's multi-cluster manager " +
 			"(where a Job runs is its choice, by the queues' quotas): leave them out",
-		Reason: ptrReason(metav1.StatusReasonForbidden),
+		Reason: ptr.To(metav1.StatusReasonForbidden),
 	})
 }
 
@@ -52,7 +53,7 @@ func OriginPolicy(writers []string) (*admissionregistrationv1.ValidatingAdmissio
 	}, admissionregistrationv1.Validation{
 		Expression: "(" + key + " in variables.newL ? variables.newL[" + key + "] : '') == (" + key + " in variables.oldL ? variables.oldL[" + key + "] : '')",
 		Message:    "metadata.labels[" + LabelOrigin + "] marks the copy of a multi-cluster manager's Job: the manager alone sets it; leave it out",
-		Reason:     ptrReason(metav1.StatusReasonForbidden),
+		Reason:     ptr.To(metav1.StatusReasonForbidden),
 	})
 }
 
@@ -84,5 +85,3 @@ func ensurePolicy(ctx context.Context, client kubernetes.Interface, make func([]
 	p, b := make(writers)
 	scheduler.InstallPolicy(ctx, client, p, b, "the multi-cluster dispatch fields to their owners")
 }
-
-func ptrReason(r metav1.StatusReason) *metav1.StatusReason { return &r }

@@ -170,7 +170,7 @@ func candidatePods(j *batchv1.Job) ([]*corev1.Pod, int64) {
 	out := make([]*corev1.Pod, 0, n)
 	for i := range n {
 		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d", j.Name, i), Namespace: j.Namespace,
-			UID: types.UID(string(j.UID) + "-" + typesIndex(i)), CreationTimestamp: j.CreationTimestamp, Labels: map[string]string{},
+			UID: types.UID(string(j.UID) + "-" + strconv.Itoa(int(i))), CreationTimestamp: j.CreationTimestamp, Labels: map[string]string{},
 			Annotations: map[string]string{}}, Spec: *j.Spec.Template.Spec.DeepCopy()}
 		for k, v := range j.Spec.Template.Labels {
 			p.Labels[k] = v
@@ -312,5 +312,3 @@ func nodeList(ns []engine.NodeID) string {
 	}
 	return strings.Join(s, ", ")
 }
-
-func typesIndex(i int32) string { return strconv.Itoa(int(i)) }
